@@ -1,0 +1,59 @@
+# Helpers shared by every IP: one call adds an IP with its register
+# description, its library, its tests and its factory registration.
+
+set(TESSERA_GENERATED_DIR ${CMAKE_BINARY_DIR}/generated)
+file(MAKE_DIRECTORY ${TESSERA_GENERATED_DIR}/regs ${TESSERA_GENERATED_DIR}/docs)
+
+function(tessera_warnings target)
+  if(TESSERA_WARNINGS)
+    target_compile_options(${target} PRIVATE -Wall -Wextra -Werror -Wno-unused-parameter)
+  endif()
+endfunction()
+
+# tessera_regs(<target> <file.regs.json>)
+# Runs tools/reggen on a register description and adds the generated C++
+# table, C header and C view to <target>. Markdown goes to generated/docs.
+function(tessera_regs target regs_json)
+  get_filename_component(abs ${regs_json} ABSOLUTE)
+  get_filename_component(block ${abs} NAME_WE)
+  set(out ${TESSERA_GENERATED_DIR}/regs/${block})
+  add_custom_command(
+    OUTPUT ${out}_regs.hpp ${out}_regs.h ${out}_regs_cview.c ${TESSERA_GENERATED_DIR}/docs/${block}_regs.md
+    COMMAND tessera_reggen ${abs} ${TESSERA_GENERATED_DIR}/regs ${TESSERA_GENERATED_DIR}/docs
+    DEPENDS tessera_reggen ${abs}
+    COMMENT "Generating register views of ${block}")
+  target_sources(${target} PRIVATE ${out}_regs.hpp ${out}_regs.h ${out}_regs_cview.c)
+  target_include_directories(${target} PUBLIC ${TESSERA_GENERATED_DIR}/regs)
+  set_property(GLOBAL APPEND PROPERTY TESSERA_REG_DOCS ${TESSERA_GENERATED_DIR}/docs/${block}_regs.md)
+endfunction()
+
+# tessera_add_ip(<name> SOURCES ... [REGS file.regs.json ...] [TESTS ...] [DEPS ...])
+# Library tessera_ip_<name>; its TESTS become test_<name> under CTest (label unit).
+# Every IP library is linked whole into tessera_ips, so the factory
+# registration in the IP's source is all it takes to make the type known.
+function(tessera_add_ip name)
+  cmake_parse_arguments(IP "" "" "SOURCES;REGS;TESTS;DEPS" ${ARGN})
+  set(lib tessera_ip_${name})
+  add_library(${lib} STATIC ${IP_SOURCES})
+  target_include_directories(${lib} PUBLIC ${PROJECT_SOURCE_DIR}/ip)
+  target_link_libraries(${lib} PUBLIC tessera_common ${IP_DEPS})
+  tessera_warnings(${lib})
+  foreach(r ${IP_REGS})
+    tessera_regs(${lib} ${r})
+  endforeach()
+  set_property(GLOBAL APPEND PROPERTY TESSERA_IP_LIBS ${lib})
+  if(IP_TESTS)
+    tessera_add_test(test_${name} LABELS unit SOURCES ${IP_TESTS} LIBS ${lib})
+  endif()
+endfunction()
+
+# tessera_add_test(<name> SOURCES ... LIBS ... [LABELS ...])
+# A GoogleTest binary whose sc_main runs the tests; CTest runs each test in
+# its own process so each may elaborate its own small platform.
+function(tessera_add_test name)
+  cmake_parse_arguments(T "" "" "SOURCES;LIBS;LABELS" ${ARGN})
+  add_executable(${name} ${T_SOURCES})
+  target_link_libraries(${name} PRIVATE ${T_LIBS} tessera_test_main)
+  tessera_warnings(${name})
+  gtest_discover_tests(${name} PROPERTIES LABELS "${T_LABELS}" DISCOVERY_TIMEOUT 60)
+endfunction()

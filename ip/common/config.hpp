@@ -1,0 +1,69 @@
+// The checked layer of configuration. Each IP has a Config struct with
+// named defaults and two members:
+//
+//   void visit(Params& p)                 one line per parameter
+//   void validate(const Params& p) const  refuses bad combinations
+//
+// Params reads the raw JSON of one instance, converts units, remembers the
+// effective value of every parameter (for --dump-config), and reports any
+// problem as "file: instance.key: why" through ConfigError. Keys nobody
+// asked for are errors, so typos never pass silently.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+#include <string>
+#include <systemc>
+
+#include "common/units.hpp"
+
+namespace tessera {
+
+struct ConfigError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+class Params {
+ public:
+  // `where` is the file, `instance` the instance name; `raw` the params
+  // object (may be null). `instance_size` is the instance's "size" (0 = not
+  // given), which memory-like IPs read through instance_size().
+  Params(std::string where, std::string instance, const nlohmann::json& raw, std::uint64_t instance_size = 0);
+
+  void operator()(const char* key, bool& v, const char* doc);
+  void operator()(const char* key, unsigned& v, const char* doc);
+  void operator()(const char* key, std::uint64_t& v, const char* doc);
+  void operator()(const char* key, double& v, const char* doc);
+  void operator()(const char* key, std::string& v, const char* doc);
+  void operator()(const char* key, sc_core::sc_time& v, const char* doc);
+  void operator()(const char* key, Hertz& v, const char* doc);
+  // Byte counts and addresses print with units or in hex.
+  void size(const char* key, std::uint64_t& v, const char* doc);
+  void address(const char* key, std::uint64_t& v, const char* doc);
+
+  std::uint64_t instance_size() const { return instance_size_; }
+  const std::string& instance() const { return instance_; }
+
+  // Throws ConfigError("where: instance.key: why"). // elaboration-only
+  [[noreturn]] void fail(const std::string& key, const std::string& why) const;
+  // Fails on any raw key no visit() asked for.
+  void finish() const;
+
+  const nlohmann::ordered_json& effective() const { return effective_; }
+  const nlohmann::ordered_json& docs() const { return docs_; }
+
+ private:
+  const nlohmann::json* find(const char* key, const char* doc);
+  template <class F>
+  void read(const char* key, const char* doc, F&& convert);
+
+  std::string where_, instance_;
+  nlohmann::json raw_;
+  std::uint64_t instance_size_;
+  nlohmann::ordered_json effective_ = nlohmann::ordered_json::object();
+  nlohmann::ordered_json docs_ = nlohmann::ordered_json::object();
+  std::vector<std::string> asked_;
+};
+
+}  // namespace tessera

@@ -1,0 +1,114 @@
+#include "common/log.hpp"
+
+#include <cstdio>
+#include <map>
+#include <set>
+#include <stdexcept>
+#include <systemc>
+#include <utility>
+
+namespace tessera::log {
+namespace {
+
+struct State {
+  std::map<std::string, Level> levels;  // by path prefix
+  Level default_level = Level::warning;
+  std::map<std::string, Level> cache;
+  std::set<std::pair<std::string, const void*>> seen;
+  std::uint64_t guest_errors = 0;
+  bool strict = false;
+};
+
+State& state() {
+  static State s;
+  return s;
+}
+
+bool first_time(const std::string& path, const char* place) {
+  return state().seen.insert({path, static_cast<const void*>(place)}).second;
+}
+
+void handler(const sc_core::sc_report& r, const sc_core::sc_actions& actions) {
+  if (actions & sc_core::SC_DISPLAY) {
+    const char* sev = "info";
+    switch (r.get_severity()) {
+      case sc_core::SC_WARNING: sev = "warning"; break;
+      case sc_core::SC_ERROR: sev = "error"; break;
+      case sc_core::SC_FATAL: sev = "fatal"; break;
+      default: break;
+    }
+    std::fprintf(stderr, "[%s] %s %s: %s\n", sc_core::sc_time_stamp().to_string().c_str(), sev, r.get_msg_type(),
+                 r.get_msg());
+    std::fflush(stderr);
+  }
+  // Everything else (throwing on errors, stopping, aborting) as SystemC does.
+  sc_core::sc_report_handler::default_handler(r, actions & ~sc_core::SC_DISPLAY & ~sc_core::SC_LOG);
+}
+
+}  // namespace
+
+Level parse_level(const std::string& name) {
+  static const std::map<std::string, Level> names = {{"quiet", Level::quiet}, {"error", Level::error},
+                                                     {"warning", Level::warning}, {"info", Level::info},
+                                                     {"debug", Level::debug}, {"trace", Level::trace}};
+  auto it = names.find(name);
+  if (it == names.end())
+    throw std::invalid_argument("unknown log level \"" + name + "\" (quiet, error, warning, info, debug, trace)");
+  return it->second;
+}
+
+void set_level(const std::string& path, Level level) {
+  if (path.empty()) state().default_level = level;
+  else state().levels[path] = level;
+  state().cache.clear();
+}
+
+Level level_of(const std::string& path) {
+  State& s = state();
+  auto hit = s.cache.find(path);
+  if (hit != s.cache.end()) return hit->second;
+  Level l = s.default_level;
+  std::size_t best = 0;
+  for (const auto& [prefix, level] : s.levels) {
+    bool covers = path == prefix || (path.size() > prefix.size() && path.compare(0, prefix.size(), prefix) == 0 &&
+                                     path[prefix.size()] == '.');
+    if (covers && prefix.size() >= best) best = prefix.size(), l = level;
+  }
+  s.cache[path] = l;
+  return l;
+}
+
+void set_strict(bool strict) { state().strict = strict; }
+bool strict() { return state().strict; }
+std::uint64_t guest_error_count() { return state().guest_errors; }
+
+void reset() { state() = State{}; }
+
+void install_handler() {
+  sc_core::sc_report_handler::set_handler(handler);
+  // Our own types are never suppressed by SystemC's repeat limits.
+  for (const char* t : {kGuestError, kUnimplemented, kConfig, kInternal, kTrace})
+    sc_core::sc_report_handler::set_actions(t, sc_core::SC_INFO, sc_core::SC_DISPLAY);
+}
+
+void emit_guest_error(const std::string& path, const char* place, const std::string& msg) {
+  ++state().guest_errors;
+  if (first_time(path, place) && enabled(path, Level::warning))
+    SC_REPORT_WARNING(kGuestError, (path + ": " + msg).c_str());
+}
+
+void emit_unimplemented(const std::string& path, const char* place, const std::string& msg) {
+  if (first_time(path, place) && enabled(path, Level::warning))
+    SC_REPORT_WARNING(kUnimplemented, (path + ": " + msg).c_str());
+}
+
+void emit(const std::string& path, Level level, const std::string& msg) {
+  SC_REPORT_INFO_VERB(level == Level::info ? "tessera/info" : kTrace, (path + ": " + msg).c_str(), sc_core::SC_NONE);
+}
+
+void emit_internal(const std::string& path, const std::string& msg) {
+  SC_REPORT_FATAL(kInternal, (path + ": " + msg).c_str());
+  std::abort();  // not reached: SC_REPORT_FATAL does not return
+}
+
+}  // namespace tessera::log

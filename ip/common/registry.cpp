@@ -1,0 +1,23 @@
+#include "common/registry.hpp"
+
+#include "common/log.hpp"
+
+namespace tessera {
+
+IpRegistry& IpRegistry::get() {
+  static IpRegistry r;
+  return r;
+}
+
+void IpRegistry::add(IpType type) {
+  std::string name = type.name;
+  if (!types_.emplace(name, std::move(type)).second)
+    log::internal("tessera", "IP type \"{}\" registered twice", name);  // elaboration-only
+}
+
+const IpType* IpRegistry::find(const std::string& name) const {
+  auto it = types_.find(name);
+  return it == types_.end() ? nullptr : &it->second;
+}
+
+}  // namespace tessera

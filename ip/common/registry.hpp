@@ -1,0 +1,62 @@
+// type name -> factory. An IP makes itself known with one line in its
+// source file:
+//
+//   TESSERA_REGISTER_IP("uart16550", Uart16550, "16550 UART");
+//
+// The class needs a nested Config (visit, validate) and a constructor
+// (sc_module_name, const Config&). Parsing and building are separate steps,
+// so a whole platform description is checked before anything elaborates.
+#pragma once
+
+#include <any>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "common/config.hpp"
+#include "common/ip.hpp"
+
+namespace tessera {
+
+struct IpType {
+  std::string name, doc;
+  // visit + finish + validate; the result goes to build().
+  std::function<std::any(Params&)> parse;
+  std::function<std::unique_ptr<Ip>(const char* instance, const std::any& config)> build;
+};
+
+class IpRegistry {
+ public:
+  static IpRegistry& get();
+  void add(IpType type);
+  const IpType* find(const std::string& name) const;
+  const std::map<std::string, IpType>& all() const { return types_; }
+
+ private:
+  std::map<std::string, IpType> types_;
+};
+
+template <class T>
+struct RegisterIp {
+  RegisterIp(const char* type, const char* doc) {
+    using Config = typename T::Config;
+    IpRegistry::get().add(IpType{
+        type, doc,
+        [](Params& p) {
+          auto c = std::make_shared<Config>();
+          c->visit(p);
+          p.finish();
+          c->validate(p);
+          return std::any(std::shared_ptr<const Config>(c));
+        },
+        [](const char* instance, const std::any& config) -> std::unique_ptr<Ip> {
+          return std::make_unique<T>(instance, *std::any_cast<std::shared_ptr<const Config>>(config));
+        }});
+  }
+};
+
+#define TESSERA_REGISTER_IP(type, Class, doc) \
+  static const ::tessera::RegisterIp<Class> tessera_registered_##Class(type, doc)
+
+}  // namespace tessera

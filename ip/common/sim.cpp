@@ -1,0 +1,28 @@
+#include "common/sim.hpp"
+
+#include <systemc>
+
+#include "common/log.hpp"
+
+namespace tessera::sim {
+namespace {
+std::optional<int> g_code;
+std::string g_reason;
+}  // namespace
+
+void request_exit(int code, const std::string& who, const std::string& why) {
+  if (g_code) return;
+  g_code = code;
+  g_reason = who + ": " + why;
+  log::info(who, "exit requested with code {}: {}", code, why);
+  if (sc_core::sc_is_running()) sc_core::sc_stop();
+}
+
+std::optional<int> exit_code() { return g_code; }
+const std::string& exit_reason() { return g_reason; }
+void reset() {
+  g_code.reset();
+  g_reason.clear();
+}
+
+}  // namespace tessera::sim

@@ -1,0 +1,22 @@
+// How a run ends. Devices that end the simulation (test finisher, HTIF,
+// an unhandled trap) ask for an exit code here; tessera-vp returns it.
+#pragma once
+
+#include <optional>
+#include <string>
+
+namespace tessera::sim {
+
+// Exit codes of tessera-vp besides the guest's own.
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitUsage = 2;     // bad command line or platform description
+inline constexpr int kExitAbnormal = 3;  // --max-time reached, simulation starved, model error
+inline constexpr int kExitStrict = 4;    // --strict and the guest made an error
+
+// Records the exit code (the first request wins) and stops the simulation.
+void request_exit(int code, const std::string& who, const std::string& why);
+std::optional<int> exit_code();
+const std::string& exit_reason();
+void reset();  // for tests
+
+}  // namespace tessera::sim

@@ -1,0 +1,332 @@
+// reggen: one register description in, every view of it out.
+//
+//   tessera_reggen <block>.regs.json <out-dir> <doc-dir>
+//
+// writes <block>_regs.hpp (constexpr table for the model), <block>_regs.h (C
+// header for firmware), <block>_regs_cview.c (the C header's values as a
+// table, compiled by the C compiler, for the agreement test) and
+// <doc-dir>/<block>_regs.md (the register reference). The description is
+// checked first: overlapping registers or fields, misaligned offsets and
+// registers outside the window are refused with a message naming them.
+#include <fmt/format.h>
+
+#include <cstdint>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace {
+
+using nlohmann::json;
+
+struct Field {
+  std::string name, access, doc;
+  unsigned lsb = 0, width = 0;
+};
+
+struct Reg {
+  std::string name, access, bank, doc;
+  std::uint64_t offset = 0, reset = 0, stride = 0;
+  unsigned size = 4, min_access = 0, count = 1;
+  bool side_effects = false;
+  std::vector<Field> fields;
+};
+
+struct Block {
+  std::string name, doc, source;
+  std::uint64_t window = 0;
+  std::vector<Reg> regs;
+};
+
+[[noreturn]] void fail(const std::string& where, const std::string& why) {
+  throw std::runtime_error(where + ": " + why);
+}
+
+std::uint64_t number(const json& j, const std::string& where) {
+  if (j.is_number_unsigned()) return j.get<std::uint64_t>();
+  if (j.is_number_integer() && j.get<std::int64_t>() >= 0) return j.get<std::uint64_t>();
+  if (j.is_string()) {
+    std::string s;
+    for (char c : j.get<std::string>())
+      if (c != '_') s += c;
+    try {
+      std::size_t pos = 0;
+      std::uint64_t v = std::stoull(s, &pos, 0);
+      if (pos == s.size()) return v;
+    } catch (const std::exception&) {
+    }
+  }
+  fail(where, "expected a non-negative integer, got " + j.dump());
+}
+
+const std::vector<std::string> kAccess = {"rw", "ro", "wo", "w1c", "w1s"};
+
+std::string access_of(const json& j, const std::string& where, const std::string& dflt) {
+  std::string a = j.value("access", dflt);
+  for (const auto& k : kAccess)
+    if (k == a) return a;
+  fail(where, "access must be one of rw, ro, wo, w1c, w1s; got \"" + a + "\"");
+}
+
+void check_keys(const json& j, const std::vector<std::string>& allowed, const std::string& where) {
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    bool ok = false;
+    for (const auto& a : allowed) ok |= a == it.key();
+    if (!ok) fail(where, "unknown key \"" + it.key() + "\"");
+  }
+}
+
+Block parse(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) fail(path, "cannot open");
+  json j;
+  try {
+    j = json::parse(in);
+  } catch (const json::parse_error& e) {
+    fail(path, e.what());
+  }
+  Block b;
+  b.source = path;
+  check_keys(j, {"block", "doc", "window", "registers"}, path);
+  b.name = j.at("block").get<std::string>();
+  std::string stem = path.substr(path.find_last_of('/') + 1);
+  if (stem != b.name + ".regs.json") fail(path, "the file must be named " + b.name + ".regs.json after its block");
+  b.doc = j.value("doc", "");
+  b.window = number(j.at("window"), path + ": window");
+  for (const auto& jr : j.at("registers")) {
+    Reg r;
+    r.name = jr.at("name").get<std::string>();
+    std::string where = path + ": register " + r.name;
+    check_keys(jr, {"name", "offset", "size", "min_access", "count", "stride", "access", "reset",
+                    "bank", "side_effects", "fields", "doc"},
+               where);
+    r.offset = number(jr.at("offset"), where + ".offset");
+    r.size = static_cast<unsigned>(number(jr.value("size", json(4)), where + ".size"));
+    if (r.size != 1 && r.size != 2 && r.size != 4 && r.size != 8) fail(where, "size must be 1, 2, 4 or 8");
+    r.min_access = static_cast<unsigned>(number(jr.value("min_access", json(r.size)), where + ".min_access"));
+    if (r.min_access == 0 || r.min_access > r.size || (r.min_access & (r.min_access - 1)))
+      fail(where, "min_access must be a power of two no larger than size");
+    r.count = static_cast<unsigned>(number(jr.value("count", json(1)), where + ".count"));
+    r.stride = number(jr.value("stride", json(r.size)), where + ".stride");
+    if (r.count == 0) fail(where, "count must be at least 1");
+    if (r.count > 1 && r.stride < r.size) fail(where, "stride is smaller than size");
+    r.access = access_of(jr, where, "rw");
+    r.reset = number(jr.value("reset", json(0)), where + ".reset");
+    r.bank = jr.value("bank", "");
+    r.side_effects = jr.value("side_effects", false);
+    r.doc = jr.value("doc", "");
+    if (r.offset % r.size) fail(where, "offset is not aligned to the register size");
+    if (r.offset + (r.count - 1) * r.stride + r.size > b.window) fail(where, "lies outside the window");
+    std::uint64_t width_mask = r.size == 8 ? ~0ull : ((1ull << (r.size * 8)) - 1);
+    if (r.reset & ~width_mask) fail(where, "reset value does not fit the register");
+    std::uint64_t used = 0;
+    for (const auto& jf : jr.value("fields", json::array())) {
+      Field f;
+      f.name = jf.at("name").get<std::string>();
+      std::string fw = where + " field " + f.name;
+      check_keys(jf, {"name", "bits", "access", "doc"}, fw);
+      std::string bits = jf.at("bits").get<std::string>();
+      unsigned hi = 0, lo = 0;
+      auto colon = bits.find(':');
+      try {
+        hi = static_cast<unsigned>(std::stoul(bits.substr(0, colon)));
+        lo = colon == std::string::npos ? hi : static_cast<unsigned>(std::stoul(bits.substr(colon + 1)));
+      } catch (const std::exception&) {
+        fail(fw, "bits must be \"hi:lo\" or \"bit\", got \"" + bits + "\"");
+      }
+      if (hi < lo || hi >= r.size * 8) fail(fw, "bits " + bits + " do not fit the register");
+      f.lsb = lo;
+      f.width = hi - lo + 1;
+      f.access = access_of(jf, fw, r.access);
+      f.doc = jf.value("doc", "");
+      std::uint64_t m = (f.width >= 64 ? ~0ull : ((1ull << f.width) - 1)) << f.lsb;
+      if (used & m) fail(fw, "overlaps another field");
+      used |= m;
+      r.fields.push_back(f);
+    }
+    b.regs.push_back(r);
+  }
+  // Two registers may share bytes only if they are told apart by the
+  // direction of the access (a read-only and a write-only register) or by
+  // different bank selectors.
+  for (std::size_t i = 0; i < b.regs.size(); ++i)
+    for (std::size_t k = i + 1; k < b.regs.size(); ++k) {
+      const Reg& a = b.regs[i];
+      const Reg& c = b.regs[k];
+      bool distinct = a.bank != c.bank || (a.access == "ro" && c.access == "wo") ||
+                      (a.access == "wo" && c.access == "ro");
+      if (distinct) continue;
+      for (unsigned ea = 0; ea < a.count; ++ea)
+        for (unsigned ec = 0; ec < c.count; ++ec) {
+          std::uint64_t a0 = a.offset + ea * a.stride, c0 = c.offset + ec * c.stride;
+          if (a0 < c0 + c.size && c0 < a0 + a.size)
+            fail(path, "registers " + a.name + " and " + c.name + " overlap");
+        }
+    }
+  return b;
+}
+
+std::string upper(std::string s) {
+  for (auto& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return s;
+}
+
+std::string cstr(const std::string& s) {
+  std::string o = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') o += '\\';
+    o += c;
+  }
+  return o + "\"";
+}
+
+std::string access_enum(const std::string& a) { return "Access::" + upper(a); }
+
+std::string banner(const Block& b, const char* open, const char* close) {
+  return fmt::format("{} DO NOT EDIT: generated by tools/reggen from {}. {}\n", open, b.source, close);
+}
+
+void write_if_changed(const std::string& path, const std::string& text) {
+  {
+    std::ifstream in(path);
+    std::stringstream old;
+    old << in.rdbuf();
+    if (in && old.str() == text) return;
+  }
+  std::ofstream out(path);
+  out << text;
+  if (!out) throw std::runtime_error(path + ": cannot write");
+}
+
+std::string cpp_view(const Block& b) {
+  std::string o = banner(b, "//", "");
+  o += "#pragma once\n\n#include \"common/regs_cview.h\"\n#include \"common/regs_desc.hpp\"\n\n";
+  o += fmt::format("namespace tessera::regs::{} {{\n\n", b.name);
+  o += "enum Reg : unsigned {\n";
+  for (std::size_t i = 0; i < b.regs.size(); ++i) o += fmt::format("  {} = {},\n", b.regs[i].name, i);
+  o += "};\n\n";
+  for (const auto& r : b.regs) {
+    if (r.fields.empty()) continue;
+    o += fmt::format("inline constexpr FieldDesc k{}Fields[] = {{\n", r.name);
+    for (const auto& f : r.fields)
+      o += fmt::format("    {{{}, {}, {}, {}, {}}},\n", cstr(f.name), f.lsb, f.width, access_enum(f.access),
+                       cstr(f.doc));
+    o += "};\n";
+    o += fmt::format("namespace {}_f {{\n", r.name);
+    for (const auto& f : r.fields) {
+      std::uint64_t m = (f.width >= 64 ? ~0ull : ((1ull << f.width) - 1)) << f.lsb;
+      o += fmt::format("inline constexpr unsigned {}_SHIFT = {};\n", f.name, f.lsb);
+      o += fmt::format("inline constexpr std::uint64_t {}_MASK = {:#x}ull;\n", f.name, m);
+    }
+    o += fmt::format("}}  // namespace {}_f\n\n", r.name);
+  }
+  o += "inline constexpr RegDesc kRegs[] = {\n";
+  for (const auto& r : b.regs) {
+    o += fmt::format("    {{{}, {:#x}, {}, {}, {}, {:#x}, {}, {:#x}ull, {}, {}, {}, {}, {}}},\n", cstr(r.name),
+                     r.offset, r.size, r.min_access, r.count, r.stride, access_enum(r.access), r.reset,
+                     cstr(r.bank), r.side_effects ? "true" : "false",
+                     r.fields.empty() ? "nullptr" : "k" + r.name + "Fields", r.fields.size(), cstr(r.doc));
+  }
+  o += "};\n\n";
+  o += fmt::format("inline constexpr RegBlockDesc kBlock{{{}, {:#x}, kRegs, {}, {}}};\n\n", cstr(b.name), b.window,
+                   b.regs.size(), cstr(b.doc));
+  o += "}  // namespace tessera::regs::" + b.name + "\n\n";
+  o += fmt::format("extern \"C\" const struct tessera_reg_cview {}_regs_cview[];\n", b.name);
+  o += fmt::format("extern \"C\" const struct tessera_field_cview {}_fields_cview[];\n", b.name);
+  return o;
+}
+
+std::string c_view(const Block& b) {
+  std::string up = upper(b.name);
+  std::string o = banner(b, "/*", "*/");
+  o += fmt::format("#ifndef TESSERA_{0}_REGS_H\n#define TESSERA_{0}_REGS_H\n\n", up);
+  o += fmt::format("#define {}_WINDOW_SIZE {:#x}ull\n\n", up, b.window);
+  for (const auto& r : b.regs) {
+    std::string p = up + "_" + r.name;
+    o += fmt::format("/* {} */\n", r.doc);
+    o += fmt::format("#define {}_OFFSET {:#x}ull\n", p, r.offset);
+    o += fmt::format("#define {}_SIZE {}u\n", p, r.size);
+    o += fmt::format("#define {}_RESET {:#x}ull\n", p, r.reset);
+    if (r.count > 1) {
+      o += fmt::format("#define {}_COUNT {}u\n", p, r.count);
+      o += fmt::format("#define {}_STRIDE {:#x}ull\n", p, r.stride);
+    }
+    for (const auto& f : r.fields) {
+      std::uint64_t m = (f.width >= 64 ? ~0ull : ((1ull << f.width) - 1)) << f.lsb;
+      o += fmt::format("#define {}_{}_SHIFT {}u\n", p, f.name, f.lsb);
+      o += fmt::format("#define {}_{}_MASK {:#x}ull\n", p, f.name, m);
+    }
+    o += "\n";
+  }
+  o += fmt::format("#endif /* TESSERA_{}_REGS_H */\n", up);
+  return o;
+}
+
+std::string c_check(const Block& b) {
+  std::string up = upper(b.name);
+  std::string o = banner(b, "/*", "*/");
+  o += fmt::format("#include \"{}_regs.h\"\n#include \"common/regs_cview.h\"\n\n", b.name);
+  o += fmt::format("const struct tessera_reg_cview {}_regs_cview[] = {{\n", b.name);
+  for (const auto& r : b.regs) {
+    std::string p = up + "_" + r.name;
+    o += fmt::format("  {{\"{}\", {}_OFFSET, {}_SIZE, {}, {}, {}_RESET}},\n", r.name, p, p,
+                     r.count > 1 ? p + "_COUNT" : "1", r.count > 1 ? p + "_STRIDE" : p + "_SIZE", p);
+  }
+  o += "  {0, 0, 0, 0, 0, 0}\n};\n\n";
+  o += fmt::format("const struct tessera_field_cview {}_fields_cview[] = {{\n", b.name);
+  for (const auto& r : b.regs)
+    for (const auto& f : r.fields) {
+      std::string p = up + "_" + r.name + "_" + f.name;
+      o += fmt::format("  {{\"{}\", \"{}\", {}_SHIFT, {}_MASK}},\n", r.name, f.name, p, p);
+    }
+  o += "  {0, 0, 0, 0}\n};\n";
+  return o;
+}
+
+std::string markdown(const Block& b) {
+  std::string o = banner(b, "<!--", "-->");
+  o += fmt::format("# {} registers\n\n{}\n\nWindow: {:#x} bytes.\n\n", b.name, b.doc, b.window);
+  o += "| offset | name | size | access | reset | description |\n|---|---|---|---|---|---|\n";
+  for (const auto& r : b.regs) {
+    std::string off = fmt::format("{:#x}", r.offset);
+    if (r.count > 1) off += fmt::format(" + {:#x}·n (n < {})", r.stride, r.count);
+    std::string doc = r.doc;
+    if (!r.bank.empty()) doc += fmt::format(" (when {} is selected)", r.bank);
+    if (r.side_effects) doc += " Reading has side effects.";
+    o += fmt::format("| {} | {} | {} | {} | {:#x} | {} |\n", off, r.name, r.size, upper(r.access), r.reset, doc);
+  }
+  for (const auto& r : b.regs) {
+    if (r.fields.empty()) continue;
+    o += fmt::format("\n## {}\n\n| bits | field | access | description |\n|---|---|---|---|\n", r.name);
+    for (const auto& f : r.fields) {
+      std::string bits = f.width == 1 ? fmt::format("{}", f.lsb) : fmt::format("{}:{}", f.lsb + f.width - 1, f.lsb);
+      o += fmt::format("| {} | {} | {} | {} |\n", bits, f.name, upper(f.access), f.doc);
+    }
+  }
+  return o;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 4) {
+    std::cerr << "usage: tessera_reggen <block>.regs.json <out-dir> <doc-dir>\n";
+    return 2;
+  }
+  try {
+    Block b = parse(argv[1]);
+    std::string out = argv[2], docs = argv[3];
+    write_if_changed(out + "/" + b.name + "_regs.hpp", cpp_view(b));
+    write_if_changed(out + "/" + b.name + "_regs.h", c_view(b));
+    write_if_changed(out + "/" + b.name + "_regs_cview.c", c_check(b));
+    write_if_changed(docs + "/" + b.name + "_regs.md", markdown(b));
+  } catch (const std::exception& e) {
+    std::cerr << "tessera_reggen: error: " << e.what() << "\n";
+    return 1;
+  }
+  return 0;
+}
