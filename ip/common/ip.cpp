@@ -16,6 +16,9 @@ void Ip::expose_irq_in(const char* port, std::vector<IrqIn>& lines) {
   for (auto& l : lines) irq_ins_[port].push_back(&l);
 }
 void Ip::expose_irq_in(const char* port, IrqIn& line) { irq_ins_[port].push_back(&line); }
+void Ip::expose_irq_in(const char* port, const std::vector<IrqIn*>& lines) {
+  for (IrqIn* l : lines) irq_ins_[port].push_back(l);
+}
 
 IrqOut* Ip::irq_out(const std::string& port, unsigned index) {
   auto it = irq_outs_.find(port);

@@ -45,6 +45,8 @@ class Ip : public sc_core::sc_module {
   void expose_irq_out(const char* port, IrqOut& line);
   void expose_irq_in(const char* port, std::vector<IrqIn>& lines);
   void expose_irq_in(const char* port, IrqIn& line);
+  // Entries may be null: indices that exist in numbering but not as wires.
+  void expose_irq_in(const char* port, const std::vector<IrqIn*>& lines);
 
  private:
   std::string path_ = name();

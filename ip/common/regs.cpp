@@ -141,7 +141,9 @@ MmioTarget::MmioTarget(const sc_core::sc_module_name& n, const RegBlockDesc& des
 }
 
 void MmioTarget::b_transport(tlm::tlm_generic_payload& trans, sc_core::sc_time& delay) {
+  delay_ = delay;
   regs_.access(trans, false);
+  delay_ = sc_core::SC_ZERO_TIME;
   delay += latency_;
 }
 

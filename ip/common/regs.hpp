@@ -87,12 +87,18 @@ class MmioTarget : public Ip {
   void report_stats(nlohmann::ordered_json& out) const override;
 
  protected:
+  // The initiator's local time during a b_transport (simulation time plus
+  // its annotated delay), so a temporally decoupled core reading a timer
+  // sees its own time; plain simulation time otherwise.
+  sc_core::sc_time now() const { return sc_core::sc_time_stamp() + delay_; }
+
   RegisterBank regs_;
 
  private:
   void b_transport(tlm::tlm_generic_payload& trans, sc_core::sc_time& delay);
   unsigned transport_dbg(tlm::tlm_generic_payload& trans);
   sc_core::sc_time latency_;
+  sc_core::sc_time delay_ = sc_core::SC_ZERO_TIME;
 };
 
 }  // namespace tessera

@@ -1,0 +1,38 @@
+// HTIF: Spike's host-target interface as the RISC-V ISA tests use it.
+// Writing tohost with device 0 and payload (code << 1) | 1 ends the run
+// with `code` (an ISA test's failing test number); device 1 command 1 prints
+// a character. A 64-bit write acts at once; a program with 32-bit stores
+// acts when it writes the upper word (riscv-tests write the lower word
+// first). After acting, tohost reads zero again. Not modelled: the syscall
+// proxy (device 0 with an even payload), console input.
+#pragma once
+
+#include <cstdio>
+#include <string>
+
+#include "common/config.hpp"
+#include "common/regs.hpp"
+
+namespace tessera {
+
+class Htif : public MmioTarget {
+ public:
+  struct Config {
+    std::string console = "stdout";  // stdout, stderr, none or a file
+    void visit(Params& p);
+    void validate(const Params& p) const {}
+  };
+  Htif(const sc_core::sc_module_name& n, const Config& c);
+  ~Htif() override;
+
+  const std::string& console_output() const { return console_log_; }
+
+ private:
+  void command(std::uint64_t value);
+
+  std::FILE* out_ = nullptr;
+  bool close_ = false;
+  std::string console_log_;
+};
+
+}  // namespace tessera

@@ -1,0 +1,64 @@
+// UART 16550: the registers and interrupts firmware drivers use (RBR/THR,
+// IER, IIR/FCR, LCR, MCR, LSR, MSR, SCR, DLL/DLM behind LCR.DLAB), receive
+// FIFO with trigger levels and overrun, loopback. Transmission is
+// instantaneous (THR is empty again as soon as it is written), so the baud
+// divisor only matters to the firmware that programs it; received bytes
+// arrive one per `rx_interval` from a file or stdin, or from the host
+// through receive(). Not modelled: parity/framing errors, break, modem
+// lines (MSR reads CTS, DSR and DCD asserted), the character-timeout delay
+// (a timeout interrupt is reported as soon as data sits below the trigger).
+#pragma once
+
+#include <cstdio>
+#include <deque>
+#include <string>
+
+#include "common/config.hpp"
+#include "common/regs.hpp"
+
+namespace tessera {
+
+class Uart16550 : public MmioTarget {
+ public:
+  IrqOut irq_out;
+
+  struct Config {
+    unsigned fifo_depth = 16;
+    std::string tx = "stdout";  // stdout, stderr, none, or a file
+    std::string rx = "none";    // none, stdin, or a file
+    sc_core::sc_time rx_interval = sc_core::sc_time(10, sc_core::SC_US);
+    void visit(Params& p);
+    void validate(const Params& p) const;
+  };
+
+  Uart16550(const sc_core::sc_module_name& n, const Config& c);
+  ~Uart16550() override;
+
+  // Bytes arriving on the line (host side).
+  void receive(const std::string& bytes);
+  // Everything transmitted so far.
+  const std::string& transmitted() const { return tx_log_; }
+  void report_stats(nlohmann::ordered_json& out) const override;
+
+ private:
+  void transmit(std::uint8_t byte);
+  void deliver(std::uint8_t byte);
+  unsigned interrupt_id() const;
+  unsigned trigger() const;
+  void update_irq();
+  void rx_thread();
+  void end_of_simulation() override;
+
+  Config config_;
+  std::deque<std::uint8_t> rx_fifo_, rx_pending_;
+  bool fifo_enabled_ = false;
+  bool thre_pending_ = false;
+  bool overrun_ = false;
+  std::string tx_log_;
+  std::FILE* tx_file_ = nullptr;
+  bool close_tx_ = false;
+  std::FILE* rx_file_ = nullptr;
+  std::uint64_t overruns_ = 0;
+};
+
+}  // namespace tessera
