@@ -74,6 +74,6 @@ void Clint::update_timer(unsigned hart) {
   timer_events_[hart]->notify(at > base ? at - base : sc_core::SC_ZERO_TIME);
 }
 
-TESSERA_REGISTER_IP("clint", Clint, "SiFive CLINT: msip, mtimecmp, mtime");
+TESSERA_REGISTER_IP("clint", Clint, "SiFive CLINT: msip, mtimecmp, mtime", R::kBlock.window);
 
 }  // namespace tessera

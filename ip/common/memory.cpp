@@ -4,7 +4,6 @@
 #include <fstream>
 
 #include "common/log.hpp"
-#include "common/registry.hpp"
 
 namespace tessera {
 
@@ -189,9 +188,5 @@ void Memory::report_stats(nlohmann::ordered_json& out) const {
   out["errors"] = errors_;
   out["host_bytes_allocated"] = allocated_bytes();
 }
-
-TESSERA_REGISTER_IP("ram", Ram, "RAM with DMI and fixed latencies");
-TESSERA_REGISTER_IP("rom", Rom, "ROM: writes rejected, DMI read-only, optional image");
-TESSERA_REGISTER_IP("sparse_memory", SparseMemory, "memory for huge address spaces, pages allocated on first write");
 
 }  // namespace tessera

@@ -1,7 +1,7 @@
 // type name -> factory. An IP makes itself known with one line in its
 // source file:
 //
-//   TESSERA_REGISTER_IP("uart16550", Uart16550, "16550 UART");
+//   TESSERA_REGISTER_IP("uart16550", Uart16550, "16550 UART", R::kBlock.window);
 //
 // The class needs a nested Config (visit, validate) and a constructor
 // (sc_module_name, const Config&). Parsing and building are separate steps,
@@ -21,6 +21,8 @@ namespace tessera {
 
 struct IpType {
   std::string name, doc;
+  std::uint64_t default_size;  // address space when the instance names none (0: must name one)
+  bool overlay;                // mapped over other ranges (HTIF's tohost in RAM)
   // visit + finish + validate; the result goes to build().
   std::function<std::any(Params&)> parse;
   std::function<std::unique_ptr<Ip>(const char* instance, const std::any& config)> build;
@@ -39,10 +41,10 @@ class IpRegistry {
 
 template <class T>
 struct RegisterIp {
-  RegisterIp(const char* type, const char* doc) {
+  RegisterIp(const char* type, const char* doc, std::uint64_t default_size = 0, bool overlay = false) {
     using Config = typename T::Config;
     IpRegistry::get().add(IpType{
-        type, doc,
+        type, doc, default_size, overlay,
         [](Params& p) {
           auto c = std::make_shared<Config>();
           c->visit(p);
@@ -56,7 +58,9 @@ struct RegisterIp {
   }
 };
 
-#define TESSERA_REGISTER_IP(type, Class, doc) \
-  static const ::tessera::RegisterIp<Class> tessera_registered_##Class(type, doc)
+// Optional after the doc: the default size of the instance's address range
+// (a register block's window) and whether it overlays other ranges.
+#define TESSERA_REGISTER_IP(type, Class, ...) \
+  static const ::tessera::RegisterIp<Class> tessera_registered_##Class(type, __VA_ARGS__)
 
 }  // namespace tessera

@@ -146,12 +146,17 @@ std::string format_size(std::uint64_t bytes) {
 }
 
 std::string format_time(const sc_core::sc_time& t) {
-  double s = t.to_seconds();
-  if (s == 0) return "0ns";
-  const std::pair<const char*, double> units[] = {{"s", 1}, {"ms", 1e-3}, {"us", 1e-6}, {"ns", 1e-9}, {"ps", 1e-12}};
-  for (const auto& [name, f] : units)
-    if (s >= f) return fmt::format("{}{}", s / f, name);
-  return fmt::format("{}fs", s / 1e-15);
+  // Exact in the time resolution's integer ticks; no floating-point noise.
+  const double res_ps = sc_core::sc_get_time_resolution().to_seconds() * 1e12;
+  const auto ps = static_cast<std::uint64_t>(static_cast<double>(t.value()) * res_ps + 0.5);
+  if (ps == 0) return "0ns";
+  const std::pair<const char*, std::uint64_t> units[] = {
+      {"s", 1000000000000ull}, {"ms", 1000000000ull}, {"us", 1000000ull}, {"ns", 1000ull}, {"ps", 1ull}};
+  // The largest unit that needs at most three decimals: 3.9us, 1.5ns, 625ps.
+  for (const auto& [name, u] : units)
+    if (ps >= u && (u < 1000 || ps % (u / 1000) == 0))
+      return fmt::format("{}{}", static_cast<double>(ps) / static_cast<double>(u), name);
+  return fmt::format("{}ps", ps);
 }
 
 std::string format_frequency(Hertz f) {

@@ -63,6 +63,6 @@ void Htif::command(std::uint64_t v) {
   log::unimplemented(path(), "htif/command", "device {} command {} (payload {:#x}) not modelled", device, cmd, payload);
 }
 
-TESSERA_REGISTER_IP("htif", Htif, "Spike HTIF tohost/fromhost: exit codes and console");
+TESSERA_REGISTER_IP("htif", Htif, "Spike HTIF tohost/fromhost: exit codes and console", R::kBlock.window, true);
 
 }  // namespace tessera

@@ -88,6 +88,6 @@ void Mailbox::report_stats(nlohmann::ordered_json& out) const {
   out["doorbells"] = doorbells_;
 }
 
-TESSERA_REGISTER_IP("mailbox", Mailbox, "host <-> CP mailbox: word FIFOs and doorbells with interrupts");
+TESSERA_REGISTER_IP("mailbox", Mailbox, "host <-> CP mailbox: word FIFOs and doorbells with interrupts", R::kBlock.window);
 
 }  // namespace tessera

@@ -125,6 +125,6 @@ void Plic::report_stats(nlohmann::ordered_json& out) const {
   out["completions"] = completions_;
 }
 
-TESSERA_REGISTER_IP("plic", Plic, "RISC-V PLIC: priorities, pending, enables, threshold, claim/complete");
+TESSERA_REGISTER_IP("plic", Plic, "RISC-V PLIC: priorities, pending, enables, threshold, claim/complete", R::kBlock.window);
 
 }  // namespace tessera

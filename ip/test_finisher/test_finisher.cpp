@@ -24,6 +24,6 @@ TestFinisher::TestFinisher(const sc_core::sc_module_name& n, const Config&) : Mm
   });
 }
 
-TESSERA_REGISTER_IP("test_finisher", TestFinisher, "SiFive test device: pass/fail exit codes");
+TESSERA_REGISTER_IP("test_finisher", TestFinisher, "SiFive test device: pass/fail exit codes", R::kBlock.window);
 
 }  // namespace tessera

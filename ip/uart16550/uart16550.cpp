@@ -179,6 +179,6 @@ void Uart16550::report_stats(nlohmann::ordered_json& out) const {
   out["overruns"] = overruns_;
 }
 
-TESSERA_REGISTER_IP("uart16550", Uart16550, "16550 UART: polled and interrupt-driven TX and RX");
+TESSERA_REGISTER_IP("uart16550", Uart16550, "16550 UART: polled and interrupt-driven TX and RX", R::kBlock.window);
 
 }  // namespace tessera

@@ -1,0 +1,179 @@
+#include "platform.hpp"
+
+#include <fmt/format.h>
+
+#include "common/log.hpp"
+#include "common/memory.hpp"
+#include "common/units.hpp"
+
+namespace tessera {
+
+Platform::Platform(const sc_core::sc_module_name& n, const PlatformSpec& spec, bool protocol_checker)
+    : sc_core::sc_module(n), spec_(spec), checker_(protocol_checker), debug_port_("debug_port"), tie_off_("tie_off") {
+  bus_ = std::make_unique<Router>("bus", Router::Config{});
+  connect(debug_port_, bus_->target_socket, "debug_port");
+  unsigned port = 0;
+  for (const InstanceSpec& s : spec.instances) {
+    std::unique_ptr<Ip> ip = s.ip->build(s.name.c_str(), s.config);
+    bool mapped = false;
+    for (const auto& [tname, target] : ip->targets()) {
+      if (s.base && !mapped) {
+        connect(bus_->initiator_socket, *target.socket, s.name);
+        try {
+          bus_->map(port++, *s.base, s.size, s.name, 0, s.ip->overlay);
+        } catch (const ConfigError& e) {
+          throw ConfigError(spec.file + ": " + s.name + ".base: " + e.what());  // elaboration-only
+        }
+        mapped = true;
+      } else {
+        tie_off_.bind(*target.socket);  // reachable through target()
+      }
+    }
+    ips_.emplace_back(s.name, std::move(ip));
+  }
+  wire_irqs();
+}
+
+Platform::~Platform() = default;
+
+void Platform::wire_irqs() {
+  for (const InstanceSpec& s : spec_.instances) {
+    Ip* from = find(s.name);
+    for (const IrqWire& w : s.irqs) {
+      const std::string where = spec_.file + ": " + s.name + ".irq." + w.from.text + ": ";
+      IrqOut* out = from->irq_out(w.from.port, w.from.index);
+      if (!out)
+        throw ConfigError(where + s.name + " has no interrupt output \"" + w.from.text + "\" (outputs: " +
+                          from->irq_ports(true) + ")");  // elaboration-only
+      Ip* to = find(w.to.instance);
+      IrqIn* in = to->irq_in(w.to.port, w.to.index);
+      if (!in)
+        throw ConfigError(where + "\"" + w.to.text + "\" is wired to nothing (" + w.to.instance +
+                          " inputs: " + to->irq_ports(false) + ")");  // elaboration-only
+      if (in->driven()) throw ConfigError(where + "\"" + w.to.text + "\" already has a driver");  // elaboration-only
+      out->bind(*in);
+    }
+  }
+}
+
+Ip* Platform::find(const std::string& instance) const {
+  for (const auto& [name, ip] : ips_)
+    if (name == instance) return ip.get();
+  return nullptr;
+}
+
+tlm::tlm_fw_transport_if<>& Platform::target(const std::string& instance, const std::string& port) {
+  Ip* ip = find(instance);
+  if (ip)
+    for (const auto& [name, t] : ip->targets())
+      if (name == port) return *t.socket->get_base_export().operator->();
+  throw ConfigError("no target socket " + instance + "." + port);
+}
+
+std::uint64_t Platform::debug_write(std::uint64_t addr, const void* data, std::uint64_t len) {
+  std::uint64_t done = 0;
+  while (done < len) {
+    tlm::tlm_generic_payload t;
+    const unsigned chunk = static_cast<unsigned>(std::min<std::uint64_t>(len - done, 1u << 20));
+    t.set_write();
+    t.set_address(addr + done);
+    t.set_data_ptr(const_cast<unsigned char*>(static_cast<const unsigned char*>(data) + done));
+    t.set_data_length(chunk);
+    t.set_streaming_width(chunk);
+    const unsigned n = debug_port_->transport_dbg(t);
+    done += n;
+    if (n == 0) break;
+  }
+  return done;
+}
+
+std::uint64_t Platform::debug_read(std::uint64_t addr, void* data, std::uint64_t len) {
+  std::uint64_t done = 0;
+  while (done < len) {
+    tlm::tlm_generic_payload t;
+    const unsigned chunk = static_cast<unsigned>(std::min<std::uint64_t>(len - done, 1u << 20));
+    t.set_read();
+    t.set_address(addr + done);
+    t.set_data_ptr(static_cast<unsigned char*>(data) + done);
+    t.set_data_length(chunk);
+    t.set_streaming_width(chunk);
+    const unsigned n = debug_port_->transport_dbg(t);
+    done += n;
+    if (n == 0) break;
+  }
+  return done;
+}
+
+tlm::tlm_response_status Platform::transport(tlm::tlm_command cmd, std::uint64_t addr, void* data, unsigned len,
+                                             sc_core::sc_time& delay) {
+  tlm::tlm_generic_payload t;
+  t.set_command(cmd);
+  t.set_address(addr);
+  t.set_data_ptr(static_cast<unsigned char*>(data));
+  t.set_data_length(len);
+  t.set_streaming_width(len);
+  t.set_response_status(tlm::TLM_INCOMPLETE_RESPONSE);
+  debug_port_->b_transport(t, delay);
+  return t.get_response_status();
+}
+
+std::string Platform::check_loadable(const ElfImage& elf) const {
+  for (const auto& seg : elf.segments) {
+    std::uint64_t a = seg.addr;
+    const std::uint64_t end = seg.addr + seg.memsz;  // exclusive; parse() refused wrap-around
+    while (a < end) {
+      const Router::Range* r = bus_->decode(a);
+      const Ip* ip = r ? find(r->name) : nullptr;
+      if (!ip || !dynamic_cast<const Memory*>(ip))
+        return fmt::format("{}: segment [{:#x}, {:#x}) lies outside any memory ({} at {:#x})", elf.file, seg.addr, end,
+                           r ? r->name + " is no memory" : std::string("nothing"), a);
+      if (r->last() >= end - 1) break;
+      a = r->last() + 1;
+    }
+  }
+  return "";
+}
+
+void Platform::start_of_simulation() {
+  if (!pending_elf_) return;
+  const ElfImage& elf = *pending_elf_;
+  for (const auto& seg : elf.segments) {
+    std::vector<std::uint8_t> bytes = seg.data;
+    bytes.resize(seg.memsz, 0);
+    const std::uint64_t done = debug_write(seg.addr, bytes.data(), bytes.size());
+    if (done != bytes.size()) {
+      load_error_ = fmt::format("{}: segment [{:#x}, {:#x}) lies outside any memory (nothing at {:#x})", elf.file,
+                                seg.addr, seg.addr + seg.memsz, seg.addr + done);
+      sc_core::sc_stop();
+      return;
+    }
+  }
+}
+
+std::string Platform::memory_map() const {
+  std::string o = fmt::format("Memory map of {} ({}):\n", spec_.name, spec_.file);
+  for (const Router::Range& r : bus_->decode_table())
+    o += fmt::format("  {:#018x} - {:#018x}  {:>8}  {:<12} {}\n", r.base, r.last(), format_size(r.size), r.name,
+                     spec_.find(r.name)->type);
+  return o;
+}
+
+nlohmann::ordered_json Platform::stats() const {
+  nlohmann::ordered_json out = nlohmann::ordered_json::object();
+  auto add = [&](const Ip& ip) {
+    nlohmann::ordered_json s = nlohmann::ordered_json::object();
+    ip.report_stats(s);
+    if (!s.empty()) out[ip.name()] = s;
+  };
+  add(*bus_);
+  for (const auto& [name, ip] : ips_) add(*ip);
+  return out;
+}
+
+std::uint64_t Platform::protocol_violations() const {
+  std::uint64_t n = 0;
+  for (const auto& c : checkers_) n += c->violations();
+  return n;
+}
+
+}  // namespace tessera

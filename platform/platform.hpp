@@ -1,0 +1,87 @@
+// SoC assembly: builds every instance of a checked PlatformSpec through
+// the IP registry, maps each instance's first target on the system bus at
+// its base (the same entry that created it, never a second list), wires the
+// interrupts, and inserts a protocol checker on every socket binding when
+// asked. Targets that are not mapped on the bus (the mailbox's host side)
+// are reachable through target().
+#pragma once
+
+#include <memory>
+#include <string>
+#include <tlm_utils/multi_passthrough_initiator_socket.h>
+#include <tlm_utils/simple_initiator_socket.h>
+#include <vector>
+
+#include "common/checker.hpp"
+#include "common/router.hpp"
+#include "elf.hpp"
+#include "spec.hpp"
+
+namespace tessera {
+
+class Platform : public sc_core::sc_module {
+ public:
+  Platform(const sc_core::sc_module_name& n, const PlatformSpec& spec, bool protocol_checker);
+  ~Platform() override;
+
+  const PlatformSpec& spec() const { return spec_; }
+  Router& bus() { return *bus_; }
+  Ip* find(const std::string& instance) const;
+  template <class T>
+  T* get(const std::string& instance) const {
+    return dynamic_cast<T*>(find(instance));
+  }
+  // The forward interface of an instance's target socket, to reach targets
+  // that are not on the bus. Throws ConfigError if there is none.
+  tlm::tlm_fw_transport_if<>& target(const std::string& instance, const std::string& port);
+
+  // Debug access through the bus, as loaders and debuggers use it: returns
+  // how many bytes were done (fewer if the range leaves mapped memory).
+  std::uint64_t debug_write(std::uint64_t addr, const void* data, std::uint64_t len);
+  std::uint64_t debug_read(std::uint64_t addr, void* data, std::uint64_t len);
+  // An ordinary access through the bus (tests, bring-up); the response.
+  tlm::tlm_response_status transport(tlm::tlm_command cmd, std::uint64_t addr, void* data, unsigned len,
+                                     sc_core::sc_time& delay);
+
+  // Loads every segment of an ELF image through debug writes once
+  // elaboration is complete (at the start of simulation, before any
+  // process runs). A segment that leaves mapped memory stops the
+  // simulation at once and is reported by load_error().
+  void load(const ElfImage& elf) { pending_elf_ = &elf; }
+  // Empty if every segment falls into memories; otherwise what is wrong.
+  std::string check_loadable(const ElfImage& elf) const;
+  const std::string& load_error() const { return load_error_; }
+
+  std::string memory_map() const;
+  nlohmann::ordered_json stats() const;
+  std::uint64_t protocol_violations() const;
+
+ private:
+  template <class From, class To>
+  void connect(From& from, To& to, const std::string& label) {
+    if (!checker_) {
+      from.bind(to);
+      return;
+    }
+    auto c = std::make_unique<ProtocolChecker>(("checker_" + label).c_str());
+    from.bind(c->target_socket);
+    c->initiator_socket.bind(to);
+    checkers_.push_back(std::move(c));
+  }
+  void wire_irqs();
+  void start_of_simulation() override;
+
+  const PlatformSpec& spec_;
+  const ElfImage* pending_elf_ = nullptr;
+  std::string load_error_;
+  bool checker_;
+  std::unique_ptr<Router> bus_;
+  std::vector<std::pair<std::string, std::unique_ptr<Ip>>> ips_;
+  std::vector<std::unique_ptr<ProtocolChecker>> checkers_;
+  tlm_utils::simple_initiator_socket<Platform> debug_port_;
+  tlm_utils::multi_passthrough_initiator_socket<Platform, 32, tlm::tlm_base_protocol_types, 0,
+                                                sc_core::SC_ZERO_OR_MORE_BOUND>
+      tie_off_;
+};
+
+}  // namespace tessera

@@ -1,0 +1,253 @@
+#include "spec.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cctype>
+#include <fstream>
+#include <set>
+
+#include "common/units.hpp"
+
+namespace tessera {
+namespace {
+
+[[noreturn]] void fail(const std::string& file, const std::string& what) {
+  throw ConfigError(file + ": " + what);  // elaboration-only
+}
+
+void check_keys(const nlohmann::json& j, std::initializer_list<const char*> allowed, const std::string& file,
+                const std::string& where) {
+  for (auto it = j.begin(); it != j.end(); ++it)
+    if (std::none_of(allowed.begin(), allowed.end(), [&](const char* a) { return it.key() == a; })) {
+      std::string list;
+      for (const char* a : allowed) list += (list.empty() ? "" : ", ") + std::string(a);
+      fail(file, where + it.key() + ": unknown key (known: " + list + ")");
+    }
+}
+
+// "port", "port[3]" or "instance.port[3]".
+PortRef parse_port(const std::string& text, bool with_instance, const std::string& file, const std::string& where) {
+  PortRef r;
+  r.text = text;
+  std::string rest = text;
+  if (with_instance) {
+    auto dot = rest.find('.');
+    if (dot == std::string::npos || dot == 0)
+      fail(file, where + ": \"" + text + "\" should name an input as instance.port or instance.port[index]");
+    r.instance = rest.substr(0, dot);
+    rest = rest.substr(dot + 1);
+  }
+  auto open = rest.find('[');
+  r.port = rest.substr(0, open);
+  if (open != std::string::npos) {
+    if (rest.back() != ']') fail(file, where + ": \"" + text + "\" has an unclosed index");
+    try {
+      r.index = static_cast<unsigned>(parse_uint(rest.substr(open + 1, rest.size() - open - 2)));
+    } catch (const UnitError&) {
+      fail(file, where + ": \"" + text + "\" has a bad index");
+    }
+  }
+  if (r.port.empty()) fail(file, where + ": \"" + text + "\" names no port");
+  return r;
+}
+
+std::uint64_t address_of(const nlohmann::json& j, const std::string& file, const std::string& where) {
+  try {
+    if (j.is_number_unsigned()) return j.get<std::uint64_t>();
+    if (j.is_string()) return parse_size(j.get<std::string>());
+  } catch (const UnitError& e) {
+    fail(file, where + ": " + e.what());
+  }
+  fail(file, where + ": expected an address or size such as \"0x8000_0000\" or \"64KiB\", got " + j.dump());
+}
+
+std::string upper(std::string s) {
+  for (auto& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return s;
+}
+
+}  // namespace
+
+nlohmann::json PlatformSpec::read(const std::string& file) {
+  std::ifstream in(file);
+  if (!in) fail(file, "cannot open the platform file");
+  try {
+    return nlohmann::json::parse(in);
+  } catch (const nlohmann::json::parse_error& e) {
+    // nlohmann's message carries line and column.
+    std::string msg = e.what();
+    auto pos = msg.find("parse error");
+    fail(file, "malformed JSON: " + (pos == std::string::npos ? msg : msg.substr(pos)));
+  }
+}
+
+void PlatformSpec::apply_set(nlohmann::json& raw, const std::string& file, const std::string& assignment) {
+  const std::string where = "--set " + assignment;
+  auto eq = assignment.find('=');
+  auto dot = assignment.find('.');
+  if (eq == std::string::npos || dot == std::string::npos || dot > eq)
+    throw ConfigError(where + ": expected instance.key=value");
+  const std::string inst = assignment.substr(0, dot);
+  std::string key = assignment.substr(dot + 1, eq - dot - 1);
+  const std::string text = assignment.substr(eq + 1);
+  nlohmann::json value;
+  try {
+    value = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::parse_error&) {
+    value = text;  // a bare word or a quantity such as 30ns
+  }
+  if (!raw.is_object() || !raw.contains("instances") || !raw["instances"].is_array())
+    throw ConfigError(where + ": " + file + " has no instances");
+  for (auto& i : raw["instances"]) {
+    if (!i.is_object() || i.value("name", "") != inst) continue;
+    if (key == "base" || key == "size" || key == "type" || key == "impl") i[key] = value;
+    else if (key.rfind("irq.", 0) == 0) i["irq"][key.substr(4)] = value;
+    else {
+      if (key.rfind("params.", 0) == 0) key = key.substr(7);
+      i["params"][key] = value;
+    }
+    return;
+  }
+  throw ConfigError(where + ": " + file + " has no instance named \"" + inst + "\"");
+}
+
+PlatformSpec PlatformSpec::parse(const std::string& file, const nlohmann::json& raw) {
+  PlatformSpec spec;
+  spec.file = file;
+  if (!raw.is_object()) fail(file, "the top level must be an object");
+  check_keys(raw, {"platform", "doc", "instances"}, file, "");
+  if (!raw.contains("platform") || !raw["platform"].is_string()) fail(file, "platform: a name is required");
+  spec.name = raw["platform"].get<std::string>();
+  spec.doc = raw.value("doc", "");
+  if (!raw.contains("instances") || !raw["instances"].is_array()) fail(file, "instances: a list is required");
+
+  std::set<std::string> names;
+  for (const auto& j : raw["instances"]) {
+    if (!j.is_object() || !j.contains("name") || !j["name"].is_string())
+      fail(file, "instances: every instance needs a \"name\"");
+    InstanceSpec s;
+    s.name = j["name"].get<std::string>();
+    const std::string w = s.name + ".";
+    if (s.name.empty() || !std::all_of(s.name.begin(), s.name.end(), [](char c) {
+          return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
+        }))
+      fail(file, w + "name: use letters, digits and _ only");
+    if (!names.insert(s.name).second) fail(file, w + "name: two instances have this name");
+    check_keys(j, {"name", "type", "impl", "base", "size", "irq", "params", "doc"}, file, w);
+    if (!j.contains("type") || !j["type"].is_string()) fail(file, w + "type: required");
+    s.type = j["type"].get<std::string>();
+    s.ip = IpRegistry::get().find(s.type);
+    if (!s.ip) {
+      std::string known;
+      for (const auto& [n, t] : IpRegistry::get().all()) known += (known.empty() ? "" : ", ") + n;
+      fail(file, w + "type: unknown type \"" + s.type + "\" (known: " + known + ")");
+    }
+    s.impl = j.value("impl", "tlm");
+    if (s.impl != "tlm")
+      fail(file, w + "impl: \"" + s.impl + "\" is not available for type " + s.type + " (available: tlm)");
+    s.doc = j.value("doc", "");
+    if (j.contains("base")) s.base = address_of(j["base"], file, w + "base");
+    s.size = j.contains("size") ? address_of(j["size"], file, w + "size") : s.ip->default_size;
+    if (s.base && s.size == 0) fail(file, w + "size: required for type " + s.type);
+    if (s.base && *s.base + (s.size - 1) < *s.base) fail(file, w + "size: the range runs past the end of the address space");
+    if (j.contains("irq")) {
+      if (!j["irq"].is_object()) fail(file, w + "irq: expected an object of output: input");
+      for (auto it = j["irq"].begin(); it != j["irq"].end(); ++it) {
+        const std::string iw = w + "irq." + it.key();
+        PortRef from = parse_port(it.key(), false, file, iw);
+        auto targets = it->is_array() ? *it : nlohmann::json::array({*it});
+        for (const auto& t : targets) {
+          if (!t.is_string()) fail(file, iw + ": expected \"instance.port[index]\", got " + t.dump());
+          s.irqs.push_back({from, parse_port(t.get<std::string>(), true, file, iw)});
+        }
+      }
+    }
+    Params p(file, s.name, j.contains("params") ? j["params"] : nlohmann::json(), s.size);
+    s.config = s.ip->parse(p);
+    s.params = p.effective();
+    spec.instances.push_back(std::move(s));
+  }
+
+  // Interrupts must name instances that exist; ports are checked once built.
+  for (const auto& s : spec.instances)
+    for (const auto& w : s.irqs)
+      if (!names.count(w.to.instance))
+        fail(file, s.name + ".irq." + w.from.text + ": \"" + w.to.text + "\" is wired to nothing (no instance \"" +
+                       w.to.instance + "\")");
+
+  // Address ranges: no overlaps, except an overlay over something else.
+  for (std::size_t a = 0; a < spec.instances.size(); ++a)
+    for (std::size_t b = a + 1; b < spec.instances.size(); ++b) {
+      const auto& x = spec.instances[a];
+      const auto& y = spec.instances[b];
+      if (!x.base || !y.base || x.ip->overlay != y.ip->overlay) continue;
+      if (*x.base <= y.last() && *y.base <= x.last())
+        fail(file, fmt::format("{}.base: [{:#x}, {:#x}] overlaps {} [{:#x}, {:#x}]", y.name, *y.base, y.last(), x.name,
+                               *x.base, x.last()));
+    }
+  return spec;
+}
+
+const InstanceSpec* PlatformSpec::find(const std::string& name) const {
+  for (const auto& s : instances)
+    if (s.name == name) return &s;
+  return nullptr;
+}
+
+nlohmann::ordered_json PlatformSpec::effective() const {
+  nlohmann::ordered_json out;
+  out["platform"] = name;
+  out["instances"] = nlohmann::ordered_json::array();
+  for (const auto& s : instances) {
+    nlohmann::ordered_json i;
+    i["name"] = s.name;
+    i["type"] = s.type;
+    i["impl"] = s.impl;
+    if (s.base) i["base"] = format_hex(*s.base);
+    if (s.size) i["size"] = format_hex(s.size);
+    if (!s.irqs.empty()) {
+      nlohmann::ordered_json irq = nlohmann::ordered_json::object();
+      for (const auto& w : s.irqs) {
+        auto& slot = irq[w.from.text];
+        if (slot.is_null()) slot = w.to.text;
+        else if (slot.is_string()) slot = nlohmann::ordered_json::array({slot, w.to.text});
+        else slot.push_back(w.to.text);
+      }
+      i["irq"] = irq;
+    }
+    i["params"] = s.params;
+    out["instances"].push_back(i);
+  }
+  return out;
+}
+
+std::string PlatformSpec::c_header() const {
+  std::string o = fmt::format("/* DO NOT EDIT: generated by tessera-vp from {}. */\n", file);
+  o += "#ifndef TESSERA_PLATFORM_H\n#define TESSERA_PLATFORM_H\n\n";
+  o += fmt::format("#define TESSERA_PLATFORM \"{}\"\n\n", name);
+  for (const auto& s : instances) {
+    const std::string p = "TESSERA_" + upper(s.name);
+    if (s.base) {
+      o += fmt::format("#define {}_BASE {:#x}ull\n", p, *s.base);
+      o += fmt::format("#define {}_SIZE {:#x}ull\n", p, s.size);
+    }
+    for (const auto& w : s.irqs)  // the interrupt number seen by the controller
+      o += fmt::format("#define {}_IRQ{} {}u /* {} */\n", p, w.from.port == "irq_out" ? "" : "_" + upper(w.from.port),
+                       w.to.index, w.to.text);
+  }
+  o += "\n#endif /* TESSERA_PLATFORM_H */\n";
+  return o;
+}
+
+std::string PlatformSpec::linker_symbols() const {
+  std::string o = fmt::format("/* DO NOT EDIT: generated by tessera-vp from {}. */\n", file);
+  for (const auto& s : instances)
+    if (s.base) {
+      o += fmt::format("PROVIDE(__tessera_{}_base = {:#x});\n", s.name, *s.base);
+      o += fmt::format("PROVIDE(__tessera_{}_size = {:#x});\n", s.name, s.size);
+    }
+  return o;
+}
+
+}  // namespace tessera

@@ -1,0 +1,74 @@
+// The platform description, checked. A platform file is JSON:
+//
+//   { "platform": "t1", "doc": "...",
+//     "instances": [
+//       { "name": "uart0", "type": "uart16550", "base": "0x1000_0000",
+//         "irq": { "irq_out": "plic.src[10]" }, "params": { "tx": "stdout" } }, ...] }
+//
+// Instance keys: name, type, base, size, irq, params, impl ("tlm" or
+// "rtl"), doc. `size` defaults to the type's register window. `irq` maps an
+// output of this instance ("port" or "port[i]") to one input, or a list of
+// inputs, of other instances ("instance.port[i]").
+//
+// Loading goes raw JSON -> --set overrides -> PlatformSpec, where every IP's
+// Config is built and validated and address ranges are checked, so a bad
+// description stops before anything elaborates, with one line naming the
+// file, the instance and the key.
+#pragma once
+
+#include <any>
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/config.hpp"
+#include "common/registry.hpp"
+
+namespace tessera {
+
+struct PortRef {
+  std::string instance;  // empty for the instance's own port
+  std::string port;
+  unsigned index = 0;
+  std::string text;  // as written
+};
+
+struct IrqWire {
+  PortRef from;  // on the owning instance
+  PortRef to;
+};
+
+struct InstanceSpec {
+  std::string name, type, impl = "tlm", doc;
+  std::optional<std::uint64_t> base;
+  std::uint64_t size = 0;
+  std::vector<IrqWire> irqs;
+  const IpType* ip = nullptr;
+  std::any config;                        // the IP's validated Config
+  nlohmann::ordered_json params;          // effective parameters
+  std::uint64_t last() const { return *base + size - 1; }
+};
+
+struct PlatformSpec {
+  std::string file, name, doc;
+  std::vector<InstanceSpec> instances;
+
+  // Reads and parses a platform file; throws ConfigError.
+  static nlohmann::json read(const std::string& file);
+  // Applies "instance.key=value" (key: base, size, type, impl, irq.<port>,
+  // or a parameter, also written params.<key>). Throws ConfigError.
+  static void apply_set(nlohmann::json& raw, const std::string& file, const std::string& assignment);
+  // Checks everything and builds every IP's Config. Throws ConfigError.
+  static PlatformSpec parse(const std::string& file, const nlohmann::json& raw);
+
+  const InstanceSpec* find(const std::string& name) const;
+  // What --dump-config prints: every instance with every parameter.
+  nlohmann::ordered_json effective() const;
+  // The memory-map header and linker symbols for firmware.
+  std::string c_header() const;
+  std::string linker_symbols() const;
+};
+
+}  // namespace tessera

@@ -1,0 +1,258 @@
+// tessera-vp: parse options, check the platform description, elaborate,
+// load firmware, run, report. Exit codes: the guest's own (test finisher,
+// HTIF), 0 on a normal end, 2 on a bad command line, platform file or ELF,
+// 3 when the run ends abnormally (--max-time reached, a model error),
+// 4 when --strict is on and the guest made an error.
+#include <boost/program_options.hpp>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <systemc>
+
+#include "common/log.hpp"
+#include "common/sim.hpp"
+#include "common/units.hpp"
+#include "elf.hpp"
+#include "platform.hpp"
+#include "spec.hpp"
+
+namespace po = boost::program_options;
+using namespace tessera;
+
+namespace {
+
+// SystemC prints its banner before sc_main runs; only the environment
+// stops it, so set it during static initialisation.
+const bool kNoBanner = ::setenv("SYSTEMC_DISABLE_COPYRIGHT_MESSAGE", "1", 0) == 0;
+
+struct Options {
+  std::string platform, firmware, stats, gen_header, gen_linker, max_time;
+  std::vector<std::string> sets, logs;
+  bool dump_config = false, strict = false, quiet = false, list_types = false;
+  std::string checker;
+};
+
+std::string default_platform() {
+  const char* dir = std::getenv("TESSERA_PLATFORM_DIR");
+  return std::string(dir ? dir : TESSERA_PLATFORM_DIR) + "/t1.json";
+}
+
+int usage_error(const std::string& msg) {
+  std::cerr << "tessera-vp: error: " << msg << "\n(see tessera-vp --help)\n";
+  return sim::kExitUsage;
+}
+
+void write_file(const std::string& path, const std::string& text) {
+  // Rewrite only on change, so builds that depend on the file stay put.
+  {
+    std::ifstream in(path);
+    std::string old((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (in && old == text) return;
+  }
+  std::ofstream out(path);
+  out << text;
+  if (!out) throw ConfigError(path + ": cannot write");
+}
+
+void list_types() {
+  for (const auto& [name, type] : IpRegistry::get().all()) {
+    std::cout << name << ": " << type.doc << "\n";
+    Params p("(defaults)", name, nlohmann::json(), 4096);
+    try {
+      (void)type.parse(p);
+    } catch (const ConfigError&) {
+      // Some defaults are not valid on their own (a memory needs a size).
+    }
+    for (auto it = p.effective().begin(); it != p.effective().end(); ++it)
+      std::cout << "  " << it.key() << " = " << it.value().dump() << "  (" << p.docs()[it.key()].get<std::string>()
+                << ")\n";
+  }
+}
+
+}  // namespace
+
+int sc_main(int argc, char** argv) {
+  Options o;
+  po::options_description desc(
+      "Usage: tessera-vp [options]\n\n"
+      "Runs the Tessera T1 virtual platform. With no options it elaborates the\n"
+      "default platform and runs it.\n\nOptions");
+  // clang-format off
+  desc.add_options()
+    ("help,h", "print this help")
+    ("version", "print the version")
+    ("platform,p", po::value(&o.platform)->default_value(default_platform()), "platform description (JSON)")
+    ("firmware,f", po::value(&o.firmware), "ELF file to load; its entry point is the CP's reset PC")
+    ("set,s", po::value(&o.sets)->composing(), "override a platform value: instance.key=value (repeatable)")
+    ("dump-config", po::bool_switch(&o.dump_config), "print the effective configuration as JSON and exit")
+    ("list-types", po::bool_switch(&o.list_types), "list the IP types with their parameters and defaults")
+    ("log", po::value(&o.logs)->composing(), "verbosity: LEVEL or instance=LEVEL (quiet, error, warning, info, debug, trace)")
+    ("strict", po::bool_switch(&o.strict), "any guest error makes the run fail (exit code 4)")
+    ("max-time", po::value(&o.max_time), "stop after this much simulated time (exit code 3), e.g. 10ms")
+    ("stats", po::value(&o.stats), "write statistics as JSON to this file")
+    ("gen-header", po::value(&o.gen_header), "write the firmware memory-map header and exit")
+    ("gen-linker", po::value(&o.gen_linker), "write the linker-script symbols and exit")
+    ("protocol-checker", po::value(&o.checker), "on|off: TLM-2.0 protocol checker on every binding")
+    ("quiet,q", po::bool_switch(&o.quiet), "no memory map and no summary");
+  // clang-format on
+  po::variables_map vm;
+  try {
+    po::store(po::command_line_parser(argc, argv).options(desc).run(), vm);
+    po::notify(vm);
+  } catch (const po::error& e) {
+    return usage_error(e.what());
+  }
+  if (vm.count("help")) {
+    std::cout << desc << "\n";
+    return 0;
+  }
+  if (vm.count("version")) {
+    std::cout << "tessera-vp " << TESSERA_VERSION << " (SystemC " << sc_core::sc_release() << ")\n";
+    return 0;
+  }
+  if (o.list_types) {
+    list_types();
+    return 0;
+  }
+
+  log::install_handler();
+  log::set_strict(o.strict);
+  try {
+    for (const auto& l : o.logs) {
+      auto eq = l.find('=');
+      if (eq == std::string::npos) log::set_level("", log::parse_level(l));
+      else log::set_level(l.substr(0, eq), log::parse_level(l.substr(eq + 1)));
+    }
+  } catch (const std::invalid_argument& e) {
+    return usage_error(std::string("--log: ") + e.what());
+  }
+  sc_core::sc_time max_time = sc_core::SC_ZERO_TIME;
+  if (!o.max_time.empty()) try {
+      max_time = parse_time(o.max_time);
+    } catch (const UnitError& e) {
+      return usage_error(std::string("--max-time: ") + e.what());
+    }
+  bool checker = TESSERA_CHECKER_DEFAULT;
+  if (!o.checker.empty()) {
+    if (o.checker != "on" && o.checker != "off") return usage_error("--protocol-checker: expected on or off");
+    checker = o.checker == "on";
+  }
+
+  // Inputs first: nothing elaborates until the platform and the ELF are good.
+  PlatformSpec spec;
+  std::optional<ElfImage> elf;
+  try {
+    if (!o.firmware.empty()) elf = ElfImage::read(o.firmware);
+    nlohmann::json raw = PlatformSpec::read(o.platform);
+    for (const auto& s : o.sets) PlatformSpec::apply_set(raw, o.platform, s);
+    // HTIF lives at the firmware's tohost symbol unless the platform says where.
+    if (elf && elf->symbol("tohost") && raw.contains("instances") && raw["instances"].is_array())
+      for (auto& i : raw["instances"])
+        if (i.is_object() && i.value("type", "") == "htif" && !i.contains("base"))
+          i["base"] = format_hex(*elf->symbol("tohost"));
+    spec = PlatformSpec::parse(o.platform, raw);
+  } catch (const ConfigError& e) {
+    std::cerr << "tessera-vp: error: " << e.what() << "\n";
+    return sim::kExitUsage;
+  } catch (const ElfError& e) {
+    std::cerr << "tessera-vp: error: " << e.what() << "\n";
+    return sim::kExitUsage;
+  }
+  if (o.dump_config) {
+    std::cout << spec.effective().dump(2) << "\n";
+    return 0;
+  }
+  if (!o.gen_header.empty() || !o.gen_linker.empty()) {
+    try {
+      if (!o.gen_header.empty()) write_file(o.gen_header, spec.c_header());
+      if (!o.gen_linker.empty()) write_file(o.gen_linker, spec.linker_symbols());
+    } catch (const ConfigError& e) {
+      std::cerr << "tessera-vp: error: " << e.what() << "\n";
+      return sim::kExitUsage;
+    }
+    return 0;
+  }
+
+  std::unique_ptr<Platform> platform;
+  try {
+    platform = std::make_unique<Platform>(spec.name.c_str(), spec, checker);
+    if (elf) {
+      const std::string problem = platform->check_loadable(*elf);
+      if (!problem.empty()) throw ElfError(problem);
+      platform->load(*elf);
+    }
+  } catch (const ConfigError& e) {
+    std::cerr << "tessera-vp: error: " << e.what() << "\n";
+    return sim::kExitUsage;
+  } catch (const ElfError& e) {
+    std::cerr << "tessera-vp: error: " << e.what() << "\n";
+    return sim::kExitUsage;
+  }
+  if (!o.quiet) {
+    std::cerr << platform->memory_map();
+    if (elf) std::cerr << fmt::format("Firmware {} (RV{}), entry {:#x}\n", elf->file, elf->xlen, elf->entry);
+  }
+
+  const auto wall_start = std::chrono::steady_clock::now();
+  int code = sim::kExitOk;
+  std::string end = "finished";
+  try {
+    if (max_time > sc_core::SC_ZERO_TIME) sc_core::sc_start(max_time);
+    else sc_core::sc_start();
+    if (!platform->load_error().empty()) {
+      std::cerr << "tessera-vp: error: " << platform->load_error() << "\n";
+      return sim::kExitUsage;
+    }
+    if (sim::exit_code()) {
+      code = *sim::exit_code();
+      end = sim::exit_reason();
+    } else if (max_time > sc_core::SC_ZERO_TIME && sc_core::sc_pending_activity()) {
+      code = sim::kExitAbnormal;
+      end = "--max-time " + o.max_time + " reached";
+    } else {
+      end = "nothing left to simulate";
+    }
+  } catch (const sc_core::sc_report& r) {
+    code = sim::kExitAbnormal;
+    end = std::string("simulation error: ") + r.what();
+  } catch (const std::exception& e) {
+    code = sim::kExitAbnormal;
+    end = std::string("simulation error: ") + e.what();
+  }
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
+  if (code == 0 && log::strict() && log::guest_error_count() > 0) {
+    code = sim::kExitStrict;
+    end += fmt::format("; --strict: {} guest error(s)", log::guest_error_count());
+  }
+
+  nlohmann::ordered_json stats;
+  stats["platform"] = spec.name;
+  stats["simulated_time_s"] = sc_core::sc_time_stamp().to_seconds();
+  stats["wall_time_s"] = wall;
+  stats["exit_code"] = code;
+  stats["end"] = end;
+  stats["guest_errors"] = log::guest_error_count();
+  stats["protocol_violations"] = platform->protocol_violations();
+  stats["ips"] = platform->stats();
+  if (!o.stats.empty()) {
+    std::ofstream out(o.stats);
+    out << stats.dump(2) << "\n";
+    if (!out) std::cerr << "tessera-vp: warning: cannot write " << o.stats << "\n";
+  }
+  if (!o.quiet) {
+    std::cerr << fmt::format("\n=== tessera-vp summary ===\nend: {}\nexit code: {}\nsimulated time: {}\nwall time: {:.3f} s\n"
+                             "guest errors: {}\n",
+                             end, code, sc_core::sc_time_stamp().to_string(), wall, log::guest_error_count());
+    for (auto it = stats["ips"].begin(); it != stats["ips"].end(); ++it) {
+      std::string line;
+      for (auto kv = it.value().begin(); kv != it.value().end(); ++kv)
+        line += fmt::format("{}{}={}", line.empty() ? "" : " ", kv.key(), kv.value().dump());
+      std::cerr << fmt::format("  {:<16} {}\n", it.key(), line);
+    }
+  }
+  std::fflush(stdout);
+  return code;
+}

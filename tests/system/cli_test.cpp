@@ -1,0 +1,215 @@
+// Runs the real tessera-vp binary: the golden --dump-config, every class of
+// bad input (exit code 2 with one line naming file, instance and key), ELF
+// loading, exit codes.
+#include <gtest/gtest.h>
+
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include "elf_builder.hpp"
+
+using namespace tessera::testing;
+
+namespace {
+
+struct Outcome {
+  int code;
+  std::string out, err;
+};
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+Outcome run(const std::string& args) {
+  const std::string out = "cli_test.out", err = "cli_test.err";
+  const std::string cmd = std::string(TESSERA_VP) + " " + args + " >" + out + " 2>" + err + " </dev/null";
+  const int status = std::system(cmd.c_str());
+  return Outcome{WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(out), slurp(err)};
+}
+
+std::string platform_file(const std::string& name, const std::string& json) {
+  std::ofstream(name) << json;
+  return name;
+}
+
+const std::string kT1 = std::string(TESSERA_SOURCE_DIR) + "/platform/t1.json";
+
+// A small valid platform, varied by each bad-input test.
+std::string small(const std::string& extra_instances = "", const std::string& ram_params = "{}") {
+  return R"({"platform": "p", "instances": [
+    {"name": "ram", "type": "ram", "base": "0x8000_0000", "size": "1MiB", "params": )" + ram_params + R"(},
+    {"name": "plic", "type": "plic", "base": "0x0C00_0000", "params": {"sources": 8}},
+    {"name": "finisher", "type": "test_finisher", "base": "0x10_0000"},
+    {"name": "htif", "type": "htif", "params": {"console": "none"}})" + extra_instances + "]}";
+}
+
+void expect_config_error(const std::string& json, const std::string& message, const std::string& extra = "") {
+  const std::string f = platform_file("bad_platform.json", json);
+  Outcome r = run("-p " + f + " " + extra);
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find(message), std::string::npos) << "expected \"" << message << "\" in:\n" << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << "one line: " << r.err;
+  EXPECT_EQ(r.err.find("Memory map"), std::string::npos) << "nothing elaborated";
+}
+
+}  // namespace
+
+TEST(Cli, DefaultRunPrintsMemoryMapAndSummary) {
+  Outcome r = run("");
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find("0x0000000080000000 - 0x0000000080ffffff     16MiB  cpram"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("0x0000000010000000 - 0x00000000100000ff       256  uart0"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("tessera-vp summary"), std::string::npos);
+}
+
+TEST(Cli, GoldenDumpConfig) {
+  Outcome r = run("--dump-config -p " + kT1);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out, slurp(std::string(TESSERA_SOURCE_DIR) + "/tests/golden/t1.dump-config.json"))
+      << "refresh with: cmake --build <build> --target update_golden";
+}
+
+TEST(Cli, SetOverridesAnyValue) {
+  Outcome r = run("--dump-config -p " + kT1 + " --set uart0.fifo_depth=32 --set cpram.size=32MiB --set clint.timebase=1MHz");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("\"fifo_depth\": 32"), std::string::npos);
+  EXPECT_NE(r.out.find("\"size\": \"0x2000000\""), std::string::npos);
+  EXPECT_NE(r.out.find("\"timebase\": \"1MHz\""), std::string::npos);
+}
+
+TEST(Cli, BadInputMalformedJson) {
+  expect_config_error(R"({"platform": "p", "instances": [ {"name": "x",, } ]})", "bad_platform.json: malformed JSON");
+}
+
+TEST(Cli, BadInputUnknownType) {
+  expect_config_error(small(R"(, {"name": "dma0", "type": "dma9000", "base": "0x1000"})"),
+                      "bad_platform.json: dma0.type: unknown type \"dma9000\"");
+}
+
+TEST(Cli, BadInputOverlappingRanges) {
+  expect_config_error(small(R"(, {"name": "ram2", "type": "ram", "base": "0x800F_0000", "size": "1MiB"})"),
+                      "bad_platform.json: ram2.base: [0x800f0000, 0x801effff] overlaps ram [0x80000000, 0x800fffff]");
+}
+
+TEST(Cli, BadInputMissingRequiredParameter) {
+  expect_config_error(small(R"(, {"name": "sram", "type": "ram", "base": "0x9000_0000"})"),
+                      "bad_platform.json: sram.size: required for type ram");
+}
+
+TEST(Cli, BadInputWrongUnit) {
+  expect_config_error(small("", R"({"read_latency": "5 MHz"})"),
+                      "bad_platform.json: ram.read_latency: expected a time such as 30ns");
+}
+
+TEST(Cli, BadInputUnknownKey) {
+  expect_config_error(small("", R"({"read_latncy": "5ns"})"), "bad_platform.json: ram.read_latncy: unknown parameter");
+  expect_config_error(small(R"(, {"name": "u", "type": "uart16550", "bsae": "0x1000"})"),
+                      "bad_platform.json: u.bsae: unknown key");
+}
+
+TEST(Cli, BadInputInterruptWiredToNothing) {
+  expect_config_error(small(R"(, {"name": "u", "type": "uart16550", "base": "0x1000_0000", "irq": {"irq_out": "pic.src[3]"}})"),
+                      "bad_platform.json: u.irq.irq_out: \"pic.src[3]\" is wired to nothing (no instance \"pic\")");
+  expect_config_error(small(R"(, {"name": "u", "type": "uart16550", "base": "0x1000_0000", "irq": {"irq_out": "plic.src[9]"}})"),
+                      "bad_platform.json: u.irq.irq_out: \"plic.src[9]\" is wired to nothing (plic inputs: src[9])");
+  expect_config_error(small(R"(, {"name": "u", "type": "uart16550", "base": "0x1000_0000", "irq": {"tx_irq": "plic.src[3]"}})"),
+                      "bad_platform.json: u.irq.tx_irq: u has no interrupt output \"tx_irq\" (outputs: irq_out)");
+}
+
+TEST(Cli, BadInputBadSet) {
+  expect_config_error(small(), "--set nosuch.size=1: bad_platform.json has no instance named \"nosuch\"",
+                      "--set nosuch.size=1");
+  expect_config_error(small(), "bad_platform.json: plic.sources: must be between 1 and 1023", "--set plic.sources=0");
+}
+
+TEST(Cli, BadCommandLine) {
+  Outcome r = run("--no-such-option");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("unrecognised option '--no-such-option'"), std::string::npos) << r.err;
+  r = run("--max-time forever");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("--max-time: expected a time"), std::string::npos) << r.err;
+  r = run("--log t1.uart0=loud");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("unknown log level \"loud\""), std::string::npos) << r.err;
+}
+
+TEST(Cli, LoadsElfAndMapsHtifAtTohost) {
+  ElfSpec s;
+  s.segments.push_back({0x80000000, {0x13, 0, 0, 0}, 0x1000});
+  s.symbols = {{"tohost", 0x80001000}, {"fromhost", 0x80001008}};
+  write_elf("good.elf", build_elf(s));
+  Outcome r = run("-p " + kT1 + " --firmware good.elf");
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find("0x0000000080001000 - 0x000000008000100f        16  htif"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("0x0000000080001010 - 0x0000000080ffffff"), std::string::npos) << "RAM around it: " << r.err;
+  EXPECT_NE(r.err.find("(RV64), entry 0x80000000"), std::string::npos) << r.err;
+}
+
+namespace {
+void expect_elf_error(const std::vector<std::uint8_t>& bytes, const std::string& message) {
+  write_elf("bad.elf", bytes);
+  Outcome r = run("-p " + kT1 + " --firmware bad.elf");
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_EQ(r.err.rfind("tessera-vp: error: bad.elf: ", 0), 0u) << r.err;
+  EXPECT_NE(r.err.find(message), std::string::npos) << "expected \"" << message << "\" in:\n" << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+}
+}  // namespace
+
+TEST(Cli, MalformedElfFiles) {
+  ElfSpec good;
+  good.segments.push_back({0x80000000, std::vector<std::uint8_t>(64, 1), 64});
+  auto bytes = build_elf(good);
+  expect_elf_error({'n', 'o', 'p', 'e'}, "not an ELF file");
+  expect_elf_error(std::vector<std::uint8_t>(bytes.begin(), bytes.begin() + 40), "truncated");
+  expect_elf_error(std::vector<std::uint8_t>(bytes.begin(), bytes.end() - 10), "truncated: segment 0");
+  ElfSpec arm = good;
+  arm.machine = EM_AARCH64;
+  expect_elf_error(build_elf(arm), "not a RISC-V program");
+  auto bad_class = bytes;
+  bad_class[EI_CLASS] = 7;
+  expect_elf_error(bad_class, "unknown ELF class 7");
+  ElfSpec outside = good;
+  outside.segments[0].addr = 0x40000000;
+  expect_elf_error(build_elf(outside), "segment [0x40000000, 0x40000040) lies outside any memory (nothing at 0x40000000)");
+  ElfSpec spill = good;
+  spill.segments[0].addr = 0x80ffffe0;
+  expect_elf_error(build_elf(spill), "lies outside any memory (nothing at 0x81000000)");
+  ElfSpec into_uart = good;
+  into_uart.segments[0].addr = 0x10000000;
+  expect_elf_error(build_elf(into_uart), "lies outside any memory (uart0 is no memory at 0x10000000)");
+  ElfSpec overlap = good;
+  overlap.segments.push_back({0x80000020, std::vector<std::uint8_t>(64, 2), 64});
+  expect_elf_error(build_elf(overlap), "segment 1 [0x80000020, 0x80000060) overlaps segment [0x80000000, 0x80000040)");
+  ElfSpec rv32 = good;
+  rv32.xlen = 32;
+  write_elf("rv32.elf", build_elf(rv32));
+  Outcome r = run("-p " + kT1 + " --firmware rv32.elf");
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find("(RV32)"), std::string::npos);
+}
+
+TEST(Cli, MaxTimeWithWorkLeftIsAbnormal) {
+  std::ofstream("endless_rx.txt") << std::string(1000, 'x');
+  Outcome r = run("-p " + kT1 + " --set uart0.rx=endless_rx.txt --max-time 100us");
+  EXPECT_EQ(r.code, 3) << r.err;
+  EXPECT_NE(r.err.find("--max-time 100us reached"), std::string::npos) << r.err;
+}
+
+TEST(Cli, StatsJson) {
+  Outcome r = run("-q --stats stats.json");
+  EXPECT_EQ(r.code, 0);
+  const std::string s = slurp("stats.json");
+  EXPECT_NE(s.find("\"t1.cpram\""), std::string::npos) << s;
+  EXPECT_NE(s.find("\"exit_code\": 0"), std::string::npos) << s;
+  EXPECT_TRUE(r.err.empty()) << "-q prints nothing: " << r.err;
+}
