@@ -10,10 +10,13 @@
 #include <string>
 #include <vector>
 
+#include "common/config.hpp"
+
 namespace tessera {
 
-struct ElfError : std::runtime_error {
-  using std::runtime_error::runtime_error;
+// A bad ELF file is bad input like a bad platform file.
+struct ElfError : ConfigError {
+  using ConfigError::ConfigError;
 };
 
 struct ElfImage {

@@ -4,6 +4,7 @@
 
 #include "common/log.hpp"
 #include "common/memory.hpp"
+#include "common/payload.hpp"
 #include "common/units.hpp"
 
 namespace tessera {
@@ -70,33 +71,12 @@ tlm::tlm_fw_transport_if<>& Platform::target(const std::string& instance, const 
   throw ConfigError("no target socket " + instance + "." + port);
 }
 
-std::uint64_t Platform::debug_write(std::uint64_t addr, const void* data, std::uint64_t len) {
+std::uint64_t Platform::debug(tlm::tlm_command cmd, std::uint64_t addr, void* data, std::uint64_t len) {
   std::uint64_t done = 0;
   while (done < len) {
     tlm::tlm_generic_payload t;
     const unsigned chunk = static_cast<unsigned>(std::min<std::uint64_t>(len - done, 1u << 20));
-    t.set_write();
-    t.set_address(addr + done);
-    t.set_data_ptr(const_cast<unsigned char*>(static_cast<const unsigned char*>(data) + done));
-    t.set_data_length(chunk);
-    t.set_streaming_width(chunk);
-    const unsigned n = debug_port_->transport_dbg(t);
-    done += n;
-    if (n == 0) break;
-  }
-  return done;
-}
-
-std::uint64_t Platform::debug_read(std::uint64_t addr, void* data, std::uint64_t len) {
-  std::uint64_t done = 0;
-  while (done < len) {
-    tlm::tlm_generic_payload t;
-    const unsigned chunk = static_cast<unsigned>(std::min<std::uint64_t>(len - done, 1u << 20));
-    t.set_read();
-    t.set_address(addr + done);
-    t.set_data_ptr(static_cast<unsigned char*>(data) + done);
-    t.set_data_length(chunk);
-    t.set_streaming_width(chunk);
+    set_access(t, cmd, addr + done, static_cast<unsigned char*>(data) + done, chunk);
     const unsigned n = debug_port_->transport_dbg(t);
     done += n;
     if (n == 0) break;
@@ -107,12 +87,7 @@ std::uint64_t Platform::debug_read(std::uint64_t addr, void* data, std::uint64_t
 tlm::tlm_response_status Platform::transport(tlm::tlm_command cmd, std::uint64_t addr, void* data, unsigned len,
                                              sc_core::sc_time& delay) {
   tlm::tlm_generic_payload t;
-  t.set_command(cmd);
-  t.set_address(addr);
-  t.set_data_ptr(static_cast<unsigned char*>(data));
-  t.set_data_length(len);
-  t.set_streaming_width(len);
-  t.set_response_status(tlm::TLM_INCOMPLETE_RESPONSE);
+  set_access(t, cmd, addr, data, len);
   debug_port_->b_transport(t, delay);
   return t.get_response_status();
 }

@@ -37,8 +37,12 @@ class Platform : public sc_core::sc_module {
 
   // Debug access through the bus, as loaders and debuggers use it: returns
   // how many bytes were done (fewer if the range leaves mapped memory).
-  std::uint64_t debug_write(std::uint64_t addr, const void* data, std::uint64_t len);
-  std::uint64_t debug_read(std::uint64_t addr, void* data, std::uint64_t len);
+  std::uint64_t debug_write(std::uint64_t addr, const void* data, std::uint64_t len) {
+    return debug(tlm::TLM_WRITE_COMMAND, addr, const_cast<void*>(data), len);
+  }
+  std::uint64_t debug_read(std::uint64_t addr, void* data, std::uint64_t len) {
+    return debug(tlm::TLM_READ_COMMAND, addr, data, len);
+  }
   // An ordinary access through the bus (tests, bring-up); the response.
   tlm::tlm_response_status transport(tlm::tlm_command cmd, std::uint64_t addr, void* data, unsigned len,
                                      sc_core::sc_time& delay);
@@ -69,6 +73,7 @@ class Platform : public sc_core::sc_module {
     checkers_.push_back(std::move(c));
   }
   void wire_irqs();
+  std::uint64_t debug(tlm::tlm_command cmd, std::uint64_t addr, void* data, std::uint64_t len);
   void start_of_simulation() override;
 
   const PlatformSpec& spec_;

@@ -45,6 +45,12 @@ int usage_error(const std::string& msg) {
   return sim::kExitUsage;
 }
 
+// Bad platform files, ELF files and --set values: one line, exit code 2.
+int input_error(const ConfigError& e) {
+  std::cerr << "tessera-vp: error: " << e.what() << "\n";
+  return sim::kExitUsage;
+}
+
 void write_file(const std::string& path, const std::string& text) {
   // Rewrite only on change, so builds that depend on the file stay put.
   {
@@ -154,12 +160,8 @@ int sc_main(int argc, char** argv) {
         if (i.is_object() && i.value("type", "") == "htif" && !i.contains("base"))
           i["base"] = format_hex(*elf->symbol("tohost"));
     spec = PlatformSpec::parse(o.platform, raw);
-  } catch (const ConfigError& e) {
-    std::cerr << "tessera-vp: error: " << e.what() << "\n";
-    return sim::kExitUsage;
-  } catch (const ElfError& e) {
-    std::cerr << "tessera-vp: error: " << e.what() << "\n";
-    return sim::kExitUsage;
+  } catch (const ConfigError& e) {  // also ElfError
+    return input_error(e);
   }
   if (o.dump_config) {
     std::cout << spec.effective().dump(2) << "\n";
@@ -170,8 +172,7 @@ int sc_main(int argc, char** argv) {
       if (!o.gen_header.empty()) write_file(o.gen_header, spec.c_header());
       if (!o.gen_linker.empty()) write_file(o.gen_linker, spec.linker_symbols());
     } catch (const ConfigError& e) {
-      std::cerr << "tessera-vp: error: " << e.what() << "\n";
-      return sim::kExitUsage;
+      return input_error(e);
     }
     return 0;
   }
@@ -184,12 +185,8 @@ int sc_main(int argc, char** argv) {
       if (!problem.empty()) throw ElfError(problem);
       platform->load(*elf);
     }
-  } catch (const ConfigError& e) {
-    std::cerr << "tessera-vp: error: " << e.what() << "\n";
-    return sim::kExitUsage;
-  } catch (const ElfError& e) {
-    std::cerr << "tessera-vp: error: " << e.what() << "\n";
-    return sim::kExitUsage;
+  } catch (const ConfigError& e) {  // also ElfError
+    return input_error(e);
   }
   if (!o.quiet) {
     std::cerr << platform->memory_map();

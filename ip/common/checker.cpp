@@ -4,6 +4,8 @@
 
 #include <cstring>
 
+#include "common/payload.hpp"
+
 namespace tessera {
 
 ProtocolChecker::ProtocolChecker(const sc_core::sc_module_name& n)
@@ -91,11 +93,7 @@ bool ProtocolChecker::get_direct_mem_ptr(tlm::tlm_generic_payload& trans, tlm::t
       addr <= dmi.get_end_address()) {
     unsigned char via_dbg = 0;
     tlm::tlm_generic_payload probe;
-    probe.set_read();
-    probe.set_address(addr);
-    probe.set_data_ptr(&via_dbg);
-    probe.set_data_length(1);
-    probe.set_streaming_width(1);
+    set_access(probe, tlm::TLM_READ_COMMAND, addr, &via_dbg, 1);
     const unsigned char via_dmi = dmi.get_dmi_ptr()[addr - dmi.get_start_address()];
     if (initiator_socket->transport_dbg(probe) == 1 && via_dbg != via_dmi)
       violation("get_direct_mem_ptr", fmt::format("the DMI pointer shows {:#04x} at {:#x} but transport_dbg reads {:#04x}",

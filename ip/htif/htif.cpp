@@ -13,14 +13,8 @@ void Htif::Config::visit(Params& p) {
   p("console", console, "where console output goes: stdout, stderr, none, or a file");
 }
 
-Htif::Htif(const sc_core::sc_module_name& n, const Config& c) : MmioTarget(n, R::kBlock) {
-  if (c.console == "stdout") out_ = stdout;
-  else if (c.console == "stderr") out_ = stderr;
-  else if (c.console != "none") {
-    out_ = std::fopen(c.console.c_str(), "wb");
-    close_ = out_ != nullptr;
-    if (!out_) throw ConfigError(path() + ".console: cannot write \"" + c.console + "\"");  // elaboration-only
-  }
+Htif::Htif(const sc_core::sc_module_name& n, const Config& c)
+    : MmioTarget(n, R::kBlock), console_(c.console, std::string(name()) + ".console") {
   regs_.on_write(R::TOHOST, [this](RegisterBank::Write& w) {
     const bool complete = (w.mask >> 32) != 0;  // the upper word was written
     if (complete && w.next != 0) {
@@ -29,11 +23,6 @@ Htif::Htif(const sc_core::sc_module_name& n, const Config& c) : MmioTarget(n, R:
     }
     return true;
   });
-}
-
-Htif::~Htif() {
-  if (out_) std::fflush(out_);
-  if (close_) std::fclose(out_);
 }
 
 void Htif::command(std::uint64_t v) {
@@ -51,12 +40,7 @@ void Htif::command(std::uint64_t v) {
     return;
   }
   if (device == 1 && cmd == 1) {
-    const char ch = static_cast<char>(payload & 0xff);
-    console_log_.push_back(ch);
-    if (out_) {
-      std::fputc(ch, out_);
-      if (ch == '\n') std::fflush(out_);
-    }
+    console_.put(static_cast<char>(payload & 0xff));
     regs_.set(R::FROMHOST, (1ull << 56) | (1ull << 48));
     return;
   }

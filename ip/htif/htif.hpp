@@ -7,11 +7,11 @@
 // proxy (device 0 with an even payload), console input.
 #pragma once
 
-#include <cstdio>
 #include <string>
 
 #include "common/config.hpp"
 #include "common/regs.hpp"
+#include "common/sink.hpp"
 
 namespace tessera {
 
@@ -23,16 +23,13 @@ class Htif : public MmioTarget {
     void validate(const Params& p) const {}
   };
   Htif(const sc_core::sc_module_name& n, const Config& c);
-  ~Htif() override;
 
-  const std::string& console_output() const { return console_log_; }
+  const std::string& console_output() const { return console_.written(); }
 
  private:
   void command(std::uint64_t value);
 
-  std::FILE* out_ = nullptr;
-  bool close_ = false;
-  std::string console_log_;
+  CharSink console_;
 };
 
 }  // namespace tessera

@@ -32,15 +32,9 @@ void Uart16550::Config::validate(const Params& p) const {
   if (rx_interval == sc_core::SC_ZERO_TIME) p.fail("rx_interval", "must be more than 0");
 }
 
-Uart16550::Uart16550(const sc_core::sc_module_name& n, const Config& c) : MmioTarget(n, R::kBlock), config_(c) {
+Uart16550::Uart16550(const sc_core::sc_module_name& n, const Config& c)
+    : MmioTarget(n, R::kBlock), config_(c), tx_(c.tx, std::string(name()) + ".tx") {
   expose_irq_out("irq_out", irq_out);
-  if (c.tx == "stdout") tx_file_ = stdout;
-  else if (c.tx == "stderr") tx_file_ = stderr;
-  else if (c.tx != "none") {
-    tx_file_ = std::fopen(c.tx.c_str(), "wb");
-    close_tx_ = tx_file_ != nullptr;
-    if (!tx_file_) throw ConfigError(path() + ".tx: cannot write \"" + c.tx + "\"");  // elaboration-only
-  }
   if (c.rx != "none") {
     if (c.rx != "stdin") {
       std::ifstream in(c.rx, std::ios::binary);
@@ -97,23 +91,11 @@ Uart16550::Uart16550(const sc_core::sc_module_name& n, const Config& c) : MmioTa
   });
 }
 
-Uart16550::~Uart16550() {
-  if (tx_file_) std::fflush(tx_file_);
-  if (close_tx_) std::fclose(tx_file_);
-}
-
-void Uart16550::end_of_simulation() {
-  if (tx_file_) std::fflush(tx_file_);
-}
+void Uart16550::end_of_simulation() { tx_.flush(); }
 
 void Uart16550::transmit(std::uint8_t byte) {
-  tx_log_.push_back(static_cast<char>(byte));
-  if (regs_.get(R::MCR) & R::MCR_f::LOOP_MASK) {
-    deliver(byte);
-  } else if (tx_file_) {
-    std::fputc(byte, tx_file_);
-    if (byte == '\n') std::fflush(tx_file_);
-  }
+  if (regs_.get(R::MCR) & R::MCR_f::LOOP_MASK) deliver(byte);
+  else tx_.put(static_cast<char>(byte));
   thre_pending_ = true;  // the byte left at once: THR is empty again
   update_irq();
 }
@@ -175,7 +157,7 @@ void Uart16550::rx_thread() {
 
 void Uart16550::report_stats(nlohmann::ordered_json& out) const {
   MmioTarget::report_stats(out);
-  out["bytes_transmitted"] = tx_log_.size();
+  out["bytes_transmitted"] = tx_.written().size();
   out["overruns"] = overruns_;
 }
 

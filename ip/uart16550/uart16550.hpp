@@ -9,12 +9,12 @@
 // (a timeout interrupt is reported as soon as data sits below the trigger).
 #pragma once
 
-#include <cstdio>
 #include <deque>
 #include <string>
 
 #include "common/config.hpp"
 #include "common/regs.hpp"
+#include "common/sink.hpp"
 
 namespace tessera {
 
@@ -32,12 +32,11 @@ class Uart16550 : public MmioTarget {
   };
 
   Uart16550(const sc_core::sc_module_name& n, const Config& c);
-  ~Uart16550() override;
 
   // Bytes arriving on the line (host side).
   void receive(const std::string& bytes);
   // Everything transmitted so far.
-  const std::string& transmitted() const { return tx_log_; }
+  const std::string& transmitted() const { return tx_.written(); }
   void report_stats(nlohmann::ordered_json& out) const override;
 
  private:
@@ -54,10 +53,7 @@ class Uart16550 : public MmioTarget {
   bool fifo_enabled_ = false;
   bool thre_pending_ = false;
   bool overrun_ = false;
-  std::string tx_log_;
-  std::FILE* tx_file_ = nullptr;
-  bool close_tx_ = false;
-  std::FILE* rx_file_ = nullptr;
+  CharSink tx_;
   std::uint64_t overruns_ = 0;
 };
 

@@ -8,6 +8,8 @@
 #include <utility>
 #include <vector>
 
+#include "common/payload.hpp"
+
 namespace tessera::testing {
 
 class TestInitiator : public sc_core::sc_module {
@@ -22,33 +24,20 @@ class TestInitiator : public sc_core::sc_module {
   tlm::tlm_response_status transport(tlm::tlm_command cmd, std::uint64_t addr, void* data, unsigned len,
                                      sc_core::sc_time* delay = nullptr) {
     tlm::tlm_generic_payload t;
-    t.set_command(cmd);
-    t.set_address(addr);
-    t.set_data_ptr(static_cast<unsigned char*>(data));
-    t.set_data_length(len);
-    t.set_streaming_width(len);
-    t.set_response_status(tlm::TLM_INCOMPLETE_RESPONSE);
+    set_access(t, cmd, addr, data, len);
     sc_core::sc_time local;
     socket->b_transport(t, delay ? *delay : local);
     return t.get_response_status();
   }
   unsigned debug(tlm::tlm_command cmd, std::uint64_t addr, void* data, unsigned len) {
     tlm::tlm_generic_payload t;
-    t.set_command(cmd);
-    t.set_address(addr);
-    t.set_data_ptr(static_cast<unsigned char*>(data));
-    t.set_data_length(len);
-    t.set_streaming_width(len);
+    set_access(t, cmd, addr, data, len);
     return socket->transport_dbg(t);
   }
   bool dmi(std::uint64_t addr, bool write, tlm::tlm_dmi& out) {
     tlm::tlm_generic_payload t;
     unsigned char dummy = 0;
-    t.set_command(write ? tlm::TLM_WRITE_COMMAND : tlm::TLM_READ_COMMAND);
-    t.set_address(addr);
-    t.set_data_ptr(&dummy);
-    t.set_data_length(1);
-    t.set_streaming_width(1);
+    set_access(t, write ? tlm::TLM_WRITE_COMMAND : tlm::TLM_READ_COMMAND, addr, &dummy, 1);
     return socket->get_direct_mem_ptr(t, out);
   }
 

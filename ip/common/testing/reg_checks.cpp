@@ -1,5 +1,7 @@
 #include "common/testing/reg_checks.hpp"
 
+#include "common/payload.hpp"
+
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -35,12 +37,7 @@ void expect_c_view_matches(const RegBlockDesc& desc, const tessera_reg_cview* re
 tlm::tlm_response_status access(tlm::tlm_fw_transport_if<>& target, tlm::tlm_command cmd, std::uint64_t addr,
                                 void* data, unsigned len, sc_core::sc_time* delay) {
   tlm::tlm_generic_payload t;
-  t.set_command(cmd);
-  t.set_address(addr);
-  t.set_data_ptr(static_cast<unsigned char*>(data));
-  t.set_data_length(len);
-  t.set_streaming_width(len);
-  t.set_response_status(tlm::TLM_INCOMPLETE_RESPONSE);
+  set_access(t, cmd, addr, data, len);
   sc_core::sc_time local = sc_core::SC_ZERO_TIME;
   target.b_transport(t, delay ? *delay : local);
   return t.get_response_status();
@@ -61,11 +58,7 @@ void write(tlm::tlm_fw_transport_if<>& target, std::uint64_t addr, std::uint64_t
 std::uint64_t read_dbg(tlm::tlm_fw_transport_if<>& target, std::uint64_t addr, unsigned len) {
   std::uint64_t v = 0;
   tlm::tlm_generic_payload t;
-  t.set_read();
-  t.set_address(addr);
-  t.set_data_ptr(reinterpret_cast<unsigned char*>(&v));
-  t.set_data_length(len);
-  t.set_streaming_width(len);
+  set_access(t, tlm::TLM_READ_COMMAND, addr, &v, len);
   EXPECT_EQ(target.transport_dbg(t), len) << "debug read at " << std::hex << addr;
   return v;
 }
@@ -95,10 +88,7 @@ void expect_reset_and_access(tlm::tlm_fw_transport_if<>& target, std::uint64_t b
       if (e > 0) {  // the model may implement fewer elements than the window holds
         std::uint64_t probe = 0;
         tlm::tlm_generic_payload t;
-        t.set_read();
-        t.set_address(base + off);
-        t.set_data_ptr(reinterpret_cast<unsigned char*>(&probe));
-        t.set_data_length(d.size);
+        set_access(t, tlm::TLM_READ_COMMAND, base + off, &probe, d.size);
         if (target.transport_dbg(t) == 0) continue;
       }
       if (readable(d.access) && !skipped(d.name))
