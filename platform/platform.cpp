@@ -5,6 +5,7 @@
 #include "common/log.hpp"
 #include "common/memory.hpp"
 #include "common/payload.hpp"
+#include "riscv/riscv_cpu.hpp"
 #include "common/units.hpp"
 
 namespace tessera {
@@ -30,6 +31,7 @@ Platform::Platform(const sc_core::sc_module_name& n, const PlatformSpec& spec, b
         tie_off_.bind(*target.socket);  // reachable through target()
       }
     }
+    for (const auto& [iname, socket] : ip->initiators()) connect(*socket, bus_->target_socket, s.name + "_" + iname);
     ips_.emplace_back(s.name, std::move(ip));
   }
   wire_irqs();
@@ -92,7 +94,14 @@ tlm::tlm_response_status Platform::transport(tlm::tlm_command cmd, std::uint64_t
   return t.get_response_status();
 }
 
-std::string Platform::check_loadable(const ElfImage& elf) const {
+void Platform::load(const ElfImage& elf) {
+  if (!spec_.boot.empty()) {
+    auto* cpu = get<riscv::RiscvCpu>(spec_.boot);
+    if (cpu->config().xlen != elf.xlen)
+      throw ElfError(fmt::format("{}: an RV{} program cannot run on {} (RV{})", elf.file, elf.xlen, spec_.boot,
+                                 cpu->config().xlen));
+    cpu->set_reset_pc(elf.entry);
+  }
   for (const auto& seg : elf.segments) {
     std::uint64_t a = seg.addr;
     const std::uint64_t end = seg.addr + seg.memsz;  // exclusive; parse() refused wrap-around
@@ -100,13 +109,13 @@ std::string Platform::check_loadable(const ElfImage& elf) const {
       const Router::Range* r = bus_->decode(a);
       const Ip* ip = r ? find(r->name) : nullptr;
       if (!ip || !dynamic_cast<const Memory*>(ip))
-        return fmt::format("{}: segment [{:#x}, {:#x}) lies outside any memory ({} at {:#x})", elf.file, seg.addr, end,
-                           r ? r->name + " is no memory" : std::string("nothing"), a);
+        throw ElfError(fmt::format("{}: segment [{:#x}, {:#x}) lies outside any memory ({} at {:#x})", elf.file,
+                                   seg.addr, end, r ? r->name + " is no memory" : std::string("nothing"), a));
       if (r->last() >= end - 1) break;
       a = r->last() + 1;
     }
   }
-  return "";
+  pending_elf_ = &elf;
 }
 
 void Platform::start_of_simulation() {

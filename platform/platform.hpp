@@ -49,11 +49,10 @@ class Platform : public sc_core::sc_module {
 
   // Loads every segment of an ELF image through debug writes once
   // elaboration is complete (at the start of simulation, before any
-  // process runs). A segment that leaves mapped memory stops the
-  // simulation at once and is reported by load_error().
-  void load(const ElfImage& elf) { pending_elf_ = &elf; }
-  // Empty if every segment falls into memories; otherwise what is wrong.
-  std::string check_loadable(const ElfImage& elf) const;
+  // process runs), and starts the boot processor at its entry point.
+  // Throws ElfError when a segment leaves memory or the image does not
+  // suit the boot processor.
+  void load(const ElfImage& elf);
   const std::string& load_error() const { return load_error_; }
 
   std::string memory_map() const;

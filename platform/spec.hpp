@@ -1,6 +1,6 @@
 // The platform description, checked. A platform file is JSON:
 //
-//   { "platform": "t1", "doc": "...",
+//   { "platform": "t1", "doc": "...", "boot": "cp",
 //     "instances": [
 //       { "name": "uart0", "type": "uart16550", "base": "0x1000_0000",
 //         "irq": { "irq_out": "plic.src[10]" }, "params": { "tx": "stdout" } }, ...] }
@@ -53,6 +53,7 @@ struct InstanceSpec {
 
 struct PlatformSpec {
   std::string file, name, doc;
+  std::string boot;  // the processor that starts at the firmware's entry point (optional)
   std::vector<InstanceSpec> instances;
 
   // Reads and parses a platform file; throws ConfigError.

@@ -19,6 +19,7 @@ void request_exit(int code, const std::string& who, const std::string& why) {
 }
 
 std::optional<int> exit_code() { return g_code; }
+bool stop_requested() { return g_code.has_value(); }
 const std::string& exit_reason() { return g_reason; }
 void reset() {
   g_code.reset();

@@ -15,6 +15,8 @@ inline constexpr int kExitStrict = 4;    // --strict and the guest made an error
 
 // Records the exit code (the first request wins) and stops the simulation.
 void request_exit(int code, const std::string& who, const std::string& why);
+// True once an exit was requested: processors stop executing at once.
+bool stop_requested();
 std::optional<int> exit_code();
 const std::string& exit_reason();
 void reset();  // for tests

@@ -1,0 +1,137 @@
+// The hart: architectural state, CSRs, traps and the interpreter loop,
+// templated on the register type (std::uint32_t for RV32, std::uint64_t for
+// RV64). Private to riscv_cpu.cpp and the tests.
+//
+// Speed: instructions are fetched through a DMI window and decoded once
+// into a direct-mapped cache keyed by pc and checked against the raw
+// instruction bits, so self-modifying code and code written by DMA always
+// run what memory holds. Data accesses go through the last DMI region hit,
+// then a few cached regions, then b_transport.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <tlm>
+#include <type_traits>
+#include <vector>
+
+#include "riscv/decode.hpp"
+
+namespace tessera::riscv {
+
+enum class Priv : unsigned { U = 0, M = 3 };
+
+// Trap causes (privileged specification, mcause).
+enum Cause : unsigned {
+  kMisalignedFetch = 0,
+  kFetchAccess = 1,
+  kIllegal = 2,
+  kBreakpoint = 3,
+  kMisalignedLoad = 4,
+  kLoadAccess = 5,
+  kMisalignedStore = 6,
+  kStoreAccess = 7,
+  kEcallU = 8,
+  kEcallM = 11,
+  kIrqMsoft = 3,
+  kIrqMtimer = 7,
+  kIrqMext = 11,
+};
+const char* cause_name(unsigned cause, bool interrupt);
+
+// Everything the hart needs from the outside: the bus, time, and a place to
+// report to. Implemented by RiscvCpu.
+struct HartEnv {
+  tlm::tlm_fw_transport_if<>* bus = nullptr;
+  std::string path;
+  unsigned hartid = 0;
+  bool dmi = true;
+  bool misaligned_trap = true;
+  std::uint64_t mtime_address = 0;
+  std::uint64_t period_ticks = 1;  // clock period in time-resolution ticks
+  unsigned cpi[10] = {};           // by OpClass
+};
+
+struct DmiRegion {
+  std::uint64_t base = 0, limit = 0;  // [base, base + limit)
+  std::uint8_t* ptr = nullptr;
+  std::uint64_t read_cycles = 0, write_cycles = 0;
+  bool read = false, write = false;
+};
+
+class HartBase;
+// Harts holding an LR reservation; any other hart's store may clear them.
+extern std::size_t g_reservations;
+void register_reservation(HartBase* h, bool hold);
+
+class HartBase {
+ public:
+  explicit HartBase(const HartEnv& env) : env_(env) { regions_.reserve(8); }
+  virtual ~HartBase() = default;
+
+  virtual unsigned xlen() const = 0;
+  virtual void reset(std::uint64_t pc) = 0;
+  // Executes until the cycle count reaches `limit`, or something needs the
+  // SystemC thread: WFI with nothing pending, an exit request, or a
+  // transaction that may have scheduled an event (with `exact` set).
+  virtual void run(std::uint64_t limit, bool exact, bool trace) = 0;
+  virtual void set_irq(unsigned bit, bool level) = 0;
+  // An interrupt is pending and enabled in mie (WFI wakes up on it even
+  // with interrupts globally disabled).
+  virtual bool wfi_wakeup() const = 0;
+  virtual std::uint64_t reg(unsigned i) const = 0;
+  virtual void set_reg(unsigned i, std::uint64_t v) = 0;
+  virtual std::uint64_t pc() const = 0;
+  virtual void set_pc(std::uint64_t pc) = 0;
+
+  bool sleeping() const { return sleeping_; }
+  void set_bus(tlm::tlm_fw_transport_if<>* bus) { env_.bus = bus; }
+  // Called when an interrupt woke the hart after `cycles` asleep.
+  void wake(std::uint64_t cycles) {
+    cycle_ += cycles;
+    synced_ = cycle_;
+    sleeping_ = false;
+  }
+  void invalidate_dmi(std::uint64_t start, std::uint64_t end);
+
+  std::uint64_t cycle() const { return cycle_; }
+  std::uint64_t instret() const { return instret_; }
+  std::uint64_t unsynced() const { return cycle_ - synced_; }
+  void synced() { synced_ = cycle_; }
+
+  // Statistics.
+  std::uint64_t traps = 0, interrupts = 0, dmi_accesses = 0, bus_accesses = 0, wfi_sleeps = 0;
+
+ protected:
+  // The data side of the memory path. Each returns false on a bus error
+  // (the response status is in `status_`).
+  bool bus_read(std::uint64_t addr, void* data, unsigned len);
+  bool bus_write(std::uint64_t addr, const void* data, unsigned len);
+  bool fetch_window(std::uint64_t pc);  // sets the fetch window for pc; false: no DMI
+  DmiRegion* find_dmi(std::uint64_t addr, unsigned len, bool write);
+  void store_seen(std::uint64_t addr, unsigned len);  // clears other harts' reservations
+
+  HartEnv env_;
+  std::uint64_t cycle_ = 0, synced_ = 0, instret_ = 0;
+  bool sleeping_ = false;
+  bool yield_ = false;  // leave run() at the next instruction boundary
+  tlm::tlm_response_status status_ = tlm::TLM_OK_RESPONSE;
+
+  DmiRegion fetch_;                  // instruction window
+  DmiRegion* last_read_ = &none_;    // data regions hit last
+  DmiRegion* last_write_ = &none_;
+  DmiRegion none_;
+  std::vector<DmiRegion> regions_;   // cached grants
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> denied_;  // ranges without DMI
+  tlm::tlm_generic_payload trans_;
+
+ public:
+  // LR/SC reservations of every hart, cleared by any hart's store.
+  std::uint64_t reservation_ = ~0ull;
+};
+
+std::unique_ptr<HartBase> make_hart(unsigned xlen, const HartEnv& env);
+
+}  // namespace tessera::riscv

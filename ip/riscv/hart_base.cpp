@@ -1,0 +1,136 @@
+#include <algorithm>
+
+#include "common/payload.hpp"
+#include "riscv/hart.hpp"
+
+namespace tessera::riscv {
+
+std::size_t g_reservations = 0;
+
+namespace {
+
+// Reservations of all harts, for LR/SC across harts sharing memory.
+std::vector<HartBase*>& harts_with_reservation() {
+  static std::vector<HartBase*> v;
+  return v;
+}
+
+}  // namespace
+
+const char* cause_name(unsigned cause, bool interrupt) {
+  if (interrupt) {
+    switch (cause) {
+      case kIrqMsoft: return "machine software interrupt";
+      case kIrqMtimer: return "machine timer interrupt";
+      case kIrqMext: return "machine external interrupt";
+      default: return "interrupt";
+    }
+  }
+  static const char* const names[] = {"instruction address misaligned",
+                                      "instruction access fault",
+                                      "illegal instruction",
+                                      "breakpoint",
+                                      "load address misaligned",
+                                      "load access fault",
+                                      "store/AMO address misaligned",
+                                      "store/AMO access fault",
+                                      "ecall from U-mode",
+                                      "ecall from S-mode",
+                                      "reserved",
+                                      "ecall from M-mode"};
+  return cause < 12 ? names[cause] : "reserved";
+}
+
+void HartBase::invalidate_dmi(std::uint64_t start, std::uint64_t end) {
+  auto overlaps = [&](const DmiRegion& r) { return r.limit && r.base <= end && start <= r.base + r.limit - 1; };
+  if (overlaps(fetch_)) fetch_ = DmiRegion{};
+  regions_.erase(std::remove_if(regions_.begin(), regions_.end(), overlaps), regions_.end());
+  last_read_ = last_write_ = &none_;
+  // A target that invalidates may grant again: forget denials too.
+  denied_.clear();
+}
+
+DmiRegion* HartBase::find_dmi(std::uint64_t addr, unsigned len, bool write) {
+  for (auto& r : regions_)
+    if (addr - r.base < r.limit && r.limit - (addr - r.base) >= len && (write ? r.write : r.read)) return &r;
+  if (!env_.dmi) return nullptr;
+  for (const auto& [lo, hi] : denied_)
+    if (addr >= lo && addr <= hi) return nullptr;
+  unsigned char dummy = 0;
+  tlm::tlm_generic_payload t;
+  set_access(t, write ? tlm::TLM_WRITE_COMMAND : tlm::TLM_READ_COMMAND, addr, &dummy, 1);
+  tlm::tlm_dmi dmi;
+  if (!env_.bus->get_direct_mem_ptr(t, dmi) || !(write ? dmi.is_write_allowed() : dmi.is_read_allowed())) {
+    if (denied_.size() > 32) denied_.clear();
+    denied_.emplace_back(dmi.get_start_address(), dmi.get_end_address());
+    return nullptr;
+  }
+  DmiRegion r;
+  r.base = dmi.get_start_address();
+  r.limit = dmi.get_end_address() - dmi.get_start_address() + 1;
+  r.ptr = dmi.get_dmi_ptr();
+  r.read = dmi.is_read_allowed();
+  r.write = dmi.is_write_allowed();
+  r.read_cycles = (dmi.get_read_latency().value() + env_.period_ticks - 1) / env_.period_ticks;
+  r.write_cycles = (dmi.get_write_latency().value() + env_.period_ticks - 1) / env_.period_ticks;
+  if (regions_.size() >= 8) {  // keep pointers into regions_ stable: never grow past the reserve
+    regions_.erase(regions_.begin());
+    last_read_ = last_write_ = &none_;
+  }
+  regions_.push_back(r);
+  DmiRegion* found = &regions_.back();
+  return addr - found->base < found->limit && found->limit - (addr - found->base) >= len ? found : nullptr;
+}
+
+bool HartBase::fetch_window(std::uint64_t pc) {
+  DmiRegion* r = find_dmi(pc, 2, false);
+  if (!r) return false;
+  fetch_ = *r;
+  return true;
+}
+
+namespace {
+bool transport(HartBase&, tlm::tlm_fw_transport_if<>* bus, tlm::tlm_generic_payload& t, std::uint64_t& cycle,
+               std::uint64_t synced, std::uint64_t period) {
+  const sc_core::sc_time before = sc_core::sc_time::from_value((cycle - synced) * period);
+  sc_core::sc_time delay = before;
+  bus->b_transport(t, delay);
+  const std::uint64_t added = delay.value() - before.value();
+  cycle += (added + period - 1) / period;
+  return t.get_response_status() == tlm::TLM_OK_RESPONSE;
+}
+}  // namespace
+
+bool HartBase::bus_read(std::uint64_t addr, void* data, unsigned len) {
+  ++bus_accesses;
+  set_access(trans_, tlm::TLM_READ_COMMAND, addr, data, len);
+  const bool ok = transport(*this, env_.bus, trans_, cycle_, synced_, env_.period_ticks);
+  status_ = trans_.get_response_status();
+  return ok;
+}
+
+bool HartBase::bus_write(std::uint64_t addr, const void* data, unsigned len) {
+  ++bus_accesses;
+  set_access(trans_, tlm::TLM_WRITE_COMMAND, addr, const_cast<void*>(data), len);
+  const bool ok = transport(*this, env_.bus, trans_, cycle_, synced_, env_.period_ticks);
+  status_ = trans_.get_response_status();
+  if (ok && g_reservations) store_seen(addr, len);
+  return ok;
+}
+
+void HartBase::store_seen(std::uint64_t addr, unsigned len) {
+  auto& all = harts_with_reservation();
+  const std::uint64_t first = addr & ~7ull, last = (addr + len - 1) & ~7ull;
+  for (HartBase* h : all)
+    if (h != this && (h->reservation_ == first || h->reservation_ == last)) h->reservation_ = ~0ull;
+}
+
+void register_reservation(HartBase* h, bool hold) {
+  auto& all = harts_with_reservation();
+  auto it = std::find(all.begin(), all.end(), h);
+  if (hold && it == all.end()) all.push_back(h);
+  if (!hold && it != all.end()) all.erase(it);
+  g_reservations = all.size();
+}
+
+}  // namespace tessera::riscv

@@ -1,0 +1,720 @@
+// The interpreter. One template serves RV32 (T = uint32_t) and RV64
+// (T = uint64_t).
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <limits>
+
+#include "common/log.hpp"
+#include "common/sim.hpp"
+#include "riscv/hart.hpp"
+
+namespace tessera::riscv {
+namespace {
+
+// CSR numbers.
+enum Csr : unsigned {
+  kCycle = 0xc00, kTime = 0xc01, kInstret = 0xc02, kCycleH = 0xc80, kTimeH = 0xc81, kInstretH = 0xc82,
+  kMstatus = 0x300, kMisa = 0x301, kMedeleg = 0x302, kMideleg = 0x303, kMie = 0x304, kMtvec = 0x305,
+  kMcounteren = 0x306, kMstatusH = 0x310, kMscratch = 0x340, kMepc = 0x341, kMcause = 0x342, kMtval = 0x343,
+  kMip = 0x344, kMcycle = 0xb00, kMinstret = 0xb02, kMcycleH = 0xb80, kMinstretH = 0xb82,
+  kMvendorid = 0xf11, kMarchid = 0xf12, kMimpid = 0xf13, kMhartid = 0xf14,
+};
+
+constexpr std::uint64_t kMIE = 1u << 3, kMPIE = 1u << 7, kMPP = 3u << 11, kMPRV = 1u << 17, kTW = 1u << 21;
+constexpr std::uint64_t kIrqMask = (1u << kIrqMsoft) | (1u << kIrqMtimer) | (1u << kIrqMext);
+
+template <class T>
+class Hart final : public HartBase {
+  using S = std::make_signed_t<T>;
+  static constexpr unsigned kXlen = sizeof(T) * 8;
+  static constexpr unsigned kCacheBits = 14;
+
+  struct Entry {
+    std::uint64_t pc = ~0ull;
+    Decoded d;
+  };
+
+ public:
+  explicit Hart(const HartEnv& env) : HartBase(env), cache_(1u << kCacheBits) {}
+
+  unsigned xlen() const override { return kXlen; }
+
+  void reset(std::uint64_t pc) override {
+    std::memset(x_, 0, sizeof x_);
+    pc_ = static_cast<T>(pc);
+    priv_ = Priv::M;
+    mstatus_ = 0;
+    mtvec_ = mepc_ = mcause_ = mtval_ = mscratch_ = mie_ = mcounteren_ = 0;
+    update_pending();
+  }
+
+  bool wfi_wakeup() const override { return (mip_ & mie_ & kIrqMask) != 0; }
+
+  void set_irq(unsigned bit, bool level) override {
+    if (level) mip_ |= 1ull << bit;
+    else mip_ &= ~(1ull << bit);
+    update_pending();
+  }
+
+  std::uint64_t reg(unsigned i) const override { return x_[i & 31]; }
+  void set_reg(unsigned i, std::uint64_t v) override {
+    if (i & 31) x_[i & 31] = static_cast<T>(v);
+  }
+  std::uint64_t pc() const override { return pc_; }
+  void set_pc(std::uint64_t pc) override { pc_ = static_cast<T>(pc); }
+
+  void run(std::uint64_t limit, bool exact, bool trace) override {
+    exact_ = exact;
+    yield_ = false;
+    if (trace) loop<true>(limit);
+    else loop<false>(limit);
+  }
+
+ private:
+  // ---- interrupts and traps ------------------------------------------------
+
+  void update_pending() {
+    const bool enabled = priv_ == Priv::U || (mstatus_ & kMIE);
+    pending_ = (mip_ & mie_ & kIrqMask) && enabled;
+  }
+
+  bool take_interrupt() {
+    const std::uint64_t p = mip_ & mie_;
+    for (unsigned cause : {kIrqMext, kIrqMsoft, kIrqMtimer})  // priority order
+      if (p & (1ull << cause)) {
+        ++interrupts;
+        trap(cause, 0, true);
+        return true;
+      }
+    return false;
+  }
+
+  void trap(unsigned cause, std::uint64_t tval, bool interrupt = false) {
+    ++traps;
+    trapped_ = true;
+    const T handler = static_cast<T>((mtvec_ & ~T(3)) + ((mtvec_ & 1) && interrupt ? 4 * cause : 0));
+    if (!interrupt && pc_ == last_vector_ && instret_ == instret_at_trap_ && traps > 1) {
+      unhandled(cause, tval);
+      return;
+    }
+    last_cause_ = cause;
+    last_pc_ = pc_;
+    last_tval_ = tval;
+    mepc_ = pc_;
+    mcause_ = static_cast<T>(cause) | (interrupt ? T(1) << (kXlen - 1) : 0);
+    mtval_ = static_cast<T>(tval);
+    mstatus_ = (mstatus_ & ~(kMPIE | kMPP)) | ((mstatus_ & kMIE) ? kMPIE : 0) | (static_cast<T>(priv_) << 11);
+    mstatus_ &= ~kMIE;
+    priv_ = Priv::M;
+    pc_ = handler;
+    last_vector_ = handler;
+    instret_at_trap_ = instret_;
+    update_pending();
+    cycle_ += env_.cpi[static_cast<unsigned>(OpClass::system)];
+  }
+
+  // A trap whose handler cannot even start: report everything, end the run.
+  void unhandled(unsigned cause, std::uint64_t tval) {
+    std::string regs;
+    for (unsigned i = 0; i < 32; ++i)
+      regs += fmt::format("{}x{:<2} {:<4} {:#0{}x}", i % 4 ? "  " : "\n  ", i, reg_name(i), x_[i], kXlen / 4 + 2);
+    std::fprintf(stderr,
+                 "tessera: %s: unhandled trap: %s (cause %u) at pc %#llx, mtval %#llx; its handler at %#llx "
+                 "then raised %s (cause %u, mtval %#llx) before retiring an instruction%s\n",
+                 env_.path.c_str(), cause_name(last_cause_, false), last_cause_,
+                 static_cast<unsigned long long>(last_pc_), static_cast<unsigned long long>(last_tval_),
+                 static_cast<unsigned long long>(pc_), cause_name(cause, false), cause,
+                 static_cast<unsigned long long>(tval), regs.c_str());
+    sim::request_exit(sim::kExitAbnormal, env_.path, fmt::format("unhandled trap at pc {:#x}", last_pc_));
+    yield_ = true;
+  }
+
+  void illegal(const Decoded& d) { trap(kIllegal, d.raw); }
+
+  // ---- memory --------------------------------------------------------------
+
+  template <class U>
+  bool load(T addr, U& v) {
+    if (sizeof(U) > 1 && (addr & (sizeof(U) - 1)) && env_.misaligned_trap) {
+      trap(kMisalignedLoad, addr);
+      return false;
+    }
+    const DmiRegion* r = last_read_;
+    std::uint64_t off = addr - r->base;
+    if (off >= r->limit || r->limit - off < sizeof(U)) {
+      r = find_dmi(addr, sizeof(U), false);
+      if (!r) return load_bus(addr, v);
+      last_read_ = const_cast<DmiRegion*>(r);
+      off = addr - r->base;
+    }
+    std::memcpy(&v, r->ptr + off, sizeof(U));
+    cycle_ += r->read_cycles;
+    ++dmi_accesses;
+    return true;
+  }
+
+  template <class U>
+  bool load_bus(T addr, U& v) {
+    if (!bus_read(addr, &v, sizeof(U))) {
+      trap(kLoadAccess, addr);
+      return false;
+    }
+    after_bus();
+    return true;
+  }
+
+  template <class U>
+  bool store(T addr, U v) {
+    if (sizeof(U) > 1 && (addr & (sizeof(U) - 1)) && env_.misaligned_trap) {
+      trap(kMisalignedStore, addr);
+      return false;
+    }
+    const DmiRegion* r = last_write_;
+    std::uint64_t off = addr - r->base;
+    if (off >= r->limit || r->limit - off < sizeof(U)) {
+      r = find_dmi(addr, sizeof(U), true);
+      if (!r) {
+        if (!bus_write(addr, &v, sizeof(U))) {
+          trap(kStoreAccess, addr);
+          return false;
+        }
+        after_bus();
+        return true;
+      }
+      last_write_ = const_cast<DmiRegion*>(r);
+      off = addr - r->base;
+    }
+    std::memcpy(r->ptr + off, &v, sizeof(U));
+    cycle_ += r->write_cycles;
+    ++dmi_accesses;
+    if (g_reservations) store_seen(addr, sizeof(U));
+    return true;
+  }
+
+  // A transaction may have stopped the run or scheduled an event.
+  void after_bus() {
+    if (exact_ || sim::stop_requested()) yield_ = true;
+  }
+
+  // Fetches and decodes the instruction at pc_; nullptr after a fetch trap.
+  const Decoded* fetch() {
+    const std::uint64_t off = static_cast<std::uint64_t>(pc_) - fetch_.base;
+    std::uint32_t raw;
+    if (off < fetch_.limit && fetch_.limit - off >= 4) {
+      std::memcpy(&raw, fetch_.ptr + off, 4);
+    } else if (!fetch_slow(raw)) {
+      return nullptr;
+    }
+    if ((raw & 3) != 3) raw &= 0xffff;
+    Entry& e = cache_[(pc_ >> 1) & ((1u << kCacheBits) - 1)];
+    if (e.pc != pc_ || e.d.raw != raw) {
+      e.pc = pc_;
+      e.d = decode(raw, kXlen);
+    }
+    return &e.d;
+  }
+
+  bool fetch_slow(std::uint32_t& raw) {
+    // Two halves, each from DMI or the bus: a 32-bit instruction may straddle
+    // two regions, and a 16-bit one may end a region.
+    std::uint16_t half[2] = {0, 0};
+    for (unsigned i = 0; i < 2; ++i) {
+      const T a = static_cast<T>(pc_ + 2 * i);
+      if (fetch_window(a)) {
+        std::memcpy(&half[i], fetch_.ptr + (a - fetch_.base), 2);
+      } else {
+        const std::uint64_t saved = cycle_;  // fetch latency is not modelled (ideal I-cache)
+        const bool ok = bus_read(a, &half[i], 2);
+        cycle_ = saved;
+        if (!ok) {
+          trap(kFetchAccess, a);
+          return false;
+        }
+        if (sim::stop_requested()) yield_ = true;
+      }
+      if (i == 0 && (half[0] & 3) != 3) break;
+    }
+    raw = half[0] | (static_cast<std::uint32_t>(half[1]) << 16);
+    // Keep the fast path only for windows that hold the whole instruction.
+    if (!(static_cast<std::uint64_t>(pc_) - fetch_.base < fetch_.limit && fetch_.limit - (pc_ - fetch_.base) >= 4))
+      fetch_ = DmiRegion{};
+    return true;
+  }
+
+  // ---- CSRs ----------------------------------------------------------------
+
+  bool read_time(std::uint64_t& v) {
+    if (!env_.mtime_address) return false;
+    if (!bus_read(env_.mtime_address, &v, 8)) return false;
+    after_bus();
+    return true;
+  }
+
+  // Returns false for an illegal access (no such CSR, too little
+  // privilege, or a write to a read-only one).
+  bool csr(unsigned n, T& old, T value, Op op, bool write) {
+    if (static_cast<unsigned>(priv_) < ((n >> 8) & 3)) return false;
+    if (write && (n >> 10) == 3) return false;
+    auto counter = [&](std::uint64_t v, bool high, unsigned bit) {
+      if (priv_ == Priv::U && !((mcounteren_ >> bit) & 1)) return false;
+      if (high && kXlen != 32) return false;
+      old = static_cast<T>(high ? v >> 32 : v);
+      return true;
+    };
+    T* reg = nullptr;
+    T mask = ~T(0);
+    switch (n) {
+      case kCycle: return counter(cycle_ + cycle_offset_, false, 0);
+      case kCycleH: return counter(cycle_ + cycle_offset_, true, 0);
+      case kInstret: return counter(instret_, false, 2);
+      case kInstretH: return counter(instret_, true, 2);
+      case kTime:
+      case kTimeH: {
+        std::uint64_t t = 0;
+        if (priv_ == Priv::U && !((mcounteren_ >> 1) & 1)) return false;
+        if (!read_time(t)) return false;
+        return counter(t, n == kTimeH, 1);
+      }
+      case kMvendorid: case kMarchid: case kMimpid: old = 0; return true;
+      case kMhartid: old = env_.hartid; return true;
+      case kMisa:
+        old = (T(kXlen == 64 ? 2 : 1) << (kXlen - 2)) | (1u << 0) | (1u << 2) | (1u << 8) | (1u << 12) | (1u << 20);
+        return true;  // writes ignored (WARL)
+      case kMedeleg: case kMideleg: old = 0; return true;  // no S mode: read-only zero (WARL)
+      case kMstatus: {
+        old = mstatus_;
+        if constexpr (kXlen == 64) old |= T(2) << 32;  // UXL = 64
+        if (write) {
+          T next = apply(op, mstatus_, value) & (kMIE | kMPIE | kMPP | kMPRV | kTW);
+          if (((next >> 11) & 3) != 0 && ((next >> 11) & 3) != 3) next &= ~kMPP;  // WARL: M or U only
+          mstatus_ = next;
+          update_pending();
+        }
+        return true;
+      }
+      case kMstatusH:
+        if (kXlen != 32) return false;
+        old = 0;
+        return true;
+      case kMtvec:
+        old = mtvec_;
+        if (write) {
+          T next = apply(op, mtvec_, value);
+          if ((next & 3) >= 2) next &= ~T(3);  // reserved modes fall back to direct
+          mtvec_ = next & ~T(2);
+        }
+        return true;
+      case kMie: reg = &mie_; mask = kIrqMask; break;
+      case kMip: old = static_cast<T>(mip_); return true;  // the bits follow the interrupt lines
+      case kMcounteren: reg = &mcounteren_; mask = 7; break;
+      case kMscratch: reg = &mscratch_; break;
+      case kMepc: reg = &mepc_; mask = ~T(1); break;
+      case kMcause: reg = &mcause_; break;
+      case kMtval: reg = &mtval_; break;
+      case kMcycle:
+      case kMinstret:
+      case kMcycleH:
+      case kMinstretH: {
+        // mcycle is the cycle count plus an offset: writing it must not
+        // move this hart's time.
+        const bool is_cycle = (n & 0xff) == 0;
+        const bool high = n >= kMcycleH;
+        if (high && kXlen != 32) return false;
+        std::uint64_t c = is_cycle ? cycle_ + cycle_offset_ : instret_;
+        old = static_cast<T>(high ? c >> 32 : c);
+        if (write) {
+          const std::uint64_t v = apply(op, old, value);
+          if (high) c = (c & 0xffffffffull) | (v << 32);
+          else if (kXlen == 32) c = (c & ~0xffffffffull) | (v & 0xffffffffull);
+          else c = v;
+          if (is_cycle) cycle_offset_ = c - cycle_;
+          else instret_ = c - 1;  // the CSR instruction itself retires after the write
+        }
+        return true;
+      }
+      default: return false;
+    }
+    old = *reg;
+    if (write) {
+      *reg = apply(op, *reg, value) & mask;
+      update_pending();
+    }
+    return true;
+  }
+
+  static T apply(Op op, T old, T v) {
+    switch (op) {
+      case Op::CSRRW: case Op::CSRRWI: return v;
+      case Op::CSRRS: case Op::CSRRSI: return old | v;
+      default: return old & ~v;
+    }
+  }
+
+  // ---- atomics ---------------------------------------------------------------
+
+  template <class U>
+  void amo(const Decoded& d) {
+    const T addr = x_[d.rs1];
+    if (addr & (sizeof(U) - 1)) {
+      trap(kMisalignedStore, addr);
+      return;
+    }
+    using SU = std::make_signed_t<U>;
+    U old;
+    if (!load_for_amo(addr, old)) return;
+    const U b = static_cast<U>(x_[d.rs2]);
+    U v;
+    switch (d.op) {
+      case Op::AMOSWAP_W: case Op::AMOSWAP_D: v = b; break;
+      case Op::AMOADD_W: case Op::AMOADD_D: v = old + b; break;
+      case Op::AMOXOR_W: case Op::AMOXOR_D: v = old ^ b; break;
+      case Op::AMOAND_W: case Op::AMOAND_D: v = old & b; break;
+      case Op::AMOOR_W: case Op::AMOOR_D: v = old | b; break;
+      case Op::AMOMIN_W: case Op::AMOMIN_D: v = static_cast<SU>(old) < static_cast<SU>(b) ? old : b; break;
+      case Op::AMOMAX_W: case Op::AMOMAX_D: v = static_cast<SU>(old) > static_cast<SU>(b) ? old : b; break;
+      case Op::AMOMINU_W: case Op::AMOMINU_D: v = old < b ? old : b; break;
+      default: v = old > b ? old : b; break;
+    }
+    if (!store(addr, v)) return;
+    set(d.rd, static_cast<T>(static_cast<S>(static_cast<SU>(old))));
+  }
+
+  // The read half of an AMO faults as a store (cause 7).
+  template <class U>
+  bool load_for_amo(T addr, U& v) {
+    const DmiRegion* r = find_dmi(addr, sizeof(U), true);
+    if (r) {
+      std::memcpy(&v, r->ptr + (addr - r->base), sizeof(U));
+      cycle_ += r->read_cycles;
+      return true;
+    }
+    if (!bus_read(addr, &v, sizeof(U))) {
+      trap(kStoreAccess, addr);
+      return false;
+    }
+    after_bus();
+    return true;
+  }
+
+  template <class U>
+  void load_reserved(const Decoded& d) {
+    const T addr = x_[d.rs1];
+    if (addr & (sizeof(U) - 1)) {
+      trap(kMisalignedLoad, addr);
+      return;
+    }
+    U v;
+    if (!load(addr, v)) return;
+    using SU = std::make_signed_t<U>;
+    set(d.rd, static_cast<T>(static_cast<S>(static_cast<SU>(v))));
+    reservation_ = addr & ~7ull;
+    register_reservation(this, true);
+  }
+
+  template <class U>
+  void store_conditional(const Decoded& d) {
+    const T addr = x_[d.rs1];
+    if (addr & (sizeof(U) - 1)) {
+      trap(kMisalignedStore, addr);
+      return;
+    }
+    const bool ok = reservation_ == (addr & ~7ull);
+    reservation_ = ~0ull;
+    register_reservation(this, false);
+    if (ok && !store(addr, static_cast<U>(x_[d.rs2]))) return;
+    set(d.rd, ok ? 0 : 1);
+  }
+
+  void set(unsigned rd, T v) {
+    x_[rd] = v;
+    x_[0] = 0;
+  }
+
+  // ---- the loop -----------------------------------------------------------------
+
+  template <bool kTrace>
+  void loop(std::uint64_t limit) {
+    while (cycle_ < limit && !yield_) {
+      if (pending_ && take_interrupt()) continue;
+      trapped_ = false;
+      const T pc = pc_;
+      const Decoded* dp = fetch();
+      if (!dp) continue;
+      const Decoded& d = *dp;
+      if constexpr (kTrace) trace_before_ = x_[d.rd];
+      T next = pc + d.len;
+      const T a = x_[d.rs1], b = x_[d.rs2];
+      const T imm = static_cast<T>(d.imm);
+      unsigned cost = env_.cpi[static_cast<unsigned>(OpClass::alu)];
+      switch (d.op) {
+        case Op::LUI: set(d.rd, imm); break;
+        case Op::AUIPC: set(d.rd, pc + imm); break;
+        case Op::JAL: set(d.rd, next); next = pc + imm; cost = env_.cpi[static_cast<unsigned>(OpClass::jump)]; break;
+        case Op::JALR: {
+          const T target = (a + imm) & ~T(1);
+          set(d.rd, next);
+          next = target;
+          cost = env_.cpi[static_cast<unsigned>(OpClass::jump)];
+          break;
+        }
+#define TESSERA_BRANCH(OP, COND)                                      \
+  case Op::OP:                                                        \
+    if (COND) {                                                       \
+      next = pc + imm;                                                \
+      cost = env_.cpi[static_cast<unsigned>(OpClass::branch)];        \
+    }                                                                 \
+    break;
+        TESSERA_BRANCH(BEQ, a == b)
+        TESSERA_BRANCH(BNE, a != b)
+        TESSERA_BRANCH(BLT, static_cast<S>(a) < static_cast<S>(b))
+        TESSERA_BRANCH(BGE, static_cast<S>(a) >= static_cast<S>(b))
+        TESSERA_BRANCH(BLTU, a < b)
+        TESSERA_BRANCH(BGEU, a >= b)
+#undef TESSERA_BRANCH
+#define TESSERA_LOAD(OP, U, EXT)                                          \
+  case Op::OP: {                                                          \
+    U v;                                                                  \
+    if (!load<U>(a + imm, v)) goto trapped;                               \
+    set(d.rd, static_cast<T>(static_cast<EXT>(v)));                       \
+    cost = env_.cpi[static_cast<unsigned>(OpClass::load)];                \
+    break;                                                                \
+  }
+        TESSERA_LOAD(LB, std::int8_t, S)
+        TESSERA_LOAD(LH, std::int16_t, S)
+        TESSERA_LOAD(LW, std::int32_t, S)
+        TESSERA_LOAD(LD, std::uint64_t, T)
+        TESSERA_LOAD(LBU, std::uint8_t, T)
+        TESSERA_LOAD(LHU, std::uint16_t, T)
+        TESSERA_LOAD(LWU, std::uint32_t, T)
+#undef TESSERA_LOAD
+#define TESSERA_STORE(OP, U)                                              \
+  case Op::OP:                                                            \
+    if (!store<U>(a + imm, static_cast<U>(b))) goto trapped;              \
+    cost = env_.cpi[static_cast<unsigned>(OpClass::store)];               \
+    break;
+        TESSERA_STORE(SB, std::uint8_t)
+        TESSERA_STORE(SH, std::uint16_t)
+        TESSERA_STORE(SW, std::uint32_t)
+        TESSERA_STORE(SD, std::uint64_t)
+#undef TESSERA_STORE
+        case Op::ADDI: set(d.rd, a + imm); break;
+        case Op::SLTI: set(d.rd, static_cast<S>(a) < static_cast<S>(imm)); break;
+        case Op::SLTIU: set(d.rd, a < imm); break;
+        case Op::XORI: set(d.rd, a ^ imm); break;
+        case Op::ORI: set(d.rd, a | imm); break;
+        case Op::ANDI: set(d.rd, a & imm); break;
+        case Op::SLLI: set(d.rd, a << d.imm); break;
+        case Op::SRLI: set(d.rd, a >> d.imm); break;
+        case Op::SRAI: set(d.rd, static_cast<T>(static_cast<S>(a) >> d.imm)); break;
+        case Op::ADD: set(d.rd, a + b); break;
+        case Op::SUB: set(d.rd, a - b); break;
+        case Op::SLL: set(d.rd, a << (b & (kXlen - 1))); break;
+        case Op::SLT: set(d.rd, static_cast<S>(a) < static_cast<S>(b)); break;
+        case Op::SLTU: set(d.rd, a < b); break;
+        case Op::XOR: set(d.rd, a ^ b); break;
+        case Op::SRL: set(d.rd, a >> (b & (kXlen - 1))); break;
+        case Op::SRA: set(d.rd, static_cast<T>(static_cast<S>(a) >> (b & (kXlen - 1)))); break;
+        case Op::OR: set(d.rd, a | b); break;
+        case Op::AND: set(d.rd, a & b); break;
+        case Op::ADDIW: set(d.rd, w(a + imm)); break;
+        case Op::SLLIW: set(d.rd, w(a << d.imm)); break;
+        case Op::SRLIW: set(d.rd, w(static_cast<std::uint32_t>(a) >> d.imm)); break;
+        case Op::SRAIW: set(d.rd, w(static_cast<std::uint32_t>(static_cast<std::int32_t>(a) >> d.imm))); break;
+        case Op::ADDW: set(d.rd, w(a + b)); break;
+        case Op::SUBW: set(d.rd, w(a - b)); break;
+        case Op::SLLW: set(d.rd, w(static_cast<std::uint32_t>(a) << (b & 31))); break;
+        case Op::SRLW: set(d.rd, w(static_cast<std::uint32_t>(a) >> (b & 31))); break;
+        case Op::SRAW: set(d.rd, w(static_cast<std::uint32_t>(static_cast<std::int32_t>(a) >> (b & 31)))); break;
+        case Op::MUL: set(d.rd, a * b); cost = env_.cpi[static_cast<unsigned>(OpClass::mul)]; break;
+        case Op::MULH: set(d.rd, mulh(a, b, true, true)); cost = env_.cpi[static_cast<unsigned>(OpClass::mul)]; break;
+        case Op::MULHSU: set(d.rd, mulh(a, b, true, false)); cost = env_.cpi[static_cast<unsigned>(OpClass::mul)]; break;
+        case Op::MULHU: set(d.rd, mulh(a, b, false, false)); cost = env_.cpi[static_cast<unsigned>(OpClass::mul)]; break;
+        case Op::MULW: set(d.rd, w(a * b)); cost = env_.cpi[static_cast<unsigned>(OpClass::mul)]; break;
+        case Op::DIV: set(d.rd, div<S, T>(a, b)); cost = env_.cpi[static_cast<unsigned>(OpClass::div)]; break;
+        case Op::DIVU: set(d.rd, b ? a / b : ~T(0)); cost = env_.cpi[static_cast<unsigned>(OpClass::div)]; break;
+        case Op::REM: set(d.rd, rem<S, T>(a, b)); cost = env_.cpi[static_cast<unsigned>(OpClass::div)]; break;
+        case Op::REMU: set(d.rd, b ? a % b : a); cost = env_.cpi[static_cast<unsigned>(OpClass::div)]; break;
+        case Op::DIVW: set(d.rd, w(static_cast<std::uint32_t>(div<std::int32_t, std::uint32_t>(a, b)))); cost = env_.cpi[static_cast<unsigned>(OpClass::div)]; break;
+        case Op::DIVUW: {
+          const auto x = static_cast<std::uint32_t>(a), y = static_cast<std::uint32_t>(b);
+          set(d.rd, w(y ? x / y : ~0u));
+          cost = env_.cpi[static_cast<unsigned>(OpClass::div)];
+          break;
+        }
+        case Op::REMW: set(d.rd, w(static_cast<std::uint32_t>(rem<std::int32_t, std::uint32_t>(a, b)))); cost = env_.cpi[static_cast<unsigned>(OpClass::div)]; break;
+        case Op::REMUW: {
+          const auto x = static_cast<std::uint32_t>(a), y = static_cast<std::uint32_t>(b);
+          set(d.rd, w(y ? x % y : x));
+          cost = env_.cpi[static_cast<unsigned>(OpClass::div)];
+          break;
+        }
+        case Op::FENCE: break;
+        case Op::FENCE_I:
+          for (auto& e : cache_) e.pc = ~0ull;
+          fetch_ = DmiRegion{};
+          break;
+        case Op::ECALL: trap(priv_ == Priv::U ? kEcallU : kEcallM, 0); goto trapped;
+        case Op::EBREAK: trap(kBreakpoint, pc); goto trapped;
+        case Op::MRET: {
+          if (priv_ != Priv::M) {
+            illegal(d);
+            goto trapped;
+          }
+          priv_ = static_cast<Priv>((mstatus_ >> 11) & 3);
+          mstatus_ = (mstatus_ & ~(kMIE | kMPP)) | ((mstatus_ & kMPIE) ? kMIE : 0) | kMPIE;
+          next = mepc_;
+          update_pending();
+          cost = env_.cpi[static_cast<unsigned>(OpClass::system)];
+          break;
+        }
+        case Op::WFI:
+          if (priv_ == Priv::U && (mstatus_ & kTW)) {
+            illegal(d);
+            goto trapped;
+          }
+          cost = env_.cpi[static_cast<unsigned>(OpClass::system)];
+          if (!(mip_ & mie_ & kIrqMask)) {
+            sleeping_ = true;  // the thread waits for an interrupt
+            yield_ = true;
+            ++wfi_sleeps;
+          }
+          break;
+        case Op::CSRRW: case Op::CSRRS: case Op::CSRRC: case Op::CSRRWI: case Op::CSRRSI: case Op::CSRRCI: {
+          const bool imm_form = d.op >= Op::CSRRWI;
+          const T value = imm_form ? T(d.rs1) : a;
+          const bool write = d.op == Op::CSRRW || d.op == Op::CSRRWI || d.rs1 != 0;
+          T old = 0;
+          if (!csr(static_cast<unsigned>(d.imm), old, value, d.op, write)) {
+            illegal(d);
+            goto trapped;
+          }
+          set(d.rd, old);
+          cost = env_.cpi[static_cast<unsigned>(OpClass::csr)];
+          break;
+        }
+        case Op::LR_W: load_reserved<std::uint32_t>(d); goto atomic;
+        case Op::SC_W: store_conditional<std::uint32_t>(d); goto atomic;
+        case Op::AMOSWAP_W: case Op::AMOADD_W: case Op::AMOXOR_W: case Op::AMOAND_W: case Op::AMOOR_W:
+        case Op::AMOMIN_W: case Op::AMOMAX_W: case Op::AMOMINU_W: case Op::AMOMAXU_W:
+          amo<std::uint32_t>(d);
+          goto atomic;
+        case Op::LR_D: load_reserved<std::uint64_t>(d); goto atomic;
+        case Op::SC_D: store_conditional<std::uint64_t>(d); goto atomic;
+        case Op::AMOSWAP_D: case Op::AMOADD_D: case Op::AMOXOR_D: case Op::AMOAND_D: case Op::AMOOR_D:
+        case Op::AMOMIN_D: case Op::AMOMAX_D: case Op::AMOMINU_D: case Op::AMOMAXU_D:
+          amo<std::uint64_t>(d);
+          goto atomic;
+        default:
+          illegal(d);
+          goto trapped;
+      }
+      pc_ = next;
+      ++instret_;
+      cycle_ += cost;
+      if constexpr (kTrace) trace(pc, d);
+      continue;
+    atomic:
+      if (trapped_) continue;
+      pc_ = next;
+      ++instret_;
+      cycle_ += env_.cpi[static_cast<unsigned>(OpClass::atomic)];
+      if constexpr (kTrace) trace(pc, d);
+      continue;
+    trapped:
+      if constexpr (kTrace) log::trace(env_.path, "{:#010x}: trap {:#x}", static_cast<std::uint64_t>(pc), mcause_);
+      continue;
+    }
+  }
+
+  static T w(T v) { return static_cast<T>(static_cast<S>(static_cast<std::int32_t>(static_cast<std::uint32_t>(v)))); }
+
+  template <class SS, class TT>
+  static TT div(TT a, TT b) {
+    if (b == 0) return ~TT(0);
+    if (static_cast<SS>(a) == std::numeric_limits<SS>::min() && static_cast<SS>(b) == -1) return a;
+    return static_cast<TT>(static_cast<SS>(a) / static_cast<SS>(b));
+  }
+  template <class SS, class TT>
+  static TT rem(TT a, TT b) {
+    if (b == 0) return a;
+    if (static_cast<SS>(a) == std::numeric_limits<SS>::min() && static_cast<SS>(b) == -1) return 0;
+    return static_cast<TT>(static_cast<SS>(a) % static_cast<SS>(b));
+  }
+  static T mulh(T a, T b, bool sa, bool sb) {
+    using W = std::conditional_t<sizeof(T) == 8, unsigned __int128, std::uint64_t>;
+    using SW = std::conditional_t<sizeof(T) == 8, __int128, std::int64_t>;
+    const W x = sa ? static_cast<W>(static_cast<SW>(static_cast<S>(a))) : static_cast<W>(a);
+    const W y = sb ? static_cast<W>(static_cast<SW>(static_cast<S>(b))) : static_cast<W>(b);
+    return static_cast<T>((x * y) >> kXlen);
+  }
+
+  void trace(T pc, const Decoded& d) {
+    std::string line = fmt::format("{:#0{}x}: {:0{}x}  {}", static_cast<std::uint64_t>(pc), kXlen / 4 + 2, d.raw,
+                                   d.len * 2, disassemble(d, pc));
+    if (d.rd && x_[d.rd] != trace_before_)
+      line += fmt::format("   {} = {:#x}", reg_name(d.rd), static_cast<std::uint64_t>(x_[d.rd]));
+    log::trace(env_.path, "{}", line);
+  }
+
+  std::string disassemble(const Decoded& d, T pc) const;
+
+  T x_[32] = {};
+  T pc_ = 0;
+  Priv priv_ = Priv::M;
+  T mstatus_ = 0, mtvec_ = 0, mepc_ = 0, mcause_ = 0, mtval_ = 0, mscratch_ = 0, mie_ = 0, mcounteren_ = 0;
+  std::uint64_t mip_ = 0;
+  bool pending_ = false;
+  bool exact_ = false;
+  bool trapped_ = false;
+  std::uint64_t cycle_offset_ = 0;  // mcycle minus the cycle count
+  std::vector<Entry> cache_;
+  T trace_before_ = 0;
+  // For telling an unhandled trap: where the last trap went and what it was.
+  T last_vector_ = ~T(0);
+  std::uint64_t instret_at_trap_ = 0;
+  unsigned last_cause_ = 0;
+  std::uint64_t last_pc_ = 0, last_tval_ = 0;
+};
+
+template <class T>
+std::string Hart<T>::disassemble(const Decoded& d, T pc) const {
+  std::string name = op_name(d.op);
+  for (auto& c : name) c = c == '_' ? '.' : static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (d.len == 2) name = "c." + name;
+  const char* rd = reg_name(d.rd);
+  const char* rs1 = reg_name(d.rs1);
+  const char* rs2 = reg_name(d.rs2);
+  switch (op_class(d.op)) {
+    case OpClass::load: return fmt::format("{} {}, {}({})", name, rd, d.imm, rs1);
+    case OpClass::store: return fmt::format("{} {}, {}({})", name, rs2, d.imm, rs1);
+    case OpClass::branch:
+      return fmt::format("{} {}, {}, {:#x}", name, rs1, rs2, static_cast<std::uint64_t>(static_cast<T>(pc + d.imm)));
+    case OpClass::csr:
+      return d.op >= Op::CSRRWI ? fmt::format("{} {}, {:#x}, {}", name, rd, d.imm, d.rs1)
+                                : fmt::format("{} {}, {:#x}, {}", name, rd, d.imm, rs1);
+    case OpClass::atomic: return fmt::format("{} {}, {}, ({})", name, rd, rs2, rs1);
+    case OpClass::system: return d.op == Op::ILLEGAL ? fmt::format("illegal {:#x}", d.raw) : name;
+    default: break;
+  }
+  switch (d.op) {
+    case Op::LUI: return fmt::format("{} {}, {:#x}", name, rd, (static_cast<std::uint64_t>(d.imm) >> 12) & 0xfffff);
+    case Op::AUIPC: return fmt::format("{} {}, {:#x}", name, rd, (static_cast<std::uint64_t>(d.imm) >> 12) & 0xfffff);
+    case Op::JAL: return fmt::format("{} {}, {:#x}", name, rd, static_cast<std::uint64_t>(static_cast<T>(pc + d.imm)));
+    case Op::JALR: return fmt::format("{} {}, {}({})", name, rd, d.imm, rs1);
+    default: break;
+  }
+  if (d.op >= Op::ADDI && d.op <= Op::SRAI) return fmt::format("{} {}, {}, {}", name, rd, rs1, d.imm);
+  if (d.op == Op::ADDIW || d.op == Op::SLLIW || d.op == Op::SRLIW || d.op == Op::SRAIW)
+    return fmt::format("{} {}, {}, {}", name, rd, rs1, d.imm);
+  return fmt::format("{} {}, {}, {}", name, rd, rs1, rs2);
+}
+
+}  // namespace
+
+std::unique_ptr<HartBase> make_hart(unsigned xlen, const HartEnv& env) {
+  if (xlen == 32) return std::make_unique<Hart<std::uint32_t>>(env);
+  return std::make_unique<Hart<std::uint64_t>>(env);
+}
+
+}  // namespace tessera::riscv

@@ -1,0 +1,126 @@
+#include "riscv/riscv_cpu.hpp"
+
+#include "common/log.hpp"
+#include "common/registry.hpp"
+#include "common/sim.hpp"
+#include "riscv/hart.hpp"
+
+namespace tessera::riscv {
+
+void RiscvCpu::Config::visit(Params& p) {
+  p("xlen", xlen, "32 (RV32IMAC) or 64 (RV64IMAC)");
+  p("hartid", hartid, "value of mhartid");
+  p("clock", clock, "core clock");
+  p("quantum", quantum, "how far the hart may run ahead of simulated time (0: never past another process's next event)");
+  p("dmi", dmi, "use direct memory interface pointers where targets grant them");
+  p.address("reset_pc", reset_pc, "where execution starts (the firmware's entry point replaces it)");
+  p("misaligned", misaligned, "misaligned loads and stores: trap, or emulate");
+  p.address("mtime_address", mtime_address, "address of the CLINT's mtime, read by the time CSR (0: no time CSR)");
+  p("cpi_alu", cpi_alu, "cycles of an ALU instruction");
+  p("cpi_branch_taken", cpi_branch_taken, "cycles of a taken branch (not taken: cpi_alu)");
+  p("cpi_jump", cpi_jump, "cycles of jal/jalr");
+  p("cpi_load", cpi_load, "cycles of a load, before the memory's latency");
+  p("cpi_store", cpi_store, "cycles of a store, before the memory's latency");
+  p("cpi_mul", cpi_mul, "cycles of a multiplication");
+  p("cpi_div", cpi_div, "cycles of a division or remainder");
+  p("cpi_csr", cpi_csr, "cycles of a CSR instruction");
+  p("cpi_atomic", cpi_atomic, "cycles of an LR/SC/AMO, before the memory's latency");
+  p("cpi_system", cpi_system, "cycles of ecall/ebreak/mret/wfi/fence and of taking a trap");
+}
+
+void RiscvCpu::Config::validate(const Params& p) const {
+  if (xlen != 32 && xlen != 64) p.fail("xlen", "must be 32 or 64");
+  if (misaligned != "trap" && misaligned != "emulate") p.fail("misaligned", "must be trap or emulate");
+  if (clock.value > 100e9) p.fail("clock", "must be at most 100GHz");
+  for (unsigned c : {cpi_alu, cpi_branch_taken, cpi_jump, cpi_load, cpi_store, cpi_mul, cpi_div, cpi_csr, cpi_atomic,
+                     cpi_system})
+    if (c == 0 || c > 1000) p.fail("cpi_*", "cycle counts must be between 1 and 1000");
+}
+
+RiscvCpu::RiscvCpu(const sc_core::sc_module_name& n, const Config& c)
+    : Ip(n), bus_initiator("bus_initiator"), config_(c) {
+  bus_initiator.register_invalidate_direct_mem_ptr(this, &RiscvCpu::invalidate_direct_mem_ptr);
+  expose_initiator("bus_initiator", bus_initiator);
+  expose_irq_in("msip", msip_in);
+  expose_irq_in("mtip", mtip_in);
+  expose_irq_in("meip", meip_in);
+
+  HartEnv env;
+  env.path = path();
+  env.hartid = c.hartid;
+  env.dmi = c.dmi;
+  env.misaligned_trap = c.misaligned == "trap";
+  env.mtime_address = c.mtime_address;
+  env.period_ticks = std::max<std::uint64_t>(1, c.clock.period().value());
+  const unsigned cpi[] = {c.cpi_alu, c.cpi_branch_taken, c.cpi_jump, c.cpi_load, c.cpi_store,
+                          c.cpi_mul, c.cpi_div,          c.cpi_csr,  c.cpi_atomic, c.cpi_system};
+  std::copy(std::begin(cpi), std::end(cpi), env.cpi);
+  hart_ = make_hart(c.xlen, env);
+  hart_->reset(c.reset_pc);
+
+  auto line = [this](unsigned bit) {
+    return [this, bit](bool level) {
+      hart_->set_irq(bit, level);
+      if (level) wake_.notify(sc_core::SC_ZERO_TIME);
+    };
+  };
+  msip_in.set_handler(line(kIrqMsoft));
+  mtip_in.set_handler(line(kIrqMtimer));
+  meip_in.set_handler(line(kIrqMext));
+  SC_HAS_PROCESS(RiscvCpu);
+  SC_THREAD(thread);
+}
+
+RiscvCpu::~RiscvCpu() = default;
+
+void RiscvCpu::set_reset_pc(std::uint64_t pc) { hart_->set_pc(pc); }
+
+void RiscvCpu::thread() {
+  hart_->set_bus(bus_initiator.operator->());
+  const std::uint64_t period = std::max<std::uint64_t>(1, config_.clock.period().value());
+  const std::uint64_t quantum_cycles = std::max<std::uint64_t>(1, config_.quantum.value() / period);
+  const bool exact = config_.quantum == sc_core::SC_ZERO_TIME;
+  const bool trace = log::enabled(path(), log::Level::trace);
+  auto sync = [&] {
+    if (hart_->unsynced()) sc_core::wait(sc_core::sc_time::from_value(hart_->unsynced() * period));
+    hart_->synced();
+  };
+  for (;;) {
+    if (sim::stop_requested()) {
+      sync();
+      for (;;) sc_core::wait(wake_);  // the kernel stops at the end of this delta
+    }
+    if (hart_->sleeping()) {
+      sync();
+      const sc_core::sc_time start = sc_core::sc_time_stamp();
+      while (!hart_->wfi_wakeup()) sc_core::wait(wake_);
+      hart_->wake((sc_core::sc_time_stamp() - start).value() / period);
+      continue;
+    }
+    std::uint64_t budget = quantum_cycles;
+    if (exact) {
+      // Never run past another process's next event (by more than one
+      // instruction): nothing else can observe the difference.
+      const sc_core::sc_time next = sc_core::sc_time_to_pending_activity();
+      budget = next == sc_core::sc_max_time() ? quantum_cycles * 1000 : std::max<std::uint64_t>(1, next.value() / period);
+    }
+    hart_->run(hart_->cycle() - hart_->unsynced() + budget, exact, trace);
+    sync();
+  }
+}
+
+void RiscvCpu::invalidate_direct_mem_ptr(sc_dt::uint64 start, sc_dt::uint64 end) { hart_->invalidate_dmi(start, end); }
+
+void RiscvCpu::report_stats(nlohmann::ordered_json& out) const {
+  out["instructions"] = hart_->instret();
+  out["cycles"] = hart_->cycle();
+  out["traps"] = hart_->traps;
+  out["interrupts"] = hart_->interrupts;
+  out["wfi_sleeps"] = hart_->wfi_sleeps;
+  out["dmi_accesses"] = hart_->dmi_accesses;
+  out["bus_accesses"] = hart_->bus_accesses;
+}
+
+TESSERA_REGISTER_IP("riscv", RiscvCpu, "RISC-V hart: RV64IMAC (CP) or RV32IMAC (tile core), M and U modes");
+
+}  // namespace tessera::riscv

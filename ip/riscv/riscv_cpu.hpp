@@ -1,0 +1,69 @@
+// A RISC-V hart as an IP: RV64IMAC_Zicsr_Zifencei for the control
+// processor, RV32IMAC_Zicsr for the tile cores (one interpreter,
+// parameterised by XLEN), machine and user modes.
+//
+// Timing: each instruction costs a configurable number of cycles by class
+// (ALU, branch taken, jump, load, store, multiply, divide, CSR, atomic,
+// system) plus, for data accesses, the latency the memory annotates or
+// announces with DMI. Instruction fetch is taken to hit an ideal cache (no
+// fetch latency), so DMI on or off does not change the timing. Temporal
+// decoupling: the hart runs ahead of simulated time by up to `quantum`;
+// quantum 0 means it never runs past the next event of any other process.
+// WFI sleeps until an interrupt is pending; a sleeping hart costs no host
+// time. Not modelled: PMP, S mode, virtual memory, F/D, the misaligned
+// fetch exception (impossible with C), performance counters beyond
+// mcycle/minstret.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <tlm_utils/simple_initiator_socket.h>
+
+#include "common/config.hpp"
+#include "common/ip.hpp"
+
+namespace tessera::riscv {
+
+class HartBase;
+
+class RiscvCpu : public Ip {
+ public:
+  tlm_utils::simple_initiator_socket<RiscvCpu> bus_initiator;
+  IrqIn msip_in, mtip_in, meip_in;  // "msip", "mtip", "meip"
+
+  struct Config {
+    unsigned xlen = 64;
+    unsigned hartid = 0;
+    Hertz clock{1e9};
+    sc_core::sc_time quantum = sc_core::sc_time(1, sc_core::SC_US);
+    bool dmi = true;
+    std::uint64_t reset_pc = 0x1000;
+    std::string misaligned = "trap";  // trap, or emulate (perform the access)
+    std::uint64_t mtime_address = 0x200bff8;  // where the time CSR reads from (0: no time CSR)
+    unsigned cpi_alu = 1, cpi_branch_taken = 2, cpi_jump = 2, cpi_load = 1, cpi_store = 1, cpi_mul = 3,
+             cpi_div = 20, cpi_csr = 2, cpi_atomic = 4, cpi_system = 2;
+    void visit(Params& p);
+    void validate(const Params& p) const;
+  };
+
+  RiscvCpu(const sc_core::sc_module_name& n, const Config& c);
+  ~RiscvCpu() override;
+
+  // Where execution starts (the firmware's entry point); before simulation.
+  void set_reset_pc(std::uint64_t pc);
+  const Config& config() const { return config_; }
+  HartBase& hart() { return *hart_; }
+
+  void report_stats(nlohmann::ordered_json& out) const override;
+
+ private:
+  void thread();
+  void invalidate_direct_mem_ptr(sc_dt::uint64 start, sc_dt::uint64 end);
+
+  Config config_;
+  std::unique_ptr<HartBase> hart_;
+  sc_core::sc_event wake_;
+};
+
+}  // namespace tessera::riscv
