@@ -108,7 +108,8 @@ void Platform::load(const ElfImage& elf) {
     while (a < end) {
       const Router::Range* r = bus_->decode(a);
       const Ip* ip = r ? find(r->name) : nullptr;
-      if (!ip || !dynamic_cast<const Memory*>(ip))
+      // Memories, and overlays such as HTIF's tohost inside a program's data.
+      if (!ip || !(dynamic_cast<const Memory*>(ip) || r->overlay))
         throw ElfError(fmt::format("{}: segment [{:#x}, {:#x}) lies outside any memory ({} at {:#x})", elf.file,
                                    seg.addr, end, r ? r->name + " is no memory" : std::string("nothing"), a));
       if (r->last() >= end - 1) break;

@@ -91,7 +91,8 @@ int sc_main(int argc, char** argv) {
     ("help,h", "print this help")
     ("version", "print the version")
     ("platform,p", po::value(&o.platform)->default_value(default_platform()), "platform description (JSON)")
-    ("firmware,f", po::value(&o.firmware), "ELF file to load; its entry point is the CP's reset PC")
+    ("firmware,f", po::value(&o.firmware), "ELF file to load; its entry point is the boot processor's reset PC "
+                                           "(default: the hello-world firmware of this build; none: no firmware)")
     ("set,s", po::value(&o.sets)->composing(), "override a platform value: instance.key=value (repeatable)")
     ("dump-config", po::bool_switch(&o.dump_config), "print the effective configuration as JSON and exit")
     ("list-types", po::bool_switch(&o.list_types), "list the IP types with their parameters and defaults")
@@ -150,6 +151,8 @@ int sc_main(int argc, char** argv) {
   // Inputs first: nothing elaborates until the platform and the ELF are good.
   PlatformSpec spec;
   std::optional<ElfImage> elf;
+  if (!vm.count("firmware") && std::ifstream(TESSERA_DEFAULT_FIRMWARE)) o.firmware = TESSERA_DEFAULT_FIRMWARE;
+  if (o.firmware == "none") o.firmware.clear();
   try {
     if (!o.firmware.empty()) elf = ElfImage::read(o.firmware);
     nlohmann::json raw = PlatformSpec::read(o.platform);

@@ -55,6 +55,40 @@ bool RegisterBank::decode(std::uint64_t offset, bool is_read, Hit& hit, bool& wr
   return found;
 }
 
+unsigned RegisterBank::debug_access(tlm::tlm_generic_payload& trans) {
+  // Byte by byte over whatever registers the range covers (loaders write
+  // whole sections, debuggers read memory windows): bytes of holes read as
+  // zero and ignore writes; a range with no register at all is refused.
+  // No side effects.
+  const std::uint64_t addr = trans.get_address();
+  unsigned char* data = trans.get_data_ptr();
+  unsigned hits = 0;
+  for (unsigned i = 0; i < trans.get_data_length(); ++i) {
+    Hit hit{};
+    bool wrong = false;
+    if (!decode(addr + i, trans.is_read(), hit, wrong)) {
+      if (trans.is_read()) data[i] = 0;
+      continue;
+    }
+    ++hits;
+    const RegDesc& d = desc_.regs[hit.reg];
+    std::uint64_t& stored = values_[hit.reg][hit.index];
+    const unsigned shift = static_cast<unsigned>(hit.byte * 8);
+    if (trans.is_read()) {
+      const std::uint64_t v = reads_[hit.reg] ? reads_[hit.reg](hit.index, true) & d.width_mask() : stored;
+      data[i] = static_cast<unsigned char>(v >> shift);
+    } else {
+      stored = (stored & ~(0xffull << shift)) | (static_cast<std::uint64_t>(data[i]) << shift);
+    }
+  }
+  if (hits == 0) {  // nothing there at all
+    trans.set_response_status(tlm::TLM_ADDRESS_ERROR_RESPONSE);
+    return 0;
+  }
+  trans.set_response_status(tlm::TLM_OK_RESPONSE);
+  return trans.get_data_length();
+}
+
 tlm::tlm_response_status RegisterBank::access(tlm::tlm_generic_payload& trans, bool debug) {
   auto respond = [&](tlm::tlm_response_status s) {
     trans.set_response_status(s);
@@ -147,9 +181,7 @@ void MmioTarget::b_transport(tlm::tlm_generic_payload& trans, sc_core::sc_time& 
   delay += latency_;
 }
 
-unsigned MmioTarget::transport_dbg(tlm::tlm_generic_payload& trans) {
-  return regs_.access(trans, true) == tlm::TLM_OK_RESPONSE ? trans.get_data_length() : 0;
-}
+unsigned MmioTarget::transport_dbg(tlm::tlm_generic_payload& trans) { return regs_.debug_access(trans); }
 
 void MmioTarget::report_stats(nlohmann::ordered_json& out) const {
   out["register_reads"] = regs_.reads();

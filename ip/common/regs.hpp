@@ -54,6 +54,8 @@ class RegisterBank {
 
   // Handles a whole transaction; returns the response status it set.
   tlm::tlm_response_status access(tlm::tlm_generic_payload& trans, bool debug);
+  // transport_dbg: any range, register by register, without side effects.
+  unsigned debug_access(tlm::tlm_generic_payload& trans);
 
   std::uint64_t reads() const { return reads_done_; }
   std::uint64_t writes() const { return writes_done_; }

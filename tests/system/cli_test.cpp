@@ -48,6 +48,25 @@ std::string platform_file(const std::string& name, const std::string& json) {
 
 const std::string kT1 = std::string(TESSERA_SOURCE_DIR) + "/platform/t1.json";
 
+std::vector<std::uint8_t> words(std::initializer_list<std::uint32_t> w) {
+  std::vector<std::uint8_t> bytes;
+  for (std::uint32_t v : w)
+    for (int i = 0; i < 4; ++i) bytes.push_back(static_cast<std::uint8_t>(v >> (8 * i)));
+  return bytes;
+}
+
+// A program that passes through HTIF: tohost = 1 at 0x80001000.
+ElfSpec passing_program(unsigned xlen) {
+  ElfSpec s;
+  s.xlen = xlen;
+  auto code = xlen == 64 ? words({0x00001297, 0x00100313, 0x0062b023, 0x0000006f})   // auipc t0,1; li t1,1; sd; j .
+                         : words({0x00001297, 0x00100313, 0x0062a023, 0x0002a223, 0x0000006f});  // ...; sw; sw x0,4
+  code.resize(0x1010, 0);
+  s.segments.push_back({0x80000000, code, code.size()});
+  s.symbols = {{"tohost", 0x80001000}, {"fromhost", 0x80001008}};
+  return s;
+}
+
 // A small valid platform, varied by each bad-input test.
 std::string small(const std::string& extra_instances = "", const std::string& ram_params = "{}") {
   return R"({"platform": "p", "instances": [
@@ -68,9 +87,10 @@ void expect_config_error(const std::string& json, const std::string& message, co
 
 }  // namespace
 
-TEST(Cli, DefaultRunPrintsMemoryMapAndSummary) {
+TEST(Cli, DefaultRunBootsHelloWorld) {
   Outcome r = run("");
   EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out.rfind("Hello from the Tessera T1 control processor!\nhart 0, RV64ACIMU", 0), 0u) << r.out;
   EXPECT_NE(r.err.find("0x0000000080000000 - 0x0000000080ffffff     16MiB  cpram"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("0x0000000010000000 - 0x00000000100000ff       256  uart0"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("tessera-vp summary"), std::string::npos);
@@ -149,10 +169,7 @@ TEST(Cli, BadCommandLine) {
 }
 
 TEST(Cli, LoadsElfAndMapsHtifAtTohost) {
-  ElfSpec s;
-  s.segments.push_back({0x80000000, {0x13, 0, 0, 0}, 0x1000});
-  s.symbols = {{"tohost", 0x80001000}, {"fromhost", 0x80001008}};
-  write_elf(local("good.elf"), build_elf(s));
+  write_elf(local("good.elf"), build_elf(passing_program(64)));
   Outcome r = run("-p " + kT1 + " --firmware " + local("good.elf"));
   EXPECT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.err.find("0x0000000080001000 - 0x000000008000100f        16  htif"), std::string::npos) << r.err;
@@ -196,17 +213,18 @@ TEST(Cli, MalformedElfFiles) {
   ElfSpec overlap = good;
   overlap.segments.push_back({0x80000020, std::vector<std::uint8_t>(64, 2), 64});
   expect_elf_error(build_elf(overlap), "segment 1 [0x80000020, 0x80000060) overlaps segment [0x80000000, 0x80000040)");
-  ElfSpec rv32 = good;
-  rv32.xlen = 32;
-  write_elf(local("rv32.elf"), build_elf(rv32));
-  Outcome r = run("-p " + kT1 + " --firmware " + local("rv32.elf"));
+  expect_elf_error(build_elf(passing_program(32)), "an RV32 program cannot run on cp (RV64)");
+  write_elf(local("rv32.elf"), build_elf(passing_program(32)));
+  Outcome r = run("-p " + kT1 + " --set cp.xlen=32 --firmware " + local("rv32.elf"));
   EXPECT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.err.find("(RV32)"), std::string::npos);
 }
 
 TEST(Cli, MaxTimeWithWorkLeftIsAbnormal) {
-  std::ofstream(local("rx.txt")) << std::string(1000, 'x');
-  Outcome r = run("-p " + kT1 + " --set uart0.rx=" + local("rx.txt") + " --max-time 100us");
+  ElfSpec spin;
+  spin.segments.push_back({0x80000000, words({0x0000006f}), 4});  // j .
+  write_elf(local("spin.elf"), build_elf(spin));
+  Outcome r = run("-p " + kT1 + " --firmware " + local("spin.elf") + " --max-time 100us");
   EXPECT_EQ(r.code, 3) << r.err;
   EXPECT_NE(r.err.find("--max-time 100us reached"), std::string::npos) << r.err;
 }
@@ -214,6 +232,7 @@ TEST(Cli, MaxTimeWithWorkLeftIsAbnormal) {
 TEST(Cli, StatsJson) {
   Outcome r = run("-q --stats " + local("stats.json"));
   EXPECT_EQ(r.code, 0);
+  EXPECT_NE(r.out.find("Hello"), std::string::npos) << "the guest still prints";
   const std::string s = slurp(local("stats.json"));
   EXPECT_NE(s.find("\"t1.cpram\""), std::string::npos) << s;
   EXPECT_NE(s.find("\"exit_code\": 0"), std::string::npos) << s;

@@ -18,11 +18,21 @@ const std::string kT1 = std::string(TESSERA_SOURCE_DIR) + "/platform/t1.json";
 struct T1 {
   PlatformSpec spec;
   std::unique_ptr<Platform> p;
-  explicit T1(std::vector<std::string> sets = {"uart0.tx=none"}) {
+  // The CP sleeps in a wfi loop at the start of CP RAM, so the test is the
+  // only one on the bus.
+  explicit T1(std::vector<std::string> sets = {"uart0.tx=none", "cp.reset_pc=0x8000_0000"}) {
     nlohmann::json raw = PlatformSpec::read(kT1);
     for (const auto& s : sets) PlatformSpec::apply_set(raw, kT1, s);
     spec = PlatformSpec::parse(kT1, raw);
     p = std::make_unique<Platform>("t1", spec, true);
+    const std::uint32_t idle[] = {0x10500073, 0xffdff06f};  // wfi; j -4
+    tlm::tlm_generic_payload t;
+    t.set_write();
+    t.set_address(0);
+    t.set_data_ptr(reinterpret_cast<unsigned char*>(const_cast<std::uint32_t*>(idle)));
+    t.set_data_length(sizeof idle);
+    t.set_streaming_width(sizeof idle);
+    p->target("cpram", "mem_target").transport_dbg(t);
     sc_core::sc_start(sc_core::SC_ZERO_TIME);  // complete elaboration
   }
   std::uint64_t read(std::uint64_t addr, unsigned len) {

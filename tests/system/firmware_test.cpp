@@ -1,0 +1,69 @@
+// Firmware on the virtual T1, through the real tessera-vp: the hello-world
+// and the interrupt-driven firmware produce their expected output; programs
+// that misbehave end in a clean report, never a crash.
+#include <gtest/gtest.h>
+
+#include <sys/wait.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+namespace {
+
+std::string local(const std::string& file) {
+  return std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()) + "." + file;
+}
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+struct Outcome {
+  int code;
+  std::string out, err;
+};
+
+Outcome run(const std::string& args) {
+  const std::string cmd = std::string(TESSERA_VP) + " -q " + args + " >" + local("out") + " 2>" + local("err") +
+                          " </dev/null";
+  const int status = std::system(cmd.c_str());
+  return Outcome{WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(local("out")), slurp(local("err"))};
+}
+
+const std::string kFirmware = TESSERA_FIRMWARE_DIR;
+
+}  // namespace
+
+TEST(Firmware, HelloWorld) {
+  Outcome r = run("--firmware " + kFirmware + "/hello.elf");
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out.substr(0, r.out.find("running at")),
+            "Hello from the Tessera T1 control processor!\nhart 0, RV64ACIMU, ");
+  EXPECT_TRUE(r.err.empty()) << r.err;
+}
+
+TEST(Firmware, InterruptDrivenTimerAndUartReceive) {
+  std::ofstream(local("rx")) << "hello tessera\n";
+  Outcome r = run("--firmware " + kFirmware + "/irq_demo.elf --set uart0.rx=" + local("rx") + " --max-time 10ms --strict");
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out,
+            "irq demo: waiting for 5 timer ticks and a line on the UART\n"
+            "tick 1\ntick 2\ntick 3\ntick 4\ntick 5\n"
+            "received: hello tessera\n");
+}
+
+TEST(Firmware, SameOutputAndTimeWhateverTheQuantum) {
+  std::ofstream(local("rx")) << "x\n";
+  std::string first;
+  for (const char* q : {"0", "100ns", "1us", "100us"}) {
+    Outcome r = run("--firmware " + kFirmware + "/irq_demo.elf --set uart0.rx=" + local("rx") + " --set cp.quantum=" + q +
+                    " --max-time 10ms");
+    EXPECT_EQ(r.code, 0) << q << ": " << r.err;
+    if (first.empty()) first = r.out;
+    EXPECT_EQ(r.out, first) << "quantum " << q;
+  }
+}
