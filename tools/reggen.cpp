@@ -243,22 +243,23 @@ std::string cpp_view(const Block& b) {
 std::string c_view(const Block& b) {
   std::string up = upper(b.name);
   std::string o = banner(b, "/*", "*/");
+  o += "/* Plain numbers, so assembly can include this too. */\n";
   o += fmt::format("#ifndef TESSERA_{0}_REGS_H\n#define TESSERA_{0}_REGS_H\n\n", up);
-  o += fmt::format("#define {}_WINDOW_SIZE {:#x}ull\n\n", up, b.window);
+  o += fmt::format("#define {}_WINDOW_SIZE {:#x}\n\n", up, b.window);
   for (const auto& r : b.regs) {
     std::string p = up + "_" + r.name;
     o += fmt::format("/* {} */\n", r.doc);
-    o += fmt::format("#define {}_OFFSET {:#x}ull\n", p, r.offset);
-    o += fmt::format("#define {}_SIZE {}u\n", p, r.size);
-    o += fmt::format("#define {}_RESET {:#x}ull\n", p, r.reset);
+    o += fmt::format("#define {}_OFFSET {:#x}\n", p, r.offset);
+    o += fmt::format("#define {}_SIZE {}\n", p, r.size);
+    o += fmt::format("#define {}_RESET {:#x}\n", p, r.reset);
     if (r.count > 1) {
-      o += fmt::format("#define {}_COUNT {}u\n", p, r.count);
-      o += fmt::format("#define {}_STRIDE {:#x}ull\n", p, r.stride);
+      o += fmt::format("#define {}_COUNT {}\n", p, r.count);
+      o += fmt::format("#define {}_STRIDE {:#x}\n", p, r.stride);
     }
     for (const auto& f : r.fields) {
       std::uint64_t m = (f.width >= 64 ? ~0ull : ((1ull << f.width) - 1)) << f.lsb;
-      o += fmt::format("#define {}_{}_SHIFT {}u\n", p, f.name, f.lsb);
-      o += fmt::format("#define {}_{}_MASK {:#x}ull\n", p, f.name, m);
+      o += fmt::format("#define {}_{}_SHIFT {}\n", p, f.name, f.lsb);
+      o += fmt::format("#define {}_{}_MASK {:#x}\n", p, f.name, m);
     }
     o += "\n";
   }
