@@ -226,7 +226,7 @@ int sc_main(int argc, char** argv) {
 
   nlohmann::ordered_json stats;
   stats["platform"] = spec.name;
-  stats["simulated_time_s"] = sc_core::sc_time_stamp().to_seconds();
+  stats["simulated_time_s"] = sim::end_time().to_seconds();
   stats["wall_time_s"] = wall;
   stats["exit_code"] = code;
   stats["end"] = end;
@@ -241,7 +241,7 @@ int sc_main(int argc, char** argv) {
   if (!o.quiet) {
     std::cerr << fmt::format("\n=== tessera-vp summary ===\nend: {}\nexit code: {}\nsimulated time: {}\nwall time: {:.3f} s\n"
                              "guest errors: {}\n",
-                             end, code, sc_core::sc_time_stamp().to_string(), wall, log::guest_error_count());
+                             end, code, sim::end_time().to_string(), wall, log::guest_error_count());
     for (auto it = stats["ips"].begin(); it != stats["ips"].end(); ++it) {
       std::string line;
       for (auto kv = it.value().begin(); kv != it.value().end(); ++kv)

@@ -4,6 +4,7 @@
 
 #include <optional>
 #include <string>
+#include <systemc>
 
 namespace tessera::sim {
 
@@ -14,7 +15,12 @@ inline constexpr int kExitAbnormal = 3;  // --max-time reached, simulation starv
 inline constexpr int kExitStrict = 4;    // --strict and the guest made an error
 
 // Records the exit code (the first request wins) and stops the simulation.
-void request_exit(int code, const std::string& who, const std::string& why);
+// `when` is the requester's local time (a temporally decoupled initiator
+// runs ahead of simulation time); it becomes the run's end time.
+void request_exit(int code, const std::string& who, const std::string& why,
+                  const sc_core::sc_time& when = sc_core::sc_time_stamp());
+// When the run ended: the exit request's time, or simulation time.
+sc_core::sc_time end_time();
 // True once an exit was requested: processors stop executing at once.
 bool stop_requested();
 std::optional<int> exit_code();

@@ -32,10 +32,10 @@ void Htif::command(std::uint64_t v) {
   if (device == 0 && (payload & 1)) {
     const std::uint64_t code = payload >> 1;
     if (code == 0) {
-      sim::request_exit(0, path(), "pass");
+      sim::request_exit(0, path(), "pass", now());
     } else {
       std::fprintf(stderr, "tessera: %s: FAIL: test %llu\n", path().c_str(), static_cast<unsigned long long>(code));
-      sim::request_exit(static_cast<int>(code > 255 ? 255 : code), path(), "fail: test " + std::to_string(code));
+      sim::request_exit(static_cast<int>(code > 255 ? 255 : code), path(), "fail: test " + std::to_string(code), now());
     }
     return;
   }

@@ -126,7 +126,8 @@ class Hart final : public HartBase {
                  static_cast<unsigned long long>(last_pc_), static_cast<unsigned long long>(last_tval_),
                  static_cast<unsigned long long>(pc_), cause_name(cause, false), cause,
                  static_cast<unsigned long long>(tval), regs.c_str());
-    sim::request_exit(sim::kExitAbnormal, env_.path, fmt::format("unhandled trap at pc {:#x}", last_pc_));
+    sim::request_exit(sim::kExitAbnormal, env_.path, fmt::format("unhandled trap at pc {:#x}", last_pc_),
+                      sc_core::sc_time_stamp() + sc_core::sc_time::from_value(unsynced() * env_.period_ticks));
     yield_ = true;
   }
 

@@ -14,8 +14,8 @@ TestFinisher::TestFinisher(const sc_core::sc_module_name& n, const Config&) : Mm
     const unsigned status = w.data & R::FINISHER_f::STATUS_MASK;
     const auto code = static_cast<int>((w.data & R::FINISHER_f::CODE_MASK) >> R::FINISHER_f::CODE_SHIFT);
     switch (status) {
-      case 0x5555: sim::request_exit(0, path(), "pass"); return true;
-      case 0x3333: sim::request_exit(code ? code : 1, path(), "fail with code " + std::to_string(code)); return true;
+      case 0x5555: sim::request_exit(0, path(), "pass", now()); return true;
+      case 0x3333: sim::request_exit(code ? code : 1, path(), "fail with code " + std::to_string(code), now()); return true;
       case 0x7777: log::unimplemented(path(), "finisher/reset", "reset request ignored"); return true;
       default:
         log::guest_error(path(), "finisher/value", "unknown command {:#x}", w.data);

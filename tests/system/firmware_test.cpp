@@ -67,3 +67,33 @@ TEST(Firmware, SameOutputAndTimeWhateverTheQuantum) {
     EXPECT_EQ(r.out, first) << "quantum " << q;
   }
 }
+
+#include <nlohmann/json.hpp>
+
+TEST(Firmware, FastModesDoNotChangeTheAnswer) {
+  for (const char* xlen : {"64", "32"}) {
+    const std::string elf = kFirmware + "/intmix_rv" + xlen + ".elf";
+    nlohmann::json first;
+    std::string first_out;
+    for (const char* mode : {"--set cp.dmi=false --set cp.quantum=0", "--set cp.dmi=true --set cp.quantum=1us",
+                             "--set cp.dmi=true --set cp.quantum=100us"}) {
+      Outcome r = run("--firmware " + elf + " --set cp.xlen=" + xlen + " " + mode + " --stats " + local("stats.json"));
+      ASSERT_EQ(r.code, 0) << mode << ": " << r.err;
+      const nlohmann::json s = nlohmann::json::parse(slurp(local("stats.json")));
+      const nlohmann::json& cp = s["ips"]["t1.cp"];
+      if (first.is_null()) {
+        first = s;
+        first_out = r.out;
+        EXPECT_GT(cp["instructions"].get<std::uint64_t>(), 100000u) << "a real workload";
+        continue;
+      }
+      EXPECT_EQ(r.out, first_out) << "RV" << xlen << " " << mode;
+      EXPECT_EQ(cp["instructions"], first["ips"]["t1.cp"]["instructions"]) << "RV" << xlen << " " << mode;
+      EXPECT_EQ(cp["cycles"], first["ips"]["t1.cp"]["cycles"]) << "RV" << xlen << " " << mode;
+      const double t = s["simulated_time_s"].get<double>(), t0 = first["simulated_time_s"].get<double>();
+      EXPECT_NEAR(t, t0, 0.01 * t0) << "RV" << xlen << " " << mode;
+    }
+    const auto dmi = first["ips"]["t1.cp"]["dmi_accesses"].get<std::uint64_t>();
+    EXPECT_EQ(dmi, 0u) << "the first mode goes through b_transport for everything";
+  }
+}
