@@ -17,6 +17,8 @@
 #include "common/units.hpp"
 #include "elf.hpp"
 #include "platform.hpp"
+#include "riscv/gdb_server.hpp"
+#include "riscv/riscv_cpu.hpp"
 #include "spec.hpp"
 
 namespace po = boost::program_options;
@@ -29,7 +31,9 @@ namespace {
 const bool kNoBanner = ::setenv("SYSTEMC_DISABLE_COPYRIGHT_MESSAGE", "1", 0) == 0;
 
 struct Options {
-  std::string platform, firmware, stats, gen_header, gen_linker, max_time;
+  std::string platform, firmware, stats, gen_header, gen_linker, max_time, signature;
+  unsigned gdb_port = 0;
+  bool gdb_wait = false;
   std::vector<std::string> sets, logs;
   bool dump_config = false, strict = false, quiet = false, list_types = false;
   std::string checker;
@@ -100,6 +104,10 @@ int sc_main(int argc, char** argv) {
     ("strict", po::bool_switch(&o.strict), "any guest error makes the run fail (exit code 4)")
     ("max-time", po::value(&o.max_time), "stop after this much simulated time (exit code 3), e.g. 10ms")
     ("stats", po::value(&o.stats), "write statistics as JSON to this file")
+    ("signature", po::value(&o.signature), "at the end, dump memory from begin_signature to end_signature "
+                                           "(riscv-arch-test format)")
+    ("gdb", po::value(&o.gdb_port), "GDB remote server on localhost:PORT; every hart is a thread")
+    ("gdb-wait", po::bool_switch(&o.gdb_wait), "with --gdb: halt at reset until GDB connects")
     ("gen-header", po::value(&o.gen_header), "write the firmware memory-map header and exit")
     ("gen-linker", po::value(&o.gen_linker), "write the linker-script symbols and exit")
     ("protocol-checker", po::value(&o.checker), "on|off: TLM-2.0 protocol checker on every binding")
@@ -184,8 +192,25 @@ int sc_main(int argc, char** argv) {
   try {
     platform = std::make_unique<Platform>(spec.name.c_str(), spec, checker);
     if (elf) platform->load(*elf);
+    if (!o.signature.empty() && !(elf && elf->symbol("begin_signature") && elf->symbol("end_signature")))
+      throw ConfigError("--signature: the firmware has no begin_signature and end_signature symbols");
   } catch (const ConfigError& e) {  // also ElfError
     return input_error(e);
+  }
+  std::unique_ptr<riscv::GdbServer> gdb;
+  if (vm.count("gdb")) {
+    try {
+      gdb = std::make_unique<riscv::GdbServer>(o.gdb_port);
+    } catch (const std::runtime_error& e) {
+      return usage_error(e.what());
+    }
+    for (const InstanceSpec& s : spec.instances)
+      if (auto* cpu = platform->get<riscv::RiscvCpu>(s.name)) {
+        gdb->add_hart(cpu);
+        cpu->attach_debugger(gdb.get(), o.gdb_wait);
+      }
+    if (gdb->harts().empty()) return usage_error("--gdb: the platform has no processor");
+    std::cerr << fmt::format("GDB server on localhost:{}{}\n", o.gdb_port, o.gdb_wait ? ", waiting for a connection" : "");
   }
   if (!o.quiet) {
     std::cerr << platform->memory_map();
@@ -219,6 +244,16 @@ int sc_main(int argc, char** argv) {
     end = std::string("simulation error: ") + e.what();
   }
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
+  if (gdb) gdb->exited(code);
+  if (!o.signature.empty()) {
+    const std::uint64_t begin = *elf->symbol("begin_signature"), end = *elf->symbol("end_signature");
+    std::vector<std::uint8_t> bytes(end > begin ? end - begin : 0);
+    platform->debug_read(begin, bytes.data(), bytes.size());
+    std::ofstream out(o.signature);
+    for (std::size_t i = 0; i + 4 <= bytes.size(); i += 4)
+      out << fmt::format("{:02x}{:02x}{:02x}{:02x}\n", bytes[i + 3], bytes[i + 2], bytes[i + 1], bytes[i]);
+    if (!out) std::cerr << "tessera-vp: warning: cannot write " << o.signature << "\n";
+  }
   if (code == 0 && log::strict() && log::guest_error_count() > 0) {
     code = sim::kExitStrict;
     end += fmt::format("; --strict: {} guest error(s)", log::guest_error_count());

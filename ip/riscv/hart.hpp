@@ -86,6 +86,23 @@ class HartBase {
   virtual std::uint64_t pc() const = 0;
   virtual void set_pc(std::uint64_t pc) = 0;
 
+  // ---- debugger support (the GDB server) ----
+  enum class Stop { none, breakpoint, step, watchpoint };
+  struct Watch {
+    std::uint64_t addr, len;
+    bool read, write;
+  };
+  std::vector<std::uint64_t> breakpoints;
+  std::vector<Watch> watchpoints;
+  bool stepping = false;
+  // Why run() returned for the debugger, and the watched address hit.
+  Stop debug_stop() const { return debug_stop_; }
+  std::uint64_t watch_address() const { return watch_address_; }
+  void clear_debug_stop() { debug_stop_ = Stop::none; }
+  bool debugging() const { return stepping || !breakpoints.empty() || !watchpoints.empty(); }
+  // Memory as this hart sees it, without side effects; bytes done.
+  unsigned debug_access(std::uint64_t addr, std::uint8_t* data, unsigned len, bool write);
+
   bool sleeping() const { return sleeping_; }
   void set_bus(tlm::tlm_fw_transport_if<>* bus) { env_.bus = bus; }
   // Called when an interrupt woke the hart after `cycles` asleep.
@@ -113,7 +130,27 @@ class HartBase {
   DmiRegion* find_dmi(std::uint64_t addr, unsigned len, bool write);
   void store_seen(std::uint64_t addr, unsigned len);  // clears other harts' reservations
 
+  // Returns true when the debugger must take over before the next
+  // instruction; `progressed` says whether one ran in this run() yet.
+  bool debug_check(std::uint64_t pc, bool progressed) {
+    if (progressed && stepping) return debug_stop_ = Stop::step, true;
+    if (progressed && watch_hit_) return watch_hit_ = false, debug_stop_ = Stop::watchpoint, true;
+    for (std::uint64_t b : breakpoints)
+      if (b == pc && progressed) return debug_stop_ = Stop::breakpoint, true;
+    return false;
+  }
+  void watch(std::uint64_t addr, unsigned len, bool write) {
+    for (const Watch& w : watchpoints)
+      if (addr < w.addr + w.len && w.addr < addr + len && (write ? w.write : w.read)) {
+        watch_hit_ = true;
+        watch_address_ = w.addr;
+      }
+  }
+
   HartEnv env_;
+  Stop debug_stop_ = Stop::none;
+  bool watch_hit_ = false;
+  std::uint64_t watch_address_ = 0;
   std::uint64_t cycle_ = 0, synced_ = 0, instret_ = 0;
   bool sleeping_ = false;
   bool yield_ = false;  // leave run() at the next instruction boundary

@@ -118,6 +118,12 @@ bool HartBase::bus_write(std::uint64_t addr, const void* data, unsigned len) {
   return ok;
 }
 
+unsigned HartBase::debug_access(std::uint64_t addr, std::uint8_t* data, unsigned len, bool write) {
+  tlm::tlm_generic_payload t;
+  set_access(t, write ? tlm::TLM_WRITE_COMMAND : tlm::TLM_READ_COMMAND, addr, data, len);
+  return env_.bus ? env_.bus->transport_dbg(t) : 0;
+}
+
 void HartBase::store_seen(std::uint64_t addr, unsigned len) {
   auto& all = harts_with_reservation();
   const std::uint64_t first = addr & ~7ull, last = (addr + len - 1) & ~7ull;

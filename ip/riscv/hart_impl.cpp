@@ -67,8 +67,10 @@ class Hart final : public HartBase {
   void run(std::uint64_t limit, bool exact, bool trace) override {
     exact_ = exact;
     yield_ = false;
-    if (trace) loop<true>(limit);
-    else loop<false>(limit);
+    watching_ = !watchpoints.empty();
+    if (debugging()) loop<true, true>(limit);
+    else if (trace) loop<true, false>(limit);
+    else loop<false, false>(limit);
   }
 
  private:
@@ -141,6 +143,7 @@ class Hart final : public HartBase {
       trap(kMisalignedLoad, addr);
       return false;
     }
+    if (watching_) watch(addr, sizeof(U), false);
     const DmiRegion* r = last_read_;
     std::uint64_t off = addr - r->base;
     if (off >= r->limit || r->limit - off < sizeof(U)) {
@@ -171,6 +174,7 @@ class Hart final : public HartBase {
       trap(kMisalignedStore, addr);
       return false;
     }
+    if (watching_) watch(addr, sizeof(U), true);
     const DmiRegion* r = last_write_;
     std::uint64_t off = addr - r->base;
     if (off >= r->limit || r->limit - off < sizeof(U)) {
@@ -434,9 +438,14 @@ class Hart final : public HartBase {
 
   // ---- the loop -----------------------------------------------------------------
 
-  template <bool kTrace>
+  template <bool kTrace, bool kDebug>
   void loop(std::uint64_t limit) {
+    [[maybe_unused]] bool progressed = false;
     while (cycle_ < limit && !yield_) {
+      if constexpr (kDebug) {
+        if (debug_check(pc_, progressed)) break;
+        progressed = true;
+      }
       if (pending_ && take_interrupt()) continue;
       trapped_ = false;
       const T pc = pc_;
@@ -668,6 +677,7 @@ class Hart final : public HartBase {
   bool pending_ = false;
   bool exact_ = false;
   bool trapped_ = false;
+  bool watching_ = false;
   std::uint64_t cycle_offset_ = 0;  // mcycle minus the cycle count
   std::vector<Entry> cache_;
   T trace_before_ = 0;

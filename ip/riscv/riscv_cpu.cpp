@@ -1,8 +1,11 @@
 #include "riscv/riscv_cpu.hpp"
 
+#include <fmt/format.h>
+
 #include "common/log.hpp"
 #include "common/registry.hpp"
 #include "common/sim.hpp"
+#include "riscv/gdb_server.hpp"
 #include "riscv/hart.hpp"
 
 namespace tessera::riscv {
@@ -85,6 +88,8 @@ void RiscvCpu::thread() {
     if (hart_->unsynced()) sc_core::wait(sc_core::sc_time::from_value(hart_->unsynced() * period));
     hart_->synced();
   };
+  if (gdb_ && halt_at_reset_) debug_stop(5, "");
+  unsigned slices = 0;
   for (;;) {
     if (sim::stop_requested()) {
       sync();
@@ -105,7 +110,27 @@ void RiscvCpu::thread() {
       budget = next == sc_core::sc_max_time() ? quantum_cycles * 1000 : std::max<std::uint64_t>(1, next.value() / period);
     }
     hart_->run(hart_->cycle() - hart_->unsynced() + budget, exact, trace);
+    if (gdb_) {
+      switch (hart_->debug_stop()) {
+        case HartBase::Stop::breakpoint: debug_stop(5, "swbreak:;"); break;
+        case HartBase::Stop::watchpoint: debug_stop(5, fmt::format("watch:{:x};", hart_->watch_address())); break;
+        case HartBase::Stop::step: debug_stop(5, ""); break;
+        case HartBase::Stop::none:
+          if (++slices % 64 == 0 && gdb_->poll()) debug_stop(2, "");  // Ctrl-C, or a debugger attaching
+          break;
+      }
+    }
     sync();
+  }
+}
+
+void RiscvCpu::debug_stop(unsigned sig, const std::string& reason) {
+  hart_->clear_debug_stop();
+  // The whole simulation stands still while the debugger holds this hart.
+  switch (gdb_->stopped(this, sig, reason)) {
+    case GdbServer::Action::kill: sim::request_exit(0, path(), "killed by the debugger"); break;
+    case GdbServer::Action::detach:
+    case GdbServer::Action::resume: break;
   }
 }
 

@@ -26,6 +26,7 @@
 namespace tessera::riscv {
 
 class HartBase;
+class GdbServer;
 
 class RiscvCpu : public Ip {
  public:
@@ -53,6 +54,12 @@ class RiscvCpu : public Ip {
   // Where execution starts (the firmware's entry point); before simulation.
   void set_reset_pc(std::uint64_t pc);
   const Config& config() const { return config_; }
+  // Puts the hart under a debugger; with `halt_at_reset` it waits for GDB
+  // before the first instruction. Before simulation.
+  void attach_debugger(GdbServer* gdb, bool halt_at_reset) {
+    gdb_ = gdb;
+    halt_at_reset_ = halt_at_reset;
+  }
   HartBase& hart() { return *hart_; }
 
   void report_stats(nlohmann::ordered_json& out) const override;
@@ -61,8 +68,12 @@ class RiscvCpu : public Ip {
   void thread();
   void invalidate_direct_mem_ptr(sc_dt::uint64 start, sc_dt::uint64 end);
 
+  void debug_stop(unsigned sig, const std::string& reason);
+
   Config config_;
   std::unique_ptr<HartBase> hart_;
+  GdbServer* gdb_ = nullptr;
+  bool halt_at_reset_ = false;
   sc_core::sc_event wake_;
 };
 
