@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <cstring>
 #include <sstream>
 
 #include "elf_builder.hpp"
@@ -237,4 +238,44 @@ TEST(Cli, StatsJson) {
   EXPECT_NE(s.find("\"t1.cpram\""), std::string::npos) << s;
   EXPECT_NE(s.find("\"exit_code\": 0"), std::string::npos) << s;
   EXPECT_TRUE(r.err.empty()) << "-q prints nothing: " << r.err;
+}
+
+TEST(Cli, JumpIntoNothingWithoutHandlerIsACleanUnhandledTrapReport) {
+  ElfSpec s;
+  s.segments.push_back({0x80000000, words({0x400002b7, 0x00028067}), 8});  // lui t0, 0x40000; jr t0
+  write_elf(local("jump.elf"), build_elf(s));
+  Outcome r = run("-q -p " + kT1 + " --firmware " + local("jump.elf"));
+  EXPECT_EQ(r.code, 3) << r.err;
+  EXPECT_NE(r.err.find("t1.cp: unhandled trap: instruction access fault (cause 1) at pc 0x40000000, mtval 0x40000000; "
+                       "its handler at 0 then raised instruction access fault"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("x5  t0   0x0000000040000000"), std::string::npos) << "registers in the report: " << r.err;
+}
+
+TEST(Cli, InstructionTracePerCore) {
+  Outcome r = run("-q -p " + kT1 + " --log t1.cp=trace");
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find("t1.cp: 0x0000000080000000: "), std::string::npos) << r.err.substr(0, 2000);
+  EXPECT_NE(r.err.find("auipc gp, "), std::string::npos) << r.err.substr(0, 2000);
+  EXPECT_NE(r.err.find("   gp = 0x8"), std::string::npos) << "register writes: " << r.err.substr(0, 2000);
+  Outcome quiet = run("-q -p " + kT1);
+  EXPECT_EQ(quiet.err.find("tessera/trace"), std::string::npos) << "off unless asked for";
+}
+
+TEST(Cli, SignatureDump) {
+  ElfSpec s = passing_program(64);
+  auto& code = s.segments[0].data;
+  const std::uint32_t sig[] = {0x11223344, 0xaabbccdd};
+  std::memcpy(code.data() + 0x800, sig, sizeof sig);
+  s.symbols.emplace_back("begin_signature", 0x80000800);
+  s.symbols.emplace_back("end_signature", 0x80000808);
+  write_elf(local("sig.elf"), build_elf(s));
+  Outcome r = run("-q -p " + kT1 + " --firmware " + local("sig.elf") + " --signature " + local("sig.txt"));
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(slurp(local("sig.txt")), "11223344\naabbccdd\n");
+  write_elf(local("nosig.elf"), build_elf(passing_program(64)));
+  r = run("-q -p " + kT1 + " --firmware " + local("nosig.elf") + " --signature " + local("x.txt"));
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("no begin_signature"), std::string::npos) << r.err;
 }

@@ -97,3 +97,26 @@ TEST(Firmware, FastModesDoNotChangeTheAnswer) {
     EXPECT_EQ(dmi, 0u) << "the first mode goes through b_transport for everything";
   }
 }
+
+TEST(Firmware, JumpIntoNothingEndsInTheFirmwaresHandler) {
+  Outcome r = run("--firmware " + kFirmware + "/misbehave1.elf");
+  EXPECT_EQ(r.code, 0x81) << r.err;
+  EXPECT_EQ(r.out,
+            "jumping into nothing\n"
+            "firmware: unhandled exception: instruction access fault (mcause 1) at mepc 0x40000000, mtval 0x40000000\n");
+}
+
+TEST(Firmware, StoreToRomEndsInTheFirmwaresHandler) {
+  Outcome r = run("--firmware " + kFirmware + "/misbehave2.elf");
+  EXPECT_EQ(r.code, 0x87) << r.err;
+  EXPECT_NE(r.out.find("store/AMO access fault (mcause 7)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("mtval 0x1000\n"), std::string::npos) << r.out;
+}
+
+TEST(Firmware, IllegalInstructionStormHandledByFirmware) {
+  Outcome r = run("--firmware " + kFirmware + "/misbehave3.elf --stats " + local("stats.json"));
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out, "survived 1000 illegal instructions\n");
+  const nlohmann::json s = nlohmann::json::parse(slurp(local("stats.json")));
+  EXPECT_EQ(s["ips"]["t1.cp"]["traps"], 1000);
+}
