@@ -1,1 +1,74 @@
+// The decoder on its own: base encodings, compressed expansions per XLEN,
+// and the encodings that must be illegal.
 #include <gtest/gtest.h>
+
+#include "riscv/decode.hpp"
+
+using namespace tessera::riscv;
+
+TEST(Decode, BaseInstructions) {
+  Decoded d = decode(0x00100313, 64);  // addi t1, zero, 1
+  EXPECT_EQ(d.op, Op::ADDI);
+  EXPECT_EQ(d.rd, 6);
+  EXPECT_EQ(d.rs1, 0);
+  EXPECT_EQ(d.imm, 1);
+  EXPECT_EQ(d.len, 4);
+  d = decode(0x0062b023, 64);  // sd t1, 0(t0)
+  EXPECT_EQ(d.op, Op::SD);
+  EXPECT_EQ(d.rs1, 5);
+  EXPECT_EQ(d.rs2, 6);
+  d = decode(0xfe000ee3, 32);  // beq zero, zero, -4
+  EXPECT_EQ(d.op, Op::BEQ);
+  EXPECT_EQ(d.imm, -4);
+  d = decode(0x800002b7, 64);  // lui t0, 0x80000: sign-extended
+  EXPECT_EQ(d.op, Op::LUI);
+  EXPECT_EQ(d.imm, -2147483648LL);
+  EXPECT_EQ(decode(0x30200073, 32).op, Op::MRET);
+  EXPECT_EQ(decode(0x10500073, 64).op, Op::WFI);
+  EXPECT_EQ(decode(0x0000100f, 64).op, Op::FENCE_I);
+  EXPECT_EQ(decode(0x02b50533, 64).op, Op::MUL);
+  EXPECT_EQ(decode(0x1005252f, 64).op, Op::LR_W);
+}
+
+TEST(Decode, Rv64OnlyEncodingsAreIllegalOnRv32) {
+  EXPECT_EQ(decode(0x0062b023, 32).op, Op::ILLEGAL);  // sd
+  EXPECT_EQ(decode(0x0015051b, 32).op, Op::ILLEGAL);  // addiw a0, a0, 1
+  EXPECT_EQ(decode(0x03f51513, 32).op, Op::ILLEGAL);  // slli a0, a0, 63
+  EXPECT_EQ(decode(0x03f51513, 64).op, Op::SLLI);
+  EXPECT_EQ(decode(0x1005352f, 32).op, Op::ILLEGAL);  // lr.d
+}
+
+TEST(Decode, CompressedExpansions) {
+  Decoded d = decode(0x4509, 64);  // c.li a0, 2
+  EXPECT_EQ(d.op, Op::ADDI);
+  EXPECT_EQ(d.rd, 10);
+  EXPECT_EQ(d.rs1, 0);
+  EXPECT_EQ(d.imm, 2);
+  EXPECT_EQ(d.len, 2);
+  EXPECT_EQ(decode(0x8082, 64).op, Op::JALR);  // c.jr ra (ret)
+  EXPECT_EQ(decode(0x9002, 64).op, Op::EBREAK);
+  d = decode(0x2505, 32);  // c.jal on RV32
+  EXPECT_EQ(d.op, Op::JAL);
+  EXPECT_EQ(d.rd, 1);
+  d = decode(0x2505, 64);  // the same bits are c.addiw a0, 1 on RV64
+  EXPECT_EQ(d.op, Op::ADDIW);
+  EXPECT_EQ(d.rd, 10);
+  EXPECT_EQ(decode(0x2005, 64).op, Op::ILLEGAL);  // c.addiw with rd = 0 is reserved
+  EXPECT_EQ(decode(0x6108, 64).op, Op::LD);  // c.ld a0, 0(a0)
+  EXPECT_EQ(decode(0x6108, 32).op, Op::ILLEGAL);  // c.flw: no F
+  EXPECT_EQ(decode(0x0000, 64).op, Op::ILLEGAL);  // the all-zero halfword
+  d = decode(0x1141, 64);  // c.addi sp, -16
+  EXPECT_EQ(d.op, Op::ADDI);
+  EXPECT_EQ(d.imm, -16);
+  d = decode(0x7139, 64);  // c.addi16sp sp, -64
+  EXPECT_EQ(d.op, Op::ADDI);
+  EXPECT_EQ(d.rd, 2);
+  EXPECT_EQ(d.imm, -64);
+}
+
+TEST(Decode, ReservedSystemEncodingsAreIllegal) {
+  EXPECT_EQ(decode(0x10200073, 64).op, Op::ILLEGAL);  // sret: no S mode
+  EXPECT_EQ(decode(0x12000073, 64).op, Op::ILLEGAL);  // sfence.vma
+  EXPECT_EQ(decode(0x00004073, 64).op, Op::ILLEGAL);  // funct3 4 of SYSTEM
+  EXPECT_EQ(decode(0xffffffff, 64).op, Op::ILLEGAL);
+}
