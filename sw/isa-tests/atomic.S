@@ -35,6 +35,18 @@ TEST_BEGIN
   CHECK(17); la a0, word; li t1, -1; sw t1, 0(a0); amoadd.w t0, zero, (a0); EXPECT(t0, -1)  /* sign-extended */
   CHECK(18); la a0, dword; lr.d t0, (a0); sc.d t1, zero, (a0); EXPECT(t1, 0); ld t2, 0(a0); EXPECT(t2, 0)
   CHECK(19); la a0, dword; li t1, -3; sd t1, 0(a0); li t2, 2; amominu.d t0, t2, (a0); ld t3, 0(a0); EXPECT(t3, 2)
+#define TEST_AMO_D(n, op, mem0, operand, new_mem)                    \
+  CHECK(n); la a0, dword; li t1, mem0; sd t1, 0(a0); li t2, operand; \
+  op t0, t2, (a0); ld t3, 0(a0);                                     \
+  EXPECT(t0, mem0); EXPECT(t3, new_mem)
+  TEST_AMO_D(20, amoswap.d, 0x100000005, 9, 9)
+  TEST_AMO_D(21, amoxor.d, 0xff00000000, 0x0f00000000, 0xf000000000)
+  TEST_AMO_D(22, amoand.d, 0xff00000000, 0x0f00000000, 0x0f00000000)
+  TEST_AMO_D(23, amoor.d, 0xf000000000, 0x0f00000000, 0xff00000000)
+  TEST_AMO_D(24, amomin.d, -0x100000000, 3, -0x100000000)
+  TEST_AMO_D(25, amomax.d, -0x100000000, 3, 3)
+  TEST_AMO_D(26, amomaxu.d, -5, 3, -5)
+  TEST_AMO_D(27, amoadd.d, 0xffffffff, 1, 0x100000000)
 #endif
 TEST_END
   .data

@@ -14,6 +14,8 @@
 #include <sstream>
 #include <thread>
 
+#include "elf_builder.hpp"
+
 extern char** environ;
 
 namespace {
@@ -68,4 +70,100 @@ TEST(Gdb, BreakStepPrintWatchContinue) {
   EXPECT_NE(gdb.find("Old value = 0\nNew value = 1"), std::string::npos) << gdb;
   EXPECT_NE(gdb.find("exited normally"), std::string::npos) << gdb;
   EXPECT_EQ(slurp("gdb_test.vp.out"), "gdb demo: total 30\n");
+}
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+namespace {
+
+// A minimal remote-protocol client, to check the packets one by one.
+class Rsp {
+ public:
+  explicit Rsp(unsigned port) {
+    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(static_cast<std::uint16_t>(port));
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    connected_ = ::connect(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+  }
+  ~Rsp() { ::close(fd_); }
+  bool connected() const { return connected_; }
+  void send(const std::string& payload) {
+    unsigned sum = 0;
+    for (unsigned char c : payload) sum += c;
+    char tail[4];
+    std::snprintf(tail, sizeof tail, "#%02x", sum & 0xff);
+    const std::string frame = "$" + payload + tail;
+    ::send(fd_, frame.data(), frame.size(), 0);
+  }
+  void interrupt() { ::send(fd_, "\x03", 1, 0); }
+  std::string receive() {  // the next packet's payload, acknowledging it
+    char c;
+    std::string p;
+    while (::recv(fd_, &c, 1, 0) == 1 && c != '$') {
+    }
+    while (::recv(fd_, &c, 1, 0) == 1 && c != '#') p += c;
+    char sum[2];
+    ::recv(fd_, sum, 2, MSG_WAITALL);
+    ::send(fd_, "+", 1, 0);
+    return p;
+  }
+  std::string ask(const std::string& payload) {
+    send(payload);
+    return receive();
+  }
+
+ private:
+  int fd_ = -1;
+  bool connected_ = false;
+};
+
+}  // namespace
+
+TEST(Gdb, RemoteProtocolPacketsAndCtrlC) {
+  tessera::testing::ElfSpec spin;  // j . for ever
+  spin.segments.push_back({0x80000000, {0x6f, 0, 0, 0}, 4});
+  const std::string elf = tessera::testing::write_elf("gdb_rsp.spin.elf", tessera::testing::build_elf(spin));
+  const unsigned port = 20000 + static_cast<unsigned>((::getpid() + 7919) % 20000);
+  const std::string port_s = std::to_string(port);
+  pid_t vp = 0;
+  posix_spawn_file_actions_t io;
+  posix_spawn_file_actions_init(&io);
+  posix_spawn_file_actions_addopen(&io, 1, "gdb_rsp.vp.out", O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_addopen(&io, 2, "gdb_rsp.vp.err", O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  const char* argv[] = {TESSERA_VP, "-q", "--firmware", elf.c_str(), "--gdb", port_s.c_str(), "--gdb-wait", nullptr};
+  ASSERT_EQ(posix_spawn(&vp, TESSERA_VP, &io, nullptr, const_cast<char**>(argv), environ), 0);
+  for (int i = 0; i < 200 && slurp("gdb_rsp.vp.err").find("GDB server on") == std::string::npos; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(25));
+  {
+    Rsp g(port);
+    ASSERT_TRUE(g.connected());
+    EXPECT_NE(g.ask("qSupported:multiprocess+;swbreak+").find("qXfer:features:read+"), std::string::npos);
+    EXPECT_EQ(g.ask("?"), "T05thread:1;");
+    EXPECT_NE(g.ask("qXfer:features:read:target.xml:0,fff").find("<architecture>riscv:rv64</architecture>"),
+              std::string::npos);
+    EXPECT_EQ(g.ask("p20"), "0000008000000000") << "pc at the entry, little-endian";
+    EXPECT_EQ(g.ask("g").size(), 33u * 16) << "x0..x31 and pc";
+    EXPECT_EQ(g.ask("P5=efbeadde00000000"), "OK");
+    EXPECT_EQ(g.ask("p5"), "efbeadde00000000");
+    EXPECT_EQ(g.ask("M80f00000,4:01020304"), "OK");
+    EXPECT_EQ(g.ask("m80f00000,4"), "01020304");
+    EXPECT_EQ(g.ask("X80f00004,2:\x7d\x03\x7d\x5d"), "OK") << "escaped binary";
+    EXPECT_EQ(g.ask("m80f00004,2"), "237d");
+    EXPECT_EQ(g.ask("m40000000,4"), "E14") << "nothing there";
+    EXPECT_EQ(g.ask("qfThreadInfo"), "m1");
+    EXPECT_EQ(g.ask("Z2,80f00000,4"), "OK");
+    EXPECT_EQ(g.ask("z2,80f00000,4"), "OK");
+    g.send("c");  // spins: interrupt it
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    g.interrupt();
+    EXPECT_EQ(g.receive(), "T02thread:1;");
+    g.send("k");
+  }
+  int status = 0;
+  ::waitpid(vp, &status, 0);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << slurp("gdb_rsp.vp.err");
 }

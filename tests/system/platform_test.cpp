@@ -4,6 +4,7 @@
 // header agrees with the platform file.
 #include <gtest/gtest.h>
 
+#include "common/payload.hpp"
 #include "common/sim.hpp"
 #include "platform.hpp"
 #include "tessera_platform.h"
@@ -131,4 +132,57 @@ TEST(Platform, WiringAnInputTwiceIsRefused) {
               std::string::npos)
         << e.what();
   }
+}
+
+namespace {
+// The host side of the mailbox, as the runtime will drive it.
+struct Host : sc_core::sc_module {
+  tlm::tlm_fw_transport_if<>& mb;
+  std::vector<std::uint32_t> replies;
+  Host(const sc_core::sc_module_name& n, tlm::tlm_fw_transport_if<>& m) : sc_core::sc_module(n), mb(m) {
+    SC_HAS_PROCESS(Host);
+    SC_THREAD(run);
+  }
+  std::uint32_t rd(std::uint64_t off) {
+    std::uint32_t v = 0;
+    tlm::tlm_generic_payload t;
+    set_access(t, tlm::TLM_READ_COMMAND, off, &v, 4);
+    sc_core::sc_time d;
+    mb.b_transport(t, d);
+    return v;
+  }
+  void wr(std::uint64_t off, std::uint32_t v) {
+    tlm::tlm_generic_payload t;
+    set_access(t, tlm::TLM_WRITE_COMMAND, off, &v, 4);
+    sc_core::sc_time d;
+    mb.b_transport(t, d);
+  }
+  void run() {
+    wait(10, sc_core::SC_US);  // let the firmware boot
+    for (std::uint32_t i = 0; i < 3; ++i) {
+      wr(0xc, 100 * i);
+      wr(0xc, 100 * i + 1);
+      wr(0x14, 1);  // ring the CP
+      while (!(rd(0x10) & 1)) wait(1, sc_core::SC_US);
+      wr(0x10, 1);
+      while (!(rd(0x4) & 0x10000)) replies.push_back(rd(0x8));
+    }
+  }
+};
+}  // namespace
+
+TEST(Platform, MailboxFirmwareAnswersTheHost) {
+  sim::reset();
+  nlohmann::json raw = PlatformSpec::read(kT1);
+  PlatformSpec::apply_set(raw, kT1, "uart0.tx=none");
+  PlatformSpec spec = PlatformSpec::parse(kT1, raw);
+  Platform p("t1", spec, true);
+  const ElfImage elf = ElfImage::read(std::string(TESSERA_FIRMWARE_DIR) + "/mailbox_echo.elf");
+  p.load(elf);
+  Host host("host", p.target("mailbox", "host_target"));
+  sc_core::sc_start(sc_core::sc_time(10, sc_core::SC_MS));
+  ASSERT_TRUE(sim::exit_code()) << "the firmware ends after three requests";
+  EXPECT_EQ(*sim::exit_code(), 0);
+  EXPECT_EQ(host.replies, (std::vector<std::uint32_t>{1, 2, 101, 102, 201, 202}));
+  EXPECT_EQ(p.protocol_violations(), 0u);
 }

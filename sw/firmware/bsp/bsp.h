@@ -49,6 +49,14 @@ void plic_enable(unsigned source, unsigned priority);
 unsigned plic_claim(void);
 void plic_complete(unsigned source);
 
+/* Mailbox (the CP's side): words to and from the host, doorbells. */
+bool mailbox_send(uint32_t word);      /* false when the host's FIFO is full */
+bool mailbox_receive(uint32_t* word);  /* false when nothing is waiting */
+void mailbox_ring(uint32_t doorbells);
+uint32_t mailbox_doorbells(void);      /* pending doorbells from the host */
+void mailbox_acknowledge(uint32_t doorbells);
+void mailbox_enable_irq(bool doorbell, bool rx_not_empty);
+
 /* Traps: handlers the firmware installs. An exception handler returns
  * true if it dealt with the exception (it may change frame->mepc). */
 typedef void (*irq_handler_t)(unsigned source);

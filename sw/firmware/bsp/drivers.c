@@ -1,6 +1,7 @@
 /* Drivers for the T1's standard peripherals, on the generated headers. */
 #include "bsp.h"
 #include "clint_regs.h"
+#include "mailbox_regs.h"
 #include "plic_regs.h"
 #include "uart16550_regs.h"
 
@@ -63,3 +64,26 @@ void plic_enable(unsigned source, unsigned priority) {
 unsigned plic_claim(void) { return mmio_read32(TESSERA_PLIC_BASE + PLIC_CLAIM_OFFSET); }
 
 void plic_complete(unsigned source) { mmio_write32(TESSERA_PLIC_BASE + PLIC_CLAIM_OFFSET, source); }
+
+#define MAILBOX(reg) (TESSERA_MAILBOX_BASE + MAILBOX_##reg##_OFFSET)
+
+bool mailbox_send(uint32_t word) {
+  if (mmio_read32(MAILBOX(STATUS)) & MAILBOX_STATUS_TX_FULL_MASK) return false;
+  mmio_write32(MAILBOX(TX_DATA), word);
+  return true;
+}
+
+bool mailbox_receive(uint32_t* word) {
+  if (mmio_read32(MAILBOX(STATUS)) & MAILBOX_STATUS_RX_EMPTY_MASK) return false;
+  *word = mmio_read32(MAILBOX(RX_DATA));
+  return true;
+}
+
+void mailbox_ring(uint32_t doorbells) { mmio_write32(MAILBOX(DOORBELL_RING), doorbells); }
+uint32_t mailbox_doorbells(void) { return mmio_read32(MAILBOX(DOORBELL)); }
+void mailbox_acknowledge(uint32_t doorbells) { mmio_write32(MAILBOX(DOORBELL), doorbells); }
+
+void mailbox_enable_irq(bool doorbell, bool rx_not_empty) {
+  mmio_write32(MAILBOX(IRQ_ENABLE), (doorbell ? MAILBOX_IRQ_ENABLE_DOORBELL_MASK : 0) |
+                                        (rx_not_empty ? MAILBOX_IRQ_ENABLE_RX_NOT_EMPTY_MASK : 0));
+}
