@@ -279,3 +279,16 @@ TEST(Cli, SignatureDump) {
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find("no begin_signature"), std::string::npos) << r.err;
 }
+
+TEST(Cli, StrictTurnsGuestErrorsIntoFailure) {
+  // The memory ISA test provokes bus errors on purpose and handles them.
+  const std::string elf = std::string(TESSERA_TARGET_DIR) + "/isa-tests/rv64-mem.elf";
+  Outcome relaxed = run("-p " + kT1 + " --firmware " + elf);
+  EXPECT_EQ(relaxed.code, 0) << relaxed.err;
+  EXPECT_NE(relaxed.err.find("warning tessera/guest-error: t1.bus: read of 4 bytes at 0x40000000: no target there"),
+            std::string::npos)
+      << relaxed.err;
+  Outcome strict = run("-p " + kT1 + " --firmware " + elf + " --strict");
+  EXPECT_EQ(strict.code, 4) << strict.err;
+  EXPECT_NE(strict.err.find("--strict: 2 guest error(s)"), std::string::npos) << strict.err;
+}
