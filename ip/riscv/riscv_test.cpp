@@ -2,6 +2,8 @@
 // and the encodings that must be illegal.
 #include <gtest/gtest.h>
 
+#include <cstring>
+
 #include "riscv/decode.hpp"
 
 using namespace tessera::riscv;
@@ -71,4 +73,67 @@ TEST(Decode, ReservedSystemEncodingsAreIllegal) {
   EXPECT_EQ(decode(0x12000073, 64).op, Op::ILLEGAL);  // sfence.vma
   EXPECT_EQ(decode(0x00004073, 64).op, Op::ILLEGAL);  // funct3 4 of SYSTEM
   EXPECT_EQ(decode(0xffffffff, 64).op, Op::ILLEGAL);
+}
+
+#include <tlm_utils/simple_target_socket.h>
+
+#include "riscv/hart.hpp"
+#include "riscv/riscv_cpu.hpp"
+
+namespace {
+
+// Memory that can swap its backing store and invalidates DMI when it does.
+struct SwitchableRam : sc_core::sc_module {
+  tlm_utils::simple_target_socket<SwitchableRam> socket{"socket"};
+  std::vector<std::uint8_t> a = std::vector<std::uint8_t>(0x2000), b = std::vector<std::uint8_t>(0x2000);
+  std::vector<std::uint8_t>* now = &a;
+  explicit SwitchableRam(const sc_core::sc_module_name& n) : sc_core::sc_module(n) {
+    socket.register_b_transport(this, &SwitchableRam::b_transport);
+    socket.register_get_direct_mem_ptr(this, &SwitchableRam::dmi);
+    socket.register_transport_dbg(this, &SwitchableRam::dbg);
+    SC_HAS_PROCESS(SwitchableRam);
+    SC_THREAD(swap);
+  }
+  void b_transport(tlm::tlm_generic_payload& t, sc_core::sc_time&) {
+    unsigned char* p = now->data() + t.get_address();
+    if (t.is_read()) std::memcpy(t.get_data_ptr(), p, t.get_data_length());
+    else std::memcpy(p, t.get_data_ptr(), t.get_data_length());
+    t.set_response_status(tlm::TLM_OK_RESPONSE);
+  }
+  unsigned dbg(tlm::tlm_generic_payload& t) {
+    sc_core::sc_time d;
+    b_transport(t, d);
+    return t.get_data_length();
+  }
+  bool dmi(tlm::tlm_generic_payload&, tlm::tlm_dmi& d) {
+    d.set_dmi_ptr(now->data());
+    d.set_start_address(0);
+    d.set_end_address(now->size() - 1);
+    d.allow_read_write();
+    return true;
+  }
+  void swap() {
+    wait(5, sc_core::SC_US);
+    now = &b;
+    socket->invalidate_direct_mem_ptr(0, ~0ull);
+  }
+};
+
+}  // namespace
+
+TEST(RiscvCpu, HonoursDmiInvalidation) {
+  // lui t0, 1; lw t1, 0(t0); beqz t1, -4; wfi
+  const std::uint32_t code[] = {0x000012b7, 0x0002a303, 0xfe030ee3, 0x10500073};
+  SwitchableRam ram("ram");
+  for (auto* m : {&ram.a, &ram.b}) std::memcpy(m->data(), code, sizeof code);
+  ram.b[0x1000] = 0x55;  // only the new store has the flag
+  tessera::riscv::RiscvCpu::Config c;
+  c.reset_pc = 0;
+  c.mtime_address = 0;
+  tessera::riscv::RiscvCpu cpu("cpu", c);
+  cpu.bus_initiator.bind(ram.socket);
+  sc_core::sc_start(sc_core::sc_time(20, sc_core::SC_US));
+  EXPECT_EQ(cpu.hart().reg(6), 0x55u) << "the load saw the new memory after the invalidation";
+  EXPECT_TRUE(cpu.hart().sleeping());
+  EXPECT_GT(cpu.hart().instret(), 100u) << "it polled through DMI until then";
 }
