@@ -90,13 +90,18 @@ bool HartBase::fetch_window(std::uint64_t pc) {
 }
 
 namespace {
-bool transport(HartBase&, tlm::tlm_fw_transport_if<>* bus, tlm::tlm_generic_payload& t, std::uint64_t& cycle,
-               std::uint64_t synced, std::uint64_t period) {
-  const sc_core::sc_time before = sc_core::sc_time::from_value((cycle - synced) * period);
-  sc_core::sc_time delay = before;
+// A b_transport from the hart's local time. The target may annotate more
+// delay or wait() (simulation time moves on); either way the hart's clock
+// moves to the end of the access, and the part still ahead of simulation
+// time stays unsynchronised.
+bool transport(tlm::tlm_fw_transport_if<>* bus, tlm::tlm_generic_payload& t, std::uint64_t& cycle,
+               std::uint64_t& synced, std::uint64_t period) {
+  const std::uint64_t start = sc_core::sc_time_stamp().value() + (cycle - synced) * period;
+  sc_core::sc_time delay = sc_core::sc_time::from_value((cycle - synced) * period);
   bus->b_transport(t, delay);
-  const std::uint64_t added = delay.value() - before.value();
-  cycle += (added + period - 1) / period;
+  const std::uint64_t end = sc_core::sc_time_stamp().value() + delay.value();
+  cycle += (end - start + period - 1) / period;
+  synced = cycle - (delay.value() + period - 1) / period;
   return t.get_response_status() == tlm::TLM_OK_RESPONSE;
 }
 }  // namespace
@@ -104,7 +109,7 @@ bool transport(HartBase&, tlm::tlm_fw_transport_if<>* bus, tlm::tlm_generic_payl
 bool HartBase::bus_read(std::uint64_t addr, void* data, unsigned len) {
   ++bus_accesses;
   set_access(trans_, tlm::TLM_READ_COMMAND, addr, data, len);
-  const bool ok = transport(*this, env_.bus, trans_, cycle_, synced_, env_.period_ticks);
+  const bool ok = transport(env_.bus, trans_, cycle_, synced_, env_.period_ticks);
   status_ = trans_.get_response_status();
   return ok;
 }
@@ -112,7 +117,7 @@ bool HartBase::bus_read(std::uint64_t addr, void* data, unsigned len) {
 bool HartBase::bus_write(std::uint64_t addr, const void* data, unsigned len) {
   ++bus_accesses;
   set_access(trans_, tlm::TLM_WRITE_COMMAND, addr, const_cast<void*>(data), len);
-  const bool ok = transport(*this, env_.bus, trans_, cycle_, synced_, env_.period_ticks);
+  const bool ok = transport(env_.bus, trans_, cycle_, synced_, env_.period_ticks);
   status_ = trans_.get_response_status();
   if (ok && g_reservations) store_seen(addr, len);
   return ok;
