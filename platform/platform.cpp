@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "common/log.hpp"
 #include "common/memory.hpp"
 #include "common/payload.hpp"
@@ -17,19 +19,31 @@ Platform::Platform(const sc_core::sc_module_name& n, const PlatformSpec& spec, b
   unsigned port = 0;
   for (const InstanceSpec& s : spec.instances) {
     std::unique_ptr<Ip> ip = s.ip->build(s.name.c_str(), s.config);
-    bool mapped = false;
+    bool first = true;
     for (const auto& [tname, target] : ip->targets()) {
-      if (s.base && !mapped) {
-        connect(bus_->initiator_socket, *target.socket, s.name);
-        try {
-          bus_->map(port++, *s.base, s.size, s.name, 0, s.ip->overlay);
-        } catch (const ConfigError& e) {
-          throw ConfigError(spec.file + ": " + s.name + ".base: " + e.what());  // elaboration-only
-        }
-        mapped = true;
-      } else {
+      // The first socket at "base"; others where "targets" puts them.
+      std::optional<std::uint64_t> base = first ? s.base : std::nullopt;
+      std::uint64_t size = first ? s.size : target.size;
+      for (const auto& [port_name, b] : s.targets)
+        if (port_name == tname) base = b;
+      first = false;
+      if (!base) {
         tie_off_.bind(*target.socket);  // reachable through target()
+        continue;
       }
+      const std::string range = tname == ip->targets().front().first ? s.name : s.name + "." + tname;
+      connect(bus_->initiator_socket, *target.socket, s.name + "_" + tname);
+      try {
+        bus_->map(port++, *base, size, range, 0, s.ip->overlay);
+      } catch (const ConfigError& e) {
+        throw ConfigError(spec.file + ": " + s.name + ".base: " + e.what());  // elaboration-only
+      }
+    }
+    for (const auto& [port_name, b] : s.targets) {
+      const auto& ts = ip->targets();
+      if (std::none_of(ts.begin(), ts.end(), [&](const auto& t) { return t.first == port_name; }))
+        throw ConfigError(spec.file + ": " + s.name + ".targets." + port_name + ": " + s.name +
+                          " has no such target socket");  // elaboration-only
     }
     for (const auto& [iname, socket] : ip->initiators()) connect(*socket, bus_->target_socket, s.name + "_" + iname);
     ips_.emplace_back(s.name, std::move(ip));
@@ -107,7 +121,7 @@ void Platform::load(const ElfImage& elf) {
     const std::uint64_t end = seg.addr + seg.memsz;  // exclusive; parse() refused wrap-around
     while (a < end) {
       const Router::Range* r = bus_->decode(a);
-      const Ip* ip = r ? find(r->name) : nullptr;
+      const Ip* ip = r ? find(r->name.substr(0, r->name.find('.'))) : nullptr;
       // Memories, and overlays such as HTIF's tohost inside a program's data.
       if (!ip || !(dynamic_cast<const Memory*>(ip) || r->overlay))
         throw ElfError(fmt::format("{}: segment [{:#x}, {:#x}) lies outside any memory ({} at {:#x})", elf.file,
@@ -138,8 +152,8 @@ void Platform::start_of_simulation() {
 std::string Platform::memory_map() const {
   std::string o = fmt::format("Memory map of {} ({}):\n", spec_.name, spec_.file);
   for (const Router::Range& r : bus_->decode_table())
-    o += fmt::format("  {:#018x} - {:#018x}  {:>8}  {:<12} {}\n", r.base, r.last(), format_size(r.size), r.name,
-                     spec_.find(r.name)->type);
+    o += fmt::format("  {:#018x} - {:#018x}  {:>8}  {:<16} {}\n", r.base, r.last(), format_size(r.size), r.name,
+                     spec_.find(r.name.substr(0, r.name.find('.')))->type);
   return o;
 }
 

@@ -134,7 +134,7 @@ PlatformSpec PlatformSpec::parse(const std::string& file, const nlohmann::json& 
         }))
       fail(file, w + "name: use letters, digits and _ only");
     if (!names.insert(s.name).second) fail(file, w + "name: two instances have this name");
-    check_keys(j, {"name", "type", "impl", "base", "size", "irq", "params", "doc"}, file, w);
+    check_keys(j, {"name", "type", "impl", "base", "size", "irq", "params", "targets", "doc"}, file, w);
     if (!j.contains("type") || !j["type"].is_string()) fail(file, w + "type: required");
     s.type = j["type"].get<std::string>();
     s.ip = IpRegistry::get().find(s.type);
@@ -151,6 +151,11 @@ PlatformSpec PlatformSpec::parse(const std::string& file, const nlohmann::json& 
     s.size = j.contains("size") ? address_of(j["size"], file, w + "size") : s.ip->default_size;
     if (s.base && s.size == 0) fail(file, w + "size: required for type " + s.type);
     if (s.base && *s.base + (s.size - 1) < *s.base) fail(file, w + "size: the range runs past the end of the address space");
+    if (j.contains("targets")) {
+      if (!j["targets"].is_object()) fail(file, w + "targets: expected an object of socket: base");
+      for (auto it = j["targets"].begin(); it != j["targets"].end(); ++it)
+        s.targets.emplace_back(it.key(), address_of(*it, file, w + "targets." + it.key()));
+    }
     if (j.contains("irq")) {
       if (!j["irq"].is_object()) fail(file, w + "irq: expected an object of output: input");
       for (auto it = j["irq"].begin(); it != j["irq"].end(); ++it) {
@@ -215,6 +220,7 @@ nlohmann::ordered_json PlatformSpec::effective() const {
     i["impl"] = s.impl;
     if (s.base) i["base"] = format_hex(*s.base);
     if (s.size) i["size"] = format_hex(s.size);
+    for (const auto& [port, base] : s.targets) i["targets"][port] = format_hex(base);
     if (!s.irqs.empty()) {
       nlohmann::ordered_json irq = nlohmann::ordered_json::object();
       for (const auto& w : s.irqs) {
@@ -240,6 +246,11 @@ std::string PlatformSpec::c_header() const {
     if (s.base) {
       o += fmt::format("#define {}_BASE {:#x}\n", p, *s.base);
       o += fmt::format("#define {}_SIZE {:#x}\n", p, s.size);
+    }
+    for (const auto& [port, base] : s.targets) {
+      std::string q = upper(port);
+      if (q.size() > 7 && q.compare(q.size() - 7, 7, "_TARGET") == 0) q.resize(q.size() - 7);
+      o += fmt::format("#define {}_{}_BASE {:#x}\n", p, q, base);
     }
     for (const auto& w : s.irqs)  // the interrupt number seen by the controller
       o += fmt::format("#define {}_IRQ{} {} /* {} */\n", p, w.from.port == "irq_out" ? "" : "_" + upper(w.from.port),

@@ -6,7 +6,7 @@
 //         "irq": { "irq_out": "plic.src[10]" }, "params": { "tx": "stdout" } }, ...] }
 //
 // Instance keys: name, type, base, size, irq, params, impl ("tlm" or
-// "rtl"), doc. `size` defaults to the type's register window. `irq` maps an
+// "rtl"), targets (other sockets at their own bases), doc. `size` defaults to the type's register window. `irq` maps an
 // output of this instance ("port" or "port[i]") to one input, or a list of
 // inputs, of other instances ("instance.port[i]").
 //
@@ -44,6 +44,8 @@ struct InstanceSpec {
   std::string name, type, impl = "tlm", doc;
   std::optional<std::uint64_t> base;
   std::uint64_t size = 0;
+  // Further target sockets mapped at their own bases ("targets": {"csr_target": "0x..."}).
+  std::vector<std::pair<std::string, std::uint64_t>> targets;
   std::vector<IrqWire> irqs;
   const IpType* ip = nullptr;
   std::any config;                        // the IP's validated Config

@@ -14,6 +14,12 @@ Params::Params(std::string where, std::string instance, const nlohmann::json& ra
   if (!raw_.is_null() && !raw_.is_object()) fail("params", "must be an object");
 }
 
+std::string Params::resolve(const std::string& path) const {
+  if (path.empty() || path[0] == '/') return path;
+  const auto slash = where_.find_last_of('/');
+  return slash == std::string::npos ? path : where_.substr(0, slash + 1) + path;
+}
+
 void Params::fail(const std::string& key, const std::string& why) const {
   throw ConfigError(where_ + ": " + instance_ + "." + key + ": " + why);  // elaboration-only
 }

@@ -43,6 +43,8 @@ class Params {
   void address(const char* key, std::uint64_t& v, const char* doc);
 
   std::uint64_t instance_size() const { return instance_size_; }
+  // A path relative to the platform file's folder (absolute paths stay).
+  std::string resolve(const std::string& path) const;
   const std::string& instance() const { return instance_; }
 
   // Throws ConfigError("where: instance.key: why"). // elaboration-only

@@ -33,17 +33,13 @@ void MemoryConfig::validate(const Params& p) const {
   }
 }
 
-Memory::Memory(const sc_core::sc_module_name& n, const MemoryConfig& c) : Ip(n), mem_target("mem_target"), config_(c) {
+Memory::Memory(const sc_core::sc_module_name& n, const MemoryConfig& c)
+    : Ip(n), mem_target("mem_target"), config_(c), pages_(c.page_size) {
   mem_target.register_b_transport(this, &Memory::b_transport);
   mem_target.register_transport_dbg(this, &Memory::transport_dbg);
   mem_target.register_get_direct_mem_ptr(this, &Memory::get_direct_mem_ptr);
   expose_target("mem_target", mem_target, c.size);
-  if (c.sparse) {
-    while ((1ull << page_shift_) < c.page_size) ++page_shift_;
-  } else {
-    page_shift_ = 64;  // one page
-    flat_.assign(c.size, 0);
-  }
+  if (!c.sparse) flat_.assign(c.size, 0);
   if (!c.image.empty()) {
     std::ifstream in(c.image, std::ios::binary);
     in.read(reinterpret_cast<char*>(flat_.data() + c.image_offset),
@@ -51,19 +47,8 @@ Memory::Memory(const sc_core::sc_module_name& n, const MemoryConfig& c) : Ip(n),
   }
 }
 
-std::uint8_t* Memory::page(std::uint64_t addr, bool allocate) {
-  if (!config_.sparse) return flat_.data();
-  const std::uint64_t index = addr >> page_shift_;
-  auto it = pages_.find(index);
-  if (it != pages_.end()) return it->second.get();
-  if (!allocate) return nullptr;
-  auto& p = pages_[index];
-  p.reset(new std::uint8_t[config_.page_size]());
-  return p.get();
-}
-
 std::uint64_t Memory::allocated_bytes() const {
-  return config_.sparse ? pages_.size() * config_.page_size : flat_.size();
+  return config_.sparse ? pages_.allocated_bytes() : flat_.size();
 }
 
 bool Memory::copy(tlm::tlm_generic_payload& trans, bool debug) {

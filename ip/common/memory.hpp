@@ -21,6 +21,7 @@
 
 #include "common/config.hpp"
 #include "common/ip.hpp"
+#include "common/page_store.hpp"
 
 namespace tessera {
 
@@ -55,14 +56,13 @@ class Memory : public Ip {
   bool get_direct_mem_ptr(tlm::tlm_generic_payload& trans, tlm::tlm_dmi& dmi);
   // The page holding `addr`; nullptr for an untouched sparse page unless
   // `allocate`.
-  std::uint8_t* page(std::uint64_t addr, bool allocate);
+  std::uint8_t* page(std::uint64_t addr, bool allocate) { return config_.sparse ? pages_.page(addr, allocate) : flat_.data(); }
   // Copies between the transaction and storage; false if out of range.
   bool copy(tlm::tlm_generic_payload& trans, bool debug);
 
   MemoryConfig config_;
   std::vector<std::uint8_t> flat_;
-  std::unordered_map<std::uint64_t, std::unique_ptr<std::uint8_t[]>> pages_;
-  unsigned page_shift_ = 0;
+  PageStore pages_;
   std::uint64_t bytes_read_ = 0, bytes_written_ = 0, reads_ = 0, writes_ = 0, errors_ = 0;
 };
 

@@ -1,0 +1,83 @@
+#include "hbm/dram.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "common/units.hpp"
+
+namespace tessera::hbm {
+
+const char* cmd_name(Cmd c) {
+  static const char* const names[] = {"ACT", "RD", "WR", "PRE", "REFab", "REFpb"};
+  return names[static_cast<unsigned>(c)];
+}
+
+Timing Timing::load(const std::string& file) {
+  std::ifstream in(file);
+  if (!in) throw ConfigError(file + ": cannot open the timing file");  // elaboration-only
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::parse_error& e) {
+    throw ConfigError(file + ": malformed JSON: " + e.what());  // elaboration-only
+  }
+  Timing t;
+  auto fail = [&](const std::string& key, const std::string& why) -> double {
+    throw ConfigError(file + ": " + key + ": " + why);  // elaboration-only
+  };
+  auto ns = [&](const char* key) {
+    if (!j.contains(key) || !j[key].is_string()) fail(key, "required, as a time such as \"12.5ns\"");
+    try {
+      return parse_time(j[key].get<std::string>()).to_seconds() * 1e9;
+    } catch (const UnitError& e) {
+      return fail(key, e.what());
+    }
+  };
+  t.name = j.value("name", file);
+  t.tck_ns = ns("tCK");
+  if (t.tck_ns <= 0) fail("tCK", "must be positive");
+  t.burst_length = j.value("burst_length", 8u);
+  t.pc_width_bits = j.value("pc_width_bits", 32u);
+  double rate = 0;
+  try {
+    rate = parse_bitrate(j.value("data_rate", std::string("6.4Gb/s")));
+  } catch (const UnitError& e) {
+    fail("data_rate", e.what());
+  }
+  // Cycles of the data bus for one burst: beats / (beats per cycle).
+  t.tBURST = static_cast<unsigned>(std::ceil(t.burst_length / (rate * t.tck_ns * 1e-9) - 1e-9));
+  auto cyc = [&](const char* key) { return static_cast<unsigned>(std::ceil(ns(key) / t.tck_ns - 1e-6)); };
+  t.tCL = cyc("tCL");
+  t.tCWL = cyc("tCWL");
+  t.tRCDRD = cyc("tRCDRD");
+  t.tRCDWR = cyc("tRCDWR");
+  t.tRP = cyc("tRP");
+  t.tRAS = cyc("tRAS");
+  t.tRC = cyc("tRC");
+  t.tCCD_S = cyc("tCCD_S");
+  t.tCCD_L = cyc("tCCD_L");
+  t.tRRD_S = cyc("tRRD_S");
+  t.tRRD_L = cyc("tRRD_L");
+  t.tFAW = cyc("tFAW");
+  t.tWR = cyc("tWR");
+  t.tRTP = cyc("tRTP");
+  t.tWTR_S = cyc("tWTR_S");
+  t.tWTR_L = cyc("tWTR_L");
+  t.tRTW = cyc("tRTW");
+  t.tREFI = cyc("tREFI");
+  t.tRFCab = cyc("tRFCab");
+  t.tRFCpb = cyc("tRFCpb");
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    static const char* const known[] = {"name", "doc", "tCK", "burst_length", "pc_width_bits", "data_rate",
+                                        "tCL", "tCWL", "tRCDRD", "tRCDWR", "tRP", "tRAS", "tRC", "tCCD_S",
+                                        "tCCD_L", "tRRD_S", "tRRD_L", "tFAW", "tWR", "tRTP", "tWTR_S", "tWTR_L",
+                                        "tRTW", "tREFI", "tRFCab", "tRFCpb"};
+    if (std::find(std::begin(known), std::end(known), it.key()) == std::end(known)) fail(it.key(), "unknown key");
+  }
+  if (t.tBURST == 0 || t.tCCD_S < t.tBURST) fail("tCCD_S", "must cover a whole burst on the data bus");
+  return t;
+}
+
+}  // namespace tessera::hbm

@@ -1,0 +1,416 @@
+// The HBM model against the timing formulas: every constraint checked one
+// cycle early and on time, unloaded latencies, streaming and random
+// bandwidth, refresh cost, write-to-read turnaround, fast against detailed,
+// ECC, CSRs.
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "common/payload.hpp"
+#include "common/testing/initiator.hpp"
+#include "common/testing/reg_checks.hpp"
+#include "hbm/hbm_stack.hpp"
+#include "hbm/timing_checker.hpp"
+#include "hbm_regs.hpp"
+
+using namespace tessera;
+using namespace tessera::hbm;
+using sc_core::sc_time;
+using sc_core::SC_NS;
+namespace R = tessera::regs::hbm;
+
+namespace {
+
+const std::string kTiming = std::string(TESSERA_PLATFORM_DIR) + "/hbm3-6400.json";
+
+HbmStack::Config config(bool one_pc, const std::string& mode = "detailed") {
+  HbmStack::Config c;
+  c.t = Timing::load(kTiming);
+  c.mode = mode;
+  if (one_pc) {
+    c.org.channels = 1;
+    c.org.pseudo_channels = 1;
+    c.address_map = "O5 G2 C2 B2 C3 R15";
+  }
+  c.size = AddressMap(c.address_map, c.org, c.t.burst_bytes(), c.xor_hash).capacity();
+  return c;
+}
+
+// Drives the stack from `threads` initiators: each issues `count` accesses of
+// `bytes`, sequential (each thread its own region) or random.
+struct Driver : sc_core::sc_module {
+  tlm_utils::simple_initiator_socket<Driver> socket{"socket"};
+  unsigned threads, count, bytes;
+  bool random, write;
+  std::uint64_t span;
+  sc_time first = sc_core::SC_ZERO_TIME, last = sc_core::SC_ZERO_TIME;
+  std::uint64_t moved = 0;
+  Driver(const sc_core::sc_module_name& n, unsigned threads_, unsigned count_, unsigned bytes_, bool random_,
+         std::uint64_t span_, bool write_ = false)
+      : sc_core::sc_module(n), threads(threads_), count(count_), bytes(bytes_), random(random_), write(write_), span(span_) {
+    for (unsigned t = 0; t < threads; ++t) sc_core::sc_spawn([this, t] { run(t); });
+  }
+  void run(unsigned t) {
+    std::mt19937_64 rng(1234 + t);
+    std::vector<std::uint8_t> buf(bytes);
+    for (unsigned i = 0; i < count; ++i) {
+      std::uint64_t addr = random ? (rng() % (span / bytes)) * bytes
+                                  : (static_cast<std::uint64_t>(i) * threads + t) * bytes % span;
+      tlm::tlm_generic_payload g;
+      set_access(g, write ? tlm::TLM_WRITE_COMMAND : tlm::TLM_READ_COMMAND, addr, buf.data(), bytes);
+      sc_time d;
+      socket->b_transport(g, d);
+      wait(d);
+      EXPECT_EQ(g.get_response_status(), tlm::TLM_OK_RESPONSE);
+      moved += bytes;
+      last = std::max(last, sc_core::sc_time_stamp());
+    }
+  }
+  double bandwidth() const { return moved / (last - first).to_seconds(); }
+};
+
+}  // namespace
+
+TEST(Hbm, TimingFileInCycles) {
+  const Timing t = Timing::load(kTiming);
+  EXPECT_EQ(t.tBURST, 2u);
+  EXPECT_EQ(t.tCL, 20u);
+  EXPECT_EQ(t.tRCDRD, 32u);  // 19.4 ns rounds up to 32 x 0.625 ns
+  EXPECT_EQ(t.tRP, 27u);
+  EXPECT_EQ(t.tRC, 72u);
+  EXPECT_EQ(t.tFAW, 24u);
+  EXPECT_EQ(t.tREFI, 6240u);
+  EXPECT_EQ(t.tRFCab, 560u);
+  EXPECT_DOUBLE_EQ(t.peak_bytes_per_s(), 25.6e9);
+  EXPECT_THROW(Timing::load("/nonexistent.json"), ConfigError);
+}
+
+TEST(Hbm, AddressMapRefusesWrongLayouts) {
+  const Org o;
+  EXPECT_NO_THROW(AddressMap("O5 G2 C2 B2 P1 H4 C3 R15", o, 32, false));
+  EXPECT_THROW(AddressMap("O5 G2 C2 B2 P1 H4 C3 R14", o, 32, false), std::invalid_argument);
+  EXPECT_THROW(AddressMap("G2 O5 C5 B2 P1 H4 R15", o, 32, false), std::invalid_argument);
+  EXPECT_THROW(AddressMap("O5 G2 X5 B2 P1 H4 R15", o, 32, false), std::invalid_argument);
+  AddressMap m("O5 G2 C2 B2 P1 H4 C3 R15", o, 32, false);
+  EXPECT_EQ(m.capacity(), 16ull << 30);
+  const Location l = m.decode(0x20 + 0x200 + 0x800);  // next bank group, bank 1, pseudo-channel 1
+  EXPECT_EQ(l.bg, 1u);
+  EXPECT_EQ(l.bank, 1u);
+  EXPECT_EQ(l.pc, 1u);
+}
+
+// Every constraint: the command is illegal one cycle early and legal on time.
+TEST(Hbm, CheckerEveryConstraintOneCycleEarlyAndOnTime) {
+  const Timing t = Timing::load(kTiming);
+  const Org o;
+  struct Case {
+    const char* name;
+    std::vector<std::tuple<Cmd, unsigned, std::uint64_t, std::uint64_t>> before;  // cmd, bank, row, cycle
+    Cmd cmd;
+    unsigned bank;
+    std::uint64_t on_time;
+  };
+  const unsigned B0 = 0, B1 = 1, BG1 = 4;  // banks 0 and 1 share bank group 0; bank 4 is in group 1
+  const std::uint64_t T0 = 1000;
+  const std::vector<Case> cases = {
+      {"tRCDRD", {{Cmd::ACT, B0, 7, T0}}, Cmd::RD, B0, T0 + t.tRCDRD},
+      {"tRCDWR", {{Cmd::ACT, B0, 7, T0}}, Cmd::WR, B0, T0 + t.tRCDWR},
+      {"tRAS", {{Cmd::ACT, B0, 7, T0}}, Cmd::PRE, B0, T0 + t.tRAS},
+      {"tRP", {{Cmd::ACT, B0, 7, T0 - 200}, {Cmd::PRE, B0, 7, T0}}, Cmd::ACT, B0, T0 + t.tRP},
+      {"tRC", {{Cmd::ACT, B0, 7, T0}, {Cmd::PRE, B0, 7, T0 + t.tRAS}}, Cmd::ACT, B0, T0 + t.tRC},
+      {"tRRD_L", {{Cmd::ACT, B0, 7, T0}}, Cmd::ACT, B1, T0 + t.tRRD_L},
+      {"tRRD_S", {{Cmd::ACT, B0, 7, T0}}, Cmd::ACT, BG1, T0 + t.tRRD_S},
+      {"tFAW", {{Cmd::ACT, 0, 7, T0}, {Cmd::ACT, 4, 7, T0 + 5}, {Cmd::ACT, 8, 7, T0 + 10}, {Cmd::ACT, 12, 7, T0 + 15}},
+       Cmd::ACT, 1, T0 + t.tFAW},
+      {"tCCD_L", {{Cmd::ACT, B0, 7, T0}, {Cmd::ACT, B1, 7, T0 + 10}, {Cmd::RD, B0, 7, T0 + 100}}, Cmd::RD, B1,
+       T0 + 100 + t.tCCD_L},
+      {"tCCD_S", {{Cmd::ACT, B0, 7, T0}, {Cmd::ACT, BG1, 7, T0 + 10}, {Cmd::RD, B0, 7, T0 + 100}}, Cmd::RD, BG1,
+       T0 + 100 + t.tCCD_S},
+      {"tWTR_L", {{Cmd::ACT, B0, 7, T0}, {Cmd::WR, B0, 7, T0 + 100}}, Cmd::RD, B0,
+       T0 + 100 + t.tCWL + t.tBURST + t.tWTR_L},
+      {"tWTR_S", {{Cmd::ACT, B0, 7, T0}, {Cmd::ACT, BG1, 7, T0 + 10}, {Cmd::WR, B0, 7, T0 + 100}}, Cmd::RD, BG1,
+       T0 + 100 + t.tCWL + t.tBURST + t.tWTR_S},
+      {"tRTW", {{Cmd::ACT, B0, 7, T0}, {Cmd::RD, B0, 7, T0 + 100}}, Cmd::WR, B0, T0 + 100 + t.tRTW},
+      {"tRTP", {{Cmd::ACT, B0, 7, T0}, {Cmd::RD, B0, 7, T0 + 100}}, Cmd::PRE, B0, T0 + 100 + t.tRTP},
+      {"tWR", {{Cmd::ACT, B0, 7, T0}, {Cmd::WR, B0, 7, T0 + 100}}, Cmd::PRE, B0,
+       T0 + 100 + t.tCWL + t.tBURST + t.tWR},
+      {"tRFCab", {{Cmd::REFAB, 0, 0, T0}}, Cmd::ACT, B0, T0 + t.tRFCab},
+      {"tRFCpb", {{Cmd::REFPB, B0, 0, T0}}, Cmd::ACT, B0, T0 + t.tRFCpb},
+  };
+  for (const Case& c : cases) {
+    for (const std::uint64_t at : {c.on_time - 1, c.on_time}) {
+      TimingChecker chk(t, o);
+      for (const auto& [cmd, bank, row, cycle] : c.before) {
+        ASSERT_EQ(chk.check(cmd, bank, row, cycle), "") << c.name << " setup";
+        chk.record(cmd, bank, row, cycle);
+      }
+      const std::string e = chk.check(c.cmd, c.bank, 7, at);
+      if (at < c.on_time) EXPECT_NE(e.find(c.name), std::string::npos) << c.name << " one cycle early: " << e;
+      else EXPECT_EQ(e, "") << c.name << " on time";
+    }
+  }
+}
+
+TEST(Hbm, UnloadedLatencyEqualsTheFormula) {
+  HbmStack::Config c = config(true);
+  c.ctrl.refresh = "off";
+  HbmStack hbm("hbm", c);
+  tessera::testing::TestInitiator cpu("cpu"), csr("csr");
+  cpu.socket.bind(hbm.mem_target);
+  csr.socket.bind(hbm.csr_target());
+  const Timing& t = c.t;
+  const double tck = t.tck_ns;
+  std::vector<sc_time> lat;
+  struct Probe : sc_core::sc_module {
+    Probe(const sc_core::sc_module_name& n, tessera::testing::TestInitiator& i, std::vector<sc_time>& out) : sc_core::sc_module(n) {
+      sc_core::sc_spawn([&i, &out] {
+        std::uint32_t v = 0;
+        // Bank 0 closed -> miss; same row -> hit; another row of bank 0 -> conflict.
+        for (std::uint64_t addr : {0x0ull, 0x100ull, 0x0ull + (1ull << 16) * 4}) {
+          sc_core::wait(1, sc_core::SC_US);
+          const sc_time start = sc_core::sc_time_stamp();
+          sc_time d;
+          i.transport(tlm::TLM_READ_COMMAND, addr, &v, 4, &d);
+          out.push_back(sc_core::sc_time_stamp() + d - start);
+        }
+      });
+    }
+  } probe("probe", cpu, lat);
+  sc_core::sc_start();
+  ASSERT_EQ(lat.size(), 3u);
+  const unsigned fe = c.ctrl.frontend;
+  EXPECT_EQ(lat[0], sc_time((fe + t.tRCDRD + t.tCL + t.tBURST) * tck, SC_NS)) << "closed bank";
+  EXPECT_EQ(lat[1], sc_time((fe + t.tCL + t.tBURST) * tck, SC_NS)) << "row hit";
+  EXPECT_EQ(lat[2], sc_time((fe + t.tRP + t.tRCDRD + t.tCL + t.tBURST) * tck, SC_NS)) << "row conflict";
+  EXPECT_EQ(hbm.totals().violations, 0u);
+}
+
+namespace {
+
+// A stack with its CSRs bound and a traffic driver on its memory port.
+// Several benches can share one elaboration (names differ by prefix).
+struct Bench {
+  HbmStack hbm;
+  tessera::testing::TestInitiator csr;
+  Driver drv;
+  Bench(const HbmStack::Config& c, unsigned threads, unsigned count, unsigned bytes, bool random, bool write = false,
+        std::uint64_t span = 0, const std::string& prefix = "")
+      : hbm((prefix + "hbm").c_str(), c), csr((prefix + "csr").c_str()),
+        drv((prefix + "drv").c_str(), threads, count, bytes, random, span ? span : c.size, write) {
+    drv.socket.bind(hbm.mem_target);
+    csr.socket.bind(hbm.csr_target());
+  }
+  double efficiency() {
+    return drv.bandwidth() / (hbm.config().t.peak_bytes_per_s() * hbm.config().org.pcs());
+  }
+};
+
+double run_efficiency(const HbmStack::Config& c, unsigned threads, unsigned count, unsigned bytes, bool random,
+                      std::uint64_t* violations = nullptr) {
+  Bench b(c, threads, count, bytes, random);
+  sc_core::sc_start();
+  if (violations) *violations = b.hbm.totals().violations;
+  return b.efficiency();
+}
+
+}  // namespace
+
+TEST(Hbm, StreamingReadsPerPseudoChannel) {
+  std::uint64_t violations = 1;
+  const double e = run_efficiency(config(true), 4, 256, 4096, false, &violations);
+  RecordProperty("efficiency", std::to_string(e));
+  EXPECT_GE(e, 0.85) << "streaming on one pseudo-channel";
+  EXPECT_LE(e, 1.0);
+  EXPECT_EQ(violations, 0u);
+}
+
+TEST(Hbm, StreamingReadsPerStack) {
+  std::uint64_t violations = 1;
+  const double e = run_efficiency(config(false), 32, 64, 4096, false, &violations);
+  EXPECT_GE(e, 0.85) << "streaming on a whole stack";
+  EXPECT_LE(e, 1.0);
+  EXPECT_EQ(violations, 0u);
+}
+
+TEST(Hbm, RandomReadsBoundByActivationRate) {
+  HbmStack::Config c = config(true);
+  std::uint64_t violations = 1;
+  const double e = run_efficiency(c, 32, 500, 32, true, &violations);
+  const Timing& t = c.t;
+  // Every burst needs an ACT: at most four per tFAW and one per tRRD_S.
+  const double act_bound = std::min(4.0 / t.tFAW, 1.0 / t.tRRD_S) * t.tBURST;
+  EXPECT_GE(e, 0.25);
+  EXPECT_LE(e, 0.40);
+  EXPECT_LE(e, act_bound) << "tFAW/tRRD bound " << act_bound;
+  EXPECT_EQ(violations, 0u);
+}
+
+TEST(Hbm, RefreshCostsTrfcOverTrefi) {
+  // Postponing up to 4 refreshes while requests wait and then issuing them
+  // back to back (as JEDEC allows) leaves tRFC/tREFI plus the precharge and
+  // re-activation around each batch. Without postponement the loss is
+  // tRFC/tREFI plus about one tRP + tRCD per refresh (measured: 10.1%).
+  HbmStack::Config on = config(true), off = config(true);
+  on.ctrl.refresh_postpone = 4;
+  off.ctrl.refresh = "off";
+  Bench a(on, 4, 256, 4096, false, false, 0, "on_"), b(off, 4, 256, 4096, false, false, 0, "off_");
+  sc_core::sc_start();
+  const double loss = 1 - a.efficiency() / b.efficiency();
+  const double predicted = static_cast<double>(on.t.tRFCab) / on.t.tREFI;
+  EXPECT_NEAR(loss, predicted, 0.01) << "refresh on " << a.efficiency() << ", off " << b.efficiency();
+  EXPECT_GT(a.hbm.totals().refreshes, 0u);
+  EXPECT_EQ(b.hbm.totals().refreshes, 0u);
+}
+
+TEST(Hbm, WriteToReadTurnaroundAsTimed) {
+  HbmStack::Config c = config(true);
+  c.ctrl.refresh = "off";
+  HbmStack hbm("hbm", c);
+  tessera::testing::TestInitiator cpu("cpu"), csr("csr");
+  cpu.socket.bind(hbm.mem_target);
+  csr.socket.bind(hbm.csr_target());
+  hbm.channel(0).record_commands(true);
+  struct Seq : sc_core::sc_module {
+    Seq(const sc_core::sc_module_name& n, tessera::testing::TestInitiator& i) : sc_core::sc_module(n) {
+      sc_core::sc_spawn([&i] {
+        std::uint64_t v = 0;
+        sc_time d;
+        // Same bank group, same row: write then read; then a read in another group after a write.
+        i.transport(tlm::TLM_READ_COMMAND, 0x020, &v, 8, &d);  // opens a row in bank group 1
+        i.transport(tlm::TLM_WRITE_COMMAND, 0x000, &v, 8, &d);
+        i.transport(tlm::TLM_READ_COMMAND, 0x100, &v, 8, &d);   // bank group 0 again (column 2)
+        i.transport(tlm::TLM_WRITE_COMMAND, 0x000, &v, 8, &d);
+        i.transport(tlm::TLM_READ_COMMAND, 0x020, &v, 8, &d);   // bank group 1
+      });
+    }
+  } seq("seq", cpu);
+  sc_core::sc_start();
+  const auto& cmds = hbm.channel(0).commands();
+  std::vector<std::uint64_t> wr, rd;
+  for (const auto& x : cmds) {
+    if (x.cmd == Cmd::WR) wr.push_back(x.cycle);
+    if (x.cmd == Cmd::RD) rd.push_back(x.cycle);
+  }
+  ASSERT_EQ(wr.size(), 2u);
+  ASSERT_EQ(rd.size(), 3u);
+  const Timing& t = c.t;
+  EXPECT_EQ(rd[1] - wr[0], t.tCWL + t.tBURST + t.tWTR_L) << "same bank group";
+  EXPECT_EQ(rd[2] - wr[1], t.tCWL + t.tBURST + t.tWTR_S) << "another bank group";
+}
+
+TEST(Hbm, FastModeMatchesDetailedBandwidth) {
+  HbmStack::Config d = config(true), f = config(true, "fast");
+  Bench ds(d, 4, 128, 4096, false, false, 0, "ds_"), fs(f, 4, 128, 4096, false, false, 0, "fs_");
+  Bench dr(d, 32, 300, 32, true, false, 0, "dr_"), fr(f, 32, 300, 32, true, false, 0, "fr_");
+  sc_core::sc_start();
+  EXPECT_NEAR(fs.efficiency() / ds.efficiency(), 1.0, 0.10)
+      << "streaming: fast " << fs.efficiency() << ", detailed " << ds.efficiency();
+  EXPECT_NEAR(fr.efficiency() / dr.efficiency(), 1.0, 0.10)
+      << "random: fast " << fr.efficiency() << ", detailed " << dr.efficiency();
+}
+
+TEST(Hbm, LongRandomRunsBreakNoConstraint) {
+  // Mixed reads and writes at random addresses, under every scheduler, page
+  // policy and refresh mode; the checker sees every command.
+  std::vector<std::unique_ptr<Bench>> benches;
+  int k = 0;
+  for (const char* sched : {"frfcfs", "fcfs"})
+    for (const char* page : {"open", "closed", "adaptive"})
+      for (const char* refresh : {"all_bank", "per_bank"}) {
+        HbmStack::Config c = config(true);
+        c.ctrl.scheduler = sched;
+        c.ctrl.page_policy = page;
+        c.ctrl.refresh = refresh;
+        c.ctrl.write_queue = 16;
+        c.ctrl.write_high = 12;
+        c.ctrl.write_low = 4;
+        const std::string p = "b" + std::to_string(k++) + "_";
+        benches.push_back(std::make_unique<Bench>(c, 8, 400, 64, true, false, 1 << 22, p));
+        benches.push_back(std::make_unique<Bench>(c, 4, 400, 64, true, true, 1 << 22, p + "w"));
+      }
+  sc_core::sc_start();
+  for (const auto& b : benches) {
+    const auto t = b->hbm.totals();
+    EXPECT_EQ(t.violations, 0u) << b->hbm.name() << ": "
+                                << (b->hbm.channel(0).stats().violation_log.empty() ? ""
+                                                                                    : b->hbm.channel(0).stats().violation_log[0]);
+    EXPECT_EQ(t.reads + t.writes, b->drv.threads * b->drv.count * 2u) << "every 64-byte access is two bursts";
+    EXPECT_GT(t.refreshes, 0u);
+  }
+}
+
+TEST(Hbm, CAndCppViewsAgree) { tessera::testing::expect_c_view_matches(R::kBlock, hbm_regs_cview, hbm_fields_cview); }
+
+TEST(Hbm, EccCorrectsSinglesReportsDoublesKeepsData) {
+  HbmStack::Config c = config(true);
+  HbmStack hbm("hbm", c);
+  tessera::testing::TestInitiator cpu("cpu"), csr("csr");
+  cpu.socket.bind(hbm.mem_target);
+  csr.socket.bind(hbm.csr_target());
+  IrqIn irq;
+  hbm.irq_out.bind(irq);
+  struct Seq : sc_core::sc_module {
+    std::vector<tlm::tlm_response_status> status;
+    std::vector<std::uint64_t> values;
+    Seq(const sc_core::sc_module_name& n, tessera::testing::TestInitiator& mem, tessera::testing::TestInitiator& regs)
+        : sc_core::sc_module(n) {
+      sc_core::sc_spawn([this, &mem, &regs] {
+        sc_time d;
+        std::uint64_t v = 0x1122334455667788, r = 0;
+        std::uint32_t en = 1;
+        regs.transport(tlm::TLM_WRITE_COMMAND, 0x5c, &en, 4, &d);  // IRQ_ENABLE.UNCORRECTED
+        for (std::uint64_t a : {0x1000ull, 0x2000ull}) mem.transport(tlm::TLM_WRITE_COMMAND, a, &v, 8, &d);
+        // Plant a single-bit error through the CSRs, a double one directly.
+        std::uint64_t at = 0x1000;
+        std::uint32_t one = 1;
+        regs.transport(tlm::TLM_WRITE_COMMAND, 0x60, &at, 8, &d);
+        regs.transport(tlm::TLM_WRITE_COMMAND, 0x68, &one, 4, &d);
+        for (std::uint64_t a : {0x1000ull, 0x2000ull}) {
+          status.push_back(mem.transport(tlm::TLM_READ_COMMAND, a, &r, 8, &d));
+          values.push_back(r);
+        }
+      });
+    }
+  } seq("seq", cpu, csr);
+  hbm.inject(0x2004, 2);
+  sc_core::sc_start();
+  ASSERT_EQ(seq.status.size(), 2u);
+  EXPECT_EQ(seq.status[0], tlm::TLM_OK_RESPONSE) << "a single-bit error is corrected";
+  EXPECT_EQ(seq.values[0], 0x1122334455667788u);
+  EXPECT_EQ(seq.status[1], tlm::TLM_GENERIC_ERROR_RESPONSE) << "a double-bit error is reported";
+  EXPECT_TRUE(irq.level());
+  EXPECT_EQ(tessera::testing::read_dbg(tessera::testing::fw_of(hbm.csr_target()), 0x40, 8), 1u) << "ECC_CORRECTED";
+  EXPECT_EQ(tessera::testing::read_dbg(tessera::testing::fw_of(hbm.csr_target()), 0x48, 8), 1u) << "ECC_UNCORRECTED";
+  EXPECT_EQ(tessera::testing::read_dbg(tessera::testing::fw_of(hbm.csr_target()), 0x50, 8), 0x2000u) << "ERR_ADDR";
+  EXPECT_EQ(tessera::testing::read_dbg(tessera::testing::fw_of(hbm.csr_target()), 0x58, 4), 3u) << "ERR_STATUS";
+  std::uint64_t data = 0;
+  tlm::tlm_generic_payload g;
+  set_access(g, tlm::TLM_READ_COMMAND, 0x2000, &data, 8);
+  EXPECT_EQ(tessera::testing::fw_of(hbm.mem_target).transport_dbg(g), 8u);
+  EXPECT_EQ(data, 0x1122334455667788u) << "the stored data is intact";
+}
+
+TEST(Hbm, EccErrorRateAndCounters) {
+  HbmStack::Config c = config(true);
+  c.ecc_single_rate = 0.02;
+  Bench b(c, 8, 500, 32, true);
+  sc_core::sc_start();
+  const auto& f = tessera::testing::fw_of(b.hbm.csr_target());
+  const double bursts = 8 * 500;
+  const double corrected = static_cast<double>(tessera::testing::read_dbg(const_cast<tlm::tlm_fw_transport_if<>&>(f), 0x40, 8));
+  EXPECT_NEAR(corrected / bursts, 0.02, 0.007);
+  const auto t = b.hbm.totals();
+  auto& fw = tessera::testing::fw_of(b.hbm.csr_target());
+  EXPECT_EQ(tessera::testing::read_dbg(fw, 0x10, 8), 8u * 500 * 32) << "READ_BYTES";
+  EXPECT_EQ(tessera::testing::read_dbg(fw, 0x20, 8), t.hits);
+  EXPECT_EQ(tessera::testing::read_dbg(fw, 0x28, 8) + tessera::testing::read_dbg(fw, 0x30, 8), t.misses + t.conflicts);
+}
+
+TEST(Hbm, ResetValuesAndAccessTypes) {
+  HbmStack::Config c = config(true);
+  HbmStack hbm("hbm", c);
+  tessera::testing::expect_reset_and_access(tessera::testing::fw_of(hbm.csr_target()), 0, R::kBlock,
+                                            {"CONFIG"});
+  EXPECT_EQ(tessera::testing::read_dbg(tessera::testing::fw_of(hbm.csr_target()), 0x4, 4) & 0xff, 1u)
+      << "CONFIG.CHANNELS";
+}

@@ -1,0 +1,133 @@
+// The memory controller of one HBM pseudo-channel, at command level:
+// read and write queues, FR-FCFS or FCFS scheduling, open, closed or
+// adaptive page policy, write drain with watermarks, all-bank or per-bank
+// refresh, and ACT/RD/WR/PRE/REF timing from the timing file. Pure C++:
+// the SystemC module around it calls advance(cycle) to issue every command
+// due by then and asks next_event() when to come back, so the controller
+// costs host time per command, not per cycle.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <queue>
+#include <string>
+#include <vector>
+
+#include "hbm/dram.hpp"
+#include "hbm/timing_checker.hpp"
+
+namespace tessera::hbm {
+
+struct ControllerConfig {
+  unsigned read_queue = 32, write_queue = 32;
+  std::string scheduler = "frfcfs";   // frfcfs, fcfs
+  std::string page_policy = "open";   // open, closed, adaptive
+  unsigned write_high = 24, write_low = 8;
+  std::string refresh = "all_bank";   // all_bank, per_bank, off
+  unsigned refresh_postpone = 0;      // refreshes that may be owed while requests wait
+  unsigned frontend = 2;              // cycles from arrival to the queue (documented controller overhead)
+  bool check = true;                  // verify every command with the TimingChecker
+};
+
+struct Request {
+  bool write = false;
+  Location loc;
+  std::uint64_t arrival = 0;  // cycle
+  std::uint64_t id = 0;
+  void* owner = nullptr;      // the transaction it belongs to
+  // Filled by the controller.
+  std::uint64_t done = 0;     // cycle the data transfer ends
+  enum class Kind : std::uint8_t { unknown, hit, miss, conflict } kind = Kind::unknown;
+};
+
+struct ChannelStats {
+  std::uint64_t reads = 0, writes = 0, row_hits = 0, row_misses = 0, row_conflicts = 0, refreshes = 0,
+                refresh_cycles = 0, violations = 0;
+  std::vector<std::uint64_t> activations;  // per bank
+  std::uint64_t busy_cycles = 0;            // data bus
+  double queue_area = 0;                    // sum of queue length over cycles
+  std::uint64_t last_cycle = 0;
+  // Latency, arrival to end of data, in cycles: one bucket per cycle.
+  std::vector<std::uint64_t> latency_histogram = std::vector<std::uint64_t>(4096, 0);
+  std::uint64_t latency_max = 0, latency_sum = 0;
+  std::vector<std::string> violation_log;   // first few
+};
+
+class PseudoChannel {
+ public:
+  using Done = std::function<void(Request&)>;
+  PseudoChannel(const Timing& t, const Org& o, const ControllerConfig& c, Done done);
+
+  // Queues a request (arrival cycle already set). May not fit: then it
+  // waits in the frontend and enters the queue when there is room.
+  void enqueue(const Request& r);
+  // Issues every command due up to and including `cycle` and completes
+  // every request whose data ends by then.
+  void advance(std::uint64_t cycle);
+  // The next cycle at which advance() has something to do (~0 if idle).
+  std::uint64_t next_event() const;
+  bool idle() const;
+
+  const ChannelStats& stats() const { return stats_; }
+  // Every command issued, for tests (only when recording is on).
+  struct Issued {
+    Cmd cmd;
+    unsigned bank;
+    std::uint64_t row, cycle;
+  };
+  void record_commands(bool on) { record_ = on; }
+  const std::vector<Issued>& commands() const { return issued_; }
+
+ private:
+  struct BankState {
+    bool open = false;
+    std::uint64_t row = 0;
+    std::uint64_t next_act = 0, next_rd = 0, next_wr = 0, next_pre = 0;
+    bool close_after = false;  // closed/adaptive policy wants a PRE
+  };
+  struct Candidate {
+    Cmd cmd;
+    unsigned bank = 0;
+    std::uint64_t cycle = ~0ull;
+    int queue = -1;  // 0 reads, 1 writes; index into it
+    std::size_t index = 0;
+    std::uint64_t age = 0;
+  };
+
+  // The command a request needs next and the earliest cycle it may issue.
+  Candidate next_for(const Request& r) const;
+  std::uint64_t earliest(Cmd cmd, unsigned bank) const;
+  bool pick(std::uint64_t now, Candidate& best);
+  void issue(const Candidate& c);
+  void apply(Cmd cmd, unsigned bank, std::uint64_t row, std::uint64_t cycle);
+  void refill();
+  bool row_pending(unsigned bank, std::uint64_t row) const;
+  void account_queue(std::uint64_t cycle);
+
+  Timing t_;
+  Org org_;
+  ControllerConfig cfg_;
+  Done done_;
+  TimingChecker checker_;
+  std::vector<BankState> banks_;
+  std::deque<Request> reads_, writes_, frontend_;
+  std::deque<std::uint64_t> faw_;
+  std::uint64_t last_cmd_ = 0;  // one command per cycle
+  bool any_cmd_ = false;
+  bool draining_ = false;
+  std::uint64_t now_ = 0;
+  std::uint64_t refresh_due_ = 0;
+  unsigned refresh_owed_ = 0, refresh_bank_ = 0;
+  struct Pending {
+    std::uint64_t cycle;
+    Request r;
+    bool operator>(const Pending& o) const { return cycle > o.cycle || (cycle == o.cycle && r.id > o.r.id); }
+  };
+  std::priority_queue<Pending, std::vector<Pending>, std::greater<Pending>> completions_;
+  ChannelStats stats_;
+  bool record_ = false;
+  std::vector<Issued> issued_;
+};
+
+}  // namespace tessera::hbm
