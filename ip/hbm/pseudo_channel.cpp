@@ -15,6 +15,7 @@ PseudoChannel::PseudoChannel(const Timing& t, const Org& o, const ControllerConf
 bool PseudoChannel::idle() const { return reads_.empty() && writes_.empty() && frontend_.empty() && completions_.empty(); }
 
 void PseudoChannel::enqueue(const Request& r) {
+  pending_valid_ = false;
   account_queue(r.arrival);
   frontend_.push_back(r);
   refill();
@@ -261,7 +262,10 @@ void PseudoChannel::advance(std::uint64_t cycle) {
     refresh_due_ += cfg_.refresh == "per_bank" ? t_.tREFI / banks_.size() : t_.tREFI;
   }
   Candidate best;
-  while (pick(now_, best) && best.cycle <= cycle) issue(best);
+  bool found;
+  while ((found = pick(now_, best)) && best.cycle <= cycle) issue(best);
+  pending_cycle_ = found && !(reads_.empty() && writes_.empty()) ? best.cycle : ~0ull;
+  pending_valid_ = true;
   while (!completions_.empty() && completions_.top().cycle <= cycle) {
     Request r = completions_.top().r;
     completions_.pop();
@@ -274,6 +278,7 @@ std::uint64_t PseudoChannel::next_event() const {
   std::uint64_t next = ~0ull;
   if (!completions_.empty()) next = completions_.top().cycle;
   if (!reads_.empty() || !writes_.empty()) {
+    if (pending_valid_) return std::min(next, pending_cycle_);
     Candidate best;
     if (const_cast<PseudoChannel*>(this)->pick(now_, best)) next = std::min(next, best.cycle);
   }

@@ -128,6 +128,9 @@ class PseudoChannel {
   ChannelStats stats_;
   bool record_ = false;
   std::vector<Issued> issued_;
+  // The decision the last advance() left pending (valid until a new request).
+  std::uint64_t pending_cycle_ = ~0ull;
+  bool pending_valid_ = false;
 };
 
 }  // namespace tessera::hbm
