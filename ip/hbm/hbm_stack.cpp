@@ -107,8 +107,8 @@ void HbmStack::Config::visit(Params& p) {
   p("frontend", ctrl.frontend, "controller overhead from arrival to the queue, in cycles");
   p("check", ctrl.check, "check every command against every timing constraint");
   p("ecc", ecc, "SECDED: correct single-bit errors, report double-bit errors");
-  p("ecc_single_rate", ecc_single_rate, "probability of a single-bit error per burst read");
-  p("ecc_double_rate", ecc_double_rate, "probability of a double-bit error per burst read");
+  p("ecc_single_rate", ecc_single_rate, "probability of a single-bit error per 64-bit word read");
+  p("ecc_double_rate", ecc_double_rate, "probability of a double-bit error per 64-bit word read");
   p("seed", seed, "seed of the error injection");
   p.size("page_size", page_size, "allocation granule of the backing store");
   size = p.instance_size();
@@ -242,9 +242,8 @@ void HbmStack::kick(unsigned pc) {
 
 bool HbmStack::check_ecc(std::uint64_t addr, unsigned len) {
   if (!config_.ecc) return true;
-  const unsigned bb = config_.t.burst_bytes();
   bool ok = true;
-  for (std::uint64_t a = addr & ~std::uint64_t(bb - 1); a < addr + len; a += bb) {
+  for (std::uint64_t a = addr & ~std::uint64_t(kEccWord - 1); a < addr + len; a += kEccWord) {
     unsigned bits = 0;
     if (auto it = injected_.find(a); it != injected_.end()) bits = it->second;
     if (!bits && config_.ecc_double_rate > 0 && std::uniform_real_distribution<double>(0, 1)(rng_) < config_.ecc_double_rate)
@@ -293,9 +292,11 @@ void HbmStack::b_transport(tlm::tlm_generic_payload& trans, sc_core::sc_time& de
     bytes_read_ += len;
   } else {
     bytes_written_ += len;
-    // Writing a burst in full replaces any planted error.
-    const unsigned bb = config_.t.burst_bytes();
-    for (std::uint64_t a = (addr + bb - 1) & ~std::uint64_t(bb - 1); a + bb <= addr + len; a += bb) injected_.erase(a);
+    // Writing a whole 64-bit word writes its check bits anew.
+    if (!injected_.empty())
+      for (std::uint64_t a = (addr + kEccWord - 1) & ~std::uint64_t(kEccWord - 1); a + kEccWord <= addr + len;
+           a += kEccWord)
+        injected_.erase(a);
   }
   if (!seen_) first_ = sc_core::sc_time_stamp() + delay, seen_ = true;
   if (config_.mode == "fast") fast(trans, delay);

@@ -70,7 +70,7 @@ class HbmStack : public Ip {
     double fast_bank_wait = 0.75;    // fast mode: share of a busy bank's wait that shows (calibrated)
     ControllerConfig ctrl;
     bool ecc = true;
-    double ecc_single_rate = 0, ecc_double_rate = 0;  // per burst read
+    double ecc_single_rate = 0, ecc_double_rate = 0;  // per 64-bit word read
     unsigned seed = 1;
     std::uint64_t page_size = 64 * 1024;
     // Resolved and checked by validate():
@@ -89,8 +89,10 @@ class HbmStack : public Ip {
   const AddressMap& address_map() const { return map_; }
   PseudoChannel& channel(unsigned pc) { return *channels_[pc]; }
   unsigned channels() const { return static_cast<unsigned>(channels_.size()); }
-  // Plants an ECC error (1 or 2 flipped bits) in the burst at `offset`.
-  void inject(std::uint64_t offset, unsigned bits) { injected_[offset & ~std::uint64_t(config_.t.burst_bytes() - 1)] = bits; }
+  // SECDED protects each 64-bit word (72/64 code). Plants an error (1 or 2
+  // flipped bits) in the word at `offset`; writing that word clears it.
+  static constexpr unsigned kEccWord = 8;
+  void inject(std::uint64_t offset, unsigned bits) { injected_[offset & ~std::uint64_t(kEccWord - 1)] = bits; }
 
   struct Totals {
     std::uint64_t reads = 0, writes = 0, hits = 0, misses = 0, conflicts = 0, refreshes = 0, refresh_cycles = 0,

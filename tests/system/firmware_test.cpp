@@ -120,3 +120,20 @@ TEST(Firmware, IllegalInstructionStormHandledByFirmware) {
   const nlohmann::json s = nlohmann::json::parse(slurp(local("stats.json")));
   EXPECT_EQ(s["ips"]["t1.cp"]["traps"], 1000);
 }
+
+TEST(Firmware, HbmFromTheCpWithEccErrorAndTrafficGenerator) {
+  Outcome r = run("--firmware " + kFirmware + "/hbm_demo.elf --stats " + local("stats.json"));
+  EXPECT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("hbm: 8 KiB written and read back, 0 mismatches; stack 0 counted 8192 bytes read, 8192 written\n"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("hbm: uncorrectable error: 1 load fault, 1 interrupt, logged at 0x100; neighbours intact, "
+                       "rewritten burst reads back\n"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("traffic generator: 4194304 bytes in "), std::string::npos) << r.out;
+  const nlohmann::json s = nlohmann::json::parse(slurp(local("stats.json")));
+  EXPECT_EQ(s["ips"]["t1.hbm0"]["timing_violations"], 0);
+  EXPECT_EQ(s["ips"]["t1.hbm0"]["ecc_uncorrected"], 1);
+  EXPECT_EQ(s["ips"]["t1.tgen0"]["requests"], 1024);
+}

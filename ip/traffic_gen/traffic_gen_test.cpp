@@ -1,0 +1,98 @@
+#include <gtest/gtest.h>
+
+#include "common/testing/initiator.hpp"
+#include "common/testing/reg_checks.hpp"
+#include "hbm/hbm_stack.hpp"
+#include "traffic_gen/traffic_gen.hpp"
+#include "traffic_gen_regs.hpp"
+
+using namespace tessera;
+using namespace tessera::testing;
+namespace R = tessera::regs::traffic_gen;
+
+namespace {
+
+hbm::HbmStack::Config one_pc() {
+  hbm::HbmStack::Config c;
+  c.t = hbm::Timing::load(std::string(TESSERA_PLATFORM_DIR) + "/hbm3-6400.json");
+  c.org.channels = 1;
+  c.org.pseudo_channels = 1;
+  c.address_map = "O5 G2 C2 B2 C3 R15";
+  c.size = hbm::AddressMap(c.address_map, c.org, 32, false).capacity();
+  return c;
+}
+
+struct Bench {
+  hbm::HbmStack hbm{"hbm", one_pc()};
+  TrafficGen tgen;
+  TestInitiator cpu{"cpu"}, csr{"csr"};
+  IrqIn done;
+  explicit Bench(const TrafficGen::Config& c) : tgen("tgen", c) {
+    tgen.bus_initiator.bind(hbm.mem_target);
+    csr.socket.bind(hbm.csr_target());
+    cpu.socket.bind(tgen.csr_target);
+    tgen.irq_out.bind(done);
+  }
+};
+
+}  // namespace
+
+TEST(TrafficGen, CAndCppViewsAgree) {
+  expect_c_view_matches(R::kBlock, traffic_gen_regs_cview, traffic_gen_fields_cview);
+}
+
+TEST(TrafficGen, ResetValuesAndAccessTypes) {
+  TrafficGen::Config c;
+  c.request_bytes = 64;
+  c.stride = 4096;
+  c.count = 1000;
+  c.outstanding = 4;
+  TrafficGen t("tgen", c);
+  expect_reset_and_access(fw_of(t.csr_target), 0, R::kBlock, {"SIZE"});
+}
+
+TEST(TrafficGen, SequentialFromThePlatformFileStreamsAtHbmSpeed) {
+  TrafficGen::Config c;
+  c.size = 64 << 20;
+  c.request_bytes = 4096;
+  c.count = 512;
+  c.outstanding = 4;
+  c.autostart = true;
+  Bench b(c);
+  sc_core::sc_start();
+  EXPECT_EQ(b.tgen.requests_done(), 512u);
+  EXPECT_TRUE(b.done.level());
+  EXPECT_GE(b.tgen.bandwidth(), 0.85 * 25.6e9);
+  EXPECT_LE(b.tgen.bandwidth(), 25.6e9);
+}
+
+TEST(TrafficGen, FirmwareStartsARandomMixedRunThroughCsrs) {
+  TrafficGen::Config c;
+  Bench b(c);
+  struct Fw : sc_core::sc_module {
+    Fw(const sc_core::sc_module_name& n, TestInitiator& i) : sc_core::sc_module(n) {
+      sc_core::sc_spawn([&i] {
+        sc_core::sc_time d;
+        auto wr = [&](std::uint64_t off, std::uint64_t v, unsigned len) {
+          i.transport(tlm::TLM_WRITE_COMMAND, off, &v, len, &d);
+        };
+        wr(0x8, 3, 4);          // mixed
+        wr(0xc, 70, 4);         // 70% reads
+        wr(0x18, 1 << 24, 8);   // 16 MiB
+        wr(0x20, 32, 4);
+        wr(0x28, 2000, 4);
+        wr(0x2c, 16, 4);
+        wr(0x0, 1, 4);          // START
+      });
+    }
+  } fw("fw", b.cpu);
+  sc_core::sc_start();
+  EXPECT_TRUE(b.done.level());
+  EXPECT_EQ(read_dbg(fw_of(b.tgen.csr_target), 0x40, 8), 2000u) << "DONE_REQUESTS";
+  EXPECT_EQ(read_dbg(fw_of(b.tgen.csr_target), 0x48, 8), 2000u * 32) << "BYTES";
+  EXPECT_EQ(read_dbg(fw_of(b.tgen.csr_target), 0x4, 4), 2u) << "STATUS: done, no error";
+  const auto t = b.hbm.totals();
+  EXPECT_EQ(t.reads + t.writes, 2000u);
+  EXPECT_NEAR(static_cast<double>(t.reads) / 2000, 0.70, 0.05);
+  EXPECT_GT(read_dbg(fw_of(b.tgen.csr_target), 0x50, 8), 0u) << "ELAPSED_NS";
+}
