@@ -467,7 +467,7 @@ void HbmStack::report_stats(nlohmann::ordered_json& out) const {
   std::uint64_t n = 0, max = 0;
   double area = 0;
   std::uint64_t span = 0;
-  nlohmann::ordered_json acts = nlohmann::ordered_json::array();
+  std::vector<std::uint64_t> per_bank(config_.org.banks_per_pc(), 0);
   for (const auto& c : channels_) {
     const ChannelStats& x = c->stats();
     if (hist.empty()) hist.assign(x.latency_histogram.size(), 0);
@@ -475,9 +475,7 @@ void HbmStack::report_stats(nlohmann::ordered_json& out) const {
     max = std::max(max, x.latency_max);
     area += x.queue_area;
     span = std::max(span, x.last_cycle);
-    std::uint64_t a = 0;
-    for (std::uint64_t v : x.activations) a += v;
-    acts.push_back(a);
+    for (std::size_t b = 0; b < per_bank.size(); ++b) per_bank[b] += x.activations[b];
   }
   auto percentile = [&](double p) {
     std::uint64_t want = static_cast<std::uint64_t>(std::ceil(p * n)), seen = 0;
@@ -489,7 +487,7 @@ void HbmStack::report_stats(nlohmann::ordered_json& out) const {
     out["latency_ns"] = {{"p50", percentile(0.5)}, {"p90", percentile(0.9)}, {"p99", percentile(0.99)},
                          {"max", max * config_.t.tck_ns}};
     out["queue_occupancy_avg"] = span ? area / static_cast<double>(span) / channels_.size() : 0.0;
-    out["activations_per_pc"] = acts;
+    out["activations_per_bank"] = per_bank;  // summed over pseudo-channels
   }
 }
 

@@ -4,6 +4,8 @@
 // ECC, CSRs.
 #include <gtest/gtest.h>
 
+#include <cstdio>
+#include <set>
 #include <random>
 
 #include "common/payload.hpp"
@@ -218,7 +220,7 @@ double run_efficiency(const HbmStack::Config& c, unsigned threads, unsigned coun
 TEST(Hbm, StreamingReadsPerPseudoChannel) {
   std::uint64_t violations = 1;
   const double e = run_efficiency(config(true), 4, 256, 4096, false, &violations);
-  RecordProperty("efficiency", std::to_string(e));
+  std::printf("streaming efficiency, one pseudo-channel: %.1f%%\n", 100 * e);
   EXPECT_GE(e, 0.85) << "streaming on one pseudo-channel";
   EXPECT_LE(e, 1.0);
   EXPECT_EQ(violations, 0u);
@@ -227,6 +229,7 @@ TEST(Hbm, StreamingReadsPerPseudoChannel) {
 TEST(Hbm, StreamingReadsPerStack) {
   std::uint64_t violations = 1;
   const double e = run_efficiency(config(false), 32, 64, 4096, false, &violations);
+  std::printf("streaming efficiency, one stack: %.1f%%\n", 100 * e);
   EXPECT_GE(e, 0.85) << "streaming on a whole stack";
   EXPECT_LE(e, 1.0);
   EXPECT_EQ(violations, 0u);
@@ -239,6 +242,7 @@ TEST(Hbm, RandomReadsBoundByActivationRate) {
   const Timing& t = c.t;
   // Every burst needs an ACT: at most four per tFAW and one per tRRD_S.
   const double act_bound = std::min(4.0 / t.tFAW, 1.0 / t.tRRD_S) * t.tBURST;
+  std::printf("random 32-byte reads: %.1f%% of peak (activation bound %.1f%%)\n", 100 * e, 100 * act_bound);
   EXPECT_GE(e, 0.25);
   EXPECT_LE(e, 0.40);
   EXPECT_LE(e, act_bound) << "tFAW/tRRD bound " << act_bound;
@@ -257,6 +261,7 @@ TEST(Hbm, RefreshCostsTrfcOverTrefi) {
   sc_core::sc_start();
   const double loss = 1 - a.efficiency() / b.efficiency();
   const double predicted = static_cast<double>(on.t.tRFCab) / on.t.tREFI;
+  std::printf("refresh loss %.2f%%, tRFC/tREFI %.2f%%\n", 100 * loss, 100 * predicted);
   EXPECT_NEAR(loss, predicted, 0.01) << "refresh on " << a.efficiency() << ", off " << b.efficiency();
   EXPECT_GT(a.hbm.totals().refreshes, 0u);
   EXPECT_EQ(b.hbm.totals().refreshes, 0u);
@@ -303,6 +308,8 @@ TEST(Hbm, FastModeMatchesDetailedBandwidth) {
   Bench ds(d, 4, 128, 4096, false, false, 0, "ds_"), fs(f, 4, 128, 4096, false, false, 0, "fs_");
   Bench dr(d, 32, 300, 32, true, false, 0, "dr_"), fr(f, 32, 300, 32, true, false, 0, "fr_");
   sc_core::sc_start();
+  std::printf("streaming: fast %.1f%%, detailed %.1f%%; random: fast %.1f%%, detailed %.1f%%\n", 100 * fs.efficiency(),
+              100 * ds.efficiency(), 100 * fr.efficiency(), 100 * dr.efficiency());
   EXPECT_NEAR(fs.efficiency() / ds.efficiency(), 1.0, 0.10)
       << "streaming: fast " << fs.efficiency() << ", detailed " << ds.efficiency();
   EXPECT_NEAR(fr.efficiency() / dr.efficiency(), 1.0, 0.10)
@@ -413,4 +420,27 @@ TEST(Hbm, ResetValuesAndAccessTypes) {
                                             {"CONFIG"});
   EXPECT_EQ(tessera::testing::read_dbg(tessera::testing::fw_of(hbm.csr_target()), 0x4, 4) & 0xff, 1u)
       << "CONFIG.CHANNELS";
+}
+
+TEST(Hbm, OtherSpeedGradesAreJustFiles) {
+  for (const char* f : {"hbm3e-9600.json", "hbm2e-3600.json"}) {
+    const Timing t = Timing::load(std::string(TESSERA_PLATFORM_DIR) + "/" + f);
+    EXPECT_EQ(t.burst_bytes(), 32u) << f;
+    EXPECT_EQ(t.tBURST, 2u) << f;
+  }
+  EXPECT_NEAR(Timing::load(std::string(TESSERA_PLATFORM_DIR) + "/hbm3e-9600.json").peak_bytes_per_s(), 38.4e9, 0.1e9);
+  EXPECT_NEAR(Timing::load(std::string(TESSERA_PLATFORM_DIR) + "/hbm2e-3600.json").peak_bytes_per_s(), 28.8e9, 0.1e9);
+}
+
+TEST(Hbm, XorHashSpreadsRowStridesOverBanks) {
+  const Org o;
+  AddressMap plain("O5 G2 C2 B2 P1 H4 C3 R15", o, 32, false), hashed("O5 G2 C2 B2 P1 H4 C3 R15", o, 32, true);
+  const std::uint64_t row_stride = 1ull << 19;  // the lowest row bit
+  std::set<unsigned> a, b;
+  for (unsigned i = 0; i < 16; ++i) {
+    a.insert(plain.decode(i * row_stride).flat_bank(o));
+    b.insert(hashed.decode(i * row_stride).flat_bank(o));
+  }
+  EXPECT_EQ(a.size(), 1u) << "without hashing, a row stride hits one bank";
+  EXPECT_EQ(b.size(), 16u) << "with hashing, all sixteen";
 }
