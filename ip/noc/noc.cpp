@@ -1,0 +1,321 @@
+#include "noc/noc.hpp"
+
+#include <algorithm>
+
+namespace tessera::noc {
+
+std::string NocConfig::check() const {
+  if (width == 0 || height == 0 || width * height > 4096) return "width x height must be between 1 and 4096 nodes";
+  if (routing != "xy" && routing != "west_first") return "routing must be xy or west_first";
+  if (classes == 0 || vcs < classes || vcs % classes) return "vcs must be a positive multiple of classes";
+  if (buffer == 0) return "buffer must hold at least one flit";
+  if (rc == 0 || va == 0 || sa == 0 || st == 0) return "router pipeline stages take at least one cycle";
+  if (credit_delay == 0) return "credit_delay must be at least one cycle";
+  if (flit_bytes == 0) return "flit_bytes must be positive";
+  return "";
+}
+
+unsigned Network::hops(const NocConfig& c, unsigned src, unsigned dst) {
+  const int dx = static_cast<int>(dst % c.width) - static_cast<int>(src % c.width);
+  const int dy = static_cast<int>(dst / c.width) - static_cast<int>(src / c.width);
+  return static_cast<unsigned>(std::abs(dx) + std::abs(dy));
+}
+
+// ---- flit level -----------------------------------------------------------------
+
+FlitNetwork::FlitNetwork(const NocConfig& c)
+    : Network(c), routers_state_(c.nodes()), source_(c.nodes()), injecting_flit_(c.nodes(), 0),
+      injecting_vc_(c.nodes(), -1) {
+  for (Router& r : routers_state_) {
+    r.in.resize(kPorts * c.vcs);
+    r.out.resize(kPorts);
+    for (Output& o : r.out) {
+      o.credits.assign(c.vcs, c.buffer);
+      o.owner.assign(c.vcs, -1);
+    }
+  }
+}
+
+unsigned FlitNetwork::opposite(unsigned port) {
+  switch (port) {
+    case kEast: return kWest;
+    case kWest: return kEast;
+    case kNorth: return kSouth;
+    case kSouth: return kNorth;
+    default: return kLocal;
+  }
+}
+
+int FlitNetwork::neighbour(unsigned node, unsigned port) const {
+  const unsigned x = node % cfg_.width, y = node / cfg_.width;
+  switch (port) {
+    case kEast: return x + 1 < cfg_.width ? static_cast<int>(node + 1) : -1;
+    case kWest: return x > 0 ? static_cast<int>(node - 1) : -1;
+    case kNorth: return y + 1 < cfg_.height ? static_cast<int>(node + cfg_.width) : -1;
+    case kSouth: return y > 0 ? static_cast<int>(node - cfg_.width) : -1;
+    default: return -1;
+  }
+}
+
+unsigned FlitNetwork::route(unsigned node, const Packet& p, const Router& r) const {
+  const int dx = static_cast<int>(p.dst % cfg_.width) - static_cast<int>(node % cfg_.width);
+  const int dy = static_cast<int>(p.dst / cfg_.width) - static_cast<int>(node / cfg_.width);
+  if (cfg_.routing == "xy" || dx < 0) {  // west-first: all west hops first
+    if (dx > 0) return kEast;
+    if (dx < 0) return kWest;
+    if (dy > 0) return kNorth;
+    if (dy < 0) return kSouth;
+    return kLocal;
+  }
+  // West-first, no west hop left: any productive direction, the one with
+  // the most free buffer space downstream in this packet's class.
+  unsigned best = kLocal;
+  long best_credit = -1;
+  for (unsigned port : {kEast, kNorth, kSouth}) {
+    const bool productive = (port == kEast && dx > 0) || (port == kNorth && dy > 0) || (port == kSouth && dy < 0);
+    if (!productive) continue;
+    long credit = 0;
+    for (unsigned v = vc_lo(p.cls); v < vc_hi(p.cls); ++v) credit += r.out[port].credits[v];
+    if (credit > best_credit) best = port, best_credit = credit;
+  }
+  return best;
+}
+
+void FlitNetwork::offer(const Packet& p) {
+  std::uint32_t slot;
+  if (!free_packets_.empty()) {
+    slot = free_packets_.back();
+    free_packets_.pop_back();
+    packets_[slot] = p;
+  } else {
+    slot = static_cast<std::uint32_t>(packets_.size());
+    packets_.push_back(p);
+  }
+  source_[p.src].push_back(slot);
+  ++in_flight_;
+}
+
+void FlitNetwork::run_until(std::uint64_t until) {
+  while (now_ <= until) {
+    if (in_flight_ == 0 && wires_.empty() && credits_.empty()) {
+      now_ = until + 1;  // nothing moves: jump
+      return;
+    }
+    step();
+  }
+}
+
+void FlitNetwork::step() {
+  const unsigned V = cfg_.vcs;
+  // Links and credits due this cycle.
+  while (!wires_.empty() && wires_.front().at <= now_) {
+    InFlight& w = wires_.front();
+    Router& r = routers_state_[w.node];
+    r.in[w.port * V + w.vc].buf.push_back(w.flit);
+    ++r.active;
+    wires_.pop_front();
+  }
+  while (!credits_.empty() && credits_.front().at <= now_) {
+    const Credit& c = credits_.front();
+    ++routers_state_[c.node].out[c.port].credits[c.vc];
+    credits_.pop_front();
+  }
+  // Injection: one flit per node and cycle into a local input VC.
+  for (unsigned n = 0; n < cfg_.nodes(); ++n) {
+    if (source_[n].empty()) continue;
+    Router& r = routers_state_[n];
+    Packet& p = packets_[source_[n].front()];
+    if (injecting_vc_[n] < 0) {
+      for (unsigned v = vc_lo(p.cls); v < vc_hi(p.cls); ++v) {
+        InputVc& iv = r.in[kLocal * V + v];
+        if (iv.buf.empty() && iv.state == VcState::idle) {
+          injecting_vc_[n] = static_cast<int>(v);
+          break;
+        }
+      }
+      if (injecting_vc_[n] < 0) continue;
+    }
+    InputVc& iv = r.in[kLocal * V + static_cast<unsigned>(injecting_vc_[n])];
+    if (iv.buf.size() >= cfg_.buffer) continue;
+    const unsigned f = injecting_flit_[n];
+    if (f == 0) p.injected = now_;
+    iv.buf.push_back(Flit{source_[n].front(), f == 0, f + 1 == p.flits, now_});
+    ++r.active;
+    if (f + 1 == p.flits) {
+      source_[n].pop_front();
+      injecting_flit_[n] = 0;
+      injecting_vc_[n] = -1;
+    } else {
+      injecting_flit_[n] = f + 1;
+    }
+  }
+  // Routers.
+  for (unsigned n = 0; n < cfg_.nodes(); ++n) {
+    Router& r = routers_state_[n];
+    if (r.active == 0) continue;
+    // Route computation for heads at the front of idle VCs.
+    for (unsigned i = 0; i < kPorts * V; ++i) {
+      InputVc& iv = r.in[i];
+      if (iv.state != VcState::idle || iv.buf.empty()) continue;
+      const Flit& f = iv.buf.front();
+      if (!f.head) continue;  // body flits of a packet whose head left (cannot happen: state stays active)
+      iv.out_port = route(n, packets_[f.packet], r);
+      iv.ready = std::max(f.ready, now_) + cfg_.rc;
+      iv.state = VcState::routing;
+    }
+    // VC allocation, round robin per output port.
+    for (unsigned port = 0; port < kPorts; ++port) {
+      Output& o = r.out[port];
+      for (unsigned k = 0; k < kPorts * V; ++k) {
+        const unsigned i = (o.rr_in + k) % (kPorts * V);
+        InputVc& iv = r.in[i];
+        if (iv.state != VcState::routing || iv.out_port != port || iv.ready > now_) continue;
+        const Packet& p = packets_[iv.buf.front().packet];
+        if (port == kLocal) {  // the endpoint takes any packet
+          iv.out_vc = 0;
+        } else {
+          bool got = false;
+          for (unsigned v = vc_lo(p.cls); v < vc_hi(p.cls) && !got; ++v) {
+            const unsigned vc = vc_lo(p.cls) + (o.rr_vc + v - vc_lo(p.cls)) % (vc_hi(p.cls) - vc_lo(p.cls));
+            if (o.owner[vc] < 0) {
+              o.owner[vc] = static_cast<int>(i);
+              iv.out_vc = vc;
+              got = true;
+            }
+          }
+          if (!got) {
+            ++routers_[n].allocation_stalls;
+            continue;
+          }
+          o.rr_vc = (iv.out_vc + 1) % V;
+        }
+        iv.state = VcState::active;
+        iv.ready = now_ + cfg_.va;
+        o.rr_in = (i + 1) % (kPorts * V);
+      }
+    }
+    // Switch allocation: each input port picks one VC, each output port one input.
+    int want[kPorts];
+    for (unsigned port = 0; port < kPorts; ++port) {
+      want[port] = -1;
+      for (unsigned k = 0; k < V; ++k) {
+        const unsigned v = (r.rr_port_vc[port] + k) % V;
+        InputVc& iv = r.in[port * V + v];
+        if (iv.state != VcState::active || iv.ready > now_ || iv.buf.empty() || iv.buf.front().ready > now_) continue;
+        if (iv.out_port != kLocal && r.out[iv.out_port].credits[iv.out_vc] == 0) {
+          ++routers_[n].credit_stalls;
+          continue;
+        }
+        want[port] = static_cast<int>(v);
+        break;
+      }
+    }
+    for (unsigned out = 0; out < kPorts; ++out) {
+      Output& o = r.out[out];
+      int winner = -1;
+      for (unsigned k = 0; k < kPorts && winner < 0; ++k) {
+        const unsigned in = (o.rr_in + k) % kPorts;  // reuse as port pointer for switch allocation
+        if (want[in] >= 0 && r.in[in * V + static_cast<unsigned>(want[in])].out_port == out) winner = static_cast<int>(in);
+      }
+      if (winner < 0) continue;
+      for (unsigned in = 0; in < kPorts; ++in)
+        if (in != static_cast<unsigned>(winner) && want[in] >= 0 && r.in[in * V + static_cast<unsigned>(want[in])].out_port == out)
+          ++routers_[n].allocation_stalls;
+      o.rr_in = (static_cast<unsigned>(winner) + 1) % kPorts;
+      const unsigned in_port = static_cast<unsigned>(winner), v = static_cast<unsigned>(want[in_port]);
+      r.rr_port_vc[in_port] = (v + 1) % V;
+      InputVc& iv = r.in[in_port * V + v];
+      Flit f = iv.buf.front();
+      iv.buf.pop_front();
+      --r.active;
+      ++routers_[n].flits;
+      // The freed buffer slot: a credit upstream (the source reads its buffer directly).
+      if (in_port != kLocal)
+        credits_.push_back({now_ + cfg_.credit_delay, static_cast<unsigned>(neighbour(n, in_port)), opposite(in_port), v});
+      if (out == kLocal) {
+        if (f.tail) {
+          Packet& p = packets_[f.packet];
+          p.delivered = now_ + cfg_.sa + cfg_.st;
+          --in_flight_;
+          if (delivered_) delivered_(p);
+          free_packets_.push_back(f.packet);
+        }
+      } else {
+        --o.credits[iv.out_vc];
+        ++links_[n * kPorts + out].flits;
+        const unsigned next = static_cast<unsigned>(neighbour(n, out));
+        if (f.head) ++packets_[f.packet].hops;
+        f.ready = now_ + cfg_.sa + cfg_.st + cfg_.link;
+        wires_.push_back({f.ready, next, opposite(out), iv.out_vc, f});
+        if (f.tail) o.owner[iv.out_vc] = -1;
+      }
+      if (f.tail) iv.state = VcState::idle;
+    }
+  }
+  // Wires and credits were appended in time order per cycle; keep them sorted.
+  ++now_;
+}
+
+// ---- packet level ---------------------------------------------------------------
+
+PacketNetwork::PacketNetwork(const NocConfig& c) : Network(c), busy_(c.nodes() * kPorts), inject_free_(c.nodes(), 0) {}
+
+std::uint64_t PacketNetwork::reserve(unsigned link, std::uint64_t earliest, unsigned length, std::uint64_t horizon) {
+  std::vector<Busy>& v = busy_[link];
+  // Reservations that ended before anything still to come can start are history.
+  std::size_t old = 0;
+  while (old < v.size() && v[old].end <= horizon) ++old;
+  v.erase(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(old));
+  std::uint64_t t = earliest;
+  std::size_t i = 0;
+  for (; i < v.size(); ++i) {
+    if (t + length <= v[i].start) break;
+    t = std::max(t, v[i].end);
+  }
+  v.insert(v.begin() + static_cast<std::ptrdiff_t>(i), Busy{t, t + length});
+  return t;
+}
+
+void PacketNetwork::offer(const Packet& in) {
+  Packet p = in;
+  const unsigned L = p.flits;
+  std::uint64_t t = std::max(p.created, inject_free_[p.src]);
+  inject_free_[p.src] = t + L;
+  p.injected = t;
+  unsigned node = p.src;
+  for (;;) {
+    const unsigned x = node % cfg_.width, y = node / cfg_.width;
+    const unsigned dx = p.dst % cfg_.width, dy = p.dst / cfg_.width;
+    unsigned port = kLocal, next = node;
+    if (dx > x) port = kEast, next = node + 1;
+    else if (dx < x) port = kWest, next = node - 1;
+    else if (dy > y) port = kNorth, next = node + cfg_.width;
+    else if (dy < y) port = kSouth, next = node - cfg_.width;
+    const std::uint64_t sa = reserve(node * kPorts + port, t + cfg_.rc + cfg_.va, L, p.created);
+    if (port == kLocal) {
+      p.delivered = sa + cfg_.sa + cfg_.st + (L - 1);
+      break;
+    }
+    links_[node * kPorts + port].flits += L;
+    routers_[node].flits += L;
+    ++p.hops;
+    t = sa + cfg_.sa + cfg_.st + cfg_.link;
+    node = next;
+  }
+  routers_[p.dst].flits += L;
+  pending_.push_back(p);
+  std::push_heap(pending_.begin(), pending_.end(), [](const Packet& a, const Packet& b) { return a.delivered > b.delivered; });
+}
+
+void PacketNetwork::run_until(std::uint64_t until) {
+  auto later = [](const Packet& a, const Packet& b) { return a.delivered > b.delivered; };
+  while (!pending_.empty() && pending_.front().delivered <= until) {
+    std::pop_heap(pending_.begin(), pending_.end(), later);
+    Packet p = pending_.back();
+    pending_.pop_back();
+    if (delivered_) delivered_(p);
+  }
+  now_ = std::max(now_, until + 1);
+}
+
+}  // namespace tessera::noc

@@ -1,0 +1,178 @@
+// Network-on-chip models: a flit-level, cycle-accurate 2D mesh (wormhole
+// switching, virtual channels, credit flow control, separable round-robin
+// allocators, XY or west-first adaptive routing) and a packet-level fast
+// model in which links and ejection ports reserve bandwidth. Pure C++,
+// driven cycle by cycle (flit level) or packet by packet (packet level);
+// the synthetic-traffic harness (traffic.hpp) and, later, the TLM
+// front-end drive them.
+//
+// Zero-load latency of a packet of L flits over d links (d + 1 routers):
+//   (d + 1) * (rc + va + sa + st) + d * link + (L - 1)
+// measured from the cycle its head enters the source router to the cycle
+// its tail leaves the destination router.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace tessera::noc {
+
+struct NocConfig {
+  unsigned width = 8, height = 8;
+  std::string routing = "xy";   // xy, west_first
+  unsigned vcs = 4;              // per port
+  unsigned buffer = 4;           // flits per VC
+  unsigned classes = 1;          // message classes (VCs split evenly): requests, responses
+  unsigned rc = 1, va = 1, sa = 1, st = 1;  // router pipeline stages, cycles
+  unsigned link = 1;             // link traversal, cycles
+  unsigned credit_delay = 1;     // cycles for a credit to return upstream
+  unsigned flit_bytes = 32;
+  unsigned header_bytes = 16;    // request/response header carried in the head flit
+  unsigned nodes() const { return width * height; }
+  unsigned per_hop() const { return rc + va + sa + st; }
+  // Flits for a packet of `payload` bytes (header in the head flit).
+  unsigned flits_for(unsigned payload) const { return (payload + header_bytes + flit_bytes - 1) / flit_bytes; }
+  std::string check() const;  // "" or what is wrong
+};
+
+struct Packet {
+  std::uint64_t id = 0;
+  unsigned src = 0, dst = 0, flits = 1, cls = 0;
+  std::uint64_t created = 0;   // cycle it was offered (enters the source queue)
+  std::uint64_t injected = 0;  // head entered the source router
+  std::uint64_t delivered = 0; // tail left the destination router
+  unsigned hops = 0;           // links crossed
+  bool measured = false;
+  void* owner = nullptr;
+};
+
+struct LinkStats {
+  std::uint64_t flits = 0;
+};
+
+struct RouterStats {
+  std::uint64_t flits = 0, credit_stalls = 0, allocation_stalls = 0;
+};
+
+// Directions of router ports.
+enum Port : unsigned { kLocal = 0, kEast, kWest, kNorth, kSouth, kPorts };
+
+class Network {
+ public:
+  using Delivered = std::function<void(Packet&)>;
+  virtual ~Network() = default;
+  // Offers a packet at its source at cycle `now` (>= the last step).
+  virtual void offer(const Packet& p) = 0;
+  // Simulates up to and including cycle `until`.
+  virtual void run_until(std::uint64_t until) = 0;
+  virtual std::uint64_t cycle() const = 0;
+  virtual bool idle() const = 0;
+  virtual std::uint64_t in_flight() const = 0;
+  void on_delivered(Delivered d) { delivered_ = std::move(d); }
+  const std::vector<LinkStats>& links() const { return links_; }    // index: node * kPorts + port
+  const std::vector<RouterStats>& routers() const { return routers_; }
+  const NocConfig& config() const { return cfg_; }
+
+  static unsigned hops(const NocConfig& c, unsigned src, unsigned dst);
+
+ protected:
+  explicit Network(const NocConfig& c) : cfg_(c), links_(c.nodes() * kPorts), routers_(c.nodes()) {}
+  NocConfig cfg_;
+  Delivered delivered_;
+  std::vector<LinkStats> links_;
+  std::vector<RouterStats> routers_;
+};
+
+// Cycle-accurate, flit by flit.
+class FlitNetwork : public Network {
+ public:
+  explicit FlitNetwork(const NocConfig& c);
+  void offer(const Packet& p) override;
+  void run_until(std::uint64_t until) override;
+  std::uint64_t cycle() const override { return now_; }
+  bool idle() const override { return in_flight_ == 0; }
+  std::uint64_t in_flight() const override { return in_flight_; }
+
+ private:
+  struct Flit {
+    std::uint32_t packet;  // index into packets_
+    bool head, tail;
+    std::uint64_t ready;   // cycle it may take its next pipeline step
+  };
+  enum class VcState : std::uint8_t { idle, routing, waiting_vc, active };
+  struct InputVc {
+    std::deque<Flit> buf;
+    VcState state = VcState::idle;
+    unsigned out_port = 0, out_vc = 0;
+    std::uint64_t ready = 0;  // when the current stage completes
+  };
+  struct Output {
+    std::vector<unsigned> credits;   // per downstream VC
+    std::vector<int> owner;          // input (port * vcs + vc) holding the VC, -1 free
+    unsigned rr_vc = 0, rr_in = 0;   // round-robin pointers
+  };
+  struct Router {
+    std::vector<InputVc> in;  // port * vcs + vc
+    std::vector<Output> out;  // per port
+    unsigned rr_port_vc[kPorts] = {};
+    unsigned active = 0;      // flits held
+  };
+  struct InFlight {
+    std::uint64_t at;
+    unsigned node, port, vc;
+    Flit flit;
+  };
+  struct Credit {
+    std::uint64_t at;
+    unsigned node, port, vc;
+  };
+
+  void step();
+  unsigned route(unsigned node, const Packet& p, const Router& r) const;
+  int neighbour(unsigned node, unsigned port) const;
+  static unsigned opposite(unsigned port);
+  unsigned vc_lo(unsigned cls) const { return cls * (cfg_.vcs / cfg_.classes); }
+  unsigned vc_hi(unsigned cls) const { return (cls + 1) * (cfg_.vcs / cfg_.classes); }
+
+  std::vector<Router> routers_state_;
+  std::vector<Packet> packets_;
+  std::vector<std::uint32_t> free_packets_;
+  std::vector<std::deque<std::uint32_t>> source_;   // per node: packets waiting to inject
+  std::vector<unsigned> injecting_flit_;            // next flit index of the packet at the source front
+  std::vector<int> injecting_vc_;                   // local input VC it uses, -1 none yet
+  std::deque<InFlight> wires_;
+  std::deque<Credit> credits_;
+  std::uint64_t now_ = 0;
+  std::uint64_t in_flight_ = 0;
+};
+
+// Packet-level: each packet walks its XY path reserving every link (and
+// the ejection port) for as many cycles as it has flits, in the first gap
+// of that link's calendar from the moment its head gets there (so a packet
+// created later but arriving first is not queued behind one still on its
+// way); infinite buffers.
+class PacketNetwork : public Network {
+ public:
+  explicit PacketNetwork(const NocConfig& c);
+  void offer(const Packet& p) override;
+  void run_until(std::uint64_t until) override;
+  std::uint64_t cycle() const override { return now_; }
+  bool idle() const override { return pending_.empty(); }
+  std::uint64_t in_flight() const override { return pending_.size(); }
+
+ private:
+  struct Busy {
+    std::uint64_t start, end;
+  };
+  // First cycle >= `earliest` at which `link` is free for `length` cycles; reserves it.
+  std::uint64_t reserve(unsigned link, std::uint64_t earliest, unsigned length, std::uint64_t horizon);
+  std::vector<std::vector<Busy>> busy_;    // node * kPorts + port (kLocal: ejection), sorted
+  std::vector<std::uint64_t> inject_free_;
+  std::vector<Packet> pending_;            // delivered later than now (min-heap by delivered)
+  std::uint64_t now_ = 0;
+};
+
+}  // namespace tessera::noc

@@ -1,0 +1,116 @@
+#include "noc/traffic.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+namespace tessera::noc {
+namespace {
+unsigned log2u(unsigned n) {
+  unsigned b = 0;
+  while ((1u << b) < n) ++b;
+  return b;
+}
+}  // namespace
+
+bool known_pattern(const std::string& p) {
+  static const char* const names[] = {"uniform", "transpose", "bitcomp", "bitrev", "shuffle", "tornado", "neighbor", "hotspot"};
+  return std::find(std::begin(names), std::end(names), p) != std::end(names);
+}
+
+int destination(const std::string& pattern, unsigned src, const NocConfig& c, const std::vector<unsigned>& hotspots,
+                std::mt19937_64& rng) {
+  const unsigned n = c.nodes(), bits = log2u(n);
+  const unsigned x = src % c.width, y = src / c.width;
+  unsigned d = src;
+  if (pattern == "uniform") {
+    d = static_cast<unsigned>(rng() % (n - 1));
+    if (d >= src) ++d;
+    return static_cast<int>(d);
+  }
+  if (pattern == "hotspot") {
+    if (hotspots.empty()) return -1;
+    d = hotspots[rng() % hotspots.size()];
+  } else if (pattern == "transpose") {
+    d = (x % c.height) * c.width + (y % c.width);
+  } else if (pattern == "bitcomp") {
+    d = ~src & (n - 1);
+  } else if (pattern == "bitrev") {
+    d = 0;
+    for (unsigned b = 0; b < bits; ++b)
+      if (src & (1u << b)) d |= 1u << (bits - 1 - b);
+  } else if (pattern == "shuffle") {
+    d = ((src << 1) | (src >> (bits - 1))) & (n - 1);
+  } else if (pattern == "tornado") {
+    d = y * c.width + (x + (c.width + 1) / 2 - 1) % c.width;
+  } else if (pattern == "neighbor") {
+    d = y * c.width + (x + 1) % c.width;
+  }
+  if (d >= n || d == src) return -1;
+  return static_cast<int>(d);
+}
+
+TrafficResult run_traffic(Network& net, const TrafficConfig& t) {
+  const NocConfig& c = net.config();
+  std::mt19937_64 rng(t.seed);
+  std::bernoulli_distribution inject(std::min(1.0, t.rate / t.packet_flits));
+  const std::uint64_t begin = t.warmup, end = t.warmup + t.measure;
+  std::uint64_t measured = 0, measured_done = 0, accepted_flits = 0, id = 0;
+  std::vector<std::uint64_t> latencies;
+  double hops = 0;
+  net.on_delivered([&](Packet& p) {
+    if (p.delivered >= begin && p.delivered < end) accepted_flits += p.flits;
+    if (!p.measured) return;
+    ++measured_done;
+    latencies.push_back(p.delivered - p.created);
+    hops += p.hops;
+  });
+  unsigned sources = 0;
+  for (unsigned s = 0; s < c.nodes(); ++s) sources += destination(t.pattern, s, c, t.hotspots, rng) >= 0 ? 1 : 0;
+  std::uint64_t cycle = 0;
+  for (; cycle < end + t.drain_limit; ++cycle) {
+    for (unsigned s = 0; s < c.nodes(); ++s) {
+      if (!inject(rng)) continue;
+      const int d = destination(t.pattern, s, c, t.hotspots, rng);
+      if (d < 0) continue;
+      Packet p;
+      p.id = id++;
+      p.src = s;
+      p.dst = static_cast<unsigned>(d);
+      p.flits = t.packet_flits;
+      p.created = cycle;
+      p.measured = cycle >= begin && cycle < end;
+      measured += p.measured;
+      net.offer(p);
+    }
+    net.run_until(cycle);
+    if (cycle >= end && measured_done == measured) break;
+  }
+  TrafficResult r;
+  r.cycles = cycle;
+  r.packets = measured;
+  r.drained = measured_done == measured;
+  const double window = static_cast<double>(t.measure) * std::max(1u, sources);
+  r.offered = static_cast<double>(measured) * t.packet_flits / window;
+  r.accepted = static_cast<double>(accepted_flits) / window;
+  if (!latencies.empty()) {
+    std::sort(latencies.begin(), latencies.end());
+    double sum = 0;
+    for (auto l : latencies) sum += static_cast<double>(l);
+    r.latency_avg = sum / static_cast<double>(latencies.size());
+    r.latency_p99 = static_cast<double>(latencies[std::min(latencies.size() - 1, latencies.size() * 99 / 100)]);
+    r.hops_avg = hops / static_cast<double>(latencies.size());
+  }
+  r.saturated = !r.drained || r.accepted < 0.95 * r.offered;
+  return r;
+}
+
+double uniform_hops(const NocConfig& c) {
+  double sum = 0;
+  const unsigned n = c.nodes();
+  for (unsigned s = 0; s < n; ++s)
+    for (unsigned d = 0; d < n; ++d)
+      if (s != d) sum += Network::hops(c, s, d);
+  return sum / (static_cast<double>(n) * (n - 1));
+}
+
+}  // namespace tessera::noc
