@@ -444,3 +444,34 @@ TEST(Hbm, XorHashSpreadsRowStridesOverBanks) {
   EXPECT_EQ(a.size(), 1u) << "without hashing, a row stride hits one bank";
   EXPECT_EQ(b.size(), 16u) << "with hashing, all sixteen";
 }
+
+TEST(Hbm, WriteDrainBetweenWatermarks) {
+  // Eight writes and two reads to one open row: with write_high 6 and
+  // write_low 2 the controller drains writes down to two, then serves the
+  // reads, then the last writes.
+  const Timing t = Timing::load(kTiming);
+  const Org o;
+  ControllerConfig cc;
+  cc.write_queue = 8;
+  cc.write_high = 6;
+  cc.write_low = 2;
+  cc.refresh = "off";
+  std::vector<std::uint64_t> done;
+  PseudoChannel ch(t, o, cc, [&](Request& r) { done.push_back(r.id); });
+  ch.record_commands(true);
+  for (std::uint64_t i = 0; i < 10; ++i) {
+    Request r;
+    r.write = i < 8;
+    r.loc.row = 5;
+    r.loc.col = i;
+    r.id = i;
+    ch.enqueue(r);
+  }
+  ch.advance(100000);
+  std::string order;
+  for (const auto& c : ch.commands())
+    if (c.cmd == Cmd::RD || c.cmd == Cmd::WR) order += c.cmd == Cmd::RD ? 'R' : 'W';
+  EXPECT_EQ(order, "WWWWWWRRWW");
+  EXPECT_EQ(done.size(), 10u);
+  EXPECT_EQ(ch.stats().violations, 0u);
+}

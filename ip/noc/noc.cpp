@@ -28,6 +28,7 @@ FlitNetwork::FlitNetwork(const NocConfig& c)
       injecting_vc_(c.nodes(), -1) {
   for (Router& r : routers_state_) {
     r.in.resize(kPorts * c.vcs);
+    for (InputVc& iv : r.in) iv.buf.slots.resize(c.buffer);
     r.out.resize(kPorts);
     for (Output& o : r.out) {
       o.credits.assign(c.vcs, c.buffer);
@@ -113,6 +114,7 @@ void FlitNetwork::step() {
     Router& r = routers_state_[w.node];
     r.in[w.port * V + w.vc].buf.push_back(w.flit);
     ++r.active;
+    r.needs_rc = true;
     wires_.pop_front();
   }
   while (!credits_.empty() && credits_.front().at <= now_) {
@@ -141,6 +143,7 @@ void FlitNetwork::step() {
     if (f == 0) p.injected = now_;
     iv.buf.push_back(Flit{source_[n].front(), f == 0, f + 1 == p.flits, now_});
     ++r.active;
+    r.needs_rc = true;
     if (f + 1 == p.flits) {
       source_[n].pop_front();
       injecting_flit_[n] = 0;
@@ -154,22 +157,26 @@ void FlitNetwork::step() {
     Router& r = routers_state_[n];
     if (r.active == 0) continue;
     // Route computation for heads at the front of idle VCs.
-    for (unsigned i = 0; i < kPorts * V; ++i) {
-      InputVc& iv = r.in[i];
-      if (iv.state != VcState::idle || iv.buf.empty()) continue;
-      const Flit& f = iv.buf.front();
-      if (!f.head) continue;  // body flits of a packet whose head left (cannot happen: state stays active)
-      iv.out_port = route(n, packets_[f.packet], r);
-      iv.ready = std::max(f.ready, now_) + cfg_.rc;
-      iv.state = VcState::routing;
-    }
-    // VC allocation, round robin per output port.
-    for (unsigned port = 0; port < kPorts; ++port) {
-      Output& o = r.out[port];
-      for (unsigned k = 0; k < kPorts * V; ++k) {
-        const unsigned i = (o.rr_in + k) % (kPorts * V);
+    if (r.needs_rc) {
+      r.needs_rc = false;
+      for (unsigned i = 0; i < kPorts * V; ++i) {
         InputVc& iv = r.in[i];
-        if (iv.state != VcState::routing || iv.out_port != port || iv.ready > now_) continue;
+        if (iv.state != VcState::idle || iv.buf.empty()) continue;
+        const Flit& f = iv.buf.front();
+        iv.out_port = route(n, packets_[f.packet], r);
+        iv.ready = std::max(f.ready, now_) + cfg_.rc;
+        iv.state = VcState::routing;
+        ++r.routing;
+      }
+    }
+    // VC allocation: one pass over the waiting VCs from a rotating start.
+    for (unsigned k = 0; k < kPorts * V && r.routing; ++k) {
+      {
+        const unsigned i = (r.va_rr + k) % (kPorts * V);
+        InputVc& iv = r.in[i];
+        if (iv.state != VcState::routing || iv.ready > now_) continue;
+        const unsigned port = iv.out_port;
+        Output& o = r.out[port];
         const Packet& p = packets_[iv.buf.front().packet];
         if (port == kLocal) {  // the endpoint takes any packet
           iv.out_vc = 0;
@@ -191,7 +198,8 @@ void FlitNetwork::step() {
         }
         iv.state = VcState::active;
         iv.ready = now_ + cfg_.va;
-        o.rr_in = (i + 1) % (kPorts * V);
+        --r.routing;
+        r.va_rr = (i + 1) % (kPorts * V);
       }
     }
     // Switch allocation: each input port picks one VC, each output port one input.
@@ -249,7 +257,10 @@ void FlitNetwork::step() {
         wires_.push_back({f.ready, next, opposite(out), iv.out_vc, f});
         if (f.tail) o.owner[iv.out_vc] = -1;
       }
-      if (f.tail) iv.state = VcState::idle;
+      if (f.tail) {
+        iv.state = VcState::idle;
+        if (!iv.buf.empty()) r.needs_rc = true;
+      }
     }
   }
   // Wires and credits were appended in time order per cycle; keep them sorted.
@@ -258,21 +269,32 @@ void FlitNetwork::step() {
 
 // ---- packet level ---------------------------------------------------------------
 
-PacketNetwork::PacketNetwork(const NocConfig& c) : Network(c), busy_(c.nodes() * kPorts), inject_free_(c.nodes(), 0) {}
+PacketNetwork::PacketNetwork(const NocConfig& c)
+    : Network(c), busy_(c.nodes() * kPorts), live_(c.nodes() * kPorts, 0), inject_free_(c.nodes(), 0) {}
 
 std::uint64_t PacketNetwork::reserve(unsigned link, std::uint64_t earliest, unsigned length, std::uint64_t horizon) {
   std::vector<Busy>& v = busy_[link];
-  // Reservations that ended before anything still to come can start are history.
-  std::size_t old = 0;
+  // Reservations that ended before anything still to come can start are
+  // history (packets are offered in creation order); drop them in batches.
+  std::size_t& old = live_[link];
   while (old < v.size() && v[old].end <= horizon) ++old;
-  v.erase(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(old));
-  std::uint64_t t = earliest;
-  std::size_t i = 0;
-  for (; i < v.size(); ++i) {
-    if (t + length <= v[i].start) break;
-    t = std::max(t, v[i].end);
+  if (old > 64) {
+    v.erase(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(old));
+    old = 0;
   }
-  v.insert(v.begin() + static_cast<std::ptrdiff_t>(i), Busy{t, t + length});
+  std::uint64_t t = earliest;
+  if (v.size() == old || t >= v.back().end) {  // the usual case: after everything booked
+    v.push_back(Busy{t, t + length});
+    return t;
+  }
+  // Intervals do not overlap, so their ends are sorted too: skip those over before t.
+  auto it = std::upper_bound(v.begin() + static_cast<std::ptrdiff_t>(old), v.end(), t,
+                             [](std::uint64_t x, const Busy& b) { return x < b.end; });
+  for (; it != v.end(); ++it) {
+    if (t + length <= it->start) break;
+    t = std::max(t, it->end);
+  }
+  v.insert(it, Busy{t, t + length});
   return t;
 }
 
@@ -303,19 +325,31 @@ void PacketNetwork::offer(const Packet& in) {
     node = next;
   }
   routers_[p.dst].flits += L;
-  pending_.push_back(p);
-  std::push_heap(pending_.begin(), pending_.end(), [](const Packet& a, const Packet& b) { return a.delivered > b.delivered; });
+  ++pending_;
+  if (p.delivered < now_ + kCalendar) calendar_[p.delivered % kCalendar].push_back(p);
+  else overflow_.push_back(p);
 }
 
 void PacketNetwork::run_until(std::uint64_t until) {
-  auto later = [](const Packet& a, const Packet& b) { return a.delivered > b.delivered; };
-  while (!pending_.empty() && pending_.front().delivered <= until) {
-    std::pop_heap(pending_.begin(), pending_.end(), later);
-    Packet p = pending_.back();
-    pending_.pop_back();
-    if (delivered_) delivered_(p);
+  for (; now_ <= until; ++now_) {
+    if (pending_ == 0) {
+      now_ = until + 1;
+      break;
+    }
+    // Far-future packets come into the calendar as it reaches them.
+    if (!overflow_.empty() && now_ % kCalendar == 0) {
+      std::vector<Packet> later;
+      for (Packet& p : overflow_)
+        (p.delivered < now_ + kCalendar ? calendar_[p.delivered % kCalendar] : later).push_back(p);
+      overflow_.swap(later);
+    }
+    std::vector<Packet>& bucket = calendar_[now_ % kCalendar];
+    for (Packet& p : bucket) {
+      --pending_;
+      if (delivered_) delivered_(p);
+    }
+    bucket.clear();
   }
-  now_ = std::max(now_, until + 1);
 }
 
 }  // namespace tessera::noc

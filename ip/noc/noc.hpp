@@ -103,8 +103,23 @@ class FlitNetwork : public Network {
     std::uint64_t ready;   // cycle it may take its next pipeline step
   };
   enum class VcState : std::uint8_t { idle, routing, waiting_vc, active };
+  // A VC's buffer: a ring of `buffer` flits.
+  struct Ring {
+    std::vector<Flit> slots;
+    unsigned head = 0, count = 0;
+    bool empty() const { return count == 0; }
+    std::size_t size() const { return count; }
+    Flit& front() { return slots[head]; }
+    const Flit& front() const { return slots[head]; }
+    // Credits keep the ring from overflowing.
+    void push_back(const Flit& f) { slots[(head + count++) % slots.size()] = f; }
+    void pop_front() {
+      head = (head + 1) % static_cast<unsigned>(slots.size());
+      --count;
+    }
+  };
   struct InputVc {
-    std::deque<Flit> buf;
+    Ring buf;
     VcState state = VcState::idle;
     unsigned out_port = 0, out_vc = 0;
     std::uint64_t ready = 0;  // when the current stage completes
@@ -119,6 +134,9 @@ class FlitNetwork : public Network {
     std::vector<Output> out;  // per port
     unsigned rr_port_vc[kPorts] = {};
     unsigned active = 0;      // flits held
+    unsigned routing = 0;     // VCs waiting for a VC allocation
+    bool needs_rc = false;    // a head may sit at the front of an idle VC
+    unsigned va_rr = 0;
   };
   struct InFlight {
     std::uint64_t at;
@@ -160,8 +178,8 @@ class PacketNetwork : public Network {
   void offer(const Packet& p) override;
   void run_until(std::uint64_t until) override;
   std::uint64_t cycle() const override { return now_; }
-  bool idle() const override { return pending_.empty(); }
-  std::uint64_t in_flight() const override { return pending_.size(); }
+  bool idle() const override { return pending_ == 0; }
+  std::uint64_t in_flight() const override { return pending_; }
 
  private:
   struct Busy {
@@ -170,8 +188,14 @@ class PacketNetwork : public Network {
   // First cycle >= `earliest` at which `link` is free for `length` cycles; reserves it.
   std::uint64_t reserve(unsigned link, std::uint64_t earliest, unsigned length, std::uint64_t horizon);
   std::vector<std::vector<Busy>> busy_;    // node * kPorts + port (kLocal: ejection), sorted
+  std::vector<std::size_t> live_;          // per link: first reservation not yet history
   std::vector<std::uint64_t> inject_free_;
-  std::vector<Packet> pending_;            // delivered later than now (min-heap by delivered)
+  // Packets by delivery cycle: a calendar of buckets for the near future,
+  // an ordered overflow beyond it.
+  static constexpr std::size_t kCalendar = 1024;
+  std::vector<std::vector<Packet>> calendar_ = std::vector<std::vector<Packet>>(kCalendar);
+  std::vector<Packet> overflow_;
+  std::uint64_t pending_ = 0;
   std::uint64_t now_ = 0;
 };
 

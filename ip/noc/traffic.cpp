@@ -17,42 +17,55 @@ bool known_pattern(const std::string& p) {
   return std::find(std::begin(names), std::end(names), p) != std::end(names);
 }
 
-int destination(const std::string& pattern, unsigned src, const NocConfig& c, const std::vector<unsigned>& hotspots,
+namespace {
+enum class Pattern { uniform, transpose, bitcomp, bitrev, shuffle, tornado, neighbor, hotspot, unknown };
+Pattern pattern_of(const std::string& p) {
+  static const char* const names[] = {"uniform", "transpose", "bitcomp", "bitrev", "shuffle", "tornado", "neighbor", "hotspot"};
+  for (unsigned i = 0; i < 8; ++i)
+    if (p == names[i]) return static_cast<Pattern>(i);
+  return Pattern::unknown;
+}
+
+int destination(Pattern pattern, unsigned src, const NocConfig& c, const std::vector<unsigned>& hotspots,
                 std::mt19937_64& rng) {
   const unsigned n = c.nodes(), bits = log2u(n);
   const unsigned x = src % c.width, y = src / c.width;
   unsigned d = src;
-  if (pattern == "uniform") {
-    d = static_cast<unsigned>(rng() % (n - 1));
-    if (d >= src) ++d;
-    return static_cast<int>(d);
-  }
-  if (pattern == "hotspot") {
-    if (hotspots.empty()) return -1;
-    d = hotspots[rng() % hotspots.size()];
-  } else if (pattern == "transpose") {
-    d = (x % c.height) * c.width + (y % c.width);
-  } else if (pattern == "bitcomp") {
-    d = ~src & (n - 1);
-  } else if (pattern == "bitrev") {
-    d = 0;
-    for (unsigned b = 0; b < bits; ++b)
-      if (src & (1u << b)) d |= 1u << (bits - 1 - b);
-  } else if (pattern == "shuffle") {
-    d = ((src << 1) | (src >> (bits - 1))) & (n - 1);
-  } else if (pattern == "tornado") {
-    d = y * c.width + (x + (c.width + 1) / 2 - 1) % c.width;
-  } else if (pattern == "neighbor") {
-    d = y * c.width + (x + 1) % c.width;
+  switch (pattern) {
+    case Pattern::uniform:
+      d = static_cast<unsigned>(rng() % (n - 1));
+      if (d >= src) ++d;
+      return static_cast<int>(d);
+    case Pattern::hotspot:
+      if (hotspots.empty()) return -1;
+      d = hotspots[rng() % hotspots.size()];
+      break;
+    case Pattern::transpose: d = (x % c.height) * c.width + (y % c.width); break;
+    case Pattern::bitcomp: d = ~src & (n - 1); break;
+    case Pattern::bitrev:
+      d = 0;
+      for (unsigned b = 0; b < bits; ++b)
+        if (src & (1u << b)) d |= 1u << (bits - 1 - b);
+      break;
+    case Pattern::shuffle: d = ((src << 1) | (src >> (bits - 1))) & (n - 1); break;
+    case Pattern::tornado: d = y * c.width + (x + (c.width + 1) / 2 - 1) % c.width; break;
+    case Pattern::neighbor: d = y * c.width + (x + 1) % c.width; break;
+    case Pattern::unknown: return -1;
   }
   if (d >= n || d == src) return -1;
   return static_cast<int>(d);
 }
+}  // namespace
+
+int destination(const std::string& pattern, unsigned src, const NocConfig& c, const std::vector<unsigned>& hotspots,
+                std::mt19937_64& rng) {
+  return destination(pattern_of(pattern), src, c, hotspots, rng);
+}
 
 TrafficResult run_traffic(Network& net, const TrafficConfig& t) {
   const NocConfig& c = net.config();
+  const Pattern pattern = pattern_of(t.pattern);
   std::mt19937_64 rng(t.seed);
-  std::bernoulli_distribution inject(std::min(1.0, t.rate / t.packet_flits));
   const std::uint64_t begin = t.warmup, end = t.warmup + t.measure;
   std::uint64_t measured = 0, measured_done = 0, accepted_flits = 0, id = 0;
   std::vector<std::uint64_t> latencies;
@@ -65,12 +78,19 @@ TrafficResult run_traffic(Network& net, const TrafficConfig& t) {
     hops += p.hops;
   });
   unsigned sources = 0;
-  for (unsigned s = 0; s < c.nodes(); ++s) sources += destination(t.pattern, s, c, t.hotspots, rng) >= 0 ? 1 : 0;
+  for (unsigned s = 0; s < c.nodes(); ++s) sources += destination(pattern, s, c, t.hotspots, rng) >= 0 ? 1 : 0;
+  // Bernoulli injection per node and cycle, drawn as geometric gaps so a
+  // cycle costs only the nodes that inject in it.
+  const double prob = std::min(1.0, t.rate / t.packet_flits);
+  std::geometric_distribution<std::uint64_t> gap(prob > 0 ? prob : 1.0);
+  std::vector<std::uint64_t> next(c.nodes());
+  for (auto& n : next) n = prob > 0 ? gap(rng) : ~0ull;
   std::uint64_t cycle = 0;
   for (; cycle < end + t.drain_limit; ++cycle) {
     for (unsigned s = 0; s < c.nodes(); ++s) {
-      if (!inject(rng)) continue;
-      const int d = destination(t.pattern, s, c, t.hotspots, rng);
+      if (next[s] != cycle) continue;
+      next[s] = cycle + 1 + gap(rng);
+      const int d = destination(pattern, s, c, t.hotspots, rng);
       if (d < 0) continue;
       Packet p;
       p.id = id++;

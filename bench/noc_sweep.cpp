@@ -1,0 +1,135 @@
+// Network studies and speed. Usage:
+//   bench_noc                      speed: network cycles per host second, 8x8 mesh
+//   bench_noc sweep PATTERN [options]
+//       --size K (KxK mesh, default 8)  --vcs N  --buffer N  --flits N (packet size)
+//       --routing xy|west_first  --model flit|packet  --hotspots a,b,...
+//       --rates 0.05:0.6:0.05  --csv FILE  --heatmap FILE (router utilisation at the last rate)
+// A sweep prints offered load, accepted throughput, average and p99 latency
+// and hops per rate, marks the first saturated rate, and writes CSV.
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <string>
+#include <systemc>
+#include <vector>
+
+#include "noc/noc.hpp"
+#include "noc/traffic.hpp"
+
+using namespace tessera::noc;
+
+namespace {
+
+int speed() {
+  fmt::print("{:<8} {:>6} {:>14} {:>12} {:>16}\n", "model", "load", "cycles", "host s", "cycles/host s");
+  double flit_rate[2] = {0, 0};
+  int i = 0;
+  for (const char* model : {"flit", "packet"}) {
+    int j = 0;
+    for (const double load : {0.1, 0.3}) {
+      NocConfig c;
+      c.vcs = 4;
+      c.buffer = 4;
+      std::unique_ptr<Network> net;
+      if (!std::strcmp(model, "flit")) net = std::make_unique<FlitNetwork>(c);
+      else net = std::make_unique<PacketNetwork>(c);
+      TrafficConfig t;
+      t.rate = load;
+      t.warmup = 0;
+      t.measure = !std::strcmp(model, "flit") ? 20000 : 200000;
+      t.drain_limit = 0;
+      const auto t0 = std::chrono::steady_clock::now();
+      const TrafficResult r = run_traffic(*net, t);
+      const double host = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      const double rate = static_cast<double>(r.cycles) / host;
+      if (i == 0) flit_rate[j] = rate;
+      fmt::print("{:<8} {:>6.1f} {:>14} {:>12.3f} {:>16.4g}{}\n", model, load, r.cycles, host, rate,
+                 i == 1 ? fmt::format("   ({:.0f}x flit level)", rate / flit_rate[j]) : "");
+      ++j;
+    }
+    ++i;
+  }
+  return 0;
+}
+
+}  // namespace
+
+int sc_main(int argc, char** argv) {
+  if (argc < 2) return speed();
+  if (std::string(argv[1]) != "sweep" || argc < 3) {
+    std::fprintf(stderr, "usage: bench_noc [sweep PATTERN [--size K] [--vcs N] [--buffer N] [--flits N] [--routing R] "
+                         "[--model flit|packet] [--hotspots a,b] [--rates lo:hi:step] [--csv FILE] [--heatmap FILE]]\n");
+    return 2;
+  }
+  TrafficConfig t;
+  t.pattern = argv[2];
+  if (!known_pattern(t.pattern)) {
+    std::fprintf(stderr, "bench_noc: unknown pattern \"%s\" (uniform, transpose, bitcomp, bitrev, shuffle, tornado, "
+                         "neighbor, hotspot)\n", t.pattern.c_str());
+    return 2;
+  }
+  NocConfig c;
+  std::string model = "flit", csv, heatmap;
+  double lo = 0.05, hi = 0.6, step = 0.05;
+  for (int i = 3; i + 1 < argc; i += 2) {
+    const std::string k = argv[i], v = argv[i + 1];
+    if (k == "--size") c.width = c.height = static_cast<unsigned>(std::stoul(v));
+    else if (k == "--vcs") c.vcs = static_cast<unsigned>(std::stoul(v));
+    else if (k == "--buffer") c.buffer = static_cast<unsigned>(std::stoul(v));
+    else if (k == "--flits") t.packet_flits = static_cast<unsigned>(std::stoul(v));
+    else if (k == "--routing") c.routing = v;
+    else if (k == "--model") model = v;
+    else if (k == "--csv") csv = v;
+    else if (k == "--heatmap") heatmap = v;
+    else if (k == "--hotspots") {
+      for (std::size_t p = 0; p < v.size();) {
+        const auto comma = v.find(',', p);
+        t.hotspots.push_back(static_cast<unsigned>(std::stoul(v.substr(p, comma - p))));
+        p = comma == std::string::npos ? v.size() : comma + 1;
+      }
+    } else if (k == "--rates") {
+      std::sscanf(v.c_str(), "%lf:%lf:%lf", &lo, &hi, &step);
+    } else {
+      std::fprintf(stderr, "bench_noc: unknown option %s\n", k.c_str());
+      return 2;
+    }
+  }
+  if (const std::string e = c.check(); !e.empty()) {
+    std::fprintf(stderr, "bench_noc: %s\n", e.c_str());
+    return 2;
+  }
+  std::ofstream out;
+  if (!csv.empty()) {
+    out.open(csv);
+    out << "offered,accepted,latency_avg,latency_p99,hops_avg,saturated\n";
+  }
+  fmt::print("{} traffic, {}x{} mesh, {} routing, {} VCs x {} flits, {}-flit packets, {} level\n", t.pattern, c.width,
+             c.height, c.routing, c.vcs, c.buffer, t.packet_flits, model);
+  fmt::print("{:>8} {:>9} {:>12} {:>12} {:>6}\n", "offered", "accepted", "latency avg", "latency p99", "hops");
+  bool reported = false;
+  std::unique_ptr<Network> net;
+  for (double rate = lo; rate <= hi + 1e-9; rate += step) {
+    if (model == "packet") net = std::make_unique<PacketNetwork>(c);
+    else net = std::make_unique<FlitNetwork>(c);
+    t.rate = rate;
+    const TrafficResult r = run_traffic(*net, t);
+    fmt::print("{:>8.3f} {:>9.3f} {:>12.1f} {:>12.1f} {:>6.2f}{}\n", r.offered, r.accepted, r.latency_avg, r.latency_p99,
+               r.hops_avg, r.saturated && !reported ? "   <- saturated" : "");
+    if (out) out << r.offered << ',' << r.accepted << ',' << r.latency_avg << ',' << r.latency_p99 << ',' << r.hops_avg
+                 << ',' << r.saturated << '\n';
+    if (r.saturated) reported = true;
+  }
+  if (!heatmap.empty() && net) {
+    std::ofstream h(heatmap);
+    h << "x,y,flits,utilisation\n";
+    const auto& routers = net->routers();
+    const double cycles = static_cast<double>(net->cycle());
+    for (unsigned n = 0; n < c.nodes(); ++n)
+      h << n % c.width << ',' << n / c.width << ',' << routers[n].flits << ','
+        << (cycles > 0 ? routers[n].flits / cycles / kPorts : 0.0) << '\n';
+  }
+  return 0;
+}
