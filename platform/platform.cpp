@@ -22,19 +22,20 @@ Platform::Platform(const sc_core::sc_module_name& n, const PlatformSpec& spec, b
     bool first = true;
     for (const auto& [tname, target] : ip->targets()) {
       // The first socket at "base"; others where "targets" puts them.
-      std::optional<std::uint64_t> base = first ? s.base : std::nullopt;
-      std::uint64_t size = first ? s.size : target.size;
+      bool mapped = first && s.base.has_value();
+      std::uint64_t base = mapped ? *s.base : 0;
+      const std::uint64_t size = first ? s.size : target.size;
       for (const auto& [port_name, b] : s.targets)
-        if (port_name == tname) base = b;
+        if (port_name == tname) mapped = true, base = b;
       first = false;
-      if (!base) {
+      if (!mapped) {
         tie_off_.bind(*target.socket);  // reachable through target()
         continue;
       }
       const std::string range = tname == ip->targets().front().first ? s.name : s.name + "." + tname;
       connect(bus_->initiator_socket, *target.socket, s.name + "_" + tname);
       try {
-        bus_->map(port++, *base, size, range, 0, s.ip->overlay);
+        bus_->map(port++, base, size, range, 0, s.ip->overlay);
       } catch (const ConfigError& e) {
         throw ConfigError(spec.file + ": " + s.name + ".base: " + e.what());  // elaboration-only
       }
