@@ -325,6 +325,7 @@ void PacketNetwork::offer(const Packet& in) {
     node = next;
   }
   routers_[p.dst].flits += L;
+  last_delivery_ = p.delivered;
   ++pending_;
   if (p.delivered < now_ + kCalendar) calendar_[p.delivered % kCalendar].push_back(p);
   else overflow_.push_back(p);

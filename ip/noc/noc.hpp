@@ -71,6 +71,9 @@ class Network {
   virtual std::uint64_t cycle() const = 0;
   virtual bool idle() const = 0;
   virtual std::uint64_t in_flight() const = 0;
+  // When the packet offered last will be delivered, if the model knows it
+  // at once (packet level); ~0 otherwise.
+  virtual std::uint64_t scheduled_delivery() const { return ~0ull; }
   void on_delivered(Delivered d) { delivered_ = std::move(d); }
   const std::vector<LinkStats>& links() const { return links_; }    // index: node * kPorts + port
   const std::vector<RouterStats>& routers() const { return routers_; }
@@ -180,6 +183,7 @@ class PacketNetwork : public Network {
   std::uint64_t cycle() const override { return now_; }
   bool idle() const override { return pending_ == 0; }
   std::uint64_t in_flight() const override { return pending_; }
+  std::uint64_t scheduled_delivery() const override { return last_delivery_; }
 
  private:
   struct Busy {
@@ -196,6 +200,7 @@ class PacketNetwork : public Network {
   std::vector<std::vector<Packet>> calendar_ = std::vector<std::vector<Packet>>(kCalendar);
   std::vector<Packet> overflow_;
   std::uint64_t pending_ = 0;
+  std::uint64_t last_delivery_ = ~0ull;
   std::uint64_t now_ = 0;
 };
 

@@ -166,3 +166,105 @@ TEST(Noc, ConfigurationErrors) {
   EXPECT_FALSE(known_pattern("diagonal"));
   EXPECT_TRUE(known_pattern("tornado"));
 }
+
+#include "common/memory.hpp"
+#include "common/testing/initiator.hpp"
+#include "noc/noc_ip.hpp"
+
+namespace {
+
+// Two initiators and two memories on a 4x4 mesh: the CP at node 0, a DMA
+// at node 5, memory A at node 15 (0x0, 64 KiB), memory B at node 3
+// (0x100000, mapped 1 MiB but only 4 KiB big: its far end answers address
+// errors).
+struct NocBench {
+  tessera::testing::TestInitiator cp{"cp"}, dma{"dma"};
+  Noc noc;
+  tessera::Ram a, b;
+  static Noc::Config config(const std::string& model) {
+    Noc::Config c;
+    c.net = mesh(4);
+    c.net.classes = 2;
+    c.model = model;
+    c.clock = tessera::Hertz{1e9};
+    return c;
+  }
+  static tessera::Ram::Config ram(std::uint64_t size) {
+    tessera::Ram::Config r;
+    r.size = size;
+    r.read_latency = r.write_latency = sc_core::sc_time(10, sc_core::SC_NS);
+    return r;
+  }
+  explicit NocBench(const std::string& model) : noc("noc", config(model)), a("a", ram(64 << 10)), b("b", ram(4 << 10)) {
+    noc.attach_initiator(0);
+    noc.attach_initiator(5);
+    noc.attach_target(15, 0x0, 64 << 10, "a");
+    noc.attach_target(3, 0x100000, 1 << 20, "b");
+    cp.socket.bind(noc.initiator_side);
+    dma.socket.bind(noc.initiator_side);
+    noc.target_side.bind(a.mem_target);
+    noc.target_side.bind(b.mem_target);
+  }
+};
+
+}  // namespace
+
+namespace {
+void transactions_cross_the_mesh(const char* model) {
+  NocBench t(model);
+  std::vector<sc_core::sc_time> took;
+  std::vector<tlm::tlm_response_status> status;
+  std::uint32_t value = 0;
+  std::vector<std::uint8_t> big(4096);
+  struct Seq : sc_core::sc_module {
+    Seq(const sc_core::sc_module_name& n, NocBench& b, std::vector<sc_core::sc_time>& took,
+        std::vector<tlm::tlm_response_status>& status, std::uint32_t& value, std::vector<std::uint8_t>& big)
+        : sc_core::sc_module(n) {
+      sc_core::sc_spawn([&] {
+        std::uint32_t v = 0x600dcafe;
+        for (auto [cmd, addr] : {std::pair{tlm::TLM_WRITE_COMMAND, 0x40ull}, std::pair{tlm::TLM_READ_COMMAND, 0x40ull},
+                                 std::pair{tlm::TLM_READ_COMMAND, 0x101000ull}, std::pair{tlm::TLM_READ_COMMAND, 0x900000ull}}) {
+          const sc_core::sc_time start = sc_core::sc_time_stamp();
+          sc_core::sc_time d;
+          status.push_back(b.cp.transport(cmd, addr, cmd == tlm::TLM_WRITE_COMMAND ? static_cast<void*>(&v)
+                                                                                     : static_cast<void*>(&value), 4, &d));
+          took.push_back(sc_core::sc_time_stamp() + d - start);
+          sc_core::wait(1, sc_core::SC_US);
+        }
+        // A 4 KiB read alone, then the same with the DMA reading 4 KiB from the same memory at once.
+        for (int round = 0; round < 2; ++round) {
+          if (round == 1)
+            sc_core::sc_spawn([&] {
+              sc_core::sc_time d;
+              std::vector<std::uint8_t> other(4096);
+              b.dma.transport(tlm::TLM_READ_COMMAND, 0x2000, other.data(), 4096, &d);
+            });
+          const sc_core::sc_time start = sc_core::sc_time_stamp();
+          sc_core::sc_time d;
+          status.push_back(b.cp.transport(tlm::TLM_READ_COMMAND, 0x1000, big.data(), 4096, &d));
+          took.push_back(sc_core::sc_time_stamp() + d - start);
+          sc_core::wait(1, sc_core::SC_US);
+        }
+      });
+    }
+  } seq("seq", t, took, status, value, big);
+  sc_core::sc_start();
+  ASSERT_EQ(status.size(), 6u);
+  EXPECT_EQ(status[0], tlm::TLM_OK_RESPONSE);
+  EXPECT_EQ(status[1], tlm::TLM_OK_RESPONSE);
+  EXPECT_EQ(value, 0x600dcafeu) << "the write went across and the read came back";
+  EXPECT_EQ(status[2], tlm::TLM_ADDRESS_ERROR_RESPONSE) << "an address error at the far end reaches the initiator";
+  EXPECT_EQ(status[3], tlm::TLM_ADDRESS_ERROR_RESPONSE) << "no target attached there";
+  // Node 0 to node 15: six links, seven routers; 1-flit request and response.
+  const NocConfig& c = t.noc.network().config();
+  const unsigned one_way = 7 * c.per_hop() + 6 * c.link;
+  EXPECT_EQ(took[0], sc_core::sc_time(2 * one_way + 10, sc_core::SC_NS));
+  EXPECT_EQ(took[1], sc_core::sc_time(2 * one_way + 10, sc_core::SC_NS));
+  // 4 KiB back: the response serialises into flits_for(4096) flits.
+  EXPECT_EQ(took[4], sc_core::sc_time(2 * one_way + 10 + (c.flits_for(4096) - 1), sc_core::SC_NS));
+  EXPECT_GT(took[5], took[4]) << "two readers of one memory share its ejection link";
+}
+}  // namespace
+
+TEST(NocTlm, TransactionsCrossTheMeshFlitLevel) { transactions_cross_the_mesh("flit"); }
+TEST(NocTlm, TransactionsCrossTheMeshPacketLevel) { transactions_cross_the_mesh("packet"); }

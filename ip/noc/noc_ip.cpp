@@ -1,0 +1,132 @@
+#include "noc/noc_ip.hpp"
+
+#include "common/log.hpp"
+
+namespace tessera::noc {
+
+Noc::Noc(const sc_core::sc_module_name& n, const Config& c)
+    : Ip(n), initiator_side("initiator_side"), target_side("target_side"), config_(c),
+      period_(std::max<std::uint64_t>(1, c.clock.period().value())) {
+  if (c.model == "packet") net_ = std::make_unique<PacketNetwork>(c.net);
+  else net_ = std::make_unique<FlitNetwork>(c.net);
+  net_->on_delivered([this](Packet& p) {
+    auto it = waiting_.find(p.id);
+    if (it == waiting_.end()) return;
+    it->second->done = true;
+    it->second->delivered = p.delivered;
+    it->second->event.notify(sc_core::SC_ZERO_TIME);
+    waiting_.erase(it);
+  });
+  initiator_side.register_b_transport(this, &Noc::b_transport);
+  initiator_side.register_transport_dbg(this, &Noc::transport_dbg);
+  if (c.model != "packet") {
+    SC_HAS_PROCESS(Noc);
+    SC_THREAD(engine);
+  }
+}
+
+void Noc::attach_initiator(unsigned node) { initiator_nodes_.push_back(node); }
+
+void Noc::attach_target(unsigned node, std::uint64_t base, std::uint64_t size, const std::string& name) {
+  targets_.push_back({node, base, size, name});
+}
+
+const Noc::Target* Noc::decode(std::uint64_t addr, unsigned& index) const {
+  for (unsigned i = 0; i < targets_.size(); ++i)
+    if (addr >= targets_[i].base && addr - targets_[i].base < targets_[i].size) {
+      index = i;
+      return &targets_[i];
+    }
+  return nullptr;
+}
+
+void Noc::engine() {
+  for (;;) {
+    if (net_->idle()) sc_core::wait(kick_);
+    net_->run_until(now_cycle());
+    if (!net_->idle()) sc_core::wait(sc_core::sc_time::from_value(period_));
+  }
+}
+
+void Noc::carry(unsigned src, unsigned dst, unsigned payload_bytes, unsigned cls) {
+  Packet p;
+  p.id = next_id_++;
+  p.src = src;
+  p.dst = dst;
+  p.cls = cls;
+  p.flits = config_.net.flits_for(payload_bytes);
+  p.created = now_cycle();
+  if (src == dst) {  // the same node: through the router once
+    sc_core::wait(sc_core::sc_time::from_value(period_ * (config_.net.per_hop() + p.flits - 1)));
+    return;
+  }
+  Wait w;
+  waiting_[p.id] = &w;
+  if (p.created > 0) net_->run_until(p.created - 1);
+  net_->offer(p);
+  const std::uint64_t at = net_->scheduled_delivery();
+  if (at != ~0ull) {  // packet level: known at once
+    waiting_.erase(p.id);
+    const sc_core::sc_time t = sc_core::sc_time::from_value(at * period_);
+    if (t > sc_core::sc_time_stamp()) sc_core::wait(t - sc_core::sc_time_stamp());
+    net_->run_until(at);
+    return;
+  }
+  kick_.notify(sc_core::SC_ZERO_TIME);
+  while (!w.done) sc_core::wait(w.event);
+  // The tail leaves the destination router a few cycles after it won the switch.
+  const sc_core::sc_time t = sc_core::sc_time::from_value(w.delivered * period_);
+  if (t > sc_core::sc_time_stamp()) sc_core::wait(t - sc_core::sc_time_stamp());
+}
+
+void Noc::b_transport(int id, tlm::tlm_generic_payload& trans, sc_core::sc_time& delay) {
+  sc_core::wait(delay);  // packets enter the network at the initiator's local time
+  delay = sc_core::SC_ZERO_TIME;
+  const std::uint64_t addr = trans.get_address();
+  unsigned index = 0;
+  const Target* t = decode(addr, index);
+  if (!t) {
+    ++errors_;
+    log::guest_error(path(), "noc/hole", "{} at {:#x}: no target attached there", trans.is_read() ? "read" : "write", addr);
+    trans.set_response_status(tlm::TLM_ADDRESS_ERROR_RESPONSE);
+    return;
+  }
+  ++transactions_;
+  const unsigned src = initiator_nodes_.at(static_cast<unsigned>(id)), len = trans.get_data_length();
+  carry(src, t->node, trans.is_write() ? len : 0, 0);
+  trans.set_address(addr - t->base);
+  sc_core::sc_time d = sc_core::SC_ZERO_TIME;
+  target_side[index]->b_transport(trans, d);
+  trans.set_address(addr);
+  sc_core::wait(d);
+  if (trans.get_response_status() != tlm::TLM_OK_RESPONSE) ++errors_;
+  carry(t->node, src, trans.is_read() ? len : 0, config_.net.classes > 1 ? 1 : 0);
+}
+
+unsigned Noc::transport_dbg(int, tlm::tlm_generic_payload& trans) {
+  const std::uint64_t addr = trans.get_address();
+  unsigned index = 0;
+  const Target* t = decode(addr, index);
+  if (!t) return 0;
+  trans.set_address(addr - t->base);
+  const unsigned n = target_side[index]->transport_dbg(trans);
+  trans.set_address(addr);
+  return n;
+}
+
+void Noc::report_stats(nlohmann::ordered_json& out) const {
+  out["model"] = config_.model;
+  out["transactions"] = transactions_;
+  out["errors"] = errors_;
+  std::uint64_t flits = 0, credit = 0, alloc = 0;
+  for (const RouterStats& r : net_->routers()) flits += r.flits, credit += r.credit_stalls, alloc += r.allocation_stalls;
+  out["router_flits"] = flits;
+  out["credit_stalls"] = credit;
+  out["allocation_stalls"] = alloc;
+  const double cycles = static_cast<double>(net_->cycle());
+  double busiest = 0;
+  for (const LinkStats& l : net_->links()) busiest = std::max(busiest, cycles > 0 ? l.flits / cycles : 0.0);
+  out["busiest_link_utilisation"] = busiest;
+}
+
+}  // namespace tessera::noc

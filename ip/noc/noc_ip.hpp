@@ -1,0 +1,78 @@
+// The network-on-chip as a TLM-2.0 interconnect: initiators bind to
+// `initiator_side` and targets to `target_side` (in the order they are
+// attached to their mesh nodes); a b_transport becomes a request packet
+// (header, plus the data for a write) from the initiator's node to the
+// target's, the target's b_transport at the far end, and a response packet
+// (header, plus the data for a read) back. The target's response status
+// travels back unchanged, so an address error at the far end reaches the
+// initiator. Requests and responses use separate message classes.
+// Timing: the flit-level model runs cycle by cycle at `clock` while
+// packets are in flight (a SystemC thread that sleeps when the network is
+// empty); the packet-level model computes each packet's delivery at once.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <tlm_utils/multi_passthrough_initiator_socket.h>
+#include <tlm_utils/multi_passthrough_target_socket.h>
+#include <unordered_map>
+#include <vector>
+
+#include "common/ip.hpp"
+#include "common/units.hpp"
+#include "noc/noc.hpp"
+
+namespace tessera::noc {
+
+class Noc : public Ip {
+ public:
+  tlm_utils::multi_passthrough_target_socket<Noc> initiator_side;
+  tlm_utils::multi_passthrough_initiator_socket<Noc> target_side;
+
+  struct Config {
+    NocConfig net;
+    std::string model = "flit";  // flit, packet
+    Hertz clock{2e9};
+  };
+
+  Noc(const sc_core::sc_module_name& n, const Config& c);
+
+  // Attach in binding order. Elaboration only.
+  void attach_initiator(unsigned node);
+  void attach_target(unsigned node, std::uint64_t base, std::uint64_t size, const std::string& name);
+
+  Network& network() { return *net_; }
+  void report_stats(nlohmann::ordered_json& out) const override;
+
+ private:
+  struct Target {
+    unsigned node;
+    std::uint64_t base, size;
+    std::string name;
+  };
+  struct Wait {
+    sc_core::sc_event event;
+    bool done = false;
+    std::uint64_t delivered = 0;
+  };
+  void b_transport(int id, tlm::tlm_generic_payload& trans, sc_core::sc_time& delay);
+  unsigned transport_dbg(int id, tlm::tlm_generic_payload& trans);
+  // Sends a packet now and returns once its tail has left the destination router.
+  void carry(unsigned src, unsigned dst, unsigned payload_bytes, unsigned cls);
+  const Target* decode(std::uint64_t addr, unsigned& index) const;
+  void engine();
+  std::uint64_t now_cycle() const { return (sc_core::sc_time_stamp().value() + period_ - 1) / period_; }
+
+  Config config_;
+  std::unique_ptr<Network> net_;
+  std::uint64_t period_;
+  std::vector<unsigned> initiator_nodes_;
+  std::vector<Target> targets_;
+  std::unordered_map<std::uint64_t, Wait*> waiting_;
+  std::uint64_t next_id_ = 0;
+  sc_core::sc_event kick_;
+  std::uint64_t transactions_ = 0, errors_ = 0;
+};
+
+}  // namespace tessera::noc
