@@ -5,7 +5,11 @@
 namespace tessera::noc {
 
 std::string NocConfig::check() const {
+  if (topology != "mesh" && topology != "torus" && topology != "ring") return "topology must be mesh, torus or ring";
+  if (topology == "ring" && height != 1) return "a ring has height 1";
   if (width == 0 || height == 0 || width * height > 4096) return "width x height must be between 1 and 4096 nodes";
+  if (topology != "mesh" && (vcs % (2 * classes))) return "a torus or ring needs vcs divisible by 2 x classes (datelines)";
+  if (topology != "mesh" && routing != "xy") return "a torus or ring routes dimension order (xy)";
   if (routing != "xy" && routing != "west_first") return "routing must be xy or west_first";
   if (classes == 0 || vcs < classes || vcs % classes) return "vcs must be a positive multiple of classes";
   if (buffer == 0) return "buffer must hold at least one flit";
@@ -18,7 +22,45 @@ std::string NocConfig::check() const {
 unsigned Network::hops(const NocConfig& c, unsigned src, unsigned dst) {
   const int dx = static_cast<int>(dst % c.width) - static_cast<int>(src % c.width);
   const int dy = static_cast<int>(dst / c.width) - static_cast<int>(src / c.width);
-  return static_cast<unsigned>(std::abs(dx) + std::abs(dy));
+  if (c.topology == "mesh") return static_cast<unsigned>(std::abs(dx) + std::abs(dy));
+  const unsigned ax = static_cast<unsigned>(std::abs(dx)), ay = static_cast<unsigned>(std::abs(dy));
+  return std::min(ax, c.width - ax) + std::min(ay, c.height - ay);
+}
+
+unsigned Network::dor_port(const NocConfig& c, unsigned node, unsigned dst) {
+  const unsigned x = node % c.width, y = node / c.width, tx = dst % c.width, ty = dst / c.width;
+  if (c.topology == "mesh") {
+    if (tx > x) return kEast;
+    if (tx < x) return kWest;
+    if (ty > y) return kNorth;
+    if (ty < y) return kSouth;
+    return kLocal;
+  }
+  if (tx != x) return (tx + c.width - x) % c.width <= c.width / 2 ? kEast : kWest;
+  if (ty != y) return (ty + c.height - y) % c.height <= c.height / 2 ? kNorth : kSouth;
+  return kLocal;
+}
+
+int Network::neighbour(const NocConfig& c, unsigned node, unsigned port) {
+  const unsigned x = node % c.width, y = node / c.width;
+  const bool wrap = c.topology != "mesh";
+  switch (port) {
+    case kEast: return x + 1 < c.width ? static_cast<int>(node + 1) : wrap ? static_cast<int>(node + 1 - c.width) : -1;
+    case kWest: return x > 0 ? static_cast<int>(node - 1) : wrap ? static_cast<int>(node + c.width - 1) : -1;
+    case kNorth:
+      return y + 1 < c.height ? static_cast<int>(node + c.width) : wrap && c.height > 1 ? static_cast<int>(x) : -1;
+    case kSouth:
+      return y > 0 ? static_cast<int>(node - c.width)
+                   : wrap && c.height > 1 ? static_cast<int>((c.height - 1) * c.width + x) : -1;
+    default: return -1;
+  }
+}
+
+bool Network::wraps(const NocConfig& c, unsigned node, unsigned port) {
+  const unsigned x = node % c.width, y = node / c.width;
+  if (c.topology == "mesh") return false;
+  return (port == kEast && x + 1 == c.width) || (port == kWest && x == 0) || (port == kNorth && y + 1 == c.height) ||
+         (port == kSouth && y == 0);
 }
 
 // ---- flit level -----------------------------------------------------------------
@@ -47,27 +89,10 @@ unsigned FlitNetwork::opposite(unsigned port) {
   }
 }
 
-int FlitNetwork::neighbour(unsigned node, unsigned port) const {
-  const unsigned x = node % cfg_.width, y = node / cfg_.width;
-  switch (port) {
-    case kEast: return x + 1 < cfg_.width ? static_cast<int>(node + 1) : -1;
-    case kWest: return x > 0 ? static_cast<int>(node - 1) : -1;
-    case kNorth: return y + 1 < cfg_.height ? static_cast<int>(node + cfg_.width) : -1;
-    case kSouth: return y > 0 ? static_cast<int>(node - cfg_.width) : -1;
-    default: return -1;
-  }
-}
-
 unsigned FlitNetwork::route(unsigned node, const Packet& p, const Router& r) const {
   const int dx = static_cast<int>(p.dst % cfg_.width) - static_cast<int>(node % cfg_.width);
   const int dy = static_cast<int>(p.dst / cfg_.width) - static_cast<int>(node / cfg_.width);
-  if (cfg_.routing == "xy" || dx < 0) {  // west-first: all west hops first
-    if (dx > 0) return kEast;
-    if (dx < 0) return kWest;
-    if (dy > 0) return kNorth;
-    if (dy < 0) return kSouth;
-    return kLocal;
-  }
+  if (cfg_.routing == "xy" || dx < 0) return dor_port(cfg_, node, p.dst);  // west-first: all west hops first
   // West-first, no west hop left: any productive direction, the one with
   // the most free buffer space downstream in this packet's class.
   unsigned best = kLocal;
@@ -80,6 +105,19 @@ unsigned FlitNetwork::route(unsigned node, const Packet& p, const Router& r) con
     if (credit > best_credit) best = port, best_credit = credit;
   }
   return best;
+}
+
+void FlitNetwork::vc_range(Packet& p, unsigned node, unsigned port, unsigned& lo, unsigned& hi) const {
+  lo = vc_lo(p.cls);
+  hi = vc_hi(p.cls);
+  if (cfg_.topology == "mesh") return;
+  // Datelines: the lower half of the class's VCs before the wrap-around
+  // link of the current dimension, the upper half from it on.
+  const std::uint8_t dim = port == kEast || port == kWest ? 1 : 2;
+  const bool crossed = (p.dim == dim && p.crossed) || wraps(cfg_, node, port);
+  const unsigned half = (hi - lo) / 2;
+  if (crossed) lo += half;
+  else hi -= half;
 }
 
 void FlitNetwork::offer(const Packet& p) {
@@ -177,13 +215,15 @@ void FlitNetwork::step() {
         if (iv.state != VcState::routing || iv.ready > now_) continue;
         const unsigned port = iv.out_port;
         Output& o = r.out[port];
-        const Packet& p = packets_[iv.buf.front().packet];
+        Packet& p = packets_[iv.buf.front().packet];
         if (port == kLocal) {  // the endpoint takes any packet
           iv.out_vc = 0;
         } else {
           bool got = false;
-          for (unsigned v = vc_lo(p.cls); v < vc_hi(p.cls) && !got; ++v) {
-            const unsigned vc = vc_lo(p.cls) + (o.rr_vc + v - vc_lo(p.cls)) % (vc_hi(p.cls) - vc_lo(p.cls));
+          unsigned lo, hi;
+          vc_range(p, n, port, lo, hi);
+          for (unsigned v = lo; v < hi && !got; ++v) {
+            const unsigned vc = lo + (o.rr_vc + v - lo) % (hi - lo);
             if (o.owner[vc] < 0) {
               o.owner[vc] = static_cast<int>(i);
               iv.out_vc = vc;
@@ -252,7 +292,13 @@ void FlitNetwork::step() {
         --o.credits[iv.out_vc];
         ++links_[n * kPorts + out].flits;
         const unsigned next = static_cast<unsigned>(neighbour(n, out));
-        if (f.head) ++packets_[f.packet].hops;
+        if (f.head) {
+          Packet& p = packets_[f.packet];
+          ++p.hops;
+          const std::uint8_t dim = out == kEast || out == kWest ? 1 : 2;
+          p.crossed = (p.dim == dim && p.crossed) || wraps(cfg_, n, out);
+          p.dim = dim;
+        }
         f.ready = now_ + cfg_.sa + cfg_.st + cfg_.link;
         wires_.push_back({f.ready, next, opposite(out), iv.out_vc, f});
         if (f.tail) o.owner[iv.out_vc] = -1;
@@ -306,13 +352,8 @@ void PacketNetwork::offer(const Packet& in) {
   p.injected = t;
   unsigned node = p.src;
   for (;;) {
-    const unsigned x = node % cfg_.width, y = node / cfg_.width;
-    const unsigned dx = p.dst % cfg_.width, dy = p.dst / cfg_.width;
-    unsigned port = kLocal, next = node;
-    if (dx > x) port = kEast, next = node + 1;
-    else if (dx < x) port = kWest, next = node - 1;
-    else if (dy > y) port = kNorth, next = node + cfg_.width;
-    else if (dy < y) port = kSouth, next = node - cfg_.width;
+    const unsigned port = dor_port(cfg_, node, p.dst);
+    const unsigned next = port == kLocal ? node : static_cast<unsigned>(neighbour(cfg_, node, port));
     const std::uint64_t sa = reserve(node * kPorts + port, t + cfg_.rc + cfg_.va, L, p.created);
     if (port == kLocal) {
       p.delivered = sa + cfg_.sa + cfg_.st + (L - 1);

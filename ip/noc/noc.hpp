@@ -21,6 +21,7 @@
 namespace tessera::noc {
 
 struct NocConfig {
+  std::string topology = "mesh";  // mesh, torus (both dimensions wrap), ring (height 1, wraps)
   unsigned width = 8, height = 8;
   std::string routing = "xy";   // xy, west_first
   unsigned vcs = 4;              // per port
@@ -46,6 +47,10 @@ struct Packet {
   std::uint64_t delivered = 0; // tail left the destination router
   unsigned hops = 0;           // links crossed
   bool measured = false;
+  // Dateline state on a torus or ring: the dimension travelled and whether
+  // the packet crossed its wrap-around link (then it uses the upper VCs).
+  std::uint8_t dim = 0;
+  bool crossed = false;
   void* owner = nullptr;
 };
 
@@ -80,6 +85,13 @@ class Network {
   const NocConfig& config() const { return cfg_; }
 
   static unsigned hops(const NocConfig& c, unsigned src, unsigned dst);
+  // The output port dimension-order routing takes at `node` towards `dst`
+  // (shortest way round on a torus or ring; kLocal when there).
+  static unsigned dor_port(const NocConfig& c, unsigned node, unsigned dst);
+  // The node behind `port` of `node` (-1 at a mesh edge).
+  static int neighbour(const NocConfig& c, unsigned node, unsigned port);
+  // Whether that link is a wrap-around link (the dateline of its dimension).
+  static bool wraps(const NocConfig& c, unsigned node, unsigned port);
 
  protected:
   explicit Network(const NocConfig& c) : cfg_(c), links_(c.nodes() * kPorts), routers_(c.nodes()) {}
@@ -153,7 +165,9 @@ class FlitNetwork : public Network {
 
   void step();
   unsigned route(unsigned node, const Packet& p, const Router& r) const;
-  int neighbour(unsigned node, unsigned port) const;
+  int neighbour(unsigned node, unsigned port) const { return Network::neighbour(cfg_, node, port); }
+  // The VCs a packet may claim on the link out of `port` (class and dateline).
+  void vc_range(Packet& p, unsigned node, unsigned port, unsigned& lo, unsigned& hi) const;
   static unsigned opposite(unsigned port);
   unsigned vc_lo(unsigned cls) const { return cls * (cfg_.vcs / cfg_.classes); }
   unsigned vc_hi(unsigned cls) const { return (cls + 1) * (cfg_.vcs / cfg_.classes); }
