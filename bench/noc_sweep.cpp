@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <string>
@@ -22,6 +23,8 @@
 using namespace tessera::noc;
 
 namespace {
+
+const bool kNoBanner = ::setenv("SYSTEMC_DISABLE_COPYRIGHT_MESSAGE", "1", 0) == 0;
 
 int speed() {
   fmt::print("{:<8} {:>6} {:>14} {:>12} {:>16}\n", "model", "load", "cycles", "host s", "cycles/host s");
