@@ -22,14 +22,14 @@ std::string NocConfig::check() const {
 unsigned Network::hops(const NocConfig& c, unsigned src, unsigned dst) {
   const int dx = static_cast<int>(dst % c.width) - static_cast<int>(src % c.width);
   const int dy = static_cast<int>(dst / c.width) - static_cast<int>(src / c.width);
-  if (c.topology == "mesh") return static_cast<unsigned>(std::abs(dx) + std::abs(dy));
+  if (!c.wraps_around()) return static_cast<unsigned>(std::abs(dx) + std::abs(dy));
   const unsigned ax = static_cast<unsigned>(std::abs(dx)), ay = static_cast<unsigned>(std::abs(dy));
   return std::min(ax, c.width - ax) + std::min(ay, c.height - ay);
 }
 
 unsigned Network::dor_port(const NocConfig& c, unsigned node, unsigned dst) {
   const unsigned x = node % c.width, y = node / c.width, tx = dst % c.width, ty = dst / c.width;
-  if (c.topology == "mesh") {
+  if (!c.wraps_around()) {
     if (tx > x) return kEast;
     if (tx < x) return kWest;
     if (ty > y) return kNorth;
@@ -43,7 +43,7 @@ unsigned Network::dor_port(const NocConfig& c, unsigned node, unsigned dst) {
 
 int Network::neighbour(const NocConfig& c, unsigned node, unsigned port) {
   const unsigned x = node % c.width, y = node / c.width;
-  const bool wrap = c.topology != "mesh";
+  const bool wrap = c.wraps_around();
   switch (port) {
     case kEast: return x + 1 < c.width ? static_cast<int>(node + 1) : wrap ? static_cast<int>(node + 1 - c.width) : -1;
     case kWest: return x > 0 ? static_cast<int>(node - 1) : wrap ? static_cast<int>(node + c.width - 1) : -1;
@@ -58,7 +58,7 @@ int Network::neighbour(const NocConfig& c, unsigned node, unsigned port) {
 
 bool Network::wraps(const NocConfig& c, unsigned node, unsigned port) {
   const unsigned x = node % c.width, y = node / c.width;
-  if (c.topology == "mesh") return false;
+  if (!c.wraps_around()) return false;
   return (port == kEast && x + 1 == c.width) || (port == kWest && x == 0) || (port == kNorth && y + 1 == c.height) ||
          (port == kSouth && y == 0);
 }
@@ -92,7 +92,7 @@ unsigned FlitNetwork::opposite(unsigned port) {
 unsigned FlitNetwork::route(unsigned node, const Packet& p, const Router& r) const {
   const int dx = static_cast<int>(p.dst % cfg_.width) - static_cast<int>(node % cfg_.width);
   const int dy = static_cast<int>(p.dst / cfg_.width) - static_cast<int>(node / cfg_.width);
-  if (cfg_.routing == "xy" || dx < 0) return dor_port(cfg_, node, p.dst);  // west-first: all west hops first
+  if (!west_first_ || dx < 0) return dor_port(cfg_, node, p.dst);  // west-first: all west hops first
   // West-first, no west hop left: any productive direction, the one with
   // the most free buffer space downstream in this packet's class.
   unsigned best = kLocal;
@@ -110,7 +110,7 @@ unsigned FlitNetwork::route(unsigned node, const Packet& p, const Router& r) con
 void FlitNetwork::vc_range(Packet& p, unsigned node, unsigned port, unsigned& lo, unsigned& hi) const {
   lo = vc_lo(p.cls);
   hi = vc_hi(p.cls);
-  if (cfg_.topology == "mesh") return;
+  if (!cfg_.wraps_around()) return;
   // Datelines: the lower half of the class's VCs before the wrap-around
   // link of the current dimension, the upper half from it on.
   const std::uint8_t dim = port == kEast || port == kWest ? 1 : 2;
@@ -324,7 +324,7 @@ std::uint64_t PacketNetwork::reserve(unsigned link, std::uint64_t earliest, unsi
   // history (packets are offered in creation order); drop them in batches.
   std::size_t& old = live_[link];
   while (old < v.size() && v[old].end <= horizon) ++old;
-  if (old > 64) {
+  if (old > 8) {
     v.erase(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(old));
     old = 0;
   }

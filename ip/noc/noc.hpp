@@ -33,6 +33,7 @@ struct NocConfig {
   unsigned flit_bytes = 32;
   unsigned header_bytes = 16;    // request/response header carried in the head flit
   unsigned nodes() const { return width * height; }
+  bool wraps_around() const { return topology[0] != 'm'; }  // torus or ring (after check())
   unsigned per_hop() const { return rc + va + sa + st; }
   // Flits for a packet of `payload` bytes (header in the head flit).
   unsigned flits_for(unsigned payload) const { return (payload + header_bytes + flit_bytes - 1) / flit_bytes; }
@@ -172,6 +173,7 @@ class FlitNetwork : public Network {
   unsigned vc_lo(unsigned cls) const { return cls * (cfg_.vcs / cfg_.classes); }
   unsigned vc_hi(unsigned cls) const { return (cls + 1) * (cfg_.vcs / cfg_.classes); }
 
+  bool west_first_ = cfg_.routing == "west_first";
   std::vector<Router> routers_state_;
   std::vector<Packet> packets_;
   std::vector<std::uint32_t> free_packets_;
