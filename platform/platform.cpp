@@ -3,10 +3,12 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <map>
 
 #include "common/log.hpp"
 #include "common/memory.hpp"
 #include "common/payload.hpp"
+#include "noc/noc_ip.hpp"
 #include "riscv/riscv_cpu.hpp"
 #include "common/units.hpp"
 
@@ -16,9 +18,25 @@ Platform::Platform(const sc_core::sc_module_name& n, const PlatformSpec& spec, b
     : sc_core::sc_module(n), spec_(spec), checker_(protocol_checker), debug_port_("debug_port"), tie_off_("tie_off") {
   bus_ = std::make_unique<Router>("bus", Router::Config{});
   connect(debug_port_, bus_->target_socket, "debug_port");
+  // Build everything first: attachments may name a network declared later.
+  for (const InstanceSpec& s : spec.instances) ips_.emplace_back(s.name, s.ip->build(s.name.c_str(), s.config));
+
   unsigned port = 0;
+  // Each network-on-chip hangs off the bus at its bus node: the bus sends it
+  // the ranges of everything attached to it, with their global addresses.
+  std::map<std::string, unsigned> noc_port;
+  for (const InstanceSpec& s : spec.instances)
+    if (auto* noc = get<noc::Noc>(s.name)) {
+      connect(bus_->initiator_socket, noc->initiator_side, "bus_" + s.name);
+      noc->attach_initiator(noc->config().bus_node);
+      noc_port[s.name] = port++;
+    }
   for (const InstanceSpec& s : spec.instances) {
-    std::unique_ptr<Ip> ip = s.ip->build(s.name.c_str(), s.config);
+    Ip* ip = find(s.name);
+    noc::Noc* via = s.attach.empty() ? nullptr : get<noc::Noc>(s.attach);
+    if (via && s.attach_node >= via->config().net.nodes())
+      throw ConfigError(spec.file + ": " + s.name + ".attach: " + s.attach + " has no node " +
+                        std::to_string(s.attach_node));  // elaboration-only
     bool first = true;
     for (const auto& [tname, target] : ip->targets()) {
       // The first socket at "base"; others where "targets" puts them.
@@ -33,9 +51,15 @@ Platform::Platform(const sc_core::sc_module_name& n, const PlatformSpec& spec, b
         continue;
       }
       const std::string range = tname == ip->targets().front().first ? s.name : s.name + "." + tname;
-      connect(bus_->initiator_socket, *target.socket, s.name + "_" + tname);
       try {
-        bus_->map(port++, base, size, range, 0, s.ip->overlay);
+        if (via) {
+          via->attach_target(s.attach_node, base, size, range);
+          connect(via->target_side, *target.socket, s.name + "_" + tname);
+          bus_->map(noc_port[s.attach], base, size, range, base, s.ip->overlay);
+        } else {
+          connect(bus_->initiator_socket, *target.socket, s.name + "_" + tname);
+          bus_->map(port++, base, size, range, 0, s.ip->overlay);
+        }
       } catch (const ConfigError& e) {
         throw ConfigError(spec.file + ": " + s.name + ".base: " + e.what());  // elaboration-only
       }
@@ -46,8 +70,14 @@ Platform::Platform(const sc_core::sc_module_name& n, const PlatformSpec& spec, b
         throw ConfigError(spec.file + ": " + s.name + ".targets." + port_name + ": " + s.name +
                           " has no such target socket");  // elaboration-only
     }
-    for (const auto& [iname, socket] : ip->initiators()) connect(*socket, bus_->target_socket, s.name + "_" + iname);
-    ips_.emplace_back(s.name, std::move(ip));
+    for (const auto& [iname, socket] : ip->initiators()) {
+      if (via) {
+        via->attach_initiator(s.attach_node);
+        connect(*socket, via->initiator_side, s.name + "_" + iname);
+      } else {
+        connect(*socket, bus_->target_socket, s.name + "_" + iname);
+      }
+    }
   }
   wire_irqs();
 }
@@ -152,9 +182,11 @@ void Platform::start_of_simulation() {
 
 std::string Platform::memory_map() const {
   std::string o = fmt::format("Memory map of {} ({}):\n", spec_.name, spec_.file);
-  for (const Router::Range& r : bus_->decode_table())
-    o += fmt::format("  {:#018x} - {:#018x}  {:>8}  {:<16} {}\n", r.base, r.last(), format_size(r.size), r.name,
-                     spec_.find(r.name.substr(0, r.name.find('.')))->type);
+  for (const Router::Range& r : bus_->decode_table()) {
+    const InstanceSpec* s = spec_.find(r.name.substr(0, r.name.find('.')));
+    o += fmt::format("  {:#018x} - {:#018x}  {:>8}  {:<16} {}{}\n", r.base, r.last(), format_size(r.size), r.name, s->type,
+                     s->attach.empty() ? "" : fmt::format(" (via {} node {})", s->attach, s->attach_node));
+  }
   return o;
 }
 

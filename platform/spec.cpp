@@ -134,7 +134,7 @@ PlatformSpec PlatformSpec::parse(const std::string& file, const nlohmann::json& 
         }))
       fail(file, w + "name: use letters, digits and _ only");
     if (!names.insert(s.name).second) fail(file, w + "name: two instances have this name");
-    check_keys(j, {"name", "type", "impl", "base", "size", "irq", "params", "targets", "doc"}, file, w);
+    check_keys(j, {"name", "type", "impl", "base", "size", "irq", "params", "targets", "attach", "doc"}, file, w);
     if (!j.contains("type") || !j["type"].is_string()) fail(file, w + "type: required");
     s.type = j["type"].get<std::string>();
     s.ip = IpRegistry::get().find(s.type);
@@ -151,6 +151,17 @@ PlatformSpec PlatformSpec::parse(const std::string& file, const nlohmann::json& 
     s.size = j.contains("size") ? address_of(j["size"], file, w + "size") : s.ip->default_size;
     if (s.base && s.size == 0) fail(file, w + "size: required for type " + s.type);
     if (s.base && *s.base + (s.size - 1) < *s.base) fail(file, w + "size: the range runs past the end of the address space");
+    if (j.contains("attach")) {
+      const std::string a = j["attach"].is_string() ? j["attach"].get<std::string>() : "";
+      const auto at = a.find('@');
+      try {
+        if (at == std::string::npos || at == 0) throw UnitError("");
+        s.attach_node = static_cast<unsigned>(parse_uint(a.substr(at + 1)));
+      } catch (const UnitError&) {
+        fail(file, w + "attach: expected \"noc@node\", got " + j["attach"].dump());
+      }
+      s.attach = a.substr(0, at);
+    }
     if (j.contains("targets")) {
       if (!j["targets"].is_object()) fail(file, w + "targets: expected an object of socket: base");
       for (auto it = j["targets"].begin(); it != j["targets"].end(); ++it)
@@ -181,6 +192,13 @@ PlatformSpec PlatformSpec::parse(const std::string& file, const nlohmann::json& 
     if (!b) fail(file, "boot: no instance named \"" + spec.boot + "\"");
     if (b->type != "riscv") fail(file, "boot: " + spec.boot + " is a " + b->type + ", not a processor");
   }
+
+  for (const auto& s : spec.instances)
+    if (!s.attach.empty()) {
+      const InstanceSpec* n = spec.find(s.attach);
+      if (!n || n->type != "noc")
+        fail(file, s.name + ".attach: \"" + s.attach + "\" is not a network-on-chip instance of this platform");
+    }
 
   // Interrupts must name instances that exist; ports are checked once built.
   for (const auto& s : spec.instances)
@@ -221,6 +239,7 @@ nlohmann::ordered_json PlatformSpec::effective() const {
     if (s.base) i["base"] = format_hex(*s.base);
     if (s.size) i["size"] = format_hex(s.size);
     for (const auto& [port, base] : s.targets) i["targets"][port] = format_hex(base);
+    if (!s.attach.empty()) i["attach"] = s.attach + "@" + std::to_string(s.attach_node);
     if (!s.irqs.empty()) {
       nlohmann::ordered_json irq = nlohmann::ordered_json::object();
       for (const auto& w : s.irqs) {

@@ -6,7 +6,8 @@
 //         "irq": { "irq_out": "plic.src[10]" }, "params": { "tx": "stdout" } }, ...] }
 //
 // Instance keys: name, type, base, size, irq, params, impl ("tlm" or
-// "rtl"), targets (other sockets at their own bases), doc. `size` defaults to the type's register window. `irq` maps an
+// "rtl"), targets (other sockets at their own bases), attach ("noc@node":
+// behind a network-on-chip rather than on the system bus), doc. `size` defaults to the type's register window. `irq` maps an
 // output of this instance ("port" or "port[i]") to one input, or a list of
 // inputs, of other instances ("instance.port[i]").
 //
@@ -46,6 +47,10 @@ struct InstanceSpec {
   std::uint64_t size = 0;
   // Further target sockets mapped at their own bases ("targets": {"csr_target": "0x..."}).
   std::vector<std::pair<std::string, std::uint64_t>> targets;
+  // "attach": "noc@5": reached through that network-on-chip at node 5
+  // instead of the system bus.
+  std::string attach;
+  unsigned attach_node = 0;
   std::vector<IrqWire> irqs;
   const IpType* ip = nullptr;
   std::any config;                        // the IP's validated Config

@@ -1,8 +1,36 @@
 #include "noc/noc_ip.hpp"
 
 #include "common/log.hpp"
+#include "common/registry.hpp"
 
 namespace tessera::noc {
+
+void Noc::Config::visit(Params& p) {
+  p("topology", net.topology, "mesh, torus or ring");
+  p("width", net.width, "routers in x");
+  p("height", net.height, "routers in y");
+  p("routing", net.routing, "xy or west_first");
+  p("vcs", net.vcs, "virtual channels per port");
+  p("buffer", net.buffer, "flits per virtual channel");
+  p("classes", net.classes, "message classes (2: requests and responses)");
+  p("rc", net.rc, "route computation, cycles");
+  p("va", net.va, "VC allocation, cycles");
+  p("sa", net.sa, "switch allocation, cycles");
+  p("st", net.st, "switch traversal, cycles");
+  p("link", net.link, "link traversal, cycles");
+  p("credit_delay", net.credit_delay, "credit return, cycles");
+  p("flit_bytes", net.flit_bytes, "bytes per flit");
+  p("header_bytes", net.header_bytes, "header bytes in a head flit");
+  p("model", model, "flit (cycle-accurate) or packet (fast)");
+  p("clock", clock, "network clock");
+  p("bus_node", bus_node, "node of the system bus (the CP)");
+}
+
+void Noc::Config::validate(const Params& p) const {
+  if (const std::string e = net.check(); !e.empty()) p.fail("topology", e);
+  if (model != "flit" && model != "packet") p.fail("model", "must be flit or packet");
+  if (bus_node >= net.nodes()) p.fail("bus_node", "is not a node of the network");
+}
 
 Noc::Noc(const sc_core::sc_module_name& n, const Config& c)
     : Ip(n), initiator_side("initiator_side"), target_side("target_side"), config_(c),
@@ -113,6 +141,8 @@ unsigned Noc::transport_dbg(int, tlm::tlm_generic_payload& trans) {
   trans.set_address(addr);
   return n;
 }
+
+TESSERA_REGISTER_IP("noc", Noc, "network-on-chip: mesh, torus or ring, flit or packet level");
 
 void Noc::report_stats(nlohmann::ordered_json& out) const {
   out["model"] = config_.model;

@@ -19,6 +19,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "common/config.hpp"
 #include "common/ip.hpp"
 #include "common/units.hpp"
 #include "noc/noc.hpp"
@@ -27,13 +28,19 @@ namespace tessera::noc {
 
 class Noc : public Ip {
  public:
-  tlm_utils::multi_passthrough_target_socket<Noc> initiator_side;
-  tlm_utils::multi_passthrough_initiator_socket<Noc> target_side;
+  tlm_utils::multi_passthrough_target_socket<Noc, 32, tlm::tlm_base_protocol_types, 0, sc_core::SC_ZERO_OR_MORE_BOUND>
+      initiator_side;
+  tlm_utils::multi_passthrough_initiator_socket<Noc, 32, tlm::tlm_base_protocol_types, 0, sc_core::SC_ZERO_OR_MORE_BOUND>
+      target_side;
 
   struct Config {
     NocConfig net;
     std::string model = "flit";  // flit, packet
     Hertz clock{2e9};
+    unsigned bus_node = 0;        // where the platform's system bus (the CP) attaches
+    Config() { net.classes = 2; }
+    void visit(Params& p);
+    void validate(const Params& p) const;
   };
 
   Noc(const sc_core::sc_module_name& n, const Config& c);
@@ -43,6 +50,7 @@ class Noc : public Ip {
   void attach_target(unsigned node, std::uint64_t base, std::uint64_t size, const std::string& name);
 
   Network& network() { return *net_; }
+  const Config& config() const { return config_; }
   void report_stats(nlohmann::ordered_json& out) const override;
 
  private:

@@ -151,6 +151,16 @@ TEST(Cli, BadInputInterruptWiredToNothing) {
                       "bad_platform.json: u.irq.tx_irq: u has no interrupt output \"tx_irq\" (outputs: irq_out)");
 }
 
+TEST(Cli, BadInputBadAttachment) {
+  expect_config_error(small(R"(, {"name": "r2", "type": "ram", "base": "0x9000_0000", "size": "4KiB", "attach": "plic@3"})"),
+                      "bad_platform.json: r2.attach: \"plic\" is not a network-on-chip instance of this platform");
+  expect_config_error(small(R"(, {"name": "n", "type": "noc", "params": {"width": 2, "height": 2}},
+      {"name": "r2", "type": "ram", "base": "0x9000_0000", "size": "4KiB", "attach": "n@9"})"),
+                      "bad_platform.json: r2.attach: n has no node 9");
+  expect_config_error(small(R"(, {"name": "r2", "type": "ram", "base": "0x9000_0000", "size": "4KiB", "attach": "n"})"),
+                      "bad_platform.json: r2.attach: expected \"noc@node\"");
+}
+
 TEST(Cli, BadInputBadSet) {
   expect_config_error(small(), "bad_platform.json has no instance named \"nosuch\"",
                       "--set nosuch.size=1");
