@@ -127,12 +127,13 @@ int sc_main(int argc, char** argv) {
   }
   if (!heatmap.empty() && net) {
     std::ofstream h(heatmap);
-    h << "x,y,flits,utilisation\n";
+    h << "x,y,flits,utilisation,credit_stalls,allocation_stalls,injected,ejected\n";
     const auto& routers = net->routers();
     const double cycles = static_cast<double>(net->cycle());
     for (unsigned n = 0; n < c.nodes(); ++n)
       h << n % c.width << ',' << n / c.width << ',' << routers[n].flits << ','
-        << (cycles > 0 ? routers[n].flits / cycles / kPorts : 0.0) << '\n';
+        << (cycles > 0 ? routers[n].flits / cycles / kPorts : 0.0) << ',' << routers[n].credit_stalls << ','
+        << routers[n].allocation_stalls << ',' << routers[n].injected << ',' << routers[n].ejected << '\n';
   }
   return 0;
 }

@@ -178,7 +178,10 @@ void FlitNetwork::step() {
     InputVc& iv = r.in[kLocal * V + static_cast<unsigned>(injecting_vc_[n])];
     if (iv.buf.size() >= cfg_.buffer) continue;
     const unsigned f = injecting_flit_[n];
-    if (f == 0) p.injected = now_;
+    if (f == 0) {
+      p.injected = now_;
+      ++routers_[n].injected;
+    }
     iv.buf.push_back(Flit{source_[n].front(), f == 0, f + 1 == p.flits, now_});
     ++r.active;
     r.needs_rc = true;
@@ -283,6 +286,7 @@ void FlitNetwork::step() {
       if (out == kLocal) {
         if (f.tail) {
           Packet& p = packets_[f.packet];
+          ++routers_[n].ejected;
           p.delivered = now_ + cfg_.sa + cfg_.st;
           --in_flight_;
           if (delivered_) delivered_(p);
@@ -366,6 +370,8 @@ void PacketNetwork::offer(const Packet& in) {
     node = next;
   }
   routers_[p.dst].flits += L;
+  ++routers_[p.src].injected;
+  ++routers_[p.dst].ejected;
   last_delivery_ = p.delivered;
   ++pending_;
   if (p.delivered < now_ + kCalendar) calendar_[p.delivered % kCalendar].push_back(p);

@@ -122,6 +122,10 @@ TEST(Noc, StarvedConfigurationNeverDeadlocksNorLosesPackets) {
     EXPECT_TRUE(f.idle()) << routing << ": " << f.in_flight() << " packets stuck";
     EXPECT_EQ(seen.size(), offered) << routing;
     EXPECT_EQ(duplicates, 0u) << routing;
+    std::uint64_t injected = 0, ejected = 0;
+    for (const RouterStats& r : f.routers()) injected += r.injected, ejected += r.ejected;
+    EXPECT_EQ(injected, offered) << "per-endpoint counts add up";
+    EXPECT_EQ(ejected, offered);
     EXPECT_GT(offered, 5000u);
   }
 }
