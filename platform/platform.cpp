@@ -34,9 +34,18 @@ Platform::Platform(const sc_core::sc_module_name& n, const PlatformSpec& spec, b
   for (const InstanceSpec& s : spec.instances) {
     Ip* ip = find(s.name);
     noc::Noc* via = s.attach.empty() ? nullptr : get<noc::Noc>(s.attach);
-    if (via && s.attach_node >= via->config().net.nodes())
+    unsigned node = s.attach_node;
+    if (via && s.attach_x >= 0) {
+      const auto& net = via->config().net;
+      if (static_cast<unsigned>(s.attach_x) >= net.width || static_cast<unsigned>(s.attach_y) >= net.height)
+        throw ConfigError(fmt::format("{}: {}.attach: {} has no router at ({}, {})", spec.file, s.name, s.attach,
+                                      s.attach_x, s.attach_y));  // elaboration-only
+      node = static_cast<unsigned>(s.attach_y) * net.width + static_cast<unsigned>(s.attach_x);
+    }
+    if (via && node >= via->config().net.nodes())
       throw ConfigError(spec.file + ": " + s.name + ".attach: " + s.attach + " has no node " +
-                        std::to_string(s.attach_node));  // elaboration-only
+                        std::to_string(node));  // elaboration-only
+    if (via) attach_node_[s.name] = node;
     bool first = true;
     for (const auto& [tname, target] : ip->targets()) {
       // The first socket at "base"; others where "targets" puts them.
@@ -53,7 +62,7 @@ Platform::Platform(const sc_core::sc_module_name& n, const PlatformSpec& spec, b
       const std::string range = tname == ip->targets().front().first ? s.name : s.name + "." + tname;
       try {
         if (via) {
-          via->attach_target(s.attach_node, base, size, range);
+          via->attach_target(node, base, size, range);
           connect(via->target_side, *target.socket, s.name + "_" + tname);
           bus_->map(noc_port[s.attach], base, size, range, base, s.ip->overlay);
         } else {
@@ -72,7 +81,7 @@ Platform::Platform(const sc_core::sc_module_name& n, const PlatformSpec& spec, b
     }
     for (const auto& [iname, socket] : ip->initiators()) {
       if (via) {
-        via->attach_initiator(s.attach_node);
+        via->attach_initiator(node);
         connect(*socket, via->initiator_side, s.name + "_" + iname);
       } else {
         connect(*socket, bus_->target_socket, s.name + "_" + iname);
@@ -185,7 +194,7 @@ std::string Platform::memory_map() const {
   for (const Router::Range& r : bus_->decode_table()) {
     const InstanceSpec* s = spec_.find(r.name.substr(0, r.name.find('.')));
     o += fmt::format("  {:#018x} - {:#018x}  {:>8}  {:<16} {}{}\n", r.base, r.last(), format_size(r.size), r.name, s->type,
-                     s->attach.empty() ? "" : fmt::format(" (via {} node {})", s->attach, s->attach_node));
+                     s->attach.empty() ? "" : fmt::format(" (via {} node {})", s->attach, attach_node_.at(s->name)));
   }
   return o;
 }

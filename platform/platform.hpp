@@ -6,6 +6,7 @@
 // are reachable through target().
 #pragma once
 
+#include <map>
 #include <memory>
 #include <string>
 #include <tlm_utils/multi_passthrough_initiator_socket.h>
@@ -77,6 +78,7 @@ class Platform : public sc_core::sc_module {
 
   const PlatformSpec& spec_;
   const ElfImage* pending_elf_ = nullptr;
+  std::map<std::string, unsigned> attach_node_;  // instances behind a network-on-chip: their node
   std::string load_error_;
   bool checker_;
   std::unique_ptr<Router> bus_;

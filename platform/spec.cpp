@@ -156,9 +156,16 @@ PlatformSpec PlatformSpec::parse(const std::string& file, const nlohmann::json& 
       const auto at = a.find('@');
       try {
         if (at == std::string::npos || at == 0) throw UnitError("");
-        s.attach_node = static_cast<unsigned>(parse_uint(a.substr(at + 1)));
+        const std::string where = a.substr(at + 1);
+        const auto comma = where.find(',');
+        if (comma == std::string::npos) {
+          s.attach_node = static_cast<unsigned>(parse_uint(where));
+        } else {
+          s.attach_x = static_cast<int>(parse_uint(where.substr(0, comma)));
+          s.attach_y = static_cast<int>(parse_uint(where.substr(comma + 1)));
+        }
       } catch (const UnitError&) {
-        fail(file, w + "attach: expected \"noc@node\", got " + j["attach"].dump());
+        fail(file, w + "attach: expected \"noc@node\" or \"noc@x,y\", got " + j["attach"].dump());
       }
       s.attach = a.substr(0, at);
     }

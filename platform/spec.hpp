@@ -47,10 +47,11 @@ struct InstanceSpec {
   std::uint64_t size = 0;
   // Further target sockets mapped at their own bases ("targets": {"csr_target": "0x..."}).
   std::vector<std::pair<std::string, std::uint64_t>> targets;
-  // "attach": "noc@5": reached through that network-on-chip at node 5
-  // instead of the system bus.
+  // "attach": "noc@5" or "noc@1,3": reached through that network-on-chip at
+  // node 5, or at the router at x 1, y 3, instead of the system bus.
   std::string attach;
   unsigned attach_node = 0;
+  int attach_x = -1, attach_y = -1;  // "noc@x,y": router coordinates instead of a node number
   std::vector<IrqWire> irqs;
   const IpType* ip = nullptr;
   std::any config;                        // the IP's validated Config

@@ -158,7 +158,10 @@ TEST(Cli, BadInputBadAttachment) {
       {"name": "r2", "type": "ram", "base": "0x9000_0000", "size": "4KiB", "attach": "n@9"})"),
                       "bad_platform.json: r2.attach: n has no node 9");
   expect_config_error(small(R"(, {"name": "r2", "type": "ram", "base": "0x9000_0000", "size": "4KiB", "attach": "n"})"),
-                      "bad_platform.json: r2.attach: expected \"noc@node\"");
+                      "bad_platform.json: r2.attach: expected \"noc@node\" or \"noc@x,y\"");
+  expect_config_error(small(R"(, {"name": "n", "type": "noc", "params": {"width": 2, "height": 2}},
+      {"name": "r2", "type": "ram", "base": "0x9000_0000", "size": "4KiB", "attach": "n@1,2"})"),
+                      "bad_platform.json: r2.attach: n has no router at (1, 2)");
 }
 
 TEST(Cli, BadInputBadSet) {
