@@ -246,7 +246,9 @@ nlohmann::ordered_json PlatformSpec::effective() const {
     if (s.base) i["base"] = format_hex(*s.base);
     if (s.size) i["size"] = format_hex(s.size);
     for (const auto& [port, base] : s.targets) i["targets"][port] = format_hex(base);
-    if (!s.attach.empty()) i["attach"] = s.attach + "@" + std::to_string(s.attach_node);
+    if (!s.attach.empty())
+      i["attach"] = s.attach + "@" + (s.attach_x >= 0 ? fmt::format("{},{}", s.attach_x, s.attach_y)
+                                                      : std::to_string(s.attach_node));
     if (!s.irqs.empty()) {
       nlohmann::ordered_json irq = nlohmann::ordered_json::object();
       for (const auto& w : s.irqs) {
