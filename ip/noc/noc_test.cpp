@@ -37,6 +37,32 @@ std::uint64_t one_packet(Network& net, unsigned src, unsigned dst, unsigned flit
   return latency;
 }
 
+// Uniform traffic of `flits`-flit packets at `percent`% packets per node and
+// cycle for 20000 cycles, then a long drain. Returns how many were offered;
+// `seen` gets every delivered id, `duplicates` counts ids delivered twice.
+std::uint64_t flood(Network& net, unsigned percent, unsigned flits, unsigned seed, std::set<std::uint64_t>& seen,
+                    std::uint64_t& duplicates) {
+  const NocConfig& c = net.config();
+  net.on_delivered([&](Packet& p) { duplicates += !seen.insert(p.id).second; });
+  std::mt19937_64 rng(seed);
+  std::uint64_t offered = 0;
+  for (std::uint64_t cycle = 0; cycle < 20000; ++cycle) {
+    for (unsigned s = 0; s < c.nodes(); ++s)
+      if (rng() % 100 < percent) {
+        Packet p;
+        p.id = offered++;
+        p.src = s;
+        p.dst = static_cast<unsigned>(destination("uniform", s, c, {}, rng));
+        p.flits = flits;
+        p.created = cycle;
+        net.offer(p);
+      }
+    net.run_until(cycle);
+  }
+  net.run_until(20000 + 400000);
+  return offered;
+}
+
 }  // namespace
 
 TEST(Noc, ZeroLoadLatencyIsHopsTimesPipelinePlusSerialisation) {
@@ -102,23 +128,8 @@ TEST(Noc, StarvedConfigurationNeverDeadlocksNorLosesPackets) {
     c.routing = routing;
     FlitNetwork f(c);
     std::set<std::uint64_t> seen;
-    std::uint64_t duplicates = 0, offered = 0;
-    f.on_delivered([&](Packet& p) { duplicates += !seen.insert(p.id).second; });
-    std::mt19937_64 rng(7);
-    for (std::uint64_t cycle = 0; cycle < 20000; ++cycle) {
-      for (unsigned s = 0; s < c.nodes(); ++s)
-        if (rng() % 100 < 3) {
-          Packet p;
-          p.id = offered++;
-          p.src = s;
-          p.dst = static_cast<unsigned>(destination("uniform", s, c, {}, rng));
-          p.flits = 8;
-          p.created = cycle;
-          f.offer(p);
-        }
-      f.run_until(cycle);
-    }
-    f.run_until(20000 + 200000);
+    std::uint64_t duplicates = 0;
+    const std::uint64_t offered = flood(f, 3, 8, 7, seen, duplicates);
     EXPECT_TRUE(f.idle()) << routing << ": " << f.in_flight() << " packets stuck";
     EXPECT_EQ(seen.size(), offered) << routing;
     EXPECT_EQ(duplicates, 0u) << routing;
@@ -288,23 +299,9 @@ TEST(Noc, RingAndTorusTakeTheShortWayRoundAndNeverDeadlock) {
     // Heavy traffic with long packets: everything drains, nothing lost.
     FlitNetwork f(c);
     std::set<std::uint64_t> seen;
-    f.on_delivered([&](Packet& p) { seen.insert(p.id); });
-    std::mt19937_64 rng(3);
-    std::uint64_t offered = 0;
-    for (std::uint64_t cycle = 0; cycle < 20000; ++cycle) {
-      for (unsigned s = 0; s < c.nodes(); ++s)
-        if (rng() % 100 < 4) {
-          Packet p;
-          p.id = offered++;
-          p.src = s;
-          p.dst = static_cast<unsigned>(destination("uniform", s, c, {}, rng));
-          p.flits = 6;
-          p.created = cycle;
-          f.offer(p);
-        }
-      f.run_until(cycle);
-    }
-    f.run_until(400000);
+    std::uint64_t duplicates = 0;
+    const std::uint64_t offered = flood(f, 4, 6, 3, seen, duplicates);
+    EXPECT_EQ(duplicates, 0u) << topology;
     EXPECT_TRUE(f.idle()) << topology << ": " << f.in_flight() << " packets stuck";
     EXPECT_EQ(seen.size(), offered) << topology;
     // Uniform traffic: the measured hops match the short-way-round average.
