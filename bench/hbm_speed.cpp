@@ -1,6 +1,6 @@
 // HBM model speed: simulated 32-byte requests per host second on one
-// pseudo-channel, streaming and random, detailed and fast mode, with the
-// bandwidth each reached. Each case runs in its own process (SystemC
+// pseudo-channel, streaming and random, detailed and fast mode, driven by
+// the traffic generator IP, with the bandwidth each reached. Each case runs in its own process (SystemC
 // elaborates once per process): `bench_hbm` runs them all and prints a
 // table; `bench_hbm CASE` runs one.
 #include <fmt/format.h>
@@ -8,15 +8,15 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <random>
 #include <string>
 #include <systemc>
 #include <tlm_utils/simple_initiator_socket.h>
 
-#include "common/payload.hpp"
 #include "hbm/hbm_stack.hpp"
+#include "traffic_gen/traffic_gen.hpp"
 
 using namespace tessera;
+using tessera::TrafficGen;
 
 namespace {
 
@@ -33,26 +33,10 @@ const Case kCases[] = {
     {"random 32 B, fast", "fast", true, 32, 100000, 32},
 };
 
-struct Driver : sc_core::sc_module {
-  tlm_utils::simple_initiator_socket<Driver> socket{"socket"}, csr{"csr"};
-  const Case& c;
-  std::uint64_t span;
-  Driver(const sc_core::sc_module_name& n, const Case& cs, std::uint64_t sp) : sc_core::sc_module(n), c(cs), span(sp) {
-    for (unsigned t = 0; t < c.threads; ++t) sc_core::sc_spawn([this, t] { run(t); });
-  }
-  void run(unsigned t) {
-    std::mt19937_64 rng(t + 1);
-    std::vector<std::uint8_t> buf(c.bytes);
-    for (unsigned i = 0; i < c.count; ++i) {
-      const std::uint64_t a = c.random ? (rng() % (span / c.bytes)) * c.bytes
-                                       : ((std::uint64_t(i) * c.threads + t) * c.bytes) % span;
-      tlm::tlm_generic_payload g;
-      set_access(g, tlm::TLM_READ_COMMAND, a, buf.data(), c.bytes);
-      sc_core::sc_time d;
-      socket->b_transport(g, d);
-      wait(d);
-    }
-  }
+// The traffic generator drives the stack; its CSR socket needs a binding.
+struct CsrPort : sc_core::sc_module {
+  tlm_utils::simple_initiator_socket<CsrPort> socket{"socket"};
+  explicit CsrPort(const sc_core::sc_module_name& n) : sc_core::sc_module(n) {}
 };
 
 const bool kNoBanner = ::setenv("SYSTEMC_DISABLE_COPYRIGHT_MESSAGE", "1", 0) == 0;
@@ -78,14 +62,23 @@ int sc_main(int argc, char** argv) {
   cfg.address_map = "O5 G2 C2 B2 C3 R15";
   cfg.size = hbm::AddressMap(cfg.address_map, cfg.org, cfg.t.burst_bytes(), false).capacity();
   hbm::HbmStack stack("hbm", cfg);
-  Driver drv("drv", c, cfg.size);
-  drv.socket.bind(stack.mem_target);
-  drv.csr.bind(stack.csr_target());
+  TrafficGen::Config g;
+  g.pattern = c.random ? "random" : "sequential";
+  g.size = cfg.size;
+  g.request_bytes = c.bytes;
+  g.count = c.threads * c.count;
+  g.outstanding = c.threads;
+  g.autostart = true;
+  TrafficGen tgen("tgen", g);
+  tgen.bus_initiator.bind(stack.mem_target);
+  CsrPort hbm_csr("hbm_csr"), tgen_csr("tgen_csr");
+  hbm_csr.socket.bind(stack.csr_target());
+  tgen_csr.socket.bind(tgen.csr_target);
   const auto t0 = std::chrono::steady_clock::now();
   sc_core::sc_start();
   const double host = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const double requests = static_cast<double>(c.threads) * c.count * (c.bytes / 32);
-  const double eff = requests * 32 / sc_core::sc_time_stamp().to_seconds() / cfg.t.peak_bytes_per_s();
+  const double eff = tgen.bandwidth() / cfg.t.peak_bytes_per_s();
   fmt::print("{:<24} {:>12.0f} {:>10.3f} {:>14.3g} {:>10.1f}%\n", c.name, requests, host, requests / host, 100 * eff);
   return 0;
 }

@@ -9,7 +9,12 @@ namespace tessera::hbm {
 PseudoChannel::PseudoChannel(const Timing& t, const Org& o, const ControllerConfig& c, Done done)
     : t_(t), org_(o), cfg_(c), done_(std::move(done)), checker_(t, o), banks_(o.banks_per_pc()) {
   stats_.activations.assign(banks_.size(), 0);
-  refresh_due_ = cfg_.refresh == "per_bank" ? t_.tREFI / banks_.size() : t_.tREFI;
+  fcfs_ = cfg_.scheduler == "fcfs";
+  refresh_off_ = cfg_.refresh == "off";
+  per_bank_ = cfg_.refresh == "per_bank";
+  closed_ = cfg_.page_policy == "closed";
+  adaptive_ = cfg_.page_policy == "adaptive";
+  refresh_due_ = per_bank_ ? t_.tREFI / banks_.size() : t_.tREFI;
 }
 
 bool PseudoChannel::idle() const { return reads_.empty() && writes_.empty() && frontend_.empty() && completions_.empty(); }
@@ -96,8 +101,11 @@ bool PseudoChannel::pick(std::uint64_t, Candidate& best) {
   if (writes_.size() <= cfg_.write_low) draining_ = false;
   const bool use_writes = !writes_.empty() && (draining_ || reads_.empty());
   const auto& q = use_writes ? writes_ : reads_;
-  const std::size_t scan = cfg_.scheduler == "fcfs" ? std::min<std::size_t>(1, q.size()) : q.size();
-  const bool per_bank = cfg_.refresh == "per_bank";
+  const std::size_t scan = fcfs_ ? std::min<std::size_t>(1, q.size()) : q.size();
+  const bool per_bank = per_bank_;
+  // Nothing can issue before this; a column command that can, oldest
+  // first, is the best there is.
+  const std::uint64_t floor = std::max(now_, any_cmd_ ? last_cmd_ + 1 : 0);
   for (std::size_t i = 0; i < scan; ++i) {
     Candidate c = next_for(q[i]);
     if (c.cycle == ~0ull) continue;
@@ -106,14 +114,15 @@ bool PseudoChannel::pick(std::uint64_t, Candidate& best) {
     c.queue = use_writes ? 1 : 0;
     c.index = i;
     if (better(c, best)) best = c;
+    if (best.cycle == floor && (best.cmd == Cmd::RD || best.cmd == Cmd::WR)) break;
   }
   // Pages the closed/adaptive policy wants shut.
-  for (unsigned b = 0; b < banks_.size(); ++b)
+  for (unsigned b = 0; b < banks_.size() && (closed_ || adaptive_); ++b)
     if (banks_[b].open && banks_[b].close_after && !row_pending(b, banks_[b].row)) {
       Candidate c{Cmd::PRE, b, earliest(Cmd::PRE, b), -1, 0, ~0ull};
       if (better(c, best)) best = c;
     }
-  if (cfg_.refresh == "off") return best.cycle != ~0ull;
+  if (refresh_off_) return best.cycle != ~0ull;
   // Refresh: an all-bank refresh closes every bank and then refreshes; a
   // per-bank one does that to one bank while the others carry on. Either
   // goes first from the moment it is due.
@@ -227,8 +236,8 @@ void PseudoChannel::issue(const Candidate& c) {
   auto& q = c.queue ? writes_ : reads_;
   q.erase(q.begin() + static_cast<std::ptrdiff_t>(c.index));
   BankState& b = banks_[c.bank];
-  if (cfg_.page_policy == "closed") b.close_after = true;
-  else if (cfg_.page_policy == "adaptive") b.close_after = !row_pending(c.bank, b.row);
+  if (closed_) b.close_after = true;
+  else if (adaptive_) b.close_after = !row_pending(c.bank, b.row);
   completions_.push({done.done, done});
   refill();
 }
@@ -236,15 +245,15 @@ void PseudoChannel::issue(const Candidate& c) {
 void PseudoChannel::advance(std::uint64_t cycle) {
   // A long idle stretch: refreshes that fell due meanwhile are counted in
   // bulk (the banks end up closed), not issued one by one.
-  if (cfg_.refresh != "off" && reads_.empty() && writes_.empty() && frontend_.empty()) {
-    const std::uint64_t period = cfg_.refresh == "per_bank" ? t_.tREFI / banks_.size() : t_.tREFI;
+  if (!refresh_off_ && reads_.empty() && writes_.empty() && frontend_.empty()) {
+    const std::uint64_t period = per_bank_ ? t_.tREFI / banks_.size() : t_.tREFI;
     if (refresh_due_ + 4 * period < cycle) {
       const std::uint64_t skip = (cycle - refresh_due_) / period - 2;
-      const unsigned tRFC = cfg_.refresh == "per_bank" ? t_.tRFCpb : t_.tRFCab;
+      const unsigned tRFC = per_bank_ ? t_.tRFCpb : t_.tRFCab;
       stats_.refreshes += skip;
       stats_.refresh_cycles += skip * tRFC;
       refresh_due_ += skip * period;
-      if (cfg_.refresh == "per_bank") refresh_bank_ = static_cast<unsigned>((refresh_bank_ + skip) % banks_.size());
+      if (per_bank_) refresh_bank_ = static_cast<unsigned>((refresh_bank_ + skip) % banks_.size());
       // The last skipped refresh ended long ago: only the open rows change.
       for (unsigned b = 0; b < banks_.size(); ++b)
         if (banks_[b].open) {
@@ -256,10 +265,10 @@ void PseudoChannel::advance(std::uint64_t cycle) {
     }
   }
   // Refreshes may be owed (postponed) while requests wait.
-  while (cfg_.refresh != "off" && refresh_due_ <= cycle && refresh_owed_ < cfg_.refresh_postpone &&
+  while (!refresh_off_ && refresh_due_ <= cycle && refresh_owed_ < cfg_.refresh_postpone &&
          !(reads_.empty() && writes_.empty())) {
     ++refresh_owed_;
-    refresh_due_ += cfg_.refresh == "per_bank" ? t_.tREFI / banks_.size() : t_.tREFI;
+    refresh_due_ += per_bank_ ? t_.tREFI / banks_.size() : t_.tREFI;
   }
   Candidate best;
   bool found;

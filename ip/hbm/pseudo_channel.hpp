@@ -108,6 +108,8 @@ class PseudoChannel {
   Timing t_;
   Org org_;
   ControllerConfig cfg_;
+  // The configuration's words, decided once.
+  bool fcfs_ = false, refresh_off_ = false, per_bank_ = false, closed_ = false, adaptive_ = false;
   Done done_;
   TimingChecker checker_;
   std::vector<BankState> banks_;
