@@ -9,6 +9,8 @@ namespace tessera::hbm {
 PseudoChannel::PseudoChannel(const Timing& t, const Org& o, const ControllerConfig& c, Done done)
     : t_(t), org_(o), cfg_(c), done_(std::move(done)), checker_(t, o), banks_(o.banks_per_pc()) {
   stats_.activations.assign(banks_.size(), 0);
+  reads_.reserve(cfg_.read_queue);
+  writes_.reserve(cfg_.write_queue);
   fcfs_ = cfg_.scheduler == "fcfs";
   refresh_off_ = cfg_.refresh == "off";
   per_bank_ = cfg_.refresh == "per_bank";
@@ -122,7 +124,8 @@ bool PseudoChannel::pick(std::uint64_t, Candidate& best) {
       Candidate c{Cmd::PRE, b, earliest(Cmd::PRE, b), -1, 0, ~0ull};
       if (better(c, best)) best = c;
     }
-  if (refresh_off_) return best.cycle != ~0ull;
+  // A refresh only ever wins from the cycle it is due.
+  if (refresh_off_ || (best.cycle != ~0ull && best.cycle < refresh_due_)) return best.cycle != ~0ull;
   // Refresh: an all-bank refresh closes every bank and then refreshes; a
   // per-bank one does that to one bank while the others carry on. Either
   // goes first from the moment it is due.

@@ -113,7 +113,8 @@ class PseudoChannel {
   Done done_;
   TimingChecker checker_;
   std::vector<BankState> banks_;
-  std::deque<Request> reads_, writes_, frontend_;
+  std::vector<Request> reads_, writes_;  // in age order; short (the queue depths)
+  std::deque<Request> frontend_;
   std::deque<std::uint64_t> faw_;
   std::uint64_t last_cmd_ = 0;  // one command per cycle
   bool any_cmd_ = false;
