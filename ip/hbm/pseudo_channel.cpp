@@ -108,7 +108,18 @@ bool PseudoChannel::pick(std::uint64_t, Candidate& best) {
   // Nothing can issue before this; a column command that can, oldest
   // first, is the best there is.
   const std::uint64_t floor = std::max(now_, any_cmd_ ? last_cmd_ + 1 : 0);
+  // Per bank, the oldest request of each kind (row hit, or not) decides:
+  // a younger one needs the same command no sooner.
+  std::uint64_t seen_hit = 0, seen_other = 0;
   for (std::size_t i = 0; i < scan; ++i) {
+    const unsigned bank = q[i].loc.flat_bank(org_);
+    const BankState& bs = banks_[bank];
+    const bool hit = bs.open && bs.row == q[i].loc.row;
+    std::uint64_t& seen = hit ? seen_hit : seen_other;
+    if (bank < 64) {
+      if (seen & (1ull << bank)) continue;
+      seen |= 1ull << bank;
+    }
     Candidate c = next_for(q[i]);
     if (c.cycle == ~0ull) continue;
     // The bank due for a per-bank refresh takes no new work once it is due.

@@ -24,62 +24,68 @@ std::string TimingChecker::check(Cmd cmd, unsigned bank, std::uint64_t row, std:
   const auto c = static_cast<std::int64_t>(cycle);
   const Bank& b = banks_[bank];
   const unsigned bg = bg_of(bank);
-  auto need = [&](std::int64_t since, unsigned gap, const char* name) -> std::string {
-    if (since != kNever && c < since + static_cast<std::int64_t>(gap))
-      return fmt::format("{} to bank {} at cycle {} breaks {} ({} cycles after cycle {}, {} needed)", cmd_name(cmd), bank,
-                         cycle, name, c - since, since, gap);
-    return "";
+  // The first broken constraint: its name, the command it counts from, the gap.
+  const char* broken = nullptr;
+  std::int64_t from = 0;
+  unsigned gap = 0;
+  auto need = [&](std::int64_t since, unsigned g, const char* name) {
+    if (since != kNever && c < since + static_cast<std::int64_t>(g)) {
+      broken = name;
+      from = since;
+      gap = g;
+      return false;
+    }
+    return true;
   };
-  std::string e;
+  auto report = [&]() -> std::string {
+    if (!broken) return "";
+    return fmt::format("{} to bank {} at cycle {} breaks {} ({} cycles after cycle {}, {} needed)", cmd_name(cmd), bank,
+                       cycle, broken, c - from, from, gap);
+  };
   const unsigned wr_to_rd_l = t_.tCWL + t_.tBURST + t_.tWTR_L, wr_to_rd_s = t_.tCWL + t_.tBURST + t_.tWTR_S;
   switch (cmd) {
     case Cmd::ACT:
       if (b.open) return fmt::format("ACT to bank {} at cycle {}: the bank is open", bank, cycle);
-      if (!(e = need(b.act, t_.tRC, "tRC")).empty()) return e;
-      if (!(e = need(b.pre, t_.tRP, "tRP")).empty()) return e;
+      if (!need(b.act, t_.tRC, "tRC") || !need(b.pre, t_.tRP, "tRP")) return report();
       for (unsigned o = 0; o < banks_.size(); ++o) {
         if (o == bank) continue;
         const bool same_bg = bg_of(o) == bg;
-        if (!(e = need(banks_[o].act, same_bg ? t_.tRRD_L : t_.tRRD_S, same_bg ? "tRRD_L" : "tRRD_S")).empty()) return e;
+        if (!need(banks_[o].act, same_bg ? t_.tRRD_L : t_.tRRD_S, same_bg ? "tRRD_L" : "tRRD_S")) return report();
       }
-      if (acts_.size() == 4 && !(e = need(acts_.front(), t_.tFAW, "tFAW")).empty()) return e;
-      if (!(e = need(refab_, t_.tRFCab, "tRFCab")).empty()) return e;
-      return need(b.refpb, t_.tRFCpb, "tRFCpb");
+      if (acts_.size() == 4 && !need(acts_.front(), t_.tFAW, "tFAW")) return report();
+      need(refab_, t_.tRFCab, "tRFCab") && need(b.refpb, t_.tRFCpb, "tRFCpb");
+      return report();
     case Cmd::RD:
     case Cmd::WR: {
       if (!b.open || b.row != row)
         return fmt::format("{} to bank {} row {} at cycle {}: that row is not open", cmd_name(cmd), bank, row, cycle);
       const bool rd = cmd == Cmd::RD;
-      if (!(e = need(b.act, rd ? t_.tRCDRD : t_.tRCDWR, rd ? "tRCDRD" : "tRCDWR")).empty()) return e;
+      if (!need(b.act, rd ? t_.tRCDRD : t_.tRCDWR, rd ? "tRCDRD" : "tRCDWR")) return report();
       for (unsigned o = 0; o < banks_.size(); ++o) {
         const bool same_bg = bg_of(o) == bg;
         const Bank& x = banks_[o];
-        if (rd) {
-          if (!(e = need(x.rd, same_bg ? t_.tCCD_L : t_.tCCD_S, same_bg ? "tCCD_L" : "tCCD_S")).empty()) return e;
-          if (!(e = need(x.wr, same_bg ? wr_to_rd_l : wr_to_rd_s, same_bg ? "tWTR_L" : "tWTR_S")).empty()) return e;
-        } else {
-          if (!(e = need(x.wr, same_bg ? t_.tCCD_L : t_.tCCD_S, same_bg ? "tCCD_L" : "tCCD_S")).empty()) return e;
-          if (!(e = need(x.rd, t_.tRTW, "tRTW")).empty()) return e;
-        }
+        const bool ok = rd ? need(x.rd, same_bg ? t_.tCCD_L : t_.tCCD_S, same_bg ? "tCCD_L" : "tCCD_S") &&
+                                 need(x.wr, same_bg ? wr_to_rd_l : wr_to_rd_s, same_bg ? "tWTR_L" : "tWTR_S")
+                           : need(x.wr, same_bg ? t_.tCCD_L : t_.tCCD_S, same_bg ? "tCCD_L" : "tCCD_S") &&
+                                 need(x.rd, t_.tRTW, "tRTW");
+        if (!ok) return report();
       }
       return "";
     }
     case Cmd::PRE:
-      if (!(e = need(b.act, t_.tRAS, "tRAS")).empty()) return e;
-      if (!(e = need(b.rd, t_.tRTP, "tRTP")).empty()) return e;
-      return need(b.wr, t_.tCWL + t_.tBURST + t_.tWR, "tWR");
+      need(b.act, t_.tRAS, "tRAS") && need(b.rd, t_.tRTP, "tRTP") && need(b.wr, t_.tCWL + t_.tBURST + t_.tWR, "tWR");
+      return report();
     case Cmd::REFAB:
       for (unsigned o = 0; o < banks_.size(); ++o) {
         if (banks_[o].open) return fmt::format("REFab at cycle {}: bank {} is open", cycle, o);
-        if (!(e = need(banks_[o].pre, t_.tRP, "tRP")).empty()) return e;
-        if (!(e = need(banks_[o].refpb, t_.tRFCpb, "tRFCpb")).empty()) return e;
+        if (!need(banks_[o].pre, t_.tRP, "tRP") || !need(banks_[o].refpb, t_.tRFCpb, "tRFCpb")) return report();
       }
-      return need(refab_, t_.tRFCab, "tRFCab");
+      need(refab_, t_.tRFCab, "tRFCab");
+      return report();
     case Cmd::REFPB:
       if (b.open) return fmt::format("REFpb to bank {} at cycle {}: the bank is open", bank, cycle);
-      if (!(e = need(b.pre, t_.tRP, "tRP")).empty()) return e;
-      if (!(e = need(b.refpb, t_.tRFCpb, "tRFCpb")).empty()) return e;
-      return need(refab_, t_.tRFCab, "tRFCab");
+      need(b.pre, t_.tRP, "tRP") && need(b.refpb, t_.tRFCpb, "tRFCpb") && need(refab_, t_.tRFCab, "tRFCab");
+      return report();
   }
   return "";
 }
