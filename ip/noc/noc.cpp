@@ -319,32 +319,54 @@ void FlitNetwork::step() {
 
 // ---- packet level ---------------------------------------------------------------
 
-PacketNetwork::PacketNetwork(const NocConfig& c)
-    : Network(c), busy_(c.nodes() * kPorts), live_(c.nodes() * kPorts, 0), inject_free_(c.nodes(), 0) {}
+PacketNetwork::PacketNetwork(const NocConfig& c) : Network(c), busy_(c.nodes() * kPorts), inject_free_(c.nodes(), 0) {}
 
 std::uint64_t PacketNetwork::reserve(unsigned link, std::uint64_t earliest, unsigned length, std::uint64_t horizon) {
-  std::vector<Busy>& v = busy_[link];
-  // Reservations that ended before anything still to come can start are
-  // history (packets are offered in creation order); drop them in batches.
-  std::size_t& old = live_[link];
-  while (old < v.size() && v[old].end <= horizon) ++old;
-  if (old > 8) {
-    v.erase(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(old));
-    old = 0;
+  Calendar& k = busy_[link];
+  // Drop whole words of cycles that no packet can still ask for.
+  while (k.base + 64 <= horizon && k.head < k.words.size()) {
+    ++k.head;
+    k.base += 64;
   }
-  std::uint64_t t = earliest;
-  if (v.size() == old || t >= v.back().end) {  // the usual case: after everything booked
-    v.push_back(Busy{t, t + length});
-    return t;
+  if (k.head == k.words.size()) {  // nothing booked: restart at the horizon
+    k.words.clear();
+    k.head = 0;
+    k.base = horizon & ~std::uint64_t(63);
+  } else if (k.head > 64) {
+    k.words.erase(k.words.begin(), k.words.begin() + static_cast<std::ptrdiff_t>(k.head));
+    k.head = 0;
   }
-  // Intervals do not overlap, so their ends are sorted too: skip those over before t.
-  auto it = std::upper_bound(v.begin() + static_cast<std::ptrdiff_t>(old), v.end(), t,
-                             [](std::uint64_t x, const Busy& b) { return x < b.end; });
-  for (; it != v.end(); ++it) {
-    if (t + length <= it->start) break;
-    t = std::max(t, it->end);
+  std::uint64_t t = std::max(earliest, k.base);
+  for (;;) {
+    // Is [t, t + length) free? If not, start again after its last busy cycle.
+    const std::uint64_t end = t + length;
+    std::uint64_t last_busy = 0;
+    bool busy = false;
+    for (std::uint64_t c = t; c < end;) {
+      const std::size_t w = k.head + static_cast<std::size_t>((c - k.base) / 64);
+      const unsigned lo = static_cast<unsigned>((c - k.base) % 64);
+      const unsigned n = static_cast<unsigned>(std::min<std::uint64_t>(64 - lo, end - c));
+      if (w < k.words.size()) {
+        const std::uint64_t mask = (n == 64 ? ~0ull : ((1ull << n) - 1)) << lo;
+        if (const std::uint64_t hit = k.words[w] & mask) {
+          busy = true;
+          last_busy = k.base + (w - k.head) * 64 + (63 - static_cast<unsigned>(__builtin_clzll(hit)));
+        }
+      }
+      c += n;
+    }
+    if (!busy) break;
+    t = last_busy + 1;
   }
-  v.insert(it, Busy{t, t + length});
+  // Book it.
+  for (std::uint64_t c = t; c < t + length;) {
+    const std::size_t w = k.head + static_cast<std::size_t>((c - k.base) / 64);
+    const unsigned lo = static_cast<unsigned>((c - k.base) % 64);
+    const unsigned n = static_cast<unsigned>(std::min<std::uint64_t>(64 - lo, t + length - c));
+    if (w >= k.words.size()) k.words.resize(w + 1, 0);
+    k.words[w] |= (n == 64 ? ~0ull : ((1ull << n) - 1)) << lo;
+    c += n;
+  }
   return t;
 }
 
@@ -354,11 +376,25 @@ void PacketNetwork::offer(const Packet& in) {
   std::uint64_t t = std::max(p.created, inject_free_[p.src]);
   inject_free_[p.src] = t + L;
   p.injected = t;
-  unsigned node = p.src;
+  // Dimension order, the short way round where the network wraps.
+  const unsigned W = cfg_.width, H = cfg_.height;
+  const bool wrap = cfg_.wraps_around();
+  unsigned x = p.src % W, y = p.src / W;
+  const unsigned tx = p.dst % W, ty = p.dst / W;
+  const unsigned front = cfg_.rc + cfg_.va, hop = cfg_.sa + cfg_.st + cfg_.link;
   for (;;) {
-    const unsigned port = dor_port(cfg_, node, p.dst);
-    const unsigned next = port == kLocal ? node : static_cast<unsigned>(neighbour(cfg_, node, port));
-    const std::uint64_t sa = reserve(node * kPorts + port, t + cfg_.rc + cfg_.va, L, p.created);
+    const unsigned node = y * W + x;
+    unsigned port = kLocal;
+    if (x != tx) {
+      const bool east = wrap ? (tx + W - x) % W <= W / 2 : tx > x;
+      port = east ? kEast : kWest;
+      x = east ? (x + 1 == W ? 0 : x + 1) : (x == 0 ? W - 1 : x - 1);
+    } else if (y != ty) {
+      const bool north = wrap ? (ty + H - y) % H <= H / 2 : ty > y;
+      port = north ? kNorth : kSouth;
+      y = north ? (y + 1 == H ? 0 : y + 1) : (y == 0 ? H - 1 : y - 1);
+    }
+    const std::uint64_t sa = reserve(node * kPorts + port, t + front, L, p.created);
     if (port == kLocal) {
       p.delivered = sa + cfg_.sa + cfg_.st + (L - 1);
       break;
@@ -366,8 +402,7 @@ void PacketNetwork::offer(const Packet& in) {
     links_[node * kPorts + port].flits += L;
     routers_[node].flits += L;
     ++p.hops;
-    t = sa + cfg_.sa + cfg_.st + cfg_.link;
-    node = next;
+    t = sa + hop;
   }
   routers_[p.dst].flits += L;
   ++routers_[p.src].injected;

@@ -191,7 +191,8 @@ class FlitNetwork : public Network {
 // the ejection port) for as many cycles as it has flits, in the first gap
 // of that link's calendar from the moment its head gets there (so a packet
 // created later but arriving first is not queued behind one still on its
-// way); infinite buffers.
+// way); infinite buffers. A link's calendar is a bitmap of busy cycles
+// from the oldest cycle that still matters.
 class PacketNetwork : public Network {
  public:
   explicit PacketNetwork(const NocConfig& c);
@@ -203,13 +204,15 @@ class PacketNetwork : public Network {
   std::uint64_t scheduled_delivery() const override { return last_delivery_; }
 
  private:
-  struct Busy {
-    std::uint64_t start, end;
+  struct Calendar {
+    std::uint64_t base = 0;             // cycle of bit 0 of words[head] (a multiple of 64)
+    std::size_t head = 0;
+    std::vector<std::uint64_t> words;   // bit set: busy
   };
-  // First cycle >= `earliest` at which `link` is free for `length` cycles; reserves it.
+  // First cycle >= `earliest` at which `link` is free for `length` cycles;
+  // reserves it. Cycles before `horizon` no longer matter.
   std::uint64_t reserve(unsigned link, std::uint64_t earliest, unsigned length, std::uint64_t horizon);
-  std::vector<std::vector<Busy>> busy_;    // node * kPorts + port (kLocal: ejection), sorted
-  std::vector<std::size_t> live_;          // per link: first reservation not yet history
+  std::vector<Calendar> busy_;  // node * kPorts + port (kLocal: ejection)
   std::vector<std::uint64_t> inject_free_;
   // Packets by delivery cycle: a calendar of buckets for the near future,
   // an ordered overflow beyond it.
