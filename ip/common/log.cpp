@@ -109,8 +109,11 @@ void emit(const std::string& path, Level level, const std::string& msg) {
 }
 
 void emit_internal(const std::string& path, const std::string& msg) {
-  SC_REPORT_FATAL(kInternal, (path + ": " + msg).c_str());
-  std::abort();  // not reached: SC_REPORT_FATAL does not return
+  // A model bug stops the run: SystemC's error action throws, tessera-vp
+  // reports it and exits with code 3. Should a handler swallow the report,
+  // the exception below still ends the run.
+  SC_REPORT_ERROR(kInternal, (path + ": " + msg).c_str());
+  throw std::logic_error(path + ": " + msg);
 }
 
 }  // namespace tessera::log

@@ -7,7 +7,7 @@
 //                  any of them into a failing exit code.
 //   unimplemented  a feature the model leaves out was used; once per place.
 //   config         a bad platform description; elaboration stops.
-//   internal       a model bug; the simulation stops.
+//   internal       a model bug; the run stops with a report and exit code 3.
 //   trace          debug and trace chatter, filtered by verbosity.
 #pragma once
 
