@@ -1,0 +1,167 @@
+// Bit-exact number formats: every FP8 code, round trips, ties to even,
+// saturation and NaN/infinity rules (OCP FP8 v1.0), BF16 and FP16 against
+// known encodings, stochastic rounding, block scaling.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "numerics/block_scale.hpp"
+#include "numerics/formats.hpp"
+
+using namespace tessera::num;
+
+namespace {
+// The OCP tables, written out for the test (independent of the generic code).
+double e4m3_value(unsigned c) {
+  const double s = (c & 0x80) ? -1 : 1;
+  const unsigned e = (c >> 3) & 15, m = c & 7;
+  if (e == 15 && m == 7) return NAN;
+  if (e == 0) return s * m / 8.0 * std::ldexp(1.0, -6);
+  return s * (1 + m / 8.0) * std::ldexp(1.0, static_cast<int>(e) - 7);
+}
+double e5m2_value(unsigned c) {
+  const double s = (c & 0x80) ? -1 : 1;
+  const unsigned e = (c >> 2) & 31, m = c & 3;
+  if (e == 31) return m ? NAN : s * INFINITY;
+  if (e == 0) return s * m / 4.0 * std::ldexp(1.0, -14);
+  return s * (1 + m / 4.0) * std::ldexp(1.0, static_cast<int>(e) - 15);
+}
+Convert saturating() {
+  Convert c;
+  c.saturate = true;
+  return c;
+}
+}  // namespace
+
+TEST(Numerics, E4M3AllCodesDecodeAndRoundTrip) {
+  for (unsigned c = 0; c < 256; ++c) {
+    const double want = e4m3_value(c), got = decode(Format::E4M3, c);
+    if (std::isnan(want)) {
+      EXPECT_TRUE(std::isnan(got)) << c;
+      EXPECT_EQ(encode(Format::E4M3, got) & 0x7f, 0x7fu) << "NaN stays NaN";
+      continue;
+    }
+    EXPECT_EQ(got, want) << "code " << c;
+    EXPECT_EQ(encode(Format::E4M3, got), c) << "round trip of code " << c;
+  }
+  EXPECT_EQ(max_finite(Format::E4M3), 448);
+  EXPECT_EQ(decode(Format::E4M3, 0x01), std::ldexp(1.0, -9)) << "smallest subnormal";
+  EXPECT_EQ(decode(Format::E4M3, 0x08), std::ldexp(1.0, -6)) << "smallest normal";
+}
+
+TEST(Numerics, E5M2AllCodesDecodeAndRoundTrip) {
+  for (unsigned c = 0; c < 256; ++c) {
+    const double want = e5m2_value(c), got = decode(Format::E5M2, c);
+    if (std::isnan(want)) {
+      EXPECT_TRUE(std::isnan(got)) << c;
+      continue;
+    }
+    EXPECT_EQ(got, want) << "code " << c;
+    EXPECT_EQ(encode(Format::E5M2, got), c) << "round trip of code " << c;
+  }
+  EXPECT_EQ(max_finite(Format::E5M2), 57344);
+  EXPECT_EQ(decode(Format::E5M2, 0x7c), INFINITY);
+}
+
+TEST(Numerics, TiesRoundToEven) {
+  // E4M3 around 1: 1.0 = 0x38, 1.125 = 0x39, 1.25 = 0x3a.
+  EXPECT_EQ(encode(Format::E4M3, 1.0625), 0x38u) << "halfway 1.0/1.125 -> even mantissa";
+  EXPECT_EQ(encode(Format::E4M3, 1.1875), 0x3au) << "halfway 1.125/1.25 -> even mantissa";
+  EXPECT_EQ(encode(Format::E4M3, 1.0626), 0x39u);
+  // E5M2 around 1: 1.0 = 0x3c, 1.25 = 0x3d, 1.5 = 0x3e.
+  EXPECT_EQ(encode(Format::E5M2, 1.125), 0x3cu);
+  EXPECT_EQ(encode(Format::E5M2, 1.375), 0x3eu);
+  // Subnormals tie to even too: halfway between 2^-9 (0x01) and 2^-8 (0x02).
+  EXPECT_EQ(encode(Format::E4M3, 1.5 * std::ldexp(1.0, -9)), 0x02u);
+  EXPECT_EQ(encode(Format::E4M3, 0.5 * std::ldexp(1.0, -9)), 0x00u) << "half the smallest subnormal rounds to zero";
+}
+
+TEST(Numerics, SaturationAndSpecialValuesPerOcp) {
+  // E4M3: 464 is halfway between 448 and the NaN code: ties to even keep 448.
+  EXPECT_EQ(encode(Format::E4M3, 464), 0x7eu);
+  EXPECT_EQ(encode(Format::E4M3, 465) & 0x7f, 0x7fu) << "overflow is NaN when not saturating";
+  EXPECT_EQ(encode(Format::E4M3, 465, saturating()), 0x7eu);
+  EXPECT_EQ(encode(Format::E4M3, -1e9, saturating()), 0xfeu);
+  EXPECT_EQ(encode(Format::E4M3, INFINITY) & 0x7f, 0x7fu) << "no infinity in E4M3";
+  EXPECT_EQ(encode(Format::E4M3, INFINITY, saturating()), 0x7eu);
+  EXPECT_EQ(encode(Format::E4M3, -0.0), 0x80u) << "negative zero";
+  // E5M2: IEEE-like.
+  EXPECT_EQ(encode(Format::E5M2, 61440), 0x7cu) << "ties to even past the maximum: infinity";
+  EXPECT_EQ(encode(Format::E5M2, 61439), 0x7bu);
+  EXPECT_EQ(encode(Format::E5M2, 1e9, saturating()), 0x7bu);
+  EXPECT_EQ(encode(Format::E5M2, -INFINITY), 0xfcu);
+  EXPECT_TRUE(std::isnan(decode(Format::E5M2, encode(Format::E5M2, NAN))));
+}
+
+TEST(Numerics, Bf16AndFp16KnownVectors) {
+  EXPECT_EQ(encode(Format::BF16, 1.0), 0x3f80u);
+  EXPECT_EQ(encode(Format::BF16, -2.0), 0xc000u);
+  EXPECT_EQ(encode(Format::BF16, static_cast<float>(M_PI)), 0x4049u);  // 3.140625
+  EXPECT_EQ(encode(Format::BF16, 1.00390625), 0x3f80u) << "halfway 1 and 1+2^-7: even";
+  EXPECT_EQ(encode(Format::BF16, 3.4e38f), 0x7f80u) << "past the largest BF16: infinity";
+  EXPECT_EQ(decode(Format::BF16, 0x7f7f), 3.3895313892515355e38);
+  EXPECT_EQ(encode(Format::FP16, 1.0), 0x3c00u);
+  EXPECT_EQ(encode(Format::FP16, 65504), 0x7bffu);
+  EXPECT_EQ(encode(Format::FP16, 65519), 0x7bffu);
+  EXPECT_EQ(encode(Format::FP16, 65520), 0x7c00u) << "IEEE: 65520 rounds to infinity";
+  EXPECT_EQ(encode(Format::FP16, std::ldexp(1.0, -24)), 0x0001u) << "smallest subnormal";
+  EXPECT_EQ(encode(Format::FP16, 0.1), 0x2e66u);
+  EXPECT_EQ(decode(Format::FP16, 0x3555), 0.333251953125);
+}
+
+TEST(Numerics, IntegersSaturateAndRoundToEven) {
+  EXPECT_EQ(encode(Format::INT8, 300.0), 0x7fu);
+  EXPECT_EQ(encode(Format::INT8, -300.0), 0x80u);
+  EXPECT_EQ(encode(Format::INT8, 2.5), 2u);
+  EXPECT_EQ(encode(Format::INT8, -3.5), static_cast<std::uint8_t>(-4));
+  EXPECT_EQ(decode(Format::INT8, 0xff), -1);
+  EXPECT_EQ(encode(Format::INT32, 3e10), 0x7fffffffu);
+}
+
+TEST(Numerics, StochasticRoundingIsUnbiasedAndSeeded) {
+  Rng a, b;
+  a.state = b.state = 42;
+  Convert ca, cb;
+  ca.rounding = cb.rounding = Rounding::stochastic;
+  ca.rng = &a;
+  cb.rng = &b;
+  const double x = 1.03;  // between 1.0 and 1.125 in E4M3
+  double sum = 0;
+  for (int i = 0; i < 20000; ++i) {
+    const std::uint32_t ea = encode(Format::E4M3, x, ca), eb = encode(Format::E4M3, x, cb);
+    EXPECT_EQ(ea, eb) << "same seed, same stream";
+    EXPECT_TRUE(ea == 0x38 || ea == 0x39);
+    sum += decode(Format::E4M3, ea);
+  }
+  EXPECT_NEAR(sum / 20000, x, 0.002) << "unbiased on average";
+}
+
+TEST(Numerics, BlockScalingKeepsEveryBlockInRange) {
+  std::mt19937 rng(5);
+  std::normal_distribution<float> n(0, 1);
+  const unsigned rows = 128, cols = 256;
+  std::vector<float> x(rows * cols);
+  for (unsigned i = 0; i < x.size(); ++i) x[i] = n(rng) * (i % 97 == 0 ? 1000.0f : 1.0f);  // outliers
+  for (const auto& [br, bc] : {std::pair{1u, 32u}, {1u, 128u}, {128u, 128u}})
+    for (ScaleFormat sf : {ScaleFormat::FP32, ScaleFormat::E8M0}) {
+      const BlockQuantized q = block_quantize(x.data(), rows, cols, Format::E4M3, sf, br, bc);
+      EXPECT_EQ(q.scales.size(), ((rows + br - 1) / br) * ((cols + bc - 1) / bc));
+      double worst = 0;
+      for (unsigned r = 0; r < rows; ++r)
+        for (unsigned c = 0; c < cols; ++c) {
+          const double v = x[r * cols + c], back = q.value(r, c);
+          EXPECT_FALSE(std::isnan(back));
+          // Half an ulp of E4M3 at the element's magnitude, or half the
+          // smallest subnormal step of its block.
+          EXPECT_LE(std::fabs(back - v), std::max(std::fabs(v) / 16, q.scale_of(r, c) * std::ldexp(1.0, -10)) * 1.0001)
+              << "at (" << r << ", " << c << ")";
+          // Elements at least 1/16 of their block's scale keep E4M3's relative precision (2^-4).
+          if (std::fabs(v) >= q.scale_of(r, c) * 8) worst = std::max(worst, std::fabs(back - v) / std::fabs(v));
+        }
+      EXPECT_LE(worst, 1.0 / 16 + 1e-9) << br << "x" << bc;
+      if (sf == ScaleFormat::E8M0) {
+        for (float s : q.scales) EXPECT_EQ(e8m0_decode(e8m0_encode(s)), s) << "a power of two";
+      }
+    }
+}
