@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <random>
 
 #include "numerics/block_scale.hpp"
@@ -164,4 +165,48 @@ TEST(Numerics, BlockScalingKeepsEveryBlockInRange) {
         for (float s : q.scales) EXPECT_EQ(e8m0_decode(e8m0_encode(s)), s) << "a power of two";
       }
     }
+}
+
+#include "numerics/accumulate.hpp"
+
+TEST(Numerics, LimitedAccumulationAndItsFixAtK4096) {
+  // FP8 E4M3 inputs (positive, so the sums grow and the kept bits matter),
+  // K = 4096: a 13-bit in-array accumulator loses far more than FP32
+  // accumulation; promoting into FP32 every 128 products brings it back.
+  const unsigned m = 8, n = 8, k = 4096;
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<double> u(0.1, 2.0);
+  std::vector<double> a(m * k), b(k * n);
+  for (auto& x : a) x = quantize(Format::E4M3, u(rng));
+  for (auto& x : b) x = quantize(Format::E4M3, u(rng));
+  std::vector<double> exact(m * n, 0.0);
+  for (unsigned i = 0; i < m; ++i)
+    for (unsigned j = 0; j < n; ++j)
+      for (unsigned p = 0; p < k; ++p) exact[i * n + j] += a[i * k + p] * b[p * n + j];
+  auto error = [&](const Accumulation& acc) {
+    std::vector<double> c;
+    gemm(a, b, c, m, n, k, acc);
+    double worst = 0;
+    for (unsigned i = 0; i < m * n; ++i) worst = std::max(worst, std::fabs(c[i] - exact[i]) / std::fabs(exact[i]));
+    return worst;
+  };
+  Accumulation fp32, limited, promoted;
+  limited.kind = promoted.kind = Accumulation::Kind::limited;
+  promoted.promote_every = 128;
+  const double e32 = error(fp32), el = error(limited), ep = error(promoted);
+  std::printf("K=4096 max relative error: fp32 %.2e, 13-bit limited %.2e, promoted every 128 %.2e\n", e32, el, ep);
+  EXPECT_GT(el, 20 * e32) << "limited accumulation is clearly worse";
+  EXPECT_LT(ep, el / 10) << "promotion brings it back down";
+  EXPECT_LT(ep, 1e-3);
+}
+
+TEST(Numerics, Int8ProductsSumExactlyInInt32) {
+  std::vector<double> a = {127, -128, 5, 3}, b = {127, -128, -7, 2};  // 1x4 and 4x1
+  std::vector<double> c;
+  Accumulation acc;
+  acc.kind = Accumulation::Kind::int32;
+  gemm(a, b, c, 1, 1, 4, acc);
+  EXPECT_EQ(c[0], 127.0 * 127 + 128.0 * 128 - 35 + 6);
+  EXPECT_EQ(truncate_mantissa(1.0 + std::ldexp(1.0, -20), 13), 1.0);
+  EXPECT_EQ(truncate_mantissa(1.0 + std::ldexp(1.0, -13), 13), 1.0 + std::ldexp(1.0, -13));
 }
