@@ -210,3 +210,119 @@ TEST(Numerics, Int8ProductsSumExactlyInInt32) {
   EXPECT_EQ(truncate_mantissa(1.0 + std::ldexp(1.0, -20), 13), 1.0);
   EXPECT_EQ(truncate_mantissa(1.0 + std::ldexp(1.0, -13), 13), 1.0 + std::ldexp(1.0, -13));
 }
+
+#include "numerics/vector_ops.hpp"
+
+namespace {
+// Walks [lo, hi] in `steps` points and returns the worst error of f against
+// ref, relative (with a floor) or absolute.
+template <class F, class Ref>
+double worst(F f, Ref ref, double lo, double hi, int steps, bool relative, double floor = 0) {
+  double w = 0;
+  for (int i = 0; i <= steps; ++i) {
+    const float x = static_cast<float>(lo + (hi - lo) * i / steps);
+    const double want = ref(static_cast<double>(x)), got = f(x);
+    const double err = std::fabs(got - want) / (relative ? std::max(std::fabs(want), floor) : 1.0);
+    w = std::max(w, err);
+  }
+  return w;
+}
+}  // namespace
+
+TEST(VectorOps, SpecialFunctionsWithinTheirDocumentedBounds) {
+  using namespace tessera::num;
+  EXPECT_LE(worst(vec::exp, [](double x) { return std::exp(x); }, -80, 80, 20000, true), 4e-7);
+  EXPECT_LE(worst(vec::log, [](double x) { return std::log(x); }, 1e-6, 1e6, 20000, true, 1.0), 4e-7);
+  EXPECT_LE(worst(vec::tanh, [](double x) { return std::tanh(x); }, -12, 12, 20000, false), 2e-6);
+  EXPECT_LE(worst(vec::sigmoid, [](double x) { return 1 / (1 + std::exp(-x)); }, -30, 30, 20000, false), 2e-6);
+  EXPECT_LE(worst(vec::silu, [](double x) { return x / (1 + std::exp(-x)); }, -30, 30, 20000, false, 0), 2e-6 * 30);
+  EXPECT_LE(worst(vec::gelu,
+                  [](double x) { return 0.5 * x * (1 + std::tanh(0.7978845608028654 * (x + 0.044715 * x * x * x))); },
+                  -8, 8, 20000, false),
+            2e-6 * 8);
+  EXPECT_LE(worst(vec::sin, [](double x) { return std::sin(x); }, -100, 100, 20000, false), 2e-6);
+  EXPECT_LE(worst(vec::cos, [](double x) { return std::cos(x); }, -100, 100, 20000, false), 2e-6);
+  EXPECT_LE(worst(vec::rsqrt, [](double x) { return 1 / std::sqrt(x); }, 1e-3, 1e4, 20000, true), 1.2e-7);
+  EXPECT_EQ(vec::relu2(-3.0f), 0.0f);
+  EXPECT_EQ(vec::relu2(3.0f), 9.0f);
+  EXPECT_EQ(vec::exp(100.0f), INFINITY);
+  EXPECT_EQ(vec::exp(-200.0f), 0.0f);
+  EXPECT_TRUE(std::isnan(vec::log(-1.0f)));
+}
+
+TEST(VectorOps, RowOperationsAgainstFloat64) {
+  using namespace tessera::num;
+  std::mt19937 rng(9);
+  std::normal_distribution<float> n(0, 3);
+  const unsigned len = 4096;
+  std::vector<float> x(len), w(len), b(len);
+  for (unsigned i = 0; i < len; ++i) x[i] = n(rng), w[i] = 1 + 0.1f * n(rng), b[i] = 0.1f * n(rng);
+  // Softmax.
+  std::vector<float> s = x;
+  vec::softmax(s.data(), len);
+  double m = x[0], z = 0;
+  for (float v : x) m = std::max<double>(m, v);
+  for (float v : x) z += std::exp(v - m);
+  double worst_sm = 0, total = 0;
+  for (unsigned i = 0; i < len; ++i) {
+    worst_sm = std::max(worst_sm, std::fabs(s[i] - std::exp(x[i] - m) / z));
+    total += s[i];
+  }
+  EXPECT_LE(worst_sm, 2e-6);
+  EXPECT_NEAR(total, 1.0, 1e-5);
+  // RMSNorm and LayerNorm.
+  double ss = 0, mean = 0;
+  for (float v : x) ss += static_cast<double>(v) * v, mean += v;
+  mean /= len;
+  double var = 0;
+  for (float v : x) var += (v - mean) * (v - mean);
+  var /= len;
+  std::vector<float> r = x, l = x;
+  vec::rmsnorm(r.data(), w.data(), len);
+  vec::layernorm(l.data(), w.data(), b.data(), len);
+  double worst_rms = 0, worst_ln = 0;
+  for (unsigned i = 0; i < len; ++i) {
+    const double rr = x[i] / std::sqrt(ss / len + 1e-6) * w[i];
+    const double ll = (x[i] - mean) / std::sqrt(var + 1e-5) * w[i] + b[i];
+    worst_rms = std::max(worst_rms, std::fabs(r[i] - rr) / std::max(std::fabs(rr), 1e-3));
+    // LayerNorm adds beta, so the scale of the answer is |normalised*gamma| + |beta|;
+    // measuring against |result| alone would charge the float add's cancellation.
+    const double scale = std::fabs(ll - b[i]) + std::fabs(b[i]);
+    worst_ln = std::max(worst_ln, std::fabs(l[i] - ll) / std::max(scale, 1e-3));
+  }
+  EXPECT_LE(worst_rms, 2e-6);
+  EXPECT_LE(worst_ln, 2e-6);
+  // Reductions.
+  double exact = 0;
+  for (float v : x) exact += v;
+  EXPECT_NEAR(vec::sum(x.data(), len), exact, 1e-6 * std::sqrt(double(len)) * 3 * len);
+  const unsigned am = vec::argmax(x.data(), len);
+  for (unsigned i = 0; i < len; ++i) EXPECT_LE(x[i], x[am]);
+}
+
+TEST(VectorOps, TopKValuesAndIndicesWithTies) {
+  using namespace tessera::num;
+  const float x[] = {0.5f, 3.0f, -1.0f, 3.0f, 2.0f, 7.0f, 2.0f, 0.0f, 9.0f, 1.0f};
+  float v[8];
+  unsigned idx[8];
+  vec::topk(x, 10, 4, v, idx);
+  EXPECT_EQ(std::vector<float>(v, v + 4), (std::vector<float>{9, 7, 3, 3}));
+  EXPECT_EQ(std::vector<unsigned>(idx, idx + 4), (std::vector<unsigned>{8, 5, 1, 3})) << "ties: lower index first";
+  vec::topk(x, 10, 2, v, idx);
+  EXPECT_EQ(idx[0], 8u);
+  EXPECT_EQ(idx[1], 5u);
+}
+
+TEST(VectorOps, RotaryEmbeddingRotatesPairs) {
+  using namespace tessera::num;
+  const unsigned n = 64, pos = 17;
+  std::vector<float> x(n);
+  for (unsigned i = 0; i < n; ++i) x[i] = 0.1f * static_cast<float>(i) - 1.0f;
+  std::vector<float> y = x;
+  vec::rope(y.data(), n, pos);
+  for (unsigned i = 0; i < n; i += 2) {
+    const double f = std::pow(10000.0, -static_cast<double>(i) / n), a = pos * f;
+    EXPECT_NEAR(y[i], x[i] * std::cos(a) - x[i + 1] * std::sin(a), 2e-6) << i;
+    EXPECT_NEAR(y[i + 1], x[i] * std::sin(a) + x[i + 1] * std::cos(a), 2e-6) << i;
+  }
+}
