@@ -337,6 +337,20 @@ std::uint64_t PacketNetwork::reserve(unsigned link, std::uint64_t earliest, unsi
     k.head = 0;
   }
   std::uint64_t t = std::max(earliest, k.base);
+  // Fast path: the interval lies in one word and that word has room.
+  if (const unsigned lo = static_cast<unsigned>((t - k.base) % 64); lo + length <= 64) {
+    const std::size_t w = k.head + static_cast<std::size_t>((t - k.base) / 64);
+    const std::uint64_t mask = (length == 64 ? ~0ull : ((1ull << length) - 1)) << lo;
+    if (w >= k.words.size()) {
+      k.words.resize(w + 1, 0);
+      k.words[w] = mask;
+      return t;
+    }
+    if (!(k.words[w] & mask)) {
+      k.words[w] |= mask;
+      return t;
+    }
+  }
   for (;;) {
     // Is [t, t + length) free? If not, start again after its last busy cycle.
     const std::uint64_t end = t + length;
