@@ -1,7 +1,10 @@
 #include "numerics/accumulate.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <stdexcept>
+#include <string>
 
 namespace tessera::num {
 
@@ -47,6 +50,47 @@ void gemm(const std::vector<double>& a, const std::vector<double>& b, std::vecto
         }
       }
       c[i * n + j] = out;
+    }
+}
+
+void gemm_block_scaled(const BlockQuantized& a, const BlockQuantized& b, std::vector<double>& c,
+                       const Accumulation& acc) {
+  const auto shape = [](const BlockQuantized& q) {
+    return std::to_string(q.rows) + "x" + std::to_string(q.cols) + " in " + std::to_string(q.block_rows) + "x" +
+           std::to_string(q.block_cols) + " blocks";
+  };
+  if (a.cols != b.rows)
+    throw std::invalid_argument("block-scaled gemm: A is " + shape(a) + ", B is " + shape(b) + ": K differs");
+  if (a.block_rows != 1)
+    throw std::invalid_argument("block-scaled gemm: A (" + shape(a) + ") must be scaled in 1 x G groups along K");
+  if (a.block_cols != b.block_rows)
+    throw std::invalid_argument("block-scaled gemm: A's K-groups (" + shape(a) + ") and B's K-blocks (" + shape(b) +
+                                ") differ");
+  if (acc.kind == Accumulation::Kind::int32)
+    throw std::invalid_argument("block-scaled gemm: FP8 operands need fp32 or limited accumulation, not int32");
+  if (a.codes.size() != static_cast<std::size_t>(a.rows) * a.cols ||
+      b.codes.size() != static_cast<std::size_t>(b.rows) * b.cols)
+    throw std::invalid_argument("block-scaled gemm: an operand's codes do not match its shape");
+  const unsigned m = a.rows, n = b.cols, k = a.cols, g = a.block_cols;
+  // Decode once: the array multiplies code values; scales come in per group.
+  std::vector<double> av(a.codes.size()), bv(b.codes.size());
+  for (std::size_t i = 0; i < av.size(); ++i) av[i] = decode(a.format, a.codes[i]);
+  for (std::size_t i = 0; i < bv.size(); ++i) bv[i] = decode(b.format, b.codes[i]);
+  c.assign(static_cast<std::size_t>(m) * n, 0.0);
+  for (unsigned i = 0; i < m; ++i)
+    for (unsigned j = 0; j < n; ++j) {
+      double out = 0;
+      for (unsigned p0 = 0; p0 < k; p0 += g) {
+        double partial = 0;
+        for (unsigned p = p0; p < std::min(k, p0 + g); ++p) {
+          const double prod = av[static_cast<std::size_t>(i) * k + p] * bv[static_cast<std::size_t>(p) * n + j];
+          partial = acc.kind == Accumulation::Kind::limited ? truncate_mantissa(partial + prod, acc.mantissa_bits)
+                                                             : to_fp32(partial + prod);
+        }
+        const double scale = to_fp32(static_cast<double>(a.scale_of(i, p0)) * b.scale_of(p0, j));
+        out = to_fp32(out + to_fp32(partial * scale));
+      }
+      c[static_cast<std::size_t>(i) * n + j] = out;
     }
 }
 

@@ -13,6 +13,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "numerics/block_scale.hpp"
+
 namespace tessera::num {
 
 struct Accumulation {
@@ -29,5 +31,16 @@ double to_fp32(double x);
 // Row-major A (m x k), B (k x n), C (m x n); `accumulate` adds into C.
 void gemm(const std::vector<double>& a, const std::vector<double>& b, std::vector<double>& c, unsigned m, unsigned n,
           unsigned k, const Accumulation& acc, bool accumulate = false);
+
+// Block-scaled FP8 GEMM as recent FP8 training runs it: A (m x k) in 1 x G
+// groups along K, B (k x n) in G x G' blocks (or G x 1), G the same for both.
+// Each K-group's products of the FP8 codes' values are summed in the array
+// under `acc` (fp32 or limited; the group is the promotion interval, so
+// `promote_every` is ignored), then the partial sum is multiplied by the
+// FP32 product of the two scales and added to an FP32 accumulator.
+// Throws std::invalid_argument naming the mismatch when shapes or block
+// shapes do not fit together.
+void gemm_block_scaled(const BlockQuantized& a, const BlockQuantized& b, std::vector<double>& c,
+                       const Accumulation& acc = {});
 
 }  // namespace tessera::num

@@ -1,6 +1,7 @@
 // Bit-exact number formats: every FP8 code, round trips, ties to even,
 // saturation and NaN/infinity rules (OCP FP8 v1.0), BF16 and FP16 against
-// known encodings, stochastic rounding, block scaling.
+// known encodings, stochastic rounding, block scaling, GEMM error bounds per
+// format and block-scaled FP8 GEMM, vector-unit operations.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -325,4 +326,143 @@ TEST(VectorOps, RotaryEmbeddingRotatesPairs) {
     EXPECT_NEAR(y[i], x[i] * std::cos(a) - x[i + 1] * std::sin(a), 2e-6) << i;
     EXPECT_NEAR(y[i + 1], x[i] * std::sin(a) + x[i + 1] * std::cos(a), 2e-6) << i;
   }
+}
+
+namespace {
+// Worst |got - ref| / sum_p |a_ip b_pj| over C: the error measure of the
+// classic dot-product bound (gamma_k = k u), immune to cancellation.
+double gemm_error(const std::vector<double>& got, const std::vector<double>& a, const std::vector<double>& b,
+                  unsigned m, unsigned n, unsigned k) {
+  double worst = 0;
+  for (unsigned i = 0; i < m; ++i)
+    for (unsigned j = 0; j < n; ++j) {
+      double ref = 0, mag = 0;
+      for (unsigned p = 0; p < k; ++p) ref += a[i * k + p] * b[p * n + j], mag += std::fabs(a[i * k + p] * b[p * n + j]);
+      worst = std::max(worst, std::fabs(got[i * n + j] - ref) / mag);
+    }
+  return worst;
+}
+}  // namespace
+
+TEST(Gemm, EachFormatAgainstFloat64WithinItsBound) {
+  // Inputs drawn in float64, rounded into the format, multiplied with FP32
+  // accumulation. Two bounds, per element, relative to sum |a||b|:
+  //   against the float64 product of the rounded inputs: k * 2^-24 (FP32 sums);
+  //   against the float64 product of the original inputs: that plus
+  //   2u + u^2 for the two roundings of the inputs (u: the format's unit roundoff).
+  const unsigned m = 12, n = 10, k = 1024;
+  std::mt19937 rng(21);
+  std::normal_distribution<double> dist(0, 1);
+  std::vector<double> a0(m * k), b0(k * n);
+  for (auto& x : a0) x = dist(rng);
+  for (auto& x : b0) x = dist(rng);
+  const double gamma = k * std::ldexp(1.0, -24);
+  for (const auto& [f, u] : {std::pair{Format::FP32, std::ldexp(1.0, -24)}, {Format::BF16, std::ldexp(1.0, -8)},
+                             {Format::FP16, std::ldexp(1.0, -11)}, {Format::E4M3, std::ldexp(1.0, -4)},
+                             {Format::E5M2, std::ldexp(1.0, -3)}}) {
+    std::vector<double> a(a0.size()), b(b0.size()), c;
+    // FP8 ranges hold N(0, 1) samples, but subnormals (below 2^-6 in E4M3)
+    // lose relative precision: count their absolute error separately.
+    for (std::size_t i = 0; i < a.size(); ++i) a[i] = quantize(f, a0[i]);
+    for (std::size_t i = 0; i < b.size(); ++i) b[i] = quantize(f, b0[i]);
+    gemm(a, b, c, m, n, k, Accumulation{});
+    const double to_rounded = gemm_error(c, a, b, m, n, k), to_original = gemm_error(c, a0, b0, m, n, k);
+    std::printf("%-5s max error / sum|ab|: %.2e vs rounded inputs, %.2e vs original inputs\n", name(f), to_rounded,
+                to_original);
+    EXPECT_LE(to_rounded, gamma) << name(f);
+    const double sub = (f == Format::E4M3 ? std::ldexp(1.0, -10) : f == Format::E5M2 ? std::ldexp(1.0, -17) : 0);
+    // A subnormal element's error is at most half its step; relative to the
+    // typical |a||b| (about 2/pi for unit normals) that is sub / 0.6.
+    EXPECT_LE(to_original, gamma + 2 * u + u * u + sub / 0.6) << name(f);
+    EXPECT_GT(to_original, (f == Format::FP32 ? 0.0 : u / 64)) << name(f) << ": the format's rounding must show";
+  }
+}
+
+TEST(Gemm, BlockScaledFp8MatchesItsDequantizedProduct) {
+  // A in 1x128 groups, B in 128x128 blocks, E4M3 codes, FP32 and E8M0
+  // scales, K = 512 (four groups). Rows of A span six decades, which a
+  // single per-tensor scale could not hold.
+  const unsigned m = 16, n = 32, k = 512;
+  std::mt19937 rng(23);
+  std::normal_distribution<float> dist(0, 1);
+  std::vector<float> a(m * k), b(k * n);
+  for (unsigned i = 0; i < m; ++i)
+    for (unsigned p = 0; p < k; ++p) a[i * k + p] = dist(rng) * std::pow(10.0f, static_cast<float>(i % 7) - 3);
+  for (auto& x : b) x = dist(rng);
+  std::vector<double> ad(a.begin(), a.end()), bd(b.begin(), b.end());
+  for (ScaleFormat sf : {ScaleFormat::FP32, ScaleFormat::E8M0}) {
+    const BlockQuantized qa = block_quantize(a.data(), m, k, Format::E4M3, sf, 1, 128);
+    const BlockQuantized qb = block_quantize(b.data(), k, n, Format::E4M3, sf, 128, 128);
+    std::vector<double> c;
+    gemm_block_scaled(qa, qb, c);
+    std::vector<double> da(m * k), db(k * n);
+    for (unsigned i = 0; i < m; ++i)
+      for (unsigned p = 0; p < k; ++p) da[i * k + p] = qa.value(i, p);
+    for (unsigned p = 0; p < k; ++p)
+      for (unsigned j = 0; j < n; ++j) db[p * n + j] = qb.value(p, j);
+    const double to_dequantized = gemm_error(c, da, db, m, n, k), to_original = gemm_error(c, ad, bd, m, n, k);
+    std::printf("block-scaled E4M3 (%s scales): %.2e vs dequantized, %.2e vs original\n",
+                sf == ScaleFormat::FP32 ? "FP32" : "E8M0", to_dequantized, to_original);
+    // FP32 sums inside a group, one rounding for the scale product and two
+    // per group when promoting: well inside k * 2^-24.
+    EXPECT_LE(to_dequantized, k * std::ldexp(1.0, -24));
+    // Input rounding: 2u + u^2 with u = 2^-4, plus subnormals of each block.
+    EXPECT_LE(to_original, 2.0 / 16 + 1.0 / 256 + std::ldexp(1.0, -9));
+  }
+  // One scale for all of A instead: the rows 10^6 below the largest fall
+  // under E4M3's smallest subnormal and vanish. Worst row's relative error
+  // (||row - ref|| / ||ref||): about E4M3's precision with 1x128 groups, total
+  // loss with a per-tensor scale.
+  auto worst_row = [&](const BlockQuantized& qa) {
+    const BlockQuantized qb = block_quantize(b.data(), k, n, Format::E4M3, ScaleFormat::FP32, 128, 128);
+    std::vector<double> da(m * k), db(k * n), c;
+    for (unsigned i = 0; i < m; ++i)
+      for (unsigned p = 0; p < k; ++p) da[i * k + p] = qa.value(i, p);
+    for (unsigned p = 0; p < k; ++p)
+      for (unsigned j = 0; j < n; ++j) db[p * n + j] = qb.value(p, j);
+    gemm(da, db, c, m, n, k, Accumulation{});
+    double worst = 0;
+    for (unsigned i = 0; i < m; ++i) {
+      double e2 = 0, r2 = 0;
+      for (unsigned j = 0; j < n; ++j) {
+        double ref = 0;
+        for (unsigned p = 0; p < k; ++p) ref += ad[i * k + p] * bd[p * n + j];
+        e2 += (c[i * n + j] - ref) * (c[i * n + j] - ref);
+        r2 += ref * ref;
+      }
+      worst = std::max(worst, std::sqrt(e2 / r2));
+    }
+    return worst;
+  };
+  const double grouped = worst_row(block_quantize(a.data(), m, k, Format::E4M3, ScaleFormat::FP32, 1, 128));
+  const double per_tensor = worst_row(block_quantize(a.data(), m, k, Format::E4M3, ScaleFormat::FP32, m, k));
+  std::printf("worst row relative error: 1x128 groups %.2e, per-tensor scale %.2e\n", grouped, per_tensor);
+  EXPECT_LT(grouped, 0.1);
+  EXPECT_GT(per_tensor, 0.9) << "per-tensor scaling loses the small rows";
+}
+
+TEST(Gemm, BlockScaledRejectsMismatchedShapes) {
+  std::vector<float> a(4 * 256, 1.0f), b(256 * 8, 1.0f), b2(128 * 8, 1.0f);
+  const BlockQuantized qa = block_quantize(a.data(), 4, 256, Format::E4M3, ScaleFormat::FP32, 1, 128);
+  const BlockQuantized qb = block_quantize(b.data(), 256, 8, Format::E4M3, ScaleFormat::FP32, 128, 8);
+  std::vector<double> c;
+  gemm_block_scaled(qa, qb, c);
+  EXPECT_NEAR(c[0], 256.0, 256.0 * 1e-6);
+  auto message = [&](const BlockQuantized& x, const BlockQuantized& y, const Accumulation& acc = {}) {
+    try {
+      gemm_block_scaled(x, y, c, acc);
+    } catch (const std::invalid_argument& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  const BlockQuantized short_b = block_quantize(b2.data(), 128, 8, Format::E4M3, ScaleFormat::FP32, 128, 8);
+  EXPECT_NE(message(qa, short_b).find("K differs"), std::string::npos) << message(qa, short_b);
+  const BlockQuantized b32 = block_quantize(b.data(), 256, 8, Format::E4M3, ScaleFormat::FP32, 32, 8);
+  EXPECT_NE(message(qa, b32).find("differ"), std::string::npos) << message(qa, b32);
+  const BlockQuantized a2d = block_quantize(a.data(), 4, 256, Format::E4M3, ScaleFormat::FP32, 2, 128);
+  EXPECT_NE(message(a2d, qb).find("1 x G"), std::string::npos) << message(a2d, qb);
+  Accumulation int32;
+  int32.kind = Accumulation::Kind::int32;
+  EXPECT_NE(message(qa, qb, int32).find("int32"), std::string::npos);
 }
