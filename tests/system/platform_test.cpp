@@ -186,3 +186,30 @@ TEST(Platform, MailboxFirmwareAnswersTheHost) {
   EXPECT_EQ(host.replies, (std::vector<std::uint32_t>{1, 2, 101, 102, 201, 202}));
   EXPECT_EQ(p.protocol_violations(), 0u);
 }
+
+TEST(Platform, CpReachesTileScratchpadOverTheNoc) {
+  T1 t;
+  // The flit-level NoC waits, so the accesses run in a thread of their own.
+  std::vector<std::uint8_t> out(256), in(256);
+  for (unsigned i = 0; i < out.size(); ++i) out[i] = static_cast<std::uint8_t>(i * 7);
+  tlm::tlm_response_status w = tlm::TLM_INCOMPLETE_RESPONSE, r = w, past = w;
+  sc_core::sc_time read_time;
+  sc_core::sc_spawn([&] {
+    sc_core::sc_time d;
+    w = t.p->transport(tlm::TLM_WRITE_COMMAND, TESSERA_SPM0_BASE + 0x100, out.data(), 256, d);
+    sc_core::wait(d);
+    const sc_core::sc_time start = sc_core::sc_time_stamp();
+    sc_core::sc_time rd;
+    r = t.p->transport(tlm::TLM_READ_COMMAND, TESSERA_SPM0_BASE + 0x100, in.data(), 256, rd);
+    read_time = sc_core::sc_time_stamp() + rd - start;
+    std::uint32_t v = 0;
+    past = t.p->transport(tlm::TLM_READ_COMMAND, TESSERA_SPM0_BASE + TESSERA_SPM0_SIZE, &v, 4, rd);
+  });
+  sc_core::sc_start(sc_core::sc_time(10, sc_core::SC_US));
+  EXPECT_EQ(w, tlm::TLM_OK_RESPONSE);
+  EXPECT_EQ(r, tlm::TLM_OK_RESPONSE);
+  EXPECT_EQ(in, out);
+  // A hop up the mesh and back, plus the banks: more than the SRAM's 3 cycles alone.
+  EXPECT_GT(read_time, sc_core::sc_time(2, sc_core::SC_NS));
+  EXPECT_EQ(past, tlm::TLM_ADDRESS_ERROR_RESPONSE);
+}

@@ -1,0 +1,192 @@
+#include "scratchpad/scratchpad.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "common/log.hpp"
+#include "common/registry.hpp"
+
+namespace tessera {
+
+void BankGeometry::rows_per_bank(const std::uint64_t* addrs, unsigned count, unsigned bytes,
+                                 std::vector<unsigned>& rows) const {
+  // Distinct global rows, then one per bank each.
+  std::vector<std::uint64_t> wanted;
+  wanted.reserve(count * 2u);
+  for (unsigned i = 0; i < count; ++i) {
+    const std::uint64_t first = addrs[i] / row_bytes, last = (addrs[i] + std::max(1u, bytes) - 1) / row_bytes;
+    for (std::uint64_t r = first; r <= last; ++r) wanted.push_back(r);
+  }
+  std::sort(wanted.begin(), wanted.end());
+  wanted.erase(std::unique(wanted.begin(), wanted.end()), wanted.end());
+  rows.assign(banks, 0);
+  for (const std::uint64_t r : wanted) ++rows[r % banks];
+}
+
+void BankGeometry::rows_per_bank(std::uint64_t addr, std::uint64_t len, std::vector<unsigned>& rows) const {
+  rows.assign(banks, 0);
+  if (len == 0) return;
+  const std::uint64_t first = addr / row_bytes, last = (addr + len - 1) / row_bytes, n = last - first + 1;
+  // Rows first .. last, dealt round the banks from first's bank.
+  for (unsigned b = 0; b < banks; ++b) {
+    const std::uint64_t offset = (b + banks - first % banks) % banks;  // rows after `first` to reach bank b
+    rows[b] = offset < n ? static_cast<unsigned>((n - offset + banks - 1) / banks) : 0;
+  }
+}
+
+std::uint64_t BankGeometry::cycles(const std::uint64_t* addrs, unsigned count, unsigned bytes) const {
+  std::vector<unsigned> rows;
+  rows_per_bank(addrs, count, bytes, rows);
+  return *std::max_element(rows.begin(), rows.end());
+}
+
+std::uint64_t BankGeometry::cycles(std::uint64_t addr, std::uint64_t len) const {
+  std::vector<unsigned> rows;
+  rows_per_bank(addr, len, rows);
+  return *std::max_element(rows.begin(), rows.end());
+}
+
+void Scratchpad::Config::visit(Params& p) {
+  size = p.instance_size() ? p.instance_size() : size;
+  p("banks", banks, "SRAM banks (a power of two)");
+  p("row_bytes", row_bytes, "bytes a bank serves per cycle (a power of two)");
+  p("clock", clock, "SRAM clock");
+  p("latency", latency, "cycles from the last row read to the data");
+}
+
+void Scratchpad::Config::validate(const Params& p) const {
+  if (size == 0) p.fail("size", "a scratchpad needs a size");
+  if (size > (1ull << 32)) p.fail("size", "is larger than 4 GiB, which no tile holds");
+  if (banks == 0 || (banks & (banks - 1)) || banks > 1024) p.fail("banks", "must be a power of two from 1 to 1024");
+  if (row_bytes < 4 || (row_bytes & (row_bytes - 1)) || row_bytes > 4096)
+    p.fail("row_bytes", "must be a power of two from 4 to 4096");
+  if (size % (static_cast<std::uint64_t>(row_bytes) * banks))
+    p.fail("size", "must be a whole number of rows across all banks (banks x row_bytes)");
+  if (!(clock.value > 0)) p.fail("clock", "must be above zero");
+}
+
+Scratchpad::Scratchpad(const sc_core::sc_module_name& n, const Config& c)
+    : Ip(n),
+      mem_target("mem_target"),
+      config_(c),
+      geometry_{c.banks, c.row_bytes},
+      period_(c.clock.period()),
+      storage_(c.size, 0),
+      bank_free_(c.banks, 0) {
+  mem_target.register_b_transport(this, &Scratchpad::b_transport);
+  mem_target.register_transport_dbg(this, &Scratchpad::transport_dbg);
+  expose_target("mem_target", mem_target, c.size);
+}
+
+Scratchpad::Timing Scratchpad::book(const sc_core::sc_time& start) {
+  const std::uint64_t s = static_cast<std::uint64_t>(std::ceil(start / period_ - 1e-9));
+  std::uint64_t done = s, ideal = 0;
+  for (unsigned b = 0; b < geometry_.banks; ++b) {
+    if (!rows_[b]) continue;
+    const std::uint64_t from = std::max(s, bank_free_[b]);
+    bank_free_[b] = from + rows_[b];
+    done = std::max(done, bank_free_[b]);
+    ideal = std::max<std::uint64_t>(ideal, rows_[b]);
+  }
+  Timing t;
+  t.stalls = done - s - ideal;
+  t.cycles = done - s + config_.latency;
+  busy_cycles_ += ideal;
+  stall_cycles_ += t.stalls;
+  return t;
+}
+
+Scratchpad::Timing Scratchpad::access(const std::uint64_t* addrs, unsigned count, unsigned bytes, bool write,
+                                      const sc_core::sc_time& start) {
+  geometry_.rows_per_bank(addrs, count, bytes, rows_);
+  // Rows beyond one per bank are the wave's own bank conflicts.
+  const unsigned busiest = *std::max_element(rows_.begin(), rows_.end());
+  if (busiest > 1) conflict_cycles_ += busiest - 1;
+  ++waves_;
+  (write ? bytes_written_ : bytes_read_) += static_cast<std::uint64_t>(count) * bytes;
+  return book(start);
+}
+
+bool Scratchpad::copy(tlm::tlm_generic_payload& trans, bool debug) {
+  const std::uint64_t addr = trans.get_address();
+  const unsigned len = trans.get_data_length();
+  const unsigned sw = debug ? len : std::max(1u, trans.get_streaming_width());
+  const std::uint64_t span = std::min<std::uint64_t>(len, sw);
+  if (addr >= config_.size || span > config_.size - addr) return false;
+  unsigned char* data = trans.get_data_ptr();
+  const unsigned char* be = debug ? nullptr : trans.get_byte_enable_ptr();
+  const unsigned be_len = trans.get_byte_enable_length();
+  std::uint8_t* mem = storage_.data() + addr;
+  if (!be && sw >= len) {
+    if (trans.is_read()) std::memcpy(data, mem, len);
+    else std::memcpy(mem, data, len);
+    return true;
+  }
+  for (unsigned i = 0; i < len; ++i) {
+    if (be && be[i % be_len] != TLM_BYTE_ENABLED) continue;
+    if (trans.is_read()) data[i] = mem[i % sw];
+    else mem[i % sw] = data[i];
+  }
+  return true;
+}
+
+void Scratchpad::b_transport(tlm::tlm_generic_payload& trans, sc_core::sc_time& delay) {
+  if (trans.get_byte_enable_ptr() && trans.get_byte_enable_length() == 0) {
+    trans.set_response_status(tlm::TLM_BYTE_ENABLE_ERROR_RESPONSE);
+    return;
+  }
+  if (!trans.is_read() && !trans.is_write()) {
+    trans.set_response_status(tlm::TLM_OK_RESPONSE);
+    return;
+  }
+  if (!copy(trans, false)) {
+    ++errors_;
+    log::guest_error(path(), "scratchpad/range", "access of {} bytes at offset {:#x} runs past the end ({:#x} bytes)",
+                     trans.get_data_length(), trans.get_address(), config_.size);
+    trans.set_response_status(tlm::TLM_ADDRESS_ERROR_RESPONSE);
+    return;
+  }
+  const unsigned len = trans.get_data_length();
+  const unsigned sw = std::max(1u, trans.get_streaming_width());
+  // A streaming access rereads its window: the rows of the window, once per pass.
+  geometry_.rows_per_bank(trans.get_address(), std::min(len, sw), rows_);
+  if (sw < len)
+    for (auto& r : rows_) r *= (len + sw - 1) / sw;
+  if (trans.is_read()) ++reads_, bytes_read_ += len;
+  else ++writes_, bytes_written_ += len;
+  const Timing t = book(sc_core::sc_time_stamp() + delay);
+  delay += period_ * static_cast<double>(t.cycles);
+  trans.set_response_status(tlm::TLM_OK_RESPONSE);
+}
+
+unsigned Scratchpad::transport_dbg(tlm::tlm_generic_payload& trans) {
+  const std::uint64_t addr = trans.get_address();
+  if (addr >= config_.size || !(trans.is_read() || trans.is_write())) {
+    trans.set_response_status(tlm::TLM_ADDRESS_ERROR_RESPONSE);
+    return 0;
+  }
+  const unsigned len = trans.get_data_length();
+  const unsigned fit = static_cast<unsigned>(std::min<std::uint64_t>(len, config_.size - addr));
+  trans.set_data_length(fit);
+  copy(trans, true);
+  trans.set_data_length(len);
+  trans.set_response_status(tlm::TLM_OK_RESPONSE);
+  return fit;
+}
+
+void Scratchpad::report_stats(nlohmann::ordered_json& out) const {
+  out["reads"] = reads_;
+  out["writes"] = writes_;
+  out["bytes_read"] = bytes_read_;
+  out["bytes_written"] = bytes_written_;
+  out["engine_waves"] = waves_;
+  out["busy_cycles"] = busy_cycles_;
+  out["bank_conflict_cycles"] = conflict_cycles_;
+  out["stall_cycles"] = stall_cycles_;
+  out["errors"] = errors_;
+}
+
+TESSERA_REGISTER_IP("scratchpad", Scratchpad, "tile scratchpad: banked SRAM with bank-conflict timing");
+
+}  // namespace tessera
