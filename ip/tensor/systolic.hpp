@@ -1,0 +1,60 @@
+// The tensor core's systolic array: how long a GEMM takes on it, and what it
+// computes. An R x C array of processing elements (default 64 x 64 at
+// 1.5 GHz: 12.3 TFLOP/s BF16); FP8 and INT8 pack two products per element
+// per cycle along K, so they run at twice the rate.
+//
+// Weight-stationary: B is cut into tiles of (R * pack) x C; a tile's weights
+// sit in the array while A's M rows stream through, one per cycle, skewed
+// by one cycle per row and column. Weights for the next tile load into a
+// shadow buffer (R cycles) while the current tile streams, so a tile takes
+// max(M, R) cycles, and the last tile's results leave the array R + C - 2
+// cycles after its last row entered. With T tiles:
+//   cycles = R (first load) + (T - 1) max(M, R) + M + R + C - 2
+// Output-stationary: C is cut into R x C tiles; each accumulates over the
+// K / pack steps as A and B stream in from the left and the top, then
+// drains R rows while the next tile starts (double-buffered accumulators):
+//   cycles = (T - 1) max(K', R) + K' + R + C - 2 + R,   K' = ceil(K / pack)
+// Operand reads from the scratchpad: a row of A (R * pack elements) per
+// cycle; if that wave costs w > 1 cycles in the banks, streaming slows by w.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "numerics/accumulate.hpp"
+#include "numerics/formats.hpp"
+
+namespace tessera::tensor {
+
+enum class Dataflow : std::uint8_t { weight_stationary, output_stationary };
+
+struct ArrayConfig {
+  unsigned rows = 64, cols = 64;
+  double clock_hz = 1.5e9;
+  Dataflow dataflow = Dataflow::weight_stationary;
+};
+
+struct GemmShape {
+  unsigned m = 0, n = 0, k = 0;
+  num::Format input = num::Format::BF16;
+};
+
+struct GemmTiming {
+  std::uint64_t cycles = 0;
+  std::uint64_t tiles = 0;
+  std::uint64_t macs = 0;
+  double utilisation = 0;  // macs / (cycles x peak MACs per cycle)
+};
+
+// Products per element per cycle for an input format; 0 if the array does
+// not take it (FP32, INT32).
+unsigned pack_of(num::Format f);
+// Peak MACs per cycle for a format.
+std::uint64_t peak_macs(const ArrayConfig& a, num::Format f);
+// Empty when the shape can run; otherwise what is wrong with it.
+std::string check(const ArrayConfig& a, const GemmShape& s);
+// `operand_wave_cycles`: scratchpad cycles for one row of A (1 when conflict-free).
+GemmTiming timing(const ArrayConfig& a, const GemmShape& s, std::uint64_t operand_wave_cycles = 1);
+
+}  // namespace tessera::tensor
