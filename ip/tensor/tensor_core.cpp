@@ -1,0 +1,155 @@
+#include "tensor/tensor_core.hpp"
+
+#include <cstring>
+
+#include "common/log.hpp"
+
+namespace tessera::tensor {
+namespace {
+unsigned element_bytes(num::Format f) { return num::bits(f) / 8; }
+bool is_integer(num::Format f) { return f == num::Format::INT8; }
+}  // namespace
+
+TensorCore::TensorCore(const sc_core::sc_module_name& n, Scratchpad& spm, const ArrayConfig& cfg)
+    : sc_core::sc_module(n), spm_(spm), cfg_(cfg), period_(sc_core::sc_time(1.0 / cfg.clock_hz, sc_core::SC_SEC)) {
+  SC_HAS_PROCESS(TensorCore);
+  SC_THREAD(run);
+}
+
+void TensorCore::submit(const GemmCommand& c) {
+  queue_.push_back(c);
+  work_.notify(sc_core::SC_ZERO_TIME);
+}
+
+void TensorCore::acknowledge() { irq.write(false); }
+
+void TensorCore::reset() {
+  queue_.clear();
+  error_.clear();
+  error_id_ = 0;
+  irq.write(false);
+}
+
+std::string TensorCore::validate(const GemmCommand& c) const {
+  if (std::string e = check(cfg_, c.shape); !e.empty()) return e;
+  const GemmShape& s = c.shape;
+  if (is_integer(s.input) != (c.acc.kind == num::Accumulation::Kind::int32))
+    return "INT8 inputs take int32 accumulation, and int32 accumulation only INT8 inputs";
+  const unsigned eb = element_bytes(s.input);
+  // Each operand: rows x cols stored with a pitch; the last byte must be inside.
+  struct Operand {
+    const char* name;
+    std::uint64_t base;
+    std::uint64_t rows, cols, pitch, bytes;
+  };
+  const Operand ops[] = {
+      {"A", c.a, c.trans_a ? s.k : s.m, c.trans_a ? s.m : s.k, c.lda, eb},
+      {"B", c.b, c.trans_b ? s.n : s.k, c.trans_b ? s.k : s.n, c.ldb, eb},
+      {"C", c.c, s.m, s.n, c.ldc, 4},
+  };
+  for (const Operand& o : ops) {
+    const std::uint64_t pitch = o.pitch ? o.pitch : o.cols;
+    if (pitch < o.cols)
+      return std::string(o.name) + "'s pitch " + std::to_string(pitch) + " is less than its " + std::to_string(o.cols) +
+             " columns";
+    const std::uint64_t end = o.base + ((o.rows - 1) * pitch + o.cols) * o.bytes;
+    if (end > spm_.size() || o.base >= spm_.size())
+      return std::string(o.name) + " [" + fmt::format("{:#x}, {:#x}", o.base, end) + ") is outside the scratchpad (" +
+             fmt::format("{:#x}", spm_.size()) + " bytes)";
+  }
+  return {};
+}
+
+void TensorCore::execute(const GemmCommand& c) {
+  const GemmShape& s = c.shape;
+  const unsigned eb = element_bytes(s.input);
+  const std::uint64_t lda = c.lda ? c.lda : (c.trans_a ? s.m : s.k), ldb = c.ldb ? c.ldb : (c.trans_b ? s.k : s.n),
+                      ldc = c.ldc ? c.ldc : s.n;
+  const std::uint8_t* mem = spm_.data();
+  auto load = [&](std::uint64_t addr) -> double {
+    std::uint32_t code = 0;
+    std::memcpy(&code, mem + addr, eb);
+    return num::decode(s.input, code);
+  };
+  std::vector<double> a(static_cast<std::size_t>(s.m) * s.k), b(static_cast<std::size_t>(s.k) * s.n), out;
+  for (unsigned i = 0; i < s.m; ++i)
+    for (unsigned p = 0; p < s.k; ++p)
+      a[static_cast<std::size_t>(i) * s.k + p] = load(c.a + (c.trans_a ? p * lda + i : i * lda + p) * eb);
+  for (unsigned p = 0; p < s.k; ++p)
+    for (unsigned j = 0; j < s.n; ++j)
+      b[static_cast<std::size_t>(p) * s.n + j] = load(c.b + (c.trans_b ? j * ldb + p : p * ldb + j) * eb);
+  std::uint8_t* cm = spm_.data() + c.c;
+  const bool int_out = is_integer(s.input);
+  if (c.accumulate) {
+    out.resize(static_cast<std::size_t>(s.m) * s.n);
+    for (unsigned i = 0; i < s.m; ++i)
+      for (unsigned j = 0; j < s.n; ++j) {
+        std::uint32_t w;
+        std::memcpy(&w, cm + (i * ldc + j) * 4, 4);
+        float f;
+        std::memcpy(&f, &w, 4);
+        out[static_cast<std::size_t>(i) * s.n + j] = int_out ? static_cast<double>(static_cast<std::int32_t>(w)) : f;
+      }
+  }
+  num::gemm(a, b, out, s.m, s.n, s.k, c.acc, c.accumulate);
+  for (unsigned i = 0; i < s.m; ++i)
+    for (unsigned j = 0; j < s.n; ++j) {
+      const double v = out[static_cast<std::size_t>(i) * s.n + j];
+      std::uint32_t w;
+      if (int_out) {
+        w = static_cast<std::uint32_t>(static_cast<std::int32_t>(v));
+      } else {
+        const float f = static_cast<float>(v);
+        std::memcpy(&w, &f, 4);
+      }
+      std::memcpy(cm + (i * ldc + j) * 4, &w, 4);
+    }
+  stats_.bytes_read += (static_cast<std::uint64_t>(s.m) * s.k + static_cast<std::uint64_t>(s.k) * s.n) * eb +
+                       (c.accumulate ? static_cast<std::uint64_t>(s.m) * s.n * 4 : 0);
+  stats_.bytes_written += static_cast<std::uint64_t>(s.m) * s.n * 4;
+}
+
+void TensorCore::run() {
+  for (;;) {
+    while (queue_.empty()) sc_core::wait(work_);
+    const GemmCommand c = queue_.front();
+    queue_.pop_front();
+    running_ = true;
+    ++stats_.commands;
+    if (const std::string why = validate(c); !why.empty()) {
+      ++stats_.errors;
+      error_ = "command " + std::to_string(c.id) + ": " + why;
+      error_id_ = c.id;
+      log::guest_error(name(), "tensor/command", "{}", error_);
+      running_ = false;
+      irq.write(true);
+      done_.notify(sc_core::SC_ZERO_TIME);
+      continue;
+    }
+    // One row wave of A: R * pack consecutive K elements of row 0.
+    const GemmShape& s = c.shape;
+    const unsigned eb = element_bytes(s.input), wave = std::min(s.k, cfg_.rows * pack_of(s.input));
+    const std::uint64_t lda = c.lda ? c.lda : (c.trans_a ? s.m : s.k);
+    std::vector<std::uint64_t> addrs(wave);
+    for (unsigned p = 0; p < wave; ++p) addrs[p] = c.a + (c.trans_a ? p * lda : p) * eb;
+    const std::uint64_t wave_cycles = spm_.geometry().cycles(addrs.data(), wave, eb);
+    const GemmTiming t = timing(cfg_, s, wave_cycles);
+    const GemmTiming ideal = timing(cfg_, s, 1);
+    execute(c);
+    sc_core::wait(period_ * static_cast<double>(t.cycles));
+    stats_.busy_cycles += t.cycles;
+    stats_.operand_stall_cycles += t.cycles - ideal.cycles;
+    switch (s.input) {
+      case num::Format::BF16: stats_.macs_bf16 += t.macs; break;
+      case num::Format::FP16: stats_.macs_fp16 += t.macs; break;
+      case num::Format::INT8: stats_.macs_int8 += t.macs; break;
+      default: stats_.macs_fp8 += t.macs; break;
+    }
+    ++completed_;
+    running_ = false;
+    irq.write(true);
+    done_.notify(sc_core::SC_ZERO_TIME);
+  }
+}
+
+}  // namespace tessera::tensor

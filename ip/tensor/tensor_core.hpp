@@ -1,0 +1,74 @@
+// The tensor core as a SystemC engine: takes a GEMM command, reads its
+// operands from the tile's scratchpad, computes C = A.B (+ C) bit-exactly
+// with the configured accumulation (numerics/accumulate.hpp), writes C
+// (FP32, or INT32 for INT8 inputs) back, and takes the time the systolic
+// array would (systolic.hpp), operand bank conflicts included. A command
+// the engine cannot run (format, shape, an operand outside the scratchpad)
+// sets an error status naming the failing command and raises the
+// interrupt; nothing is read or written, and the engine keeps running.
+// The command queue, registers and the tile core's driver come later.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <string>
+#include <systemc>
+
+#include "common/irq.hpp"
+#include "numerics/accumulate.hpp"
+#include "scratchpad/scratchpad.hpp"
+#include "tensor/systolic.hpp"
+
+namespace tessera::tensor {
+
+struct GemmCommand {
+  std::uint32_t id = 0;  // echoed in the status
+  GemmShape shape;
+  std::uint64_t a = 0, b = 0, c = 0;      // scratchpad offsets
+  std::uint32_t lda = 0, ldb = 0, ldc = 0;  // row pitches in elements (0: packed)
+  bool trans_a = false, trans_b = false;  // A stored K x M, B stored N x K
+  bool accumulate = false;                // C += A.B
+  num::Accumulation acc;
+};
+
+struct TensorStats {
+  std::uint64_t commands = 0, errors = 0, macs_bf16 = 0, macs_fp16 = 0, macs_fp8 = 0, macs_int8 = 0;
+  std::uint64_t busy_cycles = 0, operand_stall_cycles = 0, bytes_read = 0, bytes_written = 0;
+};
+
+class TensorCore : public sc_core::sc_module {
+ public:
+  IrqOut irq;  // level: a command finished or failed, until acknowledged
+
+  TensorCore(const sc_core::sc_module_name& n, Scratchpad& spm, const ArrayConfig& cfg);
+
+  void submit(const GemmCommand& c);
+  bool busy() const { return running_ || !queue_.empty(); }
+  // The last error ("" when none) and the id of the command that caused it.
+  const std::string& error() const { return error_; }
+  std::uint32_t error_id() const { return error_id_; }
+  std::uint32_t completed() const { return completed_; }
+  void acknowledge();
+  // Drops queued commands and clears the error (the queue's reset).
+  void reset();
+  const TensorStats& stats() const { return stats_; }
+  sc_core::sc_event& done_event() { return done_; }
+
+ private:
+  void run();
+  // Empty when `c` can run, else why not.
+  std::string validate(const GemmCommand& c) const;
+  void execute(const GemmCommand& c);
+
+  Scratchpad& spm_;
+  ArrayConfig cfg_;
+  sc_core::sc_time period_;
+  std::deque<GemmCommand> queue_;
+  sc_core::sc_event work_, done_;
+  bool running_ = false;
+  std::string error_;
+  std::uint32_t error_id_ = 0, completed_ = 0;
+  TensorStats stats_;
+};
+
+}  // namespace tessera::tensor
