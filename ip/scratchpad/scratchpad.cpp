@@ -5,7 +5,6 @@
 #include <cstring>
 
 #include "common/log.hpp"
-#include "common/registry.hpp"
 
 namespace tessera {
 
@@ -186,7 +185,5 @@ void Scratchpad::report_stats(nlohmann::ordered_json& out) const {
   out["stall_cycles"] = stall_cycles_;
   out["errors"] = errors_;
 }
-
-TESSERA_REGISTER_IP("scratchpad", Scratchpad, "tile scratchpad: banked SRAM with bank-conflict timing");
 
 }  // namespace tessera

@@ -27,14 +27,21 @@ void TensorCore::reset() {
   queue_.clear();
   error_.clear();
   error_id_ = 0;
+  error_code_ = CommandError::none;
   irq.write(false);
 }
 
-std::string TensorCore::validate(const GemmCommand& c) const {
-  if (std::string e = check(cfg_, c.shape); !e.empty()) return e;
+std::string TensorCore::validate(const GemmCommand& c, CommandError& code) const {
+  if (std::string e = check(cfg_, c.shape); !e.empty()) {
+    code = pack_of(c.shape.input) ? CommandError::shape : CommandError::format;
+    return e;
+  }
   const GemmShape& s = c.shape;
+  code = CommandError::accumulation;
   if (is_integer(s.input) != (c.acc.kind == num::Accumulation::Kind::int32))
     return "INT8 inputs take int32 accumulation, and int32 accumulation only INT8 inputs";
+  if (c.acc.kind == num::Accumulation::Kind::limited && (c.acc.mantissa_bits < 1 || c.acc.mantissa_bits > 23))
+    return "a limited accumulator keeps 1 to 23 mantissa bits, not " + std::to_string(c.acc.mantissa_bits);
   const unsigned eb = element_bytes(s.input);
   // Each operand: rows x cols stored with a pitch; the last byte must be inside.
   struct Operand {
@@ -49,14 +56,17 @@ std::string TensorCore::validate(const GemmCommand& c) const {
   };
   for (const Operand& o : ops) {
     const std::uint64_t pitch = o.pitch ? o.pitch : o.cols;
+    code = CommandError::pitch;
     if (pitch < o.cols)
       return std::string(o.name) + "'s pitch " + std::to_string(pitch) + " is less than its " + std::to_string(o.cols) +
              " columns";
+    code = CommandError::range;
     const std::uint64_t end = o.base + ((o.rows - 1) * pitch + o.cols) * o.bytes;
     if (end > spm_.size() || o.base >= spm_.size())
       return std::string(o.name) + " [" + fmt::format("{:#x}, {:#x}", o.base, end) + ") is outside the scratchpad (" +
              fmt::format("{:#x}", spm_.size()) + " bytes)";
   }
+  code = CommandError::none;
   return {};
 }
 
@@ -116,10 +126,12 @@ void TensorCore::run() {
     queue_.pop_front();
     running_ = true;
     ++stats_.commands;
-    if (const std::string why = validate(c); !why.empty()) {
+    CommandError code = CommandError::none;
+    if (const std::string why = validate(c, code); !why.empty()) {
       ++stats_.errors;
       error_ = "command " + std::to_string(c.id) + ": " + why;
       error_id_ = c.id;
+      error_code_ = code;
       log::guest_error(name(), "tensor/command", "{}", error_);
       running_ = false;
       irq.write(true);

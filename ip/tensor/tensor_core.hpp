@@ -31,6 +31,9 @@ struct GemmCommand {
   num::Accumulation acc;
 };
 
+// Why a command was refused (the tile's ERROR_CODE register).
+enum class CommandError : std::uint8_t { none, format, shape, range, pitch, accumulation, queue_full };
+
 struct TensorStats {
   std::uint64_t commands = 0, errors = 0, macs_bf16 = 0, macs_fp16 = 0, macs_fp8 = 0, macs_int8 = 0;
   std::uint64_t busy_cycles = 0, operand_stall_cycles = 0, bytes_read = 0, bytes_written = 0;
@@ -47,6 +50,8 @@ class TensorCore : public sc_core::sc_module {
   // The last error ("" when none) and the id of the command that caused it.
   const std::string& error() const { return error_; }
   std::uint32_t error_id() const { return error_id_; }
+  CommandError error_code() const { return error_code_; }
+  std::size_t queued() const { return queue_.size(); }
   std::uint32_t completed() const { return completed_; }
   void acknowledge();
   // Drops queued commands and clears the error (the queue's reset).
@@ -56,8 +61,8 @@ class TensorCore : public sc_core::sc_module {
 
  private:
   void run();
-  // Empty when `c` can run, else why not.
-  std::string validate(const GemmCommand& c) const;
+  // Empty when `c` can run, else why not (and `code`).
+  std::string validate(const GemmCommand& c, CommandError& code) const;
   void execute(const GemmCommand& c);
 
   Scratchpad& spm_;
@@ -68,6 +73,7 @@ class TensorCore : public sc_core::sc_module {
   bool running_ = false;
   std::string error_;
   std::uint32_t error_id_ = 0, completed_ = 0;
+  CommandError error_code_ = CommandError::none;
   TensorStats stats_;
 };
 

@@ -196,14 +196,14 @@ TEST(Platform, CpReachesTileScratchpadOverTheNoc) {
   sc_core::sc_time read_time;
   sc_core::sc_spawn([&] {
     sc_core::sc_time d;
-    w = t.p->transport(tlm::TLM_WRITE_COMMAND, TESSERA_SPM0_BASE + 0x100, out.data(), 256, d);
+    w = t.p->transport(tlm::TLM_WRITE_COMMAND, TESSERA_TILE0_BASE + 0x100, out.data(), 256, d);
     sc_core::wait(d);
     const sc_core::sc_time start = sc_core::sc_time_stamp();
     sc_core::sc_time rd;
-    r = t.p->transport(tlm::TLM_READ_COMMAND, TESSERA_SPM0_BASE + 0x100, in.data(), 256, rd);
+    r = t.p->transport(tlm::TLM_READ_COMMAND, TESSERA_TILE0_BASE + 0x100, in.data(), 256, rd);
     read_time = sc_core::sc_time_stamp() + rd - start;
     std::uint32_t v = 0;
-    past = t.p->transport(tlm::TLM_READ_COMMAND, TESSERA_SPM0_BASE + TESSERA_SPM0_SIZE, &v, 4, rd);
+    past = t.p->transport(tlm::TLM_READ_COMMAND, TESSERA_TILE0_BASE + TESSERA_TILE0_SIZE, &v, 4, rd);
   });
   sc_core::sc_start(sc_core::sc_time(10, sc_core::SC_US));
   EXPECT_EQ(w, tlm::TLM_OK_RESPONSE);
@@ -212,4 +212,44 @@ TEST(Platform, CpReachesTileScratchpadOverTheNoc) {
   // A hop up the mesh and back, plus the banks: more than the SRAM's 3 cycles alone.
   EXPECT_GT(read_time, sc_core::sc_time(2, sc_core::SC_NS));
   EXPECT_EQ(past, tlm::TLM_ADDRESS_ERROR_RESPONSE);
+}
+
+TEST(Platform, CpRunsAGemmOnTile0ThroughItsRegisters) {
+  T1 t;
+  // BF16 A = [1 2; 3 4] at 0x0, B = [2 0; 1 -1] at 0x100, C at 0x200.
+  const std::uint16_t a[] = {0x3f80, 0x4000, 0x4040, 0x4080}, b[] = {0x4000, 0x0000, 0x3f80, 0xbf80};
+  float c[4] = {0, 0, 0, 0};
+  std::uint64_t status = ~0ull, completed = 0;
+  bool irq_seen = false;
+  sc_core::sc_spawn([&] {
+    sc_core::sc_time d;
+    auto write32 = [&](std::uint64_t off, std::uint32_t v) {
+      EXPECT_EQ(t.p->transport(tlm::TLM_WRITE_COMMAND, TESSERA_TILE0_CSR_BASE + off, &v, 4, d), tlm::TLM_OK_RESPONSE);
+    };
+    auto read32 = [&](std::uint64_t off) {
+      std::uint32_t v = 0;
+      EXPECT_EQ(t.p->transport(tlm::TLM_READ_COMMAND, TESSERA_TILE0_CSR_BASE + off, &v, 4, d), tlm::TLM_OK_RESPONSE);
+      return v;
+    };
+    t.p->transport(tlm::TLM_WRITE_COMMAND, TESSERA_TILE0_BASE + 0x0, const_cast<std::uint16_t*>(a), 8, d);
+    t.p->transport(tlm::TLM_WRITE_COMMAND, TESSERA_TILE0_BASE + 0x100, const_cast<std::uint16_t*>(b), 8, d);
+    write32(0x14, 1);  // IRQ_ENABLE.DONE
+    const std::uint32_t cmd[][2] = {{0x20, 9}, {0x24, 1}, {0x28, 2}, {0x2c, 2}, {0x30, 2},
+                                    {0x34, 0x0}, {0x38, 0x100}, {0x3c, 0x200}, {0x50, 1}};
+    for (const auto& [off, v] : cmd) write32(off, v);
+    sc_core::wait(d + sc_core::sc_time(2, sc_core::SC_US));
+    d = sc_core::SC_ZERO_TIME;
+    status = read32(0x4);
+    completed = read32(0x8);
+    irq_seen = read32(0x18) & 1;
+    t.p->transport(tlm::TLM_READ_COMMAND, TESSERA_TILE0_BASE + 0x200, c, 16, d);
+  });
+  sc_core::sc_start(sc_core::sc_time(10, sc_core::SC_US));
+  EXPECT_EQ(status, 0u) << "idle, no error";
+  EXPECT_EQ(completed, 1u);
+  EXPECT_TRUE(irq_seen);
+  EXPECT_EQ(c[0], 4.0f);
+  EXPECT_EQ(c[1], -2.0f);
+  EXPECT_EQ(c[2], 10.0f);
+  EXPECT_EQ(c[3], -4.0f);
 }

@@ -1,0 +1,169 @@
+#include "tile/tile.hpp"
+
+#include "common/log.hpp"
+#include "common/registry.hpp"
+#include "tile_regs.hpp"
+
+namespace tessera {
+
+namespace R = regs::tile;
+
+void Tile::Config::visit(Params& p) {
+  spm.size = p.instance_size() ? p.instance_size() : spm.size;
+  p("banks", spm.banks, "scratchpad SRAM banks (a power of two)");
+  p("row_bytes", spm.row_bytes, "bytes a bank serves per cycle (a power of two)");
+  p("sram_clock", spm.clock, "scratchpad clock");
+  p("sram_latency", spm.latency, "scratchpad cycles from the last row read to the data");
+  p("array_rows", array.rows, "systolic array rows (K)");
+  p("array_cols", array.cols, "systolic array columns (N)");
+  p("array_clock", array_clock, "tensor core clock");
+  p("dataflow", dataflow, "weight_stationary or output_stationary");
+  p("queue_depth", queue_depth, "tensor commands the queue holds");
+  array.clock_hz = array_clock.value;
+  array.dataflow =
+      dataflow == "output_stationary" ? tensor::Dataflow::output_stationary : tensor::Dataflow::weight_stationary;
+}
+
+void Tile::Config::validate(const Params& p) const {
+  if (!(spm.clock.value > 0)) p.fail("sram_clock", "must be above zero");
+  spm.validate(p);
+  if (array.rows < 1 || array.rows > 1024) p.fail("array_rows", "must be between 1 and 1024");
+  if (array.cols < 1 || array.cols > 1024) p.fail("array_cols", "must be between 1 and 1024");
+  if (!(array_clock.value > 0)) p.fail("array_clock", "must be above zero");
+  if (dataflow != "weight_stationary" && dataflow != "output_stationary")
+    p.fail("dataflow", "must be weight_stationary or output_stationary, not \"" + dataflow + "\"");
+  if (queue_depth < 1 || queue_depth > 255) p.fail("queue_depth", "must be between 1 and 255");
+}
+
+// The register window: a child module so the scratchpad, not the
+// registers, is the tile's first target (mapped at its base).
+class Tile::Regs : public MmioTarget {
+ public:
+  Regs(const sc_core::sc_module_name& n, Tile& t) : MmioTarget(n, R::kBlock), tile_(t) {
+    tensor::TensorCore& tc = *t.tc_;
+    regs_.on_read(R::STATUS, [&tc](unsigned, bool) -> std::uint64_t {
+      return (tc.busy() ? R::STATUS_f::BUSY_MASK : 0) | (tc.error().empty() ? 0 : R::STATUS_f::ERROR_MASK) |
+             (std::min<std::uint64_t>(tc.queued(), 255) << 8);
+    });
+    regs_.on_read(R::COMPLETED, [&tc](unsigned, bool) -> std::uint64_t { return tc.completed(); });
+    regs_.on_read(R::ERROR_ID, [&tc](unsigned, bool) -> std::uint64_t { return tc.error_id(); });
+    regs_.on_read(R::ERROR_CODE, [this, &tc](unsigned, bool) -> std::uint64_t {
+      return refused_ ? static_cast<std::uint64_t>(tensor::CommandError::queue_full)
+                      : static_cast<std::uint64_t>(tc.error_code());
+    });
+    for (unsigned r : {R::IRQ_ENABLE, R::IRQ_STATUS})
+      regs_.on_write(r, [this, r](RegisterBank::Write& w) {
+        regs_.set(r, w.next);
+        update_irq();
+        return true;
+      });
+    regs_.on_write(R::CTRL, [this, &tc](RegisterBank::Write& w) {
+      if (w.data & R::CTRL_f::RESET_MASK) {
+        tc.reset();
+        refused_ = 0;
+      }
+      return true;
+    });
+    regs_.on_write(R::CMD_PUSH, [this](RegisterBank::Write&) {
+      push();
+      return true;
+    });
+  }
+
+  // The engine holds its line until acknowledged; its news become status bits.
+  void engine_event() {
+    tensor::TensorCore& tc = *tile_.tc_;
+    regs_.set(R::IRQ_STATUS, regs_.get(R::IRQ_STATUS) | (tc.error().empty() ? 0 : R::IRQ_STATUS_f::ERROR_MASK) |
+                                 (tc.completed() ? R::IRQ_STATUS_f::DONE_MASK : 0));
+    tc.acknowledge();
+    update_irq();
+  }
+
+  std::uint64_t refused_ = 0;
+
+ private:
+  void update_irq() { tile_.irq.write(regs_.get(R::IRQ_ENABLE) & regs_.get(R::IRQ_STATUS)); }
+
+  void push() {
+    tensor::GemmCommand c;
+    c.id = static_cast<std::uint32_t>(regs_.get(R::CMD_ID));
+    const std::uint64_t f = regs_.get(R::CMD_FORMAT);
+    static const num::Format inputs[] = {num::Format::FP32, num::Format::BF16, num::Format::FP16,
+                                         num::Format::E4M3, num::Format::E5M2, num::Format::INT8};
+    const unsigned input = static_cast<unsigned>(f & R::CMD_FORMAT_f::INPUT_MASK);
+    // Unknown codes become FP32, which the array refuses with a format error.
+    c.shape.input = input < 6 ? inputs[input] : num::Format::FP32;
+    c.shape.m = static_cast<unsigned>(regs_.get(R::CMD_M));
+    c.shape.n = static_cast<unsigned>(regs_.get(R::CMD_N));
+    c.shape.k = static_cast<unsigned>(regs_.get(R::CMD_K));
+    const unsigned acc = static_cast<unsigned>((f & R::CMD_FORMAT_f::ACC_MASK) >> 4);
+    c.acc.kind = acc == 1 ? num::Accumulation::Kind::limited
+                          : acc == 2 ? num::Accumulation::Kind::int32 : num::Accumulation::Kind::fp32;
+    c.acc.mantissa_bits = static_cast<unsigned>((f & R::CMD_FORMAT_f::MANT_BITS_MASK) >> 16);
+    c.acc.promote_every = static_cast<unsigned>(regs_.get(R::CMD_PROMOTE));
+    c.accumulate = f & R::CMD_FORMAT_f::ACCUMULATE_MASK;
+    c.trans_a = f & R::CMD_FORMAT_f::TRANS_A_MASK;
+    c.trans_b = f & R::CMD_FORMAT_f::TRANS_B_MASK;
+    c.a = regs_.get(R::CMD_A);
+    c.b = regs_.get(R::CMD_B);
+    c.c = regs_.get(R::CMD_C);
+    c.lda = static_cast<std::uint32_t>(regs_.get(R::CMD_LDA));
+    c.ldb = static_cast<std::uint32_t>(regs_.get(R::CMD_LDB));
+    c.ldc = static_cast<std::uint32_t>(regs_.get(R::CMD_LDC));
+    tensor::TensorCore& tc = *tile_.tc_;
+    if (tc.queued() >= tile_.config_.queue_depth) {
+      ++refused_;
+      log::guest_error(tile_.path(), "tile/queue-full",
+                       "CMD_PUSH of command {} with {} commands queued (queue_depth {}); dropped", c.id, tc.queued(),
+                       tile_.config_.queue_depth);
+      regs_.set(R::IRQ_STATUS, regs_.get(R::IRQ_STATUS) | R::IRQ_STATUS_f::ERROR_MASK);
+      update_irq();
+      return;
+    }
+    tc.submit(c);
+  }
+
+  Tile& tile_;
+};
+
+Tile::Tile(const sc_core::sc_module_name& n, const Config& c) : Ip(n), config_(c) {
+  spm_ = std::make_unique<Scratchpad>("spm", c.spm);
+  tc_ = std::make_unique<tensor::TensorCore>("tensor", *spm_, c.array);
+  regs_ = std::make_unique<Regs>("regs", *this);
+  expose_target("mem_target", spm_->mem_target, c.spm.size);
+  expose_target("csr_target", regs_->csr_target, R::kBlock.window);
+  expose_irq_out("irq_out", irq);
+  tc_irq_.set_handler([this](bool level) {
+    if (level) regs_->engine_event();
+  });
+  tc_->irq.bind(tc_irq_);
+}
+
+Tile::~Tile() = default;
+
+tlm::tlm_target_socket<>& Tile::csr_target() { return regs_->csr_target; }
+
+void Tile::report_stats(nlohmann::ordered_json& out) const {
+  // Flat keys, prefixed by the part they count.
+  nlohmann::ordered_json regs, spm;
+  regs_->report_stats(regs);
+  spm_->report_stats(spm);
+  for (const auto& [k, v] : regs.items()) out[k] = v;
+  for (const auto& [k, v] : spm.items()) out["spm_" + k] = v;
+  const tensor::TensorStats& s = tc_->stats();
+  out["tensor_commands"] = s.commands;
+  out["tensor_errors"] = s.errors;
+  out["tensor_refused_queue_full"] = regs_->refused_;
+  out["tensor_macs_bf16"] = s.macs_bf16;
+  out["tensor_macs_fp16"] = s.macs_fp16;
+  out["tensor_macs_fp8"] = s.macs_fp8;
+  out["tensor_macs_int8"] = s.macs_int8;
+  out["tensor_busy_cycles"] = s.busy_cycles;
+  out["tensor_operand_stall_cycles"] = s.operand_stall_cycles;
+  out["tensor_bytes_read"] = s.bytes_read;
+  out["tensor_bytes_written"] = s.bytes_written;
+}
+
+TESSERA_REGISTER_IP("tile", Tile, "tensor tile: banked scratchpad and tensor core behind a command register window");
+
+}  // namespace tessera
