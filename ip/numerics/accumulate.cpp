@@ -18,9 +18,55 @@ double truncate_mantissa(double x, unsigned bits) {
 
 double to_fp32(double x) { return static_cast<double>(static_cast<float>(x)); }
 
+namespace {
+// True when every value is finite, zero or within [2^-62, 2^62] in
+// magnitude, and has at most 12 significant bits (BF16, FP16, FP8, INT8):
+// then each product is exact in FP32 and stays normal, and FP32 sums
+// computed in float equal the float64 sums rounded to FP32 (double
+// rounding through float64 is innocuous for addition), so the float path
+// below gives the same bits.
+bool products_exact_in_float(const std::vector<double>& v) {
+  for (const double x : v) {
+    if (x == 0) continue;
+    if (!std::isfinite(x)) return false;
+    const double ax = std::fabs(x);
+    if (ax < 0x1p-62 || ax > 0x1p62) return false;
+    int e;
+    const double scaled = std::ldexp(std::frexp(x, &e), 12);
+    if (scaled != std::trunc(scaled)) return false;
+  }
+  return true;
+}
+
+// FP32 accumulation in float, row by row: each C element still adds its K
+// products one by one in order; the loop runs across C's columns.
+void gemm_fp32_fast(const std::vector<double>& a, const std::vector<double>& b, std::vector<double>& c, unsigned m,
+                    unsigned n, unsigned k, bool accumulate) {
+  std::vector<float> bf(b.begin(), b.end()), row(n);
+  for (unsigned i = 0; i < m; ++i) {
+    for (unsigned j = 0; j < n; ++j)
+      row[j] = accumulate ? static_cast<float>(c[static_cast<std::size_t>(i) * n + j]) : 0.0f;
+    for (unsigned p = 0; p < k; ++p) {
+      const float x = static_cast<float>(a[static_cast<std::size_t>(i) * k + p]);
+      const float* bp = bf.data() + static_cast<std::size_t>(p) * n;
+      for (unsigned j = 0; j < n; ++j) row[j] += x * bp[j];
+    }
+    for (unsigned j = 0; j < n; ++j) c[static_cast<std::size_t>(i) * n + j] = row[j];
+  }
+}
+}  // namespace
+
 void gemm(const std::vector<double>& a, const std::vector<double>& b, std::vector<double>& c, unsigned m, unsigned n,
           unsigned k, const Accumulation& acc, bool accumulate) {
   c.resize(static_cast<std::size_t>(m) * n, 0.0);
+  // An accumulated C must itself hold FP32 values for the float path.
+  const bool c_is_float = !accumulate || std::all_of(c.begin(), c.end(), [](double x) {
+    return static_cast<double>(static_cast<float>(x)) == x || std::isnan(x);
+  });
+  if (acc.kind == Accumulation::Kind::fp32 && c_is_float && products_exact_in_float(a) && products_exact_in_float(b)) {
+    gemm_fp32_fast(a, b, c, m, n, k, accumulate);
+    return;
+  }
   for (unsigned i = 0; i < m; ++i)
     for (unsigned j = 0; j < n; ++j) {
       double out = accumulate ? c[i * n + j] : 0.0;

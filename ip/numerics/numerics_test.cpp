@@ -466,3 +466,34 @@ TEST(Gemm, BlockScaledRejectsMismatchedShapes) {
   int32.kind = Accumulation::Kind::int32;
   EXPECT_NE(message(qa, qb, int32).find("int32"), std::string::npos);
 }
+
+TEST(Gemm, Fp32AccumulationIsTheSequentialFp32SumBitForBit) {
+  // gemm() takes a float path when products are exact in FP32; it must give
+  // exactly the bits of the definition: for p = 0..K-1, c = fp32(c + a*b).
+  // Random inputs of every tile format, wide exponent ranges (subnormals of
+  // the format included), with and without C +=.
+  std::mt19937 rng(29);
+  std::uniform_real_distribution<double> mant(-1, 1);
+  std::uniform_int_distribution<int> expo(-20, 12);
+  const unsigned m = 9, n = 7, k = 300;
+  for (Format f : {Format::BF16, Format::FP16, Format::E4M3, Format::E5M2, Format::INT8}) {
+    std::vector<double> a(m * k), b(k * n), c0(m * n);
+    auto draw = [&] {
+      return f == Format::INT8 ? quantize(f, std::round(mant(rng) * 127)) : quantize(f, std::ldexp(mant(rng), expo(rng)), saturating());
+    };
+    for (auto& x : a) x = draw();
+    for (auto& x : b) x = draw();
+    for (auto& x : c0) x = static_cast<float>(mant(rng) * 100);
+    for (bool acc : {false, true}) {
+      std::vector<double> got = c0;
+      gemm(a, b, got, m, n, k, Accumulation{}, acc);
+      for (unsigned i = 0; i < m; ++i)
+        for (unsigned j = 0; j < n; ++j) {
+          float want = acc ? static_cast<float>(c0[i * n + j]) : 0.0f;
+          for (unsigned p = 0; p < k; ++p)
+            want = static_cast<float>(static_cast<double>(want) + a[i * k + p] * b[p * n + j]);
+          ASSERT_EQ(static_cast<float>(got[i * n + j]), want) << name(f) << " C[" << i << "][" << j << "] acc=" << acc;
+        }
+    }
+  }
+}

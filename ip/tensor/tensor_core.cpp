@@ -7,6 +7,16 @@
 namespace tessera::tensor {
 namespace {
 unsigned element_bytes(num::Format f) { return num::bits(f) / 8; }
+// Every code's value, per input format (at most 65536 entries), built once.
+const std::vector<double>& decode_table(num::Format f) {
+  static std::vector<double> tables[8];
+  std::vector<double>& t = tables[static_cast<unsigned>(f)];
+  if (t.empty()) {
+    t.resize(std::size_t(1) << num::bits(f));
+    for (std::size_t code = 0; code < t.size(); ++code) t[code] = num::decode(f, static_cast<std::uint32_t>(code));
+  }
+  return t;
+}
 bool is_integer(num::Format f) { return f == num::Format::INT8; }
 }  // namespace
 
@@ -76,10 +86,11 @@ void TensorCore::execute(const GemmCommand& c) {
   const std::uint64_t lda = c.lda ? c.lda : (c.trans_a ? s.m : s.k), ldb = c.ldb ? c.ldb : (c.trans_b ? s.k : s.n),
                       ldc = c.ldc ? c.ldc : s.n;
   const std::uint8_t* mem = spm_.data();
+  const std::vector<double>& table = decode_table(s.input);
   auto load = [&](std::uint64_t addr) -> double {
     std::uint32_t code = 0;
     std::memcpy(&code, mem + addr, eb);
-    return num::decode(s.input, code);
+    return table[code];
   };
   std::vector<double> a(static_cast<std::size_t>(s.m) * s.k), b(static_cast<std::size_t>(s.k) * s.n), out;
   for (unsigned i = 0; i < s.m; ++i)
