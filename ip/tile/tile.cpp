@@ -73,8 +73,11 @@ class Tile::Regs : public MmioTarget {
   // The engine holds its line until acknowledged; its news become status bits.
   void engine_event() {
     tensor::TensorCore& tc = *tile_.tc_;
-    regs_.set(R::IRQ_STATUS, regs_.get(R::IRQ_STATUS) | (tc.error().empty() ? 0 : R::IRQ_STATUS_f::ERROR_MASK) |
-                                 (tc.completed() ? R::IRQ_STATUS_f::DONE_MASK : 0));
+    const bool completed = tc.completed() != seen_completed_, failed = tc.stats().errors != seen_errors_;
+    seen_completed_ = tc.completed();
+    seen_errors_ = tc.stats().errors;
+    regs_.set(R::IRQ_STATUS, regs_.get(R::IRQ_STATUS) | (failed ? R::IRQ_STATUS_f::ERROR_MASK : 0) |
+                                 (completed ? R::IRQ_STATUS_f::DONE_MASK : 0));
     tc.acknowledge();
     update_irq();
   }
@@ -82,6 +85,7 @@ class Tile::Regs : public MmioTarget {
   std::uint64_t refused_ = 0;
 
  private:
+  std::uint64_t seen_completed_ = 0, seen_errors_ = 0;
   void update_irq() { tile_.irq.write(regs_.get(R::IRQ_ENABLE) & regs_.get(R::IRQ_STATUS)); }
 
   void push() {

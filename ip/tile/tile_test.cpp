@@ -132,3 +132,15 @@ TEST(Tile, FullQueueDropsThePushAndSaysSo) {
   b.tile.report_stats(stats);
   EXPECT_EQ(stats["tensor_refused_queue_full"], 2u);
 }
+
+TEST(Tile, AnErrorAfterACompletionRaisesOnlyError) {
+  Bench b;
+  b.put_bf16(0x100, std::vector<double>(16, 1.0));
+  b.program(1, 4, 4, 4, 0x100, 0x100, 0x400);
+  b.run_idle();
+  EXPECT_EQ(b.reg(R::IRQ_STATUS), R::IRQ_STATUS_f::DONE_MASK);
+  write(b.csr(), 0x18, R::IRQ_STATUS_f::DONE_MASK, 4);
+  b.program(2, 4, 4, 4, 0x100, 0x100, 0x1ffff8);  // C past the end
+  b.run_idle();
+  EXPECT_EQ(b.reg(R::IRQ_STATUS), R::IRQ_STATUS_f::ERROR_MASK) << "no DONE for a refused command";
+}

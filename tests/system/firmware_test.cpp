@@ -137,3 +137,18 @@ TEST(Firmware, HbmFromTheCpWithEccErrorAndTrafficGenerator) {
   EXPECT_EQ(s["ips"]["t1.hbm0"]["ecc_uncorrected"], 1);
   EXPECT_EQ(s["ips"]["t1.tgen0"]["requests"], 1024);
 }
+
+TEST(Firmware, CpDrivesTile0TensorCoreWithInterrupts) {
+  Outcome r = run("--firmware " + kFirmware + "/tile_gemm.elf --stats " + local("stats.json"));
+  EXPECT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("tile0: 16x24x32 BF16 GEMM: 1 done interrupt, 0 of 384 results wrong, 1 commands completed\n"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("tile0: refused command 2 with code 3 (flagged), 1 error interrupt; reset clears it\n"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("tile0: after reset, 2 commands completed\n"), std::string::npos) << r.out;
+  const nlohmann::json s = nlohmann::json::parse(slurp(local("stats.json")));
+  EXPECT_EQ(s["ips"]["t1.tile0"]["tensor_macs_bf16"], 2 * 16 * 24 * 32);
+  EXPECT_EQ(s["ips"]["t1.tile0"]["tensor_errors"], 1);
+}
