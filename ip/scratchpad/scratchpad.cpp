@@ -180,6 +180,8 @@ void Scratchpad::report_stats(nlohmann::ordered_json& out) const {
   out["bytes_read"] = bytes_read_;
   out["bytes_written"] = bytes_written_;
   out["engine_waves"] = waves_;
+  out["engine_stream_bytes_read"] = engine_bytes_read_;
+  out["engine_stream_bytes_written"] = engine_bytes_written_;
   out["busy_cycles"] = busy_cycles_;
   out["bank_conflict_cycles"] = conflict_cycles_;
   out["stall_cycles"] = stall_cycles_;

@@ -67,6 +67,13 @@ class Scratchpad : public Ip {
   // in range (the engine checks its operands first).
   Timing access(const std::uint64_t* addrs, unsigned count, unsigned bytes, bool write, const sc_core::sc_time& start);
 
+  // Bytes an engine moved through the banks whose timing it accounts for
+  // itself (the tensor core's operand streams): counted, not booked.
+  void count_engine_traffic(std::uint64_t read, std::uint64_t written) {
+    engine_bytes_read_ += read;
+    engine_bytes_written_ += written;
+  }
+
   const BankGeometry& geometry() const { return geometry_; }
   std::uint8_t* data() { return storage_.data(); }
   std::uint64_t size() const { return config_.size; }
@@ -87,6 +94,7 @@ class Scratchpad : public Ip {
   std::vector<unsigned> rows_;            // scratch: rows per bank of the access being booked
   std::uint64_t reads_ = 0, writes_ = 0, bytes_read_ = 0, bytes_written_ = 0, waves_ = 0, errors_ = 0;
   std::uint64_t busy_cycles_ = 0, conflict_cycles_ = 0, stall_cycles_ = 0;
+  std::uint64_t engine_bytes_read_ = 0, engine_bytes_written_ = 0;
 };
 
 }  // namespace tessera

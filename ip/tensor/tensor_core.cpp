@@ -125,9 +125,12 @@ void TensorCore::execute(const GemmCommand& c) {
       }
       std::memcpy(cm + (i * ldc + j) * 4, &w, 4);
     }
-  stats_.bytes_read += (static_cast<std::uint64_t>(s.m) * s.k + static_cast<std::uint64_t>(s.k) * s.n) * eb +
-                       (c.accumulate ? static_cast<std::uint64_t>(s.m) * s.n * 4 : 0);
-  stats_.bytes_written += static_cast<std::uint64_t>(s.m) * s.n * 4;
+  const std::uint64_t read = (static_cast<std::uint64_t>(s.m) * s.k + static_cast<std::uint64_t>(s.k) * s.n) * eb +
+                             (c.accumulate ? static_cast<std::uint64_t>(s.m) * s.n * 4 : 0),
+                      written = static_cast<std::uint64_t>(s.m) * s.n * 4;
+  stats_.bytes_read += read;
+  stats_.bytes_written += written;
+  spm_.count_engine_traffic(read, written);
 }
 
 void TensorCore::run() {

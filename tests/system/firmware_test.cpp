@@ -151,4 +151,5 @@ TEST(Firmware, CpDrivesTile0TensorCoreWithInterrupts) {
   const nlohmann::json s = nlohmann::json::parse(slurp(local("stats.json")));
   EXPECT_EQ(s["ips"]["t1.tile0"]["tensor_macs_bf16"], 2 * 16 * 24 * 32);
   EXPECT_EQ(s["ips"]["t1.tile0"]["tensor_errors"], 1);
+  EXPECT_EQ(s["ips"]["t1.tile0"]["spm_engine_stream_bytes_written"], 2 * 16 * 24 * 4);
 }
