@@ -64,6 +64,26 @@ std::string TensorCore::validate(const GemmCommand& c, CommandError& code) const
       {"B", c.b, c.trans_b ? s.n : s.k, c.trans_b ? s.k : s.n, c.ldb, eb},
       {"C", c.c, s.m, s.n, c.ldc, 4},
   };
+  if (c.block_scaled) {
+    code = CommandError::format;
+    if (s.input != num::Format::E4M3 && s.input != num::Format::E5M2)
+      return std::string("block scaling takes E4M3 or E5M2 inputs, not ") + num::name(s.input);
+    code = CommandError::shape;
+    if (c.group == 0 || (c.group & (c.group - 1)) || c.group > 4096)
+      return "block-scale group " + std::to_string(c.group) + " is not a power of two from 1 to 4096";
+    if (c.trans_a || c.trans_b) return "block-scaled operands are not transposed";
+    code = CommandError::range;
+    const std::uint64_t kg = (s.k + c.group - 1) / c.group, ng = (s.n + c.group - 1) / c.group;
+    const std::uint64_t sbytes = c.scale_format == num::ScaleFormat::E8M0 ? 1 : 4;
+    const struct {
+      const char* name;
+      std::uint64_t base, bytes;
+    } scales[] = {{"A's scales", c.sa, s.m * kg * sbytes}, {"B's scales", c.sb, kg * ng * sbytes}};
+    for (const auto& sc : scales)
+      if (sc.base >= spm_.size() || sc.bytes > spm_.size() - sc.base)
+        return std::string(sc.name) + " [" + fmt::format("{:#x}, {:#x}", sc.base, sc.base + sc.bytes) +
+               ") are outside the scratchpad (" + fmt::format("{:#x}", spm_.size()) + " bytes)";
+  }
   for (const Operand& o : ops) {
     const std::uint64_t pitch = o.pitch ? o.pitch : o.cols;
     code = CommandError::pitch;
@@ -85,6 +105,10 @@ void TensorCore::execute(const GemmCommand& c) {
   const unsigned eb = element_bytes(s.input);
   const std::uint64_t lda = c.lda ? c.lda : (c.trans_a ? s.m : s.k), ldb = c.ldb ? c.ldb : (c.trans_b ? s.k : s.n),
                       ldc = c.ldc ? c.ldc : s.n;
+  if (c.block_scaled) {
+    execute_block_scaled(c, lda, ldb, ldc);
+    return;
+  }
   const std::uint8_t* mem = spm_.data();
   const std::vector<double>& table = decode_table(s.input);
   auto load = [&](std::uint64_t addr) -> double {
@@ -126,6 +150,56 @@ void TensorCore::execute(const GemmCommand& c) {
       std::memcpy(cm + (i * ldc + j) * 4, &w, 4);
     }
   const std::uint64_t read = (static_cast<std::uint64_t>(s.m) * s.k + static_cast<std::uint64_t>(s.k) * s.n) * eb +
+                             (c.accumulate ? static_cast<std::uint64_t>(s.m) * s.n * 4 : 0),
+                      written = static_cast<std::uint64_t>(s.m) * s.n * 4;
+  stats_.bytes_read += read;
+  stats_.bytes_written += written;
+  spm_.count_engine_traffic(read, written);
+}
+
+void TensorCore::execute_block_scaled(const GemmCommand& c, std::uint64_t lda, std::uint64_t ldb, std::uint64_t ldc) {
+  const GemmShape& s = c.shape;
+  const std::uint8_t* mem = spm_.data();
+  const unsigned kg = (s.k + c.group - 1) / c.group, ng = (s.n + c.group - 1) / c.group;
+  auto scales = [&](std::uint64_t base, std::size_t count) {
+    std::vector<float> out(count);
+    for (std::size_t i = 0; i < count; ++i) {
+      if (c.scale_format == num::ScaleFormat::E8M0) {
+        out[i] = num::e8m0_decode(mem[base + i]);
+      } else {
+        std::memcpy(&out[i], mem + base + 4 * i, 4);
+      }
+    }
+    return out;
+  };
+  num::BlockQuantized a, b;
+  a.format = b.format = s.input;
+  a.scale_format = b.scale_format = c.scale_format;
+  a.rows = s.m, a.cols = s.k, a.block_rows = 1, a.block_cols = c.group;
+  b.rows = s.k, b.cols = s.n, b.block_rows = c.group, b.block_cols = c.group;
+  a.codes.resize(static_cast<std::size_t>(s.m) * s.k);
+  b.codes.resize(static_cast<std::size_t>(s.k) * s.n);
+  for (unsigned i = 0; i < s.m; ++i)
+    std::memcpy(a.codes.data() + static_cast<std::size_t>(i) * s.k, mem + c.a + i * lda, s.k);
+  for (unsigned p = 0; p < s.k; ++p)
+    std::memcpy(b.codes.data() + static_cast<std::size_t>(p) * s.n, mem + c.b + p * ldb, s.n);
+  a.scales = scales(c.sa, static_cast<std::size_t>(s.m) * kg);
+  b.scales = scales(c.sb, static_cast<std::size_t>(kg) * ng);
+  std::vector<double> out;
+  num::gemm_block_scaled(a, b, out, c.acc);
+  std::uint8_t* cm = spm_.data() + c.c;
+  for (unsigned i = 0; i < s.m; ++i)
+    for (unsigned j = 0; j < s.n; ++j) {
+      float f = static_cast<float>(out[static_cast<std::size_t>(i) * s.n + j]);
+      if (c.accumulate) {
+        float old;
+        std::memcpy(&old, cm + (i * ldc + j) * 4, 4);
+        f = old + f;
+      }
+      std::memcpy(cm + (i * ldc + j) * 4, &f, 4);
+    }
+  const std::uint64_t read = static_cast<std::uint64_t>(s.m) * s.k + static_cast<std::uint64_t>(s.k) * s.n +
+                             (a.scales.size() + b.scales.size()) * (c.scale_format == num::ScaleFormat::E8M0 ? 1 : 4) +
                              (c.accumulate ? static_cast<std::uint64_t>(s.m) * s.n * 4 : 0),
                       written = static_cast<std::uint64_t>(s.m) * s.n * 4;
   stats_.bytes_read += read;

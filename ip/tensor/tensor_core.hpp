@@ -29,6 +29,15 @@ struct GemmCommand {
   bool trans_a = false, trans_b = false;  // A stored K x M, B stored N x K
   bool accumulate = false;                // C += A.B
   num::Accumulation acc;
+  // Block-scaled FP8 (E4M3/E5M2 inputs): A in 1 x `group` groups along K,
+  // B in `group` x `group` blocks; scales packed row-major at `sa`
+  // (m x ceil(k/group)) and `sb` (ceil(k/group) x ceil(n/group)), FP32 or
+  // E8M0 (one byte). Each group's partial sum is scaled and added in FP32
+  // (numerics::gemm_block_scaled); with C += the old C is added last.
+  bool block_scaled = false;
+  num::ScaleFormat scale_format = num::ScaleFormat::FP32;
+  unsigned group = 128;
+  std::uint64_t sa = 0, sb = 0;
 };
 
 // Why a command was refused (the tile's ERROR_CODE register).
@@ -64,6 +73,7 @@ class TensorCore : public sc_core::sc_module {
   // Empty when `c` can run, else why not (and `code`).
   std::string validate(const GemmCommand& c, CommandError& code) const;
   void execute(const GemmCommand& c);
+  void execute_block_scaled(const GemmCommand& c, std::uint64_t lda, std::uint64_t ldb, std::uint64_t ldc);
 
   Scratchpad& spm_;
   ArrayConfig cfg_;

@@ -8,6 +8,7 @@
 
 #include "common/log.hpp"
 #include "common/testing/initiator.hpp"
+#include "numerics/block_scale.hpp"
 #include "tensor/tensor_core.hpp"
 
 using namespace tessera;
@@ -228,4 +229,76 @@ TEST(TensorCore, BadCommandsSetAnErrorAndTheEngineCarriesOn) {
   EXPECT_EQ(t.tc.error(), "");
   EXPECT_EQ(t.tc.completed(), 1u);
   EXPECT_EQ(t.tc.stats().errors, 3u);
+}
+
+TEST(TensorCore, BlockScaledFp8MatchesTheNumericsBitForBit) {
+  // A 8x256 in 1x128 groups, B 256x160 in 128x128 blocks (two K-groups, a
+  // partial N block), E4M3 codes, FP32 scales and E8M0 scales.
+  const unsigned m = 8, n = 160, k = 256, g = 128;
+  Tile tiles[2] = {Tile("fp32s"), Tile("e8m0s")};
+  std::mt19937 rng(31);
+  std::normal_distribution<float> dist(0, 1);
+  std::vector<float> a(m * k), b(k * n);
+  for (unsigned i = 0; i < m; ++i)
+    for (unsigned p = 0; p < k; ++p) a[i * k + p] = dist(rng) * std::pow(10.0f, static_cast<float>(i % 4) - 2);
+  for (auto& x : b) x = dist(rng);
+  const num::ScaleFormat formats[2] = {num::ScaleFormat::FP32, num::ScaleFormat::E8M0};
+  std::vector<double> want[2];
+  for (unsigned e = 0; e < 2; ++e) {
+    const num::BlockQuantized qa = num::block_quantize(a.data(), m, k, num::Format::E4M3, formats[e], 1, g);
+    const num::BlockQuantized qb = num::block_quantize(b.data(), k, n, num::Format::E4M3, formats[e], g, g);
+    num::gemm_block_scaled(qa, qb, want[e]);
+    std::uint8_t* mem = tiles[e].spm.data();
+    std::memcpy(mem + 0x0, qa.codes.data(), qa.codes.size());
+    std::memcpy(mem + 0x10000, qb.codes.data(), qb.codes.size());
+    auto put_scales = [&](std::uint64_t at, const std::vector<float>& sc) {
+      for (std::size_t i = 0; i < sc.size(); ++i) {
+        if (formats[e] == num::ScaleFormat::E8M0) mem[at + i] = num::e8m0_encode(sc[i]);
+        else std::memcpy(mem + at + 4 * i, &sc[i], 4);
+      }
+    };
+    put_scales(0x20000, qa.scales);
+    put_scales(0x21000, qb.scales);
+    GemmCommand c;
+    c.shape = {m, n, k, num::Format::E4M3};
+    c.a = 0x0, c.b = 0x10000, c.c = 0x30000;
+    c.block_scaled = true;
+    c.scale_format = formats[e];
+    c.group = g;
+    c.sa = 0x20000, c.sb = 0x21000;
+    tiles[e].tc.submit(c);
+  }
+  for (unsigned e = 0; e < 2; ++e) {
+    tiles[e].run();
+    EXPECT_EQ(tiles[e].tc.error(), "");
+    for (unsigned i = 0; i < m * n; ++i)
+      ASSERT_EQ(tiles[e].get_f32(0x30000 + i * 4), static_cast<float>(want[e][i])) << "element " << i << " scales " << e;
+    EXPECT_EQ(tiles[e].tc.stats().macs_fp8, std::uint64_t(m) * n * k);
+  }
+}
+
+TEST(TensorCore, BlockScaledCommandsCheckFormatAndScaleRanges) {
+  Tile t;
+  GemmCommand c;
+  c.shape = {8, 128, 128, num::Format::BF16};
+  c.a = 0x0, c.b = 0x10000, c.c = 0x20000;
+  c.block_scaled = true;
+  c.id = 1;
+  t.tc.submit(c);
+  t.run();
+  EXPECT_EQ(t.tc.error_code(), CommandError::format) << t.tc.error();
+  c.id = 2;
+  c.shape.input = num::Format::E4M3;
+  c.sa = 0x1ffff0;  // 8 rows x 1 group x 4 bytes runs past the end
+  t.tc.submit(c);
+  t.run();
+  EXPECT_EQ(t.tc.error_code(), CommandError::range);
+  EXPECT_NE(t.tc.error().find("A's scales"), std::string::npos) << t.tc.error();
+  c.id = 3;
+  c.sa = 0x30000;
+  c.group = 96;
+  t.tc.submit(c);
+  t.run();
+  EXPECT_EQ(t.tc.error_code(), CommandError::shape);
+  EXPECT_NE(t.tc.error().find("group 96"), std::string::npos) << t.tc.error();
 }

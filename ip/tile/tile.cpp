@@ -114,6 +114,11 @@ class Tile::Regs : public MmioTarget {
     c.lda = static_cast<std::uint32_t>(regs_.get(R::CMD_LDA));
     c.ldb = static_cast<std::uint32_t>(regs_.get(R::CMD_LDB));
     c.ldc = static_cast<std::uint32_t>(regs_.get(R::CMD_LDC));
+    c.block_scaled = f & R::CMD_FORMAT_f::BLOCK_SCALED_MASK;
+    c.scale_format = (f & R::CMD_FORMAT_f::SCALE_E8M0_MASK) ? num::ScaleFormat::E8M0 : num::ScaleFormat::FP32;
+    c.sa = regs_.get(R::CMD_SA);
+    c.sb = regs_.get(R::CMD_SB);
+    c.group = regs_.get(R::CMD_GROUP) ? static_cast<unsigned>(regs_.get(R::CMD_GROUP)) : 128;
     tensor::TensorCore& tc = *tile_.tc_;
     if (tc.queued() >= tile_.config_.queue_depth) {
       ++refused_;

@@ -144,3 +144,28 @@ TEST(Tile, AnErrorAfterACompletionRaisesOnlyError) {
   b.run_idle();
   EXPECT_EQ(b.reg(R::IRQ_STATUS), R::IRQ_STATUS_f::ERROR_MASK) << "no DONE for a refused command";
 }
+
+TEST(Tile, BlockScaledFp8ThroughRegisters) {
+  Bench b;
+  // E4M3 ones (code 0x38): A 8x128 with FP32 scale 2.0 per row group, B
+  // 128x8 with one block scale 0.5: every C element is 128 x 2 x 0.5.
+  std::vector<std::uint8_t> ones(128 * 8, 0x38);
+  ASSERT_EQ(b.mem.transport(tlm::TLM_WRITE_COMMAND, 0x0, ones.data(), 1024), tlm::TLM_OK_RESPONSE);
+  ASSERT_EQ(b.mem.transport(tlm::TLM_WRITE_COMMAND, 0x1000, ones.data(), 1024), tlm::TLM_OK_RESPONSE);
+  std::vector<float> sa(8, 2.0f);
+  float sb = 0.5f;
+  ASSERT_EQ(b.mem.transport(tlm::TLM_WRITE_COMMAND, 0x2000, sa.data(), 32), tlm::TLM_OK_RESPONSE);
+  ASSERT_EQ(b.mem.transport(tlm::TLM_WRITE_COMMAND, 0x2100, &sb, 4), tlm::TLM_OK_RESPONSE);
+  write(b.csr(), R::kBlock.regs[R::CMD_SA].offset, 0x2000, 4);
+  write(b.csr(), R::kBlock.regs[R::CMD_SB].offset, 0x2100, 4);
+  write(b.csr(), R::kBlock.regs[R::CMD_GROUP].offset, 0, 4);  // 128
+  b.program(1, 8, 8, 128, 0x0, 0x1000, 0x3000, 3 | R::CMD_FORMAT_f::BLOCK_SCALED_MASK);
+  b.run_idle();
+  EXPECT_EQ(b.reg(R::ERROR_CODE), 0u);
+  EXPECT_EQ(b.reg(R::COMPLETED), 1u);
+  for (unsigned i = 0; i < 64; ++i) {
+    float got = 0;
+    b.mem.debug(tlm::TLM_READ_COMMAND, 0x3000 + 4 * i, &got, 4);
+    ASSERT_EQ(got, 128.0f) << i;
+  }
+}
