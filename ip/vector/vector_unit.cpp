@@ -1,0 +1,219 @@
+#include "vector/vector_unit.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "common/log.hpp"
+#include "numerics/vector_ops.hpp"
+
+namespace tessera::vector {
+namespace {
+const char* const kNames[] = {"add", "sub", "mul", "max", "min", "fma", "abs", "neg", "relu", "relu2", "exp",
+                              "log", "rsqrt", "recip", "tanh", "sigmoid", "silu", "gelu", "swiglu", "softmax",
+                              "rmsnorm", "layernorm", "sum", "rmax", "argmax", "topk", "rope"};
+static_assert(sizeof kNames / sizeof kNames[0] == static_cast<unsigned>(Op::count), "a name per op");
+
+enum class Kind { binary, ternary, unary, row, reduce };
+Kind kind_of(Op op) {
+  switch (op) {
+    case Op::add: case Op::sub: case Op::mul: case Op::max: case Op::min: case Op::swiglu: return Kind::binary;
+    case Op::fma: return Kind::ternary;
+    case Op::softmax: case Op::rmsnorm: case Op::layernorm: case Op::rope: return Kind::row;
+    case Op::sum: case Op::rmax: case Op::argmax: case Op::topk: return Kind::reduce;
+    default: return Kind::unary;
+  }
+}
+bool is_special(Op op) {
+  switch (op) {
+    case Op::exp: case Op::log: case Op::rsqrt: case Op::recip: case Op::tanh: case Op::sigmoid: case Op::silu:
+    case Op::gelu: case Op::swiglu: return true;
+    default: return false;
+  }
+}
+std::uint64_t ceil_div(std::uint64_t a, std::uint64_t b) { return (a + b - 1) / b; }
+}  // namespace
+
+const char* name(Op op) { return op < Op::count ? kNames[static_cast<unsigned>(op)] : "unknown"; }
+
+VectorTiming timing(const VectorConfig& cfg, const VectorCommand& c) {
+  VectorTiming t;
+  const std::uint64_t e = static_cast<std::uint64_t>(c.rows) * c.cols, r = c.rows;
+  switch (c.op) {
+    case Op::fma: t.lane_ops = 2 * e; break;
+    case Op::swiglu: t.lane_ops = 2 * e, t.special_ops = e; break;
+    case Op::softmax: t.lane_ops = 3 * e, t.special_ops = e + r; break;
+    case Op::rmsnorm: t.lane_ops = 3 * e, t.special_ops = r; break;
+    case Op::layernorm: t.lane_ops = 5 * e, t.special_ops = r; break;
+    case Op::topk: t.lane_ops = e * std::max(1u, c.k); break;
+    case Op::rope: t.lane_ops = 6 * e, t.special_ops = e; break;  // a sin/cos pair per element pair
+    default: t.lane_ops = e, t.special_ops = is_special(c.op) ? e : 0; break;
+  }
+  t.cycles = ceil_div(t.lane_ops, cfg.lanes) + ceil_div(t.special_ops * cfg.sfu_ratio, cfg.lanes) + cfg.pipeline;
+  return t;
+}
+
+VectorUnit::VectorUnit(const sc_core::sc_module_name& n, Scratchpad& spm, const VectorConfig& cfg)
+    : sc_core::sc_module(n), spm_(spm), cfg_(cfg), period_(sc_core::sc_time(1.0 / cfg.clock_hz, sc_core::SC_SEC)) {
+  SC_HAS_PROCESS(VectorUnit);
+  SC_THREAD(run);
+}
+
+void VectorUnit::submit(const VectorCommand& c) {
+  queue_.push_back(c);
+  work_.notify(sc_core::SC_ZERO_TIME);
+}
+
+void VectorUnit::reset() {
+  queue_.clear();
+  error_.clear();
+  error_id_ = 0;
+  irq.write(false);
+}
+
+std::string VectorUnit::validate(const VectorCommand& c) const {
+  if (c.op >= Op::count) return "unknown vector op " + std::to_string(static_cast<unsigned>(c.op));
+  if (c.rows == 0 || c.cols == 0)
+    return std::string(vector::name(c.op)) + " on an empty shape: rows=" + std::to_string(c.rows) + " cols=" + std::to_string(c.cols);
+  if (c.op == Op::topk && (c.k < 1 || c.k > 8 || c.k > c.cols))
+    return "top-k takes 1 <= k <= min(8, cols), not k=" + std::to_string(c.k);
+  if (c.op == Op::rope && c.cols % 2) return "rope needs an even row length, not " + std::to_string(c.cols);
+  const std::uint64_t e = static_cast<std::uint64_t>(c.rows) * c.cols * 4, row = static_cast<std::uint64_t>(c.cols) * 4;
+  struct Use {
+    const char* name;
+    std::uint64_t base, bytes;
+  };
+  std::vector<Use> uses = {{"src0", c.src0, e}};
+  const Kind k = kind_of(c.op);
+  if (k == Kind::binary || k == Kind::ternary) uses.push_back({"src1", c.src1, e});
+  if (k == Kind::ternary) uses.push_back({"src2", c.src2, e});
+  if (c.op == Op::rmsnorm || c.op == Op::layernorm) uses.push_back({"src1", c.src1, row});
+  if (c.op == Op::layernorm) uses.push_back({"src2", c.src2, row});
+  const std::uint64_t out = c.op == Op::topk ? static_cast<std::uint64_t>(c.rows) * c.k * 8
+                            : k == Kind::reduce ? static_cast<std::uint64_t>(c.rows) * 4
+                                                : e;
+  uses.push_back({"dst", c.dst, out});
+  for (const Use& u : uses)
+    if (u.base >= spm_.size() || u.bytes > spm_.size() - u.base)
+      return std::string(vector::name(c.op)) + ": " + u.name + " [" + fmt::format("{:#x}, {:#x}", u.base, u.base + u.bytes) +
+             ") is outside the scratchpad (" + fmt::format("{:#x}", spm_.size()) + " bytes)";
+  return {};
+}
+
+void VectorUnit::execute(const VectorCommand& c) {
+  std::uint8_t* mem = spm_.data();
+  const std::size_t e = static_cast<std::size_t>(c.rows) * c.cols;
+  auto load = [&](std::uint64_t at, std::size_t count) {
+    std::vector<float> v(count);
+    std::memcpy(v.data(), mem + at, count * 4);
+    return v;
+  };
+  std::vector<float> x = load(c.src0, e), out;
+  namespace vec = num::vec;
+  const Kind k = kind_of(c.op);
+  if (k == Kind::binary || k == Kind::ternary) {
+    const std::vector<float> y = load(c.src1, e), z = k == Kind::ternary ? load(c.src2, e) : std::vector<float>();
+    out.resize(e);
+    for (std::size_t i = 0; i < e; ++i) {
+      switch (c.op) {
+        case Op::add: out[i] = x[i] + y[i]; break;
+        case Op::sub: out[i] = x[i] - y[i]; break;
+        case Op::mul: out[i] = x[i] * y[i]; break;
+        case Op::max: out[i] = std::max(x[i], y[i]); break;
+        case Op::min: out[i] = std::min(x[i], y[i]); break;
+        case Op::swiglu: out[i] = vec::swiglu(x[i], y[i]); break;
+        default: out[i] = std::fma(x[i], y[i], z[i]); break;
+      }
+    }
+  } else if (k == Kind::unary) {
+    out.resize(e);
+    for (std::size_t i = 0; i < e; ++i) {
+      const float v = x[i];
+      switch (c.op) {
+        case Op::abs: out[i] = std::fabs(v); break;
+        case Op::neg: out[i] = -v; break;
+        case Op::relu: out[i] = vec::relu(v); break;
+        case Op::relu2: out[i] = vec::relu2(v); break;
+        case Op::exp: out[i] = vec::exp(v); break;
+        case Op::log: out[i] = vec::log(v); break;
+        case Op::rsqrt: out[i] = vec::rsqrt(v); break;
+        case Op::recip: out[i] = vec::recip(v); break;
+        case Op::tanh: out[i] = vec::tanh(v); break;
+        case Op::sigmoid: out[i] = vec::sigmoid(v); break;
+        case Op::silu: out[i] = vec::silu(v); break;
+        default: out[i] = vec::gelu(v); break;
+      }
+    }
+  } else if (k == Kind::row) {
+    out = x;
+    const std::vector<float> w = (c.op == Op::rmsnorm || c.op == Op::layernorm) ? load(c.src1, c.cols) : std::vector<float>();
+    const std::vector<float> b = c.op == Op::layernorm ? load(c.src2, c.cols) : std::vector<float>();
+    for (unsigned r = 0; r < c.rows; ++r) {
+      float* row = out.data() + static_cast<std::size_t>(r) * c.cols;
+      switch (c.op) {
+        case Op::softmax: vec::softmax(row, c.cols); break;
+        case Op::rmsnorm: vec::rmsnorm(row, w.data(), c.cols, c.eps); break;
+        case Op::layernorm: vec::layernorm(row, w.data(), b.data(), c.cols, c.eps); break;
+        default: vec::rope(row, c.cols, c.position); break;
+      }
+    }
+  } else {  // reductions, one result (or k) per row
+    const unsigned per = c.op == Op::topk ? c.k : 1;
+    out.resize(static_cast<std::size_t>(c.rows) * per);
+    std::vector<std::uint32_t> idx(out.size());
+    for (unsigned r = 0; r < c.rows; ++r) {
+      const float* row = x.data() + static_cast<std::size_t>(r) * c.cols;
+      switch (c.op) {
+        case Op::sum: out[r] = vec::sum(row, c.cols); break;
+        case Op::rmax: out[r] = *std::max_element(row, row + c.cols); break;
+        case Op::argmax: {
+          const std::uint32_t i = vec::argmax(row, c.cols);
+          std::memcpy(&out[r], &i, 4);
+          break;
+        }
+        default: {
+          unsigned ix[8];
+          vec::topk(row, c.cols, c.k, out.data() + static_cast<std::size_t>(r) * c.k, ix);
+          for (unsigned j = 0; j < c.k; ++j) idx[static_cast<std::size_t>(r) * c.k + j] = ix[j];
+        }
+      }
+    }
+    if (c.op == Op::topk) std::memcpy(mem + c.dst + out.size() * 4, idx.data(), idx.size() * 4);
+  }
+  std::memcpy(mem + c.dst, out.data(), out.size() * 4);
+}
+
+void VectorUnit::run() {
+  for (;;) {
+    while (queue_.empty()) sc_core::wait(work_);
+    const VectorCommand c = queue_.front();
+    queue_.pop_front();
+    running_ = true;
+    ++stats_.commands;
+    if (const std::string why = validate(c); !why.empty()) {
+      ++stats_.errors;
+      error_ = "command " + std::to_string(c.id) + ": " + why;
+      error_id_ = c.id;
+      log::guest_error(name(), "vector/command", "{}", error_);
+      running_ = false;
+      irq.write(true);
+      continue;
+    }
+    const VectorTiming t = timing(cfg_, c);
+    execute(c);
+    sc_core::wait(period_ * static_cast<double>(t.cycles));
+    stats_.lane_ops += t.lane_ops;
+    stats_.special_ops += t.special_ops;
+    stats_.busy_cycles += t.cycles;
+    switch (kind_of(c.op)) {
+      case Kind::row: ++stats_.row_ops; break;
+      case Kind::reduce: ++stats_.reductions; break;
+      default: ++(is_special(c.op) ? stats_.special : stats_.elementwise); break;
+    }
+    ++completed_;
+    running_ = false;
+    irq.write(true);
+  }
+}
+
+}  // namespace tessera::vector

@@ -1,0 +1,95 @@
+// The tile's vector unit as a SystemC engine: FP32 operations on rows held
+// in the scratchpad, computed by numerics/vector_ops.hpp (bit for bit the
+// same on every host), timed by its lanes (default 64 FP32 per cycle) and
+// its special-function unit (exp, log, tanh, sigmoid, rsqrt, recip and
+// what is built on them) at 1/16 of the lane rate, so exp-heavy
+// activations cost what they cost. A command the unit cannot run (unknown
+// op, empty shape, an operand outside the scratchpad) sets an error naming
+// the command and raises the interrupt; nothing is written.
+//
+// Per element, (lane ops, special ops): add sub mul max min abs neg relu
+// relu2 (1, 0); fma (2, 0); exp log rsqrt recip tanh sigmoid silu gelu
+// (1, 1); swiglu (2, 1); softmax (3, 1) plus one recip per row; rmsnorm
+// (3, 0) plus one rsqrt per row; layernorm (5, 0) plus one rsqrt per row;
+// sum, max, argmax (1, 0); top-k (k, 0); rope (6, 0) plus one sin/cos pair
+// (2) per pair. cycles = ceil(lane ops / lanes) + ceil(special ops x
+// sfu_ratio / lanes) + pipeline.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <string>
+#include <systemc>
+
+#include "common/irq.hpp"
+#include "scratchpad/scratchpad.hpp"
+
+namespace tessera::vector {
+
+enum class Op : std::uint8_t {
+  add, sub, mul, max, min, fma, abs, neg, relu, relu2, exp, log, rsqrt, recip, tanh, sigmoid, silu, gelu, swiglu,
+  softmax, rmsnorm, layernorm, sum, rmax, argmax, topk, rope, count
+};
+const char* name(Op op);
+
+struct VectorConfig {
+  unsigned lanes = 64;
+  unsigned sfu_ratio = 16;  // lane ops per special-function op
+  unsigned pipeline = 8;    // cycles of latency per command
+  double clock_hz = 1.5e9;
+};
+
+struct VectorCommand {
+  std::uint32_t id = 0;
+  Op op = Op::add;
+  unsigned rows = 1, cols = 0;          // elementwise ops see rows x cols elements
+  std::uint64_t src0 = 0, src1 = 0, src2 = 0, dst = 0;  // scratchpad offsets (FP32, packed rows)
+  unsigned k = 1;                        // top-k: values at dst, indices (u32) after them
+  unsigned position = 0;                 // rope: token position
+  float eps = 1e-6f;                     // rmsnorm/layernorm
+};
+
+struct VectorTiming {
+  std::uint64_t lane_ops = 0, special_ops = 0, cycles = 0;
+};
+// Empty when the command's shape and op are valid (ranges aside).
+VectorTiming timing(const VectorConfig& cfg, const VectorCommand& c);
+
+struct VectorStats {
+  std::uint64_t commands = 0, errors = 0, lane_ops = 0, special_ops = 0, busy_cycles = 0;
+  std::uint64_t elementwise = 0, special = 0, row_ops = 0, reductions = 0;  // commands by class
+};
+
+class VectorUnit : public sc_core::sc_module {
+ public:
+  IrqOut irq;
+
+  VectorUnit(const sc_core::sc_module_name& n, Scratchpad& spm, const VectorConfig& cfg);
+
+  void submit(const VectorCommand& c);
+  bool busy() const { return running_ || !queue_.empty(); }
+  const std::string& error() const { return error_; }
+  std::uint32_t error_id() const { return error_id_; }
+  std::uint32_t completed() const { return completed_; }
+  std::size_t queued() const { return queue_.size(); }
+  void acknowledge() { irq.write(false); }
+  void reset();
+  const VectorStats& stats() const { return stats_; }
+
+ private:
+  void run();
+  std::string validate(const VectorCommand& c) const;
+  void execute(const VectorCommand& c);
+
+  Scratchpad& spm_;
+  VectorConfig cfg_;
+  sc_core::sc_time period_;
+  std::deque<VectorCommand> queue_;
+  sc_core::sc_event work_;
+  bool running_ = false;
+  std::string error_;
+  std::uint32_t error_id_ = 0, completed_ = 0;
+  VectorStats stats_;
+};
+
+}  // namespace tessera::vector
