@@ -1,5 +1,7 @@
 #include "tile/tile.hpp"
 
+#include <cstring>
+
 #include "common/log.hpp"
 #include "common/registry.hpp"
 #include "tile_regs.hpp"
@@ -18,8 +20,11 @@ void Tile::Config::visit(Params& p) {
   p("array_cols", array.cols, "systolic array columns (N)");
   p("array_clock", array_clock, "tensor core clock");
   p("dataflow", dataflow, "weight_stationary or output_stationary");
-  p("queue_depth", queue_depth, "tensor commands the queue holds");
+  p("queue_depth", queue_depth, "commands each engine's queue holds");
+  p("vector_lanes", vector.lanes, "vector unit FP32 lanes");
+  p("sfu_ratio", vector.sfu_ratio, "lane ops per special-function op (exp, rsqrt, ...)");
   array.clock_hz = array_clock.value;
+  vector.clock_hz = array_clock.value;
   array.dataflow =
       dataflow == "output_stationary" ? tensor::Dataflow::output_stationary : tensor::Dataflow::weight_stationary;
 }
@@ -33,6 +38,8 @@ void Tile::Config::validate(const Params& p) const {
   if (dataflow != "weight_stationary" && dataflow != "output_stationary")
     p.fail("dataflow", "must be weight_stationary or output_stationary, not \"" + dataflow + "\"");
   if (queue_depth < 1 || queue_depth > 255) p.fail("queue_depth", "must be between 1 and 255");
+  if (vector.lanes < 1 || vector.lanes > 4096) p.fail("vector_lanes", "must be between 1 and 4096");
+  if (vector.sfu_ratio < 1 || vector.sfu_ratio > 1024) p.fail("sfu_ratio", "must be between 1 and 1024");
 }
 
 // The register window: a child module so the scratchpad, not the
@@ -62,12 +69,38 @@ class Tile::Regs : public MmioTarget {
         tc.reset();
         refused_ = 0;
       }
+      if (w.data & R::CTRL_f::VRESET_MASK) {
+        tile_.vu_->reset();
+        vrefused_ = 0;
+      }
       return true;
     });
     regs_.on_write(R::CMD_PUSH, [this](RegisterBank::Write&) {
       push();
       return true;
     });
+    vector::VectorUnit& vu = *t.vu_;
+    regs_.on_read(R::VSTATUS, [&vu](unsigned, bool) -> std::uint64_t {
+      return (vu.busy() ? R::VSTATUS_f::BUSY_MASK : 0) | (vu.error().empty() ? 0 : R::VSTATUS_f::ERROR_MASK) |
+             (std::min<std::uint64_t>(vu.queued(), 255) << 8);
+    });
+    regs_.on_read(R::VCOMPLETED, [&vu](unsigned, bool) -> std::uint64_t { return vu.completed(); });
+    regs_.on_read(R::VERROR_ID, [&vu](unsigned, bool) -> std::uint64_t { return vu.error_id(); });
+    regs_.on_write(R::VCMD_PUSH, [this](RegisterBank::Write&) {
+      vpush();
+      return true;
+    });
+  }
+
+  void vector_event() {
+    vector::VectorUnit& vu = *tile_.vu_;
+    const bool completed = vu.completed() != seen_vcompleted_, failed = vu.stats().errors != seen_verrors_;
+    seen_vcompleted_ = vu.completed();
+    seen_verrors_ = vu.stats().errors;
+    regs_.set(R::IRQ_STATUS, regs_.get(R::IRQ_STATUS) | (failed ? R::IRQ_STATUS_f::VERROR_MASK : 0) |
+                                 (completed ? R::IRQ_STATUS_f::VDONE_MASK : 0));
+    vu.acknowledge();
+    update_irq();
   }
 
   // The engine holds its line until acknowledged; its news become status bits.
@@ -82,10 +115,39 @@ class Tile::Regs : public MmioTarget {
     update_irq();
   }
 
-  std::uint64_t refused_ = 0;
+  std::uint64_t refused_ = 0, vrefused_ = 0;
 
  private:
-  std::uint64_t seen_completed_ = 0, seen_errors_ = 0;
+  std::uint64_t seen_completed_ = 0, seen_errors_ = 0, seen_vcompleted_ = 0, seen_verrors_ = 0;
+
+  void vpush() {
+    vector::VectorCommand c;
+    c.id = static_cast<std::uint32_t>(regs_.get(R::VCMD_ID));
+    const std::uint64_t op = regs_.get(R::VCMD_OP);
+    // Unknown op numbers stay unknown: the unit refuses them by number.
+    c.op = static_cast<vector::Op>(std::min<std::uint64_t>(op, 255));
+    c.rows = static_cast<unsigned>(regs_.get(R::VCMD_ROWS));
+    c.cols = static_cast<unsigned>(regs_.get(R::VCMD_COLS));
+    c.src0 = regs_.get(R::VCMD_SRC0);
+    c.src1 = regs_.get(R::VCMD_SRC1);
+    c.src2 = regs_.get(R::VCMD_SRC2);
+    c.dst = regs_.get(R::VCMD_DST);
+    c.k = static_cast<unsigned>(regs_.get(R::VCMD_K));
+    c.position = static_cast<unsigned>(regs_.get(R::VCMD_POSITION));
+    const auto eps_bits = static_cast<std::uint32_t>(regs_.get(R::VCMD_EPS));
+    std::memcpy(&c.eps, &eps_bits, 4);
+    vector::VectorUnit& vu = *tile_.vu_;
+    if (vu.queued() >= tile_.config_.queue_depth) {
+      ++vrefused_;
+      log::guest_error(tile_.path(), "tile/vqueue-full",
+                       "VCMD_PUSH of command {} with {} commands queued (queue_depth {}); dropped", c.id, vu.queued(),
+                       tile_.config_.queue_depth);
+      regs_.set(R::IRQ_STATUS, regs_.get(R::IRQ_STATUS) | R::IRQ_STATUS_f::VERROR_MASK);
+      update_irq();
+      return;
+    }
+    vu.submit(c);
+  }
   void update_irq() { tile_.irq.write(regs_.get(R::IRQ_ENABLE) & regs_.get(R::IRQ_STATUS)); }
 
   void push() {
@@ -138,6 +200,7 @@ class Tile::Regs : public MmioTarget {
 Tile::Tile(const sc_core::sc_module_name& n, const Config& c) : Ip(n), config_(c) {
   spm_ = std::make_unique<Scratchpad>("spm", c.spm);
   tc_ = std::make_unique<tensor::TensorCore>("tensor", *spm_, c.array);
+  vu_ = std::make_unique<vector::VectorUnit>("vector", *spm_, c.vector);
   regs_ = std::make_unique<Regs>("regs", *this);
   expose_target("mem_target", spm_->mem_target, c.spm.size);
   expose_target("csr_target", regs_->csr_target, R::kBlock.window);
@@ -146,6 +209,10 @@ Tile::Tile(const sc_core::sc_module_name& n, const Config& c) : Ip(n), config_(c
     if (level) regs_->engine_event();
   });
   tc_->irq.bind(tc_irq_);
+  vu_irq_.set_handler([this](bool level) {
+    if (level) regs_->vector_event();
+  });
+  vu_->irq.bind(vu_irq_);
 }
 
 Tile::~Tile() = default;
@@ -171,6 +238,17 @@ void Tile::report_stats(nlohmann::ordered_json& out) const {
   out["tensor_operand_stall_cycles"] = s.operand_stall_cycles;
   out["tensor_bytes_read"] = s.bytes_read;
   out["tensor_bytes_written"] = s.bytes_written;
+  const vector::VectorStats& v = vu_->stats();
+  out["vector_commands"] = v.commands;
+  out["vector_errors"] = v.errors;
+  out["vector_refused_queue_full"] = regs_->vrefused_;
+  out["vector_elementwise"] = v.elementwise;
+  out["vector_special"] = v.special;
+  out["vector_row_ops"] = v.row_ops;
+  out["vector_reductions"] = v.reductions;
+  out["vector_lane_ops"] = v.lane_ops;
+  out["vector_special_function_ops"] = v.special_ops;
+  out["vector_busy_cycles"] = v.busy_cycles;
 }
 
 TESSERA_REGISTER_IP("tile", Tile, "tensor tile: banked scratchpad and tensor core behind a command register window");

@@ -8,6 +8,7 @@
 #include "common/log.hpp"
 #include "common/testing/initiator.hpp"
 #include "common/testing/reg_checks.hpp"
+#include "numerics/vector_ops.hpp"
 #include "tile/tile.hpp"
 #include "tile_regs.hpp"
 
@@ -168,4 +169,44 @@ TEST(Tile, BlockScaledFp8ThroughRegisters) {
     b.mem.debug(tlm::TLM_READ_COMMAND, 0x3000 + 4 * i, &got, 4);
     ASSERT_EQ(got, 128.0f) << i;
   }
+}
+
+TEST(Tile, VectorCommandsThroughRegisters) {
+  Bench b;
+  write(b.csr(), 0x14, R::IRQ_ENABLE_f::VDONE_MASK | R::IRQ_ENABLE_f::VERROR_MASK, 4);
+  // Softmax of two rows of four.
+  const float x[8] = {1, 2, 3, 4, 0, 0, 0, 0};
+  ASSERT_EQ(b.mem.transport(tlm::TLM_WRITE_COMMAND, 0x100, const_cast<float*>(x), 32), tlm::TLM_OK_RESPONSE);
+  auto vwrite = [&](unsigned r, std::uint64_t v) { write(b.csr(), R::kBlock.regs[r].offset, v, 4); };
+  vwrite(R::VCMD_ID, 11);
+  vwrite(R::VCMD_OP, 19);  // softmax
+  vwrite(R::VCMD_ROWS, 2);
+  vwrite(R::VCMD_COLS, 4);
+  vwrite(R::VCMD_SRC0, 0x100);
+  vwrite(R::VCMD_DST, 0x200);
+  vwrite(R::VCMD_PUSH, 1);
+  sc_core::sc_start(sc_core::SC_ZERO_TIME);
+  while (b.reg(R::VSTATUS) & R::VSTATUS_f::BUSY_MASK) sc_core::sc_start(sc_core::sc_time(10, sc_core::SC_NS));
+  EXPECT_EQ(b.reg(R::IRQ_STATUS), R::IRQ_STATUS_f::VDONE_MASK);
+  EXPECT_TRUE(b.irq.level());
+  EXPECT_EQ(b.reg(R::VCOMPLETED), 1u);
+  float y[8];
+  b.mem.debug(tlm::TLM_READ_COMMAND, 0x200, y, 32);
+  std::vector<float> want(x, x + 8);
+  num::vec::softmax(want.data(), 4);
+  num::vec::softmax(want.data() + 4, 4);
+  for (unsigned i = 0; i < 8; ++i) EXPECT_EQ(y[i], want[i]) << i;
+  EXPECT_EQ(y[4], 0.25f);
+  write(b.csr(), 0x18, R::IRQ_STATUS_f::VDONE_MASK, 4);
+  // An unknown op is refused by number; VRESET clears it.
+  vwrite(R::VCMD_ID, 12);
+  vwrite(R::VCMD_OP, 99);
+  vwrite(R::VCMD_PUSH, 1);
+  sc_core::sc_start(sc_core::sc_time(100, sc_core::SC_NS));
+  EXPECT_EQ(b.reg(R::IRQ_STATUS), R::IRQ_STATUS_f::VERROR_MASK);
+  EXPECT_EQ(b.reg(R::VERROR_ID), 12u);
+  EXPECT_TRUE(b.reg(R::VSTATUS) & R::VSTATUS_f::ERROR_MASK);
+  write(b.csr(), 0x1c, R::CTRL_f::VRESET_MASK, 4);
+  EXPECT_EQ(b.reg(R::VSTATUS), 0u);
+  EXPECT_EQ(b.reg(R::STATUS), 0u) << "the tensor core is untouched";
 }
