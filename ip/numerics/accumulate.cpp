@@ -77,8 +77,9 @@ void gemm(const std::vector<double>& a, const std::vector<double>& b, std::vecto
         case Accumulation::Kind::int32: {
           std::int64_t s = static_cast<std::int64_t>(out);
           for (unsigned p = 0; p < k; ++p)
-            s = static_cast<std::int32_t>(static_cast<std::uint32_t>(s) +
-                                          static_cast<std::uint32_t>(static_cast<std::int64_t>(a[i * k + p] * b[p * n + j])));
+            s = static_cast<std::int32_t>(
+                static_cast<std::uint32_t>(s) +
+                static_cast<std::uint32_t>(static_cast<std::int64_t>(a[i * k + p] * b[p * n + j])));
           out = static_cast<double>(s);
           break;
         }

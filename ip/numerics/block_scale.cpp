@@ -39,7 +39,8 @@ BlockQuantized block_quantize(const float* x, unsigned rows, unsigned cols, Form
       q.scales[br * bcs + bc] = scale;
       for (unsigned r = r0; r < r1; ++r)
         for (unsigned c = c0; c < c1; ++c)
-          q.codes[r * cols + c] = static_cast<std::uint8_t>(encode(f, static_cast<double>(x[r * cols + c]) / scale, sat));
+          q.codes[r * cols + c] =
+              static_cast<std::uint8_t>(encode(f, static_cast<double>(x[r * cols + c]) / scale, sat));
     }
   return q;
 }

@@ -108,7 +108,9 @@ std::uint32_t encode(Format f, double x, const Convert& c) {
   if (f == Format::INT8 || f == Format::INT32) {
     // Integers always saturate; NaN becomes 0.
     const double lo = f == Format::INT8 ? -128.0 : -2147483648.0, hi = f == Format::INT8 ? 127.0 : 2147483647.0;
-    double r = std::isnan(x) ? 0.0 : std::fabs(x) == INFINITY ? x : (std::signbit(x) ? -round_scaled(-x, c) : round_scaled(x, c));
+    double r = std::isnan(x)              ? 0.0
+               : std::fabs(x) == INFINITY ? x
+                                          : (std::signbit(x) ? -round_scaled(-x, c) : round_scaled(x, c));
     r = std::min(hi, std::max(lo, r));
     const auto v = static_cast<std::int32_t>(r);
     return f == Format::INT8 ? static_cast<std::uint32_t>(static_cast<std::uint8_t>(v)) : static_cast<std::uint32_t>(v);

@@ -337,7 +337,8 @@ double gemm_error(const std::vector<double>& got, const std::vector<double>& a, 
   for (unsigned i = 0; i < m; ++i)
     for (unsigned j = 0; j < n; ++j) {
       double ref = 0, mag = 0;
-      for (unsigned p = 0; p < k; ++p) ref += a[i * k + p] * b[p * n + j], mag += std::fabs(a[i * k + p] * b[p * n + j]);
+      for (unsigned p = 0; p < k; ++p)
+        ref += a[i * k + p] * b[p * n + j], mag += std::fabs(a[i * k + p] * b[p * n + j]);
       worst = std::max(worst, std::fabs(got[i * n + j] - ref) / mag);
     }
   return worst;
@@ -479,7 +480,8 @@ TEST(Gemm, Fp32AccumulationIsTheSequentialFp32SumBitForBit) {
   for (Format f : {Format::BF16, Format::FP16, Format::E4M3, Format::E5M2, Format::INT8}) {
     std::vector<double> a(m * k), b(k * n), c0(m * n);
     auto draw = [&] {
-      return f == Format::INT8 ? quantize(f, std::round(mant(rng) * 127)) : quantize(f, std::ldexp(mant(rng), expo(rng)), saturating());
+      return f == Format::INT8 ? quantize(f, std::round(mant(rng) * 127))
+                               : quantize(f, std::ldexp(mant(rng), expo(rng)), saturating());
     };
     for (auto& x : a) x = draw();
     for (auto& x : b) x = draw();

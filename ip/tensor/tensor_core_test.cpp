@@ -148,7 +148,8 @@ TEST(TensorCore, Int8AccumulatesExactlyIntoInt32) {
   for (unsigned i = 0; i < m; ++i)
     for (unsigned j = 0; j < n; ++j) {
       std::int64_t want = i * n + j;
-      for (unsigned p = 0; p < k; ++p) want += static_cast<std::int64_t>(a[i * k + p]) * static_cast<std::int64_t>(b[p * n + j]);
+      for (unsigned p = 0; p < k; ++p)
+        want += static_cast<std::int64_t>(a[i * k + p]) * static_cast<std::int64_t>(b[p * n + j]);
       EXPECT_EQ(t.get_i32(0x2000 + (i * n + j) * 4), want);
     }
   EXPECT_EQ(t.tc.stats().macs_int8, std::uint64_t(m) * n * k);
@@ -272,7 +273,8 @@ TEST(TensorCore, BlockScaledFp8MatchesTheNumericsBitForBit) {
     tiles[e].run();
     EXPECT_EQ(tiles[e].tc.error(), "");
     for (unsigned i = 0; i < m * n; ++i)
-      ASSERT_EQ(tiles[e].get_f32(0x30000 + i * 4), static_cast<float>(want[e][i])) << "element " << i << " scales " << e;
+      ASSERT_EQ(tiles[e].get_f32(0x30000 + i * 4), static_cast<float>(want[e][i]))
+          << "element " << i << " scales " << e;
     EXPECT_EQ(tiles[e].tc.stats().macs_fp8, std::uint64_t(m) * n * k);
   }
 }

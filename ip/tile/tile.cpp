@@ -251,6 +251,7 @@ void Tile::report_stats(nlohmann::ordered_json& out) const {
   out["vector_busy_cycles"] = v.busy_cycles;
 }
 
-TESSERA_REGISTER_IP("tile", Tile, "tensor tile: banked scratchpad and tensor core behind a command register window");
+TESSERA_REGISTER_IP("tile", Tile,
+                    "tensor tile: banked scratchpad, tensor core and vector unit behind command registers");
 
 }  // namespace tessera

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <iterator>
 #include <vector>
 
 #include "common/log.hpp"
@@ -12,7 +13,7 @@ namespace {
 const char* const kNames[] = {"add", "sub", "mul", "max", "min", "fma", "abs", "neg", "relu", "relu2", "exp",
                               "log", "rsqrt", "recip", "tanh", "sigmoid", "silu", "gelu", "swiglu", "softmax",
                               "rmsnorm", "layernorm", "sum", "rmax", "argmax", "topk", "rope"};
-static_assert(sizeof kNames / sizeof kNames[0] == static_cast<unsigned>(Op::count), "a name per op");
+static_assert(std::size(kNames) == static_cast<unsigned>(Op::count), "a name per op");  // elaboration-only
 
 enum class Kind { binary, ternary, unary, row, reduce };
 Kind kind_of(Op op) {
@@ -74,7 +75,8 @@ void VectorUnit::reset() {
 std::string VectorUnit::validate(const VectorCommand& c) const {
   if (c.op >= Op::count) return "unknown vector op " + std::to_string(static_cast<unsigned>(c.op));
   if (c.rows == 0 || c.cols == 0)
-    return std::string(vector::name(c.op)) + " on an empty shape: rows=" + std::to_string(c.rows) + " cols=" + std::to_string(c.cols);
+    return std::string(vector::name(c.op)) + " on an empty shape: rows=" + std::to_string(c.rows) +
+           " cols=" + std::to_string(c.cols);
   if (c.op == Op::topk && (c.k < 1 || c.k > 8 || c.k > c.cols))
     return "top-k takes 1 <= k <= min(8, cols), not k=" + std::to_string(c.k);
   if (c.op == Op::rope && c.cols % 2) return "rope needs an even row length, not " + std::to_string(c.cols);
@@ -95,8 +97,9 @@ std::string VectorUnit::validate(const VectorCommand& c) const {
   uses.push_back({"dst", c.dst, out});
   for (const Use& u : uses)
     if (u.base >= spm_.size() || u.bytes > spm_.size() - u.base)
-      return std::string(vector::name(c.op)) + ": " + u.name + " [" + fmt::format("{:#x}, {:#x}", u.base, u.base + u.bytes) +
-             ") is outside the scratchpad (" + fmt::format("{:#x}", spm_.size()) + " bytes)";
+      return std::string(vector::name(c.op)) + ": " + u.name + " [" +
+             fmt::format("{:#x}, {:#x}", u.base, u.base + u.bytes) + ") is outside the scratchpad (" +
+             fmt::format("{:#x}", spm_.size()) + " bytes)";
   return {};
 }
 
@@ -146,7 +149,8 @@ void VectorUnit::execute(const VectorCommand& c) {
     }
   } else if (k == Kind::row) {
     out = x;
-    const std::vector<float> w = (c.op == Op::rmsnorm || c.op == Op::layernorm) ? load(c.src1, c.cols) : std::vector<float>();
+    const std::vector<float> w =
+        (c.op == Op::rmsnorm || c.op == Op::layernorm) ? load(c.src1, c.cols) : std::vector<float>();
     const std::vector<float> b = c.op == Op::layernorm ? load(c.src2, c.cols) : std::vector<float>();
     for (unsigned r = 0; r < c.rows; ++r) {
       float* row = out.data() + static_cast<std::size_t>(r) * c.cols;

@@ -141,7 +141,8 @@ TEST(VectorUnit, EveryOpMatchesTheNumericsBitForBit) {
       }
     }
     const auto got = b.get(0x100000, want.size());
-    for (std::size_t i = 0; i < want.size(); ++i) ASSERT_TRUE(same_bits(got[i], want[i])) << name(cs.op) << " element " << i;
+    for (std::size_t i = 0; i < want.size(); ++i)
+      ASSERT_TRUE(same_bits(got[i], want[i])) << name(cs.op) << " element " << i;
   }
   EXPECT_EQ(b.vu.completed(), id);
   EXPECT_EQ(b.vu.stats().row_ops, 4u);
