@@ -95,7 +95,7 @@ std::uint64_t TrafficGen::address(std::uint64_t i) {
 
 void TrafficGen::stream(unsigned id) {
   if (id == 0 && autostart_) start();
-  std::vector<std::uint8_t> buf;
+  std::vector<std::uint8_t>& buf = buffers_[id];
   for (;;) {
     sc_core::wait(go_);
     if (id >= regs_.get(R::OUTSTANDING)) continue;

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <random>
+#include <vector>
 #include <tlm_utils/simple_initiator_socket.h>
 
 #include "common/config.hpp"
@@ -45,6 +46,9 @@ class TrafficGen : public MmioTarget {
   std::uint64_t address(std::uint64_t i);
 
   std::mt19937_64 rng_;
+  // One data buffer per stream, owned here: the stream threads never
+  // return, so a buffer on a thread's stack would never be freed.
+  std::vector<std::vector<std::uint8_t>> buffers_ = std::vector<std::vector<std::uint8_t>>(64);
   sc_core::sc_event go_;
   unsigned active_ = 0;
   std::uint64_t next_ = 0, done_ = 0, bytes_ = 0, errors_ = 0;
