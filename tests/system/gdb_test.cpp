@@ -37,6 +37,26 @@ std::string run_capture(const std::string& cmd) {
   return out;
 }
 
+// Starts tessera-vp waiting for a debugger on `port`, its output in
+// `<stem>.vp.out` and `<stem>.vp.err`; returns once the server listens
+// (or after 5 s). 0 if it could not be started.
+pid_t spawn_vp(const std::string& elf, const std::string& port, const std::string& stem) {
+  const std::string out = stem + ".vp.out", err = stem + ".vp.err";
+  std::ofstream(err).close();
+  pid_t vp = 0;
+  posix_spawn_file_actions_t io;
+  posix_spawn_file_actions_init(&io);
+  posix_spawn_file_actions_addopen(&io, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_addopen(&io, 2, err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  const char* argv[] = {TESSERA_VP, "-q", "--firmware", elf.c_str(), "--gdb", port.c_str(), "--gdb-wait", nullptr};
+  const int rc = posix_spawn(&vp, TESSERA_VP, &io, nullptr, const_cast<char**>(argv), environ);
+  posix_spawn_file_actions_destroy(&io);
+  if (rc != 0) return 0;
+  for (int i = 0; i < 200 && slurp(err).find("GDB server on") == std::string::npos; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(25));
+  return vp;
+}
+
 }  // namespace
 
 TEST(Gdb, BreakStepPrintWatchContinue) {
@@ -44,16 +64,8 @@ TEST(Gdb, BreakStepPrintWatchContinue) {
   const unsigned port = 20000 + static_cast<unsigned>(::getpid() % 20000);
   const std::string port_s = std::to_string(port);
   // tessera-vp waits for the debugger at reset.
-  std::ofstream("gdb_test.vp.err").close();
-  pid_t vp = 0;
-  posix_spawn_file_actions_t io;
-  posix_spawn_file_actions_init(&io);
-  posix_spawn_file_actions_addopen(&io, 1, "gdb_test.vp.out", O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_addopen(&io, 2, "gdb_test.vp.err", O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  const char* argv[] = {TESSERA_VP, "-q", "--firmware", elf.c_str(), "--gdb", port_s.c_str(), "--gdb-wait", nullptr};
-  ASSERT_EQ(posix_spawn(&vp, TESSERA_VP, &io, nullptr, const_cast<char**>(argv), environ), 0);
-  for (int i = 0; i < 200 && slurp("gdb_test.vp.err").find("GDB server on") == std::string::npos; ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(25));
+  const pid_t vp = spawn_vp(elf, port_s, "gdb_test");
+  ASSERT_NE(vp, 0);
 
   const std::string gdb = run_capture(
       "timeout 60 gdb-multiarch -batch -nx -ex 'set confirm off' -ex 'file " + elf + "' -ex 'target remote :" + port_s +
@@ -129,15 +141,8 @@ TEST(Gdb, RemoteProtocolPacketsAndCtrlC) {
   const std::string elf = tessera::testing::write_elf("gdb_rsp.spin.elf", tessera::testing::build_elf(spin));
   const unsigned port = 20000 + static_cast<unsigned>((::getpid() + 7919) % 20000);
   const std::string port_s = std::to_string(port);
-  pid_t vp = 0;
-  posix_spawn_file_actions_t io;
-  posix_spawn_file_actions_init(&io);
-  posix_spawn_file_actions_addopen(&io, 1, "gdb_rsp.vp.out", O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_addopen(&io, 2, "gdb_rsp.vp.err", O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  const char* argv[] = {TESSERA_VP, "-q", "--firmware", elf.c_str(), "--gdb", port_s.c_str(), "--gdb-wait", nullptr};
-  ASSERT_EQ(posix_spawn(&vp, TESSERA_VP, &io, nullptr, const_cast<char**>(argv), environ), 0);
-  for (int i = 0; i < 200 && slurp("gdb_rsp.vp.err").find("GDB server on") == std::string::npos; ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(25));
+  const pid_t vp = spawn_vp(elf, port_s, "gdb_rsp");
+  ASSERT_NE(vp, 0);
   {
     Rsp g(port);
     ASSERT_TRUE(g.connected());
