@@ -136,6 +136,15 @@ class Tile::Regs : public MmioTarget {
     c.position = static_cast<unsigned>(regs_.get(R::VCMD_POSITION));
     const auto eps_bits = static_cast<std::uint32_t>(regs_.get(R::VCMD_EPS));
     std::memcpy(&c.eps, &eps_bits, 4);
+    static const num::Format formats[] = {num::Format::FP32, num::Format::BF16, num::Format::FP16, num::Format::E4M3,
+                                          num::Format::E5M2, num::Format::INT8, num::Format::INT32};
+    const std::uint64_t vf = regs_.get(R::VCMD_FORMAT);
+    const unsigned fmt_code = static_cast<unsigned>(vf & R::VCMD_FORMAT_f::FORMAT_MASK);
+    // Unknown codes stay unknown: the unit refuses them by number.
+    c.format = fmt_code < 7 ? formats[fmt_code] : static_cast<num::Format>(fmt_code + 16);
+    c.saturate = vf & R::VCMD_FORMAT_f::SATURATE_MASK;
+    c.group = static_cast<unsigned>(regs_.get(R::VCMD_GROUP));
+    c.aux = regs_.get(R::VCMD_AUX);
     vector::VectorUnit& vu = *tile_.vu_;
     if (vu.queued() >= tile_.config_.queue_depth) {
       ++vrefused_;

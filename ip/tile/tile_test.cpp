@@ -210,3 +210,26 @@ TEST(Tile, VectorCommandsThroughRegisters) {
   EXPECT_EQ(b.reg(R::VSTATUS), 0u);
   EXPECT_EQ(b.reg(R::STATUS), 0u) << "the tensor core is untouched";
 }
+
+TEST(Tile, VectorCastThroughRegisters) {
+  Bench b;
+  const float x[4] = {1.0f, -2.5f, 3.0e38f, 0.1f};
+  ASSERT_EQ(b.mem.transport(tlm::TLM_WRITE_COMMAND, 0x100, const_cast<float*>(x), 16), tlm::TLM_OK_RESPONSE);
+  auto vwrite = [&](unsigned r, std::uint64_t v) { write(b.csr(), R::kBlock.regs[r].offset, v, 4); };
+  EXPECT_EQ(b.reg(R::VCMD_FORMAT), 0x11u) << "BF16, saturating";
+  vwrite(R::VCMD_OP, 27);  // cast_to
+  vwrite(R::VCMD_ROWS, 1);
+  vwrite(R::VCMD_COLS, 4);
+  vwrite(R::VCMD_SRC0, 0x100);
+  vwrite(R::VCMD_DST, 0x200);
+  vwrite(R::VCMD_FORMAT, 0x3);  // E4M3, not saturating
+  vwrite(R::VCMD_PUSH, 1);
+  sc_core::sc_start(sc_core::sc_time(100, sc_core::SC_NS));
+  EXPECT_EQ(b.reg(R::VCOMPLETED), 1u);
+  std::uint8_t codes[4];
+  b.mem.debug(tlm::TLM_READ_COMMAND, 0x200, codes, 4);
+  EXPECT_EQ(codes[0], 0x38);
+  EXPECT_EQ(codes[1], 0xc2);
+  EXPECT_EQ(codes[2], 0x7f) << "overflow without saturation is NaN in E4M3";
+  EXPECT_EQ(codes[3], num::encode(num::Format::E4M3, 0.1f));
+}

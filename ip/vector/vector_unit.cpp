@@ -6,22 +6,25 @@
 #include <vector>
 
 #include "common/log.hpp"
+#include "numerics/block_scale.hpp"
 #include "numerics/vector_ops.hpp"
 
 namespace tessera::vector {
 namespace {
 const char* const kNames[] = {"add", "sub", "mul", "max", "min", "fma", "abs", "neg", "relu", "relu2", "exp",
                               "log", "rsqrt", "recip", "tanh", "sigmoid", "silu", "gelu", "swiglu", "softmax",
-                              "rmsnorm", "layernorm", "sum", "rmax", "argmax", "topk", "rope"};
+                              "rmsnorm", "layernorm", "sum", "rmax", "argmax", "topk", "rope", "cast_to",
+                              "cast_from"};
 static_assert(std::size(kNames) == static_cast<unsigned>(Op::count), "a name per op");  // elaboration-only
 
-enum class Kind { binary, ternary, unary, row, reduce };
+enum class Kind { binary, ternary, unary, row, reduce, cast };
 Kind kind_of(Op op) {
   switch (op) {
     case Op::add: case Op::sub: case Op::mul: case Op::max: case Op::min: case Op::swiglu: return Kind::binary;
     case Op::fma: return Kind::ternary;
     case Op::softmax: case Op::rmsnorm: case Op::layernorm: case Op::rope: return Kind::row;
     case Op::sum: case Op::rmax: case Op::argmax: case Op::topk: return Kind::reduce;
+    case Op::cast_to: case Op::cast_from: return Kind::cast;
     default: return Kind::unary;
   }
 }
@@ -48,6 +51,7 @@ VectorTiming timing(const VectorConfig& cfg, const VectorCommand& c) {
     case Op::layernorm: t.lane_ops = 5 * e, t.special_ops = r; break;
     case Op::topk: t.lane_ops = e * std::max(1u, c.k); break;
     case Op::rope: t.lane_ops = 6 * e, t.special_ops = e; break;  // a sin/cos pair per element pair
+    case Op::cast_to: case Op::cast_from: t.lane_ops = c.group ? 2 * e : e; break;
     default: t.lane_ops = e, t.special_ops = is_special(c.op) ? e : 0; break;
   }
   t.cycles = ceil_div(t.lane_ops, cfg.lanes) + ceil_div(t.special_ops * cfg.sfu_ratio, cfg.lanes) + cfg.pipeline;
@@ -80,6 +84,24 @@ std::string VectorUnit::validate(const VectorCommand& c) const {
   if (c.op == Op::topk && (c.k < 1 || c.k > 8 || c.k > c.cols))
     return "top-k takes 1 <= k <= min(8, cols), not k=" + std::to_string(c.k);
   if (c.op == Op::rope && c.cols % 2) return "rope needs an even row length, not " + std::to_string(c.cols);
+  if (c.op == Op::cast_to || c.op == Op::cast_from) {
+    if (c.format > num::Format::INT32) return "cast to an unknown format " + std::to_string(static_cast<unsigned>(c.format));
+    if (c.group && (c.format == num::Format::FP32 || c.format == num::Format::INT32))
+      return std::string("group scaling needs a narrow format, not ") + num::name(c.format);
+    const std::uint64_t n = static_cast<std::uint64_t>(c.rows) * c.cols, eb = num::bits(c.format) / 8;
+    const std::uint64_t groups = c.group ? static_cast<std::uint64_t>(c.rows) * ((c.cols + c.group - 1) / c.group) : 0;
+    const bool to = c.op == Op::cast_to;
+    const struct {
+      const char* name;
+      std::uint64_t base, bytes;
+    } uses[] = {{"src0", c.src0, n * (to ? 4 : eb)}, {"dst", c.dst, n * (to ? eb : 4)}, {"aux (scales)", c.aux, groups * 4}};
+    for (const auto& u : uses)
+      if (u.bytes && (u.base >= spm_.size() || u.bytes > spm_.size() - u.base))
+        return std::string(vector::name(c.op)) + ": " + u.name + " [" +
+               fmt::format("{:#x}, {:#x}", u.base, u.base + u.bytes) + ") is outside the scratchpad (" +
+               fmt::format("{:#x}", spm_.size()) + " bytes)";
+    return {};
+  }
   const std::uint64_t e = static_cast<std::uint64_t>(c.rows) * c.cols * 4, row = static_cast<std::uint64_t>(c.cols) * 4;
   struct Use {
     const char* name;
@@ -111,6 +133,10 @@ void VectorUnit::execute(const VectorCommand& c) {
     std::memcpy(v.data(), mem + at, count * 4);
     return v;
   };
+  if (c.op == Op::cast_to || c.op == Op::cast_from) {
+    cast(c);
+    return;
+  }
   std::vector<float> x = load(c.src0, e), out;
   namespace vec = num::vec;
   const Kind k = kind_of(c.op);
@@ -187,6 +213,42 @@ void VectorUnit::execute(const VectorCommand& c) {
   std::memcpy(mem + c.dst, out.data(), out.size() * 4);
 }
 
+void VectorUnit::cast(const VectorCommand& c) {
+  std::uint8_t* mem = spm_.data();
+  const std::size_t n = static_cast<std::size_t>(c.rows) * c.cols;
+  const unsigned eb = num::bits(c.format) / 8;
+  const unsigned per_row = c.group ? (c.cols + c.group - 1) / c.group : 0;
+  auto put_code = [&](std::size_t i, std::uint32_t code) { std::memcpy(mem + c.dst + i * eb, &code, eb); };
+  if (c.op == Op::cast_to) {
+    std::vector<float> x(n);
+    std::memcpy(x.data(), mem + c.src0, n * 4);
+    if (c.group) {
+      num::Convert conv;
+      conv.saturate = true;
+      const num::BlockQuantized q =
+          num::block_quantize(x.data(), c.rows, c.cols, c.format, num::ScaleFormat::FP32, 1, c.group, conv);
+      for (std::size_t i = 0; i < n; ++i) put_code(i, q.codes[i]);
+      std::memcpy(mem + c.aux, q.scales.data(), q.scales.size() * 4);
+    } else {
+      num::Convert conv;
+      conv.saturate = c.saturate;
+      for (std::size_t i = 0; i < n; ++i) put_code(i, num::encode(c.format, x[i], conv));
+    }
+    return;
+  }
+  std::vector<float> out(n), scales(static_cast<std::size_t>(c.rows) * per_row, 1.0f);
+  if (c.group) std::memcpy(scales.data(), mem + c.aux, scales.size() * 4);
+  for (unsigned r = 0; r < c.rows; ++r)
+    for (unsigned j = 0; j < c.cols; ++j) {
+      const std::size_t i = static_cast<std::size_t>(r) * c.cols + j;
+      std::uint32_t code = 0;
+      std::memcpy(&code, mem + c.src0 + i * eb, eb);
+      const double v = num::decode(c.format, code);
+      out[i] = static_cast<float>(c.group ? v * scales[static_cast<std::size_t>(r) * per_row + j / c.group] : v);
+    }
+  std::memcpy(mem + c.dst, out.data(), n * 4);
+}
+
 void VectorUnit::run() {
   for (;;) {
     while (queue_.empty()) sc_core::wait(work_);
@@ -212,6 +274,7 @@ void VectorUnit::run() {
     switch (kind_of(c.op)) {
       case Kind::row: ++stats_.row_ops; break;
       case Kind::reduce: ++stats_.reductions; break;
+      case Kind::cast: ++stats_.casts; break;
       default: ++(is_special(c.op) ? stats_.special : stats_.elementwise); break;
     }
     ++completed_;

@@ -12,7 +12,7 @@
 // (1, 1); swiglu (2, 1); softmax (3, 1) plus one recip per row; rmsnorm
 // (3, 0) plus one rsqrt per row; layernorm (5, 0) plus one rsqrt per row;
 // sum, max, argmax (1, 0); top-k (k, 0); rope (6, 0) plus one sin/cos pair
-// (2) per pair. cycles = ceil(lane ops / lanes) + ceil(special ops x
+// (2) per pair; casts (1, 0), (2, 0) with group scales. cycles = ceil(lane ops / lanes) + ceil(special ops x
 // sfu_ratio / lanes) + pipeline.
 #pragma once
 
@@ -22,13 +22,14 @@
 #include <systemc>
 
 #include "common/irq.hpp"
+#include "numerics/formats.hpp"
 #include "scratchpad/scratchpad.hpp"
 
 namespace tessera::vector {
 
 enum class Op : std::uint8_t {
   add, sub, mul, max, min, fma, abs, neg, relu, relu2, exp, log, rsqrt, recip, tanh, sigmoid, silu, gelu, swiglu,
-  softmax, rmsnorm, layernorm, sum, rmax, argmax, topk, rope, count
+  softmax, rmsnorm, layernorm, sum, rmax, argmax, topk, rope, cast_to, cast_from, count
 };
 const char* name(Op op);
 
@@ -47,6 +48,16 @@ struct VectorCommand {
   unsigned k = 1;                        // top-k: values at dst, indices (u32) after them
   unsigned position = 0;                 // rope: token position
   float eps = 1e-6f;                     // rmsnorm/layernorm
+  // Casts: cast_to turns FP32 at src0 into `format` codes at dst (rounding
+  // to nearest even, saturating if asked); with `group` > 0 each row is
+  // cut into groups of that many elements, each scaled so its largest
+  // magnitude maps to the format's largest value, the FP32 scales written
+  // at `aux` (rows x ceil(cols/group)). cast_from reads codes at src0 (and
+  // scales at aux) and writes FP32 at dst.
+  num::Format format = num::Format::BF16;
+  bool saturate = true;
+  unsigned group = 0;
+  std::uint64_t aux = 0;
 };
 
 struct VectorTiming {
@@ -57,7 +68,7 @@ VectorTiming timing(const VectorConfig& cfg, const VectorCommand& c);
 
 struct VectorStats {
   std::uint64_t commands = 0, errors = 0, lane_ops = 0, special_ops = 0, busy_cycles = 0;
-  std::uint64_t elementwise = 0, special = 0, row_ops = 0, reductions = 0;  // commands by class
+  std::uint64_t elementwise = 0, special = 0, row_ops = 0, reductions = 0, casts = 0;  // commands by class
 };
 
 class VectorUnit : public sc_core::sc_module {
@@ -80,6 +91,7 @@ class VectorUnit : public sc_core::sc_module {
   void run();
   std::string validate(const VectorCommand& c) const;
   void execute(const VectorCommand& c);
+  void cast(const VectorCommand& c);
 
   Scratchpad& spm_;
   VectorConfig cfg_;

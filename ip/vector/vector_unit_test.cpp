@@ -7,6 +7,7 @@
 #include <random>
 
 #include "common/testing/initiator.hpp"
+#include "numerics/block_scale.hpp"
 #include "numerics/vector_ops.hpp"
 #include "vector/vector_unit.hpp"
 
@@ -201,4 +202,45 @@ TEST(VectorUnit, BadCommandsAreReportedAndSurvived) {
   EXPECT_EQ(b.vu.error(), "");
   EXPECT_EQ(b.vu.completed(), 1u);
   EXPECT_EQ(b.vu.stats().errors, 3u);
+}
+
+TEST(VectorUnit, CastsBetweenFormatsWithAndWithoutGroupScales) {
+  Bench b;
+  const unsigned rows = 2, cols = 256, e = rows * cols;
+  std::vector<float> x = random(e, 7, -3, 3);
+  for (unsigned i = 0; i < e; i += 97) x[i] *= 500;  // outliers the group scales must absorb
+  b.put(0x0, x);
+  // FP32 -> E4M3 in 1x128 groups, scales at aux; and back.
+  VectorCommand to;
+  to.id = 1, to.op = Op::cast_to, to.rows = rows, to.cols = cols;
+  to.format = num::Format::E4M3, to.group = 128;
+  to.src0 = 0x0, to.dst = 0x10000, to.aux = 0x11000;
+  b.vu.submit(to);
+  VectorCommand from = to;
+  from.id = 2, from.op = Op::cast_from, from.src0 = 0x10000, from.dst = 0x20000;
+  b.vu.submit(from);
+  // FP32 -> BF16 unscaled.
+  VectorCommand bf = to;
+  bf.id = 3, bf.format = num::Format::BF16, bf.group = 0, bf.dst = 0x30000;
+  b.vu.submit(bf);
+  b.run();
+  ASSERT_EQ(b.vu.error(), "");
+  const num::BlockQuantized q = num::block_quantize(x.data(), rows, cols, num::Format::E4M3, num::ScaleFormat::FP32, 1, 128);
+  EXPECT_EQ(0, std::memcmp(b.spm.data() + 0x10000, q.codes.data(), e)) << "codes as numerics quantises them";
+  EXPECT_EQ(b.get(0x11000, q.scales.size()), q.scales);
+  const auto back = b.get(0x20000, e);
+  for (unsigned i = 0; i < e; ++i)
+    ASSERT_EQ(back[i], static_cast<float>(q.value(i / cols, i % cols))) << "dequantised element " << i;
+  for (unsigned i = 0; i < e; ++i) {
+    std::uint16_t code;
+    std::memcpy(&code, b.spm.data() + 0x30000 + 2 * i, 2);
+    ASSERT_EQ(code, num::encode(num::Format::BF16, x[i])) << i;
+  }
+  EXPECT_EQ(b.vu.stats().casts, 3u);
+  // Scaling an FP32 target makes no sense and is refused.
+  VectorCommand bad = to;
+  bad.id = 4, bad.format = num::Format::FP32;
+  b.vu.submit(bad);
+  b.run();
+  EXPECT_NE(b.vu.error().find("narrow format"), std::string::npos) << b.vu.error();
 }
