@@ -4,6 +4,7 @@
 #include <fstream>
 
 #include "common/log.hpp"
+#include "common/storage.hpp"
 
 namespace tessera {
 
@@ -52,42 +53,8 @@ std::uint64_t Memory::allocated_bytes() const {
 }
 
 bool Memory::copy(tlm::tlm_generic_payload& trans, bool debug) {
-  const std::uint64_t addr = trans.get_address();
-  const unsigned len = trans.get_data_length();
-  const unsigned sw = debug ? len : std::max(1u, trans.get_streaming_width());
-  const std::uint64_t span = std::min<std::uint64_t>(len, sw);
-  if (addr >= config_.size || span > config_.size - addr) return false;
-  const bool is_read = trans.is_read();
-  unsigned char* data = trans.get_data_ptr();
-  const unsigned char* be = debug ? nullptr : trans.get_byte_enable_ptr();
-  const unsigned be_len = trans.get_byte_enable_length();
-  const std::uint64_t page_mask = config_.sparse ? config_.page_size - 1 : ~0ull;
-
-  if (!be && sw >= len) {  // the common case: one contiguous block
-    std::uint64_t done = 0;
-    while (done < len) {
-      const std::uint64_t a = addr + done;
-      const std::uint64_t in_page = a & page_mask;
-      const std::uint64_t chunk = std::min<std::uint64_t>(len - done, config_.sparse ? config_.page_size - in_page : len);
-      std::uint8_t* p = page(a, !is_read);
-      if (is_read) {
-        if (p) std::memcpy(data + done, p + in_page, chunk);
-        else std::memset(data + done, 0, chunk);
-      } else {
-        std::memcpy(p + in_page, data + done, chunk);
-      }
-      done += chunk;
-    }
-    return true;
-  }
-  for (unsigned i = 0; i < len; ++i) {  // byte enables or streaming
-    if (be && be[i % be_len] != TLM_BYTE_ENABLED) continue;
-    const std::uint64_t a = addr + (i % sw);
-    std::uint8_t* p = page(a, !is_read);
-    if (is_read) data[i] = p ? p[a & page_mask] : 0;
-    else p[a & page_mask] = data[i];
-  }
-  return true;
+  return copy_payload(trans, debug, config_.size, config_.sparse ? config_.page_size : 0,
+                      [this](std::uint64_t a, bool allocate) { return page(a, allocate); });
 }
 
 void Memory::b_transport(tlm::tlm_generic_payload& trans, sc_core::sc_time& delay) {
@@ -126,19 +93,7 @@ void Memory::b_transport(tlm::tlm_generic_payload& trans, sc_core::sc_time& dela
 }
 
 unsigned Memory::transport_dbg(tlm::tlm_generic_payload& trans) {
-  const std::uint64_t addr = trans.get_address();
-  if (addr >= config_.size || !(trans.is_read() || trans.is_write())) {
-    trans.set_response_status(tlm::TLM_ADDRESS_ERROR_RESPONSE);
-    return 0;
-  }
-  // Cut at the end of the memory; the caller learns how much was done.
-  const unsigned len = trans.get_data_length();
-  const unsigned fit = static_cast<unsigned>(std::min<std::uint64_t>(len, config_.size - addr));
-  trans.set_data_length(fit);
-  copy(trans, true);
-  trans.set_data_length(len);
-  trans.set_response_status(tlm::TLM_OK_RESPONSE);
-  return fit;
+  return debug_transport(trans, config_.size, [this](tlm::tlm_generic_payload& t) { copy(t, true); });
 }
 
 bool Memory::get_direct_mem_ptr(tlm::tlm_generic_payload& trans, tlm::tlm_dmi& dmi) {

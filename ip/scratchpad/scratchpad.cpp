@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "common/log.hpp"
+#include "common/storage.hpp"
 
 namespace tessera {
 
@@ -108,26 +109,7 @@ Scratchpad::Timing Scratchpad::access(const std::uint64_t* addrs, unsigned count
 }
 
 bool Scratchpad::copy(tlm::tlm_generic_payload& trans, bool debug) {
-  const std::uint64_t addr = trans.get_address();
-  const unsigned len = trans.get_data_length();
-  const unsigned sw = debug ? len : std::max(1u, trans.get_streaming_width());
-  const std::uint64_t span = std::min<std::uint64_t>(len, sw);
-  if (addr >= config_.size || span > config_.size - addr) return false;
-  unsigned char* data = trans.get_data_ptr();
-  const unsigned char* be = debug ? nullptr : trans.get_byte_enable_ptr();
-  const unsigned be_len = trans.get_byte_enable_length();
-  std::uint8_t* mem = storage_.data() + addr;
-  if (!be && sw >= len) {
-    if (trans.is_read()) std::memcpy(data, mem, len);
-    else std::memcpy(mem, data, len);
-    return true;
-  }
-  for (unsigned i = 0; i < len; ++i) {
-    if (be && be[i % be_len] != TLM_BYTE_ENABLED) continue;
-    if (trans.is_read()) data[i] = mem[i % sw];
-    else mem[i % sw] = data[i];
-  }
-  return true;
+  return copy_payload(trans, debug, config_.size, 0, [this](std::uint64_t, bool) { return storage_.data(); });
 }
 
 void Scratchpad::b_transport(tlm::tlm_generic_payload& trans, sc_core::sc_time& delay) {
@@ -160,18 +142,7 @@ void Scratchpad::b_transport(tlm::tlm_generic_payload& trans, sc_core::sc_time& 
 }
 
 unsigned Scratchpad::transport_dbg(tlm::tlm_generic_payload& trans) {
-  const std::uint64_t addr = trans.get_address();
-  if (addr >= config_.size || !(trans.is_read() || trans.is_write())) {
-    trans.set_response_status(tlm::TLM_ADDRESS_ERROR_RESPONSE);
-    return 0;
-  }
-  const unsigned len = trans.get_data_length();
-  const unsigned fit = static_cast<unsigned>(std::min<std::uint64_t>(len, config_.size - addr));
-  trans.set_data_length(fit);
-  copy(trans, true);
-  trans.set_data_length(len);
-  trans.set_response_status(tlm::TLM_OK_RESPONSE);
-  return fit;
+  return debug_transport(trans, config_.size, [this](tlm::tlm_generic_payload& t) { copy(t, true); });
 }
 
 void Scratchpad::report_stats(nlohmann::ordered_json& out) const {

@@ -1,0 +1,77 @@
+// Moving a TLM payload's data in and out of a memory's storage, shared by
+// every memory-like model (RAM/ROM/sparse memory, the tile scratchpad).
+// Storage is addressed through `page(addr, allocate)`, which returns the
+// page holding `addr` (nullptr: never written, reads as zero); flat storage
+// is one page (`page_size` 0).
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <tlm>
+
+namespace tessera {
+
+// Copies between `trans` and storage of `size` bytes: contiguous, with
+// byte enables, or streaming (debug accesses ignore both). False, and
+// nothing moved, if the access runs past the end.
+template <class PageFn>
+bool copy_payload(tlm::tlm_generic_payload& trans, bool debug, std::uint64_t size, std::uint64_t page_size,
+                  PageFn&& page) {
+  const std::uint64_t addr = trans.get_address();
+  const unsigned len = trans.get_data_length();
+  const unsigned sw = debug ? len : std::max(1u, trans.get_streaming_width());
+  const std::uint64_t span = std::min<std::uint64_t>(len, sw);
+  if (addr >= size || span > size - addr) return false;
+  const bool is_read = trans.is_read();
+  unsigned char* data = trans.get_data_ptr();
+  const unsigned char* be = debug ? nullptr : trans.get_byte_enable_ptr();
+  const unsigned be_len = trans.get_byte_enable_length();
+  const std::uint64_t page_mask = page_size ? page_size - 1 : ~0ull;
+
+  if (!be && sw >= len) {  // the common case: one contiguous block
+    std::uint64_t done = 0;
+    while (done < len) {
+      const std::uint64_t a = addr + done;
+      const std::uint64_t in_page = a & page_mask;
+      const std::uint64_t chunk = std::min<std::uint64_t>(len - done, page_size ? page_size - in_page : len);
+      std::uint8_t* p = page(a, !is_read);
+      if (is_read) {
+        if (p) std::memcpy(data + done, p + in_page, chunk);
+        else std::memset(data + done, 0, chunk);
+      } else {
+        std::memcpy(p + in_page, data + done, chunk);
+      }
+      done += chunk;
+    }
+    return true;
+  }
+  for (unsigned i = 0; i < len; ++i) {  // byte enables or streaming
+    if (be && be[i % be_len] != TLM_BYTE_ENABLED) continue;
+    const std::uint64_t a = addr + (i % sw);
+    std::uint8_t* p = page(a, !is_read);
+    if (is_read) data[i] = p ? p[a & page_mask] : 0;
+    else p[a & page_mask] = data[i];
+  }
+  return true;
+}
+
+// transport_dbg on storage of `size` bytes: cut at the end, so the caller
+// learns how much was done; `copy(trans)` moves the (cut) data.
+template <class CopyFn>
+unsigned debug_transport(tlm::tlm_generic_payload& trans, std::uint64_t size, CopyFn&& copy) {
+  const std::uint64_t addr = trans.get_address();
+  if (addr >= size || !(trans.is_read() || trans.is_write())) {
+    trans.set_response_status(tlm::TLM_ADDRESS_ERROR_RESPONSE);
+    return 0;
+  }
+  const unsigned len = trans.get_data_length();
+  const unsigned fit = static_cast<unsigned>(std::min<std::uint64_t>(len, size - addr));
+  trans.set_data_length(fit);
+  copy(trans);
+  trans.set_data_length(len);
+  trans.set_response_status(tlm::TLM_OK_RESPONSE);
+  return fit;
+}
+
+}  // namespace tessera
