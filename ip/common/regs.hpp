@@ -88,6 +88,11 @@ class MmioTarget : public Ip {
 
   void report_stats(nlohmann::ordered_json& out) const override;
 
+  // What csr_target does, for a block's own initiators inside its IP (a
+  // tile core reaching its tile's registers without crossing the NoC).
+  void b_transport(tlm::tlm_generic_payload& trans, sc_core::sc_time& delay);
+  unsigned transport_dbg(tlm::tlm_generic_payload& trans);
+
  protected:
   // The initiator's local time during a b_transport (simulation time plus
   // its annotated delay), so a temporally decoupled core reading a timer
@@ -97,8 +102,6 @@ class MmioTarget : public Ip {
   RegisterBank regs_;
 
  private:
-  void b_transport(tlm::tlm_generic_payload& trans, sc_core::sc_time& delay);
-  unsigned transport_dbg(tlm::tlm_generic_payload& trans);
   sc_core::sc_time latency_;
   sc_core::sc_time delay_ = sc_core::SC_ZERO_TIME;
 };

@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <string>
 #include <tlm>
@@ -52,6 +53,10 @@ struct HartEnv {
   std::uint64_t mtime_address = 0;
   std::uint64_t period_ticks = 1;  // clock period in time-resolution ticks
   unsigned cpi[10] = {};           // by OpClass
+  // A trap whose handler cannot start: with this set, it is reported here
+  // (first cause, its pc and mtval) and the hart stops in run(); without
+  // it, the run ends (the CP's behaviour).
+  std::function<void(unsigned cause, std::uint64_t pc, std::uint64_t tval)> on_unhandled;
 };
 
 struct DmiRegion {
@@ -112,6 +117,10 @@ class HartBase {
     sleeping_ = false;
   }
   void invalidate_dmi(std::uint64_t start, std::uint64_t end);
+  // Leave run() at the next instruction boundary (the core is halted from
+  // inside an access).
+  void request_yield() { yield_ = true; }
+  void set_unhandled(std::function<void(unsigned, std::uint64_t, std::uint64_t)> f) { env_.on_unhandled = std::move(f); }
 
   std::uint64_t cycle() const { return cycle_; }
   std::uint64_t instret() const { return instret_; }

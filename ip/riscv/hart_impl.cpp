@@ -118,6 +118,11 @@ class Hart final : public HartBase {
 
   // A trap whose handler cannot even start: report everything, end the run.
   void unhandled(unsigned cause, std::uint64_t tval) {
+    if (env_.on_unhandled) {
+      yield_ = true;
+      env_.on_unhandled(last_cause_, last_pc_, last_tval_);
+      return;
+    }
     std::string regs;
     for (unsigned i = 0; i < 32; ++i)
       regs += fmt::format("{}x{:<2} {:<4} {:#0{}x}", i % 4 ? "  " : "\n  ", i, reg_name(i), x_[i], kXlen / 4 + 2);

@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 
 #include "common/log.hpp"
-#include "common/registry.hpp"
 #include "common/sim.hpp"
 #include "riscv/gdb_server.hpp"
 #include "riscv/hart.hpp"
@@ -78,6 +77,27 @@ RiscvCpu::~RiscvCpu() = default;
 
 void RiscvCpu::set_reset_pc(std::uint64_t pc) { hart_->set_pc(pc); }
 
+void RiscvCpu::start(std::uint64_t pc) {
+  halted_ = false;
+  restart_ = true;
+  start_pc_ = pc;
+  hart_->request_yield();  // a core restarting itself leaves its old program now
+  wake_.notify(sc_core::SC_ZERO_TIME);
+}
+
+void RiscvCpu::halt() {
+  halted_ = true;
+  hart_->request_yield();
+  wake_.notify(sc_core::SC_ZERO_TIME);
+}
+
+void RiscvCpu::on_unhandled(std::function<void(unsigned, std::uint64_t, std::uint64_t)> f) {
+  hart_->set_unhandled([this, f](unsigned cause, std::uint64_t pc, std::uint64_t tval) {
+    halt();
+    f(cause, pc, tval);
+  });
+}
+
 void RiscvCpu::thread() {
   hart_->set_bus(bus_initiator.operator->());
   const std::uint64_t period = std::max<std::uint64_t>(1, config_.clock.period().value());
@@ -95,10 +115,19 @@ void RiscvCpu::thread() {
       sync();
       for (;;) sc_core::wait(wake_);  // the kernel stops at the end of this delta
     }
+    if (halted_ || restart_) {
+      sync();
+      while (halted_) sc_core::wait(wake_);
+      // Time spent halted is not the hart's: its cycle count resumes here.
+      hart_->wake(0);
+      hart_->reset(start_pc_);
+      restart_ = false;
+      continue;
+    }
     if (hart_->sleeping()) {
       sync();
       const sc_core::sc_time start = sc_core::sc_time_stamp();
-      while (!hart_->wfi_wakeup()) sc_core::wait(wake_);
+      while (!hart_->wfi_wakeup() && !halted_ && !restart_) sc_core::wait(wake_);
       hart_->wake((sc_core::sc_time_stamp() - start).value() / period);
       continue;
     }
@@ -145,7 +174,5 @@ void RiscvCpu::report_stats(nlohmann::ordered_json& out) const {
   out["dmi_accesses"] = hart_->dmi_accesses;
   out["bus_accesses"] = hart_->bus_accesses;
 }
-
-TESSERA_REGISTER_IP("riscv", RiscvCpu, "RISC-V hart: RV64IMAC (CP) or RV32IMAC (tile core), M and U modes");
 
 }  // namespace tessera::riscv

@@ -16,6 +16,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <tlm_utils/simple_initiator_socket.h>
@@ -62,6 +63,19 @@ class RiscvCpu : public Ip {
   }
   HartBase& hart() { return *hart_; }
 
+  // Run control for cores that a controller starts and stops (tile cores).
+  // hold(): before simulation, the hart waits for start() instead of
+  // running from its reset pc. start(pc): reset the hart's registers and
+  // run from pc. halt(): stop at the next instruction boundary (also from
+  // inside one of the hart's own accesses) and wait for start().
+  // on_unhandled(f): a trap whose handler cannot start calls f and halts
+  // the hart, instead of ending the run.
+  void hold() { halted_ = true; }
+  void start(std::uint64_t pc);
+  void halt();
+  bool halted() const { return halted_; }
+  void on_unhandled(std::function<void(unsigned cause, std::uint64_t pc, std::uint64_t tval)> f);
+
   void report_stats(nlohmann::ordered_json& out) const override;
 
  private:
@@ -74,6 +88,8 @@ class RiscvCpu : public Ip {
   std::unique_ptr<HartBase> hart_;
   GdbServer* gdb_ = nullptr;
   bool halt_at_reset_ = false;
+  bool halted_ = false, restart_ = false;
+  std::uint64_t start_pc_ = 0;
   sc_core::sc_event wake_;
 };
 

@@ -79,9 +79,12 @@ class Scratchpad : public Ip {
   std::uint64_t size() const { return config_.size; }
   void report_stats(nlohmann::ordered_json& out) const override;
 
- private:
+  // What mem_target does, for the tile's own initiators (its core's local
+  // bus and its DMA), which reach the banks without crossing the NoC.
   void b_transport(tlm::tlm_generic_payload& trans, sc_core::sc_time& delay);
   unsigned transport_dbg(tlm::tlm_generic_payload& trans);
+
+ private:
   bool copy(tlm::tlm_generic_payload& trans, bool debug);
   // Books `rows_` (per bank) from `start`.
   Timing book(const sc_core::sc_time& start);

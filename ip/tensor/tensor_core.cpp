@@ -1,5 +1,7 @@
 #include "tensor/tensor_core.hpp"
 
+#include <fmt/format.h>
+
 #include <cstring>
 
 #include "common/log.hpp"
@@ -35,6 +37,7 @@ void TensorCore::acknowledge() { irq.write(false); }
 
 void TensorCore::reset() {
   queue_.clear();
+  reset_.notify();  // a command waiting for its semaphore is dropped too
   error_.clear();
   error_id_ = 0;
   error_code_ = CommandError::none;
@@ -42,6 +45,10 @@ void TensorCore::reset() {
 }
 
 std::string TensorCore::validate(const GemmCommand& c, CommandError& code) const {
+  code = CommandError::semaphore;
+  if (!Semaphores::valid(sems_, c.wait_sem) || !Semaphores::valid(sems_, c.signal_sem))
+    return fmt::format("semaphore numbers wait {} / signal {}: this tile has {} (0 means none)", c.wait_sem,
+                       c.signal_sem, sems_ ? sems_->size() : 0);
   if (std::string e = check(cfg_, c.shape); !e.empty()) {
     code = pack_of(c.shape.input) ? CommandError::shape : CommandError::format;
     return e;
@@ -215,7 +222,17 @@ void TensorCore::run() {
     running_ = true;
     ++stats_.commands;
     CommandError code = CommandError::none;
-    if (const std::string why = validate(c, code); !why.empty()) {
+    std::string why = validate(c, code);
+    if (why.empty() && c.wait_sem) {
+      const sc_core::sc_time start = sc_core::sc_time_stamp();
+      const bool taken = sems_->take(c.wait_sem - 1, reset_);
+      stats_.semaphore_wait_cycles += static_cast<std::uint64_t>((sc_core::sc_time_stamp() - start) / period_);
+      if (!taken) {  // the queue was reset while the command waited
+        running_ = false;
+        continue;
+      }
+    }
+    if (!why.empty()) {
       ++stats_.errors;
       error_ = "command " + std::to_string(c.id) + ": " + why;
       error_id_ = c.id;
@@ -247,6 +264,7 @@ void TensorCore::run() {
     }
     ++completed_;
     running_ = false;
+    if (c.signal_sem) sems_->signal(c.signal_sem - 1);
     irq.write(true);
     done_.notify(sc_core::SC_ZERO_TIME);
   }

@@ -15,6 +15,7 @@
 #include <systemc>
 
 #include "common/irq.hpp"
+#include "common/semaphores.hpp"
 #include "numerics/accumulate.hpp"
 #include "scratchpad/scratchpad.hpp"
 #include "tensor/systolic.hpp"
@@ -38,14 +39,18 @@ struct GemmCommand {
   num::ScaleFormat scale_format = num::ScaleFormat::FP32;
   unsigned group = 128;
   std::uint64_t sa = 0, sb = 0;
+  // Semaphores (common/semaphores.hpp numbering: 0 none, i + 1 semaphore
+  // i): wait before starting, signal after finishing.
+  unsigned wait_sem = 0, signal_sem = 0;
 };
 
 // Why a command was refused (the tile's ERROR_CODE register).
-enum class CommandError : std::uint8_t { none, format, shape, range, pitch, accumulation, queue_full };
+enum class CommandError : std::uint8_t { none, format, shape, range, pitch, accumulation, queue_full, semaphore };
 
 struct TensorStats {
   std::uint64_t commands = 0, errors = 0, macs_bf16 = 0, macs_fp16 = 0, macs_fp8 = 0, macs_int8 = 0;
   std::uint64_t busy_cycles = 0, operand_stall_cycles = 0, bytes_read = 0, bytes_written = 0;
+  std::uint64_t semaphore_wait_cycles = 0;  // waiting for a command's semaphore
 };
 
 class TensorCore : public sc_core::sc_module {
@@ -55,6 +60,9 @@ class TensorCore : public sc_core::sc_module {
   TensorCore(const sc_core::sc_module_name& n, Scratchpad& spm, const ArrayConfig& cfg);
 
   void submit(const GemmCommand& c);
+  // The tile's semaphores, for commands that wait or signal (none: such
+  // commands are refused).
+  void set_semaphores(Semaphores* s) { sems_ = s; }
   bool busy() const { return running_ || !queue_.empty(); }
   // The last error ("" when none) and the id of the command that caused it.
   const std::string& error() const { return error_; }
@@ -76,10 +84,11 @@ class TensorCore : public sc_core::sc_module {
   void execute_block_scaled(const GemmCommand& c, std::uint64_t lda, std::uint64_t ldb, std::uint64_t ldc);
 
   Scratchpad& spm_;
+  Semaphores* sems_ = nullptr;
   ArrayConfig cfg_;
   sc_core::sc_time period_;
   std::deque<GemmCommand> queue_;
-  sc_core::sc_event work_, done_;
+  sc_core::sc_event work_, done_, reset_;
   bool running_ = false;
   std::string error_;
   std::uint32_t error_id_ = 0, completed_ = 0;

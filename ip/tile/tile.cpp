@@ -23,8 +23,16 @@ void Tile::Config::visit(Params& p) {
   p("queue_depth", queue_depth, "commands each engine's queue holds");
   p("vector_lanes", vector.lanes, "vector unit FP32 lanes");
   p("sfu_ratio", vector.sfu_ratio, "lane ops per special-function op (exp, rsqrt, ...)");
+  p("dma_burst", dma.burst, "DMA: source bytes per chunk");
+  p("dma_outstanding", dma.outstanding, "DMA: chunks in flight at once");
+  p("dma_port_bytes", dma.port_bytes, "DMA: bytes its port moves per cycle (at array_clock)");
+  p("core", core, "the tile has its RV32IMAC core");
+  p("core_clock", core_clock, "tile core clock");
+  p("core_quantum", core_quantum, "how far the tile core may run ahead of simulated time (0: never past another event)");
+  p("hartid", hartid, "the tile core's mhartid");
   array.clock_hz = array_clock.value;
   vector.clock_hz = array_clock.value;
+  dma.clock_hz = array_clock.value;
   array.dataflow =
       dataflow == "output_stationary" ? tensor::Dataflow::output_stationary : tensor::Dataflow::weight_stationary;
 }
@@ -40,6 +48,11 @@ void Tile::Config::validate(const Params& p) const {
   if (queue_depth < 1 || queue_depth > 255) p.fail("queue_depth", "must be between 1 and 255");
   if (vector.lanes < 1 || vector.lanes > 4096) p.fail("vector_lanes", "must be between 1 and 4096");
   if (vector.sfu_ratio < 1 || vector.sfu_ratio > 1024) p.fail("sfu_ratio", "must be between 1 and 1024");
+  if (dma.burst < 1 || dma.burst > (1u << 20)) p.fail("dma_burst", "must be between 1 and 1048576 bytes");
+  if (dma.outstanding < 1 || dma.outstanding > 256) p.fail("dma_outstanding", "must be between 1 and 256");
+  if (dma.port_bytes < 1 || dma.port_bytes > 4096) p.fail("dma_port_bytes", "must be between 1 and 4096");
+  if (!(core_clock.value > 0) || core_clock.value > 100e9) p.fail("core_clock", "must be above zero and at most 100GHz");
+  if (spm.size > 0x7f00'0000) p.fail("size", "a tile's scratchpad must fit its core's local window (at most 2032 MiB)");
 }
 
 // The register window: a child module so the scratchpad, not the
@@ -58,7 +71,7 @@ class Tile::Regs : public MmioTarget {
       return refused_ ? static_cast<std::uint64_t>(tensor::CommandError::queue_full)
                       : static_cast<std::uint64_t>(tc.error_code());
     });
-    for (unsigned r : {R::IRQ_ENABLE, R::IRQ_STATUS})
+    for (unsigned r : {R::IRQ_ENABLE, R::IRQ_STATUS, R::CORE_IRQ_ENABLE})
       regs_.on_write(r, [this, r](RegisterBank::Write& w) {
         regs_.set(r, w.next);
         update_irq();
@@ -73,6 +86,11 @@ class Tile::Regs : public MmioTarget {
         tile_.vu_->reset();
         vrefused_ = 0;
       }
+      if (w.data & R::CTRL_f::DRESET_MASK) {
+        tile_.dma_->reset();
+        drefused_ = 0;
+      }
+      if (w.data & R::CTRL_f::SEMRESET_MASK) tile_.sems_.reset();
       return true;
     });
     regs_.on_write(R::CMD_PUSH, [this](RegisterBank::Write&) {
@@ -90,6 +108,90 @@ class Tile::Regs : public MmioTarget {
       vpush();
       return true;
     });
+    dma::Dma& dma = *t.dma_;
+    regs_.on_read(R::DMA_STATUS, [&dma](unsigned, bool) -> std::uint64_t {
+      return (dma.busy() ? R::DMA_STATUS_f::BUSY_MASK : 0) | (dma.error().empty() ? 0 : R::DMA_STATUS_f::ERROR_MASK) |
+             (std::min<std::uint64_t>(dma.queued(), 255) << 8);
+    });
+    regs_.on_read(R::DMA_COMPLETED, [&dma](unsigned, bool) -> std::uint64_t { return dma.completed(); });
+    regs_.on_read(R::DMA_ERROR_ID, [&dma](unsigned, bool) -> std::uint64_t { return dma.error_id(); });
+    regs_.on_read(R::DMA_ERROR_CODE, [this, &dma](unsigned, bool) -> std::uint64_t {
+      return dma_full_ ? static_cast<std::uint64_t>(dma::DmaError::queue_full)
+                       : static_cast<std::uint64_t>(dma.error_code());
+    });
+    regs_.on_write(R::DMA_PUSH, [this](RegisterBank::Write&) {
+      dpush();
+      return true;
+    });
+    Semaphores& sems = t.sems_;
+    regs_.on_read(R::SEM, [&sems](unsigned i, bool) -> std::uint64_t { return sems.value(i); });
+    regs_.on_write(R::SEM, [&sems](RegisterBank::Write& w) {
+      if (w.data) sems.signal(w.index, static_cast<std::uint32_t>(w.data));
+      return true;
+    });
+    regs_.on_read(R::SEM_TAKE, [&sems](unsigned i, bool debug) -> std::uint64_t {
+      return debug ? sems.value(i) != 0 : sems.try_take(i);
+    });
+    sems.on_signal([this](unsigned) { raise(R::IRQ_STATUS_f::SEM_MASK); });
+    regs_.on_read(R::CORE_STATUS, [this](unsigned, bool) -> std::uint64_t { return core_state_; });
+    regs_.on_write(R::CORE_CTRL, [this](RegisterBank::Write& w) {
+      riscv::RiscvCpu* core = tile_.core_.get();
+      if (!core) {
+        log::guest_error(tile_.path(), "tile/no-core", "CORE_CTRL written on a tile configured without a core");
+        return false;
+      }
+      if (w.data & R::CORE_CTRL_f::HALT_MASK) {
+        core->halt();
+        core_state_ = 0;
+      }
+      if (w.data & R::CORE_CTRL_f::START_MASK) {
+        core->start(regs_.get(R::CORE_PC));
+        core_state_ = 1;
+      }
+      return true;
+    });
+    regs_.on_write(R::CORE_EXIT, [this](RegisterBank::Write& w) {
+      if (tile_.core_ && core_state_ == 1) {
+        tile_.core_->halt();
+        core_state_ = 2;
+        ++kernels_done_;
+        raise(R::IRQ_STATUS_f::CORE_DONE_MASK);
+      }
+      return true;
+    });
+    regs_.on_write(R::CORE_FAULT_CAUSE, [this](RegisterBank::Write& w) {
+      core_fault(static_cast<unsigned>(w.next), regs_.get(R::CORE_FAULT_PC), regs_.get(R::CORE_FAULT_TVAL));
+      return true;
+    });
+  }
+
+  // The tile core stopped on a fault (its trap handler reported one, or a
+  // trap could not be handled at all).
+  void core_fault(unsigned cause, std::uint64_t pc, std::uint64_t tval) {
+    regs_.set(R::CORE_FAULT_CAUSE, cause);
+    regs_.set(R::CORE_FAULT_PC, pc);
+    regs_.set(R::CORE_FAULT_TVAL, tval);
+    if (!tile_.core_ || core_state_ != 1) return;
+    tile_.core_->halt();
+    core_state_ = 3;
+    ++kernel_faults_;
+    log::guest_error(tile_.path(), "tile/core-fault", "tile core fault: mcause {:#x} at pc {:#x}, mtval {:#x}", cause,
+                     pc, tval);
+    raise(R::IRQ_STATUS_f::CORE_FAULT_MASK);
+  }
+
+  void dma_event() {
+    dma::Dma& dma = *tile_.dma_;
+    const bool completed = dma.completed() != seen_dcompleted_, failed = dma.stats().errors != seen_derrors_;
+    seen_dcompleted_ = dma.completed();
+    seen_derrors_ = dma.stats().errors;
+    dma.acknowledge();
+    raise((failed ? R::IRQ_STATUS_f::DERROR_MASK : 0) | (completed ? R::IRQ_STATUS_f::DDONE_MASK : 0));
+  }
+
+  void raise(std::uint64_t bits) {
+    regs_.set(R::IRQ_STATUS, regs_.get(R::IRQ_STATUS) | bits);
+    update_irq();
   }
 
   void vector_event() {
@@ -115,10 +217,64 @@ class Tile::Regs : public MmioTarget {
     update_irq();
   }
 
-  std::uint64_t refused_ = 0, vrefused_ = 0;
+  std::uint64_t refused_ = 0, vrefused_ = 0, drefused_ = 0, kernels_done_ = 0, kernel_faults_ = 0;
 
  private:
   std::uint64_t seen_completed_ = 0, seen_errors_ = 0, seen_vcompleted_ = 0, seen_verrors_ = 0;
+  std::uint64_t seen_dcompleted_ = 0, seen_derrors_ = 0;
+  bool dma_full_ = false;
+  unsigned core_state_ = 0;
+
+  static unsigned sem_wait(std::uint64_t v) { return static_cast<unsigned>(v & R::CMD_SEM_f::WAIT_MASK); }
+  static unsigned sem_signal(std::uint64_t v) {
+    return static_cast<unsigned>((v & R::CMD_SEM_f::SIGNAL_MASK) >> 8);
+  }
+
+  void dpush() {
+    dma::Descriptor d;
+    d.id = static_cast<std::uint32_t>(regs_.get(R::DMA_ID));
+    d.src = regs_.get(R::DMA_SRC_LO) | regs_.get(R::DMA_SRC_HI) << 32;
+    d.dst = regs_.get(R::DMA_DST_LO) | regs_.get(R::DMA_DST_HI) << 32;
+    d.scales = regs_.get(R::DMA_SCALES_LO) | regs_.get(R::DMA_SCALES_HI) << 32;
+    const std::uint64_t f = regs_.get(R::DMA_FLAGS);
+    d.src_local = f & R::DMA_FLAGS_f::SRC_LOCAL_MASK;
+    d.dst_local = f & R::DMA_FLAGS_f::DST_LOCAL_MASK;
+    d.scales_local = f & R::DMA_FLAGS_f::SCALES_LOCAL_MASK;
+    d.raw = !(f & R::DMA_FLAGS_f::CAST_MASK);
+    d.saturate = f & R::DMA_FLAGS_f::SATURATE_MASK;
+    d.scale_format = (f & R::DMA_FLAGS_f::SCALE_E8M0_MASK) ? num::ScaleFormat::E8M0 : num::ScaleFormat::FP32;
+    d.src_format = format_of(static_cast<unsigned>((f & R::DMA_FLAGS_f::SRC_FORMAT_MASK) >> 8));
+    d.dst_format = format_of(static_cast<unsigned>((f & R::DMA_FLAGS_f::DST_FORMAT_MASK) >> 12));
+    d.len0 = static_cast<std::uint32_t>(regs_.get(R::DMA_LEN0));
+    d.count1 = static_cast<std::uint32_t>(regs_.get(R::DMA_COUNT1));
+    d.count2 = static_cast<std::uint32_t>(regs_.get(R::DMA_COUNT2));
+    d.src_stride1 = regs_.get(R::DMA_SSTRIDE1);
+    d.src_stride2 = regs_.get(R::DMA_SSTRIDE2);
+    d.dst_stride1 = regs_.get(R::DMA_DSTRIDE1);
+    d.dst_stride2 = regs_.get(R::DMA_DSTRIDE2);
+    d.group = static_cast<unsigned>(regs_.get(R::DMA_GROUP));
+    d.wait_sem = sem_wait(regs_.get(R::DMA_SEM));
+    d.signal_sem = sem_signal(regs_.get(R::DMA_SEM));
+    dma::Dma& dma = *tile_.dma_;
+    dma_full_ = dma.queued() >= tile_.config_.queue_depth;
+    if (dma_full_) {
+      ++drefused_;
+      log::guest_error(tile_.path(), "tile/dqueue-full",
+                       "DMA_PUSH of descriptor {} with {} descriptors queued (queue_depth {}); dropped", d.id,
+                       dma.queued(), tile_.config_.queue_depth);
+      raise(R::IRQ_STATUS_f::DERROR_MASK);
+      return;
+    }
+    dma.submit(d);
+  }
+
+  // The formats' register codes; unknown codes stay unknown, so the
+  // engine refuses them by number.
+  static num::Format format_of(unsigned code) {
+    static const num::Format formats[] = {num::Format::FP32, num::Format::BF16, num::Format::FP16, num::Format::E4M3,
+                                          num::Format::E5M2, num::Format::INT8, num::Format::INT32};
+    return code < 7 ? formats[code] : static_cast<num::Format>(code + 16);
+  }
 
   void vpush() {
     vector::VectorCommand c;
@@ -136,15 +292,13 @@ class Tile::Regs : public MmioTarget {
     c.position = static_cast<unsigned>(regs_.get(R::VCMD_POSITION));
     const auto eps_bits = static_cast<std::uint32_t>(regs_.get(R::VCMD_EPS));
     std::memcpy(&c.eps, &eps_bits, 4);
-    static const num::Format formats[] = {num::Format::FP32, num::Format::BF16, num::Format::FP16, num::Format::E4M3,
-                                          num::Format::E5M2, num::Format::INT8, num::Format::INT32};
     const std::uint64_t vf = regs_.get(R::VCMD_FORMAT);
-    const unsigned fmt_code = static_cast<unsigned>(vf & R::VCMD_FORMAT_f::FORMAT_MASK);
-    // Unknown codes stay unknown: the unit refuses them by number.
-    c.format = fmt_code < 7 ? formats[fmt_code] : static_cast<num::Format>(fmt_code + 16);
+    c.format = format_of(static_cast<unsigned>(vf & R::VCMD_FORMAT_f::FORMAT_MASK));
     c.saturate = vf & R::VCMD_FORMAT_f::SATURATE_MASK;
     c.group = static_cast<unsigned>(regs_.get(R::VCMD_GROUP));
     c.aux = regs_.get(R::VCMD_AUX);
+    c.wait_sem = sem_wait(regs_.get(R::VCMD_SEM));
+    c.signal_sem = sem_signal(regs_.get(R::VCMD_SEM));
     vector::VectorUnit& vu = *tile_.vu_;
     if (vu.queued() >= tile_.config_.queue_depth) {
       ++vrefused_;
@@ -157,7 +311,10 @@ class Tile::Regs : public MmioTarget {
     }
     vu.submit(c);
   }
-  void update_irq() { tile_.irq.write(regs_.get(R::IRQ_ENABLE) & regs_.get(R::IRQ_STATUS)); }
+  void update_irq() {
+    tile_.irq.write(regs_.get(R::IRQ_ENABLE) & regs_.get(R::IRQ_STATUS));
+    tile_.core_irq_.write(regs_.get(R::CORE_IRQ_ENABLE) & regs_.get(R::IRQ_STATUS));
+  }
 
   void push() {
     tensor::GemmCommand c;
@@ -190,6 +347,8 @@ class Tile::Regs : public MmioTarget {
     c.sa = regs_.get(R::CMD_SA);
     c.sb = regs_.get(R::CMD_SB);
     c.group = regs_.get(R::CMD_GROUP) ? static_cast<unsigned>(regs_.get(R::CMD_GROUP)) : 128;
+    c.wait_sem = sem_wait(regs_.get(R::CMD_SEM));
+    c.signal_sem = sem_signal(regs_.get(R::CMD_SEM));
     tensor::TensorCore& tc = *tile_.tc_;
     if (tc.queued() >= tile_.config_.queue_depth) {
       ++refused_;
@@ -206,13 +365,122 @@ class Tile::Regs : public MmioTarget {
   Tile& tile_;
 };
 
+// The tile core's view: its tile's scratchpad and registers at fixed local
+// addresses, everything else out through core_initiator. The scratchpad
+// grants the core DMI (its loads and stores are too few to matter to the
+// banks, which the engines and the DMA book).
+class Tile::LocalBus : public sc_core::sc_module {
+ public:
+  tlm_utils::simple_target_socket<LocalBus> in;
+  tlm_utils::simple_initiator_socket<LocalBus> out;
+
+  LocalBus(const sc_core::sc_module_name& n, Tile& t) : sc_core::sc_module(n), in("in"), out("out"), tile_(t) {
+    in.register_b_transport(this, &LocalBus::b_transport);
+    in.register_transport_dbg(this, &LocalBus::transport_dbg);
+    in.register_get_direct_mem_ptr(this, &LocalBus::get_direct_mem_ptr);
+    out.register_invalidate_direct_mem_ptr(this, &LocalBus::invalidate);
+  }
+
+ private:
+  enum class Where { spm, regs, out };
+  Where decode(std::uint64_t a, unsigned len) const {
+    if (a >= kLocalSpm && a + len <= kLocalSpm + tile_.spm_->size()) return Where::spm;
+    if (a >= kLocalRegs && a + len <= kLocalRegs + R::kBlock.window) return Where::regs;
+    return Where::out;
+  }
+  template <class F>
+  auto local(tlm::tlm_generic_payload& t, std::uint64_t base, F&& f) {
+    const std::uint64_t a = t.get_address();
+    t.set_address(a - base);
+    auto r = f();
+    t.set_address(a);
+    return r;
+  }
+  void b_transport(tlm::tlm_generic_payload& t, sc_core::sc_time& delay) {
+    switch (decode(t.get_address(), t.get_data_length())) {
+      case Where::spm: local(t, kLocalSpm, [&] { return tile_.spm_->b_transport(t, delay), 0; }); break;
+      case Where::regs: local(t, kLocalRegs, [&] { return tile_.regs_->b_transport(t, delay), 0; }); break;
+      case Where::out: out->b_transport(t, delay); break;
+    }
+  }
+  unsigned transport_dbg(tlm::tlm_generic_payload& t) {
+    switch (decode(t.get_address(), t.get_data_length())) {
+      case Where::spm: return local(t, kLocalSpm, [&] { return tile_.spm_->transport_dbg(t); });
+      case Where::regs: return local(t, kLocalRegs, [&] { return tile_.regs_->transport_dbg(t); });
+      case Where::out: break;
+    }
+    return out->transport_dbg(t);
+  }
+  bool get_direct_mem_ptr(tlm::tlm_generic_payload& t, tlm::tlm_dmi& dmi) {
+    switch (decode(t.get_address(), 1)) {
+      case Where::spm: {
+        const double cycles = tile_.config_.spm.latency + 1;
+        const sc_core::sc_time lat = sc_core::sc_time(cycles / tile_.config_.spm.clock.value, sc_core::SC_SEC);
+        dmi.set_dmi_ptr(tile_.spm_->data());
+        dmi.set_start_address(kLocalSpm);
+        dmi.set_end_address(kLocalSpm + tile_.spm_->size() - 1);
+        dmi.allow_read_write();
+        dmi.set_read_latency(lat);
+        dmi.set_write_latency(lat);
+        return true;
+      }
+      case Where::regs:
+        dmi.set_start_address(kLocalRegs);
+        dmi.set_end_address(kLocalRegs + R::kBlock.window - 1);
+        dmi.allow_none();
+        return false;
+      case Where::out: break;
+    }
+    const bool ok = out->get_direct_mem_ptr(t, dmi);
+    // Never let a grant from outside cover the local windows.
+    if (dmi.get_start_address() <= kLocalSpm + tile_.spm_->size() - 1 && dmi.get_end_address() >= kLocalRegs) {
+      const std::uint64_t a = t.get_address();
+      const std::uint64_t lo = a < kLocalRegs ? 0 : a < kLocalSpm ? kLocalRegs + R::kBlock.window : kLocalSpm + tile_.spm_->size();
+      const std::uint64_t hi = a < kLocalRegs ? kLocalRegs - 1 : a < kLocalSpm ? kLocalSpm - 1 : ~0ull;
+      dmi.set_start_address(std::max<std::uint64_t>(dmi.get_start_address(), lo));
+      dmi.set_end_address(std::min<std::uint64_t>(dmi.get_end_address(), hi));
+    }
+    return ok;
+  }
+  void invalidate(sc_dt::uint64 start, sc_dt::uint64 end) { in->invalidate_direct_mem_ptr(start, end); }
+
+  Tile& tile_;
+};
+
 Tile::Tile(const sc_core::sc_module_name& n, const Config& c) : Ip(n), config_(c) {
   spm_ = std::make_unique<Scratchpad>("spm", c.spm);
   tc_ = std::make_unique<tensor::TensorCore>("tensor", *spm_, c.array);
   vu_ = std::make_unique<vector::VectorUnit>("vector", *spm_, c.vector);
+  dma_ = std::make_unique<dma::Dma>("dma", *spm_, c.dma);
+  tc_->set_semaphores(&sems_);
+  vu_->set_semaphores(&sems_);
+  dma_->set_semaphores(&sems_);
   regs_ = std::make_unique<Regs>("regs", *this);
   expose_target("mem_target", spm_->mem_target, c.spm.size);
   expose_target("csr_target", regs_->csr_target, R::kBlock.window);
+  expose_initiator("dma_initiator", dma_->initiator);
+  if (c.core) {
+    riscv::RiscvCpu::Config cc;
+    cc.xlen = 32;
+    cc.hartid = c.hartid;
+    cc.clock = c.core_clock;
+    cc.quantum = c.core_quantum;
+    cc.reset_pc = kLocalSpm;
+    cc.mtime_address = 0;
+    core_ = std::make_unique<riscv::RiscvCpu>("core", cc);
+    core_->hold();
+    core_->on_unhandled([this](unsigned cause, std::uint64_t pc, std::uint64_t tval) {
+      regs_->core_fault(cause, pc, tval);
+    });
+    local_ = std::make_unique<LocalBus>("local", *this);
+    core_->bus_initiator.bind(local_->in);
+    core_irq_.bind(core_->meip_in);
+    expose_initiator("core_initiator", local_->out);
+  }
+  dma_irq_.set_handler([this](bool level) {
+    if (level) regs_->dma_event();
+  });
+  dma_->irq.bind(dma_irq_);
   expose_irq_out("irq_out", irq);
   tc_irq_.set_handler([this](bool level) {
     if (level) regs_->engine_event();
@@ -258,9 +526,31 @@ void Tile::report_stats(nlohmann::ordered_json& out) const {
   out["vector_lane_ops"] = v.lane_ops;
   out["vector_special_function_ops"] = v.special_ops;
   out["vector_busy_cycles"] = v.busy_cycles;
+  out["vector_semaphore_wait_cycles"] = v.semaphore_wait_cycles;
+  out["tensor_semaphore_wait_cycles"] = s.semaphore_wait_cycles;
+  const dma::DmaStats& d = dma_->stats();
+  out["dma_descriptors"] = d.descriptors;
+  out["dma_errors"] = d.errors;
+  out["dma_refused_queue_full"] = regs_->drefused_;
+  out["dma_chunks"] = d.chunks;
+  out["dma_bytes_read"] = d.bytes_read;
+  out["dma_bytes_written"] = d.bytes_written;
+  out["dma_global_bytes"] = d.global_bytes;
+  out["dma_local_bytes"] = d.local_bytes;
+  out["dma_cast_elements"] = d.cast_elements;
+  out["dma_busy_cycles"] = d.busy_cycles;
+  out["dma_semaphore_wait_cycles"] = d.semaphore_wait_cycles;
+  out["semaphore_signals"] = sems_.signals();
+  out["kernels_done"] = regs_->kernels_done_;
+  out["kernel_faults"] = regs_->kernel_faults_;
+  if (core_) {
+    nlohmann::ordered_json core;
+    core_->report_stats(core);
+    for (const auto& [k, val] : core.items()) out["core_" + k] = val;
+  }
 }
 
 TESSERA_REGISTER_IP("tile", Tile,
-                    "tensor tile: banked scratchpad, tensor core and vector unit behind command registers");
+                    "tensor tile: RV32 core, banked scratchpad, tensor core, vector unit, DMA and semaphores");
 
 }  // namespace tessera

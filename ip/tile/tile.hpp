@@ -1,13 +1,22 @@
-// A tile as a platform instance: its scratchpad (mem_target, the
-// instance's base and size) and its engines behind one register window
-// (csr_target): the tensor core's command queue, status, errors and
-// interrupt, and the vector unit's. The tile core and DMA join later.
+// A tile as a platform instance: its banked scratchpad (mem_target, the
+// instance's base and size), its engines (tensor core, vector unit, DMA)
+// and its RV32 core behind one register window (csr_target), sixteen
+// hardware semaphores, and one interrupt to the outside (irq_out).
+//
+// Initiators: the DMA (dma_initiator) and the core's way out
+// (core_initiator) attach to the NoC at the tile's node. The core sees a
+// local map: its tile's scratchpad at kLocalSpm and its tile's registers at
+// kLocalRegs, reached without crossing the NoC; every other 32-bit address
+// goes out unchanged. The core is held halted until CORE_CTRL.START.
 #pragma once
 
 #include <memory>
 
 #include "common/config.hpp"
 #include "common/regs.hpp"
+#include "common/semaphores.hpp"
+#include "dma/dma.hpp"
+#include "riscv/riscv_cpu.hpp"
 #include "scratchpad/scratchpad.hpp"
 #include "tensor/tensor_core.hpp"
 #include "vector/vector_unit.hpp"
@@ -16,13 +25,21 @@ namespace tessera {
 
 class Tile : public Ip {
  public:
+  static constexpr std::uint64_t kLocalSpm = 0x8000'0000, kLocalRegs = 0x0100'0000;
+  static constexpr unsigned kSemaphores = 16;
+
   struct Config {
     Scratchpad::Config spm;
     tensor::ArrayConfig array;
     vector::VectorConfig vector;
+    dma::Dma::Config dma;
     Hertz array_clock{1.5e9};
     std::string dataflow = "weight_stationary";
     unsigned queue_depth = 8;
+    bool core = true;
+    Hertz core_clock{1e9};
+    sc_core::sc_time core_quantum = sc_core::SC_ZERO_TIME;
+    unsigned hartid = 0;
     void visit(Params& p);
     void validate(const Params& p) const;
   };
@@ -35,17 +52,26 @@ class Tile : public Ip {
   tlm::tlm_target_socket<>& csr_target();
   tensor::TensorCore& tensor_core() { return *tc_; }
   vector::VectorUnit& vector_unit() { return *vu_; }
+  dma::Dma& dma() { return *dma_; }
+  Semaphores& semaphores() { return sems_; }
+  riscv::RiscvCpu* core() { return core_.get(); }
   void report_stats(nlohmann::ordered_json& out) const override;
 
  private:
   class Regs;
+  class LocalBus;
 
   Config config_;
+  Semaphores sems_{kSemaphores};
   std::unique_ptr<Scratchpad> spm_;
   std::unique_ptr<tensor::TensorCore> tc_;
   std::unique_ptr<vector::VectorUnit> vu_;
+  std::unique_ptr<dma::Dma> dma_;
   std::unique_ptr<Regs> regs_;
-  IrqIn tc_irq_, vu_irq_;
+  std::unique_ptr<riscv::RiscvCpu> core_;
+  std::unique_ptr<LocalBus> local_;
+  IrqIn tc_irq_, vu_irq_, dma_irq_;
+  IrqOut core_irq_;
 };
 
 }  // namespace tessera

@@ -6,6 +6,8 @@
 #include <cstring>
 
 #include "common/log.hpp"
+#include "common/memory.hpp"
+#include "common/router.hpp"
 #include "common/testing/initiator.hpp"
 #include "common/testing/reg_checks.hpp"
 #include "numerics/vector_ops.hpp"
@@ -17,14 +19,28 @@ using namespace tessera::testing;
 namespace R = tessera::regs::tile;
 
 namespace {
+// The tile's initiators (its DMA, its core's way out) reach a 1 MiB
+// memory at kFar through a router; everything else is a hole.
+constexpr std::uint64_t kFar = 0x4000'0000;
+MemoryConfig far_config() {
+  MemoryConfig m;
+  m.size = 1 << 20;
+  m.read_latency = m.write_latency = sc_core::sc_time(50, sc_core::SC_NS);
+  return m;
+}
 struct Bench {
   Tile tile;
   TestInitiator mem{"mem"}, bus{"bus"};
+  Router outside{"outside", Router::Config{}};
+  Memory far{"far", far_config()};
   IrqIn irq;
   explicit Bench(unsigned queue_depth = 8) : tile("tile0", config(queue_depth)) {
     mem.socket.bind(tile.scratchpad().mem_target);
     bus.socket.bind(tile.csr_target());
     tile.irq.bind(irq);
+    for (const auto& [name, socket] : tile.initiators()) socket->bind(outside.target_socket);
+    outside.initiator_socket.bind(far.mem_target);
+    outside.map(0, kFar, 1 << 20, "far");
   }
   static Tile::Config config(unsigned depth) {
     Tile::Config c;
@@ -232,4 +248,143 @@ TEST(Tile, VectorCastThroughRegisters) {
   EXPECT_EQ(codes[1], 0xc2);
   EXPECT_EQ(codes[2], 0x7f) << "overflow without saturation is NaN in E4M3";
   EXPECT_EQ(codes[3], num::encode(num::Format::E4M3, 0.1f));
+}
+
+namespace {
+// RV32I encodings for the hand-written core programs below.
+std::uint32_t lui(unsigned rd, std::uint32_t imm20) { return imm20 << 12 | rd << 7 | 0x37; }
+std::uint32_t addi(unsigned rd, unsigned rs1, std::int32_t imm) {
+  return (static_cast<std::uint32_t>(imm) & 0xfff) << 20 | rs1 << 15 | rd << 7 | 0x13;
+}
+std::uint32_t lw(unsigned rd, unsigned rs1, std::uint32_t imm) { return imm << 20 | rs1 << 15 | 2 << 12 | rd << 7 | 0x03; }
+std::uint32_t sw(unsigned rs2, unsigned rs1, std::uint32_t imm) {
+  return (imm >> 5) << 25 | rs2 << 20 | rs1 << 15 | 2 << 12 | (imm & 31) << 7 | 0x23;
+}
+constexpr std::uint32_t kSpin = 0x0000006f;  // jal x0, 0
+constexpr unsigned a0 = 10, a1 = 11, a2 = 12;
+unsigned off(unsigned r) { return R::kBlock.regs[r].offset; }
+}  // namespace
+
+TEST(Tile, CoreRunsFromTheScratchpadExitsAndFaults) {
+  Bench b;
+  // Program 1: a1 = CORE_ARG[0] + 1, stored to the far memory (through the
+  // core's way out) and written to CORE_EXIT.
+  const std::vector<std::uint32_t> exit_prog = {
+      lui(a0, Tile::kLocalRegs >> 12), lw(a1, a0, off(R::CORE_ARG)), addi(a1, a1, 1), lui(a2, kFar >> 12),
+      sw(a1, a2, 0), sw(a1, a0, off(R::CORE_EXIT)), kSpin};
+  // Program 2 (at 0x100): a load from a hole; mtvec is 0, so the handler
+  // cannot even be fetched: the core stops with a fault.
+  const std::vector<std::uint32_t> fault_prog = {lui(a2, (kFar + (2 << 20)) >> 12), lw(a1, a2, 0), kSpin};
+  b.mem.debug(tlm::TLM_WRITE_COMMAND, 0, const_cast<std::uint32_t*>(exit_prog.data()), 4 * exit_prog.size());
+  b.mem.debug(tlm::TLM_WRITE_COMMAND, 0x100, const_cast<std::uint32_t*>(fault_prog.data()), 4 * fault_prog.size());
+  EXPECT_EQ(b.reg(R::CORE_STATUS), 0u) << "held until started";
+  write(b.csr(), off(R::IRQ_ENABLE), R::IRQ_ENABLE_f::CORE_DONE_MASK | R::IRQ_ENABLE_f::CORE_FAULT_MASK, 4);
+  write(b.csr(), off(R::CORE_ARG), 41, 4);
+  write(b.csr(), off(R::CORE_CTRL), R::CORE_CTRL_f::START_MASK, 4);
+  sc_core::sc_start(sc_core::sc_time(2, sc_core::SC_US));
+  EXPECT_EQ(b.reg(R::CORE_STATUS), 2u);
+  EXPECT_EQ(b.reg(R::CORE_EXIT), 42u);
+  EXPECT_TRUE(b.irq.level());
+  std::uint32_t far = 0;
+  tlm::tlm_generic_payload t;
+  set_access(t, tlm::TLM_READ_COMMAND, 0, &far, 4);
+  b.far.mem_target.get_base_export()->transport_dbg(t);
+  EXPECT_EQ(far, 42u);
+  write(b.csr(), off(R::IRQ_STATUS), ~0u, 4);
+
+  write(b.csr(), off(R::CORE_PC), Tile::kLocalSpm + 0x100, 4);
+  write(b.csr(), off(R::CORE_CTRL), R::CORE_CTRL_f::START_MASK, 4);
+  sc_core::sc_start(sc_core::sc_time(2, sc_core::SC_US));
+  EXPECT_EQ(b.reg(R::CORE_STATUS), 3u);
+  EXPECT_EQ(b.reg(R::CORE_FAULT_CAUSE), 5u) << "load access fault";
+  EXPECT_EQ(b.reg(R::CORE_FAULT_PC), Tile::kLocalSpm + 0x104);
+  EXPECT_EQ(b.reg(R::CORE_FAULT_TVAL), kFar + (2 << 20));
+  EXPECT_EQ(b.reg(R::IRQ_STATUS), R::IRQ_STATUS_f::CORE_FAULT_MASK);
+  write(b.csr(), off(R::IRQ_STATUS), ~0u, 4);
+
+  // And the core serves the next kernel.
+  write(b.csr(), off(R::CORE_PC), Tile::kLocalSpm, 4);
+  write(b.csr(), off(R::CORE_ARG), 99, 4);
+  write(b.csr(), off(R::CORE_CTRL), R::CORE_CTRL_f::START_MASK, 4);
+  sc_core::sc_start(sc_core::sc_time(2, sc_core::SC_US));
+  EXPECT_EQ(b.reg(R::CORE_STATUS), 2u);
+  EXPECT_EQ(b.reg(R::CORE_EXIT), 100u);
+  nlohmann::ordered_json stats;
+  b.tile.report_stats(stats);
+  EXPECT_EQ(stats["kernels_done"], 2u);
+  EXPECT_EQ(stats["kernel_faults"], 1u);
+}
+
+TEST(Tile, SemaphoresOrderTheDmaAndTheTensorCore) {
+  Bench b;
+  const unsigned m = 8, n = 8, k = 16;
+  std::vector<std::uint16_t> a(m * k), bm(k * n);
+  for (unsigned i = 0; i < m * k; ++i) a[i] = static_cast<std::uint16_t>(num::encode(num::Format::BF16, int(i % 7) - 3));
+  for (unsigned i = 0; i < k * n; ++i) bm[i] = static_cast<std::uint16_t>(num::encode(num::Format::BF16, int(i % 5) - 2));
+  tlm::tlm_generic_payload t;
+  set_access(t, tlm::TLM_WRITE_COMMAND, 0, a.data(), 2 * m * k);
+  b.far.mem_target.get_base_export()->transport_dbg(t);
+  set_access(t, tlm::TLM_WRITE_COMMAND, 0x1000, bm.data(), 2 * k * n);
+  b.far.mem_target.get_base_export()->transport_dbg(t);
+  auto dma = [&](std::uint32_t id, std::uint64_t src, std::uint64_t dst, std::uint32_t flags, std::uint32_t len,
+                 std::uint32_t sem) {
+    write(b.csr(), off(R::DMA_ID), id, 4);
+    write(b.csr(), off(R::DMA_SRC_LO), static_cast<std::uint32_t>(src), 4);
+    write(b.csr(), off(R::DMA_SRC_HI), src >> 32, 4);
+    write(b.csr(), off(R::DMA_DST_LO), static_cast<std::uint32_t>(dst), 4);
+    write(b.csr(), off(R::DMA_DST_HI), dst >> 32, 4);
+    write(b.csr(), off(R::DMA_FLAGS), flags, 4);
+    write(b.csr(), off(R::DMA_LEN0), len, 4);
+    write(b.csr(), off(R::DMA_SEM), sem, 4);
+    write(b.csr(), off(R::DMA_PUSH), 1, 4);
+  };
+  constexpr std::uint32_t kDstLocal = R::DMA_FLAGS_f::DST_LOCAL_MASK, kSrcLocal = R::DMA_FLAGS_f::SRC_LOCAL_MASK;
+  // The GEMM is queued first but waits on semaphore 1, which the second
+  // DMA signals; the copy-out waits on semaphore 2, which the GEMM signals.
+  write(b.csr(), off(R::CMD_SEM), 2 | 3 << 8, 4);
+  b.program(1, m, n, k, 0x0, 0x2000, 0x4000);
+  dma(10, kFar, 0x0, kDstLocal, 2 * m * k, 0);
+  dma(11, kFar + 0x1000, 0x2000, kDstLocal, 2 * k * n, 2 << 8);
+  dma(12, 0x4000, kFar + 0x8000, kSrcLocal, 4 * m * n, 3);
+  EXPECT_TRUE(b.reg(R::STATUS) & R::STATUS_f::BUSY_MASK);
+  sc_core::sc_start(sc_core::sc_time(20, sc_core::SC_US));
+  EXPECT_EQ(b.reg(R::COMPLETED), 1u);
+  EXPECT_EQ(b.reg(R::DMA_COMPLETED), 3u);
+  EXPECT_EQ(b.reg(R::DMA_STATUS), 0u);
+  std::vector<float> c(m * n);
+  set_access(t, tlm::TLM_READ_COMMAND, 0x8000, c.data(), 4 * m * n);
+  b.far.mem_target.get_base_export()->transport_dbg(t);
+  for (unsigned i = 0; i < m; ++i)
+    for (unsigned j = 0; j < n; ++j) {
+      double want = 0;
+      for (unsigned p = 0; p < k; ++p) want += double(int((i * k + p) % 7) - 3) * (int((p * n + j) % 5) - 2);
+      ASSERT_EQ(c[i * n + j], want) << i << " " << j;
+    }
+  EXPECT_EQ(b.reg(R::IRQ_STATUS) & (R::IRQ_STATUS_f::DDONE_MASK | R::IRQ_STATUS_f::DONE_MASK | R::IRQ_STATUS_f::SEM_MASK),
+            R::IRQ_STATUS_f::DDONE_MASK | R::IRQ_STATUS_f::DONE_MASK | R::IRQ_STATUS_f::SEM_MASK);
+  nlohmann::ordered_json stats;
+  b.tile.report_stats(stats);
+  EXPECT_GT(stats["tensor_semaphore_wait_cycles"].get<std::uint64_t>(), 100u) << "the GEMM waited for its operands";
+  EXPECT_EQ(stats["dma_global_bytes"], 2u * (2 * m * k + 2 * k * n + 4 * m * n) / 2);
+  EXPECT_EQ(stats["semaphore_signals"], 2u);
+
+  // The semaphore registers: a write signals, SEM_TAKE takes, debug reads
+  // take nothing; a bad semaphore number is refused with code 7.
+  write(b.csr(), off(R::SEM) + 5 * 4, 3, 4);
+  EXPECT_EQ(read(b.csr(), off(R::SEM) + 5 * 4, 4), 3u);
+  std::uint32_t v = 0;
+  tlm::tlm_generic_payload d;
+  set_access(d, tlm::TLM_READ_COMMAND, off(R::SEM_TAKE) + 5 * 4, &v, 4);
+  b.csr().transport_dbg(d);
+  EXPECT_EQ(v, 1u);
+  EXPECT_EQ(read(b.csr(), off(R::SEM) + 5 * 4, 4), 3u) << "a debug read takes nothing";
+  EXPECT_EQ(read(b.csr(), off(R::SEM_TAKE) + 5 * 4, 4), 1u);
+  EXPECT_EQ(read(b.csr(), off(R::SEM) + 5 * 4, 4), 2u);
+  write(b.csr(), off(R::CTRL), R::CTRL_f::SEMRESET_MASK, 4);
+  EXPECT_EQ(read(b.csr(), off(R::SEM_TAKE) + 5 * 4, 4), 0u);
+  write(b.csr(), off(R::CMD_SEM), 17, 4);
+  b.program(2, m, n, k, 0x0, 0x2000, 0x4000);
+  b.run_idle();
+  EXPECT_EQ(b.reg(R::ERROR_CODE), 7u);
+  EXPECT_EQ(b.reg(R::ERROR_ID), 2u);
 }

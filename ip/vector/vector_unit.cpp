@@ -71,12 +71,16 @@ void VectorUnit::submit(const VectorCommand& c) {
 
 void VectorUnit::reset() {
   queue_.clear();
+  reset_.notify();  // a command waiting for its semaphore is dropped too
   error_.clear();
   error_id_ = 0;
   irq.write(false);
 }
 
 std::string VectorUnit::validate(const VectorCommand& c) const {
+  if (!Semaphores::valid(sems_, c.wait_sem) || !Semaphores::valid(sems_, c.signal_sem))
+    return "semaphore numbers wait " + std::to_string(c.wait_sem) + " / signal " + std::to_string(c.signal_sem) +
+           ": this tile has " + std::to_string(sems_ ? sems_->size() : 0) + " (0 means none)";
   if (c.op >= Op::count) return "unknown vector op " + std::to_string(static_cast<unsigned>(c.op));
   if (c.rows == 0 || c.cols == 0)
     return std::string(vector::name(c.op)) + " on an empty shape: rows=" + std::to_string(c.rows) +
@@ -256,7 +260,17 @@ void VectorUnit::run() {
     queue_.pop_front();
     running_ = true;
     ++stats_.commands;
-    if (const std::string why = validate(c); !why.empty()) {
+    const std::string why = validate(c);
+    if (why.empty() && c.wait_sem) {
+      const sc_core::sc_time start = sc_core::sc_time_stamp();
+      const bool taken = sems_->take(c.wait_sem - 1, reset_);
+      stats_.semaphore_wait_cycles += static_cast<std::uint64_t>((sc_core::sc_time_stamp() - start) / period_);
+      if (!taken) {  // the queue was reset while the command waited
+        running_ = false;
+        continue;
+      }
+    }
+    if (!why.empty()) {
       ++stats_.errors;
       error_ = "command " + std::to_string(c.id) + ": " + why;
       error_id_ = c.id;
@@ -279,6 +293,7 @@ void VectorUnit::run() {
     }
     ++completed_;
     running_ = false;
+    if (c.signal_sem) sems_->signal(c.signal_sem - 1);
     irq.write(true);
   }
 }

@@ -22,6 +22,7 @@
 #include <systemc>
 
 #include "common/irq.hpp"
+#include "common/semaphores.hpp"
 #include "numerics/formats.hpp"
 #include "scratchpad/scratchpad.hpp"
 
@@ -58,6 +59,8 @@ struct VectorCommand {
   bool saturate = true;
   unsigned group = 0;
   std::uint64_t aux = 0;
+  // Semaphores (0 none, i + 1 semaphore i): wait before, signal after.
+  unsigned wait_sem = 0, signal_sem = 0;
 };
 
 struct VectorTiming {
@@ -69,6 +72,7 @@ VectorTiming timing(const VectorConfig& cfg, const VectorCommand& c);
 struct VectorStats {
   std::uint64_t commands = 0, errors = 0, lane_ops = 0, special_ops = 0, busy_cycles = 0;
   std::uint64_t elementwise = 0, special = 0, row_ops = 0, reductions = 0, casts = 0;  // commands by class
+  std::uint64_t semaphore_wait_cycles = 0;  // waiting for a command's semaphore
 };
 
 class VectorUnit : public sc_core::sc_module {
@@ -85,6 +89,8 @@ class VectorUnit : public sc_core::sc_module {
   std::size_t queued() const { return queue_.size(); }
   void acknowledge() { irq.write(false); }
   void reset();
+  // The tile's semaphores (none: commands that name one are refused).
+  void set_semaphores(Semaphores* s) { sems_ = s; }
   const VectorStats& stats() const { return stats_; }
 
  private:
@@ -97,7 +103,8 @@ class VectorUnit : public sc_core::sc_module {
   VectorConfig cfg_;
   sc_core::sc_time period_;
   std::deque<VectorCommand> queue_;
-  sc_core::sc_event work_;
+  sc_core::sc_event work_, reset_;
+  Semaphores* sems_ = nullptr;
   bool running_ = false;
   std::string error_;
   std::uint32_t error_id_ = 0, completed_ = 0;
