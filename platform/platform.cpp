@@ -10,6 +10,7 @@
 #include "common/payload.hpp"
 #include "noc/noc_ip.hpp"
 #include "riscv/riscv_cpu.hpp"
+#include "tile/tile.hpp"
 #include "common/units.hpp"
 
 namespace tessera {
@@ -171,6 +172,25 @@ void Platform::load(const ElfImage& elf) {
     }
   }
   pending_elf_ = &elf;
+}
+
+void Platform::load_kernel(const std::string& name, const ElfImage& elf) {
+  Tile* tile = get<Tile>(name);
+  if (!tile) throw ConfigError(fmt::format("{}: no tile instance named \"{}\" in {}", elf.file, name, spec_.file));
+  if (!tile->core()) throw ConfigError(fmt::format("{}: tile {} has no core (its \"core\" parameter is false)", elf.file, name));
+  if (elf.xlen != 32)
+    throw ElfError(fmt::format("{}: an RV{} program cannot run on {}'s RV32 core", elf.file, elf.xlen, name));
+  const std::uint64_t lo = Tile::kLocalSpm, hi = lo + tile->scratchpad().size();
+  for (const auto& seg : elf.segments)
+    if (seg.addr < lo || seg.addr + seg.memsz > hi)
+      throw ElfError(fmt::format("{}: segment [{:#x}, {:#x}) lies outside {}'s scratchpad, [{:#x}, {:#x}) in its core's map",
+                                 elf.file, seg.addr, seg.addr + seg.memsz, name, lo, hi));
+  for (const auto& seg : elf.segments) {
+    std::uint8_t* at = tile->scratchpad().data() + (seg.addr - lo);
+    std::copy(seg.data.begin(), seg.data.end(), at);
+    std::fill(at + seg.data.size(), at + seg.memsz, 0);
+  }
+  tile->set_core_pc(elf.entry);
 }
 
 void Platform::start_of_simulation() {

@@ -55,6 +55,12 @@ class Platform : public sc_core::sc_module {
   // suit the boot processor.
   void load(const ElfImage& elf);
   const std::string& load_error() const { return load_error_; }
+  // Places a tile kernel (an RV32 program linked for the tile core's local
+  // map, its scratchpad at Tile::kLocalSpm) in the scratchpad of tile
+  // instance `tile` and sets its CORE_PC to the entry point; the core runs
+  // it on CORE_CTRL.START. Throws ConfigError (no such tile, no core) or
+  // ElfError (not RV32, a segment outside the scratchpad).
+  void load_kernel(const std::string& tile, const ElfImage& elf);
 
   std::string memory_map() const;
   nlohmann::ordered_json stats() const;

@@ -44,9 +44,10 @@ void Dma::reset() {
 
 std::string Dma::validate(const Descriptor& d, DmaError& code) const {
   code = DmaError::semaphore;
-  if (!Semaphores::valid(sems_, d.wait_sem) || !Semaphores::valid(sems_, d.signal_sem))
-    return fmt::format("semaphore numbers wait {} / signal {}: this tile has {} (0 means none)", d.wait_sem,
-                       d.signal_sem, sems_ ? sems_->size() : 0);
+  if (!Semaphores::valid(sems_, d.wait_sem) || !Semaphores::valid(sems_, d.signal_sem) ||
+      !Semaphores::valid(sems_, d.signal_sem2))
+    return fmt::format("semaphore numbers wait {} / signal {} / signal2 {}: this tile has {} (0 means none)",
+                       d.wait_sem, d.signal_sem, d.signal_sem2, sems_ ? sems_->size() : 0);
   code = DmaError::shape;
   if (d.len0 == 0 || d.count1 == 0 || d.count2 == 0)
     return fmt::format("empty shape {} x {} x {}", d.len0, d.count1, d.count2);
@@ -246,6 +247,7 @@ void Dma::run() {
     ++completed_;
     running_ = false;
     if (d.signal_sem) sems_->signal(d.signal_sem - 1);
+    if (d.signal_sem2) sems_->signal(d.signal_sem2 - 1);
     irq.write(true);
   }
 }

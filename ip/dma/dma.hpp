@@ -50,7 +50,7 @@ struct Descriptor {
   std::uint64_t scales = 0;
   bool scales_local = false;
   num::ScaleFormat scale_format = num::ScaleFormat::FP32;
-  unsigned wait_sem = 0, signal_sem = 0;  // 0 none, i + 1 semaphore i
+  unsigned wait_sem = 0, signal_sem = 0, signal_sem2 = 0;  // 0 none, i + 1 semaphore i
 };
 
 enum class DmaError : std::uint8_t { none, shape, range, format, bus, semaphore, queue_full };
@@ -66,7 +66,7 @@ class Dma : public sc_core::sc_module {
   struct Config {
     double clock_hz = 1.5e9;
     unsigned burst = 256;       // source bytes per chunk
-    unsigned outstanding = 8;   // chunks in flight
+    unsigned outstanding = 32;  // chunks in flight
     unsigned port_bytes = 64;   // bytes the engine's port moves per cycle
   };
 

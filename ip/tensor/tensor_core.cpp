@@ -46,9 +46,10 @@ void TensorCore::reset() {
 
 std::string TensorCore::validate(const GemmCommand& c, CommandError& code) const {
   code = CommandError::semaphore;
-  if (!Semaphores::valid(sems_, c.wait_sem) || !Semaphores::valid(sems_, c.signal_sem))
-    return fmt::format("semaphore numbers wait {} / signal {}: this tile has {} (0 means none)", c.wait_sem,
-                       c.signal_sem, sems_ ? sems_->size() : 0);
+  if (!Semaphores::valid(sems_, c.wait_sem) || !Semaphores::valid(sems_, c.signal_sem) ||
+      !Semaphores::valid(sems_, c.signal_sem2))
+    return fmt::format("semaphore numbers wait {} / signal {} / signal2 {}: this tile has {} (0 means none)",
+                       c.wait_sem, c.signal_sem, c.signal_sem2, sems_ ? sems_->size() : 0);
   if (std::string e = check(cfg_, c.shape); !e.empty()) {
     code = pack_of(c.shape.input) ? CommandError::shape : CommandError::format;
     return e;
@@ -265,6 +266,7 @@ void TensorCore::run() {
     ++completed_;
     running_ = false;
     if (c.signal_sem) sems_->signal(c.signal_sem - 1);
+    if (c.signal_sem2) sems_->signal(c.signal_sem2 - 1);
     irq.write(true);
     done_.notify(sc_core::SC_ZERO_TIME);
   }

@@ -41,7 +41,7 @@ struct GemmCommand {
   std::uint64_t sa = 0, sb = 0;
   // Semaphores (common/semaphores.hpp numbering: 0 none, i + 1 semaphore
   // i): wait before starting, signal after finishing.
-  unsigned wait_sem = 0, signal_sem = 0;
+  unsigned wait_sem = 0, signal_sem = 0, signal_sem2 = 0;
 };
 
 // Why a command was refused (the tile's ERROR_CODE register).

@@ -189,6 +189,8 @@ class Tile::Regs : public MmioTarget {
     raise((failed ? R::IRQ_STATUS_f::DERROR_MASK : 0) | (completed ? R::IRQ_STATUS_f::DDONE_MASK : 0));
   }
 
+  void set(unsigned r, std::uint64_t v) { regs_.set(r, v); }
+
   void raise(std::uint64_t bits) {
     regs_.set(R::IRQ_STATUS, regs_.get(R::IRQ_STATUS) | bits);
     update_irq();
@@ -229,6 +231,9 @@ class Tile::Regs : public MmioTarget {
   static unsigned sem_signal(std::uint64_t v) {
     return static_cast<unsigned>((v & R::CMD_SEM_f::SIGNAL_MASK) >> 8);
   }
+  static unsigned sem_signal2(std::uint64_t v) {
+    return static_cast<unsigned>((v & R::CMD_SEM_f::SIGNAL2_MASK) >> 16);
+  }
 
   void dpush() {
     dma::Descriptor d;
@@ -255,6 +260,7 @@ class Tile::Regs : public MmioTarget {
     d.group = static_cast<unsigned>(regs_.get(R::DMA_GROUP));
     d.wait_sem = sem_wait(regs_.get(R::DMA_SEM));
     d.signal_sem = sem_signal(regs_.get(R::DMA_SEM));
+    d.signal_sem2 = sem_signal2(regs_.get(R::DMA_SEM));
     dma::Dma& dma = *tile_.dma_;
     dma_full_ = dma.queued() >= tile_.config_.queue_depth;
     if (dma_full_) {
@@ -299,6 +305,7 @@ class Tile::Regs : public MmioTarget {
     c.aux = regs_.get(R::VCMD_AUX);
     c.wait_sem = sem_wait(regs_.get(R::VCMD_SEM));
     c.signal_sem = sem_signal(regs_.get(R::VCMD_SEM));
+    c.signal_sem2 = sem_signal2(regs_.get(R::VCMD_SEM));
     vector::VectorUnit& vu = *tile_.vu_;
     if (vu.queued() >= tile_.config_.queue_depth) {
       ++vrefused_;
@@ -349,6 +356,7 @@ class Tile::Regs : public MmioTarget {
     c.group = regs_.get(R::CMD_GROUP) ? static_cast<unsigned>(regs_.get(R::CMD_GROUP)) : 128;
     c.wait_sem = sem_wait(regs_.get(R::CMD_SEM));
     c.signal_sem = sem_signal(regs_.get(R::CMD_SEM));
+    c.signal_sem2 = sem_signal2(regs_.get(R::CMD_SEM));
     tensor::TensorCore& tc = *tile_.tc_;
     if (tc.queued() >= tile_.config_.queue_depth) {
       ++refused_;
@@ -495,6 +503,8 @@ Tile::Tile(const sc_core::sc_module_name& n, const Config& c) : Ip(n), config_(c
 Tile::~Tile() = default;
 
 tlm::tlm_target_socket<>& Tile::csr_target() { return regs_->csr_target; }
+
+void Tile::set_core_pc(std::uint64_t pc) { regs_->set(R::CORE_PC, pc); }
 
 void Tile::report_stats(nlohmann::ordered_json& out) const {
   // Flat keys, prefixed by the part they count.

@@ -55,6 +55,8 @@ class Tile : public Ip {
   dma::Dma& dma() { return *dma_; }
   Semaphores& semaphores() { return sems_; }
   riscv::RiscvCpu* core() { return core_.get(); }
+  // Where CORE_CTRL.START runs the core from (a loader sets the entry).
+  void set_core_pc(std::uint64_t pc);
   void report_stats(nlohmann::ordered_json& out) const override;
 
  private:

@@ -340,8 +340,9 @@ TEST(Tile, SemaphoresOrderTheDmaAndTheTensorCore) {
   };
   constexpr std::uint32_t kDstLocal = R::DMA_FLAGS_f::DST_LOCAL_MASK, kSrcLocal = R::DMA_FLAGS_f::SRC_LOCAL_MASK;
   // The GEMM is queued first but waits on semaphore 1, which the second
-  // DMA signals; the copy-out waits on semaphore 2, which the GEMM signals.
-  write(b.csr(), off(R::CMD_SEM), 2 | 3 << 8, 4);
+  // DMA signals; the copy-out waits on semaphore 2, which the GEMM signals
+  // (with semaphore 4 as its second).
+  write(b.csr(), off(R::CMD_SEM), 2 | 3 << 8 | 5 << 16, 4);
   b.program(1, m, n, k, 0x0, 0x2000, 0x4000);
   dma(10, kFar, 0x0, kDstLocal, 2 * m * k, 0);
   dma(11, kFar + 0x1000, 0x2000, kDstLocal, 2 * k * n, 2 << 8);
@@ -366,7 +367,8 @@ TEST(Tile, SemaphoresOrderTheDmaAndTheTensorCore) {
   b.tile.report_stats(stats);
   EXPECT_GT(stats["tensor_semaphore_wait_cycles"].get<std::uint64_t>(), 100u) << "the GEMM waited for its operands";
   EXPECT_EQ(stats["dma_global_bytes"], 2u * (2 * m * k + 2 * k * n + 4 * m * n) / 2);
-  EXPECT_EQ(stats["semaphore_signals"], 2u);
+  EXPECT_EQ(stats["semaphore_signals"], 3u);
+  EXPECT_EQ(read(b.csr(), off(R::SEM) + 4 * 4, 4), 1u) << "the GEMM's second signal";
 
   // The semaphore registers: a write signals, SEM_TAKE takes, debug reads
   // take nothing; a bad semaphore number is refused with code 7.

@@ -78,9 +78,10 @@ void VectorUnit::reset() {
 }
 
 std::string VectorUnit::validate(const VectorCommand& c) const {
-  if (!Semaphores::valid(sems_, c.wait_sem) || !Semaphores::valid(sems_, c.signal_sem))
+  if (!Semaphores::valid(sems_, c.wait_sem) || !Semaphores::valid(sems_, c.signal_sem) ||
+      !Semaphores::valid(sems_, c.signal_sem2))
     return "semaphore numbers wait " + std::to_string(c.wait_sem) + " / signal " + std::to_string(c.signal_sem) +
-           ": this tile has " + std::to_string(sems_ ? sems_->size() : 0) + " (0 means none)";
+           " / signal2 " + std::to_string(c.signal_sem2) + ": this tile has " + std::to_string(sems_ ? sems_->size() : 0) + " (0 means none)";
   if (c.op >= Op::count) return "unknown vector op " + std::to_string(static_cast<unsigned>(c.op));
   if (c.rows == 0 || c.cols == 0)
     return std::string(vector::name(c.op)) + " on an empty shape: rows=" + std::to_string(c.rows) +
@@ -294,6 +295,7 @@ void VectorUnit::run() {
     ++completed_;
     running_ = false;
     if (c.signal_sem) sems_->signal(c.signal_sem - 1);
+    if (c.signal_sem2) sems_->signal(c.signal_sem2 - 1);
     irq.write(true);
   }
 }

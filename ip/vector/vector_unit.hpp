@@ -60,7 +60,7 @@ struct VectorCommand {
   unsigned group = 0;
   std::uint64_t aux = 0;
   // Semaphores (0 none, i + 1 semaphore i): wait before, signal after.
-  unsigned wait_sem = 0, signal_sem = 0;
+  unsigned wait_sem = 0, signal_sem = 0, signal_sem2 = 0;
 };
 
 struct VectorTiming {

@@ -1,0 +1,237 @@
+// Tile kernels on the default platform: a kernel ELF loaded into tile 0's
+// scratchpad runs on the tile's RV32 core, moves its operands from HBM
+// over the NoC with the DMA, computes on the engines in the order the
+// hardware semaphores give, writes its results back to HBM, and they agree
+// with a host reference within the bound of their format.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "common/payload.hpp"
+#include "common/sim.hpp"
+#include "numerics/block_scale.hpp"
+#include "platform.hpp"
+#include "tessera_platform.h"
+#include "tile/tile.hpp"
+#include "tile_regs.hpp"
+
+using namespace tessera;
+namespace R = tessera::regs::tile;
+
+namespace {
+
+const std::string kT1 = std::string(TESSERA_SOURCE_DIR) + "/platform/t1.json";
+constexpr std::uint64_t kHbm = 0x10'0000'0000;
+
+struct T1 {
+  PlatformSpec spec;
+  std::unique_ptr<Platform> p;
+  Tile* tile = nullptr;
+  // The CP sleeps in a wfi loop: the test launches the kernel itself, as
+  // the host runtime will.
+  T1() {
+    nlohmann::json raw = PlatformSpec::read(kT1);
+    for (const char* s : {"uart0.tx=none", "cp.reset_pc=0x8000_0000"}) PlatformSpec::apply_set(raw, kT1, s);
+    spec = PlatformSpec::parse(kT1, raw);
+    p = std::make_unique<Platform>("t1", spec, true);
+    const std::uint32_t idle[] = {0x10500073, 0xffdff06f};  // wfi; j -4
+    tlm::tlm_generic_payload t;
+    set_access(t, tlm::TLM_WRITE_COMMAND, 0, const_cast<std::uint32_t*>(idle), sizeof idle);
+    p->target("cpram", "mem_target").transport_dbg(t);
+    sc_core::sc_start(sc_core::SC_ZERO_TIME);  // complete elaboration
+    tile = p->get<Tile>("tile0");
+  }
+  std::uint32_t reg(unsigned r) {
+    std::uint32_t v = 0;
+    p->debug_read(TESSERA_TILE0_CSR_BASE + R::kBlock.regs[r].offset, &v, 4);
+    return v;
+  }
+  // Writes the arguments and starts the core (through the bus and the
+  // NoC, from a thread of its own), then runs until the kernel stops.
+  // Returns the kernel's time.
+  sc_core::sc_time launch(const std::vector<std::uint32_t>& args, sc_core::sc_time limit) {
+    sc_core::sc_time started;
+    sc_core::sc_spawn([&] {
+      sc_core::sc_time d;
+      for (std::size_t i = 0; i < args.size(); ++i) {
+        std::uint32_t v = args[i];
+        p->transport(tlm::TLM_WRITE_COMMAND, TESSERA_TILE0_CSR_BASE + R::kBlock.regs[R::CORE_ARG].offset + 4 * i, &v, 4,
+                     d);
+      }
+      std::uint32_t start = R::CORE_CTRL_f::START_MASK;
+      p->transport(tlm::TLM_WRITE_COMMAND, TESSERA_TILE0_CSR_BASE + R::kBlock.regs[R::CORE_CTRL].offset, &start, 4, d);
+      sc_core::wait(d);
+      started = sc_core::sc_time_stamp();
+    });
+    sc_core::sc_start(sc_core::SC_ZERO_TIME);
+    while (sc_core::sc_time_stamp() < limit && (started == sc_core::SC_ZERO_TIME || reg(R::CORE_STATUS) == 1))
+      sc_core::sc_start(sc_core::sc_time(100, sc_core::SC_NS));
+    return sc_core::sc_time_stamp() - started;
+  }
+  nlohmann::ordered_json stats() {
+    nlohmann::ordered_json s;
+    tile->report_stats(s);
+    return s;
+  }
+};
+
+std::vector<float> random(std::size_t n, unsigned seed, float lo, float hi) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(lo, hi);
+  std::vector<float> v(n);
+  for (auto& x : v) x = u(rng);
+  return v;
+}
+
+std::vector<std::uint32_t> gemm_args(std::uint64_t a, std::uint64_t b, std::uint64_t c, unsigned m, unsigned n,
+                                     unsigned k, unsigned mode, std::uint64_t bs) {
+  auto lo = [](std::uint64_t v) { return static_cast<std::uint32_t>(v); };
+  auto hi = [](std::uint64_t v) { return static_cast<std::uint32_t>(v >> 32); };
+  return {lo(a), hi(a), lo(b), hi(b), lo(c), hi(c), m, n, k, mode, lo(bs), hi(bs)};
+}
+
+// Checks C against the float64 product of what the chip multiplies (qa,
+// qb: the values after rounding to the input format), with FP32
+// accumulation's bound: |c - ref| <= 2 K u sum|qa||qb|, u = 2^-24.
+void expect_within_fp32_bound(const std::vector<float>& c, const std::vector<double>& qa,
+                              const std::vector<double>& qb, unsigned m, unsigned n, unsigned k, double* max_rel) {
+  double worst = 0, scale = 0;
+  for (unsigned i = 0; i < m; ++i)
+    for (unsigned j = 0; j < n; ++j) {
+      double ref = 0, mag = 0;
+      for (unsigned p = 0; p < k; ++p) {
+        ref += qa[i * k + p] * qb[p * n + j];
+        mag += std::fabs(qa[i * k + p] * qb[p * n + j]);
+      }
+      const double err = std::fabs(c[i * n + j] - ref);
+      ASSERT_LE(err, 2.0 * k * std::ldexp(1.0, -24) * mag) << "C[" << i << "][" << j << "] = " << c[i * n + j]
+                                                            << ", reference " << ref;
+      worst = std::max(worst, err);
+      scale = std::max(scale, std::fabs(ref));
+    }
+  *max_rel = worst / scale;
+}
+
+}  // namespace
+
+TEST(Kernels, DoubleBufferedBf16GemmOnTheTileCore) {
+  sim::reset();
+  T1 t;
+  const unsigned m = 128, n = 256, k = 512;
+  const auto af = random(m * k, 1, -1, 1), bf = random(k * n, 2, -1, 1);
+  std::vector<std::uint16_t> a(m * k), b(k * n);
+  std::vector<double> qa(m * k), qb(k * n);
+  for (unsigned i = 0; i < m * k; ++i) {
+    a[i] = static_cast<std::uint16_t>(num::encode(num::Format::BF16, af[i]));
+    qa[i] = num::decode(num::Format::BF16, a[i]);
+  }
+  for (unsigned i = 0; i < k * n; ++i) {
+    b[i] = static_cast<std::uint16_t>(num::encode(num::Format::BF16, bf[i]));
+    qb[i] = num::decode(num::Format::BF16, b[i]);
+  }
+  const std::uint64_t pa = kHbm, pb = kHbm + 0x100000, pc = kHbm + 0x200000;
+  t.p->debug_write(pa, a.data(), a.size() * 2);
+  t.p->debug_write(pb, b.data(), b.size() * 2);
+  t.p->load_kernel("tile0", ElfImage::read(std::string(TESSERA_KERNEL_DIR) + "/gemm.elf"));
+  const sc_core::sc_time took = t.launch(gemm_args(pa, pb, pc, m, n, k, 0, 0), sc_core::sc_time(10, sc_core::SC_MS));
+  ASSERT_EQ(t.reg(R::CORE_STATUS), 2u) << "the kernel ran to its end (fault cause " << t.reg(R::CORE_FAULT_CAUSE)
+                                       << " at " << std::hex << t.reg(R::CORE_FAULT_PC) << ")";
+  EXPECT_EQ(t.reg(R::CORE_EXIT), 0u);
+  std::vector<float> c(m * n);
+  t.p->debug_read(pc, c.data(), c.size() * 4);
+  double rel = 0;
+  expect_within_fp32_bound(c, qa, qb, m, n, k, &rel);
+  const auto s = t.stats();
+  EXPECT_EQ(s["tensor_macs_bf16"], std::uint64_t{m} * n * k);
+  EXPECT_EQ(s["dma_global_bytes"], 2ull * (m * k * (n / 128) + k * n * (m / 64)) + 4ull * m * n);
+  // Double buffering: the DMA and the tensor core overlap, so most of the
+  // tensor core's time hides under the DMA's (at this tile size the kernel
+  // is bound by the tile's NoC port).
+  const double dma = s["dma_busy_cycles"].get<double>(), tensor = s["tensor_busy_cycles"].get<double>();
+  const double cycles = took.to_seconds() * 1.5e9;
+  std::printf("bf16 gemm %ux%ux%u: %.1f us, max relative error %.3g, tensor busy %.0f%%, dma busy %.0f%%\n", m, n,
+              k, took.to_seconds() * 1e6, rel, 100 * tensor / cycles, 100 * dma / cycles);
+  EXPECT_GT(dma + tensor - cycles, 0.5 * tensor) << "hidden tensor time";
+  EXPECT_GT(s["tensor_semaphore_wait_cycles"].get<std::uint64_t>(), 0u);
+  EXPECT_EQ(t.p->protocol_violations(), 0u);
+}
+
+TEST(Kernels, Fp8GemmCastsActivationsOnTheFlyWithBlockScales) {
+  sim::reset();
+  T1 t;
+  const unsigned m = 64, n = 256, k = 512, g = 128;
+  const auto af = random(m * k, 3, -4, 4), bf = random(k * n, 4, -0.5f, 0.5f);
+  // Weights quantized offline: E4M3 with a scale per 128 x 128 block.
+  num::Convert sat;
+  sat.saturate = true;
+  const num::BlockQuantized qbq = num::block_quantize(bf.data(), k, n, num::Format::E4M3, num::ScaleFormat::FP32, g, g, sat);
+  // What the DMA will make of the activations: E4M3 with a scale per 1 x 128.
+  const num::BlockQuantized qaq = num::block_quantize(af.data(), m, k, num::Format::E4M3, num::ScaleFormat::FP32, 1, g, sat);
+  std::vector<double> qa(m * k), qb(k * n);
+  for (unsigned i = 0; i < m; ++i)
+    for (unsigned p = 0; p < k; ++p) qa[i * k + p] = qaq.value(i, p);
+  for (unsigned p = 0; p < k; ++p)
+    for (unsigned j = 0; j < n; ++j) qb[p * n + j] = qbq.value(p, j);
+  const std::uint64_t pa = kHbm, pb = kHbm + 0x100000, pbs = kHbm + 0x180000, pc = kHbm + 0x200000;
+  t.p->debug_write(pa, af.data(), af.size() * 4);
+  t.p->debug_write(pb, qbq.codes.data(), qbq.codes.size());
+  t.p->debug_write(pbs, qbq.scales.data(), qbq.scales.size() * 4);
+  t.p->load_kernel("tile0", ElfImage::read(std::string(TESSERA_KERNEL_DIR) + "/gemm.elf"));
+  const sc_core::sc_time took = t.launch(gemm_args(pa, pb, pc, m, n, k, 1, pbs), sc_core::sc_time(10, sc_core::SC_MS));
+  ASSERT_EQ(t.reg(R::CORE_STATUS), 2u);
+  EXPECT_EQ(t.reg(R::CORE_EXIT), 0u);
+  std::vector<float> c(m * n);
+  t.p->debug_read(pc, c.data(), c.size() * 4);
+  double rel = 0;
+  expect_within_fp32_bound(c, qa, qb, m, n, k, &rel);
+  // Against the unquantized product the error is FP8's, well above FP32's.
+  double worst = 0, scale = 0;
+  for (unsigned i = 0; i < m; ++i)
+    for (unsigned j = 0; j < n; ++j) {
+      double ref = 0;
+      for (unsigned p = 0; p < k; ++p) ref += double(af[i * k + p]) * bf[p * n + j];
+      worst = std::max(worst, std::fabs(c[i * n + j] - ref));
+      scale = std::max(scale, std::fabs(ref));
+    }
+  std::printf("fp8 gemm %ux%ux%u: %.1f us, error against the FP8 operands %.3g, against FP32 operands %.3g\n", m, n,
+              k, took.to_seconds() * 1e6, rel, worst / scale);
+  EXPECT_LT(worst / scale, 0.1);
+  EXPECT_GT(worst / scale, 1e-4);
+  const auto s = t.stats();
+  EXPECT_EQ(s["tensor_macs_fp8"], std::uint64_t{m} * n * k);
+  EXPECT_EQ(s["dma_cast_elements"], std::uint64_t{m} * k * (n / 128));
+}
+
+TEST(Kernels, ABadShapeEndsTheKernelWithItsCodeAndAFaultIsReported) {
+  sim::reset();
+  T1 t;
+  t.p->load_kernel("tile0", ElfImage::read(std::string(TESSERA_KERNEL_DIR) + "/gemm.elf"));
+  t.launch(gemm_args(kHbm, kHbm, kHbm, 100, 128, 256, 0, 0), sc_core::sc_time(1, sc_core::SC_MS));
+  EXPECT_EQ(t.reg(R::CORE_STATUS), 2u);
+  EXPECT_EQ(t.reg(R::CORE_EXIT), 2u) << "M = 100 is not whole 64-row tiles";
+  // A's address in a hole: the DMA's read fails at the far end, the kernel
+  // sees the engine error and ends with code 3.
+  t.tile->set_core_pc(Tile::kLocalSpm);
+  t.launch(gemm_args(0x4000'0000, kHbm, kHbm, 64, 128, 256, 0, 0), sc_core::sc_time(2, sc_core::SC_MS));
+  EXPECT_EQ(t.reg(R::CORE_STATUS), 2u);
+  EXPECT_EQ(t.reg(R::CORE_EXIT), 3u);
+  EXPECT_EQ(t.reg(R::DMA_ERROR_CODE), 4u) << "a bus error";
+}
+
+TEST(Kernels, LoadingRefusesWhatCannotRun) {
+  sim::reset();
+  T1 t;
+  try {
+    t.p->load_kernel("tile0", ElfImage::read(std::string(TESSERA_FIRMWARE_DIR) + "/hello.elf"));
+    FAIL() << "an RV64 program was loaded onto the RV32 tile core";
+  } catch (const ElfError& e) {
+    EXPECT_NE(std::string(e.what()).find("RV32"), std::string::npos) << e.what();
+  }
+  try {
+    t.p->load_kernel("cpram", ElfImage::read(std::string(TESSERA_KERNEL_DIR) + "/gemm.elf"));
+    FAIL() << "a kernel was loaded onto something that is no tile";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("no tile instance named \"cpram\""), std::string::npos) << e.what();
+  }
+}
