@@ -235,3 +235,68 @@ TEST(Kernels, LoadingRefusesWhatCannotRun) {
     EXPECT_NE(std::string(e.what()).find("no tile instance named \"cpram\""), std::string::npos) << e.what();
   }
 }
+
+TEST(Kernels, FusedSwigluFfnOnTheTileCore) {
+  sim::reset();
+  T1 t;
+  const unsigned T = 64, d = 256, f = 512;
+  auto bf16 = [](const std::vector<float>& v, std::vector<std::uint16_t>& codes, std::vector<double>& q) {
+    codes.resize(v.size());
+    q.resize(v.size());
+    for (std::size_t i = 0; i < v.size(); ++i) {
+      codes[i] = static_cast<std::uint16_t>(num::encode(num::Format::BF16, v[i]));
+      q[i] = num::decode(num::Format::BF16, codes[i]);
+    }
+  };
+  std::vector<std::uint16_t> x, w1, w3, w2;
+  std::vector<double> qx, q1, q3, q2;
+  bf16(random(T * d, 5, -1, 1), x, qx);
+  bf16(random(d * f, 6, -0.1f, 0.1f), w1, q1);
+  bf16(random(d * f, 7, -0.1f, 0.1f), w3, q3);
+  bf16(random(f * d, 8, -0.1f, 0.1f), w2, q2);
+  const std::uint64_t px = kHbm, p1 = kHbm + 0x100000, p3 = kHbm + 0x200000, p2 = kHbm + 0x300000,
+                      py = kHbm + 0x400000;
+  t.p->debug_write(px, x.data(), x.size() * 2);
+  t.p->debug_write(p1, w1.data(), w1.size() * 2);
+  t.p->debug_write(p3, w3.data(), w3.size() * 2);
+  t.p->debug_write(p2, w2.data(), w2.size() * 2);
+  t.p->load_kernel("tile0", ElfImage::read(std::string(TESSERA_KERNEL_DIR) + "/swiglu_ffn.elf"));
+  auto lo = [](std::uint64_t v) { return static_cast<std::uint32_t>(v); };
+  auto hi = [](std::uint64_t v) { return static_cast<std::uint32_t>(v >> 32); };
+  const sc_core::sc_time took = t.launch({lo(px), hi(px), lo(p1), hi(p1), lo(p3), hi(p3), lo(p2), hi(p2), lo(py),
+                                          hi(py), T, d, f},
+                                         sc_core::sc_time(10, sc_core::SC_MS));
+  ASSERT_EQ(t.reg(R::CORE_STATUS), 2u);
+  ASSERT_EQ(t.reg(R::CORE_EXIT), 0u);
+  std::vector<float> y(T * d);
+  t.p->debug_read(py, y.data(), y.size() * 4);
+  // Host reference in float64; g rounded to BF16 as the chip does. The
+  // chip's g may differ from it by one BF16 step (its FP32 GEMMs and silu
+  // round differently before that), hence 2^-7 of sum|g w2|, plus FP32
+  // accumulation's 2 f u.
+  double worst = 0, scale = 0;
+  for (unsigned i = 0; i < T; ++i) {
+    std::vector<double> g(f);
+    for (unsigned j = 0; j < f; ++j) {
+      double h1 = 0, h3 = 0;
+      for (unsigned p = 0; p < d; ++p) h1 += qx[i * d + p] * q1[p * f + j], h3 += qx[i * d + p] * q3[p * f + j];
+      g[j] = num::decode(num::Format::BF16, num::encode(num::Format::BF16, h1 / (1 + std::exp(-h1)) * h3));
+    }
+    for (unsigned k = 0; k < d; ++k) {
+      double ref = 0, mag = 0;
+      for (unsigned j = 0; j < f; ++j) ref += g[j] * q2[j * d + k], mag += std::fabs(g[j] * q2[j * d + k]);
+      const double err = std::fabs(y[i * d + k] - ref);
+      ASSERT_LE(err, (std::ldexp(1.0, -7) + 2.0 * f * std::ldexp(1.0, -24)) * mag + 1e-30)
+          << "y[" << i << "][" << k << "] = " << y[i * d + k] << ", reference " << ref;
+      worst = std::max(worst, err);
+      scale = std::max(scale, std::fabs(ref));
+    }
+  }
+  const auto s = t.stats();
+  std::printf("swiglu ffn T=%u d=%u f=%u: %.1f us, max relative error %.3g, special-function ops %llu\n", T, d, f,
+              took.to_seconds() * 1e6, worst / scale,
+              static_cast<unsigned long long>(s["vector_special_function_ops"].get<std::uint64_t>()));
+  EXPECT_EQ(s["tensor_macs_bf16"], 3ull * T * d * f);
+  EXPECT_EQ(s["vector_commands"], 2u);
+  EXPECT_GT(s["vector_semaphore_wait_cycles"].get<std::uint64_t>(), 0u) << "the vector unit waited for the GEMMs";
+}

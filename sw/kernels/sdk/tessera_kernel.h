@@ -183,6 +183,11 @@ struct tk_vec {
   uint32_t rows, cols;
   uint32_t src0, src1, src2, dst; /* scratchpad offsets, FP32 rows */
   uint32_t k, position;
+  /* Casts (TK_VCAST_TO/FROM): the narrow format, saturating unless
+   * `no_saturate`; with `group` > 0 FP32 scales per group at `aux`. */
+  enum tk_format format;
+  int no_saturate;
+  uint32_t group, aux;
   uint32_t sem;
   uint32_t id;
 };
@@ -198,6 +203,9 @@ static inline void tk_vec_push(const struct tk_vec* v) {
   TK_W(VCMD_DST, v->dst);
   TK_W(VCMD_K, v->k);
   TK_W(VCMD_POSITION, v->position);
+  TK_W(VCMD_FORMAT, (uint32_t)v->format | (v->no_saturate ? 0 : TILE_VCMD_FORMAT_SATURATE_MASK));
+  TK_W(VCMD_GROUP, v->group);
+  TK_W(VCMD_AUX, v->aux);
   TK_W(VCMD_SEM, v->sem);
   TK_W(VCMD_PUSH, 1);
 }
