@@ -277,12 +277,18 @@ int sc_main(int argc, char** argv) {
     std::cerr << fmt::format("\n=== tessera-vp summary ===\nend: {}\nexit code: {}\nsimulated time: {}\nwall time: {:.3f} s\n"
                              "guest errors: {}\n",
                              end, code, sim::end_time().to_string(), wall, log::guest_error_count());
+    // Counters that moved; instances where nothing did are counted, not
+    // listed (--stats FILE has every counter).
+    unsigned idle = 0;
     for (auto it = stats["ips"].begin(); it != stats["ips"].end(); ++it) {
       std::string line;
       for (auto kv = it.value().begin(); kv != it.value().end(); ++kv)
-        line += fmt::format("{}{}={}", line.empty() ? "" : " ", kv.key(), kv.value().dump());
-      std::cerr << fmt::format("  {:<16} {}\n", it.key(), line);
+        if (!(kv.value().is_number() && kv.value().get<double>() == 0))
+          line += fmt::format("{}{}={}", line.empty() ? "" : " ", kv.key(), kv.value().dump());
+      if (line.empty()) ++idle;
+      else std::cerr << fmt::format("  {:<16} {}\n", it.key(), line);
     }
+    if (idle) std::cerr << fmt::format("  ({} idle instances not shown; --stats FILE has every counter)\n", idle);
   }
   std::fflush(stdout);
   return code;

@@ -203,7 +203,7 @@ TEST(Platform, CpReachesTileScratchpadOverTheNoc) {
     r = t.p->transport(tlm::TLM_READ_COMMAND, TESSERA_TILE0_BASE + 0x100, in.data(), 256, rd);
     read_time = sc_core::sc_time_stamp() + rd - start;
     std::uint32_t v = 0;
-    past = t.p->transport(tlm::TLM_READ_COMMAND, TESSERA_TILE0_BASE + TESSERA_TILE0_SIZE, &v, 4, rd);
+    past = t.p->transport(tlm::TLM_READ_COMMAND, TESSERA_TILE7_BASE + TESSERA_TILE7_SIZE, &v, 4, rd);  // past the last tile
   });
   sc_core::sc_start(sc_core::sc_time(10, sc_core::SC_US));
   EXPECT_EQ(w, tlm::TLM_OK_RESPONSE);
