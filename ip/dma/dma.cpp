@@ -128,7 +128,7 @@ bool Dma::access(bool local, bool write, std::uint64_t addr, std::uint8_t* data,
   return false;
 }
 
-void Dma::move(const Chunk& c) {
+void Dma::move(const Chunk& c, std::uint64_t index) {
   const Descriptor& d = cur_;
   ++stats_.chunks;
   const unsigned sbytes = c.elements * src_eb_, dbytes = c.elements * dst_eb_;
@@ -168,6 +168,8 @@ void Dma::move(const Chunk& c) {
     }
     num::Convert conv;
     conv.saturate = d.saturate;
+    num::Rng rng{d.seed + index};
+    if (d.stochastic) conv.rounding = num::Rounding::stochastic, conv.rng = &rng;
     if (d.group && is_fp8(d.dst_format)) {
       conv.saturate = true;
       const num::BlockQuantized q = num::block_quantize(x.data(), 1, c.elements, d.dst_format, d.scale_format, 1,
@@ -193,7 +195,7 @@ void Dma::worker() {
   for (;;) {
     while (next_ >= total_) sc_core::wait(chunk_ready_);
     const std::uint64_t i = next_++;
-    if (chunk_error_.empty()) move(chunk(i));
+    if (chunk_error_.empty()) move(chunk(i), i);
     if (--pending_ == 0) chunks_done_.notify(sc_core::SC_ZERO_TIME);
   }
 }

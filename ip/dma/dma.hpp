@@ -50,6 +50,11 @@ struct Descriptor {
   std::uint64_t scales = 0;
   bool scales_local = false;
   num::ScaleFormat scale_format = num::ScaleFormat::FP32;
+  // Stochastic rounding: chunk i of the descriptor draws from a generator
+  // seeded with seed + i, so the result does not depend on the order in
+  // which chunks complete.
+  bool stochastic = false;
+  std::uint64_t seed = 0;
   unsigned wait_sem = 0, signal_sem = 0, signal_sem2 = 0;  // 0 none, i + 1 semaphore i
 };
 
@@ -100,7 +105,7 @@ class Dma : public sc_core::sc_module {
   std::string validate(const Descriptor& d, DmaError& code) const;
   // One access; false (and error_ set) on a failed response.
   bool access(bool local, bool write, std::uint64_t addr, std::uint8_t* data, unsigned len, sc_core::sc_time& delay);
-  void move(const Chunk& c);
+  void move(const Chunk& c, std::uint64_t index);
   void fail(const Descriptor& d, DmaError code, const std::string& why);
 
   Scratchpad& spm_;

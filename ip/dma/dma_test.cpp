@@ -235,3 +235,32 @@ TEST(Dma, BadDescriptorsAndBusErrorsAreReportedAndSurvived) {
   b.run();
   EXPECT_EQ(b.dma.completed(), 1u) << b.dma.error();
 }
+
+TEST(Dma, StochasticCastsDependOnTheSeedOnly) {
+  Dma::Config c;
+  c.burst = 64;  // many chunks, several in flight
+  Bench b(c);
+  const unsigned n = 2048;
+  std::vector<float> x(n, 1.0f + 0x1p-9f);
+  std::memcpy(b.spm.data(), x.data(), 4 * n);
+  auto cast = [&](std::uint64_t dst, std::uint64_t seed) {
+    Descriptor d;
+    d.src_local = d.dst_local = true, d.src = 0, d.dst = dst, d.len0 = n, d.raw = false;
+    d.src_format = num::Format::FP32, d.dst_format = num::Format::BF16, d.stochastic = true, d.seed = seed;
+    b.dma.submit(d);
+  };
+  cast(0x10000, 1);
+  cast(0x20000, 1);
+  cast(0x30000, 2);
+  b.run();
+  ASSERT_EQ(b.dma.completed(), 3u) << b.dma.error();
+  EXPECT_EQ(std::memcmp(b.spm.data() + 0x10000, b.spm.data() + 0x20000, 2 * n), 0);
+  EXPECT_NE(std::memcmp(b.spm.data() + 0x10000, b.spm.data() + 0x30000, 2 * n), 0);
+  unsigned up = 0;
+  for (unsigned i = 0; i < n; ++i) {
+    std::uint16_t h;
+    std::memcpy(&h, b.spm.data() + 0x10000 + 2 * i, 2);
+    up += h == 0x3f81;
+  }
+  EXPECT_NEAR(up / double(n), 0.25, 0.04);
+}

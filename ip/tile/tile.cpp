@@ -247,6 +247,8 @@ class Tile::Regs : public MmioTarget {
     d.scales_local = f & R::DMA_FLAGS_f::SCALES_LOCAL_MASK;
     d.raw = !(f & R::DMA_FLAGS_f::CAST_MASK);
     d.saturate = f & R::DMA_FLAGS_f::SATURATE_MASK;
+    d.stochastic = f & R::DMA_FLAGS_f::STOCHASTIC_MASK;
+    d.seed = regs_.get(R::DMA_SEED);
     d.scale_format = (f & R::DMA_FLAGS_f::SCALE_E8M0_MASK) ? num::ScaleFormat::E8M0 : num::ScaleFormat::FP32;
     d.src_format = format_of(static_cast<unsigned>((f & R::DMA_FLAGS_f::SRC_FORMAT_MASK) >> 8));
     d.dst_format = format_of(static_cast<unsigned>((f & R::DMA_FLAGS_f::DST_FORMAT_MASK) >> 12));
@@ -301,6 +303,9 @@ class Tile::Regs : public MmioTarget {
     const std::uint64_t vf = regs_.get(R::VCMD_FORMAT);
     c.format = format_of(static_cast<unsigned>(vf & R::VCMD_FORMAT_f::FORMAT_MASK));
     c.saturate = vf & R::VCMD_FORMAT_f::SATURATE_MASK;
+    c.scale_format = (vf & R::VCMD_FORMAT_f::SCALE_E8M0_MASK) ? num::ScaleFormat::E8M0 : num::ScaleFormat::FP32;
+    c.stochastic = vf & R::VCMD_FORMAT_f::STOCHASTIC_MASK;
+    c.seed = regs_.get(R::VCMD_SEED);
     c.group = static_cast<unsigned>(regs_.get(R::VCMD_GROUP));
     c.aux = regs_.get(R::VCMD_AUX);
     c.wait_sem = sem_wait(regs_.get(R::VCMD_SEM));

@@ -99,7 +99,7 @@ std::string VectorUnit::validate(const VectorCommand& c) const {
     const struct {
       const char* name;
       std::uint64_t base, bytes;
-    } uses[] = {{"src0", c.src0, n * (to ? 4 : eb)}, {"dst", c.dst, n * (to ? eb : 4)}, {"aux (scales)", c.aux, groups * 4}};
+    } uses[] = {{"src0", c.src0, n * (to ? 4 : eb)}, {"dst", c.dst, n * (to ? eb : 4)}, {"aux (scales)", c.aux, groups * (c.scale_format == num::ScaleFormat::E8M0 ? 1 : 4)}};
     for (const auto& u : uses)
       if (u.bytes && (u.base >= spm_.size() || u.bytes > spm_.size() - u.base))
         return std::string(vector::name(c.op)) + ": " + u.name + " [" +
@@ -223,26 +223,34 @@ void VectorUnit::cast(const VectorCommand& c) {
   const std::size_t n = static_cast<std::size_t>(c.rows) * c.cols;
   const unsigned eb = num::bits(c.format) / 8;
   const unsigned per_row = c.group ? (c.cols + c.group - 1) / c.group : 0;
+  const bool e8m0 = c.scale_format == num::ScaleFormat::E8M0;
   auto put_code = [&](std::size_t i, std::uint32_t code) { std::memcpy(mem + c.dst + i * eb, &code, eb); };
+  num::Rng rng{c.seed};
+  num::Convert conv;
+  conv.saturate = c.saturate;
+  if (c.stochastic) conv.rounding = num::Rounding::stochastic, conv.rng = &rng;
   if (c.op == Op::cast_to) {
     std::vector<float> x(n);
     std::memcpy(x.data(), mem + c.src0, n * 4);
     if (c.group) {
-      num::Convert conv;
       conv.saturate = true;
       const num::BlockQuantized q =
-          num::block_quantize(x.data(), c.rows, c.cols, c.format, num::ScaleFormat::FP32, 1, c.group, conv);
+          num::block_quantize(x.data(), c.rows, c.cols, c.format, c.scale_format, 1, c.group, conv);
       for (std::size_t i = 0; i < n; ++i) put_code(i, q.codes[i]);
-      std::memcpy(mem + c.aux, q.scales.data(), q.scales.size() * 4);
+      for (std::size_t g = 0; g < q.scales.size(); ++g) {
+        if (e8m0) mem[c.aux + g] = num::e8m0_encode(q.scales[g]);
+        else std::memcpy(mem + c.aux + 4 * g, &q.scales[g], 4);
+      }
     } else {
-      num::Convert conv;
-      conv.saturate = c.saturate;
       for (std::size_t i = 0; i < n; ++i) put_code(i, num::encode(c.format, x[i], conv));
     }
     return;
   }
   std::vector<float> out(n), scales(static_cast<std::size_t>(c.rows) * per_row, 1.0f);
-  if (c.group) std::memcpy(scales.data(), mem + c.aux, scales.size() * 4);
+  for (std::size_t g = 0; c.group && g < scales.size(); ++g) {
+    if (e8m0) scales[g] = num::e8m0_decode(mem[c.aux + g]);
+    else std::memcpy(&scales[g], mem + c.aux + 4 * g, 4);
+  }
   for (unsigned r = 0; r < c.rows; ++r)
     for (unsigned j = 0; j < c.cols; ++j) {
       const std::size_t i = static_cast<std::size_t>(r) * c.cols + j;

@@ -23,6 +23,7 @@
 
 #include "common/irq.hpp"
 #include "common/semaphores.hpp"
+#include "numerics/block_scale.hpp"
 #include "numerics/formats.hpp"
 #include "scratchpad/scratchpad.hpp"
 
@@ -59,6 +60,12 @@ struct VectorCommand {
   bool saturate = true;
   unsigned group = 0;
   std::uint64_t aux = 0;
+  // Scales as E8M0 bytes (powers of two) instead of FP32; stochastic
+  // rounding from a generator seeded with `seed` at the command's start
+  // (elements in row order), so a command's result depends on its seed only.
+  num::ScaleFormat scale_format = num::ScaleFormat::FP32;
+  bool stochastic = false;
+  std::uint64_t seed = 0;
   // Semaphores (0 none, i + 1 semaphore i): wait before, signal after.
   unsigned wait_sem = 0, signal_sem = 0, signal_sem2 = 0;
 };

@@ -244,3 +244,58 @@ TEST(VectorUnit, CastsBetweenFormatsWithAndWithoutGroupScales) {
   b.run();
   EXPECT_NE(b.vu.error().find("narrow format"), std::string::npos) << b.vu.error();
 }
+
+TEST(VectorUnit, StochasticCastsAreUnbiasedAndSeededAndE8m0ScalesRoundTrip) {
+  Bench b;
+  // 1 + 2^-9 lies a quarter of a BF16 step above 1: nearest-even always
+  // gives 1, stochastic rounding gives 1 + 2^-7 a quarter of the time.
+  const unsigned n = 4096;
+  b.put(0, std::vector<float>(n, 1.0f + 0x1p-9f));
+  auto cast = [&](std::uint32_t id, std::uint64_t dst, bool stochastic, std::uint64_t seed) {
+    VectorCommand c;
+    c.id = id, c.op = Op::cast_to, c.cols = n, c.src0 = 0, c.dst = dst, c.format = num::Format::BF16;
+    c.stochastic = stochastic, c.seed = seed;
+    b.vu.submit(c);
+  };
+  cast(1, 0x10000, true, 5);
+  cast(2, 0x20000, true, 5);
+  cast(3, 0x30000, true, 6);
+  cast(4, 0x40000, false, 0);
+  b.run();
+  ASSERT_EQ(b.vu.completed(), 4u) << b.vu.error();
+  auto codes = [&](std::uint64_t at) {
+    std::vector<std::uint16_t> v(n);
+    std::memcpy(v.data(), b.spm.data() + at, 2 * n);
+    return v;
+  };
+  const auto s5 = codes(0x10000), again = codes(0x20000), s6 = codes(0x30000), rne = codes(0x40000);
+  EXPECT_EQ(s5, again) << "the same seed gives the same bits";
+  EXPECT_NE(s5, s6) << "another seed, other bits";
+  unsigned up = 0;
+  for (unsigned i = 0; i < n; ++i) {
+    ASSERT_TRUE(s5[i] == 0x3f80 || s5[i] == 0x3f81) << i;
+    up += s5[i] == 0x3f81;
+    ASSERT_EQ(rne[i], 0x3f80) << i;
+  }
+  EXPECT_NEAR(up / double(n), 0.25, 0.03) << "unbiased: the mean stays at 1 + 2^-9";
+
+  // E8M0 group scales: the same codes and scales as block_quantize, and back.
+  const auto x = random(2 * 64, 9, -100, 100);
+  b.put(0x50000, x);
+  VectorCommand to;
+  to.id = 5, to.op = Op::cast_to, to.rows = 2, to.cols = 64, to.src0 = 0x50000, to.dst = 0x51000;
+  to.format = num::Format::E4M3, to.group = 32, to.aux = 0x52000, to.scale_format = num::ScaleFormat::E8M0;
+  VectorCommand from = to;
+  from.id = 6, from.op = Op::cast_from, from.src0 = 0x51000, from.dst = 0x53000;
+  b.vu.submit(to);
+  b.vu.submit(from);
+  b.run();
+  ASSERT_EQ(b.vu.completed(), 6u) << b.vu.error();
+  num::Convert sat;
+  sat.saturate = true;
+  const num::BlockQuantized q = num::block_quantize(x.data(), 2, 64, num::Format::E4M3, num::ScaleFormat::E8M0, 1, 32, sat);
+  for (unsigned i = 0; i < 128; ++i) ASSERT_EQ(b.spm.data()[0x51000 + i], q.codes[i]) << i;
+  for (unsigned g = 0; g < 4; ++g) EXPECT_EQ(b.spm.data()[0x52000 + g], num::e8m0_encode(q.scales[g])) << g;
+  const auto back = b.get(0x53000, 128);
+  for (unsigned i = 0; i < 128; ++i) ASSERT_EQ(back[i], static_cast<float>(q.value(i / 64, i % 64))) << i;
+}
