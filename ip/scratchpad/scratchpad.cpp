@@ -79,18 +79,36 @@ Scratchpad::Scratchpad(const sc_core::sc_module_name& n, const Config& c)
   expose_target("mem_target", mem_target, c.size);
 }
 
+void Scratchpad::engine_stream(const sc_core::sc_time& start, const sc_core::sc_time& end, std::uint64_t bytes) {
+  const auto from = static_cast<std::uint64_t>(std::llround(start / period_)), to = static_cast<std::uint64_t>(std::llround(end / period_));
+  if (to <= from || !bytes) return;
+  const double per_cycle = static_cast<double>(geometry_.banks) * geometry_.row_bytes;
+  streams_.push_back({from, to, std::min(1.0, static_cast<double>(bytes) / (per_cycle * static_cast<double>(to - from)))});
+}
+
 Scratchpad::Timing Scratchpad::book(const sc_core::sc_time& start) {
   const std::uint64_t s = static_cast<std::uint64_t>(std::ceil(start / period_ - 1e-9));
+  // Engines streaming now take their share of every bank.
+  double share = 0;
+  std::size_t keep = 0;
+  for (const Stream& st : streams_) {
+    if (st.from <= s && s < st.to) share += st.share;
+    if (st.to > s) streams_[keep++] = st;
+  }
+  streams_.resize(keep);
+  const double stretch = 1.0 / (1.0 - std::min(share, 0.9));
   std::uint64_t done = s, ideal = 0;
   for (unsigned b = 0; b < geometry_.banks; ++b) {
     if (!rows_[b]) continue;
     const std::uint64_t from = std::max(s, bank_free_[b]);
-    bank_free_[b] = from + rows_[b];
+    const std::uint64_t cost = share > 0 ? static_cast<std::uint64_t>(std::ceil(rows_[b] * stretch - 1e-9)) : rows_[b];
+    shared_cycles_ += cost - rows_[b];
+    bank_free_[b] = from + cost;
     done = std::max(done, bank_free_[b]);
     ideal = std::max<std::uint64_t>(ideal, rows_[b]);
   }
   Timing t;
-  t.stalls = done - s - ideal;
+  t.stalls = done - s - ideal;  // waiting for other accesses, or sharing with engines
   t.cycles = done - s + config_.latency;
   busy_cycles_ += ideal;
   stall_cycles_ += t.stalls;
@@ -156,6 +174,7 @@ void Scratchpad::report_stats(nlohmann::ordered_json& out) const {
   out["busy_cycles"] = busy_cycles_;
   out["bank_conflict_cycles"] = conflict_cycles_;
   out["stall_cycles"] = stall_cycles_;
+  out["engine_shared_cycles"] = shared_cycles_;
   out["errors"] = errors_;
 }
 

@@ -68,11 +68,20 @@ class Scratchpad : public Ip {
   Timing access(const std::uint64_t* addrs, unsigned count, unsigned bytes, bool write, const sc_core::sc_time& start);
 
   // Bytes an engine moved through the banks whose timing it accounts for
-  // itself (the tensor core's operand streams): counted, not booked.
+  // itself (the tensor core's operand streams): counted here, and shared
+  // out over time with engine_stream().
   void count_engine_traffic(std::uint64_t read, std::uint64_t written) {
     engine_bytes_read_ += read;
     engine_bytes_written_ += written;
   }
+  // An engine streams `bytes` through the banks between `start` and `end`
+  // (absolute simulated time), spread evenly: accesses booked in that
+  // window get the rest of each bank's cycles, so a bank's rows cost
+  // 1 / (1 - share) as many cycles, with share = bytes / (the banks' bytes
+  // per cycle x the window's cycles), summed over the streams active at the
+  // access's start and capped at 0.9. (The engines' own timing does not
+  // see the other accesses: they take precedence.)
+  void engine_stream(const sc_core::sc_time& start, const sc_core::sc_time& end, std::uint64_t bytes);
 
   const BankGeometry& geometry() const { return geometry_; }
   std::uint8_t* data() { return storage_.data(); }
@@ -97,7 +106,12 @@ class Scratchpad : public Ip {
   std::vector<unsigned> rows_;            // scratch: rows per bank of the access being booked
   std::uint64_t reads_ = 0, writes_ = 0, bytes_read_ = 0, bytes_written_ = 0, waves_ = 0, errors_ = 0;
   std::uint64_t busy_cycles_ = 0, conflict_cycles_ = 0, stall_cycles_ = 0;
-  std::uint64_t engine_bytes_read_ = 0, engine_bytes_written_ = 0;
+  std::uint64_t engine_bytes_read_ = 0, engine_bytes_written_ = 0, shared_cycles_ = 0;
+  struct Stream {
+    std::uint64_t from, to;  // cycles
+    double share;
+  };
+  std::vector<Stream> streams_;
 };
 
 }  // namespace tessera

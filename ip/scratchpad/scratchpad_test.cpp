@@ -149,3 +149,22 @@ TEST(Scratchpad, BadConfigurationsNameTheParameter) {
   EXPECT_NE(error(nlohmann::json::object(), 1000).find("spm0.size"), std::string::npos);
   EXPECT_NE(error({{"bank", 32}}).find("bank"), std::string::npos) << "typos are errors";
 }
+
+TEST(Scratchpad, EngineStreamsTakeTheirShareOfTheBanks) {
+  Bench b;
+  const sc_core::sc_time cycle(1.0 / 1.5e9, sc_core::SC_SEC);
+  // An engine moves 768000 bytes in its first 1500 cycles (of
+  // 1024 bank bytes each): half of every bank's cycles.
+  b.spm.engine_stream(sc_core::SC_ZERO_TIME, cycle * 1500.0, 768000);
+  std::vector<std::uint8_t> buf(32 * 1024);
+  // 32 KiB are 32 rows in each bank: 32 cycles alone, 64 beside the engine,
+  // plus 2 of latency either way.
+  sc_core::sc_time during = sc_core::SC_ZERO_TIME, after = sc_core::sc_time(2, sc_core::SC_US);
+  b.cpu.transport(tlm::TLM_READ_COMMAND, 0, buf.data(), static_cast<unsigned>(buf.size()), &during);
+  b.cpu.transport(tlm::TLM_READ_COMMAND, 0, buf.data(), static_cast<unsigned>(buf.size()), &after);
+  EXPECT_EQ(during, cycle * 66.0);
+  EXPECT_EQ(after - sc_core::sc_time(2, sc_core::SC_US), cycle * 34.0);
+  nlohmann::ordered_json s;
+  b.spm.report_stats(s);
+  EXPECT_EQ(s["engine_shared_cycles"], 32u * 32);
+}

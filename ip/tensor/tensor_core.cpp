@@ -253,8 +253,13 @@ void TensorCore::run() {
     const std::uint64_t wave_cycles = spm_.geometry().cycles(addrs.data(), wave, eb);
     const GemmTiming t = timing(cfg_, s, wave_cycles);
     const GemmTiming ideal = timing(cfg_, s, 1);
+    const std::uint64_t moved = stats_.bytes_read + stats_.bytes_written;
     execute(c);
-    sc_core::wait(period_ * static_cast<double>(t.cycles));
+    // The operand and result streams occupy the banks while the array runs.
+    const sc_core::sc_time busy = period_ * static_cast<double>(t.cycles);
+    spm_.engine_stream(sc_core::sc_time_stamp(), sc_core::sc_time_stamp() + busy,
+                       stats_.bytes_read + stats_.bytes_written - moved);
+    sc_core::wait(busy);
     stats_.busy_cycles += t.cycles;
     stats_.operand_stall_cycles += t.cycles - ideal.cycles;
     switch (s.input) {

@@ -262,6 +262,20 @@ void VectorUnit::cast(const VectorCommand& c) {
   std::memcpy(mem + c.dst, out.data(), n * 4);
 }
 
+// Scratchpad bytes a command reads and writes (operands, results, scales).
+std::uint64_t VectorUnit::traffic(const VectorCommand& c) const {
+  const std::uint64_t e = static_cast<std::uint64_t>(c.rows) * c.cols, row = 4 * static_cast<std::uint64_t>(c.cols);
+  switch (kind_of(c.op)) {
+    case Kind::binary: return 3 * 4 * e;
+    case Kind::ternary: return 4 * 4 * e;
+    case Kind::unary: return 2 * 4 * e;
+    case Kind::row: return 2 * 4 * e + 2 * row;
+    case Kind::reduce: return 4 * e + 8 * static_cast<std::uint64_t>(c.rows) * std::max(1u, c.k);
+    case Kind::cast: return 4 * e + e * (num::bits(c.format) / 8) + (c.group ? 4 * e / c.group : 0);
+  }
+  return 0;
+}
+
 void VectorUnit::run() {
   for (;;) {
     while (queue_.empty()) sc_core::wait(work_);
@@ -290,7 +304,10 @@ void VectorUnit::run() {
     }
     const VectorTiming t = timing(cfg_, c);
     execute(c);
-    sc_core::wait(period_ * static_cast<double>(t.cycles));
+    // Its operand rows stream through the banks while it runs.
+    const sc_core::sc_time busy = period_ * static_cast<double>(t.cycles);
+    spm_.engine_stream(sc_core::sc_time_stamp(), sc_core::sc_time_stamp() + busy, traffic(c));
+    sc_core::wait(busy);
     stats_.lane_ops += t.lane_ops;
     stats_.special_ops += t.special_ops;
     stats_.busy_cycles += t.cycles;

@@ -102,6 +102,7 @@ class VectorUnit : public sc_core::sc_module {
 
  private:
   void run();
+  std::uint64_t traffic(const VectorCommand& c) const;
   std::string validate(const VectorCommand& c) const;
   void execute(const VectorCommand& c);
   void cast(const VectorCommand& c);
