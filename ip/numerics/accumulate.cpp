@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <stdexcept>
 #include <string>
 
@@ -26,14 +27,18 @@ namespace {
 // rounding through float64 is innocuous for addition), so the float path
 // below gives the same bits.
 bool products_exact_in_float(const std::vector<double>& v) {
+  // On the float64 bits: the biased exponent within [1023 - 62, 1023 + 61]
+  // (magnitudes in [2^-62, 2^62)) and the low 52 - 11 mantissa bits clear
+  // (at most 12 significant bits); zeros pass. Integer work only: this
+  // runs over every operand of every GEMM.
+  constexpr std::uint64_t kLow = (1ull << 41) - 1;
   for (const double x : v) {
-    if (x == 0) continue;
-    if (!std::isfinite(x)) return false;
-    const double ax = std::fabs(x);
-    if (ax < 0x1p-62 || ax > 0x1p62) return false;
-    int e;
-    const double scaled = std::ldexp(std::frexp(x, &e), 12);
-    if (scaled != std::trunc(scaled)) return false;
+    std::uint64_t bits;
+    std::memcpy(&bits, &x, 8);
+    bits &= ~(1ull << 63);
+    if (bits == 0) continue;
+    const std::uint64_t e = bits >> 52;
+    if (e < 1023 - 62 || e > 1023 + 61 || (bits & kLow)) return false;
   }
   return true;
 }
@@ -42,7 +47,10 @@ bool products_exact_in_float(const std::vector<double>& v) {
 // products one by one in order; the loop runs across C's columns.
 void gemm_fp32_fast(const std::vector<double>& a, const std::vector<double>& b, std::vector<double>& c, unsigned m,
                     unsigned n, unsigned k, bool accumulate) {
-  std::vector<float> bf(b.begin(), b.end()), row(n);
+  // Scratch kept between calls: no page faults on every GEMM.
+  thread_local std::vector<float> bf, row;
+  bf.assign(b.begin(), b.end());
+  row.assign(n, 0.0f);
   for (unsigned i = 0; i < m; ++i) {
     for (unsigned j = 0; j < n; ++j)
       row[j] = accumulate ? static_cast<float>(c[static_cast<std::size_t>(i) * n + j]) : 0.0f;

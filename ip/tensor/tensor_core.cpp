@@ -124,7 +124,13 @@ void TensorCore::execute(const GemmCommand& c) {
     std::memcpy(&code, mem + addr, eb);
     return table[code];
   };
-  std::vector<double> a(static_cast<std::size_t>(s.m) * s.k), b(static_cast<std::size_t>(s.k) * s.n), out;
+  // Operand and result buffers live on between commands (no page faults).
+  std::vector<double>& a = scratch_a_;
+  std::vector<double>& b = scratch_b_;
+  std::vector<double>& out = scratch_out_;
+  a.resize(static_cast<std::size_t>(s.m) * s.k);
+  b.resize(static_cast<std::size_t>(s.k) * s.n);
+  out.clear();
   for (unsigned i = 0; i < s.m; ++i)
     for (unsigned p = 0; p < s.k; ++p)
       a[static_cast<std::size_t>(i) * s.k + p] = load(c.a + (c.trans_a ? p * lda + i : i * lda + p) * eb);

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <deque>
 #include <string>
+#include <vector>
 #include <systemc>
 
 #include "common/irq.hpp"
@@ -94,6 +95,7 @@ class TensorCore : public sc_core::sc_module {
   std::uint32_t error_id_ = 0, completed_ = 0;
   CommandError error_code_ = CommandError::none;
   TensorStats stats_;
+  std::vector<double> scratch_a_, scratch_b_, scratch_out_;
 };
 
 }  // namespace tessera::tensor
