@@ -45,7 +45,7 @@ GemmTiming timing(const ArrayConfig& a, const GemmShape& s, std::uint64_t wave) 
   } else {
     t.tiles = ceil_div(s.m, R) * ceil_div(s.n, C);
     const std::uint64_t steps = ceil_div(s.k, pack) * w;
-    t.cycles = (t.tiles - 1) * std::max(steps, R) + steps + R + C - 2 + R;
+    t.cycles = (t.tiles - 1) * std::max(steps, R) + steps + R + C - 1;
   }
   t.utilisation =
       static_cast<double>(t.macs) / (static_cast<double>(t.cycles) * static_cast<double>(peak_macs(a, s.input)));

@@ -10,10 +10,14 @@
 // max(M, R) cycles, and the last tile's results leave the array R + C - 2
 // cycles after its last row entered. With T tiles:
 //   cycles = R (first load) + (T - 1) max(M, R) + M + R + C - 2
-// Output-stationary: C is cut into R x C tiles; each accumulates over the
-// K / pack steps as A and B stream in from the left and the top, then
-// drains R rows while the next tile starts (double-buffered accumulators):
-//   cycles = (T - 1) max(K', R) + K' + R + C - 2 + R,   K' = ceil(K / pack)
+// Output-stationary: C is cut into R x C tiles, each element accumulating
+// its own C value. A's rows enter from the left and B's columns from the
+// top, skewed, meeting in element (r, c) at step k + r + c; K' = ceil(K /
+// pack) steps per tile. After its last product an element puts its result
+// on its column's output bus in the next cycle and switches to its second
+// accumulator, so tiles follow each other every max(K', R) cycles (the
+// input ports take K', a column's bus R):
+//   cycles = (T - 1) max(K', R) + K' + R + C - 1
 // Operand reads from the scratchpad: a row of A (R * pack elements) per
 // cycle; if that wave costs w > 1 cycles in the banks, streaming slows by w.
 #pragma once

@@ -76,7 +76,118 @@ std::uint64_t simulate_ws(unsigned R, unsigned C, unsigned M, unsigned N, unsign
   }
   return last + 1;
 }
+
+// An output-stationary R x C array simulated cycle by cycle. Element (r, c)
+// holds C[i0 + r][j0 + c] of its tile in one of two accumulators. Tile j's
+// operands enter at s_j = j max(K, R): A[i0 + r][k] into row r at s_j + k + r,
+// moving right; B[k][j0 + c] into column c at s_j + k + c, moving down; so
+// they meet in (r, c) at s_j + k + r + c. After its last product an element
+// writes its result on its column's output bus in the next cycle and
+// switches accumulators; a bus takes one value per cycle (checked). Returns
+// the cycle after the last result left on a bus.
+std::uint64_t simulate_os(unsigned R, unsigned C, unsigned M, unsigned N, unsigned K, const std::vector<double>& a,
+                          const std::vector<double>& b, std::vector<double>& out) {
+  const unsigned mt = (M + R - 1) / R, nt = (N + C - 1) / C, tiles = mt * nt;
+  const std::uint64_t period = std::max(K, R);
+  out.assign(static_cast<std::size_t>(M) * N, 0.0);
+  struct Operand {
+    bool valid = false;
+    double value = 0;
+    unsigned tile = 0, k = 0;
+  };
+  std::vector<Operand> areg(R * C), breg(R * C), anext(R * C), bnext(R * C);
+  std::vector<double> acc(2 * R * C, 0.0);
+  struct Write {
+    std::uint64_t cycle;
+    unsigned tile, r, c;
+  };
+  std::vector<Write> pending;
+  std::vector<std::uint64_t> bus_busy(C, ~0ull);
+  std::uint64_t last = 0;
+  std::size_t written = 0;
+  const std::size_t expected = static_cast<std::size_t>(tiles) * R * C;
+  for (std::uint64_t t = 0; written < expected; ++t) {
+    // Results finished last cycle go out on their column's bus.
+    for (auto it = pending.begin(); it != pending.end();) {
+      if (it->cycle != t) {
+        ++it;
+        continue;
+      }
+      EXPECT_NE(bus_busy[it->c], t) << "two results on column " << it->c << "'s bus in cycle " << t;
+      bus_busy[it->c] = t;
+      const unsigned i = (it->tile / nt) * R + it->r, j = (it->tile % nt) * C + it->c;
+      double& slot = acc[(it->tile % 2) * R * C + it->r * C + it->c];
+      if (i < M && j < N) out[i * N + j] = slot;
+      slot = 0;
+      ++written;
+      last = t;
+      it = pending.erase(it);
+    }
+    for (unsigned r = 0; r < R; ++r)
+      for (unsigned c = 0; c < C; ++c) {
+        Operand x, y;
+        if (c == 0) {
+          for (unsigned j = 0; j < tiles; ++j) {
+            const std::uint64_t s = j * period;
+            if (t >= s + r && t < s + r + K) {
+              const unsigned k = static_cast<unsigned>(t - s - r), i = (j / nt) * R + r;
+              x = {true, i < M ? a[i * K + k] : 0.0, j, k};
+            }
+          }
+        } else {
+          x = areg[r * C + c - 1];
+        }
+        if (r == 0) {
+          for (unsigned j = 0; j < tiles; ++j) {
+            const std::uint64_t s = j * period;
+            if (t >= s + c && t < s + c + K) {
+              const unsigned k = static_cast<unsigned>(t - s - c), n = (j % nt) * C + c;
+              y = {true, n < N ? b[k * N + n] : 0.0, j, k};
+            }
+          }
+        } else {
+          y = breg[(r - 1) * C + c];
+        }
+        EXPECT_EQ(x.valid, y.valid) << "operands meet in step at (" << r << ", " << c << ") in cycle " << t;
+        if (x.valid && y.valid) {
+          EXPECT_TRUE(x.tile == y.tile && x.k == y.k);
+          acc[(x.tile % 2) * R * C + r * C + c] += x.value * y.value;
+          if (x.k == K - 1) pending.push_back({t + 1, x.tile, r, c});
+        }
+        anext[r * C + c] = x;
+        bnext[r * C + c] = y;
+      }
+    areg.swap(anext);
+    breg.swap(bnext);
+  }
+  return last + 1;
+}
 }  // namespace
+
+TEST(Systolic, OutputStationaryFormulaMatchesTheCycleModel) {
+  std::mt19937 rng(4);
+  std::uniform_int_distribution<int> v(-4, 4);
+  const unsigned R = 4, C = 3;
+  ArrayConfig cfg;
+  cfg.rows = R;
+  cfg.cols = C;
+  cfg.dataflow = Dataflow::output_stationary;
+  for (unsigned M : {1u, 4u, 6u, 9u})
+    for (unsigned K : {1u, 3u, 4u, 7u})
+      for (unsigned N : {1u, 3u, 5u}) {
+        std::vector<double> a(M * K), b(K * N), c;
+        for (auto& x : a) x = v(rng);
+        for (auto& x : b) x = v(rng);
+        const std::uint64_t cycles = simulate_os(R, C, M, N, K, a, b, c);
+        EXPECT_EQ(timing(cfg, {M, N, K, num::Format::BF16}).cycles, cycles) << M << "x" << N << "x" << K;
+        for (unsigned i = 0; i < M; ++i)
+          for (unsigned j = 0; j < N; ++j) {
+            double ref = 0;
+            for (unsigned p = 0; p < K; ++p) ref += a[i * K + p] * b[p * N + j];
+            ASSERT_EQ(c[i * N + j], ref) << "C[" << i << "][" << j << "] of " << M << "x" << N << "x" << K;
+          }
+      }
+}
 
 TEST(Systolic, WeightStationaryFormulaMatchesTheCycleModel) {
   std::mt19937 rng(3);
