@@ -358,3 +358,31 @@ TEST(Kernels, EightTilesShareAGemmOverTheNocAndHbm) {
   EXPECT_LT(took.to_seconds(), 0.5 * dma_total);
   EXPECT_EQ(t.p->protocol_violations(), 0u);
 }
+
+TEST(Kernels, EightTilesMeetAtABarrierOverTheNoc) {
+  sim::reset();
+  T1 t;
+  const unsigned tiles = 8;
+  const std::uint64_t table = kHbm + 0x10000;
+  const std::vector<std::uint32_t> zeros(2 * tiles, 0);
+  t.p->debug_write(table, zeros.data(), zeros.size() * 4);
+  const ElfImage barrier = ElfImage::read(std::string(TESSERA_KERNEL_DIR) + "/barrier.elf");
+  std::vector<std::vector<std::uint32_t>> args;
+  for (unsigned i = 0; i < tiles; ++i) {
+    t.p->load_kernel("tile" + std::to_string(i), barrier);
+    // Tile i works i x 2000 loop iterations first: without the barrier the
+    // early tiles would read the table long before the late ones wrote it.
+    args.push_back({i, tiles, static_cast<std::uint32_t>(table), static_cast<std::uint32_t>(table >> 32),
+                    TESSERA_TILE0_CSR_BASE, TESSERA_TILE1_CSR_BASE - TESSERA_TILE0_CSR_BASE, 2000});
+  }
+  t.launch_on(args, sc_core::sc_time(10, sc_core::SC_MS));
+  std::vector<std::uint32_t> got(2 * tiles);
+  t.p->debug_read(table, got.data(), got.size() * 4);
+  for (unsigned i = 0; i < tiles; ++i) {
+    ASSERT_EQ(t.reg(i, R::CORE_STATUS), 2u) << "tile " << i;
+    EXPECT_EQ(t.reg(i, R::CORE_EXIT), 0u) << "tile " << i;
+    EXPECT_EQ(got[i], i + 1);
+    EXPECT_EQ(got[tiles + i], tiles * (tiles + 1) / 2) << "tile " << i << " passed the barrier early";
+    EXPECT_EQ(t.stats(i)["semaphore_signals"], tiles - 1) << "tile " << i;
+  }
+}

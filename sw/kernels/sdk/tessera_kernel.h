@@ -235,4 +235,17 @@ static inline void tk_remote_signal(uint32_t regs, unsigned s) {
   *(volatile uint32_t*)(uintptr_t)(regs + TILE_SEM_OFFSET + 4 * s) = 1;
 }
 
+/* A barrier of `tiles` tiles whose register windows are at regs0 + i *
+ * stride (global addresses), this one being number `self`: each signals
+ * semaphore `s` of every other, then takes tiles - 1 from its own. Returns
+ * nonzero if an engine reported an error meanwhile. Semaphore `s` must be
+ * used for nothing else. */
+static inline int tk_barrier(unsigned s, unsigned self, unsigned tiles, uint32_t regs0, uint32_t stride) {
+  for (unsigned i = 0; i < tiles; ++i)
+    if (i != self) tk_remote_signal(regs0 + i * stride, s);
+  for (unsigned i = 1; i < tiles; ++i)
+    if (tk_sem_wait(s)) return -1;
+  return 0;
+}
+
 #endif
