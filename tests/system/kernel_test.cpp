@@ -30,7 +30,9 @@ struct T1 {
   Tile* tile = nullptr;
   // The CP sleeps in a wfi loop: the test launches the kernel itself, as
   // the host runtime will.
-  T1() {
+  // `start`: complete elaboration now (debug accesses through the bus need
+  // it); tests that only check refusals leave the simulation unstarted.
+  explicit T1(bool start = true) {
     nlohmann::json raw = PlatformSpec::read(kT1);
     for (const char* s : {"uart0.tx=none", "cp.reset_pc=0x8000_0000"}) PlatformSpec::apply_set(raw, kT1, s);
     spec = PlatformSpec::parse(kT1, raw);
@@ -39,7 +41,7 @@ struct T1 {
     tlm::tlm_generic_payload t;
     set_access(t, tlm::TLM_WRITE_COMMAND, 0, const_cast<std::uint32_t*>(idle), sizeof idle);
     p->target("cpram", "mem_target").transport_dbg(t);
-    sc_core::sc_start(sc_core::SC_ZERO_TIME);  // complete elaboration
+    if (start) sc_core::sc_start(sc_core::SC_ZERO_TIME);  // complete elaboration
     tile = p->get<Tile>("tile0");
   }
   std::uint32_t reg(unsigned r) { return reg(0, r); }
@@ -81,7 +83,18 @@ struct T1 {
     sc_core::sc_start(sc_core::SC_ZERO_TIME);
     while (sc_core::sc_time_stamp() < limit && (!all_started || running()))
       sc_core::sc_start(sc_core::sc_time(100, sc_core::SC_NS));
-    return sc_core::sc_time_stamp() - started;
+    const sc_core::sc_time took = sc_core::sc_time_stamp() - started;
+    // Work a kernel left queued (after an error, say) runs to its end, so
+    // no engine is caught in the middle of a transfer when the test ends.
+    auto engines_busy = [&] {
+      for (std::size_t tile = 0; tile < args.size(); ++tile) {
+        Tile* t = p->get<Tile>("tile" + std::to_string(tile));
+        if (t->dma().busy() || t->tensor_core().busy() || t->vector_unit().busy()) return true;
+      }
+      return false;
+    };
+    while (sc_core::sc_time_stamp() < limit && engines_busy()) sc_core::sc_start(sc_core::sc_time(1, sc_core::SC_US));
+    return took;
   }
   sc_core::sc_time launch(const std::vector<std::uint32_t>& args, sc_core::sc_time limit) {
     return launch_on({args}, limit);
@@ -134,6 +147,8 @@ void expect_within_fp32_bound(const std::vector<float>& c, const std::vector<dou
 
 TEST(Kernels, DoubleBufferedBf16GemmOnTheTileCore) {
   sim::reset();
+  // Read before the simulation starts (ASan cannot follow SystemC's thread stacks).
+  const ElfImage elf_gemm = ElfImage::read(std::string(TESSERA_KERNEL_DIR) + "/gemm.elf");
   T1 t;
   const unsigned m = 128, n = 256, k = 512;
   const auto af = random(m * k, 1, -1, 1), bf = random(k * n, 2, -1, 1);
@@ -150,7 +165,7 @@ TEST(Kernels, DoubleBufferedBf16GemmOnTheTileCore) {
   const std::uint64_t pa = kHbm, pb = kHbm + 0x100000, pc = kHbm + 0x200000;
   t.p->debug_write(pa, a.data(), a.size() * 2);
   t.p->debug_write(pb, b.data(), b.size() * 2);
-  t.p->load_kernel("tile0", ElfImage::read(std::string(TESSERA_KERNEL_DIR) + "/gemm.elf"));
+  t.p->load_kernel("tile0", elf_gemm);
   const sc_core::sc_time took = t.launch(gemm_args(pa, pb, pc, m, n, k, 0, 0), sc_core::sc_time(10, sc_core::SC_MS));
   ASSERT_EQ(t.reg(R::CORE_STATUS), 2u) << "the kernel ran to its end (fault cause " << t.reg(R::CORE_FAULT_CAUSE)
                                        << " at " << std::hex << t.reg(R::CORE_FAULT_PC) << ")";
@@ -176,6 +191,8 @@ TEST(Kernels, DoubleBufferedBf16GemmOnTheTileCore) {
 
 TEST(Kernels, Fp8GemmCastsActivationsOnTheFlyWithBlockScales) {
   sim::reset();
+  // Read before the simulation starts (ASan cannot follow SystemC's thread stacks).
+  const ElfImage elf_gemm = ElfImage::read(std::string(TESSERA_KERNEL_DIR) + "/gemm.elf");
   T1 t;
   const unsigned m = 64, n = 256, k = 512, g = 128;
   const auto af = random(m * k, 3, -4, 4), bf = random(k * n, 4, -0.5f, 0.5f);
@@ -194,7 +211,7 @@ TEST(Kernels, Fp8GemmCastsActivationsOnTheFlyWithBlockScales) {
   t.p->debug_write(pa, af.data(), af.size() * 4);
   t.p->debug_write(pb, qbq.codes.data(), qbq.codes.size());
   t.p->debug_write(pbs, qbq.scales.data(), qbq.scales.size() * 4);
-  t.p->load_kernel("tile0", ElfImage::read(std::string(TESSERA_KERNEL_DIR) + "/gemm.elf"));
+  t.p->load_kernel("tile0", elf_gemm);
   const sc_core::sc_time took = t.launch(gemm_args(pa, pb, pc, m, n, k, 1, pbs), sc_core::sc_time(10, sc_core::SC_MS));
   ASSERT_EQ(t.reg(R::CORE_STATUS), 2u);
   EXPECT_EQ(t.reg(R::CORE_EXIT), 0u);
@@ -222,8 +239,10 @@ TEST(Kernels, Fp8GemmCastsActivationsOnTheFlyWithBlockScales) {
 
 TEST(Kernels, ABadShapeEndsTheKernelWithItsCodeAndAFaultIsReported) {
   sim::reset();
+  // Read before the simulation starts (ASan cannot follow SystemC's thread stacks).
+  const ElfImage elf_gemm = ElfImage::read(std::string(TESSERA_KERNEL_DIR) + "/gemm.elf");
   T1 t;
-  t.p->load_kernel("tile0", ElfImage::read(std::string(TESSERA_KERNEL_DIR) + "/gemm.elf"));
+  t.p->load_kernel("tile0", elf_gemm);
   t.launch(gemm_args(kHbm, kHbm, kHbm, 100, 128, 256, 0, 0), sc_core::sc_time(1, sc_core::SC_MS));
   EXPECT_EQ(t.reg(R::CORE_STATUS), 2u);
   EXPECT_EQ(t.reg(R::CORE_EXIT), 2u) << "M = 100 is not whole 64-row tiles";
@@ -238,15 +257,19 @@ TEST(Kernels, ABadShapeEndsTheKernelWithItsCodeAndAFaultIsReported) {
 
 TEST(Kernels, LoadingRefusesWhatCannotRun) {
   sim::reset();
-  T1 t;
+  // Nothing runs here: the simulation is never started.
+  // Read before the simulation starts (ASan cannot follow SystemC's thread stacks).
+  const ElfImage elf_hello = ElfImage::read(std::string(TESSERA_FIRMWARE_DIR) + "/hello.elf");
+  const ElfImage elf_gemm = ElfImage::read(std::string(TESSERA_KERNEL_DIR) + "/gemm.elf");
+  T1 t(false);
   try {
-    t.p->load_kernel("tile0", ElfImage::read(std::string(TESSERA_FIRMWARE_DIR) + "/hello.elf"));
+    t.p->load_kernel("tile0", elf_hello);
     FAIL() << "an RV64 program was loaded onto the RV32 tile core";
   } catch (const ElfError& e) {
     EXPECT_NE(std::string(e.what()).find("RV32"), std::string::npos) << e.what();
   }
   try {
-    t.p->load_kernel("cpram", ElfImage::read(std::string(TESSERA_KERNEL_DIR) + "/gemm.elf"));
+    t.p->load_kernel("cpram", elf_gemm);
     FAIL() << "a kernel was loaded onto something that is no tile";
   } catch (const ConfigError& e) {
     EXPECT_NE(std::string(e.what()).find("no tile instance named \"cpram\""), std::string::npos) << e.what();
@@ -255,6 +278,8 @@ TEST(Kernels, LoadingRefusesWhatCannotRun) {
 
 TEST(Kernels, FusedSwigluFfnOnTheTileCore) {
   sim::reset();
+  // Read before the simulation starts (ASan cannot follow SystemC's thread stacks).
+  const ElfImage elf_swiglu_ffn = ElfImage::read(std::string(TESSERA_KERNEL_DIR) + "/swiglu_ffn.elf");
   T1 t;
   const unsigned T = 64, d = 256, f = 512;
   auto bf16 = [](const std::vector<float>& v, std::vector<std::uint16_t>& codes, std::vector<double>& q) {
@@ -277,7 +302,7 @@ TEST(Kernels, FusedSwigluFfnOnTheTileCore) {
   t.p->debug_write(p1, w1.data(), w1.size() * 2);
   t.p->debug_write(p3, w3.data(), w3.size() * 2);
   t.p->debug_write(p2, w2.data(), w2.size() * 2);
-  t.p->load_kernel("tile0", ElfImage::read(std::string(TESSERA_KERNEL_DIR) + "/swiglu_ffn.elf"));
+  t.p->load_kernel("tile0", elf_swiglu_ffn);
   auto lo = [](std::uint64_t v) { return static_cast<std::uint32_t>(v); };
   auto hi = [](std::uint64_t v) { return static_cast<std::uint32_t>(v >> 32); };
   const sc_core::sc_time took = t.launch({lo(px), hi(px), lo(p1), hi(p1), lo(p3), hi(p3), lo(p2), hi(p2), lo(py),
@@ -320,6 +345,8 @@ TEST(Kernels, FusedSwigluFfnOnTheTileCore) {
 
 TEST(Kernels, EightTilesShareAGemmOverTheNocAndHbm) {
   sim::reset();
+  // Read before the simulation starts (ASan cannot follow SystemC's thread stacks).
+  const ElfImage elf_gemm = ElfImage::read(std::string(TESSERA_KERNEL_DIR) + "/gemm.elf");
   T1 t;
   const unsigned tiles = 8, rows = 64, m = tiles * rows, n = 128, k = 512;
   const auto af = random(m * k, 9, -1, 1), bf = random(k * n, 10, -1, 1);
@@ -332,7 +359,7 @@ TEST(Kernels, EightTilesShareAGemmOverTheNocAndHbm) {
   const std::uint64_t pa = kHbm, pb = kHbm + 0x100000, pc = kHbm + 0x200000;
   t.p->debug_write(pa, a.data(), a.size() * 2);
   t.p->debug_write(pb, b.data(), b.size() * 2);
-  const ElfImage gemm = ElfImage::read(std::string(TESSERA_KERNEL_DIR) + "/gemm.elf");
+  const ElfImage& gemm = elf_gemm;
   std::vector<std::vector<std::uint32_t>> args;
   for (unsigned i = 0; i < tiles; ++i) {
     t.p->load_kernel("tile" + std::to_string(i), gemm);
@@ -361,12 +388,14 @@ TEST(Kernels, EightTilesShareAGemmOverTheNocAndHbm) {
 
 TEST(Kernels, EightTilesMeetAtABarrierOverTheNoc) {
   sim::reset();
+  // Read before the simulation starts (ASan cannot follow SystemC's thread stacks).
+  const ElfImage elf_barrier = ElfImage::read(std::string(TESSERA_KERNEL_DIR) + "/barrier.elf");
   T1 t;
   const unsigned tiles = 8;
   const std::uint64_t table = kHbm + 0x10000;
   const std::vector<std::uint32_t> zeros(2 * tiles, 0);
   t.p->debug_write(table, zeros.data(), zeros.size() * 4);
-  const ElfImage barrier = ElfImage::read(std::string(TESSERA_KERNEL_DIR) + "/barrier.elf");
+  const ElfImage& barrier = elf_barrier;
   std::vector<std::vector<std::uint32_t>> args;
   for (unsigned i = 0; i < tiles; ++i) {
     t.p->load_kernel("tile" + std::to_string(i), barrier);
