@@ -186,6 +186,8 @@ TEST(Kernels, DoubleBufferedBf16GemmOnTheTileCore) {
               k, took.to_seconds() * 1e6, rel, 100 * tensor / cycles, 100 * dma / cycles);
   EXPECT_GT(dma + tensor - cycles, 0.5 * tensor) << "hidden tensor time";
   EXPECT_GT(s["tensor_semaphore_wait_cycles"].get<std::uint64_t>(), 0u);
+  EXPECT_GT(s["core_wfi_sleeps"].get<std::uint64_t>(), 0u) << "the core slept while the engines worked";
+  EXPECT_LT(s["core_instructions"].get<std::uint64_t>(), 20000u) << "and did not spin";
   EXPECT_EQ(t.p->protocol_violations(), 0u);
 }
 
