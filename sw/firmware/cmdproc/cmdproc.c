@@ -1,0 +1,260 @@
+/* The CP firmware's command processor: serves the host's command ring
+ * (sw/runtime/include/tessera/protocol.h, sw/runtime/README.md) for ever.
+ *
+ * Every command is checked before anything happens: an unknown opcode, a
+ * tile mask naming tiles the chip lacks, an address outside HBM, a size
+ * that does not fit a scratchpad, a tile still busy: each ends the command
+ * with an error completion naming the problem, and the firmware serves the
+ * next one. LOAD copies a kernel image from HBM into tiles' scratchpads with
+ * each tile's DMA. LAUNCH resets the tiles' engines and semaphores, starts
+ * their cores, and sleeps (wfi) until every core has stopped or the
+ * watchdog (the CLINT timer) fires; a fault, a nonzero exit code or a
+ * timeout (the cores are halted) is reported with the tile and the cause.
+ * Errors are also logged on the UART. */
+#include <stdio.h>
+#include <string.h>
+
+#include "bsp.h"
+#include "tessera/protocol.h"
+#include "tile_regs.h"
+
+#define MTIME_PER_US 10u /* the CLINT's timebase on t1: 10 MHz */
+
+static const uintptr_t tile_regs[] = {
+#ifdef TESSERA_TILE0_CSR_BASE
+    TESSERA_TILE0_CSR_BASE,
+#endif
+#ifdef TESSERA_TILE1_CSR_BASE
+    TESSERA_TILE1_CSR_BASE,
+#endif
+#ifdef TESSERA_TILE2_CSR_BASE
+    TESSERA_TILE2_CSR_BASE,
+#endif
+#ifdef TESSERA_TILE3_CSR_BASE
+    TESSERA_TILE3_CSR_BASE,
+#endif
+#ifdef TESSERA_TILE4_CSR_BASE
+    TESSERA_TILE4_CSR_BASE,
+#endif
+#ifdef TESSERA_TILE5_CSR_BASE
+    TESSERA_TILE5_CSR_BASE,
+#endif
+#ifdef TESSERA_TILE6_CSR_BASE
+    TESSERA_TILE6_CSR_BASE,
+#endif
+#ifdef TESSERA_TILE7_CSR_BASE
+    TESSERA_TILE7_CSR_BASE,
+#endif
+};
+#define TILES (sizeof tile_regs / sizeof tile_regs[0])
+#define TILE_IRQ0 TESSERA_TILE0_IRQ
+#define SPM_BYTES TESSERA_TILE0_SIZE
+#define HBM_LO TESSERA_HBM0_BASE
+#define HBM_HI (TESSERA_HBM3_BASE + TESSERA_HBM3_SIZE)
+#define LOCAL_SPM 0x80000000u
+
+static inline void tile_w(unsigned t, uint32_t off, uint32_t v) { mmio_write32(tile_regs[t] + off, v); }
+static inline uint32_t tile_r(unsigned t, uint32_t off) { return mmio_read32(tile_regs[t] + off); }
+#define TW(t, reg, v) tile_w((t), TILE_##reg##_OFFSET, (v))
+#define TR(t, reg) tile_r((t), TILE_##reg##_OFFSET)
+
+static volatile uint32_t bells, tile_news, timer_fired;
+
+static void on_mailbox(unsigned source) {
+  (void)source;
+  const uint32_t b = mailbox_doorbells();
+  mailbox_acknowledge(b);
+  bells |= b;
+}
+
+static void on_tile(unsigned source) {
+  const unsigned t = source - TILE_IRQ0;
+  TW(t, IRQ_ENABLE, 0); /* the main loop reads the core's state */
+  tile_news |= 1u << t;
+}
+
+static void on_timer(void) {
+  clint_set_timer(UINT64_MAX);
+  timer_fired = 1;
+}
+
+/* Sleeps until an interrupt has been taken (interrupts are masked while
+ * the caller checks its condition, so none is missed). */
+static void sleep_once(void) {
+  __asm__ volatile("wfi");
+  csr_set(mstatus, MSTATUS_MIE);
+  csr_clear(mstatus, MSTATUS_MIE);
+}
+
+static volatile uint8_t* hbm(uint64_t offset) { return (volatile uint8_t*)(uintptr_t)(HBM_LO + offset); }
+
+static int in_hbm(uint64_t addr, uint64_t size) { return addr >= HBM_LO && addr <= HBM_HI && size <= HBM_HI - addr; }
+
+static void fail(struct tp_completion* r, uint32_t status, uint32_t tile, uint32_t detail, uint32_t detail2) {
+  static const char* const names[] = {"ok",          "bad opcode",   "bad tile mask", "bad pointer", "bad size",
+                                      "DMA error",   "kernel fault", "kernel error",  "timeout",     "tile busy"};
+  r->status = status;
+  r->tile = tile;
+  r->detail = detail;
+  r->detail2 = detail2;
+  printf("cmdproc: command %u (opcode %u): %s (tile %u, %#x, %#x)\n", (unsigned)r->id, (unsigned)r->opcode,
+         status < sizeof names / sizeof names[0] ? names[status] : "?", (unsigned)tile, (unsigned)detail,
+         (unsigned)detail2);
+}
+
+/* The mask names only tiles the chip has, and none of them runs a kernel. */
+static int check_tiles(const struct tp_command* c, struct tp_completion* r) {
+  if (!c->tiles || (TILES < 32 && (c->tiles >> TILES))) {
+    fail(r, TP_BAD_TILE, 0, c->tiles, TILES);
+    return 0;
+  }
+  for (unsigned t = 0; t < TILES; ++t)
+    if ((c->tiles >> t & 1) && (TR(t, CORE_STATUS) & TILE_CORE_STATUS_STATE_MASK) == 1) {
+      fail(r, TP_BUSY_TILE, t, 0, 0);
+      return 0;
+    }
+  return 1;
+}
+
+static void load(const struct tp_command* c, struct tp_completion* r) {
+  if (!check_tiles(c, r)) return;
+  if (!in_hbm(c->addr, c->size)) return fail(r, TP_BAD_POINTER, 0, (uint32_t)c->addr, (uint32_t)(c->addr >> 32));
+  if (!c->size || c->offset > SPM_BYTES || c->size > SPM_BYTES - c->offset)
+    return fail(r, TP_BAD_SIZE, 0, c->size, c->offset);
+  for (unsigned t = 0; t < TILES; ++t) {
+    if (!(c->tiles >> t & 1)) continue;
+    TW(t, CTRL, TILE_CTRL_DRESET_MASK);
+    TW(t, DMA_ID, c->id);
+    TW(t, DMA_SRC_LO, (uint32_t)c->addr);
+    TW(t, DMA_SRC_HI, (uint32_t)(c->addr >> 32));
+    TW(t, DMA_DST_LO, c->offset);
+    TW(t, DMA_DST_HI, 0);
+    TW(t, DMA_FLAGS, TILE_DMA_FLAGS_DST_LOCAL_MASK);
+    TW(t, DMA_LEN0, c->size);
+    TW(t, DMA_COUNT1, 1);
+    TW(t, DMA_COUNT2, 1);
+    TW(t, DMA_SSTRIDE1, 0);
+    TW(t, DMA_SSTRIDE2, 0);
+    TW(t, DMA_DSTRIDE1, 0);
+    TW(t, DMA_DSTRIDE2, 0);
+    TW(t, DMA_GROUP, 0);
+    TW(t, DMA_SEM, 0);
+    TW(t, DMA_PUSH, 1);
+  }
+  for (unsigned t = 0; t < TILES; ++t) {
+    if (!(c->tiles >> t & 1)) continue;
+    uint32_t s;
+    while ((s = TR(t, DMA_STATUS)) & TILE_DMA_STATUS_BUSY_MASK) {
+    }
+    if (s & TILE_DMA_STATUS_ERROR_MASK && r->status == TP_OK) fail(r, TP_DMA_ERROR, t, TR(t, DMA_ERROR_CODE), 0);
+    TW(t, CTRL, TILE_CTRL_DRESET_MASK);
+    TW(t, IRQ_STATUS, ~0u);
+  }
+}
+
+static void launch(const struct tp_command* c, struct tp_completion* r) {
+  if (!check_tiles(c, r)) return;
+  if (c->entry < LOCAL_SPM || c->entry - LOCAL_SPM >= SPM_BYTES) return fail(r, TP_BAD_POINTER, 0, c->entry, 0);
+  if (c->nargs > 16) return fail(r, TP_BAD_SIZE, 0, c->nargs, 16);
+  const uint32_t timeout = c->timeout_us ? c->timeout_us : TP_DEFAULT_TIMEOUT_US;
+  for (unsigned t = 0; t < TILES; ++t) {
+    if (!(c->tiles >> t & 1)) continue;
+    /* A clean tile: empty queues, no errors, semaphores at zero. */
+    TW(t, CTRL, TILE_CTRL_RESET_MASK | TILE_CTRL_VRESET_MASK | TILE_CTRL_DRESET_MASK | TILE_CTRL_SEMRESET_MASK);
+    TW(t, IRQ_STATUS, ~0u);
+    TW(t, CORE_IRQ_ENABLE, 0);
+    for (unsigned i = 0; i < 16; ++i) tile_w(t, TILE_CORE_ARG_OFFSET + 4 * i, i < c->nargs ? c->args[i] : 0);
+    TW(t, CORE_EXIT, 0);
+    TW(t, CORE_PC, c->entry);
+  }
+  tile_news = 0;
+  timer_fired = 0;
+  const uint64_t deadline = clint_mtime() + (uint64_t)timeout * MTIME_PER_US;
+  for (unsigned t = 0; t < TILES; ++t) {
+    if (!(c->tiles >> t & 1)) continue;
+    TW(t, IRQ_ENABLE, TILE_IRQ_ENABLE_CORE_DONE_MASK | TILE_IRQ_ENABLE_CORE_FAULT_MASK);
+    TW(t, CORE_CTRL, TILE_CORE_CTRL_START_MASK);
+  }
+  clint_set_timer(deadline);
+  int running = -1;
+  for (;;) {
+    running = -1;
+    for (unsigned t = 0; t < TILES && running < 0; ++t)
+      if ((c->tiles >> t & 1) && (TR(t, CORE_STATUS) & TILE_CORE_STATUS_STATE_MASK) == 1) running = (int)t;
+    if (running < 0 || timer_fired) break;
+    /* A tile's interrupt is masked once taken; unmask those still running. */
+    for (unsigned t = 0; t < TILES; ++t)
+      if ((tile_news >> t & 1) && (c->tiles >> t & 1)) {
+        tile_news &= ~(1u << t);
+        TW(t, IRQ_STATUS, ~0u);
+        TW(t, IRQ_ENABLE, TILE_IRQ_ENABLE_CORE_DONE_MASK | TILE_IRQ_ENABLE_CORE_FAULT_MASK);
+      }
+    if ((TR((unsigned)running, CORE_STATUS) & TILE_CORE_STATUS_STATE_MASK) == 1) sleep_once();
+  }
+  clint_set_timer(UINT64_MAX);
+  if (running >= 0) {
+    for (unsigned t = 0; t < TILES; ++t)
+      if (c->tiles >> t & 1) TW(t, CORE_CTRL, TILE_CORE_CTRL_HALT_MASK);
+    fail(r, TP_TIMEOUT, (uint32_t)running, timeout, 0);
+  }
+  for (unsigned t = 0; t < TILES; ++t) {
+    if (!(c->tiles >> t & 1)) continue;
+    TW(t, IRQ_ENABLE, 0);
+    TW(t, IRQ_STATUS, ~0u);
+    if (r->status != TP_OK) continue;
+    const uint32_t state = TR(t, CORE_STATUS) & TILE_CORE_STATUS_STATE_MASK;
+    if (state == 3) fail(r, TP_KERNEL_FAULT, t, TR(t, CORE_FAULT_CAUSE), TR(t, CORE_FAULT_PC));
+    else if (state == 2 && TR(t, CORE_EXIT)) fail(r, TP_KERNEL_ERROR, t, TR(t, CORE_EXIT), 0);
+  }
+}
+
+int main(void) {
+  uart_init();
+  trap_set_external_handler(TESSERA_MAILBOX_IRQ, on_mailbox);
+  plic_enable(TESSERA_MAILBOX_IRQ, 1);
+  for (unsigned t = 0; t < TILES; ++t) {
+    TW(t, IRQ_ENABLE, 0);
+    trap_set_external_handler(TILE_IRQ0 + t, on_tile);
+    plic_enable(TILE_IRQ0 + t, 1);
+  }
+  trap_set_timer_handler(on_timer);
+  clint_set_timer(UINT64_MAX);
+  mailbox_enable_irq(true, false);
+  csr_set(mie, MIP_MEIP | MIP_MTIP);
+
+  volatile uint32_t* produced = (volatile uint32_t*)hbm(TP_PRODUCED);
+  volatile uint32_t* completed = (volatile uint32_t*)hbm(TP_COMPLETED);
+  *completed = 0;
+  *(volatile uint32_t*)hbm(TP_READY) = TP_VERSION;
+  mailbox_ring(TP_BELL_READY);
+  uint32_t done = 0;
+  for (;;) {
+    bells = 0;
+    if (*produced == done) {
+      /* Interrupts are masked here: a doorbell after the check still
+       * wakes the wfi. */
+      while (!bells) sleep_once();
+      continue;
+    }
+    struct tp_command c;
+    const volatile uint8_t* slot = hbm(TP_CMD_RING + (done % TP_RING_ENTRIES) * sizeof c);
+    for (unsigned i = 0; i < sizeof c / 8; ++i) ((uint64_t*)&c)[i] = ((const volatile uint64_t*)slot)[i];
+    struct tp_completion r;
+    memset(&r, 0, sizeof r);
+    r.id = c.id;
+    r.opcode = c.opcode;
+    switch (c.opcode) {
+      case TP_NOP: break;
+      case TP_LOAD: load(&c, &r); break;
+      case TP_LAUNCH: launch(&c, &r); break;
+      default: fail(&r, TP_BAD_OPCODE, 0, c.opcode, 0); break;
+    }
+    r.mtime = clint_mtime();
+    volatile uint64_t* out = (volatile uint64_t*)hbm(TP_CPL_RING + (done % TP_RING_ENTRIES) * sizeof r);
+    for (unsigned i = 0; i < sizeof r / 8; ++i) out[i] = ((const uint64_t*)&r)[i];
+    ++done;
+    __asm__ volatile("fence" ::: "memory");
+    *completed = done;
+    mailbox_ring(TP_BELL_COMPLETIONS);
+  }
+}

@@ -1,0 +1,112 @@
+// The Tessera host runtime: what a host program uses to drive a T1, the
+// same API a driver for the silicon would offer. A Device boots the chip's
+// firmware (the command processor, sw/firmware/cmdproc) and talks to it
+// through the command protocol (tessera/protocol.h): buffers in HBM,
+// copies between host and device, kernels loaded onto tiles, launches with
+// arguments, events to wait on. Errors come back as DeviceError, carrying
+// the command, the tile and the device's code.
+//
+// Here the device is simulated in the same process: the runtime advances
+// simulated time whenever the host waits for the device, and a host
+// program never touches SystemC. Nothing in the API shows that, except
+// the inspection calls at the end (simulated time, statistics). One Device
+// per process (a SystemC simulation elaborates once).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "tessera/protocol.h"
+
+namespace tessera::rt {
+
+// A command the device refused or that failed there.
+struct DeviceError : std::runtime_error {
+  DeviceError(const std::string& what, const tp_completion& c) : std::runtime_error(what), completion(c) {}
+  tp_completion completion;  // id, opcode, status (tp_status), tile, detail, detail2
+  std::uint32_t status() const { return completion.status; }
+};
+
+// Misuse of the API on the host side (a freed buffer, a copy past its end,
+// a bad ELF): nothing reached the device.
+struct UsageError : std::invalid_argument {
+  using std::invalid_argument::invalid_argument;
+};
+
+struct Buffer {
+  std::uint64_t address = 0;  // device (global) address
+  std::uint64_t size = 0;
+};
+
+struct Kernel {
+  std::string name;
+  std::uint32_t entry = 0;  // in the tile core's local map
+  std::uint32_t tiles = 0;  // the tiles it is loaded on
+  Buffer image;             // its image in HBM
+};
+
+struct Event {
+  std::uint32_t id = 0;
+};
+
+class Device {
+ public:
+  struct Options {
+    std::string platform;               // platform file; empty: the default T1
+    std::string firmware;               // command processor ELF; empty: this build's
+    std::vector<std::string> sets;      // platform overrides, "instance.key=value"
+    double timeout_s = 1.0;             // simulated seconds the host waits for any one answer
+    bool quiet = true;                  // the firmware's UART output goes nowhere
+  };
+
+  explicit Device(const Options& options);
+  Device();
+  ~Device();
+  Device(const Device&) = delete;
+  Device& operator=(const Device&) = delete;
+
+  unsigned tiles() const;
+
+  // HBM buffers: 4 KiB aligned, first fit, in the given stack.
+  Buffer alloc(std::uint64_t bytes, unsigned stack = 0);
+  void free(const Buffer& b);
+  void write(const Buffer& b, const void* data, std::uint64_t bytes, std::uint64_t offset = 0);
+  void read(const Buffer& b, void* data, std::uint64_t bytes, std::uint64_t offset = 0);
+
+  // Loads an RV32 kernel ELF onto the tiles in `tiles` (bit i: tile i) and
+  // waits until it is there.
+  Kernel load_kernel(const std::string& elf_path, std::uint32_t tiles);
+  // Starts the kernel on its tiles (or `tiles`, a subset) with up to 16
+  // argument words; `timeout_us` is the device's watchdog (0: its default).
+  Event launch(const Kernel& k, const std::vector<std::uint32_t>& args, std::uint32_t tiles = 0,
+               std::uint32_t timeout_us = 0);
+  // Waits for a command; throws DeviceError if it failed.
+  tp_completion wait(Event e);
+  // Waits for every command submitted so far; throws the first failure
+  // that wait() has not already reported.
+  void synchronize();
+
+  // A raw command, as the API would build it (for protocol tests).
+  Event submit(tp_command c);
+
+  // ---- inspection (not part of a silicon driver) ----
+  double simulated_seconds() const;
+  nlohmann::ordered_json stats() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// Words of a 64-bit device address, for kernel arguments.
+inline std::uint32_t lo(std::uint64_t a) { return static_cast<std::uint32_t>(a); }
+inline std::uint32_t hi(std::uint64_t a) { return static_cast<std::uint32_t>(a >> 32); }
+
+const char* status_name(std::uint32_t status);
+
+}  // namespace tessera::rt

@@ -1,0 +1,393 @@
+#include "tessera/runtime.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstring>
+#include <set>
+#include <systemc>
+
+#include "common/log.hpp"
+#include "common/payload.hpp"
+#include "common/sim.hpp"
+#include "mailbox_regs.hpp"
+#include "platform.hpp"
+#include "tile/tile.hpp"
+
+namespace tessera::rt {
+
+namespace M = regs::mailbox;
+
+const char* status_name(std::uint32_t s) {
+  static const char* const names[] = {"ok",           "bad opcode",   "bad tile mask", "bad pointer", "bad size",
+                                      "DMA error",    "kernel fault", "kernel error",  "timeout",     "tile busy"};
+  return s < std::size(names) ? names[s] : "unknown status";
+}
+
+namespace {
+
+bool g_device_exists = false;
+
+// The host's side of the chip: the host port into the bus (HBM, through
+// the NoC) and the mailbox's host window. Runs the host's accesses in
+// SystemC threads so they take simulated time, and collects completions
+// when the CP rings.
+class HostAgent : public sc_core::sc_module {
+ public:
+  HostAgent(const sc_core::sc_module_name& n, Platform& p, std::uint64_t ring_base)
+      : sc_core::sc_module(n), p_(p), mailbox_(p.target("mailbox", "host_target")), ring_(ring_base) {
+    IrqOut* line = p.find("mailbox")->irq_out("host_irq_out", 0);
+    if (!line) throw ConfigError("the platform's mailbox has no host interrupt (host_irq_out)");  // elaboration-only
+    bell_in_.set_handler([this](bool level) {
+      if (level) bell_.notify(sc_core::SC_ZERO_TIME);
+    });
+    line->bind(bell_in_);
+    SC_HAS_PROCESS(HostAgent);
+    SC_THREAD(collect);
+  }
+
+  // Host-port access at the thread's current time (from a SystemC thread).
+  void access(tlm::tlm_command cmd, std::uint64_t addr, void* data, std::uint64_t len) {
+    auto* bytes = static_cast<std::uint8_t*>(data);
+    for (std::uint64_t done = 0; done < len;) {
+      const unsigned chunk = static_cast<unsigned>(std::min<std::uint64_t>(len - done, kChunk));
+      sc_core::sc_time d;
+      const tlm::tlm_response_status s = p_.transport(cmd, addr + done, bytes + done, chunk, d);
+      sc_core::wait(d);
+      if (s != tlm::TLM_OK_RESPONSE)
+        throw UsageError(fmt::format("host port: {} of {} bytes at {:#x} failed ({})",
+                                     cmd == tlm::TLM_READ_COMMAND ? "read" : "write", chunk, addr + done,
+                                     static_cast<int>(s)));
+      done += chunk;
+    }
+  }
+  void mailbox_write(unsigned reg, std::uint32_t v) { mailbox_access(tlm::TLM_WRITE_COMMAND, reg, v); }
+  std::uint32_t mailbox_read(unsigned reg) { return mailbox_access(tlm::TLM_READ_COMMAND, reg, 0); }
+
+  bool ready = false;
+  std::uint32_t version = 0;
+  std::uint32_t completed = 0;  // completions collected
+  std::map<std::uint32_t, tp_completion> completions;
+  std::vector<tp_completion> order;  // as they came
+  std::function<void()> on_news;
+
+ private:
+  static constexpr unsigned kChunk = 1024;
+
+  std::uint32_t mailbox_access(tlm::tlm_command cmd, unsigned reg, std::uint32_t v) {
+    tlm::tlm_generic_payload t;
+    set_access(t, cmd, M::kBlock.regs[reg].offset, &v, 4);
+    sc_core::sc_time d;
+    mailbox_.b_transport(t, d);
+    sc_core::wait(d);
+    return v;
+  }
+
+  void collect() {
+    mailbox_write(M::IRQ_ENABLE, M::IRQ_ENABLE_f::DOORBELL_MASK);
+    for (;;) {
+      std::uint32_t bells = mailbox_read(M::DOORBELL);
+      while (!bells) {
+        sc_core::wait(bell_);
+        bells = mailbox_read(M::DOORBELL);
+      }
+      mailbox_write(M::DOORBELL, bells);
+      if (bells & TP_BELL_READY) {
+        access(tlm::TLM_READ_COMMAND, ring_ + TP_READY, &version, 4);
+        ready = true;
+      }
+      if (bells & TP_BELL_COMPLETIONS) {
+        std::uint32_t count = 0;
+        access(tlm::TLM_READ_COMMAND, ring_ + TP_COMPLETED, &count, 4);
+        while (completed != count) {
+          tp_completion c;
+          access(tlm::TLM_READ_COMMAND, ring_ + TP_CPL_RING + (completed % TP_RING_ENTRIES) * sizeof c, &c,
+                 sizeof c);
+          completions[c.id] = c;
+          order.push_back(c);
+          ++completed;
+        }
+      }
+      if (on_news) on_news();
+    }
+  }
+
+  Platform& p_;
+  tlm::tlm_fw_transport_if<>& mailbox_;
+  std::uint64_t ring_;
+  IrqIn bell_in_;
+  sc_core::sc_event bell_;
+};
+
+std::string default_platform() { return std::string(TESSERA_SOURCE_DIR) + "/platform/t1.json"; }
+std::string default_firmware() { return std::string(TESSERA_FIRMWARE_DIR) + "/cmdproc.elf"; }
+
+}  // namespace
+
+struct Device::Impl {
+  Options opt;
+  PlatformSpec spec;
+  std::unique_ptr<Platform> platform;
+  ElfImage firmware;
+  std::unique_ptr<HostAgent> agent;
+  struct Stack {
+    std::uint64_t base, size;
+    std::map<std::uint64_t, std::uint64_t> free;  // address -> bytes
+    std::map<std::uint64_t, std::uint64_t> used;
+  };
+  std::vector<Stack> stacks;
+  unsigned tiles = 0;
+  std::uint32_t next_id = 1, submitted = 0;
+  std::map<std::uint32_t, tp_command> commands;  // submitted, by id
+  std::set<std::uint32_t> reported;              // completions wait() has returned or thrown
+  bool paused = false;
+
+  // Runs the simulation until `done()` holds, failing after the timeout.
+  template <class Done>
+  void run_until(Done done, const std::string& what) {
+    const sc_core::sc_time limit = sc_core::sc_time_stamp() + sc_core::sc_time(opt.timeout_s, sc_core::SC_SEC);
+    while (!done()) {
+      if (sim::stop_requested())
+        throw UsageError(fmt::format("the device stopped ({}) while the host waited for {}", sim::exit_reason(), what));
+      const sc_core::sc_time now = sc_core::sc_time_stamp();
+      if (now >= limit)
+        throw UsageError(fmt::format("the device did not answer {} within {} s of simulated time", what, opt.timeout_s));
+      agent->on_news = [] { sc_core::sc_pause(); };
+      sc_core::sc_start(limit - now, sc_core::SC_RUN_TO_TIME);
+      agent->on_news = nullptr;
+      if (sc_core::sc_get_status() == sc_core::SC_STOPPED && !done())
+        throw UsageError(fmt::format("the device stopped ({}) while the host waited for {}", sim::exit_reason(), what));
+    }
+  }
+
+  // Runs `body` in a SystemC thread (so its accesses take simulated time)
+  // and the simulation until it has finished.
+  void on_device(std::function<void()> body, const std::string& what) {
+    bool finished = false;
+    std::exception_ptr error;
+    sc_core::sc_spawn([&] {
+      try {
+        body();
+      } catch (...) {
+        error = std::current_exception();
+      }
+      finished = true;
+      sc_core::sc_pause();
+    });
+    run_until([&] { return finished; }, what);
+    if (error) std::rethrow_exception(error);
+  }
+
+  Stack& stack_of(const Buffer& b) {
+    for (Stack& s : stacks)
+      if (b.address >= s.base && b.address < s.base + s.size) return s;
+    throw UsageError(fmt::format("no buffer at {:#x}", b.address));
+  }
+  void check_range(const Buffer& b, std::uint64_t bytes, std::uint64_t offset, const char* what) {
+    Stack& s = stack_of(b);
+    auto it = s.used.find(b.address);
+    if (it == s.used.end() || it->second != b.size)
+      throw UsageError(fmt::format("{}: no live buffer of {} bytes at {:#x} (freed, or never allocated)", what, b.size,
+                                   b.address));
+    if (offset > b.size || bytes > b.size - offset)
+      throw UsageError(fmt::format("{}: {} bytes at offset {} run past the end of a {}-byte buffer", what, bytes, offset,
+                                   b.size));
+  }
+};
+
+Device::Device() : Device(Options{}) {}
+
+Device::Device(const Options& options) : impl_(std::make_unique<Impl>()) {
+  if (g_device_exists) throw UsageError("one Device per process: a simulated chip elaborates once");
+  Impl& d = *impl_;
+  d.opt = options;
+  const std::string file = options.platform.empty() ? default_platform() : options.platform;
+  nlohmann::json raw = PlatformSpec::read(file);
+  if (options.quiet) PlatformSpec::apply_set(raw, file, "uart0.tx=none");
+  for (const auto& s : options.sets) PlatformSpec::apply_set(raw, file, s);
+  d.spec = PlatformSpec::parse(file, raw);
+  d.firmware = ElfImage::read(options.firmware.empty() ? default_firmware() : options.firmware);
+  sim::reset();
+  d.platform = std::make_unique<Platform>("device", d.spec, false);
+  for (const InstanceSpec& s : d.spec.instances) {
+    if (s.type == "hbm" && s.base) d.stacks.push_back({*s.base, s.size, {}, {}});
+    if (s.type == "tile") ++d.tiles;
+  }
+  if (d.stacks.empty()) throw ConfigError(file + ": the runtime needs an HBM stack (type hbm)");
+  std::sort(d.stacks.begin(), d.stacks.end(), [](const auto& a, const auto& b) { return a.base < b.base; });
+  d.stacks[0].free[d.stacks[0].base + TP_RESERVED] = d.stacks[0].size - TP_RESERVED;
+  for (std::size_t i = 1; i < d.stacks.size(); ++i) d.stacks[i].free[d.stacks[i].base] = d.stacks[i].size;
+  d.agent = std::make_unique<HostAgent>("host", *d.platform, d.stacks[0].base);
+  d.platform->load(d.firmware);
+  g_device_exists = true;
+  sc_core::sc_start(sc_core::SC_ZERO_TIME);
+  if (!d.platform->load_error().empty()) throw UsageError(d.platform->load_error());
+  d.run_until([&] { return d.agent->ready; }, "its boot (the command processor's ready doorbell)");
+  if (d.agent->version != TP_VERSION)
+    throw UsageError(fmt::format("the firmware speaks protocol {:#x}, the runtime {:#x}", d.agent->version, TP_VERSION));
+}
+
+Device::~Device() = default;
+
+unsigned Device::tiles() const { return impl_->tiles; }
+
+Buffer Device::alloc(std::uint64_t bytes, unsigned stack) {
+  Impl& d = *impl_;
+  if (stack >= d.stacks.size())
+    throw UsageError(fmt::format("alloc: HBM stack {} does not exist (the device has {})", stack, d.stacks.size()));
+  if (bytes == 0) throw UsageError("alloc: zero bytes");
+  const std::uint64_t size = (bytes + 4095) & ~std::uint64_t(4095);
+  Impl::Stack& s = d.stacks[stack];
+  for (auto it = s.free.begin(); it != s.free.end(); ++it) {
+    if (it->second < size) continue;
+    const std::uint64_t addr = it->first, left = it->second - size;
+    s.free.erase(it);
+    if (left) s.free[addr + size] = left;
+    s.used[addr] = bytes;
+    return Buffer{addr, bytes};
+  }
+  throw UsageError(fmt::format("alloc: no {} contiguous bytes left in HBM stack {}", bytes, stack));
+}
+
+void Device::free(const Buffer& b) {
+  Impl& d = *impl_;
+  Impl::Stack& s = d.stack_of(b);
+  auto it = s.used.find(b.address);
+  if (it == s.used.end() || it->second != b.size)
+    throw UsageError(fmt::format("free: no live buffer of {} bytes at {:#x}", b.size, b.address));
+  s.used.erase(it);
+  std::uint64_t addr = b.address, size = (b.size + 4095) & ~std::uint64_t(4095);
+  auto next = s.free.lower_bound(addr);
+  if (next != s.free.end() && next->first == addr + size) {
+    size += next->second;
+    next = s.free.erase(next);
+  }
+  if (next != s.free.begin()) {
+    auto prev = std::prev(next);
+    if (prev->first + prev->second == addr) {
+      addr = prev->first;
+      size += prev->second;
+      s.free.erase(prev);
+    }
+  }
+  s.free[addr] = size;
+}
+
+void Device::write(const Buffer& b, const void* data, std::uint64_t bytes, std::uint64_t offset) {
+  impl_->check_range(b, bytes, offset, "write");
+  impl_->on_device([&] { impl_->agent->access(tlm::TLM_WRITE_COMMAND, b.address + offset, const_cast<void*>(data), bytes); },
+                   "a copy to the device");
+}
+
+void Device::read(const Buffer& b, void* data, std::uint64_t bytes, std::uint64_t offset) {
+  impl_->check_range(b, bytes, offset, "read");
+  impl_->on_device([&] { impl_->agent->access(tlm::TLM_READ_COMMAND, b.address + offset, data, bytes); },
+                   "a copy from the device");
+}
+
+Event Device::submit(tp_command c) {
+  Impl& d = *impl_;
+  if (d.submitted - d.agent->completed >= TP_RING_ENTRIES)
+    d.run_until([&] { return d.submitted - d.agent->completed < TP_RING_ENTRIES; }, "room in the command ring");
+  c.id = d.next_id++;
+  const std::uint64_t ring = d.stacks[0].base;
+  const std::uint32_t slot = d.submitted % TP_RING_ENTRIES;
+  d.commands[c.id] = c;
+  d.on_device(
+      [&] {
+        d.agent->access(tlm::TLM_WRITE_COMMAND, ring + TP_CMD_RING + slot * sizeof c, &c, sizeof c);
+        std::uint32_t produced = d.submitted + 1;
+        d.agent->access(tlm::TLM_WRITE_COMMAND, ring + TP_PRODUCED, &produced, 4);
+        d.agent->mailbox_write(M::DOORBELL_RING, TP_BELL_COMMANDS);
+      },
+      "a command submission");
+  ++d.submitted;
+  return Event{c.id};
+}
+
+tp_completion Device::wait(Event e) {
+  Impl& d = *impl_;
+  auto cmd = d.commands.find(e.id);
+  if (cmd == d.commands.end()) throw UsageError(fmt::format("wait: no command {} was submitted", e.id));
+  d.run_until([&] { return d.agent->completions.count(e.id) != 0; }, fmt::format("command {}", e.id));
+  const tp_completion c = d.agent->completions.at(e.id);
+  d.reported.insert(e.id);
+  if (c.status != TP_OK) {
+    static const char* const ops[] = {"nop", "load", "launch"};
+    const char* op = c.opcode < std::size(ops) ? ops[c.opcode] : "unknown";
+    std::string where;
+    switch (c.status) {
+      case TP_KERNEL_FAULT:
+        where = fmt::format(" on tile {}: mcause {:#x} at pc {:#x}", c.tile, c.detail, c.detail2);
+        break;
+      case TP_KERNEL_ERROR: where = fmt::format(" on tile {}: exit code {}", c.tile, c.detail); break;
+      case TP_TIMEOUT: where = fmt::format(" on tile {} after {} us", c.tile, c.detail); break;
+      case TP_DMA_ERROR: where = fmt::format(" on tile {}: DMA error code {}", c.tile, c.detail); break;
+      case TP_BUSY_TILE: where = fmt::format(": tile {} is running a kernel", c.tile); break;
+      case TP_BAD_TILE: where = fmt::format(": mask {:#x} (the device has {} tiles)", c.detail, d.tiles); break;
+      default: where = fmt::format(" ({:#x})", c.detail); break;
+    }
+    throw DeviceError(fmt::format("command {} ({}): {}{}", c.id, op, status_name(c.status), where), c);
+  }
+  return c;
+}
+
+void Device::synchronize() {
+  Impl& d = *impl_;
+  d.run_until([&] { return d.agent->completed == d.submitted; }, "every command");
+  // Failures nobody has seen yet, the first one.
+  for (const tp_completion& c : d.agent->order)
+    if (c.status != TP_OK && !d.reported.count(c.id)) wait(Event{c.id});
+}
+
+Kernel Device::load_kernel(const std::string& path, std::uint32_t tiles) {
+  Impl& d = *impl_;
+  const ElfImage elf = ElfImage::read(path);
+  if (elf.xlen != 32) throw UsageError(fmt::format("{}: an RV{} program cannot run on a tile's RV32 core", path, elf.xlen));
+  if (elf.segments.empty()) throw UsageError(path + ": no loadable segment");
+  std::uint64_t lo = ~0ull, hi = 0;
+  for (const auto& s : elf.segments) lo = std::min(lo, s.addr), hi = std::max(hi, s.addr + s.memsz);
+  const std::uint64_t spm = Tile::kLocalSpm, spm_size = d.platform->get<Tile>("tile0")
+                                                            ? d.platform->get<Tile>("tile0")->scratchpad().size()
+                                                            : 0;
+  if (lo < spm || hi > spm + spm_size)
+    throw UsageError(fmt::format("{}: its image [{:#x}, {:#x}) lies outside a tile's scratchpad, [{:#x}, {:#x})", path,
+                                 lo, hi, spm, spm + spm_size));
+  std::vector<std::uint8_t> image(hi - lo, 0);
+  for (const auto& s : elf.segments) std::copy(s.data.begin(), s.data.end(), image.begin() + (s.addr - lo));
+  Kernel k;
+  k.name = path.substr(path.find_last_of('/') + 1);
+  k.entry = static_cast<std::uint32_t>(elf.entry);
+  k.tiles = tiles;
+  k.image = alloc(image.size());
+  write(k.image, image.data(), image.size());
+  tp_command c{};
+  c.opcode = TP_LOAD;
+  c.tiles = tiles;
+  c.addr = k.image.address;
+  c.size = static_cast<std::uint32_t>(image.size());
+  c.offset = static_cast<std::uint32_t>(lo - spm);
+  wait(submit(c));
+  return k;
+}
+
+Event Device::launch(const Kernel& k, const std::vector<std::uint32_t>& args, std::uint32_t tiles,
+                     std::uint32_t timeout_us) {
+  if (args.size() > 16) throw UsageError(fmt::format("launch: {} argument words; a kernel takes at most 16", args.size()));
+  if (tiles & ~k.tiles)
+    throw UsageError(fmt::format("launch: tiles {:#x} include tiles {} is not loaded on ({:#x})", tiles, k.name, k.tiles));
+  tp_command c{};
+  c.opcode = TP_LAUNCH;
+  c.tiles = tiles ? tiles : k.tiles;
+  c.entry = k.entry;
+  c.timeout_us = timeout_us;
+  c.nargs = static_cast<std::uint32_t>(args.size());
+  std::copy(args.begin(), args.end(), c.args);
+  return submit(c);
+}
+
+double Device::simulated_seconds() const { return sc_core::sc_time_stamp().to_seconds(); }
+
+nlohmann::ordered_json Device::stats() const { return impl_->platform->stats(); }
+
+}  // namespace tessera::rt
