@@ -12,6 +12,7 @@
 #include "common/sim.hpp"
 #include "mailbox_regs.hpp"
 #include "platform.hpp"
+#include "tessera/program.hpp"
 #include "tile/tile.hpp"
 
 namespace tessera::rt {
@@ -140,6 +141,7 @@ struct Device::Impl {
   std::uint32_t next_id = 1, submitted = 0;
   std::map<std::uint32_t, tp_command> commands;  // submitted, by id
   std::set<std::uint32_t> reported;              // completions wait() has returned or thrown
+  std::map<std::uint32_t, Buffer> program_buffers;  // freed once their command has completed
   bool paused = false;
 
   // Runs the simulation until `done()` holds, failing after the timeout.
@@ -312,6 +314,10 @@ tp_completion Device::wait(Event e) {
   d.run_until([&] { return d.agent->completions.count(e.id) != 0; }, fmt::format("command {}", e.id));
   const tp_completion c = d.agent->completions.at(e.id);
   d.reported.insert(e.id);
+  if (auto b = d.program_buffers.find(e.id); b != d.program_buffers.end()) {
+    free(b->second);
+    d.program_buffers.erase(b);
+  }
   if (c.status != TP_OK) {
     static const char* const ops[] = {"nop", "load", "launch"};
     const char* op = c.opcode < std::size(ops) ? ops[c.opcode] : "unknown";
@@ -335,6 +341,10 @@ tp_completion Device::wait(Event e) {
 void Device::synchronize() {
   Impl& d = *impl_;
   d.run_until([&] { return d.agent->completed == d.submitted; }, "every command");
+  for (auto it = d.program_buffers.begin(); it != d.program_buffers.end();) {
+    free(it->second);
+    it = d.program_buffers.erase(it);
+  }
   // Failures nobody has seen yet, the first one.
   for (const tp_completion& c : d.agent->order)
     if (c.status != TP_OK && !d.reported.count(c.id)) wait(Event{c.id});
@@ -384,6 +394,19 @@ Event Device::launch(const Kernel& k, const std::vector<std::uint32_t>& args, st
   c.nargs = static_cast<std::uint32_t>(args.size());
   std::copy(args.begin(), args.end(), c.args);
   return submit(c);
+}
+
+Event Device::run(const Kernel& program_kernel, const TileProgram& p, std::uint32_t tiles, std::uint32_t timeout_us) {
+  const auto& ops = p.ops();
+  if (ops.size() > TKP_MAX_OPS)
+    throw UsageError(fmt::format("run: a tile program holds at most {} operations, not {}", TKP_MAX_OPS, ops.size()));
+  if (ops.empty()) throw UsageError("run: an empty tile program");
+  const Buffer b = alloc(ops.size() * sizeof(tkp_op));
+  write(b, ops.data(), ops.size() * sizeof(tkp_op));
+  const Event e = launch(program_kernel, {lo(b.address), hi(b.address), static_cast<std::uint32_t>(ops.size())}, tiles,
+                         timeout_us);
+  impl_->program_buffers[e.id] = b;
+  return e;
 }
 
 double Device::simulated_seconds() const { return sc_core::sc_time_stamp().to_seconds(); }

@@ -54,6 +54,8 @@ struct Event {
   std::uint32_t id = 0;
 };
 
+class TileProgram;  // tessera/program.hpp
+
 class Device {
  public:
   struct Options {
@@ -85,6 +87,10 @@ class Device {
   // argument words; `timeout_us` is the device's watchdog (0: its default).
   Event launch(const Kernel& k, const std::vector<std::uint32_t>& args, std::uint32_t tiles = 0,
                std::uint32_t timeout_us = 0);
+  // Runs a tile program on `tiles` with the `program` kernel, which must be
+  // loaded there (load_kernel of sw/kernels' program.elf).
+  Event run(const Kernel& program_kernel, const TileProgram& p, std::uint32_t tiles = 0,
+            std::uint32_t timeout_us = 0);
   // Waits for a command; throws DeviceError if it failed.
   tp_completion wait(Event e);
   // Waits for every command submitted so far; throws the first failure

@@ -1,0 +1,40 @@
+/* Tile programs: a list of engine operations that the `program` kernel
+ * (sw/kernels/program) runs on a tile, built by the host (the runtime's
+ * tessera::rt::TileProgram) or by firmware. Each operation is pushed to
+ * its engine's queue with its semaphores, so a whole pipeline (loads,
+ * GEMMs, vector ops, stores) is ordered by the hardware; the core only
+ * sleeps in the queues and at TKP_WAIT. Shared by C and C++. */
+#ifndef TESSERA_PROGRAM_H
+#define TESSERA_PROGRAM_H
+
+#include <stdint.h>
+
+enum tkp_kind {
+  TKP_END = 0,
+  TKP_DMA = 1,    /* w: src lo/hi, dst lo/hi, flags, len0, count1, count2, sstride1, sstride2,
+                     dstride1, dstride2, group, scales lo/hi, seed */
+  TKP_GEMM = 2,   /* w: m, n, k, a, b, c, lda, ldb, ldc, CMD_FORMAT bits, promote, sa, sb, group */
+  TKP_VEC = 3,    /* w: op, rows, cols, src0, src1, src2, dst, k, position, eps bits, VCMD_FORMAT bits,
+                     group, aux, seed */
+  TKP_WAIT = 4,   /* the core takes one from semaphore w[0] (asleep until it can) */
+  TKP_SIGNAL = 5, /* the core signals semaphore w[1] of the tile whose registers are at w[0]
+                     (a global address; 0: this tile) */
+  TKP_DRAIN = 6,  /* the core waits until every engine is idle */
+};
+
+struct tkp_op { /* 96 bytes */
+  uint32_t kind;
+  uint32_t sem; /* TK_SEM(wait, signal, signal2) for the engine operations */
+  uint32_t w[22];
+};
+
+#define TKP_MAX_OPS 640u                 /* 60 KiB of program */
+#define TKP_PROGRAM_OFFSET 0x1f0000u     /* where the kernel keeps it: the scratchpad's last 64 KiB */
+
+#ifdef __cplusplus
+static_assert(sizeof(struct tkp_op) == 96, "an operation is 96 bytes");
+#else
+_Static_assert(sizeof(struct tkp_op) == 96, "an operation is 96 bytes");
+#endif
+
+#endif

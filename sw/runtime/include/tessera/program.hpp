@@ -1,0 +1,90 @@
+// Tile programs from the host: a list of DMA transfers, tensor-core GEMMs,
+// vector operations and semaphore steps that the `program` kernel
+// (sw/kernels/program) runs on a tile, each operation pushed to its
+// engine with its semaphores (wait on one, signal up to two), so the
+// hardware orders the pipeline. Device::run() loads nothing: the program
+// kernel must already be on the tiles (Device::load_kernel).
+//
+// Scratchpad addresses are offsets; TKP_PROGRAM_OFFSET and above (the
+// last 64 KiB) hold the program itself, and the first 64 KiB the kernel's
+// image and stack: buffers go in between.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "tessera/runtime.hpp"
+#include "tessera_program.h"
+
+namespace tessera::rt {
+
+// The formats' register codes (CMD_FORMAT.INPUT, VCMD_FORMAT, DMA_FLAGS).
+enum class Fmt : std::uint32_t { fp32 = 0, bf16 = 1, fp16 = 2, e4m3 = 3, e5m2 = 4, int8 = 5, int32 = 6 };
+
+// VCMD_OP numbers.
+enum class VecOp : std::uint32_t {
+  add, sub, mul, max, min, fma, abs, neg, relu, relu2, exp, log, rsqrt, recip, tanh, sigmoid, silu, gelu, swiglu,
+  softmax, rmsnorm, layernorm, sum, rmax, argmax, topk, rope, cast_to, cast_from
+};
+
+// A command's semaphores: -1 for none.
+struct Sem {
+  int wait = -1, signal = -1, signal2 = -1;
+};
+
+class TileProgram {
+ public:
+  struct Dma {
+    std::uint64_t src = 0, dst = 0;
+    bool src_local = false, dst_local = false;
+    std::uint32_t len0 = 0, count1 = 1, count2 = 1;  // elements (bytes without a cast)
+    std::uint32_t sstride1 = 0, sstride2 = 0, dstride1 = 0, dstride2 = 0;
+    bool cast = false, saturate = true, stochastic = false;
+    Fmt from = Fmt::fp32, to = Fmt::fp32;
+    std::uint32_t group = 0;
+    std::uint64_t scales = 0;
+    bool scales_local = false, e8m0 = false;
+    std::uint32_t seed = 0;
+  };
+  struct Gemm {
+    std::uint32_t m = 0, n = 0, k = 0, a = 0, b = 0, c = 0, lda = 0, ldb = 0, ldc = 0;
+    Fmt input = Fmt::bf16;
+    bool accumulate = false, trans_a = false, trans_b = false;
+    bool block_scaled = false, e8m0 = false;
+    std::uint32_t sa = 0, sb = 0, group = 0;
+  };
+  struct Vec {
+    VecOp op = VecOp::add;
+    std::uint32_t rows = 1, cols = 0, src0 = 0, src1 = 0, src2 = 0, dst = 0, k = 1, position = 0;
+    float eps = 1e-6f;
+    Fmt format = Fmt::bf16;
+    bool saturate = true, stochastic = false, e8m0 = false;
+    std::uint32_t group = 0, aux = 0, seed = 0;
+  };
+
+  TileProgram& dma(const Dma& d, Sem s = {});
+  // Contiguous copies, and rows of `row_bytes` `stride` apart in global memory.
+  TileProgram& load(std::uint64_t global, std::uint32_t local, std::uint32_t bytes, Sem s = {});
+  TileProgram& store(std::uint32_t local, std::uint64_t global, std::uint32_t bytes, Sem s = {});
+  TileProgram& load_rows(std::uint64_t global, std::uint32_t stride, std::uint32_t local, std::uint32_t rows,
+                         std::uint32_t row_bytes, Sem s = {});
+  TileProgram& store_rows(std::uint32_t local, std::uint64_t global, std::uint32_t stride, std::uint32_t rows,
+                          std::uint32_t row_bytes, Sem s = {});
+  TileProgram& gemm(const Gemm& g, Sem s = {});
+  TileProgram& vec(const Vec& v, Sem s = {});
+  TileProgram& wait(unsigned sem);
+  TileProgram& signal(unsigned sem, std::uint32_t tile_regs = 0);  // 0: this tile
+  TileProgram& drain();
+  // An operation as it is, unchecked (for tests of the program kernel).
+  TileProgram& raw(const tkp_op& o) {
+    ops_.push_back(o);
+    return *this;
+  }
+
+  const std::vector<tkp_op>& ops() const { return ops_; }
+
+ private:
+  std::vector<tkp_op> ops_;
+};
+
+}  // namespace tessera::rt

@@ -1,0 +1,116 @@
+#include "tessera/program.hpp"
+
+#include <cstring>
+
+#include "tile_regs.hpp"
+#include "vector/vector_unit.hpp"
+
+namespace tessera::rt {
+
+namespace R = regs::tile;
+
+static_assert(static_cast<unsigned>(VecOp::cast_from) == static_cast<unsigned>(vector::Op::cast_from) &&
+                  static_cast<unsigned>(VecOp::swiglu) == static_cast<unsigned>(vector::Op::swiglu) &&
+                  static_cast<unsigned>(VecOp::rope) == static_cast<unsigned>(vector::Op::rope),
+              "VecOp numbers are the vector unit's");
+
+namespace {
+std::uint32_t sem_word(Sem s) {
+  auto f = [](int v) { return static_cast<std::uint32_t>(v + 1) & 0x1f; };
+  return f(s.wait) | f(s.signal) << 8 | f(s.signal2) << 16;
+}
+tkp_op op(std::uint32_t kind, Sem s = {}) {
+  tkp_op o;
+  std::memset(&o, 0, sizeof o);
+  o.kind = kind;
+  o.sem = sem_word(s);
+  return o;
+}
+}  // namespace
+
+TileProgram& TileProgram::dma(const Dma& d, Sem s) {
+  tkp_op o = op(TKP_DMA, s);
+  o.w[0] = lo(d.src), o.w[1] = hi(d.src), o.w[2] = lo(d.dst), o.w[3] = hi(d.dst);
+  o.w[4] = (d.src_local ? R::DMA_FLAGS_f::SRC_LOCAL_MASK : 0) | (d.dst_local ? R::DMA_FLAGS_f::DST_LOCAL_MASK : 0) |
+           (d.scales_local ? R::DMA_FLAGS_f::SCALES_LOCAL_MASK : 0) | (d.cast ? R::DMA_FLAGS_f::CAST_MASK : 0) |
+           (d.saturate ? R::DMA_FLAGS_f::SATURATE_MASK : 0) | (d.e8m0 ? R::DMA_FLAGS_f::SCALE_E8M0_MASK : 0) |
+           (d.stochastic ? R::DMA_FLAGS_f::STOCHASTIC_MASK : 0) | static_cast<std::uint32_t>(d.from) << 8 |
+           static_cast<std::uint32_t>(d.to) << 12;
+  o.w[5] = d.len0, o.w[6] = d.count1, o.w[7] = d.count2;
+  o.w[8] = d.sstride1, o.w[9] = d.sstride2, o.w[10] = d.dstride1, o.w[11] = d.dstride2;
+  o.w[12] = d.group, o.w[13] = lo(d.scales), o.w[14] = hi(d.scales), o.w[15] = d.seed;
+  ops_.push_back(o);
+  return *this;
+}
+
+TileProgram& TileProgram::load(std::uint64_t global, std::uint32_t local, std::uint32_t bytes, Sem s) {
+  Dma d;
+  d.src = global, d.dst = local, d.dst_local = true, d.len0 = bytes;
+  return dma(d, s);
+}
+
+TileProgram& TileProgram::store(std::uint32_t local, std::uint64_t global, std::uint32_t bytes, Sem s) {
+  Dma d;
+  d.src = local, d.src_local = true, d.dst = global, d.len0 = bytes;
+  return dma(d, s);
+}
+
+TileProgram& TileProgram::load_rows(std::uint64_t global, std::uint32_t stride, std::uint32_t local,
+                                    std::uint32_t rows, std::uint32_t row_bytes, Sem s) {
+  Dma d;
+  d.src = global, d.sstride1 = stride, d.dst = local, d.dst_local = true, d.len0 = row_bytes, d.count1 = rows;
+  return dma(d, s);
+}
+
+TileProgram& TileProgram::store_rows(std::uint32_t local, std::uint64_t global, std::uint32_t stride,
+                                     std::uint32_t rows, std::uint32_t row_bytes, Sem s) {
+  Dma d;
+  d.src = local, d.src_local = true, d.dst = global, d.dstride1 = stride, d.len0 = row_bytes, d.count1 = rows;
+  return dma(d, s);
+}
+
+TileProgram& TileProgram::gemm(const Gemm& g, Sem s) {
+  tkp_op o = op(TKP_GEMM, s);
+  o.w[0] = g.m, o.w[1] = g.n, o.w[2] = g.k, o.w[3] = g.a, o.w[4] = g.b, o.w[5] = g.c;
+  o.w[6] = g.lda, o.w[7] = g.ldb, o.w[8] = g.ldc;
+  o.w[9] = static_cast<std::uint32_t>(g.input) | (g.accumulate ? R::CMD_FORMAT_f::ACCUMULATE_MASK : 0) |
+           (g.trans_a ? R::CMD_FORMAT_f::TRANS_A_MASK : 0) | (g.trans_b ? R::CMD_FORMAT_f::TRANS_B_MASK : 0) |
+           (g.block_scaled ? R::CMD_FORMAT_f::BLOCK_SCALED_MASK : 0) | (g.e8m0 ? R::CMD_FORMAT_f::SCALE_E8M0_MASK : 0) |
+           (g.input == Fmt::int8 ? 2u << 4 : 0);
+  o.w[11] = g.sa, o.w[12] = g.sb, o.w[13] = g.group;
+  ops_.push_back(o);
+  return *this;
+}
+
+TileProgram& TileProgram::vec(const Vec& v, Sem s) {
+  tkp_op o = op(TKP_VEC, s);
+  o.w[0] = static_cast<std::uint32_t>(v.op), o.w[1] = v.rows, o.w[2] = v.cols;
+  o.w[3] = v.src0, o.w[4] = v.src1, o.w[5] = v.src2, o.w[6] = v.dst, o.w[7] = v.k, o.w[8] = v.position;
+  std::memcpy(&o.w[9], &v.eps, 4);
+  o.w[10] = static_cast<std::uint32_t>(v.format) | (v.saturate ? R::VCMD_FORMAT_f::SATURATE_MASK : 0) |
+            (v.e8m0 ? R::VCMD_FORMAT_f::SCALE_E8M0_MASK : 0) | (v.stochastic ? R::VCMD_FORMAT_f::STOCHASTIC_MASK : 0);
+  o.w[11] = v.group, o.w[12] = v.aux, o.w[13] = v.seed;
+  ops_.push_back(o);
+  return *this;
+}
+
+TileProgram& TileProgram::wait(unsigned sem) {
+  tkp_op o = op(TKP_WAIT);
+  o.w[0] = sem;
+  ops_.push_back(o);
+  return *this;
+}
+
+TileProgram& TileProgram::signal(unsigned sem, std::uint32_t tile_regs) {
+  tkp_op o = op(TKP_SIGNAL);
+  o.w[0] = tile_regs, o.w[1] = sem;
+  ops_.push_back(o);
+  return *this;
+}
+
+TileProgram& TileProgram::drain() {
+  ops_.push_back(op(TKP_DRAIN));
+  return *this;
+}
+
+}  // namespace tessera::rt
