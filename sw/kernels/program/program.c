@@ -4,7 +4,10 @@
  * engine is idle.
  *
  * Arguments (CORE_ARG words): 0-1 the program's global address, 2 its
- * number of operations. Exit codes: 0 done, 2 a bad program (too long, an
+ * number of operations; or, with word 2 = 0xffffffff, 0-1 a table of
+ * programs indexed by the core's mhartid (16 bytes each: address lo, hi,
+ * count, 0) and 3 the table's length, so one launch runs a different
+ * program on each tile. Exit codes: 0 done, 2 a bad program (too long, an
  * unknown kind, a semaphore number past 15), 3 an engine error (the tile's
  * error registers say which command: ids are operation indices). */
 #include "tessera_kernel.h"
@@ -64,9 +67,22 @@ static void vec(const struct tkp_op* o) {
   TK_W(VCMD_PUSH, 1);
 }
 
+static uint32_t entry[4];
+
 int main(void) {
-  const uint64_t program = tk_arg64(0);
-  const uint32_t count = tk_arg(2);
+  uint64_t program = tk_arg64(0);
+  uint32_t count = tk_arg(2);
+  if (count == 0xffffffffu) {
+    uint32_t hart;
+    __asm__ volatile("csrr %0, mhartid" : "=r"(hart));
+    if (hart >= tk_arg(3)) return 2;
+    struct tk_dma e = {0};
+    e.src = program + 16ull * hart, e.dst = tk_off(entry), e.flags = TK_DMA_DST_LOCAL, e.len0 = 16;
+    tk_dma_push(&e);
+    if (tk_drain()) return 3;
+    program = entry[0] | (uint64_t)entry[1] << 32;
+    count = entry[2];
+  }
   if (count > TKP_MAX_OPS) return 2;
   const struct tkp_op* ops = (const struct tkp_op*)tk_ptr(TKP_PROGRAM_OFFSET);
   struct tk_dma fetch = {0};

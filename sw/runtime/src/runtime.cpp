@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <set>
 #include <systemc>
@@ -409,8 +410,54 @@ Event Device::run(const Kernel& program_kernel, const TileProgram& p, std::uint3
   return e;
 }
 
+Event Device::run(const Kernel& program_kernel, const std::vector<std::pair<unsigned, TileProgram>>& per_tile,
+                  std::uint32_t timeout_us) {
+  Impl& d = *impl_;
+  if (per_tile.empty()) throw UsageError("run: no tile programs");
+  std::vector<unsigned> hart(d.tiles);
+  unsigned harts = 0;
+  for (unsigned t = 0; t < d.tiles; ++t) {
+    Tile* tile = d.platform->get<Tile>("tile" + std::to_string(t));
+    if (!tile || !tile->core()) throw UsageError(fmt::format("run: tile {} has no core", t));
+    hart[t] = tile->core()->config().hartid;
+    harts = std::max(harts, hart[t] + 1);
+  }
+  std::uint32_t mask = 0;
+  std::size_t ops = 0;
+  for (const auto& [t, p] : per_tile) {
+    if (t >= d.tiles) throw UsageError(fmt::format("run: tile {} does not exist (the device has {})", t, d.tiles));
+    if (mask >> t & 1) throw UsageError(fmt::format("run: two programs for tile {}", t));
+    if (p.ops().empty() || p.ops().size() > TKP_MAX_OPS)
+      throw UsageError(fmt::format("run: tile {}'s program has {} operations (1 to {})", t, p.ops().size(), TKP_MAX_OPS));
+    mask |= 1u << t;
+    ops += p.ops().size();
+  }
+  const std::uint64_t table_bytes = 16ull * harts;
+  const Buffer b = alloc(table_bytes + ops * sizeof(tkp_op));
+  std::vector<std::uint8_t> bytes(table_bytes + ops * sizeof(tkp_op), 0);
+  std::uint64_t at = table_bytes;
+  for (const auto& [t, p] : per_tile) {
+    const std::uint32_t entry[4] = {lo(b.address + at), hi(b.address + at), static_cast<std::uint32_t>(p.ops().size()), 0};
+    std::memcpy(&bytes[16ull * hart[t]], entry, 16);
+    std::memcpy(&bytes[at], p.ops().data(), p.ops().size() * sizeof(tkp_op));
+    at += p.ops().size() * sizeof(tkp_op);
+  }
+  write(b, bytes.data(), bytes.size());
+  const Event e = launch(program_kernel, {lo(b.address), hi(b.address), 0xffffffffu, harts}, mask, timeout_us);
+  d.program_buffers[e.id] = b;
+  return e;
+}
+
 double Device::simulated_seconds() const { return sc_core::sc_time_stamp().to_seconds(); }
 
 nlohmann::ordered_json Device::stats() const { return impl_->platform->stats(); }
 
 }  // namespace tessera::rt
+
+// A host program has its own main(). libsystemc also carries a main() that
+// calls sc_main(), never used here, but the shared library still needs the
+// symbol: a weak one, which any program that does define sc_main replaces.
+__attribute__((weak)) int sc_main(int, char**) {
+  std::fprintf(stderr, "tessera runtime: sc_main called; a host program starts at main()\n");
+  return 1;
+}

@@ -91,6 +91,10 @@ class Device {
   // loaded there (load_kernel of sw/kernels' program.elf).
   Event run(const Kernel& program_kernel, const TileProgram& p, std::uint32_t tiles = 0,
             std::uint32_t timeout_us = 0);
+  // Runs a different tile program on each of several tiles with one launch
+  // (a table indexed by the tile cores' hart ids).
+  Event run(const Kernel& program_kernel, const std::vector<std::pair<unsigned, TileProgram>>& per_tile,
+            std::uint32_t timeout_us = 0);
   // Waits for a command; throws DeviceError if it failed.
   tp_completion wait(Event e);
   // Waits for every command submitted so far; throws the first failure

@@ -1,0 +1,497 @@
+#include "model.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+
+#include "numerics/formats.hpp"
+#include "numerics/vector_ops.hpp"
+
+namespace tessera::model {
+
+using rt::Buffer;
+using rt::Fmt;
+using rt::Sem;
+using rt::TileProgram;
+using rt::VecOp;
+
+namespace {
+
+constexpr unsigned kMaxBlock = 64;  // tokens per step
+
+float bf16_value(std::uint16_t code) { return static_cast<float>(num::decode(num::Format::BF16, code)); }
+
+std::vector<std::uint16_t> random_bf16(std::size_t n, float scale, std::mt19937_64& rng) {
+  std::normal_distribution<float> g(0.0f, scale);
+  std::vector<std::uint16_t> v(n);
+  for (auto& x : v) x = static_cast<std::uint16_t>(num::encode(num::Format::BF16, g(rng)));
+  return v;
+}
+std::vector<float> random_norm(std::size_t n, std::mt19937_64& rng) {
+  std::uniform_real_distribution<float> u(0.8f, 1.2f);
+  std::vector<float> v(n);
+  for (auto& x : v) x = u(rng);
+  return v;
+}
+
+// A bump allocator over a tile's scratchpad, between the kernel image and
+// the program.
+struct Spm {
+  std::uint32_t at = 0x10000;
+  std::uint32_t operator()(std::uint64_t bytes) {
+    const std::uint32_t here = at;
+    const std::uint64_t next = (static_cast<std::uint64_t>(at) + bytes + 255) & ~std::uint64_t(255);
+    if (next > TKP_PROGRAM_OFFSET)
+      throw rt::UsageError(fmt::format("model: a phase needs more than the scratchpad's {} KiB for buffers",
+                                       (TKP_PROGRAM_OFFSET - 0x10000) / 1024));
+    at = static_cast<std::uint32_t>(next);
+    return here;
+  }
+};
+
+TileProgram::Vec vec(VecOp op, std::uint32_t rows, std::uint32_t cols, std::uint32_t src0, std::uint32_t src1,
+                     std::uint32_t dst) {
+  TileProgram::Vec v;
+  v.op = op, v.rows = rows, v.cols = cols, v.src0 = src0, v.src1 = src1, v.dst = dst;
+  return v;
+}
+TileProgram::Vec cast_bf16(std::uint32_t rows, std::uint32_t cols, std::uint32_t src, std::uint32_t dst) {
+  TileProgram::Vec v = vec(VecOp::cast_to, rows, cols, src, 0, dst);
+  v.format = Fmt::bf16;
+  return v;
+}
+TileProgram::Gemm gemm(std::uint32_t m, std::uint32_t n, std::uint32_t k, std::uint32_t a, std::uint32_t b,
+                       std::uint32_t c) {
+  TileProgram::Gemm g;
+  g.m = m, g.n = n, g.k = k, g.a = a, g.b = b, g.c = c;
+  return g;
+}
+
+}  // namespace
+
+std::string Config::check() const {
+  if (!layers || !d_model || !heads || !experts || !hidden || !vocab || !context) return "every size must be above zero";
+  if (d_model % heads) return fmt::format("d_model {} is not a multiple of heads {}", d_model, heads);
+  if (head_dim() % 2) return "the head dimension must be even (RoPE rotates pairs)";
+  if (top_k != 2) return "the device runner routes each token to exactly 2 experts";
+  if (experts < 2) return "top-2 routing needs at least 2 experts";
+  if (hidden % hidden_chunk) return fmt::format("hidden {} is not a multiple of hidden_chunk {}", hidden, hidden_chunk);
+  return {};
+}
+
+Weights Weights::random(const Config& c) {
+  std::mt19937_64 rng(c.seed);
+  const unsigned d = c.d_model;
+  const float s = 1.0f / std::sqrt(static_cast<float>(d));
+  Weights w;
+  w.embedding = random_bf16(std::size_t{c.vocab} * d, 1.0f, rng);
+  for (unsigned l = 0; l < c.layers; ++l) {
+    Layer L;
+    L.attn_norm = random_norm(d, rng);
+    L.ffn_norm = random_norm(d, rng);
+    L.wq = random_bf16(std::size_t{d} * d, s, rng);
+    L.wk = random_bf16(std::size_t{d} * d, s, rng);
+    L.wv = random_bf16(std::size_t{d} * d, s, rng);
+    L.wo = random_bf16(std::size_t{d} * d, s, rng);
+    L.router = random_bf16(std::size_t{d} * c.experts, s, rng);
+    for (unsigned e = 0; e < c.experts; ++e) {
+      L.w1.push_back(random_bf16(std::size_t{d} * c.hidden, s, rng));
+      L.w3.push_back(random_bf16(std::size_t{d} * c.hidden, s, rng));
+      L.w2.push_back(random_bf16(std::size_t{c.hidden} * d, 1.0f / std::sqrt(static_cast<float>(c.hidden)), rng));
+    }
+    w.layers.push_back(std::move(L));
+  }
+  w.final_norm = random_norm(d, rng);
+  w.lm_head = random_bf16(std::size_t{d} * c.vocab, s, rng);
+  return w;
+}
+
+// ---- the host reference -------------------------------------------------
+
+Reference::Reference(const Config& c, const Weights& w) : c_(c), w_(w) {
+  const std::size_t per_layer = std::size_t{c.heads} * c.context * c.head_dim();
+  kcache_.assign(c.layers, std::vector<float>(per_layer, 0.0f));
+  vcache_.assign(c.layers, std::vector<float>(per_layer, 0.0f));
+}
+
+namespace {
+// y (rows x n) = x (rows x k) . W (k x n, BF16 codes, row-major; columns [c0, c0 + n) of a k x ld matrix)
+void matmul(const float* x, unsigned rows, unsigned k, const std::uint16_t* w, unsigned ld, unsigned c0, unsigned n,
+            float* y) {
+  for (unsigned r = 0; r < rows; ++r) {
+    float* out = y + std::size_t{r} * n;
+    std::fill(out, out + n, 0.0f);
+    for (unsigned p = 0; p < k; ++p) {
+      const float a = x[std::size_t{r} * k + p];
+      const std::uint16_t* wr = w + std::size_t{p} * ld + c0;
+      for (unsigned j = 0; j < n; ++j) out[j] += a * bf16_value(wr[j]);
+    }
+  }
+}
+void rmsnorm(const float* x, const float* w, unsigned n, float* y) {
+  double ss = 0;
+  for (unsigned i = 0; i < n; ++i) ss += double(x[i]) * x[i];
+  const float inv = static_cast<float>(1.0 / std::sqrt(ss / n + 1e-6));
+  for (unsigned i = 0; i < n; ++i) y[i] = x[i] * inv * w[i];
+}
+void rope(float* x, unsigned n, unsigned pos) {
+  for (unsigned i = 0; i + 1 < n; i += 2) {
+    const double ang = pos * std::pow(10000.0, -double(i) / n), c = std::cos(ang), s = std::sin(ang);
+    const double a = x[i], b = x[i + 1];
+    x[i] = static_cast<float>(a * c - b * s);
+    x[i + 1] = static_cast<float>(a * s + b * c);
+  }
+}
+}  // namespace
+
+std::vector<float> Reference::step(const std::vector<std::uint32_t>& tokens, unsigned pos,
+                                   const std::vector<std::vector<std::uint32_t>>& routes,
+                                   unsigned* route_disagreements) {
+  const unsigned T = static_cast<unsigned>(tokens.size()), D = c_.d_model, H = c_.heads, dh = c_.head_dim();
+  std::vector<float> x(std::size_t{T} * D), h(x.size()), attn(x.size()), tmp(x.size());
+  for (unsigned t = 0; t < T; ++t)
+    for (unsigned j = 0; j < D; ++j) x[t * D + j] = bf16_value(w_.embedding[std::size_t{tokens[t]} * D + j]);
+  for (unsigned l = 0; l < c_.layers; ++l) {
+    const Weights::Layer& L = w_.layers[l];
+    for (unsigned t = 0; t < T; ++t) rmsnorm(&x[t * D], L.attn_norm.data(), D, &h[t * D]);
+    std::vector<float> q(std::size_t{T} * D), k(q.size()), v(q.size());
+    matmul(h.data(), T, D, L.wq.data(), D, 0, D, q.data());
+    matmul(h.data(), T, D, L.wk.data(), D, 0, D, k.data());
+    matmul(h.data(), T, D, L.wv.data(), D, 0, D, v.data());
+    for (unsigned hd = 0; hd < H; ++hd) {
+      float* kc = &kcache_[l][std::size_t{hd} * c_.context * dh];
+      float* vc = &vcache_[l][std::size_t{hd} * c_.context * dh];
+      for (unsigned t = 0; t < T; ++t) {
+        rope(&q[t * D + hd * dh], dh, pos + t);
+        rope(&k[t * D + hd * dh], dh, pos + t);
+        std::copy_n(&k[t * D + hd * dh], dh, kc + std::size_t{pos + t} * dh);
+        std::copy_n(&v[t * D + hd * dh], dh, vc + std::size_t{pos + t} * dh);
+      }
+      for (unsigned t = 0; t < T; ++t) {
+        const unsigned seen = pos + t + 1;
+        std::vector<double> s(seen);
+        double mx = -1e300, sum = 0;
+        for (unsigned j = 0; j < seen; ++j) {
+          double dot = 0;
+          for (unsigned i = 0; i < dh; ++i) dot += double(q[t * D + hd * dh + i]) * kc[std::size_t{j} * dh + i];
+          s[j] = dot / std::sqrt(double(dh));
+          mx = std::max(mx, s[j]);
+        }
+        for (double& e : s) e = std::exp(e - mx), sum += e;
+        for (unsigned i = 0; i < dh; ++i) {
+          double o = 0;
+          for (unsigned j = 0; j < seen; ++j) o += s[j] / sum * vc[std::size_t{j} * dh + i];
+          attn[t * D + hd * dh + i] = static_cast<float>(o);
+        }
+      }
+    }
+    matmul(attn.data(), T, D, L.wo.data(), D, 0, D, tmp.data());
+    for (std::size_t i = 0; i < x.size(); ++i) x[i] += tmp[i];
+    // MoE FFN.
+    for (unsigned t = 0; t < T; ++t) rmsnorm(&x[t * D], L.ffn_norm.data(), D, &h[t * D]);
+    std::vector<float> logits(std::size_t{T} * c_.experts);
+    matmul(h.data(), T, D, L.router.data(), c_.experts, 0, c_.experts, logits.data());
+    std::vector<float> out(x.size(), 0.0f);
+    for (unsigned t = 0; t < T; ++t) {
+      std::vector<unsigned> idx(c_.experts);
+      for (unsigned e = 0; e < c_.experts; ++e) idx[e] = e;
+      std::stable_sort(idx.begin(), idx.end(),
+                       [&](unsigned a, unsigned b) { return logits[t * c_.experts + a] > logits[t * c_.experts + b]; });
+      unsigned chosen[2] = {idx[0], idx[1]};
+      if (!routes.empty()) {
+        const auto& r = routes[l];
+        if (!((r[2 * t] == chosen[0] && r[2 * t + 1] == chosen[1]))) {
+          if (route_disagreements) ++*route_disagreements;
+          chosen[0] = r[2 * t], chosen[1] = r[2 * t + 1];
+        }
+      }
+      const double a = logits[t * c_.experts + chosen[0]], b = logits[t * c_.experts + chosen[1]];
+      const double m = std::max(a, b), ea = std::exp(a - m), eb = std::exp(b - m);
+      const double gate[2] = {ea / (ea + eb), eb / (ea + eb)};
+      for (unsigned s = 0; s < 2; ++s) {
+        const unsigned e = chosen[s], F = c_.hidden;
+        std::vector<float> h1(F), h3(F), y(D);
+        matmul(&h[t * D], 1, D, L.w1[e].data(), F, 0, F, h1.data());
+        matmul(&h[t * D], 1, D, L.w3[e].data(), F, 0, F, h3.data());
+        for (unsigned j = 0; j < F; ++j) h1[j] = static_cast<float>(h1[j] / (1 + std::exp(-double(h1[j]))) * h3[j]);
+        matmul(h1.data(), 1, F, L.w2[e].data(), D, 0, D, y.data());
+        for (unsigned j = 0; j < D; ++j) out[t * D + j] += static_cast<float>(gate[s] * y[j]);
+      }
+    }
+    for (std::size_t i = 0; i < x.size(); ++i) x[i] += out[i];
+  }
+  for (unsigned t = 0; t < T; ++t) rmsnorm(&x[t * D], w_.final_norm.data(), D, &h[t * D]);
+  std::vector<float> logits(std::size_t{T} * c_.vocab);
+  matmul(h.data(), T, D, w_.lm_head.data(), c_.vocab, 0, c_.vocab, logits.data());
+  return logits;
+}
+
+// ---- the device ------------------------------------------------------------
+
+DeviceModel::DeviceModel(rt::Device& dev, const Config& c, const Weights& w)
+    : dev_(dev), c_(c), program_(dev.load_kernel(std::string(TESSERA_KERNEL_DIR) + "/program.elf", (1u << dev.tiles()) - 1)),
+      tiles_(dev.tiles()) {
+  if (const std::string why = c.check(); !why.empty()) throw rt::UsageError("model: " + why);
+  if (c.d_model % tiles_ || c.vocab % tiles_)
+    throw rt::UsageError(fmt::format("model: d_model {} and vocab {} must split evenly over {} tiles", c.d_model,
+                                     c.vocab, tiles_));
+  const unsigned D = c.d_model, T = kMaxBlock;
+  auto put = [&](const auto& v) {
+    const Buffer b = dev_.alloc(v.size() * sizeof(v[0]));
+    dev_.write(b, v.data(), v.size() * sizeof(v[0]));
+    return b;
+  };
+  embedding_ = put(w.embedding);
+  final_norm_ = put(w.final_norm);
+  lm_head_ = put(w.lm_head);
+  for (const Weights::Layer& L : w.layers) {
+    LayerBuffers b;
+    b.attn_norm = put(L.attn_norm), b.ffn_norm = put(L.ffn_norm);
+    b.wq = put(L.wq), b.wk = put(L.wk), b.wv = put(L.wv), b.wo = put(L.wo), b.router = put(L.router);
+    for (unsigned e = 0; e < c.experts; ++e) b.w1.push_back(put(L.w1[e])), b.w3.push_back(put(L.w3[e])), b.w2.push_back(put(L.w2[e]));
+    b.kcache = dev_.alloc(2ull * c.heads * c.context * c.head_dim());
+    b.vcache = dev_.alloc(2ull * c.heads * c.context * c.head_dim());
+    layers_.push_back(std::move(b));
+  }
+  x_ = dev_.alloc(4ull * T * D), hb_ = dev_.alloc(2ull * T * D), attn_ = dev_.alloc(4ull * T * D);
+  y0_ = dev_.alloc(4ull * T * D), y1_ = dev_.alloc(4ull * T * D), g_ = dev_.alloc(8ull * T * D);
+  logits_ = dev_.alloc(4ull * T * c.vocab), topk_ = dev_.alloc(4ull * T * 2 * 3), mask_ = dev_.alloc(4ull * T * c.context);
+  next_ = dev_.alloc(4);
+  qscale_ = put(std::vector<float>(std::size_t{T} * c.head_dim(), 1.0f / std::sqrt(static_cast<float>(c.head_dim()))));
+}
+
+double DeviceModel::run_phase(std::vector<std::pair<std::uint32_t, TileProgram>>& programs, double& bucket) {
+  std::vector<std::pair<unsigned, TileProgram>> per_tile;
+  for (auto& [t, p] : programs)
+    if (!p.ops().empty()) per_tile.emplace_back(t, std::move(p));
+  if (per_tile.empty()) return 0;
+  nlohmann::ordered_json before = dev_.stats();
+  const double t0 = dev_.simulated_seconds();
+  dev_.wait(dev_.run(program_, per_tile));
+  const double took = dev_.simulated_seconds() - t0;
+  bucket += took;
+  // The longest kernel among the phase's tiles (its core's cycles at 1 GHz).
+  nlohmann::ordered_json after = dev_.stats();
+  double longest = 0;
+  for (const auto& [t, p] : per_tile) {
+    const std::string k = "device.tile" + std::to_string(t);
+    longest = std::max(longest, (after[k]["core_cycles"].get<double>() - before[k]["core_cycles"].get<double>()) * 1e-9);
+  }
+  profile_.kernels += std::min(longest, took);
+  return took;
+}
+
+std::vector<float> DeviceModel::step(const std::vector<std::uint32_t>& tokens, unsigned pos, std::uint32_t* next,
+                                     std::vector<std::vector<std::uint32_t>>* routes) {
+  const unsigned T = static_cast<unsigned>(tokens.size()), D = c_.d_model, H = c_.heads, dh = c_.head_dim();
+  const unsigned N = pos + T, E = c_.experts, F = c_.hidden, fc = c_.hidden_chunk, V = c_.vocab;
+  if (!T || T > kMaxBlock) throw rt::UsageError(fmt::format("model: {} tokens in one step (1 to {})", T, kMaxBlock));
+  if (N > c_.context) throw rt::UsageError(fmt::format("model: position {} is past the context of {}", N, c_.context));
+  for (std::uint32_t t : tokens)
+    if (t >= c_.vocab) throw rt::UsageError(fmt::format("model: token {} is not in the vocabulary of {}", t, c_.vocab));
+  using Programs = std::vector<std::pair<std::uint32_t, TileProgram>>;
+  auto fresh = [&] {
+    Programs p;
+    for (unsigned t = 0; t < tiles_; ++t) p.emplace_back(t, TileProgram{});
+    return p;
+  };
+  // The causal mask of this step: token t sees positions 0 .. pos + t.
+  {
+    std::vector<float> mask(std::size_t{T} * c_.context, 0.0f);
+    for (unsigned t = 0; t < T; ++t)
+      for (unsigned j = pos + t + 1; j < N; ++j) mask[t * c_.context + j] = -INFINITY;
+    const double t0 = dev_.simulated_seconds();
+    dev_.write(mask_, mask.data(), mask.size() * 4);
+    profile_.host_io += dev_.simulated_seconds() - t0;
+  }
+  // Embed: rows of the BF16 table, cast to FP32, into x.
+  {
+    Programs p = fresh();
+    for (unsigned t = 0; t < T; ++t) {
+      TileProgram::Dma d;
+      d.src = embedding_.address + 2ull * tokens[t] * D, d.dst = x_.address + 4ull * t * D, d.len0 = D;
+      d.cast = true, d.from = Fmt::bf16, d.to = Fmt::fp32;
+      p[0].second.dma(d);
+    }
+    run_phase(p, profile_.embed);
+  }
+  if (routes) routes->assign(c_.layers, {});
+  for (unsigned l = 0; l < c_.layers; ++l) {
+    const LayerBuffers& L = layers_[l];
+    // Attention: a head per tile.
+    {
+      Programs p = fresh();
+      for (unsigned hd = 0; hd < H; ++hd) {
+        TileProgram& g = p[hd % tiles_].second;
+        Spm s;  // each head reuses the tile's buffers after a drain
+        const std::uint32_t X = s(4ull * T * D), NW = s(4ull * D), HN = s(4ull * T * D), HB = s(2ull * T * D);
+        const std::uint32_t WQ = s(2ull * D * dh), WK = s(2ull * D * dh), WV = s(2ull * D * dh);
+        const std::uint32_t Q = s(4ull * T * dh), K = s(4ull * T * dh), Vv = s(4ull * T * dh), QS = s(4ull * T * dh);
+        const std::uint32_t Q16 = s(2ull * T * dh), KC = s(2ull * c_.context * dh), VC = s(2ull * c_.context * dh);
+        const std::uint32_t S = s(4ull * T * N), M = s(4ull * T * N), P16 = s(2ull * T * N), O = s(4ull * T * dh);
+        const std::uint64_t kc = L.kcache.address + 2ull * hd * c_.context * dh, vc = L.vcache.address + 2ull * hd * c_.context * dh;
+        g.load(x_.address, X, 4 * T * D).load(L.attn_norm.address, NW, 4 * D).load(qscale_.address, QS, 4 * T * dh);
+        g.load_rows(mask_.address, 4 * c_.context, M, T, 4 * N);
+        if (pos) g.load(kc, KC, 2 * pos * dh).load(vc, VC, 2 * pos * dh);
+        g.load_rows(L.wq.address + 2ull * hd * dh, 2 * D, WQ, D, 2 * dh);
+        g.load_rows(L.wk.address + 2ull * hd * dh, 2 * D, WK, D, 2 * dh);
+        g.load_rows(L.wv.address + 2ull * hd * dh, 2 * D, WV, D, 2 * dh);
+        g.drain().vec(vec(VecOp::rmsnorm, T, D, X, NW, HN)).vec(cast_bf16(T, D, HN, HB)).drain();
+        g.gemm(gemm(T, dh, D, HB, WQ, Q)).gemm(gemm(T, dh, D, HB, WK, K)).gemm(gemm(T, dh, D, HB, WV, Vv)).drain();
+        for (unsigned t = 0; t < T; ++t) {
+          TileProgram::Vec rq = vec(VecOp::rope, 1, dh, Q + 4 * t * dh, 0, Q + 4 * t * dh), rk = rq;
+          rq.position = rk.position = pos + t;
+          rk.src0 = rk.dst = K + 4 * t * dh;
+          g.vec(rq).vec(rk);
+        }
+        g.vec(vec(VecOp::mul, T, dh, Q, QS, Q)).vec(cast_bf16(T, dh, Q, Q16));
+        g.vec(cast_bf16(T, dh, K, KC + 2 * pos * dh)).vec(cast_bf16(T, dh, Vv, VC + 2 * pos * dh)).drain();
+        g.store(KC + 2 * pos * dh, kc + 2ull * pos * dh, 2 * T * dh).store(VC + 2 * pos * dh, vc + 2ull * pos * dh, 2 * T * dh);
+        TileProgram::Gemm sc = gemm(T, N, dh, Q16, KC, S);
+        sc.trans_b = true;
+        g.gemm(sc).drain();
+        g.vec(vec(VecOp::add, T, N, S, M, S)).vec(vec(VecOp::softmax, T, N, S, 0, S)).vec(cast_bf16(T, N, S, P16)).drain();
+        g.gemm(gemm(T, dh, N, P16, VC, O)).drain();
+        g.store_rows(O, attn_.address + 4ull * hd * dh, 4 * D, T, 4 * dh).drain();
+      }
+      run_phase(p, profile_.attention);
+    }
+    // Wo and the residual: output columns split over tiles.
+    {
+      Programs p = fresh();
+      const unsigned cw = D / tiles_;
+      for (unsigned j = 0; j < tiles_; ++j) {
+        TileProgram& g = p[j].second;
+        Spm s;
+        const std::uint32_t A16 = s(2ull * T * D), WO = s(2ull * D * cw), OC = s(4ull * T * cw), XC = s(4ull * T * cw);
+        TileProgram::Dma a;
+        a.src = attn_.address, a.dst = A16, a.dst_local = true, a.len0 = T * D, a.cast = true, a.from = Fmt::fp32, a.to = Fmt::bf16;
+        g.dma(a).load_rows(L.wo.address + 2ull * j * cw, 2 * D, WO, D, 2 * cw);
+        g.load_rows(x_.address + 4ull * j * cw, 4 * D, XC, T, 4 * cw).drain();
+        g.gemm(gemm(T, cw, D, A16, WO, OC)).drain().vec(vec(VecOp::add, T, cw, XC, OC, XC)).drain();
+        g.store_rows(XC, x_.address + 4ull * j * cw, 4 * D, T, 4 * cw);
+      }
+      run_phase(p, profile_.wo);
+    }
+    // Router: norm, logits, top-2 and their softmax, on tile 0.
+    std::vector<std::uint32_t> chosen(2ull * T);
+    std::vector<float> gates(2ull * T);
+    {
+      Programs p = fresh();
+      TileProgram& g = p[0].second;
+      Spm s;
+      const std::uint32_t X = s(4ull * T * D), NW = s(4ull * D), HN = s(4ull * T * D), HB = s(2ull * T * D);
+      const std::uint32_t WR = s(2ull * D * E), RL = s(4ull * T * E), TK = s(16ull * T), GT = s(8ull * T);
+      g.load(x_.address, X, 4 * T * D).load(L.ffn_norm.address, NW, 4 * D).load(L.router.address, WR, 2 * D * E).drain();
+      g.vec(vec(VecOp::rmsnorm, T, D, X, NW, HN)).vec(cast_bf16(T, D, HN, HB)).drain();
+      g.store(HB, hb_.address, 2 * T * D).gemm(gemm(T, E, D, HB, WR, RL)).drain();
+      TileProgram::Vec top = vec(VecOp::topk, T, E, RL, 0, TK);
+      top.k = 2;
+      g.vec(top).drain().vec(vec(VecOp::softmax, T, 2, TK, 0, GT)).drain();
+      g.store(TK + 8 * T, topk_.address, 8 * T).store(GT, topk_.address + 8ull * T, 8 * T);
+      run_phase(p, profile_.router);
+      const double t0 = dev_.simulated_seconds();
+      dev_.read(topk_, chosen.data(), 8ull * T);
+      dev_.read(topk_, gates.data(), 8ull * T, 8ull * T);
+      // The gates as rows the vector unit can multiply by: slot k, token t.
+      std::vector<float> rows(2ull * kMaxBlock * D, 0.0f);
+      for (unsigned t = 0; t < T; ++t)
+        for (unsigned k = 0; k < 2; ++k) std::fill_n(&rows[(std::size_t{k} * kMaxBlock + t) * D], D, gates[2 * t + k]);
+      dev_.write(g_, rows.data(), rows.size() * 4);
+      profile_.host_io += dev_.simulated_seconds() - t0;
+      if (routes) (*routes)[l] = chosen;
+    }
+    // Experts: each on a tile, over its tokens.
+    {
+      Programs p = fresh();
+      std::vector<std::vector<std::pair<unsigned, unsigned>>> tokens_of(E);  // (token, slot)
+      for (unsigned t = 0; t < T; ++t)
+        for (unsigned k = 0; k < 2; ++k) {
+          if (chosen[2 * t + k] >= E)
+            throw rt::UsageError(fmt::format("model: the router chose expert {} of {}", chosen[2 * t + k], E));
+          tokens_of[chosen[2 * t + k]].emplace_back(t, k);
+        }
+      for (unsigned e = 0; e < E; ++e) {
+        const auto& list = tokens_of[e];
+        if (list.empty()) continue;
+        const unsigned n = static_cast<unsigned>(list.size());
+        TileProgram& g = p[e % tiles_].second;
+        Spm s;
+        const std::uint32_t XB = s(2ull * n * D), GR = s(4ull * n * D), W1 = s(2ull * D * fc), W3 = s(2ull * D * fc);
+        const std::uint32_t W2 = s(2ull * fc * D), H1 = s(4ull * n * fc), H3 = s(4ull * n * fc), G16 = s(2ull * n * fc);
+        const std::uint32_t Y = s(4ull * n * D);
+        for (unsigned i = 0; i < n; ++i) {
+          g.load(hb_.address + 2ull * list[i].first * D, XB + 2 * i * D, 2 * D);
+          g.load(g_.address + 4ull * (std::size_t{list[i].second} * kMaxBlock + list[i].first) * D, GR + 4 * i * D, 4 * D);
+        }
+        for (unsigned c0 = 0; c0 < F; c0 += fc) {
+          g.load_rows(L.w1[e].address + 2ull * c0, 2 * F, W1, D, 2 * fc);
+          g.load_rows(L.w3[e].address + 2ull * c0, 2 * F, W3, D, 2 * fc);
+          g.load(L.w2[e].address + 2ull * c0 * D, W2, 2 * fc * D).drain();
+          g.gemm(gemm(n, fc, D, XB, W1, H1)).gemm(gemm(n, fc, D, XB, W3, H3)).drain();
+          g.vec(vec(VecOp::swiglu, n, fc, H1, H3, H1)).vec(cast_bf16(n, fc, H1, G16)).drain();
+          TileProgram::Gemm down = gemm(n, D, fc, G16, W2, Y);
+          down.accumulate = c0 > 0;
+          g.gemm(down).drain();
+        }
+        g.vec(vec(VecOp::mul, n, D, Y, GR, Y)).drain();
+        for (unsigned i = 0; i < n; ++i)
+          g.store(Y + 4 * i * D, (list[i].second ? y1_ : y0_).address + 4ull * list[i].first * D, 4 * D);
+        g.drain();
+      }
+      run_phase(p, profile_.experts);
+    }
+    // Combine: x += Y0 + Y1, rows split over tiles.
+    {
+      Programs p = fresh();
+      for (unsigned j = 0; j < tiles_ && j < T; ++j) {
+        const unsigned r0 = T * j / std::min(tiles_, T), r1 = T * (j + 1) / std::min(tiles_, T), rows = r1 - r0;
+        if (!rows) continue;
+        TileProgram& g = p[j].second;
+        Spm s;
+        const std::uint32_t X = s(4ull * rows * D), A = s(4ull * rows * D), B = s(4ull * rows * D);
+        g.load(x_.address + 4ull * r0 * D, X, 4 * rows * D).load(y0_.address + 4ull * r0 * D, A, 4 * rows * D);
+        g.load(y1_.address + 4ull * r0 * D, B, 4 * rows * D).drain();
+        g.vec(vec(VecOp::add, rows, D, X, A, X)).vec(vec(VecOp::add, rows, D, X, B, X)).drain();
+        g.store(X, x_.address + 4ull * r0 * D, 4 * rows * D);
+      }
+      run_phase(p, profile_.combine);
+    }
+  }
+  // Head: final norm and the vocabulary split over tiles.
+  {
+    Programs p = fresh();
+    const unsigned vw = V / tiles_;
+    for (unsigned j = 0; j < tiles_; ++j) {
+      TileProgram& g = p[j].second;
+      Spm s;
+      const std::uint32_t X = s(4ull * T * D), NW = s(4ull * D), HN = s(4ull * T * D), HB = s(2ull * T * D);
+      const std::uint32_t WH = s(2ull * D * vw), LG = s(4ull * T * vw);
+      g.load(x_.address, X, 4 * T * D).load(final_norm_.address, NW, 4 * D);
+      g.load_rows(lm_head_.address + 2ull * j * vw, 2 * V, WH, D, 2 * vw).drain();
+      g.vec(vec(VecOp::rmsnorm, T, D, X, NW, HN)).vec(cast_bf16(T, D, HN, HB)).drain();
+      g.gemm(gemm(T, vw, D, HB, WH, LG)).drain();
+      g.store_rows(LG, logits_.address + 4ull * j * vw, 4 * V, T, 4 * vw);
+    }
+    run_phase(p, profile_.head);
+  }
+  // Greedy: the argmax of the last token's logits.
+  {
+    Programs p = fresh();
+    Spm s;
+    const std::uint32_t LG = s(4ull * V), AM = s(4);
+    p[0].second.load(logits_.address + 4ull * (T - 1) * V, LG, 4 * V).drain();
+    p[0].second.vec(vec(VecOp::argmax, 1, V, LG, 0, AM)).drain().store(AM, next_.address, 4);
+    run_phase(p, profile_.argmax);
+  }
+  std::vector<float> logits(std::size_t{T} * V);
+  const double t0 = dev_.simulated_seconds();
+  dev_.read(logits_, logits.data(), logits.size() * 4);
+  dev_.read(next_, next, 4);
+  profile_.host_io += dev_.simulated_seconds() - t0;
+  return logits;
+}
+
+}  // namespace tessera::model

@@ -1,0 +1,106 @@
+// A small Llama-style MoE decoder on the virtual T1, and its host FP32
+// reference. Weights are seeded random BF16 made by the program (nothing
+// is downloaded). The device runs it with tile programs (sw/kernels/program)
+// through the host runtime:
+//   per step (a block of T new tokens at positions pos .. pos + T - 1):
+//     embed       DMA rows of the BF16 table into x (cast to FP32)
+//     per layer:
+//       attention  one head per tile (heads round-robin over tiles):
+//                  RMSNorm, Q K V projections, RoPE, the new K/V rows
+//                  appended to the layer's KV cache in HBM, causal
+//                  attention over the cache, the head's output columns
+//       Wo         output columns split over tiles, added to x
+//       router     RMSNorm, router logits, top-2, softmax of the two
+//       experts    each expert on a tile (round-robin) takes its tokens:
+//                  SwiGLU FFN in hidden chunks, scaled by the gate,
+//                  written to its slot's row of Y0 / Y1
+//       combine    x += Y0 + Y1
+//     head         final RMSNorm, the vocabulary split over tiles
+//     argmax       of the last token's logits, on a tile
+// The host waits between phases (a launch per phase); it reads back the
+// router's choices to dispatch the experts, and the logits to check them.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "tessera/program.hpp"
+#include "tessera/runtime.hpp"
+
+namespace tessera::model {
+
+struct Config {
+  unsigned layers = 4, d_model = 512, heads = 8, experts = 8, top_k = 2, hidden = 512, vocab = 4096, context = 256;
+  unsigned hidden_chunk = 256;  // expert hidden columns per pass through the scratchpad
+  std::uint64_t seed = 1;
+  unsigned head_dim() const { return d_model / heads; }
+  std::string check() const;  // empty when the device runner can take it
+};
+
+// Host copies of the weights, BF16 codes (norm weights FP32).
+struct Weights {
+  std::vector<std::uint16_t> embedding;  // vocab x d
+  struct Layer {
+    std::vector<float> attn_norm, ffn_norm;                 // d
+    std::vector<std::uint16_t> wq, wk, wv, wo;              // d x d
+    std::vector<std::uint16_t> router;                      // d x experts
+    std::vector<std::vector<std::uint16_t>> w1, w3, w2;     // per expert: d x hidden, d x hidden, hidden x d
+  };
+  std::vector<Layer> layers;
+  std::vector<float> final_norm;       // d
+  std::vector<std::uint16_t> lm_head;  // d x vocab
+  static Weights random(const Config& c);
+};
+
+// The host FP32 reference: the same model in float, weights as their BF16
+// values, activations unrounded. Routing follows the device's choices when
+// given (so logits compare step by step).
+class Reference {
+ public:
+  Reference(const Config& c, const Weights& w);
+  // Logits (T x vocab) for `tokens` at positions pos.. ; `routes` (T x top_k
+  // expert ids per layer, or empty) forces the experts.
+  std::vector<float> step(const std::vector<std::uint32_t>& tokens, unsigned pos,
+                          const std::vector<std::vector<std::uint32_t>>& routes, unsigned* route_disagreements);
+
+ private:
+  const Config& c_;
+  const Weights& w_;
+  std::vector<std::vector<float>> kcache_, vcache_;  // per layer: heads x context x head_dim
+};
+
+// Where the device's time went, in simulated seconds.
+struct Profile {
+  double embed = 0, attention = 0, wo = 0, router = 0, experts = 0, combine = 0, head = 0, argmax = 0;
+  double host_io = 0;   // router readback, gate upload, logits readback
+  double kernels = 0;   // the longest tile's kernel time per phase, summed
+  double total() const { return embed + attention + wo + router + experts + combine + head + argmax + host_io; }
+};
+
+class DeviceModel {
+ public:
+  DeviceModel(rt::Device& dev, const Config& c, const Weights& w);
+  // Runs T tokens at positions pos..; returns the logits (T x vocab) and the
+  // device's argmax of the last row; `routes` gets the experts chosen.
+  std::vector<float> step(const std::vector<std::uint32_t>& tokens, unsigned pos, std::uint32_t* next,
+                          std::vector<std::vector<std::uint32_t>>* routes);
+  const Profile& profile() const { return profile_; }
+
+ private:
+  struct LayerBuffers {
+    rt::Buffer attn_norm, ffn_norm, wq, wk, wv, wo, router, kcache, vcache;
+    std::vector<rt::Buffer> w1, w3, w2;
+  };
+  double run_phase(std::vector<std::pair<std::uint32_t, rt::TileProgram>>& programs, double& bucket);
+
+  rt::Device& dev_;
+  const Config& c_;
+  rt::Kernel program_;
+  unsigned tiles_;
+  rt::Buffer embedding_, final_norm_, lm_head_, x_, hb_, attn_, y0_, y1_, g_, logits_, topk_, mask_, qscale_, next_;
+  std::vector<LayerBuffers> layers_;
+  Profile profile_;
+};
+
+}  // namespace tessera::model
