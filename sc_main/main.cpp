@@ -16,6 +16,7 @@
 #include "common/sim.hpp"
 #include "common/units.hpp"
 #include "elf.hpp"
+#include "demo.hpp"
 #include "platform.hpp"
 #include "riscv/gdb_server.hpp"
 #include "riscv/riscv_cpu.hpp"
@@ -85,11 +86,18 @@ void list_types() {
 }  // namespace
 
 int sc_main(int argc, char** argv) {
+  // The main job: no arguments at all, or `demo` and its own options.
+  if (argc == 1) return tessera::model::demo_main(argc, argv);
+  if (std::string(argv[1]) == "demo") return tessera::model::demo_main(argc - 1, argv + 1);
   Options o;
   po::options_description desc(
-      "Usage: tessera-vp [options]\n\n"
-      "Runs the Tessera T1 virtual platform. With no options it elaborates the\n"
-      "default platform and runs it.\n\nOptions");
+      "Usage: tessera-vp [options]\n"
+      "       tessera-vp demo [--tiny] [--prompt N] [--decode N] [--seed S] [--set inst.key=value]\n\n"
+      "Runs the Tessera T1 virtual platform. With no arguments at all it runs the\n"
+      "main job: an MoE decoder prefilled and decoded on the T1 through the host\n"
+      "runtime and its firmware, checked against a host FP32 reference (the same\n"
+      "as `tessera-vp demo`). With options it elaborates the platform and runs the\n"
+      "firmware given (default: the hello-world firmware).\n\nOptions");
   // clang-format off
   desc.add_options()
     ("help,h", "print this help")

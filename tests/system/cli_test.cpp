@@ -88,13 +88,36 @@ void expect_config_error(const std::string& json, const std::string& message, co
 
 }  // namespace
 
-TEST(Cli, DefaultRunBootsHelloWorld) {
-  Outcome r = run("");
+TEST(Cli, OptionsWithoutFirmwareBootHelloWorld) {
+  Outcome r = run("-p " + kT1);
   EXPECT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(r.out.rfind("Hello from the Tessera T1 control processor!\nhart 0, RV64ACIMU", 0), 0u) << r.out;
   EXPECT_NE(r.err.find("0x0000000080000000 - 0x0000000080ffffff     16MiB  cpram"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("0x0000000010000000 - 0x00000000100000ff       256  uart0"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("tessera-vp summary"), std::string::npos);
+}
+
+TEST(Cli, DemoSubcommandRunsTheModelAndChecksIt) {
+  Outcome r = run("demo --tiny --prompt 4 --decode 2 --seed 3");
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("MoE decoder, 2 layers, d_model 128"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("logits vs host FP32 reference: max relative error"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("us/token"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("where the time went"), std::string::npos) << r.out;
+  Outcome bad = run("demo --prompt 0");
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_NE(bad.err.find("--prompt must be 1 to 64 tokens"), std::string::npos) << bad.err;
+}
+
+TEST(Cli, NoArgumentsRunsTheMainJob) {
+#ifndef NDEBUG
+  GTEST_SKIP() << "the default demo runs in optimised builds (the ci and release presets)";
+#endif
+  Outcome r = run("");
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("MoE decoder, 4 layers, d_model 512, 8 heads, 8 experts"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("decoded:"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("(bound 0.05 for BF16)"), std::string::npos) << r.out;
 }
 
 TEST(Cli, GoldenDumpConfig) {
