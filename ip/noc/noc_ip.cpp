@@ -154,9 +154,20 @@ void Noc::report_stats(nlohmann::ordered_json& out) const {
   out["credit_stalls"] = credit;
   out["allocation_stalls"] = alloc;
   const double cycles = static_cast<double>(net_->cycle());
-  double busiest = 0;
-  for (const LinkStats& l : net_->links()) busiest = std::max(busiest, cycles > 0 ? l.flits / cycles : 0.0);
+  double busiest = 0, total = 0;
+  unsigned links = 0;
+  const NocConfig& c = net_->config();
+  for (unsigned node = 0; node < c.nodes(); ++node)
+    for (unsigned port = kEast; port < kPorts; ++port) {
+      if (Network::neighbour(c, node, port) < 0) continue;
+      const double f = static_cast<double>(net_->links()[node * kPorts + port].flits);
+      ++links;
+      total += f;
+      busiest = std::max(busiest, cycles > 0 ? f / cycles : 0.0);
+    }
   out["busiest_link_utilisation"] = busiest;
+  // Flits per link per cycle over the links the topology has.
+  out["link_utilisation"] = cycles > 0 && links ? total / (cycles * links) : 0.0;
 }
 
 }  // namespace tessera::noc

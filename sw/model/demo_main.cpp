@@ -92,12 +92,13 @@ int tessera::model::demo_main(int argc, char** argv) {
                 worst, bound, disagreements);
     const auto s = dev.stats();
     const double total = dev.simulated_seconds() - loaded;
-    double tensor = 0, vector = 0, core = 0, dma_bytes = 0, hbm_bytes = 0;
+    double tensor = 0, vector = 0, core = 0, dma = 0, dma_bytes = 0, hbm_bytes = 0;
     for (unsigned t = 0; t < dev.tiles(); ++t) {
       const auto& k = s["device.tile" + std::to_string(t)];
       tensor += k["tensor_busy_cycles"].get<double>() / 1.5e9;
       vector += k["vector_busy_cycles"].get<double>() / 1.5e9;
       core += k["core_cycles"].get<double>() / 1e9;
+      dma += k["dma_busy_cycles"].get<double>() / 1.5e9;
       dma_bytes += k["dma_global_bytes"].get<double>();
     }
     for (unsigned h = 0; h < 4; ++h) {
@@ -113,6 +114,14 @@ int tessera::model::demo_main(int argc, char** argv) {
                 100 * core / (total * dev.tiles()));
     std::printf("HBM: %.1f MB moved, %.2f GB/s; tile DMA over the NoC %.1f MB\n", hbm_bytes / 1e6, hbm_bytes / total / 1e9,
                 dma_bytes / 1e6);
+    if (s.contains("device.noc"))
+      std::printf("NoC (%s level): links carried %.1f%% of their flit capacity on average, the busiest %.1f%%\n",
+                  s["device.noc"]["model"].get<std::string>().c_str(),
+                  100 * s["device.noc"]["link_utilisation"].get<double>(),
+                  100 * s["device.noc"]["busiest_link_utilisation"].get<double>());
+    std::printf("while kernels ran, the tiles' time went to: tensor core %.0f%%, vector unit %.0f%%, DMA (HBM and NoC) %.0f%% "
+                "(they overlap)\n",
+                core > 0 ? 100 * tensor / core : 0.0, core > 0 ? 100 * vector / core : 0.0, core > 0 ? 100 * dma / core : 0.0);
     std::printf("where the time went: attention %.0f%%, Wo %.0f%%, router %.0f%%, experts %.0f%%, combine %.0f%%, head %.0f%%, "
                 "embed+argmax %.0f%%, host I/O %.0f%%; of the phases, kernels ran %.0f%% of the time, launches and "
                 "synchronisation (firmware, host) the rest\n",
