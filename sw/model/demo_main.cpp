@@ -12,12 +12,13 @@
 
 #include "demo.hpp"
 #include "model.hpp"
+#include "speculative.hpp"
 
 using namespace tessera;
 
 namespace {
 int usage(const char* why) {
-  std::fprintf(stderr, "tessera demo: %s\nusage: tessera-vp demo [--tiny] [--prompt N] [--decode N] [--seed S] [--set inst.key=value ...]\n", why);
+  std::fprintf(stderr, "tessera demo: %s\nusage: tessera-vp demo [--tiny] [--prompt N] [--decode N] [--seed S] [--speculate K] [--set inst.key=value ...]\n", why);
   return 2;
 }
 bool number(const char* s, unsigned& out) {
@@ -31,7 +32,7 @@ bool number(const char* s, unsigned& out) {
 
 int tessera::model::demo_main(int argc, char** argv) {
   model::Config c;
-  unsigned prompt = 32, decode = 32, seed = 1;
+  unsigned prompt = 32, decode = 32, seed = 1, speculate = 0;
   rt::Device::Options opt;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -40,6 +41,7 @@ int tessera::model::demo_main(int argc, char** argv) {
     else if (a == "--prompt") { if (!value(prompt)) return usage("--prompt takes a number of tokens"); }
     else if (a == "--decode") { if (!value(decode)) return usage("--decode takes a number of tokens"); }
     else if (a == "--seed") { if (!value(seed)) return usage("--seed takes a number"); }
+    else if (a == "--speculate") { if (!value(speculate) || !speculate || speculate > 16) return usage("--speculate takes a draft length of 1 to 16"); }
     else if (a == "--set") { if (i + 1 >= argc) return usage("--set takes inst.key=value"); opt.sets.push_back(argv[++i]); }
     else return usage(("unknown option " + a).c_str());
   }
@@ -59,6 +61,24 @@ int tessera::model::demo_main(int argc, char** argv) {
     const double boot = dev.simulated_seconds();
     model::DeviceModel m(dev, c, w);
     const double loaded = dev.simulated_seconds();
+    if (speculate) {
+      // Plain greedy decoding against speculative decoding with a one-layer
+      // draft (the target's first layer): the same tokens, fewer target steps.
+      model::Config dc;
+      const model::Weights dw = model::first_layer_draft(c, w, dc);
+      model::DeviceModel draft(dev, dc, dw);
+      std::vector<std::uint32_t> p(prompt);
+      for (unsigned i = 0; i < prompt; ++i) p[i] = (i * 2654435761u + seed) % c.vocab;
+      const model::Decoded plain = model::greedy(dev, m, p, decode);
+      const model::Decoded spec = model::speculative(dev, m, draft, p, decode, speculate);
+      std::printf("speculative decoding, draft length %u (one-layer draft): acceptance %.2f (%u of %u proposals)\n", speculate,
+                  spec.acceptance(), spec.accepted, spec.proposed);
+      std::printf("target steps %u against %u plain; virtual time %.1f us against %.1f us plain: speed-up %.2fx\n",
+                  spec.target_steps, plain.target_steps, spec.seconds * 1e6, plain.seconds * 1e6,
+                  plain.seconds / spec.seconds);
+      std::printf("tokens identical to plain greedy decoding: %s\n", spec.tokens == plain.tokens ? "yes" : "NO");
+      return spec.tokens == plain.tokens ? 0 : 1;
+    }
     model::Reference ref(c, w);
     std::vector<std::uint32_t> tokens(prompt);
     for (unsigned i = 0; i < prompt; ++i) tokens[i] = (i * 2654435761u + seed) % c.vocab;

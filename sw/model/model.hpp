@@ -86,6 +86,7 @@ class DeviceModel {
   std::vector<float> step(const std::vector<std::uint32_t>& tokens, unsigned pos, std::uint32_t* next,
                           std::vector<std::vector<std::uint32_t>>* routes);
   const Profile& profile() const { return profile_; }
+  const Config& config() const { return c_; }
 
  private:
   struct LayerBuffers {

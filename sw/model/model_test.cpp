@@ -51,3 +51,35 @@ TEST(Model, TinyMoeDecoderMatchesTheHostReference) {
   for (unsigned t = 0; t < 8; ++t) macs += s["device.tile" + std::to_string(t)]["tensor_macs_bf16"].get<std::uint64_t>();
   EXPECT_GT(macs, 0u);
 }
+
+#include "speculative.hpp"
+
+TEST(Model, SpeculativeDecodingGivesTheGreedyTokens) {
+  Config c;
+  c.layers = 2, c.d_model = 64, c.heads = 8, c.experts = 4, c.hidden = 128, c.hidden_chunk = 64, c.vocab = 256;
+  c.context = 48, c.seed = 11;
+  const Weights w = Weights::random(c);
+  Config dc;
+  const Weights dw = first_layer_draft(c, w, dc);
+  rt::Device dev;
+  DeviceModel target(dev, c, w), same(dev, c, w), draft(dev, dc, dw);
+  const std::vector<std::uint32_t> prompt = {3, 141, 59, 26, 53};
+  const unsigned n = 8, k = 3;
+  const Decoded plain = greedy(dev, target, prompt, n);
+  ASSERT_EQ(plain.tokens.size(), n);
+  EXPECT_EQ(plain.target_steps, n);
+  // A draft that is the target itself: every proposal is accepted.
+  const Decoded perfect = speculative(dev, target, same, prompt, n, k);
+  EXPECT_EQ(perfect.tokens, plain.tokens);
+  EXPECT_EQ(perfect.accepted, perfect.proposed);
+  EXPECT_LE(perfect.target_steps, 1 + (n - 1 + k) / (k + 1)) << "k + 1 tokens per target step";
+  EXPECT_LT(perfect.target_steps, plain.target_steps);
+  // The one-layer draft: the same tokens, whatever it guesses.
+  const Decoded spec = speculative(dev, target, draft, prompt, n, k);
+  EXPECT_EQ(spec.tokens, plain.tokens);
+  EXPECT_LE(spec.accepted, spec.proposed);
+  std::printf("speculative (k=%u): perfect draft %u target steps, %.1f us vs plain %u steps, %.1f us; "
+              "one-layer draft acceptance %.2f, %u target steps, %.1f us\n",
+              k, perfect.target_steps, perfect.seconds * 1e6, plain.target_steps, plain.seconds * 1e6, spec.acceptance(),
+              spec.target_steps, spec.seconds * 1e6);
+}

@@ -1,0 +1,32 @@
+// Speculative decoding on the virtual T1: a draft model proposes k tokens
+// one at a time, the target checks them all in one step (k + 1 tokens),
+// keeps the longest prefix it agrees with and adds its own next token. With
+// greedy choices the output is exactly plain greedy decoding's; what
+// changes is the number of target steps, hence the virtual time.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "model.hpp"
+
+namespace tessera::model {
+
+// The draft used by default: the target's embedding, first layer, final
+// norm and LM head (a one-layer model that skips the other layers).
+Weights first_layer_draft(const Config& target, const Weights& w, Config& draft);
+
+struct Decoded {
+  std::vector<std::uint32_t> tokens;  // generated after the prompt
+  double seconds = 0;                 // virtual time of the generation (prefill included)
+  unsigned target_steps = 0, draft_steps = 0, proposed = 0, accepted = 0;
+  double acceptance() const { return proposed ? static_cast<double>(accepted) / proposed : 0.0; }
+};
+
+// Plain greedy decoding of `n` tokens after `prompt`.
+Decoded greedy(rt::Device& dev, DeviceModel& target, const std::vector<std::uint32_t>& prompt, unsigned n);
+// Speculative greedy decoding with drafts of `k` tokens.
+Decoded speculative(rt::Device& dev, DeviceModel& target, DeviceModel& draft, const std::vector<std::uint32_t>& prompt,
+                    unsigned n, unsigned k);
+
+}  // namespace tessera::model
