@@ -7,6 +7,7 @@
 #include <cstring>
 #include <random>
 
+#include "numerics/block_scale.hpp"
 #include "numerics/formats.hpp"
 #include "numerics/vector_ops.hpp"
 
@@ -30,12 +31,34 @@ float bf16_value(std::uint16_t code) {
   return f;
 }
 
-std::vector<std::uint16_t> random_bf16(std::size_t n, float scale, std::mt19937_64& rng) {
+// A random matrix: normal values scaled by `scale`, stored as BF16, or as
+// E4M3 with 128 x 128 block scales.
+Matrix random_matrix(unsigned rows, unsigned cols, float scale, bool fp8, std::mt19937_64& rng) {
   std::normal_distribution<float> g(0.0f, scale);
-  std::vector<std::uint16_t> v(n);
-  for (auto& x : v) x = static_cast<std::uint16_t>(num::encode(num::Format::BF16, g(rng)));
-  return v;
+  Matrix m;
+  m.rows = rows, m.cols = cols, m.fp8 = fp8;
+  const std::size_t n = std::size_t{rows} * cols;
+  std::vector<float> x(n);
+  for (auto& v : x) v = g(rng);
+  m.values.resize(n);
+  if (!fp8) {
+    m.bf16.resize(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      m.bf16[i] = static_cast<std::uint16_t>(num::encode(num::Format::BF16, x[i]));
+      m.values[i] = bf16_value(m.bf16[i]);
+    }
+    return m;
+  }
+  num::Convert sat;
+  sat.saturate = true;
+  const num::BlockQuantized q = num::block_quantize(x.data(), rows, cols, num::Format::E4M3, num::ScaleFormat::FP32, 128, 128, sat);
+  m.codes = q.codes;
+  m.scales = q.scales;
+  for (unsigned r = 0; r < rows; ++r)
+    for (unsigned c = 0; c < cols; ++c) m.values[std::size_t{r} * cols + c] = static_cast<float>(q.value(r, c));
+  return m;
 }
+
 std::vector<float> random_norm(std::size_t n, std::mt19937_64& rng) {
   std::uniform_real_distribution<float> u(0.8f, 1.2f);
   std::vector<float> v(n);
@@ -92,26 +115,27 @@ Weights Weights::random(const Config& c) {
   std::mt19937_64 rng(c.seed);
   const unsigned d = c.d_model;
   const float s = 1.0f / std::sqrt(static_cast<float>(d));
+  const bool f8 = c.fp8;
   Weights w;
-  w.embedding = random_bf16(std::size_t{c.vocab} * d, 1.0f, rng);
+  w.embedding = random_matrix(c.vocab, d, 1.0f, false, rng);
   for (unsigned l = 0; l < c.layers; ++l) {
     Layer L;
     L.attn_norm = random_norm(d, rng);
     L.ffn_norm = random_norm(d, rng);
-    L.wq = random_bf16(std::size_t{d} * d, s, rng);
-    L.wk = random_bf16(std::size_t{d} * d, s, rng);
-    L.wv = random_bf16(std::size_t{d} * d, s, rng);
-    L.wo = random_bf16(std::size_t{d} * d, s, rng);
-    L.router = random_bf16(std::size_t{d} * c.experts, s, rng);
+    L.wq = random_matrix(d, d, s, f8, rng);
+    L.wk = random_matrix(d, d, s, f8, rng);
+    L.wv = random_matrix(d, d, s, f8, rng);
+    L.wo = random_matrix(d, d, s, f8, rng);
+    L.router = random_matrix(d, c.experts, s, false, rng);
     for (unsigned e = 0; e < c.experts; ++e) {
-      L.w1.push_back(random_bf16(std::size_t{d} * c.hidden, s, rng));
-      L.w3.push_back(random_bf16(std::size_t{d} * c.hidden, s, rng));
-      L.w2.push_back(random_bf16(std::size_t{c.hidden} * d, 1.0f / std::sqrt(static_cast<float>(c.hidden)), rng));
+      L.w1.push_back(random_matrix(d, c.hidden, s, f8, rng));
+      L.w3.push_back(random_matrix(d, c.hidden, s, f8, rng));
+      L.w2.push_back(random_matrix(c.hidden, d, 1.0f / std::sqrt(static_cast<float>(c.hidden)), f8, rng));
     }
     w.layers.push_back(std::move(L));
   }
   w.final_norm = random_norm(d, rng);
-  w.lm_head = random_bf16(std::size_t{d} * c.vocab, s, rng);
+  w.lm_head = random_matrix(d, c.vocab, s, f8, rng);
   return w;
 }
 
@@ -124,16 +148,16 @@ Reference::Reference(const Config& c, const Weights& w) : c_(c), w_(w) {
 }
 
 namespace {
-// y (rows x n) = x (rows x k) . W (k x n, BF16 codes, row-major; columns [c0, c0 + n) of a k x ld matrix)
-void matmul(const float* x, unsigned rows, unsigned k, const std::uint16_t* w, unsigned ld, unsigned c0, unsigned n,
-            float* y) {
+// y (rows x n) = x (rows x k) . W (k x n values, row-major)
+void matmul(const float* x, unsigned rows, unsigned k, const Matrix& m, float* y) {
+  const unsigned n = m.cols;
   for (unsigned r = 0; r < rows; ++r) {
     float* out = y + std::size_t{r} * n;
     std::fill(out, out + n, 0.0f);
     for (unsigned p = 0; p < k; ++p) {
       const float a = x[std::size_t{r} * k + p];
-      const std::uint16_t* wr = w + std::size_t{p} * ld + c0;
-      for (unsigned j = 0; j < n; ++j) out[j] += a * bf16_value(wr[j]);
+      const float* wr = m.values.data() + std::size_t{p} * n;
+      for (unsigned j = 0; j < n; ++j) out[j] += a * wr[j];
     }
   }
 }
@@ -159,14 +183,14 @@ std::vector<float> Reference::step(const std::vector<std::uint32_t>& tokens, uns
   const unsigned T = static_cast<unsigned>(tokens.size()), D = c_.d_model, H = c_.heads, dh = c_.head_dim();
   std::vector<float> x(std::size_t{T} * D), h(x.size()), attn(x.size()), tmp(x.size());
   for (unsigned t = 0; t < T; ++t)
-    for (unsigned j = 0; j < D; ++j) x[t * D + j] = bf16_value(w_.embedding[std::size_t{tokens[t]} * D + j]);
+    for (unsigned j = 0; j < D; ++j) x[t * D + j] = w_.embedding.values[std::size_t{tokens[t]} * D + j];
   for (unsigned l = 0; l < c_.layers; ++l) {
     const Weights::Layer& L = w_.layers[l];
     for (unsigned t = 0; t < T; ++t) rmsnorm(&x[t * D], L.attn_norm.data(), D, &h[t * D]);
     std::vector<float> q(std::size_t{T} * D), k(q.size()), v(q.size());
-    matmul(h.data(), T, D, L.wq.data(), D, 0, D, q.data());
-    matmul(h.data(), T, D, L.wk.data(), D, 0, D, k.data());
-    matmul(h.data(), T, D, L.wv.data(), D, 0, D, v.data());
+    matmul(h.data(), T, D, L.wq, q.data());
+    matmul(h.data(), T, D, L.wk, k.data());
+    matmul(h.data(), T, D, L.wv, v.data());
     for (unsigned hd = 0; hd < H; ++hd) {
       float* kc = &kcache_[l][std::size_t{hd} * c_.context * dh];
       float* vc = &vcache_[l][std::size_t{hd} * c_.context * dh];
@@ -194,12 +218,12 @@ std::vector<float> Reference::step(const std::vector<std::uint32_t>& tokens, uns
         }
       }
     }
-    matmul(attn.data(), T, D, L.wo.data(), D, 0, D, tmp.data());
+    matmul(attn.data(), T, D, L.wo, tmp.data());
     for (std::size_t i = 0; i < x.size(); ++i) x[i] += tmp[i];
     // MoE FFN.
     for (unsigned t = 0; t < T; ++t) rmsnorm(&x[t * D], L.ffn_norm.data(), D, &h[t * D]);
     std::vector<float> logits(std::size_t{T} * c_.experts);
-    matmul(h.data(), T, D, L.router.data(), c_.experts, 0, c_.experts, logits.data());
+    matmul(h.data(), T, D, L.router, logits.data());
     std::vector<float> out(x.size(), 0.0f);
     for (unsigned t = 0; t < T; ++t) {
       std::vector<unsigned> idx(c_.experts);
@@ -220,10 +244,10 @@ std::vector<float> Reference::step(const std::vector<std::uint32_t>& tokens, uns
       for (unsigned s = 0; s < 2; ++s) {
         const unsigned e = chosen[s], F = c_.hidden;
         std::vector<float> h1(F), h3(F), y(D);
-        matmul(&h[t * D], 1, D, L.w1[e].data(), F, 0, F, h1.data());
-        matmul(&h[t * D], 1, D, L.w3[e].data(), F, 0, F, h3.data());
+        matmul(&h[t * D], 1, D, L.w1[e], h1.data());
+        matmul(&h[t * D], 1, D, L.w3[e], h3.data());
         for (unsigned j = 0; j < F; ++j) h1[j] = static_cast<float>(h1[j] / (1 + std::exp(-double(h1[j]))) * h3[j]);
-        matmul(h1.data(), 1, F, L.w2[e].data(), D, 0, D, y.data());
+        matmul(h1.data(), 1, F, L.w2[e], y.data());
         for (unsigned j = 0; j < D; ++j) out[t * D + j] += static_cast<float>(gate[s] * y[j]);
       }
     }
@@ -231,11 +255,57 @@ std::vector<float> Reference::step(const std::vector<std::uint32_t>& tokens, uns
   }
   for (unsigned t = 0; t < T; ++t) rmsnorm(&x[t * D], w_.final_norm.data(), D, &h[t * D]);
   std::vector<float> logits(std::size_t{T} * c_.vocab);
-  matmul(h.data(), T, D, w_.lm_head.data(), c_.vocab, 0, c_.vocab, logits.data());
+  matmul(h.data(), T, D, w_.lm_head, logits.data());
   return logits;
 }
 
 // ---- the device ------------------------------------------------------------
+
+DeviceModel::DevMatrix DeviceModel::upload(const Matrix& m) {
+  DevMatrix d;
+  d.rows = m.rows, d.cols = m.cols, d.fp8 = m.fp8;
+  if (!m.fp8) {
+    d.data = dev_.alloc(m.bf16.size() * 2);
+    dev_.write(d.data, m.bf16.data(), m.bf16.size() * 2);
+  } else {
+    d.data = dev_.alloc(m.codes.size());
+    dev_.write(d.data, m.codes.data(), m.codes.size());
+    d.scales = dev_.alloc(m.scales.size() * 4);
+    dev_.write(d.scales, m.scales.data(), m.scales.size() * 4);
+  }
+  return d;
+}
+
+DeviceModel::Slice DeviceModel::load_b(TileProgram& g, const DevMatrix& m, unsigned r0, unsigned rows, unsigned c0,
+                                       unsigned cols, std::uint32_t data, std::uint32_t scales) {
+  const unsigned eb = m.fp8 ? 1 : 2;
+  g.load_rows(m.data.address + (std::uint64_t{r0} * m.cols + c0) * eb, m.cols * eb, data, rows, cols * eb);
+  Slice s{data, 0};
+  if (m.fp8) {
+    // The slice's block scales: its K blocks x the block columns it touches.
+    const unsigned bc0 = c0 / 128, bcs = (c0 + cols - 1) / 128 - bc0 + 1, bcols = (m.cols + 127) / 128;
+    g.load_rows(m.scales.address + (std::uint64_t{r0 / 128} * bcols + bc0) * 4, bcols * 4, scales, rows / 128, bcs * 4);
+    s.scales = scales;
+  }
+  return s;
+}
+
+void DeviceModel::matmul(TileProgram& g, unsigned m, unsigned n, unsigned k, std::uint32_t a, std::uint32_t sa,
+                         const Slice& b, std::uint32_t c, bool accumulate) {
+  TileProgram::Gemm gm = gemm(m, n, k, a, b.data, c);
+  gm.accumulate = accumulate;
+  if (c_.fp8) {
+    gm.input = Fmt::e4m3, gm.block_scaled = true, gm.sa = sa, gm.sb = b.scales, gm.group = 128;
+  }
+  g.gemm(gm);
+}
+
+void DeviceModel::to_a(TileProgram& g, unsigned rows, unsigned cols, std::uint32_t src, std::uint32_t dst,
+                       std::uint32_t sa) {
+  TileProgram::Vec v = cast_bf16(rows, cols, src, dst);
+  if (c_.fp8) v.format = Fmt::e4m3, v.group = 128, v.aux = sa;
+  g.vec(v);
+}
 
 DeviceModel::DeviceModel(rt::Device& dev, const Config& c, const Weights& w)
     : dev_(dev), c_(c), program_(dev.load_kernel(std::string(TESSERA_KERNEL_DIR) + "/program.elf", (1u << dev.tiles()) - 1)),
@@ -244,20 +314,32 @@ DeviceModel::DeviceModel(rt::Device& dev, const Config& c, const Weights& w)
   if (c.d_model % tiles_ || c.vocab % tiles_)
     throw rt::UsageError(fmt::format("model: d_model {} and vocab {} must split evenly over {} tiles", c.d_model,
                                      c.vocab, tiles_));
+  if (c.fp8) {
+    // Every B slice must be whole 128-row blocks and stay inside, or be
+    // whole, 128-column blocks.
+    auto fits = [](unsigned w) { return w % 128 == 0 || (w < 128 && 128 % w == 0); };
+    if (c.d_model % 128 || c.hidden_chunk % 128 || !fits(c.head_dim()) || !fits(c.d_model / tiles_) ||
+        !fits(c.vocab / tiles_))
+      throw rt::UsageError(fmt::format(
+          "model: FP8 needs d_model ({}) and hidden_chunk ({}) in 128s, and head_dim ({}), d_model/tiles ({}) and "
+          "vocab/tiles ({}) either multiples of 128 or dividing it",
+          c.d_model, c.hidden_chunk, c.head_dim(), c.d_model / tiles_, c.vocab / tiles_));
+  }
   const unsigned D = c.d_model, T = kMaxBlock;
   auto put = [&](const auto& v) {
     const Buffer b = dev_.alloc(v.size() * sizeof(v[0]));
     dev_.write(b, v.data(), v.size() * sizeof(v[0]));
     return b;
   };
-  embedding_ = put(w.embedding);
+  embedding_ = upload(w.embedding);
   final_norm_ = put(w.final_norm);
-  lm_head_ = put(w.lm_head);
+  lm_head_ = upload(w.lm_head);
   for (const Weights::Layer& L : w.layers) {
     LayerBuffers b;
     b.attn_norm = put(L.attn_norm), b.ffn_norm = put(L.ffn_norm);
-    b.wq = put(L.wq), b.wk = put(L.wk), b.wv = put(L.wv), b.wo = put(L.wo), b.router = put(L.router);
-    for (unsigned e = 0; e < c.experts; ++e) b.w1.push_back(put(L.w1[e])), b.w3.push_back(put(L.w3[e])), b.w2.push_back(put(L.w2[e]));
+    b.wq = upload(L.wq), b.wk = upload(L.wk), b.wv = upload(L.wv), b.wo = upload(L.wo), b.router = upload(L.router);
+    for (unsigned e = 0; e < c.experts; ++e)
+      b.w1.push_back(upload(L.w1[e])), b.w3.push_back(upload(L.w3[e])), b.w2.push_back(upload(L.w2[e]));
     b.kcache = dev_.alloc(2ull * c.heads * c.context * c.head_dim());
     b.vcache = dev_.alloc(2ull * c.heads * c.context * c.head_dim());
     layers_.push_back(std::move(b));
@@ -294,6 +376,7 @@ std::vector<float> DeviceModel::step(const std::vector<std::uint32_t>& tokens, u
                                      std::vector<std::vector<std::uint32_t>>* routes) {
   const unsigned T = static_cast<unsigned>(tokens.size()), D = c_.d_model, H = c_.heads, dh = c_.head_dim();
   const unsigned N = pos + T, E = c_.experts, F = c_.hidden, fc = c_.hidden_chunk, V = c_.vocab;
+  const unsigned ab = c_.fp8 ? 1 : 2;  // bytes of an A-operand element
   if (!T || T > kMaxBlock) throw rt::UsageError(fmt::format("model: {} tokens in one step (1 to {})", T, kMaxBlock));
   if (N > c_.context) throw rt::UsageError(fmt::format("model: position {} is past the context of {}", N, c_.context));
   for (std::uint32_t t : tokens)
@@ -318,7 +401,7 @@ std::vector<float> DeviceModel::step(const std::vector<std::uint32_t>& tokens, u
     Programs p = fresh();
     for (unsigned t = 0; t < T; ++t) {
       TileProgram::Dma d;
-      d.src = embedding_.address + 2ull * tokens[t] * D, d.dst = x_.address + 4ull * t * D, d.len0 = D;
+      d.src = embedding_.data.address + 2ull * tokens[t] * D, d.dst = x_.address + 4ull * t * D, d.len0 = D;
       d.cast = true, d.from = Fmt::bf16, d.to = Fmt::fp32;
       p[0].second.dma(d);
     }
@@ -333,8 +416,10 @@ std::vector<float> DeviceModel::step(const std::vector<std::uint32_t>& tokens, u
       for (unsigned hd = 0; hd < H; ++hd) {
         TileProgram& g = p[hd % tiles_].second;
         Spm s;  // each head reuses the tile's buffers after a drain
-        const std::uint32_t X = s(4ull * T * D), NW = s(4ull * D), HN = s(4ull * T * D), HB = s(2ull * T * D);
+        const std::uint32_t X = s(4ull * T * D), NW = s(4ull * D), HN = s(4ull * T * D), HA = s(ab * T * D);
+        const std::uint32_t SA = s(4ull * T * D / 128 + 4);
         const std::uint32_t WQ = s(2ull * D * dh), WK = s(2ull * D * dh), WV = s(2ull * D * dh);
+        const std::uint32_t SQ = s(4ull * D / 128 + 16), SK = s(4ull * D / 128 + 16), SV = s(4ull * D / 128 + 16);
         const std::uint32_t Q = s(4ull * T * dh), K = s(4ull * T * dh), Vv = s(4ull * T * dh), QS = s(4ull * T * dh);
         const std::uint32_t Q16 = s(2ull * T * dh), KC = s(2ull * c_.context * dh), VC = s(2ull * c_.context * dh);
         const std::uint32_t S = s(4ull * T * N), M = s(4ull * T * N), P16 = s(2ull * T * N), O = s(4ull * T * dh);
@@ -342,11 +427,15 @@ std::vector<float> DeviceModel::step(const std::vector<std::uint32_t>& tokens, u
         g.load(x_.address, X, 4 * T * D).load(L.attn_norm.address, NW, 4 * D).load(qscale_.address, QS, 4 * T * dh);
         g.load_rows(mask_.address, 4 * c_.context, M, T, 4 * N);
         if (pos) g.load(kc, KC, 2 * pos * dh).load(vc, VC, 2 * pos * dh);
-        g.load_rows(L.wq.address + 2ull * hd * dh, 2 * D, WQ, D, 2 * dh);
-        g.load_rows(L.wk.address + 2ull * hd * dh, 2 * D, WK, D, 2 * dh);
-        g.load_rows(L.wv.address + 2ull * hd * dh, 2 * D, WV, D, 2 * dh);
-        g.drain().vec(vec(VecOp::rmsnorm, T, D, X, NW, HN)).vec(cast_bf16(T, D, HN, HB)).drain();
-        g.gemm(gemm(T, dh, D, HB, WQ, Q)).gemm(gemm(T, dh, D, HB, WK, K)).gemm(gemm(T, dh, D, HB, WV, Vv)).drain();
+        const Slice bq = load_b(g, L.wq, 0, D, hd * dh, dh, WQ, SQ), bk = load_b(g, L.wk, 0, D, hd * dh, dh, WK, SK);
+        const Slice bv = load_b(g, L.wv, 0, D, hd * dh, dh, WV, SV);
+        g.drain().vec(vec(VecOp::rmsnorm, T, D, X, NW, HN));
+        to_a(g, T, D, HN, HA, SA);
+        g.drain();
+        matmul(g, T, dh, D, HA, SA, bq, Q);
+        matmul(g, T, dh, D, HA, SA, bk, K);
+        matmul(g, T, dh, D, HA, SA, bv, Vv);
+        g.drain();
         for (unsigned t = 0; t < T; ++t) {
           TileProgram::Vec rq = vec(VecOp::rope, 1, dh, Q + 4 * t * dh, 0, Q + 4 * t * dh), rk = rq;
           rq.position = rk.position = pos + t;
@@ -372,17 +461,23 @@ std::vector<float> DeviceModel::step(const std::vector<std::uint32_t>& tokens, u
       for (unsigned j = 0; j < tiles_; ++j) {
         TileProgram& g = p[j].second;
         Spm s;
-        const std::uint32_t A16 = s(2ull * T * D), WO = s(2ull * D * cw), OC = s(4ull * T * cw), XC = s(4ull * T * cw);
+        const std::uint32_t AA = s(ab * T * D), SA = s(4ull * T * D / 128 + 4), WO = s(2ull * D * cw);
+        const std::uint32_t SO = s(4ull * D / 128 * (cw / 128 + 1)), OC = s(4ull * T * cw), XC = s(4ull * T * cw);
+        // The attention output cast by the DMA on its way in.
         TileProgram::Dma a;
-        a.src = attn_.address, a.dst = A16, a.dst_local = true, a.len0 = T * D, a.cast = true, a.from = Fmt::fp32, a.to = Fmt::bf16;
-        g.dma(a).load_rows(L.wo.address + 2ull * j * cw, 2 * D, WO, D, 2 * cw);
+        a.src = attn_.address, a.dst = AA, a.dst_local = true, a.len0 = D, a.count1 = T, a.cast = true;
+        a.from = Fmt::fp32, a.to = c_.fp8 ? Fmt::e4m3 : Fmt::bf16;
+        if (c_.fp8) a.group = 128, a.scales = SA, a.scales_local = true;
+        g.dma(a);
+        const Slice bo = load_b(g, L.wo, 0, D, j * cw, cw, WO, SO);
         g.load_rows(x_.address + 4ull * j * cw, 4 * D, XC, T, 4 * cw).drain();
-        g.gemm(gemm(T, cw, D, A16, WO, OC)).drain().vec(vec(VecOp::add, T, cw, XC, OC, XC)).drain();
+        matmul(g, T, cw, D, AA, SA, bo, OC);
+        g.drain().vec(vec(VecOp::add, T, cw, XC, OC, XC)).drain();
         g.store_rows(XC, x_.address + 4ull * j * cw, 4 * D, T, 4 * cw);
       }
       run_phase(p, profile_.wo);
     }
-    // Router: norm, logits, top-2 and their softmax, on tile 0.
+    // Router: norm, logits, top-2 and their softmax, on tile 0 (BF16).
     std::vector<std::uint32_t> chosen(2ull * T);
     std::vector<float> gates(2ull * T);
     {
@@ -391,7 +486,7 @@ std::vector<float> DeviceModel::step(const std::vector<std::uint32_t>& tokens, u
       Spm s;
       const std::uint32_t X = s(4ull * T * D), NW = s(4ull * D), HN = s(4ull * T * D), HB = s(2ull * T * D);
       const std::uint32_t WR = s(2ull * D * E), RL = s(4ull * T * E), TK = s(16ull * T), GT = s(8ull * T);
-      g.load(x_.address, X, 4 * T * D).load(L.ffn_norm.address, NW, 4 * D).load(L.router.address, WR, 2 * D * E).drain();
+      g.load(x_.address, X, 4 * T * D).load(L.ffn_norm.address, NW, 4 * D).load(L.router.data.address, WR, 2 * D * E).drain();
       g.vec(vec(VecOp::rmsnorm, T, D, X, NW, HN)).vec(cast_bf16(T, D, HN, HB)).drain();
       g.store(HB, hb_.address, 2 * T * D).gemm(gemm(T, E, D, HB, WR, RL)).drain();
       TileProgram::Vec top = vec(VecOp::topk, T, E, RL, 0, TK);
@@ -426,22 +521,36 @@ std::vector<float> DeviceModel::step(const std::vector<std::uint32_t>& tokens, u
         const unsigned n = static_cast<unsigned>(list.size());
         TileProgram& g = p[e % tiles_].second;
         Spm s;
-        const std::uint32_t XB = s(2ull * n * D), GR = s(4ull * n * D), W1 = s(2ull * D * fc), W3 = s(2ull * D * fc);
-        const std::uint32_t W2 = s(2ull * fc * D), H1 = s(4ull * n * fc), H3 = s(4ull * n * fc), G16 = s(2ull * n * fc);
+        const std::uint32_t XA = s(ab * n * D), SA = s(4ull * n * D / 128 + 4), GR = s(4ull * n * D);
+        const std::uint32_t W1 = s(2ull * D * fc), W3 = s(2ull * D * fc), W2 = s(2ull * fc * D);
+        const std::uint32_t S1 = s(4ull * D / 128 * (fc / 128 + 1)), S3 = s(4ull * D / 128 * (fc / 128 + 1));
+        const std::uint32_t S2 = s(4ull * (fc / 128 + 1) * (D / 128 + 1));
+        const std::uint32_t H1 = s(4ull * n * fc), H3 = s(4ull * n * fc), GA = s(ab * n * fc), SG = s(4ull * n * fc / 128 + 4);
         const std::uint32_t Y = s(4ull * n * D);
         for (unsigned i = 0; i < n; ++i) {
-          g.load(hb_.address + 2ull * list[i].first * D, XB + 2 * i * D, 2 * D);
+          // The token's normed row (BF16), as the A operand (cast to E4M3 with its scales in FP8).
+          TileProgram::Dma r;
+          r.src = hb_.address + 2ull * list[i].first * D, r.dst = XA + ab * i * D, r.dst_local = true, r.len0 = D;
+          if (c_.fp8) {
+            r.cast = true, r.from = Fmt::bf16, r.to = Fmt::e4m3, r.group = 128;
+            r.scales = SA + 4 * i * (D / 128), r.scales_local = true;
+          } else {
+            r.len0 = 2 * D;
+          }
+          g.dma(r);
           g.load(g_.address + 4ull * (std::size_t{list[i].second} * kMaxBlock + list[i].first) * D, GR + 4 * i * D, 4 * D);
         }
         for (unsigned c0 = 0; c0 < F; c0 += fc) {
-          g.load_rows(L.w1[e].address + 2ull * c0, 2 * F, W1, D, 2 * fc);
-          g.load_rows(L.w3[e].address + 2ull * c0, 2 * F, W3, D, 2 * fc);
-          g.load(L.w2[e].address + 2ull * c0 * D, W2, 2 * fc * D).drain();
-          g.gemm(gemm(n, fc, D, XB, W1, H1)).gemm(gemm(n, fc, D, XB, W3, H3)).drain();
-          g.vec(vec(VecOp::swiglu, n, fc, H1, H3, H1)).vec(cast_bf16(n, fc, H1, G16)).drain();
-          TileProgram::Gemm down = gemm(n, D, fc, G16, W2, Y);
-          down.accumulate = c0 > 0;
-          g.gemm(down).drain();
+          const Slice b1 = load_b(g, L.w1[e], 0, D, c0, fc, W1, S1), b3 = load_b(g, L.w3[e], 0, D, c0, fc, W3, S3);
+          const Slice b2 = load_b(g, L.w2[e], c0, fc, 0, D, W2, S2);
+          g.drain();
+          matmul(g, n, fc, D, XA, SA, b1, H1);
+          matmul(g, n, fc, D, XA, SA, b3, H3);
+          g.drain().vec(vec(VecOp::swiglu, n, fc, H1, H3, H1));
+          to_a(g, n, fc, H1, GA, SG);
+          g.drain();
+          matmul(g, n, D, fc, GA, SG, b2, Y, c0 > 0);
+          g.drain();
         }
         g.vec(vec(VecOp::mul, n, D, Y, GR, Y)).drain();
         for (unsigned i = 0; i < n; ++i)
@@ -474,13 +583,16 @@ std::vector<float> DeviceModel::step(const std::vector<std::uint32_t>& tokens, u
     for (unsigned j = 0; j < tiles_; ++j) {
       TileProgram& g = p[j].second;
       Spm s;
-      const std::uint32_t X = s(4ull * T * D), NW = s(4ull * D), HN = s(4ull * T * D), HB = s(2ull * T * D);
-      const std::uint32_t WH = s(2ull * D * vw), LG = s(4ull * T * vw);
+      const std::uint32_t X = s(4ull * T * D), NW = s(4ull * D), HN = s(4ull * T * D), HA = s(ab * T * D);
+      const std::uint32_t SA = s(4ull * T * D / 128 + 4), WH = s(2ull * D * vw), SH = s(4ull * D / 128 * (vw / 128 + 1));
+      const std::uint32_t LG = s(4ull * T * vw);
       g.load(x_.address, X, 4 * T * D).load(final_norm_.address, NW, 4 * D);
-      g.load_rows(lm_head_.address + 2ull * j * vw, 2 * V, WH, D, 2 * vw).drain();
-      g.vec(vec(VecOp::rmsnorm, T, D, X, NW, HN)).vec(cast_bf16(T, D, HN, HB)).drain();
-      g.gemm(gemm(T, vw, D, HB, WH, LG)).drain();
-      g.store_rows(LG, logits_.address + 4ull * j * vw, 4 * V, T, 4 * vw);
+      const Slice bh = load_b(g, lm_head_, 0, D, j * vw, vw, WH, SH);
+      g.drain().vec(vec(VecOp::rmsnorm, T, D, X, NW, HN));
+      to_a(g, T, D, HN, HA, SA);
+      g.drain();
+      matmul(g, T, vw, D, HA, SA, bh, LG);
+      g.drain().store_rows(LG, logits_.address + 4ull * j * vw, 4 * V, T, 4 * vw);
     }
     run_phase(p, profile_.head);
   }

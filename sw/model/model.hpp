@@ -34,22 +34,39 @@ struct Config {
   unsigned layers = 4, d_model = 512, heads = 8, experts = 8, top_k = 2, hidden = 512, vocab = 4096, context = 256;
   unsigned hidden_chunk = 256;  // expert hidden columns per pass through the scratchpad
   std::uint64_t seed = 1;
+  // FP8: the projection, expert and LM-head weights are E4M3 with an FP32
+  // scale per 128 x 128 block, and the activations going into those GEMMs
+  // are cast to E4M3 with a scale per 1 x 128 group (on the fly).
+  bool fp8 = false;
   unsigned head_dim() const { return d_model / heads; }
   std::string check() const;  // empty when the device runner can take it
 };
 
-// Host copies of the weights, BF16 codes (norm weights FP32).
+// A weight matrix (rows x cols, row-major): BF16 codes, or E4M3 codes with
+// an FP32 scale per 128 x 128 block; `values` holds what each element is
+// worth (the reference multiplies by these).
+struct Matrix {
+  unsigned rows = 0, cols = 0;
+  bool fp8 = false;
+  std::vector<std::uint16_t> bf16;
+  std::vector<std::uint8_t> codes;
+  std::vector<float> scales;  // (rows / 128) x ceil(cols / 128)
+  std::vector<float> values;
+  unsigned block_cols() const { return (cols + 127) / 128; }
+};
+
+// Host copies of the weights (norm weights FP32).
 struct Weights {
-  std::vector<std::uint16_t> embedding;  // vocab x d
+  Matrix embedding;  // vocab x d, BF16
   struct Layer {
-    std::vector<float> attn_norm, ffn_norm;                 // d
-    std::vector<std::uint16_t> wq, wk, wv, wo;              // d x d
-    std::vector<std::uint16_t> router;                      // d x experts
-    std::vector<std::vector<std::uint16_t>> w1, w3, w2;     // per expert: d x hidden, d x hidden, hidden x d
+    std::vector<float> attn_norm, ffn_norm;  // d
+    Matrix wq, wk, wv, wo;                   // d x d
+    Matrix router;                           // d x experts, BF16
+    std::vector<Matrix> w1, w3, w2;          // per expert: d x hidden, d x hidden, hidden x d
   };
   std::vector<Layer> layers;
-  std::vector<float> final_norm;       // d
-  std::vector<std::uint16_t> lm_head;  // d x vocab
+  std::vector<float> final_norm;  // d
+  Matrix lm_head;                 // d x vocab
   static Weights random(const Config& c);
 };
 
@@ -89,17 +106,38 @@ class DeviceModel {
   const Config& config() const { return c_; }
 
  private:
-  struct LayerBuffers {
-    rt::Buffer attn_norm, ffn_norm, wq, wk, wv, wo, router, kcache, vcache;
-    std::vector<rt::Buffer> w1, w3, w2;
+  // A matrix on the device: its codes and (FP8) its block scales.
+  struct DevMatrix {
+    rt::Buffer data, scales;
+    unsigned rows = 0, cols = 0;
+    bool fp8 = false;
   };
+  struct LayerBuffers {
+    rt::Buffer attn_norm, ffn_norm, kcache, vcache;
+    DevMatrix wq, wk, wv, wo, router;
+    std::vector<DevMatrix> w1, w3, w2;
+  };
+  DevMatrix upload(const Matrix& m);
+  // Loads rows [r0, r0 + rows) x columns [c0, c0 + cols) of a matrix into
+  // the scratchpad (and its scales, FP8); the GEMM that uses it as B.
+  struct Slice {
+    std::uint32_t data = 0, scales = 0;
+  };
+  Slice load_b(rt::TileProgram& g, const DevMatrix& m, unsigned r0, unsigned rows, unsigned c0, unsigned cols,
+               std::uint32_t data, std::uint32_t scales);
+  // C (m x n) = A . B with A's codes (BF16, or E4M3 with scales `sa`).
+  void matmul(rt::TileProgram& g, unsigned m, unsigned n, unsigned k, std::uint32_t a, std::uint32_t sa,
+              const Slice& b, std::uint32_t c, bool accumulate = false);
+  // Turns FP32 rows into the GEMMs' A operand (BF16, or E4M3 with 1 x 128 scales).
+  void to_a(rt::TileProgram& g, unsigned rows, unsigned cols, std::uint32_t src, std::uint32_t dst, std::uint32_t sa);
   double run_phase(std::vector<std::pair<std::uint32_t, rt::TileProgram>>& programs, double& bucket);
 
   rt::Device& dev_;
   const Config& c_;
   rt::Kernel program_;
   unsigned tiles_;
-  rt::Buffer embedding_, final_norm_, lm_head_, x_, hb_, attn_, y0_, y1_, g_, logits_, topk_, mask_, qscale_, next_;
+  DevMatrix embedding_, lm_head_;
+  rt::Buffer final_norm_, x_, hb_, attn_, y0_, y1_, g_, logits_, topk_, mask_, qscale_, next_;
   std::vector<LayerBuffers> layers_;
   Profile profile_;
 };

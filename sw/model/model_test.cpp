@@ -83,3 +83,39 @@ TEST(Model, SpeculativeDecodingGivesTheGreedyTokens) {
               k, perfect.target_steps, perfect.seconds * 1e6, plain.target_steps, plain.seconds * 1e6, spec.acceptance(),
               spec.target_steps, spec.seconds * 1e6);
 }
+
+TEST(Model, Fp8OptionRunsTheSameModelWithinItsBound) {
+  Config c;
+  c.layers = 2, c.d_model = 128, c.heads = 2, c.experts = 4, c.hidden = 256, c.hidden_chunk = 128, c.vocab = 1024;
+  c.context = 32, c.seed = 5, c.fp8 = true;
+  const Weights w = Weights::random(c);
+  rt::Device dev;
+  DeviceModel m(dev, c, w);
+  Reference ref(c, w);
+  std::vector<std::uint32_t> tokens = {9, 99, 999, 5};
+  unsigned pos = 0, disagreements = 0;
+  double worst = 0;
+  for (unsigned step = 0; step < 3; ++step) {
+    std::vector<std::vector<std::uint32_t>> routes;
+    std::uint32_t next = 0;
+    const auto logits = m.step(tokens, pos, &next, &routes);
+    const auto want = ref.step(tokens, pos, routes, &disagreements);
+    double err = 0, scale = 0;
+    for (std::size_t i = 0; i < want.size(); ++i)
+      err = std::max(err, double(std::fabs(logits[i] - want[i]))), scale = std::max(scale, double(std::fabs(want[i])));
+    worst = std::max(worst, err / scale);
+    pos += static_cast<unsigned>(tokens.size());
+    tokens = {next};
+  }
+  std::printf("tiny MoE in FP8: max relative logit error %.3g, routing disagreements %u\n", worst, disagreements);
+  // The weights are the FP8 values on both sides; the device also rounds
+  // the GEMMs' activations to E4M3 (2^-4 relative steps).
+  EXPECT_LT(worst, 0.15);
+  std::uint64_t fp8 = 0, bf16 = 0;
+  const auto s = dev.stats();
+  for (unsigned t = 0; t < 8; ++t) {
+    fp8 += s["device.tile" + std::to_string(t)]["tensor_macs_fp8"].get<std::uint64_t>();
+    bf16 += s["device.tile" + std::to_string(t)]["tensor_macs_bf16"].get<std::uint64_t>();
+  }
+  EXPECT_GT(fp8, bf16) << "the projections, experts and head run in FP8; attention and the router in BF16";
+}
