@@ -262,15 +262,18 @@ std::vector<float> Reference::step(const std::vector<std::uint32_t>& tokens, uns
 // ---- the device ------------------------------------------------------------
 
 DeviceModel::DevMatrix DeviceModel::upload(const Matrix& m) {
+  // Matrices go round-robin over the HBM stacks, so the tiles' streams
+  // spread over all of them.
+  const unsigned stack = next_stack_++ % dev_.hbm_stacks();
   DevMatrix d;
   d.rows = m.rows, d.cols = m.cols, d.fp8 = m.fp8;
   if (!m.fp8) {
-    d.data = dev_.alloc(m.bf16.size() * 2);
+    d.data = dev_.alloc(m.bf16.size() * 2, stack);
     dev_.write(d.data, m.bf16.data(), m.bf16.size() * 2);
   } else {
-    d.data = dev_.alloc(m.codes.size());
+    d.data = dev_.alloc(m.codes.size(), stack);
     dev_.write(d.data, m.codes.data(), m.codes.size());
-    d.scales = dev_.alloc(m.scales.size() * 4);
+    d.scales = dev_.alloc(m.scales.size() * 4, stack);
     dev_.write(d.scales, m.scales.data(), m.scales.size() * 4);
   }
   return d;

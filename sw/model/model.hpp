@@ -136,6 +136,7 @@ class DeviceModel {
   const Config& c_;
   rt::Kernel program_;
   unsigned tiles_;
+  unsigned next_stack_ = 0;
   DevMatrix embedding_, lm_head_;
   rt::Buffer final_norm_, x_, hb_, attn_, y0_, y1_, g_, logits_, topk_, mask_, qscale_, next_;
   std::vector<LayerBuffers> layers_;

@@ -234,6 +234,8 @@ Device::~Device() = default;
 
 unsigned Device::tiles() const { return impl_->tiles; }
 
+unsigned Device::hbm_stacks() const { return static_cast<unsigned>(impl_->stacks.size()); }
+
 Buffer Device::alloc(std::uint64_t bytes, unsigned stack) {
   Impl& d = *impl_;
   if (stack >= d.stacks.size())

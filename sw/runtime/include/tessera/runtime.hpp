@@ -73,6 +73,7 @@ class Device {
   Device& operator=(const Device&) = delete;
 
   unsigned tiles() const;
+  unsigned hbm_stacks() const;
 
   // HBM buffers: 4 KiB aligned, first fit, in the given stack.
   Buffer alloc(std::uint64_t bytes, unsigned stack = 0);
