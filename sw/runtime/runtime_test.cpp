@@ -196,3 +196,43 @@ TEST(Runtime, TheFirmwareRefusesBadCommandsAndServesOn) {
   EXPECT_EQ(dev.wait(dev.launch(k, {0, 0})).status, TP_OK);
   dev.synchronize();
 }
+
+TEST(Runtime, StreamsRunSideBySideAndInOrderWithin) {
+  Device dev;
+  const Kernel gemm = dev.load_kernel(kKernels + "/gemm.elf", 0x3);
+  const unsigned m = 64, n = 128, kk = 512;
+  Buffer a = dev.alloc(2ull * m * kk), b = dev.alloc(2ull * kk * n), c0 = dev.alloc(4ull * m * n), c1 = dev.alloc(4ull * m * n);
+  auto args = [&](const Buffer& c) {
+    return std::vector<std::uint32_t>{lo(a.address), hi(a.address), lo(b.address), hi(b.address), lo(c.address),
+                                      hi(c.address), m, n, kk, 0, 0, 0};
+  };
+  double t0 = dev.simulated_seconds();
+  dev.wait(dev.launch(gemm, args(c0), 0x1));
+  const double alone = dev.simulated_seconds() - t0;
+  const Stream s1 = dev.stream(), s2 = dev.stream();
+  EXPECT_NE(s1.id, s2.id);
+  t0 = dev.simulated_seconds();
+  Event e1 = dev.launch(gemm, args(c0), 0x1, 0, s1), e2 = dev.launch(gemm, args(c1), 0x2, 0, s2);
+  dev.wait(e1), dev.wait(e2);
+  const double side_by_side = dev.simulated_seconds() - t0;
+  t0 = dev.simulated_seconds();
+  e1 = dev.launch(gemm, args(c0), 0x1, 0, s1), e2 = dev.launch(gemm, args(c1), 0x2, 0, s1);
+  const tp_completion first = dev.wait(e1), second = dev.wait(e2);
+  const double in_order = dev.simulated_seconds() - t0;
+  std::printf("one GEMM %.1f us; two in two streams %.1f us; two in one stream %.1f us\n", alone * 1e6,
+              side_by_side * 1e6, in_order * 1e6);
+  EXPECT_LT(side_by_side, 0.8 * in_order) << "two streams overlap (they share HBM stack 0 and the NoC)";
+  EXPECT_GT(in_order, 1.8 * alone);
+  EXPECT_LT(first.mtime, second.mtime);
+  // A short launch in another stream completes before a long one submitted first.
+  const Kernel k = dev.load_kernel(kKernels + "/misbehave.elf", 0xc);
+  const Event slow = dev.launch(k, {2}, 0x4, 200, s1), quick = dev.launch(k, {0, 0}, 0x8, 0, s2);
+  const tp_completion q = dev.wait(quick);
+  try {
+    dev.wait(slow);
+    FAIL() << "the spinning kernel ended by itself";
+  } catch (const DeviceError& e) {
+    EXPECT_EQ(e.status(), TP_TIMEOUT);
+    EXPECT_LT(q.mtime, e.completion.mtime);
+  }
+}

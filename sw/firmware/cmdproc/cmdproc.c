@@ -152,11 +152,36 @@ static void load(const struct tp_command* c, struct tp_completion* r) {
   }
 }
 
-static void launch(const struct tp_command* c, struct tp_completion* r) {
-  if (!check_tiles(c, r)) return;
-  if (c->entry < LOCAL_SPM || c->entry - LOCAL_SPM >= SPM_BYTES) return fail(r, TP_BAD_POINTER, 0, c->entry, 0);
-  if (c->nargs > 16) return fail(r, TP_BAD_SIZE, 0, c->nargs, 16);
-  const uint32_t timeout = c->timeout_us ? c->timeout_us : TP_DEFAULT_TIMEOUT_US;
+/* Launches in flight: started, not yet completed. */
+#define MAX_INFLIGHT 8
+static struct inflight {
+  int used;
+  struct tp_completion r;
+  uint32_t tiles, stream, timeout;
+  uint64_t deadline;
+} flights[MAX_INFLIGHT];
+static uint32_t busy_tiles; /* tiles owned by launches in flight */
+static uint32_t posted;     /* completions written */
+
+static void post(const struct tp_completion* in) {
+  struct tp_completion r = *in;
+  r.mtime = clint_mtime();
+  volatile uint64_t* out = (volatile uint64_t*)hbm(TP_CPL_RING + (posted % TP_RING_ENTRIES) * sizeof r);
+  for (unsigned i = 0; i < sizeof r / 8; ++i) out[i] = ((const uint64_t*)&r)[i];
+  ++posted;
+  __asm__ volatile("fence" ::: "memory");
+  *(volatile uint32_t*)hbm(TP_COMPLETED) = posted;
+  mailbox_ring(TP_BELL_COMPLETIONS);
+}
+
+static int tile_running(unsigned t) { return (TR(t, CORE_STATUS) & TILE_CORE_STATUS_STATE_MASK) == 1; }
+
+/* Starts a launch; 0 if it was refused (r says why). */
+static int launch(const struct tp_command* c, struct tp_completion* r, struct inflight* f) {
+  if (!check_tiles(c, r)) return 0;
+  if (c->entry < LOCAL_SPM || c->entry - LOCAL_SPM >= SPM_BYTES) return fail(r, TP_BAD_POINTER, 0, c->entry, 0), 0;
+  if (c->nargs > 16) return fail(r, TP_BAD_SIZE, 0, c->nargs, 16), 0;
+  f->timeout = c->timeout_us ? c->timeout_us : TP_DEFAULT_TIMEOUT_US;
   for (unsigned t = 0; t < TILES; ++t) {
     if (!(c->tiles >> t & 1)) continue;
     /* A clean tile: empty queues, no errors, semaphores at zero. */
@@ -167,45 +192,85 @@ static void launch(const struct tp_command* c, struct tp_completion* r) {
     TW(t, CORE_EXIT, 0);
     TW(t, CORE_PC, c->entry);
   }
-  tile_news = 0;
-  timer_fired = 0;
-  const uint64_t deadline = clint_mtime() + (uint64_t)timeout * MTIME_PER_US;
+  f->deadline = clint_mtime() + (uint64_t)f->timeout * MTIME_PER_US;
   for (unsigned t = 0; t < TILES; ++t) {
     if (!(c->tiles >> t & 1)) continue;
     TW(t, IRQ_ENABLE, TILE_IRQ_ENABLE_CORE_DONE_MASK | TILE_IRQ_ENABLE_CORE_FAULT_MASK);
     TW(t, CORE_CTRL, TILE_CORE_CTRL_START_MASK);
   }
-  clint_set_timer(deadline);
-  int running = -1;
-  for (;;) {
-    running = -1;
+  f->used = 1;
+  f->r = *r;
+  f->tiles = c->tiles;
+  f->stream = c->stream;
+  busy_tiles |= c->tiles;
+  return 1;
+}
+
+/* Completes the launches whose cores have all stopped, or whose watchdog
+ * has fired; re-arms the interrupts of the tiles still running. Returns
+ * how many completed. */
+static unsigned reap(void) {
+  unsigned n = 0;
+  const uint64_t now = clint_mtime();
+  for (unsigned i = 0; i < MAX_INFLIGHT; ++i) {
+    struct inflight* f = &flights[i];
+    if (!f->used) continue;
+    int running = -1;
     for (unsigned t = 0; t < TILES && running < 0; ++t)
-      if ((c->tiles >> t & 1) && (TR(t, CORE_STATUS) & TILE_CORE_STATUS_STATE_MASK) == 1) running = (int)t;
-    if (running < 0 || timer_fired) break;
-    /* A tile's interrupt is masked once taken; unmask those still running. */
-    for (unsigned t = 0; t < TILES; ++t)
-      if ((tile_news >> t & 1) && (c->tiles >> t & 1)) {
-        tile_news &= ~(1u << t);
-        TW(t, IRQ_STATUS, ~0u);
-        TW(t, IRQ_ENABLE, TILE_IRQ_ENABLE_CORE_DONE_MASK | TILE_IRQ_ENABLE_CORE_FAULT_MASK);
-      }
-    if ((TR((unsigned)running, CORE_STATUS) & TILE_CORE_STATUS_STATE_MASK) == 1) sleep_once();
+      if ((f->tiles >> t & 1) && tile_running(t)) running = (int)t;
+    if (running >= 0 && now < f->deadline) {
+      for (unsigned t = 0; t < TILES; ++t)
+        if ((f->tiles >> t & 1) && (tile_news >> t & 1)) {
+          tile_news &= ~(1u << t);
+          TW(t, IRQ_STATUS, ~0u);
+          TW(t, IRQ_ENABLE, TILE_IRQ_ENABLE_CORE_DONE_MASK | TILE_IRQ_ENABLE_CORE_FAULT_MASK);
+        }
+      continue;
+    }
+    if (running >= 0) {
+      for (unsigned t = 0; t < TILES; ++t)
+        if (f->tiles >> t & 1) TW(t, CORE_CTRL, TILE_CORE_CTRL_HALT_MASK);
+      fail(&f->r, TP_TIMEOUT, (uint32_t)running, f->timeout, 0);
+    }
+    for (unsigned t = 0; t < TILES; ++t) {
+      if (!(f->tiles >> t & 1)) continue;
+      TW(t, IRQ_ENABLE, 0);
+      TW(t, IRQ_STATUS, ~0u);
+      tile_news &= ~(1u << t);
+      if (f->r.status != TP_OK) continue;
+      const uint32_t state = TR(t, CORE_STATUS) & TILE_CORE_STATUS_STATE_MASK;
+      if (state == 3) fail(&f->r, TP_KERNEL_FAULT, t, TR(t, CORE_FAULT_CAUSE), TR(t, CORE_FAULT_PC));
+      else if (state == 2 && TR(t, CORE_EXIT)) fail(&f->r, TP_KERNEL_ERROR, t, TR(t, CORE_EXIT), 0);
+    }
+    busy_tiles &= ~f->tiles;
+    f->used = 0;
+    post(&f->r);
+    ++n;
   }
-  clint_set_timer(UINT64_MAX);
-  if (running >= 0) {
-    for (unsigned t = 0; t < TILES; ++t)
-      if (c->tiles >> t & 1) TW(t, CORE_CTRL, TILE_CORE_CTRL_HALT_MASK);
-    fail(r, TP_TIMEOUT, (uint32_t)running, timeout, 0);
+  return n;
+}
+
+/* Whether command c may start now: commands of a stream run one after the
+ * other, and a command waits for the tiles it names to be free. */
+static int may_issue(const struct tp_command* c) {
+  int free_slot = 0;
+  for (unsigned i = 0; i < MAX_INFLIGHT; ++i) {
+    if (!flights[i].used) {
+      free_slot = 1;
+      continue;
+    }
+    if (flights[i].stream == c->stream) return 0;
   }
-  for (unsigned t = 0; t < TILES; ++t) {
-    if (!(c->tiles >> t & 1)) continue;
-    TW(t, IRQ_ENABLE, 0);
-    TW(t, IRQ_STATUS, ~0u);
-    if (r->status != TP_OK) continue;
-    const uint32_t state = TR(t, CORE_STATUS) & TILE_CORE_STATUS_STATE_MASK;
-    if (state == 3) fail(r, TP_KERNEL_FAULT, t, TR(t, CORE_FAULT_CAUSE), TR(t, CORE_FAULT_PC));
-    else if (state == 2 && TR(t, CORE_EXIT)) fail(r, TP_KERNEL_ERROR, t, TR(t, CORE_EXIT), 0);
-  }
+  if ((c->opcode == TP_LOAD || c->opcode == TP_LAUNCH) && (c->tiles & busy_tiles)) return 0;
+  return c->opcode != TP_LAUNCH || free_slot;
+}
+
+/* The earliest watchdog deadline in flight (UINT64_MAX: none). */
+static uint64_t next_deadline(void) {
+  uint64_t d = UINT64_MAX;
+  for (unsigned i = 0; i < MAX_INFLIGHT; ++i)
+    if (flights[i].used && flights[i].deadline < d) d = flights[i].deadline;
+  return d;
 }
 
 int main(void) {
@@ -223,38 +288,44 @@ int main(void) {
   csr_set(mie, MIP_MEIP | MIP_MTIP);
 
   volatile uint32_t* produced = (volatile uint32_t*)hbm(TP_PRODUCED);
-  volatile uint32_t* completed = (volatile uint32_t*)hbm(TP_COMPLETED);
-  *completed = 0;
+  *(volatile uint32_t*)hbm(TP_COMPLETED) = 0;
   *(volatile uint32_t*)hbm(TP_READY) = TP_VERSION;
   mailbox_ring(TP_BELL_READY);
-  uint32_t done = 0;
+  uint32_t issued = 0;
   for (;;) {
     bells = 0;
-    if (*produced == done) {
-      /* Interrupts are masked here: a doorbell after the check still
-       * wakes the wfi. */
-      while (!bells) sleep_once();
-      continue;
+    timer_fired = 0;
+    unsigned progress = reap();
+    /* Issue commands in ring order while they may start. */
+    while (issued != *produced) {
+      struct tp_command c;
+      const volatile uint8_t* slot = hbm(TP_CMD_RING + (issued % TP_RING_ENTRIES) * sizeof c);
+      for (unsigned i = 0; i < sizeof c / 8; ++i) ((uint64_t*)&c)[i] = ((const volatile uint64_t*)slot)[i];
+      if (!may_issue(&c)) break;
+      ++issued;
+      ++progress;
+      struct tp_completion r;
+      memset(&r, 0, sizeof r);
+      r.id = c.id;
+      r.opcode = c.opcode;
+      switch (c.opcode) {
+        case TP_NOP: post(&r); break;
+        case TP_LOAD: load(&c, &r); post(&r); break;
+        case TP_LAUNCH: {
+          struct inflight* f = 0;
+          for (unsigned i = 0; i < MAX_INFLIGHT && !f; ++i)
+            if (!flights[i].used) f = &flights[i];
+          if (!launch(&c, &r, f)) post(&r);
+          break;
+        }
+        default: fail(&r, TP_BAD_OPCODE, 0, c.opcode, 0); post(&r); break;
+      }
     }
-    struct tp_command c;
-    const volatile uint8_t* slot = hbm(TP_CMD_RING + (done % TP_RING_ENTRIES) * sizeof c);
-    for (unsigned i = 0; i < sizeof c / 8; ++i) ((uint64_t*)&c)[i] = ((const volatile uint64_t*)slot)[i];
-    struct tp_completion r;
-    memset(&r, 0, sizeof r);
-    r.id = c.id;
-    r.opcode = c.opcode;
-    switch (c.opcode) {
-      case TP_NOP: break;
-      case TP_LOAD: load(&c, &r); break;
-      case TP_LAUNCH: launch(&c, &r); break;
-      default: fail(&r, TP_BAD_OPCODE, 0, c.opcode, 0); break;
-    }
-    r.mtime = clint_mtime();
-    volatile uint64_t* out = (volatile uint64_t*)hbm(TP_CPL_RING + (done % TP_RING_ENTRIES) * sizeof r);
-    for (unsigned i = 0; i < sizeof r / 8; ++i) out[i] = ((const uint64_t*)&r)[i];
-    ++done;
-    __asm__ volatile("fence" ::: "memory");
-    *completed = done;
-    mailbox_ring(TP_BELL_COMPLETIONS);
+    if (progress) continue;
+    /* Nothing could move: sleep until a doorbell, a tile or a watchdog.
+     * Interrupts are masked here, so news after the checks still wake
+     * the wfi. */
+    clint_set_timer(next_deadline());
+    sleep_once();
   }
 }

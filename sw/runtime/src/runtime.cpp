@@ -139,7 +139,7 @@ struct Device::Impl {
   };
   std::vector<Stack> stacks;
   unsigned tiles = 0;
-  std::uint32_t next_id = 1, submitted = 0;
+  std::uint32_t next_id = 1, submitted = 0, next_stream = 1;
   std::map<std::uint32_t, tp_command> commands;  // submitted, by id
   std::set<std::uint32_t> reported;              // completions wait() has returned or thrown
   std::map<std::uint32_t, Buffer> program_buffers;  // freed once their command has completed
@@ -384,8 +384,10 @@ Kernel Device::load_kernel(const std::string& path, std::uint32_t tiles) {
   return k;
 }
 
+Stream Device::stream() { return Stream{impl_->next_stream++}; }
+
 Event Device::launch(const Kernel& k, const std::vector<std::uint32_t>& args, std::uint32_t tiles,
-                     std::uint32_t timeout_us) {
+                     std::uint32_t timeout_us, Stream stream) {
   if (args.size() > 16) throw UsageError(fmt::format("launch: {} argument words; a kernel takes at most 16", args.size()));
   if (tiles & ~k.tiles)
     throw UsageError(fmt::format("launch: tiles {:#x} include tiles {} is not loaded on ({:#x})", tiles, k.name, k.tiles));
@@ -395,11 +397,13 @@ Event Device::launch(const Kernel& k, const std::vector<std::uint32_t>& args, st
   c.entry = k.entry;
   c.timeout_us = timeout_us;
   c.nargs = static_cast<std::uint32_t>(args.size());
+  c.stream = stream.id;
   std::copy(args.begin(), args.end(), c.args);
   return submit(c);
 }
 
-Event Device::run(const Kernel& program_kernel, const TileProgram& p, std::uint32_t tiles, std::uint32_t timeout_us) {
+Event Device::run(const Kernel& program_kernel, const TileProgram& p, std::uint32_t tiles, std::uint32_t timeout_us,
+                  Stream stream) {
   const auto& ops = p.ops();
   if (ops.size() > TKP_MAX_OPS)
     throw UsageError(fmt::format("run: a tile program holds at most {} operations, not {}", TKP_MAX_OPS, ops.size()));
@@ -407,13 +411,13 @@ Event Device::run(const Kernel& program_kernel, const TileProgram& p, std::uint3
   const Buffer b = alloc(ops.size() * sizeof(tkp_op));
   write(b, ops.data(), ops.size() * sizeof(tkp_op));
   const Event e = launch(program_kernel, {lo(b.address), hi(b.address), static_cast<std::uint32_t>(ops.size())}, tiles,
-                         timeout_us);
+                         timeout_us, stream);
   impl_->program_buffers[e.id] = b;
   return e;
 }
 
 Event Device::run(const Kernel& program_kernel, const std::vector<std::pair<unsigned, TileProgram>>& per_tile,
-                  std::uint32_t timeout_us) {
+                  std::uint32_t timeout_us, Stream stream) {
   Impl& d = *impl_;
   if (per_tile.empty()) throw UsageError("run: no tile programs");
   std::vector<unsigned> hart(d.tiles);
@@ -445,7 +449,7 @@ Event Device::run(const Kernel& program_kernel, const std::vector<std::pair<unsi
     at += p.ops().size() * sizeof(tkp_op);
   }
   write(b, bytes.data(), bytes.size());
-  const Event e = launch(program_kernel, {lo(b.address), hi(b.address), 0xffffffffu, harts}, mask, timeout_us);
+  const Event e = launch(program_kernel, {lo(b.address), hi(b.address), 0xffffffffu, harts}, mask, timeout_us, stream);
   d.program_buffers[e.id] = b;
   return e;
 }

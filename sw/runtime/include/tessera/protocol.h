@@ -5,6 +5,12 @@
  * protocol: a ring of TP_RING_ENTRIES commands at TP_CMD_RING and a ring of
  * as many completions at TP_CPL_RING. The runtime allocates buffers above.
  *
+ * Commands of one stream (`stream`) start in submission order, each after
+ * the one before has completed; a command also waits until the tiles it
+ * names are free. Otherwise the CP starts commands as soon as it can, in
+ * ring order (a waiting command holds back the ones behind it), and
+ * launches run side by side; completions come in the order they finish.
+ *
  * Flow: the host writes command n into slot n % TP_RING_ENTRIES, then
  * n + 1 (the count of commands submitted) into the word at TP_PRODUCED,
  * and rings doorbell TP_BELL_COMMANDS. The CP runs commands in order, one
@@ -19,7 +25,7 @@
 
 #include <stdint.h>
 
-#define TP_VERSION 0x54500001u /* 'TP', 1 */
+#define TP_VERSION 0x54500002u /* 'TP', 2: streams */
 #define TP_RING_ENTRIES 64u
 #define TP_CMD_RING 0x0u     /* offsets from the first HBM stack's base */
 #define TP_CPL_RING 0x2000u
@@ -62,7 +68,8 @@ struct tp_command { /* 128 bytes */
   uint32_t entry;      /* LAUNCH: the core's start pc, in its local map */
   uint32_t nargs;      /* LAUNCH: how many of args are used (<= 16) */
   uint32_t args[16];   /* LAUNCH: CORE_ARG[0..15] */
-  uint32_t reserved[6];
+  uint32_t stream;     /* commands of a stream run in order; streams run side by side */
+  uint32_t reserved[5];
 };
 
 struct tp_completion { /* 32 bytes */

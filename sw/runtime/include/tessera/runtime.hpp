@@ -54,6 +54,12 @@ struct Event {
   std::uint32_t id = 0;
 };
 
+// Commands of one stream run in order; commands of different streams run
+// side by side where their tiles allow. Stream 0 is the default.
+struct Stream {
+  std::uint32_t id = 0;
+};
+
 class TileProgram;  // tessera/program.hpp
 
 class Device {
@@ -87,15 +93,17 @@ class Device {
   // Starts the kernel on its tiles (or `tiles`, a subset) with up to 16
   // argument words; `timeout_us` is the device's watchdog (0: its default).
   Event launch(const Kernel& k, const std::vector<std::uint32_t>& args, std::uint32_t tiles = 0,
-               std::uint32_t timeout_us = 0);
+               std::uint32_t timeout_us = 0, Stream stream = {});
+  // A new stream.
+  Stream stream();
   // Runs a tile program on `tiles` with the `program` kernel, which must be
   // loaded there (load_kernel of sw/kernels' program.elf).
   Event run(const Kernel& program_kernel, const TileProgram& p, std::uint32_t tiles = 0,
-            std::uint32_t timeout_us = 0);
+            std::uint32_t timeout_us = 0, Stream stream = {});
   // Runs a different tile program on each of several tiles with one launch
   // (a table indexed by the tile cores' hart ids).
   Event run(const Kernel& program_kernel, const std::vector<std::pair<unsigned, TileProgram>>& per_tile,
-            std::uint32_t timeout_us = 0);
+            std::uint32_t timeout_us = 0, Stream stream = {});
   // Waits for a command; throws DeviceError if it failed.
   tp_completion wait(Event e);
   // Waits for every command submitted so far; throws the first failure
