@@ -48,20 +48,43 @@ class HostAgent : public sc_core::sc_module {
     SC_THREAD(collect);
   }
 
-  // Host-port access at the thread's current time (from a SystemC thread).
+  // Device-memory access from a SystemC thread, through the platform's host
+  // port when it has one (else the system bus): up to kInFlight chunks at
+  // once, as a DMA engine on the host side would keep them.
   void access(tlm::tlm_command cmd, std::uint64_t addr, void* data, std::uint64_t len) {
     auto* bytes = static_cast<std::uint8_t*>(data);
-    for (std::uint64_t done = 0; done < len;) {
-      const unsigned chunk = static_cast<unsigned>(std::min<std::uint64_t>(len - done, kChunk));
-      sc_core::sc_time d;
-      const tlm::tlm_response_status s = p_.transport(cmd, addr + done, bytes + done, chunk, d);
-      sc_core::wait(d);
-      if (s != tlm::TLM_OK_RESPONSE)
-        throw UsageError(fmt::format("host port: {} of {} bytes at {:#x} failed ({})",
-                                     cmd == tlm::TLM_READ_COMMAND ? "read" : "write", chunk, addr + done,
-                                     static_cast<int>(s)));
-      done += chunk;
-    }
+    std::uint64_t next = 0;
+    unsigned active = 0;
+    std::string error;
+    sc_core::sc_event finished;
+    auto worker = [&] {
+      while (next < len && error.empty()) {
+        const std::uint64_t at = next;
+        const unsigned chunk = static_cast<unsigned>(std::min<std::uint64_t>(len - at, kChunk));
+        next += chunk;
+        sc_core::sc_time d;
+        tlm::tlm_response_status s;
+        if (port_) {
+          tlm::tlm_generic_payload t;
+          set_access(t, cmd, addr + at, bytes + at, chunk);
+          port_->b_transport(t, d);
+          s = t.get_response_status();
+        } else {
+          s = p_.transport(cmd, addr + at, bytes + at, chunk, d);
+        }
+        sc_core::wait(d);
+        if (s != tlm::TLM_OK_RESPONSE && error.empty())
+          error = fmt::format("host port: {} of {} bytes at {:#x} failed ({})",
+                              cmd == tlm::TLM_READ_COMMAND ? "read" : "write", chunk, addr + at, static_cast<int>(s));
+      }
+      if (--active == 0) finished.notify(sc_core::SC_ZERO_TIME);
+    };
+    const std::uint64_t chunks = (len + kChunk - 1) / kChunk;
+    active = static_cast<unsigned>(std::min<std::uint64_t>(kInFlight, chunks));
+    if (!active) return;
+    for (unsigned i = 0, n = active; i < n; ++i) sc_core::sc_spawn(worker);
+    while (active) sc_core::wait(finished);
+    if (!error.empty()) throw UsageError(error);
   }
   void mailbox_write(unsigned reg, std::uint32_t v) { mailbox_access(tlm::TLM_WRITE_COMMAND, reg, v); }
   std::uint32_t mailbox_read(unsigned reg) { return mailbox_access(tlm::TLM_READ_COMMAND, reg, 0); }
@@ -74,7 +97,13 @@ class HostAgent : public sc_core::sc_module {
   std::function<void()> on_news;
 
  private:
-  static constexpr unsigned kChunk = 1024;
+  static constexpr unsigned kChunk = 1024, kInFlight = 128;
+  tlm::tlm_fw_transport_if<>* port_ = nullptr;  // the platform's host port, if any
+
+ public:
+  void use_port(tlm::tlm_fw_transport_if<>& port) { port_ = &port; }
+
+ private:
 
   std::uint32_t mailbox_access(tlm::tlm_command cmd, unsigned reg, std::uint32_t v) {
     tlm::tlm_generic_payload t;
@@ -220,7 +249,12 @@ Device::Device(const Options& options) : impl_(std::make_unique<Impl>()) {
   std::sort(d.stacks.begin(), d.stacks.end(), [](const auto& a, const auto& b) { return a.base < b.base; });
   d.stacks[0].free[d.stacks[0].base + TP_RESERVED] = d.stacks[0].size - TP_RESERVED;
   for (std::size_t i = 1; i < d.stacks.size(); ++i) d.stacks[i].free[d.stacks[i].base] = d.stacks[i].size;
-  d.agent = std::make_unique<HostAgent>("host", *d.platform, d.stacks[0].base);
+  d.agent = std::make_unique<HostAgent>("host_agent", *d.platform, d.stacks[0].base);
+  for (const InstanceSpec& s : d.spec.instances)
+    if (s.type == "host_port") {
+      d.agent->use_port(d.platform->target(s.name, "host_target"));
+      break;
+    }
   d.platform->load(d.firmware);
   g_device_exists = true;
   sc_core::sc_start(sc_core::SC_ZERO_TIME);
