@@ -285,3 +285,11 @@ TEST(Runtime, ASlowerHostPortIsTheBottleneck) {
   EXPECT_GT(took, wire);
   EXPECT_LT(took, 1.1 * wire);
 }
+
+TEST(Runtime, AFirmwareThatIsNoCommandProcessorIsReported) {
+  Device::Options o;
+  o.firmware = std::string(TESSERA_FIRMWARE_DIR) + "/hello.elf";  // greets and ends the run
+  const std::string why = usage_error([&] { Device dev(o); });
+  EXPECT_NE(why.find("the device stopped"), std::string::npos) << why;
+  EXPECT_NE(why.find("while the host waited for its boot"), std::string::npos) << why;
+}
