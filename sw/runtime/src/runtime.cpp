@@ -106,10 +106,14 @@ class HostAgent : public sc_core::sc_module {
  private:
 
   std::uint32_t mailbox_access(tlm::tlm_command cmd, unsigned reg, std::uint32_t v) {
-    tlm::tlm_generic_payload t;
-    set_access(t, cmd, M::kBlock.regs[reg].offset, &v, 4);
     sc_core::sc_time d;
-    mailbox_.b_transport(t, d);
+    {
+      // The payload ends before the wait: a thread the simulation leaves
+      // suspended holds nothing on its stack.
+      tlm::tlm_generic_payload t;
+      set_access(t, cmd, M::kBlock.regs[reg].offset, &v, 4);
+      mailbox_.b_transport(t, d);
+    }
     sc_core::wait(d);
     return v;
   }
