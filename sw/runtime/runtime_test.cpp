@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <map>
 #include <random>
 
 #include "numerics/formats.hpp"
@@ -292,4 +293,48 @@ TEST(Runtime, AFirmwareThatIsNoCommandProcessorIsReported) {
   const std::string why = usage_error([&] { Device dev(o); });
   EXPECT_NE(why.find("the device stopped"), std::string::npos) << why;
   EXPECT_NE(why.find("while the host waited for its boot"), std::string::npos) << why;
+}
+
+TEST(Runtime, TheFirmwareSurvivesSeededGarbageCommands) {
+  Device dev;
+  const Kernel k = dev.load_kernel(kKernels + "/misbehave.elf", 0xff);
+  Buffer junk = dev.alloc(64 << 10);
+  std::mt19937_64 rng(2026);
+  std::vector<std::uint8_t> noise(64 << 10);
+  for (auto& b : noise) b = static_cast<std::uint8_t>(rng());
+  dev.write(junk, noise.data(), noise.size());
+  std::map<std::uint32_t, unsigned> statuses;
+  std::vector<Event> events;
+  for (unsigned i = 0; i < 150; ++i) {
+    tp_command c{};
+    for (std::size_t w = 0; w < sizeof c / 8; ++w) reinterpret_cast<std::uint64_t*>(&c)[w] = rng();
+    // Mostly real opcodes with garbage fields, sometimes garbage opcodes;
+    // addresses sometimes inside the junk buffer; watchdogs short.
+    const unsigned kind = static_cast<unsigned>(rng() % 8);
+    c.opcode = kind < 3 ? kind : kind < 6 ? TP_LOAD + (kind % 2) : static_cast<std::uint32_t>(rng());
+    if (rng() % 2) c.tiles &= 0xff;
+    if (rng() % 2) c.addr = junk.address + rng() % (64 << 10);
+    if (rng() % 2) c.size %= 8192;
+    if (rng() % 2) c.entry = 0x8000'0000u + static_cast<std::uint32_t>(rng() % (2u << 20)) / 4 * 4;
+    if (rng() % 2) c.nargs %= 17;
+    c.timeout_us = 1 + static_cast<std::uint32_t>(rng() % 30);
+    c.stream %= 4;
+    events.push_back(dev.submit(c));
+  }
+  for (Event e : events) {
+    try {
+      ++statuses[dev.wait(e).status];
+    } catch (const DeviceError& err) {
+      ASSERT_LE(err.status(), static_cast<std::uint32_t>(TP_BUSY_TILE)) << err.what();
+      ++statuses[err.status()];
+    }
+  }
+  std::string seen;
+  for (const auto& [s, n] : statuses) seen += std::string(status_name(s)) + " " + std::to_string(n) + ", ";
+  std::printf("150 garbage commands: %s\n", seen.c_str());
+  EXPECT_GE(statuses.size(), 4u) << "the garbage reaches several of the firmware's checks: " << seen;
+  // The firmware and every tile still serve a well-behaved kernel (reloaded:
+  // the garbage may have overwritten scratchpads).
+  const Kernel again = dev.load_kernel(kKernels + "/misbehave.elf", 0xff);
+  EXPECT_EQ(dev.wait(dev.launch(again, {0, 0}, 0xff)).status, TP_OK);
 }
