@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <map>
 #include <random>
 
@@ -307,7 +308,9 @@ TEST(Runtime, TheFirmwareSurvivesSeededGarbageCommands) {
   std::vector<Event> events;
   for (unsigned i = 0; i < 150; ++i) {
     tp_command c{};
-    for (std::size_t w = 0; w < sizeof c / 8; ++w) reinterpret_cast<std::uint64_t*>(&c)[w] = rng();
+    std::uint64_t words[sizeof c / 8];
+    for (auto& w : words) w = rng();
+    std::memcpy(&c, words, sizeof c);
     // Mostly real opcodes with garbage fields, sometimes garbage opcodes;
     // addresses sometimes inside the junk buffer; watchdogs short.
     const unsigned kind = static_cast<unsigned>(rng() % 8);

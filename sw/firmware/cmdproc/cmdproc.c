@@ -167,7 +167,9 @@ static void post(const struct tp_completion* in) {
   struct tp_completion r = *in;
   r.mtime = clint_mtime();
   volatile uint64_t* out = (volatile uint64_t*)hbm(TP_CPL_RING + (posted % TP_RING_ENTRIES) * sizeof r);
-  for (unsigned i = 0; i < sizeof r / 8; ++i) out[i] = ((const uint64_t*)&r)[i];
+  uint64_t words[sizeof r / 8];
+  memcpy(words, &r, sizeof r);
+  for (unsigned i = 0; i < sizeof r / 8; ++i) out[i] = words[i];
   ++posted;
   __asm__ volatile("fence" ::: "memory");
   *(volatile uint32_t*)hbm(TP_COMPLETED) = posted;
@@ -300,7 +302,9 @@ int main(void) {
     while (issued != *produced) {
       struct tp_command c;
       const volatile uint8_t* slot = hbm(TP_CMD_RING + (issued % TP_RING_ENTRIES) * sizeof c);
-      for (unsigned i = 0; i < sizeof c / 8; ++i) ((uint64_t*)&c)[i] = ((const volatile uint64_t*)slot)[i];
+      uint64_t words[sizeof c / 8];
+      for (unsigned i = 0; i < sizeof c / 8; ++i) words[i] = ((const volatile uint64_t*)slot)[i];
+      memcpy(&c, words, sizeof c);
       if (!may_issue(&c)) break;
       ++issued;
       ++progress;
