@@ -14,13 +14,14 @@ namespace {
 const char* const kNames[] = {"add", "sub", "mul", "max", "min", "fma", "abs", "neg", "relu", "relu2", "exp",
                               "log", "rsqrt", "recip", "tanh", "sigmoid", "silu", "gelu", "swiglu", "softmax",
                               "rmsnorm", "layernorm", "sum", "rmax", "argmax", "topk", "rope", "cast_to",
-                              "cast_from"};
+                              "cast_from", "scale_rows"};
 static_assert(std::size(kNames) == static_cast<unsigned>(Op::count), "a name per op");  // elaboration-only
 
 enum class Kind { binary, ternary, unary, row, reduce, cast };
 Kind kind_of(Op op) {
   switch (op) {
-    case Op::add: case Op::sub: case Op::mul: case Op::max: case Op::min: case Op::swiglu: return Kind::binary;
+    case Op::add: case Op::sub: case Op::mul: case Op::max: case Op::min: case Op::swiglu: case Op::scale_rows:
+      return Kind::binary;
     case Op::fma: return Kind::ternary;
     case Op::softmax: case Op::rmsnorm: case Op::layernorm: case Op::rope: return Kind::row;
     case Op::sum: case Op::rmax: case Op::argmax: case Op::topk: return Kind::reduce;
@@ -114,7 +115,8 @@ std::string VectorUnit::validate(const VectorCommand& c) const {
   };
   std::vector<Use> uses = {{"src0", c.src0, e}};
   const Kind k = kind_of(c.op);
-  if (k == Kind::binary || k == Kind::ternary) uses.push_back({"src1", c.src1, e});
+  if (k == Kind::binary || k == Kind::ternary)
+    uses.push_back({"src1", c.src1, c.op == Op::scale_rows ? static_cast<std::uint64_t>(c.rows) * 4 : e});
   if (k == Kind::ternary) uses.push_back({"src2", c.src2, e});
   if (c.op == Op::rmsnorm || c.op == Op::layernorm) uses.push_back({"src1", c.src1, row});
   if (c.op == Op::layernorm) uses.push_back({"src2", c.src2, row});
@@ -146,7 +148,8 @@ void VectorUnit::execute(const VectorCommand& c) {
   namespace vec = num::vec;
   const Kind k = kind_of(c.op);
   if (k == Kind::binary || k == Kind::ternary) {
-    const std::vector<float> y = load(c.src1, e), z = k == Kind::ternary ? load(c.src2, e) : std::vector<float>();
+    const std::vector<float> y = load(c.src1, c.op == Op::scale_rows ? c.rows : e),
+                             z = k == Kind::ternary ? load(c.src2, e) : std::vector<float>();
     out.resize(e);
     for (std::size_t i = 0; i < e; ++i) {
       switch (c.op) {
@@ -156,6 +159,7 @@ void VectorUnit::execute(const VectorCommand& c) {
         case Op::max: out[i] = std::max(x[i], y[i]); break;
         case Op::min: out[i] = std::min(x[i], y[i]); break;
         case Op::swiglu: out[i] = vec::swiglu(x[i], y[i]); break;
+        case Op::scale_rows: out[i] = x[i] * y[i / c.cols]; break;
         default: out[i] = std::fma(x[i], y[i], z[i]); break;
       }
     }

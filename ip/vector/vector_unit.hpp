@@ -31,7 +31,9 @@ namespace tessera::vector {
 
 enum class Op : std::uint8_t {
   add, sub, mul, max, min, fma, abs, neg, relu, relu2, exp, log, rsqrt, recip, tanh, sigmoid, silu, gelu, swiglu,
-  softmax, rmsnorm, layernorm, sum, rmax, argmax, topk, rope, cast_to, cast_from, count
+  softmax, rmsnorm, layernorm, sum, rmax, argmax, topk, rope, cast_to, cast_from,
+  scale_rows,  // row r of src0 times the FP32 scalar src1[r] (gates, per-row scales)
+  count
 };
 const char* name(Op op);
 

@@ -299,3 +299,25 @@ TEST(VectorUnit, StochasticCastsAreUnbiasedAndSeededAndE8m0ScalesRoundTrip) {
   const auto back = b.get(0x53000, 128);
   for (unsigned i = 0; i < 128; ++i) ASSERT_EQ(back[i], static_cast<float>(q.value(i / 64, i % 64))) << i;
 }
+
+TEST(VectorUnit, ScaleRowsMultipliesEachRowByItsScalar) {
+  Bench b;
+  const unsigned rows = 5, cols = 100;
+  const auto x = random(rows * cols, 21, -3, 3), g = random(rows, 22, 0, 1);
+  b.put(0, x), b.put(0x10000, g);
+  VectorCommand c;
+  c.id = 1, c.op = Op::scale_rows, c.rows = rows, c.cols = cols, c.src0 = 0, c.src1 = 0x10000, c.dst = 0x20000;
+  b.vu.submit(c);
+  VectorCommand bad = c;  // the scalars run past the scratchpad
+  bad.id = 2, bad.src1 = (2u << 20) - 8;
+  b.vu.submit(bad);
+  const sc_core::sc_time t = b.run();
+  EXPECT_EQ(b.vu.completed(), 1u);
+  EXPECT_NE(b.vu.error().find("src1"), std::string::npos) << b.vu.error();
+  const auto y = b.get(0x20000, rows * cols);
+  for (unsigned r = 0; r < rows; ++r)
+    for (unsigned j = 0; j < cols; ++j) ASSERT_TRUE(same_bits(y[r * cols + j], x[r * cols + j] * g[r])) << r << " " << j;
+  // A lane op per element, like mul: ceil(500 / 64) + 8 pipeline cycles.
+  EXPECT_EQ(b.vu.stats().busy_cycles, 8u + 8u);
+  (void)t;
+}

@@ -348,7 +348,7 @@ DeviceModel::DeviceModel(rt::Device& dev, const Config& c, const Weights& w)
     layers_.push_back(std::move(b));
   }
   x_ = dev_.alloc(4ull * T * D), hb_ = dev_.alloc(2ull * T * D), attn_ = dev_.alloc(4ull * T * D);
-  y0_ = dev_.alloc(4ull * T * D), y1_ = dev_.alloc(4ull * T * D), g_ = dev_.alloc(8ull * T * D);
+  y0_ = dev_.alloc(4ull * T * D), y1_ = dev_.alloc(4ull * T * D);
   logits_ = dev_.alloc(4ull * T * c.vocab), topk_ = dev_.alloc(4ull * T * 2 * 3), mask_ = dev_.alloc(4ull * T * c.context);
   next_ = dev_.alloc(4);
   qscale_ = put(std::vector<float>(std::size_t{T} * c.head_dim(), 1.0f / std::sqrt(static_cast<float>(c.head_dim()))));
@@ -482,7 +482,6 @@ std::vector<float> DeviceModel::step(const std::vector<std::uint32_t>& tokens, u
     }
     // Router: norm, logits, top-2 and their softmax, on tile 0 (BF16).
     std::vector<std::uint32_t> chosen(2ull * T);
-    std::vector<float> gates(2ull * T);
     {
       Programs p = fresh();
       TileProgram& g = p[0].second;
@@ -497,14 +496,10 @@ std::vector<float> DeviceModel::step(const std::vector<std::uint32_t>& tokens, u
       g.vec(top).drain().vec(vec(VecOp::softmax, T, 2, TK, 0, GT)).drain();
       g.store(TK + 8 * T, topk_.address, 8 * T).store(GT, topk_.address + 8ull * T, 8 * T);
       run_phase(p, profile_.router);
+      // The host reads the choices to dispatch the experts; the gates stay
+      // on the device.
       const double t0 = dev_.simulated_seconds();
       dev_.read(topk_, chosen.data(), 8ull * T);
-      dev_.read(topk_, gates.data(), 8ull * T, 8ull * T);
-      // The gates as rows the vector unit can multiply by: slot k, token t.
-      std::vector<float> rows(2ull * kMaxBlock * D, 0.0f);
-      for (unsigned t = 0; t < T; ++t)
-        for (unsigned k = 0; k < 2; ++k) std::fill_n(&rows[(std::size_t{k} * kMaxBlock + t) * D], D, gates[2 * t + k]);
-      dev_.write(g_, rows.data(), rows.size() * 4);
       profile_.host_io += dev_.simulated_seconds() - t0;
       if (routes) (*routes)[l] = chosen;
     }
@@ -524,7 +519,7 @@ std::vector<float> DeviceModel::step(const std::vector<std::uint32_t>& tokens, u
         const unsigned n = static_cast<unsigned>(list.size());
         TileProgram& g = p[e % tiles_].second;
         Spm s;
-        const std::uint32_t XA = s(ab * n * D), SA = s(4ull * n * D / 128 + 4), GR = s(4ull * n * D);
+        const std::uint32_t XA = s(ab * n * D), SA = s(4ull * n * D / 128 + 4), GS = s(4ull * n);
         const std::uint32_t W1 = s(2ull * D * fc), W3 = s(2ull * D * fc), W2 = s(2ull * fc * D);
         const std::uint32_t S1 = s(4ull * D / 128 * (fc / 128 + 1)), S3 = s(4ull * D / 128 * (fc / 128 + 1));
         const std::uint32_t S2 = s(4ull * (fc / 128 + 1) * (D / 128 + 1));
@@ -541,7 +536,8 @@ std::vector<float> DeviceModel::step(const std::vector<std::uint32_t>& tokens, u
             r.len0 = 2 * D;
           }
           g.dma(r);
-          g.load(g_.address + 4ull * (std::size_t{list[i].second} * kMaxBlock + list[i].first) * D, GR + 4 * i * D, 4 * D);
+          // Its gate: the softmax of its two choices, from the router's output.
+          g.load(topk_.address + 8ull * T + 4ull * (2 * list[i].first + list[i].second), GS + 4 * i, 4);
         }
         for (unsigned c0 = 0; c0 < F; c0 += fc) {
           const Slice b1 = load_b(g, L.w1[e], 0, D, c0, fc, W1, S1), b3 = load_b(g, L.w3[e], 0, D, c0, fc, W3, S3);
@@ -555,7 +551,7 @@ std::vector<float> DeviceModel::step(const std::vector<std::uint32_t>& tokens, u
           matmul(g, n, D, fc, GA, SG, b2, Y, c0 > 0);
           g.drain();
         }
-        g.vec(vec(VecOp::mul, n, D, Y, GR, Y)).drain();
+        g.vec(vec(VecOp::scale_rows, n, D, Y, GS, Y)).drain();
         for (unsigned i = 0; i < n; ++i)
           g.store(Y + 4 * i * D, (list[i].second ? y1_ : y0_).address + 4ull * list[i].first * D, 4 * D);
         g.drain();

@@ -90,7 +90,7 @@ class Reference {
 // Where the device's time went, in simulated seconds.
 struct Profile {
   double embed = 0, attention = 0, wo = 0, router = 0, experts = 0, combine = 0, head = 0, argmax = 0;
-  double host_io = 0;   // router readback, gate upload, logits readback
+  double host_io = 0;   // the mask upload, the router's choices and the logits read back
   double kernels = 0;   // the longest tile's kernel time per phase, summed
   double total() const { return embed + attention + wo + router + experts + combine + head + argmax + host_io; }
 };
@@ -138,7 +138,7 @@ class DeviceModel {
   unsigned tiles_;
   unsigned next_stack_ = 0;
   DevMatrix embedding_, lm_head_;
-  rt::Buffer final_norm_, x_, hb_, attn_, y0_, y1_, g_, logits_, topk_, mask_, qscale_, next_;
+  rt::Buffer final_norm_, x_, hb_, attn_, y0_, y1_, logits_, topk_, mask_, qscale_, next_;
   std::vector<LayerBuffers> layers_;
   Profile profile_;
 };

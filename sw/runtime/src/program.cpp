@@ -9,7 +9,8 @@ namespace tessera::rt {
 
 namespace R = regs::tile;
 
-static_assert(static_cast<unsigned>(VecOp::cast_from) == static_cast<unsigned>(vector::Op::cast_from) &&
+static_assert(static_cast<unsigned>(VecOp::scale_rows) == static_cast<unsigned>(vector::Op::scale_rows) &&
+                  static_cast<unsigned>(VecOp::cast_from) == static_cast<unsigned>(vector::Op::cast_from) &&
                   static_cast<unsigned>(VecOp::swiglu) == static_cast<unsigned>(vector::Op::swiglu) &&
                   static_cast<unsigned>(VecOp::rope) == static_cast<unsigned>(vector::Op::rope),
               "VecOp numbers are the vector unit's");

@@ -24,7 +24,7 @@ enum class Fmt : std::uint32_t { fp32 = 0, bf16 = 1, fp16 = 2, e4m3 = 3, e5m2 = 
 // VCMD_OP numbers.
 enum class VecOp : std::uint32_t {
   add, sub, mul, max, min, fma, abs, neg, relu, relu2, exp, log, rsqrt, recip, tanh, sigmoid, silu, gelu, swiglu,
-  softmax, rmsnorm, layernorm, sum, rmax, argmax, topk, rope, cast_to, cast_from
+  softmax, rmsnorm, layernorm, sum, rmax, argmax, topk, rope, cast_to, cast_from, scale_rows
 };
 
 // A command's semaphores: -1 for none.
