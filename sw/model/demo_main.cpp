@@ -47,10 +47,17 @@ int tessera::model::demo_main(int argc, char** argv) {
     else return usage(("unknown option " + a).c_str());
   }
   c.seed = seed;
-  // Long full-system runs take the packet-level NoC unless told otherwise.
-  bool noc_model_set = false;
-  for (const auto& s : opt.sets) noc_model_set |= s.rfind("noc.model=", 0) == 0;
-  if (!noc_model_set) opt.sets.insert(opt.sets.begin(), "noc.model=packet");
+  // Long full-system runs take the fast models unless told otherwise: the
+  // packet-level NoC and the calibrated HBM (`--set noc.model=flit`,
+  // `--set hbm0.mode=detailed` ... choose the detailed ones).
+  auto set_by_user = [&](const std::string& key) {
+    for (const auto& s : opt.sets)
+      if (s.rfind(key + "=", 0) == 0) return true;
+    return false;
+  };
+  if (!set_by_user("noc.model")) opt.sets.insert(opt.sets.begin(), "noc.model=packet");
+  for (const char* h : {"hbm0", "hbm1", "hbm2", "hbm3"})
+    if (!set_by_user(std::string(h) + ".mode")) opt.sets.insert(opt.sets.begin(), std::string(h) + ".mode=fast");
   if (!prompt || prompt > 64) return usage("--prompt must be 1 to 64 tokens");
   if (prompt + decode > c.context) return usage("prompt + decode must fit the context");
   const auto wall0 = std::chrono::steady_clock::now();
@@ -58,6 +65,9 @@ int tessera::model::demo_main(int argc, char** argv) {
     std::printf("Tessera T1: MoE decoder, %u layers, d_model %u, %u heads, %u experts (top-2, SwiGLU %u), vocabulary %u, %s\n",
                 c.layers, c.d_model, c.heads, c.experts, c.hidden, c.vocab,
                 c.fp8 ? "FP8 weights and GEMM inputs (E4M3, block scales)" : "BF16");
+    std::string models;
+    for (const auto& s : opt.sets) models += (models.empty() ? "" : ", ") + s;
+    std::printf("platform settings: %s\n", models.c_str());
     const model::Weights w = model::Weights::random(c);
     rt::Device dev(opt);
     const double boot = dev.simulated_seconds();

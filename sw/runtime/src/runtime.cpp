@@ -97,7 +97,7 @@ class HostAgent : public sc_core::sc_module {
   std::function<void()> on_news;
 
  private:
-  static constexpr unsigned kChunk = 1024, kInFlight = 128;
+  static constexpr unsigned kChunk = 4096, kInFlight = 32;
   tlm::tlm_fw_transport_if<>* port_ = nullptr;  // the platform's host port, if any
 
  public:
