@@ -5,7 +5,7 @@
 // unchanged. Timing: each access occupies the link for bytes / `bandwidth`
 // in its direction (reads and writes apart, as a full-duplex link), after
 // the ones before it, plus `latency` each way; the NoC and the target add
-// theirs. Several accesses in flight (the runtime keeps up to 128) share the
+// theirs. Several accesses in flight (the runtime keeps up to 32) share the
 // link's bandwidth.
 #pragma once
 

@@ -256,8 +256,8 @@ TEST(Runtime, CopiesRunAtTheHostPortsBandwidth) {
   const double read = dev.simulated_seconds() - t0;
   EXPECT_EQ(back, data);
   // 64 GB/s each way on t1's port: 4 MiB take 65.5 us on its wire; the
-  // NoC behind it (32-byte flits at 2 GHz, a header flit per 1 KiB) and the
-  // latencies leave about 50 GB/s.
+  // NoC behind it (32-byte flits at 2 GHz, a header flit per 4 KiB) and the
+  // latencies leave about 59 GB/s.
   const double wire = bytes / 64e9;
   std::printf("4 MiB: write %.1f us (%.1f GB/s), read %.1f us (%.1f GB/s)\n", write * 1e6, bytes / write / 1e9,
               read * 1e6, bytes / read / 1e9);
