@@ -11,6 +11,7 @@
 #include <string>
 
 #include "demo.hpp"
+#include "spec.hpp"
 #include "model.hpp"
 #include "speculative.hpp"
 
@@ -55,9 +56,17 @@ int tessera::model::demo_main(int argc, char** argv) {
       if (s.rfind(key + "=", 0) == 0) return true;
     return false;
   };
-  if (!set_by_user("noc.model")) opt.sets.insert(opt.sets.begin(), "noc.model=packet");
-  for (const char* h : {"hbm0", "hbm1", "hbm2", "hbm3"})
-    if (!set_by_user(std::string(h) + ".mode")) opt.sets.insert(opt.sets.begin(), std::string(h) + ".mode=fast");
+  try {
+    const nlohmann::json raw = PlatformSpec::read(rt::Device::default_platform());
+    for (const auto& inst : raw.value("instances", nlohmann::json::array())) {
+      const std::string type = inst.value("type", ""), name = inst.value("name", "");
+      if (type == "noc" && !set_by_user(name + ".model")) opt.sets.insert(opt.sets.begin(), name + ".model=packet");
+      if (type == "hbm" && !set_by_user(name + ".mode")) opt.sets.insert(opt.sets.begin(), name + ".mode=fast");
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "tessera demo: %s\n", e.what());
+    return 2;
+  }
   if (!prompt || prompt > 64) return usage("--prompt must be 1 to 64 tokens");
   if (prompt + decode > c.context) return usage("prompt + decode must fit the context");
   const auto wall0 = std::chrono::steady_clock::now();

@@ -154,7 +154,6 @@ class HostAgent : public sc_core::sc_module {
   sc_core::sc_event bell_;
 };
 
-std::string default_platform() { return std::string(TESSERA_SOURCE_DIR) + "/platform/t1.json"; }
 std::string default_firmware() { return std::string(TESSERA_FIRMWARE_DIR) + "/cmdproc.elf"; }
 
 }  // namespace
@@ -231,13 +230,15 @@ struct Device::Impl {
   }
 };
 
+std::string Device::default_platform() { return std::string(TESSERA_SOURCE_DIR) + "/platform/t1.json"; }
+
 Device::Device() : Device(Options{}) {}
 
 Device::Device(const Options& options) : impl_(std::make_unique<Impl>()) {
   if (g_device_exists) throw UsageError("one Device per process: a simulated chip elaborates once");
   Impl& d = *impl_;
   d.opt = options;
-  const std::string file = options.platform.empty() ? default_platform() : options.platform;
+  const std::string file = options.platform.empty() ? Device::default_platform() : options.platform;
   nlohmann::json raw = PlatformSpec::read(file);
   if (options.quiet) PlatformSpec::apply_set(raw, file, "uart0.tx=none");
   for (const auto& s : options.sets) PlatformSpec::apply_set(raw, file, s);

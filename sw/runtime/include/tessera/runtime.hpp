@@ -74,6 +74,8 @@ class Device {
 
   explicit Device(const Options& options);
   Device();
+  // The platform file a Device opens when Options::platform is empty.
+  static std::string default_platform();
   ~Device();
   Device(const Device&) = delete;
   Device& operator=(const Device&) = delete;
