@@ -236,3 +236,23 @@ TEST(KernelLibrary, BadProgramsEndAsKernelErrorsNamingTheOperation) {
   ok.drain();
   l.run(ok, 1u << 4);
 }
+
+TEST(KernelLibrary, ATileReadsAnotherTilesScratchpadOverTheNoc) {
+  Lib l;
+  // Tile 0 writes a pattern into its scratchpad; tile 5 copies it from tile
+  // 0's global window (0x3000_0000 on t1) into its own, then to HBM.
+  std::vector<std::uint32_t> pattern(1024);
+  for (unsigned i = 0; i < pattern.size(); ++i) pattern[i] = i * 2654435761u;
+  Buffer src = l.put(pattern), out = l.dev.alloc(4096);
+  TileProgram p0;
+  p0.load(src.address, 0x40000, 4096).drain();
+  l.run(p0, 1u << 0);
+  TileProgram p5;
+  TileProgram::Dma d;
+  d.src = 0x3000'0000u + 0x40000, d.dst = 0x50000, d.dst_local = true, d.len0 = 4096;
+  p5.dma(d).drain().store(0x50000, out.address, 4096);
+  l.run(p5, 1u << 5);
+  EXPECT_EQ(l.get<std::uint32_t>(out, 1024), pattern);
+  const auto s = l.dev.stats();
+  EXPECT_GE(s["device.tile0"]["spm_bytes_read"].get<std::uint64_t>(), 4096u) << "served to tile 5 over the NoC";
+}
