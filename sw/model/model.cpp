@@ -343,6 +343,12 @@ DeviceModel::DeviceModel(rt::Device& dev, const Config& c, const Weights& w)
     b.wq = upload(L.wq), b.wk = upload(L.wk), b.wv = upload(L.wv), b.wo = upload(L.wo), b.router = upload(L.router);
     for (unsigned e = 0; e < c.experts; ++e)
       b.w1.push_back(upload(L.w1[e])), b.w3.push_back(upload(L.w3[e])), b.w2.push_back(upload(L.w2[e]));
+    if (!c.fp8) {
+      std::vector<std::uint64_t> table;
+      for (unsigned e = 0; e < c.experts; ++e)
+        table.insert(table.end(), {b.w1[e].data.address, b.w3[e].data.address, b.w2[e].data.address});
+      b.expert_table = put(table);
+    }
     b.kcache = dev_.alloc(2ull * c.heads * c.context * c.head_dim());
     b.vcache = dev_.alloc(2ull * c.heads * c.context * c.head_dim());
     layers_.push_back(std::move(b));
@@ -351,6 +357,10 @@ DeviceModel::DeviceModel(rt::Device& dev, const Config& c, const Weights& w)
   y0_ = dev_.alloc(4ull * T * D), y1_ = dev_.alloc(4ull * T * D);
   logits_ = dev_.alloc(4ull * T * c.vocab), topk_ = dev_.alloc(4ull * T * 2 * 3), mask_ = dev_.alloc(4ull * T * c.context);
   next_ = dev_.alloc(4);
+  // Expert dispatch on the device needs BF16 and tiles whose harts follow
+  // each other (the kernel finds its experts by its hart id).
+  device_dispatch_ = !c.fp8 && y1_.address > y0_.address;
+  for (unsigned t = 0; t < tiles_ && device_dispatch_; ++t) device_dispatch_ = dev_.tile_hart(t) == dev_.tile_hart(0) + t;
   qscale_ = put(std::vector<float>(std::size_t{T} * c.head_dim(), 1.0f / std::sqrt(static_cast<float>(c.head_dim()))));
 }
 
@@ -496,15 +506,41 @@ std::vector<float> DeviceModel::step(const std::vector<std::uint32_t>& tokens, u
       g.vec(top).drain().vec(vec(VecOp::softmax, T, 2, TK, 0, GT)).drain();
       g.store(TK + 8 * T, topk_.address, 8 * T).store(GT, topk_.address + 8ull * T, 8 * T);
       run_phase(p, profile_.router);
-      // The host reads the choices to dispatch the experts; the gates stay
-      // on the device.
-      const double t0 = dev_.simulated_seconds();
-      dev_.read(topk_, chosen.data(), 8ull * T);
-      profile_.host_io += dev_.simulated_seconds() - t0;
-      if (routes) (*routes)[l] = chosen;
+      if (!device_dispatch_) {
+        // The host reads the choices to dispatch the experts; the gates stay
+        // on the device.
+        const double t0 = dev_.simulated_seconds();
+        dev_.read(topk_, chosen.data(), 8ull * T);
+        profile_.host_io += dev_.simulated_seconds() - t0;
+      }
+      if (routes && !device_dispatch_) (*routes)[l] = chosen;
     }
-    // Experts: each on a tile, over its tokens.
-    {
+    // Experts on the device: every tile runs its experts over the tokens the
+    // router sent them (the program kernel's MoE mode); the host only reads
+    // the choices back for the reference, while the experts run.
+    if (device_dispatch_) {
+      nlohmann::ordered_json before = dev_.stats();
+      const double t0 = dev_.simulated_seconds();
+      const rt::Event e = dev_.launch(program_, {rt::lo(topk_.address), rt::hi(topk_.address), 0xfffffffeu,
+                                                 rt::lo(hb_.address), rt::hi(hb_.address), rt::lo(L.expert_table.address),
+                                                 rt::hi(L.expert_table.address), D, F, fc, E | T << 16, tiles_,
+                                                 dev_.tile_hart(0), rt::lo(y0_.address), rt::hi(y0_.address),
+                                                 static_cast<std::uint32_t>(y1_.address - y0_.address)});
+      if (routes) {
+        dev_.read(topk_, chosen.data(), 8ull * T);
+        (*routes)[l] = chosen;
+      }
+      dev_.wait(e);
+      const double took = dev_.simulated_seconds() - t0;
+      profile_.experts += took;
+      nlohmann::ordered_json after = dev_.stats();
+      double longest = 0;
+      for (unsigned t = 0; t < tiles_; ++t) {
+        const std::string k = "device.tile" + std::to_string(t);
+        longest = std::max(longest, (after[k]["core_cycles"].get<double>() - before[k]["core_cycles"].get<double>()) * 1e-9);
+      }
+      profile_.kernels += std::min(longest, took);
+    } else {
       Programs p = fresh();
       std::vector<std::vector<std::pair<unsigned, unsigned>>> tokens_of(E);  // (token, slot)
       for (unsigned t = 0; t < T; ++t)

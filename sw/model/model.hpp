@@ -114,6 +114,7 @@ class DeviceModel {
   };
   struct LayerBuffers {
     rt::Buffer attn_norm, ffn_norm, kcache, vcache;
+    rt::Buffer expert_table;  // (w1, w3, w2) addresses per expert, for dispatch on the device
     DevMatrix wq, wk, wv, wo, router;
     std::vector<DevMatrix> w1, w3, w2;
   };
@@ -137,6 +138,7 @@ class DeviceModel {
   rt::Kernel program_;
   unsigned tiles_;
   unsigned next_stack_ = 0;
+  bool device_dispatch_ = false;  // the experts pick their tokens on the tiles (BF16, consecutive harts)
   DevMatrix embedding_, lm_head_;
   rt::Buffer final_norm_, x_, hb_, attn_, y0_, y1_, logits_, topk_, mask_, qscale_, next_;
   std::vector<LayerBuffers> layers_;

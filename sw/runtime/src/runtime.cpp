@@ -275,6 +275,12 @@ unsigned Device::tiles() const { return impl_->tiles; }
 
 unsigned Device::hbm_stacks() const { return static_cast<unsigned>(impl_->stacks.size()); }
 
+unsigned Device::tile_hart(unsigned t) const {
+  Tile* tile = impl_->platform->get<Tile>("tile" + std::to_string(t));
+  if (!tile || !tile->core()) throw UsageError(fmt::format("tile_hart: tile {} has no core", t));
+  return tile->core()->config().hartid;
+}
+
 Buffer Device::alloc(std::uint64_t bytes, unsigned stack) {
   Impl& d = *impl_;
   if (stack >= d.stacks.size())

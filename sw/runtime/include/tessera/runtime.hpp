@@ -82,6 +82,8 @@ class Device {
 
   unsigned tiles() const;
   unsigned hbm_stacks() const;
+  // The mhartid of tile t's core (kernels that pick their work by it).
+  unsigned tile_hart(unsigned t) const;
 
   // HBM buffers: 4 KiB aligned, first fit, in the given stack.
   Buffer alloc(std::uint64_t bytes, unsigned stack = 0);
