@@ -19,7 +19,7 @@ using namespace tessera;
 
 namespace {
 int usage(const char* why) {
-  std::fprintf(stderr, "tessera demo: %s\nusage: tessera-vp demo [--tiny] [--fp8] [--prompt N] [--decode N] [--seed S] [--speculate K] [--set inst.key=value ...]\n", why);
+  std::fprintf(stderr, "tessera demo: %s\nusage: tessera-vp demo [--tiny] [--fp8] [--device-dispatch] [--prompt N] [--decode N] [--seed S] [--speculate K] [--set inst.key=value ...]\n", why);
   return 2;
 }
 bool number(const char* s, unsigned& out) {
@@ -42,6 +42,7 @@ int tessera::model::demo_main(int argc, char** argv) {
     else if (a == "--prompt") { if (!value(prompt)) return usage("--prompt takes a number of tokens"); }
     else if (a == "--decode") { if (!value(decode)) return usage("--decode takes a number of tokens"); }
     else if (a == "--fp8") c.fp8 = true;
+    else if (a == "--device-dispatch") c.device_dispatch = true;
     else if (a == "--seed") { if (!value(seed)) return usage("--seed takes a number"); }
     else if (a == "--speculate") { if (!value(speculate) || !speculate || speculate > 16) return usage("--speculate takes a draft length of 1 to 16"); }
     else if (a == "--set") { if (i + 1 >= argc) return usage("--set takes inst.key=value"); opt.sets.push_back(argv[++i]); }
@@ -74,6 +75,7 @@ int tessera::model::demo_main(int argc, char** argv) {
     std::printf("Tessera T1: MoE decoder, %u layers, d_model %u, %u heads, %u experts (top-2, SwiGLU %u), vocabulary %u, %s\n",
                 c.layers, c.d_model, c.heads, c.experts, c.hidden, c.vocab,
                 c.fp8 ? "FP8 weights and GEMM inputs (E4M3, block scales)" : "BF16");
+    std::printf("experts dispatched by the %s\n", c.device_dispatch ? "tiles (from the router's output)" : "host (it reads the router's choices)");
     std::string models;
     for (const auto& s : opt.sets) models += (models.empty() ? "" : ", ") + s;
     std::printf("platform settings: %s\n", models.c_str());

@@ -359,8 +359,11 @@ DeviceModel::DeviceModel(rt::Device& dev, const Config& c, const Weights& w)
   next_ = dev_.alloc(4);
   // Expert dispatch on the device needs BF16 and tiles whose harts follow
   // each other (the kernel finds its experts by its hart id).
-  device_dispatch_ = !c.fp8 && y1_.address > y0_.address;
-  for (unsigned t = 0; t < tiles_ && device_dispatch_; ++t) device_dispatch_ = dev_.tile_hart(t) == dev_.tile_hart(0) + t;
+  if (c.device_dispatch && c.fp8) throw rt::UsageError("model: device dispatch runs BF16 experts only, not FP8");
+  device_dispatch_ = c.device_dispatch && y1_.address > y0_.address;
+  for (unsigned t = 0; t < tiles_ && device_dispatch_; ++t)
+    if (dev_.tile_hart(t) != dev_.tile_hart(0) + t)
+      throw rt::UsageError("model: device dispatch needs tile cores with consecutive hart ids");
   qscale_ = put(std::vector<float>(std::size_t{T} * c.head_dim(), 1.0f / std::sqrt(static_cast<float>(c.head_dim()))));
 }
 

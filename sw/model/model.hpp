@@ -38,6 +38,9 @@ struct Config {
   // scale per 128 x 128 block, and the activations going into those GEMMs
   // are cast to E4M3 with a scale per 1 x 128 group (on the fly).
   bool fp8 = false;
+  // The tiles find their experts' tokens from the router's output (BF16
+  // only) instead of the host reading the choices and dispatching.
+  bool device_dispatch = false;
   unsigned head_dim() const { return d_model / heads; }
   std::string check() const;  // empty when the device runner can take it
 };
