@@ -47,6 +47,21 @@ class Semaphores {
     }
     return true;
   }
+  // For an engine's command: takes semaphore `number` (0: none, i + 1:
+  // semaphore i), adding the cycles of `period` it waited to `waited`;
+  // false if `abort` fired first (the command is dropped).
+  bool acquire(unsigned number, const sc_core::sc_event& abort, const sc_core::sc_time& period, std::uint64_t& waited) {
+    if (!number) return true;
+    const sc_core::sc_time start = sc_core::sc_time_stamp();
+    const bool taken = take(number - 1, abort);
+    waited += static_cast<std::uint64_t>((sc_core::sc_time_stamp() - start) / period);
+    return taken;
+  }
+  // For an engine's finished command: signals semaphores `a` and `b` (0: none).
+  void signal_numbers(unsigned a, unsigned b) {
+    if (a) signal(a - 1);
+    if (b) signal(b - 1);
+  }
   void reset() {
     for (auto& c : count_) c = 0;
   }

@@ -209,14 +209,9 @@ void Dma::run() {
     ++stats_.descriptors;
     DmaError code = DmaError::none;
     const std::string why = validate(d, code);
-    if (why.empty() && d.wait_sem) {
-      const sc_core::sc_time start = sc_core::sc_time_stamp();
-      const bool taken = sems_->take(d.wait_sem - 1, reset_);
-      stats_.semaphore_wait_cycles += static_cast<std::uint64_t>((sc_core::sc_time_stamp() - start) / period_);
-      if (!taken) {  // the queue was reset while the descriptor waited
-        running_ = false;
-        continue;
-      }
+    if (why.empty() && d.wait_sem && !sems_->acquire(d.wait_sem, reset_, period_, stats_.semaphore_wait_cycles)) {
+      running_ = false;  // the queue was reset while the descriptor waited
+      continue;
     }
     if (!why.empty()) {
       fail(d, code, why);
@@ -248,8 +243,7 @@ void Dma::run() {
     }
     ++completed_;
     running_ = false;
-    if (d.signal_sem) sems_->signal(d.signal_sem - 1);
-    if (d.signal_sem2) sems_->signal(d.signal_sem2 - 1);
+    if (d.signal_sem || d.signal_sem2) sems_->signal_numbers(d.signal_sem, d.signal_sem2);
     irq.write(true);
   }
 }

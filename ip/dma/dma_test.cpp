@@ -4,6 +4,8 @@
 // descriptors and bus errors are reported and survived.
 #include <gtest/gtest.h>
 
+#include "common/testing/random.hpp"
+
 #include <cstring>
 #include <random>
 
@@ -13,6 +15,7 @@
 
 using namespace tessera;
 using namespace tessera::dma;
+using tessera::testing::random_floats;
 
 namespace {
 struct Bench {
@@ -51,13 +54,6 @@ struct Bench {
     far.mem_target.get_base_export()->transport_dbg(t);
   }
 };
-std::vector<float> random(std::size_t n, unsigned seed, float lo, float hi) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> u(lo, hi);
-  std::vector<float> v(n);
-  for (auto& x : v) x = u(rng);
-  return v;
-}
 }  // namespace
 
 TEST(Dma, ThreeDimensionalStridedCopiesLandWhereTheyShould) {
@@ -95,7 +91,7 @@ TEST(Dma, ThreeDimensionalStridedCopiesLandWhereTheyShould) {
 TEST(Dma, CastsWithBlockScalesMatchTheNumericsBitForBit) {
   Bench b;
   const unsigned rows = 4, cols = 256, group = 32;
-  const auto x = random(rows * cols, 11, -300, 300);
+  const auto x = random_floats(rows * cols, 11, -300, 300);
   b.put_far(0, x.data(), rows * cols * 4);
   // FP32 in the far memory -> E4M3 codes in the scratchpad, FP32 scales per 32.
   Descriptor d;
@@ -128,7 +124,7 @@ TEST(Dma, CastsWithBlockScalesMatchTheNumericsBitForBit) {
 TEST(Dma, E8M0ScalesAndPlainCastsRoundToNearestEven) {
   Bench b;
   const unsigned cols = 128;
-  const auto x = random(cols, 3, -5, 5);
+  const auto x = random_floats(cols, 3, -5, 5);
   std::memcpy(b.spm.data(), x.data(), cols * 4);
   Descriptor d;
   d.src_local = d.dst_local = d.scales_local = true;

@@ -288,14 +288,9 @@ void VectorUnit::run() {
     running_ = true;
     ++stats_.commands;
     const std::string why = validate(c);
-    if (why.empty() && c.wait_sem) {
-      const sc_core::sc_time start = sc_core::sc_time_stamp();
-      const bool taken = sems_->take(c.wait_sem - 1, reset_);
-      stats_.semaphore_wait_cycles += static_cast<std::uint64_t>((sc_core::sc_time_stamp() - start) / period_);
-      if (!taken) {  // the queue was reset while the command waited
-        running_ = false;
-        continue;
-      }
+    if (why.empty() && c.wait_sem && !sems_->acquire(c.wait_sem, reset_, period_, stats_.semaphore_wait_cycles)) {
+      running_ = false;  // the queue was reset while the command waited
+      continue;
     }
     if (!why.empty()) {
       ++stats_.errors;
@@ -323,8 +318,7 @@ void VectorUnit::run() {
     }
     ++completed_;
     running_ = false;
-    if (c.signal_sem) sems_->signal(c.signal_sem - 1);
-    if (c.signal_sem2) sems_->signal(c.signal_sem2 - 1);
+    if (c.signal_sem || c.signal_sem2) sems_->signal_numbers(c.signal_sem, c.signal_sem2);
     irq.write(true);
   }
 }

@@ -3,6 +3,8 @@
 // commands are reported and survived.
 #include <gtest/gtest.h>
 
+#include "common/testing/random.hpp"
+
 #include <cstring>
 #include <random>
 
@@ -13,6 +15,7 @@
 
 using namespace tessera;
 using namespace tessera::vector;
+using tessera::testing::random_floats;
 
 namespace {
 struct Bench {
@@ -37,13 +40,6 @@ struct Bench {
     return sc_core::sc_time_stamp() - t0;
   }
 };
-std::vector<float> random(std::size_t n, unsigned seed, float lo, float hi) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> u(lo, hi);
-  std::vector<float> v(n);
-  for (auto& x : v) x = u(rng);
-  return v;
-}
 bool same_bits(float a, float b) { return std::memcmp(&a, &b, 4) == 0; }
 }  // namespace
 
@@ -51,8 +47,8 @@ TEST(VectorUnit, EveryOpMatchesTheNumericsBitForBit) {
   Bench b;
   namespace vec = num::vec;
   const unsigned rows = 3, cols = 96, e = rows * cols;
-  const auto x = random(e, 1, -4, 4), y = random(e, 2, -4, 4), z = random(e, 3, -1, 1), pos = random(e, 4, 0.1f, 9);
-  const auto w = random(cols, 5, 0.5f, 1.5f), bias = random(cols, 6, -0.5f, 0.5f);
+  const auto x = random_floats(e, 1, -4, 4), y = random_floats(e, 2, -4, 4), z = random_floats(e, 3, -1, 1), pos = random_floats(e, 4, 0.1f, 9);
+  const auto w = random_floats(cols, 5, 0.5f, 1.5f), bias = random_floats(cols, 6, -0.5f, 0.5f);
   b.put(0x0, x), b.put(0x10000, y), b.put(0x20000, z), b.put(0x30000, pos), b.put(0x40000, w), b.put(0x41000, bias);
   std::uint32_t id = 0;
   struct Case {
@@ -207,7 +203,7 @@ TEST(VectorUnit, BadCommandsAreReportedAndSurvived) {
 TEST(VectorUnit, CastsBetweenFormatsWithAndWithoutGroupScales) {
   Bench b;
   const unsigned rows = 2, cols = 256, e = rows * cols;
-  std::vector<float> x = random(e, 7, -3, 3);
+  std::vector<float> x = random_floats(e, 7, -3, 3);
   for (unsigned i = 0; i < e; i += 97) x[i] *= 500;  // outliers the group scales must absorb
   b.put(0x0, x);
   // FP32 -> E4M3 in 1x128 groups, scales at aux; and back.
@@ -280,7 +276,7 @@ TEST(VectorUnit, StochasticCastsAreUnbiasedAndSeededAndE8m0ScalesRoundTrip) {
   EXPECT_NEAR(up / double(n), 0.25, 0.03) << "unbiased: the mean stays at 1 + 2^-9";
 
   // E8M0 group scales: the same codes and scales as block_quantize, and back.
-  const auto x = random(2 * 64, 9, -100, 100);
+  const auto x = random_floats(2 * 64, 9, -100, 100);
   b.put(0x50000, x);
   VectorCommand to;
   to.id = 5, to.op = Op::cast_to, to.rows = 2, to.cols = 64, to.src0 = 0x50000, to.dst = 0x51000;
@@ -303,7 +299,7 @@ TEST(VectorUnit, StochasticCastsAreUnbiasedAndSeededAndE8m0ScalesRoundTrip) {
 TEST(VectorUnit, ScaleRowsMultipliesEachRowByItsScalar) {
   Bench b;
   const unsigned rows = 5, cols = 100;
-  const auto x = random(rows * cols, 21, -3, 3), g = random(rows, 22, 0, 1);
+  const auto x = random_floats(rows * cols, 21, -3, 3), g = random_floats(rows, 22, 0, 1);
   b.put(0, x), b.put(0x10000, g);
   VectorCommand c;
   c.id = 1, c.op = Op::scale_rows, c.rows = rows, c.cols = cols, c.src0 = 0, c.src1 = 0x10000, c.dst = 0x20000;

@@ -377,15 +377,21 @@ double DeviceModel::run_phase(std::vector<std::pair<std::uint32_t, TileProgram>>
   dev_.wait(dev_.run(program_, per_tile));
   const double took = dev_.simulated_seconds() - t0;
   bucket += took;
+  std::vector<unsigned> tiles;
+  for (const auto& [t, p] : per_tile) tiles.push_back(t);
+  count_kernels(before, took, tiles);
+  return took;
+}
+
+void DeviceModel::count_kernels(const nlohmann::ordered_json& before, double took, const std::vector<unsigned>& tiles) {
   // The longest kernel among the phase's tiles (its core's cycles at 1 GHz).
-  nlohmann::ordered_json after = dev_.stats();
+  const nlohmann::ordered_json after = dev_.stats();
   double longest = 0;
-  for (const auto& [t, p] : per_tile) {
+  for (unsigned t : tiles) {
     const std::string k = "device.tile" + std::to_string(t);
     longest = std::max(longest, (after[k]["core_cycles"].get<double>() - before[k]["core_cycles"].get<double>()) * 1e-9);
   }
   profile_.kernels += std::min(longest, took);
-  return took;
 }
 
 std::vector<float> DeviceModel::step(const std::vector<std::uint32_t>& tokens, unsigned pos, std::uint32_t* next,
@@ -536,13 +542,9 @@ std::vector<float> DeviceModel::step(const std::vector<std::uint32_t>& tokens, u
       dev_.wait(e);
       const double took = dev_.simulated_seconds() - t0;
       profile_.experts += took;
-      nlohmann::ordered_json after = dev_.stats();
-      double longest = 0;
-      for (unsigned t = 0; t < tiles_; ++t) {
-        const std::string k = "device.tile" + std::to_string(t);
-        longest = std::max(longest, (after[k]["core_cycles"].get<double>() - before[k]["core_cycles"].get<double>()) * 1e-9);
-      }
-      profile_.kernels += std::min(longest, took);
+      std::vector<unsigned> all(tiles_);
+      for (unsigned t = 0; t < tiles_; ++t) all[t] = t;
+      count_kernels(before, took, all);
     } else {
       Programs p = fresh();
       std::vector<std::vector<std::pair<unsigned, unsigned>>> tokens_of(E);  // (token, slot)

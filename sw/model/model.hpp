@@ -135,6 +135,8 @@ class DeviceModel {
   // Turns FP32 rows into the GEMMs' A operand (BF16, or E4M3 with 1 x 128 scales).
   void to_a(rt::TileProgram& g, unsigned rows, unsigned cols, std::uint32_t src, std::uint32_t dst, std::uint32_t sa);
   double run_phase(std::vector<std::pair<std::uint32_t, rt::TileProgram>>& programs, double& bucket);
+  // Adds the longest of `tiles`' kernel times since `before` (stats) to the profile.
+  void count_kernels(const nlohmann::ordered_json& before, double took, const std::vector<unsigned>& tiles);
 
   rt::Device& dev_;
   const Config& c_;

@@ -10,6 +10,33 @@
 using namespace tessera;
 using namespace tessera::model;
 
+namespace {
+// Prefills `prompt` and decodes greedily for `steps` - 1 more steps on the
+// device and in the reference; returns the worst relative logit error of
+// any step. The device's greedy choice must be the argmax of its logits.
+double compare_steps(const Config& c, DeviceModel& m, Reference& ref, std::vector<std::uint32_t> tokens,
+                     unsigned steps, unsigned* disagreements) {
+  unsigned pos = 0;
+  double worst = 0;
+  for (unsigned step = 0; step < steps; ++step) {
+    std::vector<std::vector<std::uint32_t>> routes;
+    std::uint32_t next = 0;
+    const auto logits = m.step(tokens, pos, &next, &routes);
+    const auto want = ref.step(tokens, pos, routes, disagreements);
+    EXPECT_EQ(logits.size(), want.size());
+    double err = 0, scale = 0;
+    for (std::size_t i = 0; i < want.size() && i < logits.size(); ++i)
+      err = std::max(err, double(std::fabs(logits[i] - want[i]))), scale = std::max(scale, double(std::fabs(want[i])));
+    worst = std::max(worst, err / scale);
+    const auto last = logits.end() - c.vocab;
+    EXPECT_EQ(next, static_cast<std::uint32_t>(std::max_element(last, logits.end()) - last)) << "step " << step;
+    pos += static_cast<unsigned>(tokens.size());
+    tokens = {next};
+  }
+  return worst;
+}
+}  // namespace
+
 TEST(Model, TinyMoeDecoderMatchesTheHostReference) {
   Config c;
   c.layers = 2, c.d_model = 64, c.heads = 8, c.experts = 4, c.hidden = 128, c.hidden_chunk = 64, c.vocab = 256;
@@ -18,27 +45,8 @@ TEST(Model, TinyMoeDecoderMatchesTheHostReference) {
   rt::Device dev;
   DeviceModel m(dev, c, w);
   Reference ref(c, w);
-  std::vector<std::uint32_t> tokens = {1, 17, 42, 200, 5};
-  unsigned pos = 0, disagreements = 0;
-  double worst = 0;
-  std::vector<std::uint32_t> out;
-  for (unsigned step = 0; step < 4; ++step) {
-    std::vector<std::vector<std::uint32_t>> routes;
-    std::uint32_t next = 0;
-    const auto logits = m.step(tokens, pos, &next, &routes);
-    const auto want = ref.step(tokens, pos, routes, &disagreements);
-    ASSERT_EQ(logits.size(), want.size());
-    double err = 0, scale = 0;
-    for (std::size_t i = 0; i < want.size(); ++i)
-      err = std::max(err, double(std::fabs(logits[i] - want[i]))), scale = std::max(scale, double(std::fabs(want[i])));
-    worst = std::max(worst, err / scale);
-    // The device's greedy choice is the argmax of its own logits.
-    const auto last = logits.end() - c.vocab;
-    EXPECT_EQ(next, static_cast<std::uint32_t>(std::max_element(last, logits.end()) - last)) << "step " << step;
-    out.push_back(next);
-    pos += static_cast<unsigned>(tokens.size());
-    tokens = {next};
-  }
+  unsigned disagreements = 0;
+  const double worst = compare_steps(c, m, ref, {1, 17, 42, 200, 5}, 4, &disagreements);
   std::printf("tiny MoE: 5-token prefill + 3 decode steps, max relative logit error %.3g, routing disagreements %u\n",
               worst, disagreements);
   // BF16 activations into every GEMM against an FP32 reference.
@@ -92,21 +100,8 @@ TEST(Model, Fp8OptionRunsTheSameModelWithinItsBound) {
   rt::Device dev;
   DeviceModel m(dev, c, w);
   Reference ref(c, w);
-  std::vector<std::uint32_t> tokens = {9, 99, 999, 5};
-  unsigned pos = 0, disagreements = 0;
-  double worst = 0;
-  for (unsigned step = 0; step < 3; ++step) {
-    std::vector<std::vector<std::uint32_t>> routes;
-    std::uint32_t next = 0;
-    const auto logits = m.step(tokens, pos, &next, &routes);
-    const auto want = ref.step(tokens, pos, routes, &disagreements);
-    double err = 0, scale = 0;
-    for (std::size_t i = 0; i < want.size(); ++i)
-      err = std::max(err, double(std::fabs(logits[i] - want[i]))), scale = std::max(scale, double(std::fabs(want[i])));
-    worst = std::max(worst, err / scale);
-    pos += static_cast<unsigned>(tokens.size());
-    tokens = {next};
-  }
+  unsigned disagreements = 0;
+  const double worst = compare_steps(c, m, ref, {9, 99, 999, 5}, 3, &disagreements);
   std::printf("tiny MoE in FP8: max relative logit error %.3g, routing disagreements %u\n", worst, disagreements);
   // The weights are the FP8 values on both sides; the device also rounds
   // the GEMMs' activations to E4M3 (2^-4 relative steps).
@@ -128,21 +123,8 @@ TEST(Model, ExpertsDispatchedOnTheDeviceGiveTheSameLogits) {
   rt::Device dev;
   DeviceModel m(dev, c, w);
   Reference ref(c, w);
-  std::vector<std::uint32_t> tokens = {1, 17, 42, 200, 5};
-  unsigned pos = 0, disagreements = 0;
-  double worst = 0;
-  for (unsigned step = 0; step < 3; ++step) {
-    std::vector<std::vector<std::uint32_t>> routes;
-    std::uint32_t next = 0;
-    const auto logits = m.step(tokens, pos, &next, &routes);
-    const auto want = ref.step(tokens, pos, routes, &disagreements);
-    double err = 0, scale = 0;
-    for (std::size_t i = 0; i < want.size(); ++i)
-      err = std::max(err, double(std::fabs(logits[i] - want[i]))), scale = std::max(scale, double(std::fabs(want[i])));
-    worst = std::max(worst, err / scale);
-    pos += static_cast<unsigned>(tokens.size());
-    tokens = {next};
-  }
+  unsigned disagreements = 0;
+  const double worst = compare_steps(c, m, ref, {1, 17, 42, 200, 5}, 3, &disagreements);
   std::printf("tiny MoE, experts dispatched on the device: max relative logit error %.3g\n", worst);
   // The same seed and steps as the host-dispatched test: the same arithmetic, the same error.
   EXPECT_LT(worst, 0.03);

@@ -5,6 +5,8 @@
 // host reference with the bound of its format.
 #include <gtest/gtest.h>
 
+#include "common/testing/random.hpp"
+
 #include <cmath>
 #include <random>
 
@@ -14,17 +16,11 @@
 
 using namespace tessera;
 using namespace tessera::rt;
+using tessera::testing::random_floats;
 
 namespace {
 const std::string kKernels = TESSERA_KERNEL_DIR;
 
-std::vector<float> random(std::size_t n, unsigned seed, float lo_, float hi_) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> u(lo_, hi_);
-  std::vector<float> v(n);
-  for (auto& x : v) x = u(rng);
-  return v;
-}
 std::vector<std::uint16_t> to_bf16(const std::vector<float>& v, std::vector<double>* q = nullptr) {
   std::vector<std::uint16_t> out(v.size());
   if (q) q->resize(v.size());
@@ -57,7 +53,7 @@ struct Lib {
 TEST(KernelLibrary, NormsRotaryAndSoftmaxWithinTheirBounds) {
   Lib l;
   const unsigned T = 8, d = 256;
-  const auto x = random(T * d, 1, -3, 3), w = random(d, 2, 0.5f, 1.5f), r = random(T * d, 3, -1, 1);
+  const auto x = random_floats(T * d, 1, -3, 3), w = random_floats(d, 2, 0.5f, 1.5f), r = random_floats(T * d, 3, -1, 1);
   Buffer bx = l.put(x), bw = l.put(w), br = l.put(r), out = l.dev.alloc(4 * 4ull * T * d);
   const std::uint32_t X = 0x10000, W = 0x20000, RS = 0x30000, Y = 0x40000, Z = 0x50000, S = 0x60000, A = 0x70000;
   TileProgram p;
@@ -105,9 +101,9 @@ TEST(KernelLibrary, NormsRotaryAndSoftmaxWithinTheirBounds) {
 TEST(KernelLibrary, ArgmaxRouterTopkAndEmbeddingLookup) {
   Lib l;
   const unsigned T = 4, V = 4096, E = 8, d = 128;
-  auto logits = random(T * V, 4, -10, 10);
+  auto logits = random_floats(T * V, 4, -10, 10);
   logits[1 * V + 77] = 50, logits[2 * V + 4095] = 50, logits[3 * V + 5] = 50, logits[3 * V + 6] = 50;  // a tie: the first
-  const auto router = random(T * E, 5, -2, 2), table = random(64 * d, 6, -1, 1);
+  const auto router = random_floats(T * E, 5, -2, 2), table = random_floats(64 * d, 6, -1, 1);
   const auto table16 = to_bf16(table);
   Buffer bl = l.put(logits), br = l.put(router), bt = l.put(table16), out = l.dev.alloc(4096);
   Buffer emb = l.dev.alloc(2ull * T * d);
@@ -154,8 +150,8 @@ TEST(KernelLibrary, CausalAttentionOverAKvCache) {
   // One head of 64 dims; a KV cache of 48 tokens; prefill of 16 tokens.
   const unsigned dh = 64, ctx = 48, T = 16;
   std::vector<double> qk, qv, qq;
-  const auto k16 = to_bf16(random(ctx * dh, 7, -1, 1), &qk), v16 = to_bf16(random(ctx * dh, 8, -1, 1), &qv);
-  const auto q16 = to_bf16(random(T * dh, 9, -1, 1), &qq);
+  const auto k16 = to_bf16(random_floats(ctx * dh, 7, -1, 1), &qk), v16 = to_bf16(random_floats(ctx * dh, 8, -1, 1), &qv);
+  const auto q16 = to_bf16(random_floats(T * dh, 9, -1, 1), &qq);
   const float scale = 1.0f / 8.0f;  // 1 / sqrt(64)
   // The causal mask: row t sees cache rows 0 .. ctx - T + t.
   std::vector<float> mask(T * ctx, 0.0f), scales(ctx, scale);

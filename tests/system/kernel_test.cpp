@@ -5,6 +5,8 @@
 // with a host reference within the bound of their format.
 #include <gtest/gtest.h>
 
+#include "common/testing/random.hpp"
+
 #include <cmath>
 #include <random>
 
@@ -17,6 +19,7 @@
 #include "tile_regs.hpp"
 
 using namespace tessera;
+using tessera::testing::random_floats;
 namespace R = tessera::regs::tile;
 
 namespace {
@@ -106,13 +109,6 @@ struct T1 {
   }
 };
 
-std::vector<float> random(std::size_t n, unsigned seed, float lo, float hi) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> u(lo, hi);
-  std::vector<float> v(n);
-  for (auto& x : v) x = u(rng);
-  return v;
-}
 
 std::vector<std::uint32_t> gemm_args(std::uint64_t a, std::uint64_t b, std::uint64_t c, unsigned m, unsigned n,
                                      unsigned k, unsigned mode, std::uint64_t bs) {
@@ -151,7 +147,7 @@ TEST(Kernels, DoubleBufferedBf16GemmOnTheTileCore) {
   const ElfImage elf_gemm = ElfImage::read(std::string(TESSERA_KERNEL_DIR) + "/gemm.elf");
   T1 t;
   const unsigned m = 128, n = 256, k = 512;
-  const auto af = random(m * k, 1, -1, 1), bf = random(k * n, 2, -1, 1);
+  const auto af = random_floats(m * k, 1, -1, 1), bf = random_floats(k * n, 2, -1, 1);
   std::vector<std::uint16_t> a(m * k), b(k * n);
   std::vector<double> qa(m * k), qb(k * n);
   for (unsigned i = 0; i < m * k; ++i) {
@@ -197,7 +193,7 @@ TEST(Kernels, Fp8GemmCastsActivationsOnTheFlyWithBlockScales) {
   const ElfImage elf_gemm = ElfImage::read(std::string(TESSERA_KERNEL_DIR) + "/gemm.elf");
   T1 t;
   const unsigned m = 64, n = 256, k = 512, g = 128;
-  const auto af = random(m * k, 3, -4, 4), bf = random(k * n, 4, -0.5f, 0.5f);
+  const auto af = random_floats(m * k, 3, -4, 4), bf = random_floats(k * n, 4, -0.5f, 0.5f);
   // Weights quantized offline: E4M3 with a scale per 128 x 128 block.
   num::Convert sat;
   sat.saturate = true;
@@ -294,10 +290,10 @@ TEST(Kernels, FusedSwigluFfnOnTheTileCore) {
   };
   std::vector<std::uint16_t> x, w1, w3, w2;
   std::vector<double> qx, q1, q3, q2;
-  bf16(random(T * d, 5, -1, 1), x, qx);
-  bf16(random(d * f, 6, -0.1f, 0.1f), w1, q1);
-  bf16(random(d * f, 7, -0.1f, 0.1f), w3, q3);
-  bf16(random(f * d, 8, -0.1f, 0.1f), w2, q2);
+  bf16(random_floats(T * d, 5, -1, 1), x, qx);
+  bf16(random_floats(d * f, 6, -0.1f, 0.1f), w1, q1);
+  bf16(random_floats(d * f, 7, -0.1f, 0.1f), w3, q3);
+  bf16(random_floats(f * d, 8, -0.1f, 0.1f), w2, q2);
   const std::uint64_t px = kHbm, p1 = kHbm + 0x100000, p3 = kHbm + 0x200000, p2 = kHbm + 0x300000,
                       py = kHbm + 0x400000;
   t.p->debug_write(px, x.data(), x.size() * 2);
@@ -351,7 +347,7 @@ TEST(Kernels, EightTilesShareAGemmOverTheNocAndHbm) {
   const ElfImage elf_gemm = ElfImage::read(std::string(TESSERA_KERNEL_DIR) + "/gemm.elf");
   T1 t;
   const unsigned tiles = 8, rows = 64, m = tiles * rows, n = 128, k = 512;
-  const auto af = random(m * k, 9, -1, 1), bf = random(k * n, 10, -1, 1);
+  const auto af = random_floats(m * k, 9, -1, 1), bf = random_floats(k * n, 10, -1, 1);
   std::vector<std::uint16_t> a(m * k), b(k * n);
   std::vector<double> qa(m * k), qb(k * n);
   for (unsigned i = 0; i < m * k; ++i)
