@@ -175,7 +175,6 @@ struct Device::Impl {
   std::map<std::uint32_t, tp_command> commands;  // submitted, by id
   std::set<std::uint32_t> reported;              // completions wait() has returned or thrown
   std::map<std::uint32_t, Buffer> program_buffers;  // freed once their command has completed
-  bool paused = false;
 
   // Runs the simulation until `done()` holds, failing after the timeout.
   template <class Done>
