@@ -321,51 +321,70 @@ void FlitNetwork::step() {
 
 PacketNetwork::PacketNetwork(const NocConfig& c) : Network(c), busy_(c.nodes() * kPorts), inject_free_(c.nodes(), 0) {}
 
+void PacketNetwork::advance(Calendar& k, std::uint64_t horizon) {
+  if (horizon < k.base + 64) return;
+  const std::uint64_t words = (horizon - k.base) / 64;
+  std::uint64_t* w = k.words();
+  if (words >= k.size) {  // everything booked is in the past
+    std::fill(w, w + k.size, 0);
+    k.first = 0;
+    k.base = horizon & ~std::uint64_t(63);
+    return;
+  }
+  for (std::uint64_t i = 0; i < words; ++i) {
+    w[k.first] = 0;
+    k.first = (k.first + 1) & (k.size - 1);
+  }
+  k.base += 64 * words;
+}
+
+void PacketNetwork::grow(Calendar& k, std::uint64_t last) {
+  std::uint32_t size = k.size;
+  while (k.base + 64 * std::uint64_t(size) <= last) size *= 2;
+  auto words = std::make_unique<std::uint64_t[]>(size);  // zeroed
+  const std::uint64_t* old = k.words();
+  for (std::uint32_t i = 0; i < k.size; ++i) words[i] = old[(k.first + i) & (k.size - 1)];
+  k.heap = std::move(words);
+  k.size = size;
+  k.first = 0;
+}
+
 std::uint64_t PacketNetwork::reserve(unsigned link, std::uint64_t earliest, unsigned length, std::uint64_t horizon) {
   Calendar& k = busy_[link];
-  // Drop whole words of cycles that no packet can still ask for.
-  while (k.base + 64 <= horizon && k.head < k.words.size()) {
-    ++k.head;
-    k.base += 64;
-  }
-  if (k.head == k.words.size()) {  // nothing booked: restart at the horizon
-    k.words.clear();
-    k.head = 0;
-    k.base = horizon & ~std::uint64_t(63);
-  } else if (k.head > 64) {
-    k.words.erase(k.words.begin(), k.words.begin() + static_cast<std::ptrdiff_t>(k.head));
-    k.head = 0;
-  }
+  advance(k, horizon);
   std::uint64_t t = std::max(earliest, k.base);
-  // Fast path: the interval lies in one word and that word has room.
-  if (const unsigned lo = static_cast<unsigned>((t - k.base) % 64); lo + length <= 64) {
-    const std::size_t w = k.head + static_cast<std::size_t>((t - k.base) / 64);
+  // Fast path: the interval lies in one word of the ring and that word has room.
+  if (const unsigned lo = static_cast<unsigned>(t % 64); lo + length <= 64 && t < k.end()) {
+    std::uint64_t& w = k.word(t);
     const std::uint64_t mask = (length == 64 ? ~0ull : ((1ull << length) - 1)) << lo;
-    if (w >= k.words.size()) {
-      k.words.resize(w + 1, 0);
-      k.words[w] = mask;
+    if (!(w & mask)) {
+      w |= mask;
       return t;
     }
-    if (!(k.words[w] & mask)) {
-      k.words[w] |= mask;
-      return t;
+    // The first run of `length` free cycles later in the same word.
+    if (length <= 16) {
+      std::uint64_t run = ~w;
+      for (unsigned i = 1; i < length; ++i) run &= ~w >> i | (~0ull << (64 - i));  // cycles past the word count as free here
+      run &= (~0ull << lo) & (~0ull >> (length - 1));  // starts at or after lo, ends inside the word
+      if (run) {
+        const unsigned at = static_cast<unsigned>(__builtin_ctzll(run));
+        w |= (length == 64 ? ~0ull : ((1ull << length) - 1)) << at;
+        return (t & ~std::uint64_t(63)) + at;
+      }
     }
   }
   for (;;) {
     // Is [t, t + length) free? If not, start again after its last busy cycle.
-    const std::uint64_t end = t + length;
+    const std::uint64_t end = std::min(t + length, k.end());  // nothing is booked beyond the ring
     std::uint64_t last_busy = 0;
     bool busy = false;
     for (std::uint64_t c = t; c < end;) {
-      const std::size_t w = k.head + static_cast<std::size_t>((c - k.base) / 64);
-      const unsigned lo = static_cast<unsigned>((c - k.base) % 64);
+      const unsigned lo = static_cast<unsigned>(c % 64);
       const unsigned n = static_cast<unsigned>(std::min<std::uint64_t>(64 - lo, end - c));
-      if (w < k.words.size()) {
-        const std::uint64_t mask = (n == 64 ? ~0ull : ((1ull << n) - 1)) << lo;
-        if (const std::uint64_t hit = k.words[w] & mask) {
-          busy = true;
-          last_busy = k.base + (w - k.head) * 64 + (63 - static_cast<unsigned>(__builtin_clzll(hit)));
-        }
+      const std::uint64_t mask = (n == 64 ? ~0ull : ((1ull << n) - 1)) << lo;
+      if (const std::uint64_t hit = k.word(c) & mask) {
+        busy = true;
+        last_busy = (c & ~std::uint64_t(63)) + (63 - static_cast<unsigned>(__builtin_clzll(hit)));
       }
       c += n;
     }
@@ -373,19 +392,27 @@ std::uint64_t PacketNetwork::reserve(unsigned link, std::uint64_t earliest, unsi
     t = last_busy + 1;
   }
   // Book it.
+  if (t + length > k.end()) grow(k, t + length - 1);
   for (std::uint64_t c = t; c < t + length;) {
-    const std::size_t w = k.head + static_cast<std::size_t>((c - k.base) / 64);
-    const unsigned lo = static_cast<unsigned>((c - k.base) % 64);
+    const unsigned lo = static_cast<unsigned>(c % 64);
     const unsigned n = static_cast<unsigned>(std::min<std::uint64_t>(64 - lo, t + length - c));
-    if (w >= k.words.size()) k.words.resize(w + 1, 0);
-    k.words[w] |= (n == 64 ? ~0ull : ((1ull << n) - 1)) << lo;
+    k.word(c) |= (n == 64 ? ~0ull : ((1ull << n) - 1)) << lo;
     c += n;
   }
   return t;
 }
 
 void PacketNetwork::offer(const Packet& in) {
-  Packet p = in;
+  std::uint32_t slot;
+  if (!free_.empty()) {
+    slot = free_.back();
+    free_.pop_back();
+  } else {
+    slot = static_cast<std::uint32_t>(pool_.size());
+    pool_.emplace_back();
+  }
+  Packet& p = pool_[slot];
+  p = in;
   const unsigned L = p.flits;
   std::uint64_t t = std::max(p.created, inject_free_[p.src]);
   inject_free_[p.src] = t + L;
@@ -396,6 +423,7 @@ void PacketNetwork::offer(const Packet& in) {
   unsigned x = p.src % W, y = p.src / W;
   const unsigned tx = p.dst % W, ty = p.dst / W;
   const unsigned front = cfg_.rc + cfg_.va, hop = cfg_.sa + cfg_.st + cfg_.link;
+  unsigned hops = 0;
   for (;;) {
     const unsigned node = y * W + x;
     unsigned port = kLocal;
@@ -415,16 +443,17 @@ void PacketNetwork::offer(const Packet& in) {
     }
     links_[node * kPorts + port].flits += L;
     routers_[node].flits += L;
-    ++p.hops;
+    ++hops;
     t = sa + hop;
   }
+  p.hops += hops;
   routers_[p.dst].flits += L;
   ++routers_[p.src].injected;
   ++routers_[p.dst].ejected;
   last_delivery_ = p.delivered;
   ++pending_;
-  if (p.delivered < now_ + kCalendar) calendar_[p.delivered % kCalendar].push_back(p);
-  else overflow_.push_back(p);
+  if (p.delivered < now_ + kCalendar) calendar_[p.delivered % kCalendar].push_back(slot);
+  else overflow_.emplace(p.delivered, slot);
 }
 
 void PacketNetwork::run_until(std::uint64_t until) {
@@ -434,16 +463,18 @@ void PacketNetwork::run_until(std::uint64_t until) {
       break;
     }
     // Far-future packets come into the calendar as it reaches them.
-    if (!overflow_.empty() && now_ % kCalendar == 0) {
-      std::vector<Packet> later;
-      for (Packet& p : overflow_)
-        (p.delivered < now_ + kCalendar ? calendar_[p.delivered % kCalendar] : later).push_back(p);
-      overflow_.swap(later);
+    while (!overflow_.empty() && overflow_.top().first < now_ + kCalendar) {
+      calendar_[overflow_.top().first % kCalendar].push_back(overflow_.top().second);
+      overflow_.pop();
     }
-    std::vector<Packet>& bucket = calendar_[now_ % kCalendar];
-    for (Packet& p : bucket) {
+    std::vector<std::uint32_t>& bucket = calendar_[now_ % kCalendar];
+    for (const std::uint32_t slot : bucket) {
       --pending_;
-      if (delivered_) delivered_(p);
+      free_.push_back(slot);
+      if (delivered_) {
+        Packet p = pool_[slot];  // the callback may offer (and grow the pool)
+        delivered_(p);
+      }
     }
     bucket.clear();
   }

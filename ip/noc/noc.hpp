@@ -15,6 +15,8 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <memory>
+#include <queue>
 #include <string>
 #include <vector>
 
@@ -191,8 +193,9 @@ class FlitNetwork : public Network {
 // the ejection port) for as many cycles as it has flits, in the first gap
 // of that link's calendar from the moment its head gets there (so a packet
 // created later but arriving first is not queued behind one still on its
-// way); infinite buffers. A link's calendar is a bitmap of busy cycles
-// from the oldest cycle that still matters.
+// way); infinite buffers. A link's calendar is a ring bitmap of busy
+// cycles from the oldest cycle that still matters; it grows when a
+// booking lies beyond it (a saturated network).
 class PacketNetwork : public Network {
  public:
   explicit PacketNetwork(const NocConfig& c);
@@ -204,21 +207,34 @@ class PacketNetwork : public Network {
   std::uint64_t scheduled_delivery() const override { return last_delivery_; }
 
  private:
-  struct Calendar {
-    std::uint64_t base = 0;             // cycle of bit 0 of words[head] (a multiple of 64)
-    std::size_t head = 0;
-    std::vector<std::uint64_t> words;   // bit set: busy
+  // One cache line while the ring has four words (256 cycles), on the heap beyond.
+  struct alignas(64) Calendar {
+    std::uint64_t base = 0;    // first cycle of the ring (a multiple of 64), in words()[first]
+    std::uint32_t first = 0;   // ring index of that word
+    std::uint32_t size = 4;    // words, a power of two
+    std::unique_ptr<std::uint64_t[]> heap;
+    std::uint64_t local[4] = {};
+    std::uint64_t* words() { return heap ? heap.get() : local; }
+    std::uint64_t end() const { return base + 64 * std::uint64_t(size); }
+    std::uint64_t& word(std::uint64_t cycle) { return words()[(first + (cycle - base) / 64) & (size - 1)]; }
   };
   // First cycle >= `earliest` at which `link` is free for `length` cycles;
   // reserves it. Cycles before `horizon` no longer matter.
   std::uint64_t reserve(unsigned link, std::uint64_t earliest, unsigned length, std::uint64_t horizon);
+  static void advance(Calendar& k, std::uint64_t horizon);
+  static void grow(Calendar& k, std::uint64_t last);  // until `last` fits
   std::vector<Calendar> busy_;  // node * kPorts + port (kLocal: ejection)
   std::vector<std::uint64_t> inject_free_;
-  // Packets by delivery cycle: a calendar of buckets for the near future,
-  // an ordered overflow beyond it.
-  static constexpr std::size_t kCalendar = 1024;
-  std::vector<std::vector<Packet>> calendar_ = std::vector<std::vector<Packet>>(kCalendar);
-  std::vector<Packet> overflow_;
+  // Packets in flight live in a pool; buckets of a calendar by delivery
+  // cycle hold their indices for the near future (small, so it stays in
+  // the cache), a heap by delivery cycle the rest.
+  static constexpr std::size_t kCalendar = 128;
+  std::vector<Packet> pool_;
+  std::vector<std::uint32_t> free_;
+  std::vector<std::vector<std::uint32_t>> calendar_ = std::vector<std::vector<std::uint32_t>>(kCalendar);
+  std::priority_queue<std::pair<std::uint64_t, std::uint32_t>, std::vector<std::pair<std::uint64_t, std::uint32_t>>,
+                      std::greater<>>
+      overflow_;
   std::uint64_t pending_ = 0;
   std::uint64_t last_delivery_ = ~0ull;
   std::uint64_t now_ = 0;

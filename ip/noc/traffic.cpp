@@ -33,7 +33,7 @@ int destination(Pattern pattern, unsigned src, const NocConfig& c, const std::ve
   unsigned d = src;
   switch (pattern) {
     case Pattern::uniform:
-      d = static_cast<unsigned>(rng() % (n - 1));
+      d = static_cast<unsigned>((static_cast<unsigned __int128>(rng()) * (n - 1)) >> 64);
       if (d >= src) ++d;
       return static_cast<int>(d);
     case Pattern::hotspot:
@@ -86,7 +86,14 @@ TrafficResult run_traffic(Network& net, const TrafficConfig& t) {
   // Bernoulli injection per node and cycle, drawn as geometric gaps so a
   // cycle costs only the nodes that inject in it.
   const double prob = std::min(1.0, t.rate / t.packet_flits);
-  std::geometric_distribution<std::uint64_t> gap(prob > 0 ? prob : 1.0);
+  // Inverse transform: failures before the first success, floor(ln(u) / ln(1 - p))
+  // for u uniform in (0, 1] (53 bits).
+  const double inv_log_q = prob > 0 && prob < 1 ? 1.0 / std::log1p(-prob) : 0.0;
+  const auto gap = [&](std::mt19937_64& g) -> std::uint64_t {
+    if (inv_log_q == 0.0) return 0;
+    const double u = static_cast<double>((g() >> 11) + 1) * 0x1p-53;
+    return static_cast<std::uint64_t>(std::log(u) * inv_log_q);
+  };
   std::vector<std::uint64_t> next(c.nodes());
   for (auto& n : next) n = prob > 0 ? gap(rng) : ~0ull;
   std::uint64_t cycle = 0;
