@@ -5,6 +5,7 @@
 #include <optional>
 #include <string>
 #include <systemc>
+#include <vector>
 
 namespace tessera::sim {
 
@@ -17,8 +18,19 @@ inline constexpr int kExitStrict = 4;    // --strict and the guest made an error
 // Records the exit code (the first request wins) and stops the simulation.
 // `when` is the requester's local time (a temporally decoupled initiator
 // runs ahead of simulation time); it becomes the run's end time.
+//
+// In a system of several chips each chip is a domain (the first component
+// of an instance path, "chip2" in "chip2.finisher"): a domain's exit stops
+// that domain's processors only, and the run ends when every domain has
+// asked for an exit (code: the first non-zero one, else 0), or at once on a
+// non-zero code.
 void request_exit(int code, const std::string& who, const std::string& why,
                   const sc_core::sc_time& when = sc_core::sc_time_stamp());
+// Declares the domains; before the processors are built.
+void set_domains(const std::vector<std::string>& names);
+// A flag that turns true when the run, or the domain of `path`, stops;
+// processors read it in their inner loops. Valid until reset().
+const bool& stop_flag(const std::string& path);
 // When the run ended: the exit request's time, or simulation time.
 sc_core::sc_time end_time();
 // True once an exit was requested: processors stop executing at once.

@@ -47,6 +47,7 @@ const char* cause_name(unsigned cause, bool interrupt);
 struct HartEnv {
   tlm::tlm_fw_transport_if<>* bus = nullptr;
   std::string path;
+  const bool* stop = nullptr;  // the run (or this chip) stopped: leave the inner loop
   unsigned hartid = 0;
   bool dmi = true;
   bool misaligned_trap = true;

@@ -204,7 +204,7 @@ class Hart final : public HartBase {
 
   // A transaction may have stopped the run or scheduled an event.
   void after_bus() {
-    if (exact_ || sim::stop_requested()) yield_ = true;
+    if (exact_ || *env_.stop) yield_ = true;
   }
 
   // Fetches and decodes the instruction at pc_; nullptr after a fetch trap.
@@ -241,7 +241,7 @@ class Hart final : public HartBase {
           trap(kFetchAccess, a);
           return false;
         }
-        if (sim::stop_requested()) yield_ = true;
+        if (*env_.stop) yield_ = true;
       }
       if (i == 0 && (half[0] & 3) != 3) break;
     }

@@ -49,6 +49,7 @@ RiscvCpu::RiscvCpu(const sc_core::sc_module_name& n, const Config& c)
 
   HartEnv env;
   env.path = path();
+  env.stop = &sim::stop_flag(path());
   env.hartid = c.hartid;
   env.dmi = c.dmi;
   env.misaligned_trap = c.misaligned == "trap";
@@ -110,8 +111,9 @@ void RiscvCpu::thread() {
   };
   if (gdb_ && halt_at_reset_) debug_stop(5, "");
   unsigned slices = 0;
+  const bool& stopped = sim::stop_flag(path());
   for (;;) {
-    if (sim::stop_requested()) {
+    if (stopped) {
       sync();
       for (;;) sc_core::wait(wake_);  // the kernel stops at the end of this delta
     }

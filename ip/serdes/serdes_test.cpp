@@ -1,0 +1,350 @@
+// The SerDes link against its formulas: throughput from lanes, rate,
+// encoding and FLIT efficiency; the credit window; bit errors replayed
+// go-back-N at the predicted cost with the data intact; a failed lane
+// halving the bandwidth after retraining and losing nothing; routing over
+// several chips, loopback and unreachable chips; the registers.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <memory>
+#include <numeric>
+
+#include "c2c_regs.hpp"
+#include "common/memory.hpp"
+#include "common/testing/initiator.hpp"
+#include "serdes/c2c.hpp"
+
+using namespace tessera;
+using namespace tessera::serdes;
+using sc_core::sc_time;
+using sc_core::SC_NS;
+using sc_core::SC_US;
+
+namespace {
+
+constexpr std::uint64_t kMem = 16 << 20;
+namespace R = regs::c2c;
+std::uint64_t off(unsigned reg) { return R::kBlock.regs[reg].offset; }
+
+// A chip stand-in: its fabric, with a memory where its NoC would be.
+// An initiator on its NoC side and one on its registers.
+struct Chip {
+  std::unique_ptr<C2c> c2c;
+  std::unique_ptr<Ram> mem;
+  std::unique_ptr<tessera::testing::TestInitiator> noc, csr;
+  Chip(const std::string& name, const C2c::Config& c) {
+    c2c = std::make_unique<C2c>((name + "_c2c").c_str(), c);
+    Ram::Config r;
+    r.size = kMem;
+    r.read_latency = r.write_latency = sc_core::SC_ZERO_TIME;  // the link alone sets the time
+    mem = std::make_unique<Ram>((name + "_mem").c_str(), r);
+    c2c->noc_initiator.bind(mem->mem_target);
+    noc = std::make_unique<tessera::testing::TestInitiator>((name + "_noc").c_str());
+    csr = std::make_unique<tessera::testing::TestInitiator>((name + "_csr").c_str());
+    noc->socket.bind(c2c->noc_target);
+    csr->socket.bind(*c2c->targets()[1].second.socket);
+  }
+};
+
+C2c::Config config(unsigned ports = 2) {
+  C2c::Config c;
+  c.ports = ports;
+  c.link.lanes = 16;
+  c.link.lane_gbps = 112;
+  c.link.encoding_overhead = 1.0 - 514.0 / 544.0;
+  return c;
+}
+
+// Chips 0..n-1 in a line, port 0 towards the next chip, port 1 towards the
+// previous one; an initiator on chip 0's fabric.
+struct Line {
+  std::vector<Chip> chips;
+  Line(unsigned n, const C2c::Config& c, const std::string& prefix = "chip") {
+    for (unsigned i = 0; i < n; ++i) chips.emplace_back(prefix + std::to_string(i), c);
+    for (unsigned i = 0; i < n; ++i) {
+      chips[i].c2c->set_identity(i, n);
+      for (unsigned d = 0; d < n; ++d)
+        if (d != i) chips[i].c2c->set_route(d, d > i ? 0 : 1);
+    }
+    for (unsigned i = 0; i + 1 < n; ++i) chips[i].c2c->connect(0, *chips[i + 1].c2c, 1);
+  }
+  C2c& c2c(unsigned i) { return *chips[i].c2c; }
+  tessera::testing::TestInitiator& cpu() { return *chips[0].noc; }
+  // Memory contents, read by debug accesses over the links (no time, no FLITs).
+  std::vector<std::uint8_t> peek(unsigned chip, std::uint64_t addr, std::size_t len) {
+    std::vector<std::uint8_t> out(len);
+    EXPECT_EQ(cpu().debug(tlm::TLM_READ_COMMAND, (std::uint64_t(chip) << kChipShift) | addr, out.data(),
+                        static_cast<unsigned>(len)),
+              len);
+    return out;
+  }
+};
+
+std::uint64_t offset(unsigned chip, std::uint64_t local) { return (std::uint64_t(chip) << kChipShift) | local; }
+
+sc_time flit_time(const LinkConfig& c, unsigned width) { return sc_time(c.flit_seconds(width), sc_core::SC_SEC); }
+
+// Writes `blocks` blocks of `size` bytes to chip `dest` from `threads`
+// threads at once; returns when the last completed.
+sc_time stream_writes(Line& l, unsigned dest, unsigned threads, unsigned blocks, unsigned size,
+                      std::vector<std::uint8_t>& pattern) {
+  pattern.resize(std::uint64_t(blocks) * size);
+  for (std::size_t i = 0; i < pattern.size(); ++i) pattern[i] = static_cast<std::uint8_t>(i * 2654435761u >> 13);
+  sc_time last;
+  unsigned next = 0;
+  for (unsigned t = 0; t < threads; ++t)
+    sc_core::sc_spawn([&, t] {
+      while (next < blocks) {
+        const unsigned b = next++;
+        sc_time d;
+        EXPECT_EQ(l.cpu().transport(tlm::TLM_WRITE_COMMAND, offset(dest, std::uint64_t(b) * size),
+                                  pattern.data() + std::uint64_t(b) * size, size, &d),
+                  tlm::TLM_OK_RESPONSE);
+        sc_core::wait(d);
+        last = std::max(last, sc_core::sc_time_stamp());
+      }
+      (void)t;
+    });
+  sc_core::sc_start();
+  return last;
+}
+
+}  // namespace
+
+TEST(Serdes, LinkThroughputIsLanesTimesRateTimesEncodingTimesFlitEfficiency) {
+  Line l(2, config());
+  const LinkConfig& lc = l.c2c(0).config().link;
+  const unsigned size = 64 << 10, blocks = 128;
+  std::vector<std::uint8_t> pattern;
+  const sc_time end = stream_writes(l, 1, 8, blocks, size, pattern);
+  EXPECT_EQ(l.peek(1, 0, pattern.size()), pattern);
+  const std::uint64_t flits = lc.flits_for(size);  // (16 + 65536) / 244 rounded up: 269
+  EXPECT_EQ(flits, 269u);
+  EXPECT_EQ(l.c2c(0).tx_stats(0)->flits, flits * blocks);
+  const double efficiency = double(size) / double(flits * lc.flit_bytes);
+  const double formula = lc.lanes * lc.lane_gbps * 1e9 * (1 - lc.encoding_overhead) * efficiency / 8;  // bytes/s
+  const double measured = double(size) * blocks / end.to_seconds();
+  std::printf("link: %.2f GB/s measured, %.2f GB/s by the formula (efficiency %.4f)\n", measured / 1e9, formula / 1e9,
+              efficiency);
+  EXPECT_NEAR(measured, formula, 0.02 * formula);
+  EXPECT_EQ(l.c2c(0).tx_stats(0)->replays, 0u);
+}
+
+TEST(Serdes, CreditsBoundTheFlitsInFlight) {
+  C2c::Config c = config();
+  c.link.credits = 16;
+  Line l(2, c);
+  const LinkConfig& lc = l.c2c(0).config().link;
+  std::vector<std::uint8_t> pattern;
+  const unsigned size = 64 << 10, blocks = 32;
+  const sc_time end = stream_writes(l, 1, 4, blocks, size, pattern);
+  EXPECT_EQ(l.peek(1, 0, pattern.size()), pattern);
+  // 16 FLITs per round trip of a FLIT and its credit.
+  const sc_time rtt = flit_time(lc, 16) + 2 * lc.latency;
+  const double formula = 16.0 * lc.flit_bytes / rtt.to_seconds();  // wire bytes/s
+  const double measured = double(l.c2c(0).tx_stats(0)->flits) * lc.flit_bytes / end.to_seconds();
+  std::printf("16 credits: %.2f GB/s on the wire, %.2f by the formula\n", measured / 1e9, formula / 1e9);
+  EXPECT_NEAR(measured, formula, 0.02 * formula);
+}
+
+TEST(Serdes, InjectedBitErrorsAreReplayedAtTheirPredictedCostAndDataArrivesIntact) {
+  // Two identical pairs of chips: one clean, one with five corrupted FLITs.
+  C2c::Config bad = config();
+  bad.faults = "0:flit5, 0:flit100, 0:flit1000, 0:flit2000, 0:flit3000";
+  Line clean(2, config(), "clean"), noisy(2, bad, "noisy");
+  const LinkConfig& lc = clean.c2c(0).config().link;
+  std::vector<std::uint8_t> data(1 << 20);
+  for (std::size_t i = 0; i < data.size(); ++i) data[i] = static_cast<std::uint8_t>(i * 7 + (i >> 11));
+  sc_time took[2];
+  Line* lines[2] = {&clean, &noisy};
+  for (int k = 0; k < 2; ++k)
+    sc_core::sc_spawn([&, k] {
+      sc_time d;
+      EXPECT_EQ(lines[k]->cpu().transport(tlm::TLM_WRITE_COMMAND, offset(1, 0x1000), data.data(), data.size(), &d),
+                tlm::TLM_OK_RESPONSE);
+      took[k] = sc_core::sc_time_stamp() + d;
+    });
+  sc_core::sc_start();
+  EXPECT_EQ(noisy.peek(1, 0x1000, data.size()), data);
+  const ChannelStats& s = *noisy.c2c(0).tx_stats(0);
+  EXPECT_EQ(s.crc_errors, 5u);
+  EXPECT_EQ(s.replays, 5u);
+  EXPECT_EQ(s.attempts, s.flits + 5);
+  EXPECT_EQ(s.flits, clean.c2c(0).tx_stats(0)->flits);
+  // Each error costs its FLIT and the round trip of the NAK.
+  const sc_time predicted = 5 * (flit_time(lc, 16) + 2 * lc.latency);
+  std::printf("clean %s, with 5 errors %s, predicted cost %s\n", took[0].to_string().c_str(),
+              took[1].to_string().c_str(), predicted.to_string().c_str());
+  EXPECT_EQ(took[1] - took[0], predicted);
+}
+
+TEST(Serdes, RandomBitErrorsAtABerAreCaughtByTheCrc) {
+  C2c::Config c = config();
+  c.link.ber = 2e-6;  // about 0.4% of 2048-bit FLITs
+  Line l(3, c);
+  std::vector<std::uint8_t> data(2 << 20), back(data.size());
+  for (std::size_t i = 0; i < data.size(); ++i) data[i] = static_cast<std::uint8_t>(i ^ (i >> 9));
+  sc_core::sc_spawn([&] {
+    EXPECT_EQ(l.cpu().transport(tlm::TLM_WRITE_COMMAND, offset(2, 0), data.data(), data.size()), tlm::TLM_OK_RESPONSE);
+    EXPECT_EQ(l.cpu().transport(tlm::TLM_READ_COMMAND, offset(2, 0), back.data(), back.size()), tlm::TLM_OK_RESPONSE);
+  });
+  sc_core::sc_start();
+  EXPECT_EQ(l.peek(2, 0, data.size()), data) << "written across two links";
+  EXPECT_EQ(back, data) << "read back across two links";
+  std::uint64_t errors = 0, flits = 0;
+  for (unsigned i = 0; i < 3; ++i)
+    for (unsigned p = 0; p < 2; ++p)
+      if (const ChannelStats* s = l.c2c(i).tx_stats(p)) errors += s->crc_errors, flits += s->attempts;
+  const double expected = double(flits) * -std::expm1(2048 * std::log1p(-2e-6));
+  std::printf("%llu CRC errors in %llu FLIT transmissions (%.1f expected)\n", static_cast<unsigned long long>(errors),
+              static_cast<unsigned long long>(flits), expected);
+  EXPECT_GT(errors, expected * 0.6);
+  EXPECT_LT(errors, expected * 1.4);
+}
+
+TEST(Serdes, AFailedLaneHalvesTheBandwidthAfterRetrainingAndLosesNothing) {
+  C2c::Config c = config();
+  c.link.retrain = sc_time(2, SC_US);
+  c.faults = "0:lane3@5us";
+  Line l(2, c);
+  const LinkConfig& lc = l.c2c(0).config().link;
+  std::vector<std::uint8_t> pattern;
+  const unsigned size = 64 << 10, blocks = 64;
+  std::vector<std::pair<sc_time, unsigned>> widths;
+  sc_core::sc_spawn([&] {
+    for (int us : {4, 6, 8}) {
+      sc_core::wait(sc_time(us, SC_US) - sc_core::sc_time_stamp());
+      widths.emplace_back(sc_core::sc_time_stamp(), l.c2c(0).link_state(0)->width(sc_core::sc_time_stamp()));
+    }
+  });
+  const sc_time end = stream_writes(l, 1, 8, blocks, size, pattern);
+  EXPECT_EQ(l.peek(1, 0, pattern.size()), pattern);
+  ASSERT_EQ(widths.size(), 3u);
+  EXPECT_EQ(widths[0].second, 16u);
+  EXPECT_EQ(widths[1].second, 0u) << "training";
+  EXPECT_EQ(widths[2].second, 8u) << "15 lanes left: x8";
+  const ChannelStats& s = *l.c2c(0).tx_stats(0);
+  // The FLITs on the wire at the fault (sent in the last latency before it) are lost and replayed.
+  const sc_time ft16 = flit_time(lc, 16), ft8 = flit_time(lc, 8);
+  EXPECT_NEAR(double(s.lost_in_fault), (lc.latency + ft16) / ft16, 1.0);
+  EXPECT_EQ(s.replays, 1u);
+  // FLITs that arrive before the fault at x16 (the first left after one
+  // switch latency), the rest after training at x8; then the last one's
+  // flight and its response.
+  const double before = (sc_time(5, SC_US) - c.switch_latency - lc.latency - ft16) / ft16;
+  const sc_time predicted =
+      sc_time(7, SC_US) + (double(s.flits) - before) * ft8 + 2 * lc.latency + ft8 + 2 * c.switch_latency;
+  std::printf("%llu FLITs (%llu lost at the fault), done at %s, predicted %s\n",
+              static_cast<unsigned long long>(s.flits), static_cast<unsigned long long>(s.lost_in_fault),
+              end.to_string().c_str(), predicted.to_string().c_str());
+  EXPECT_NEAR(end.to_seconds(), predicted.to_seconds(), 0.002 * predicted.to_seconds());
+  EXPECT_EQ(l.c2c(0).link_state(0)->lanes_ok(end), 0xffffu & ~(1u << 3));
+}
+
+TEST(Serdes, AccessesRouteAcrossChipsLoopBackAndFailWhereNoLinkLeads) {
+  C2c::Config c = config();
+  Line l(3, c);
+  const LinkConfig& lc = c.link;
+  std::uint32_t v = 0xfeedc0de, r = 0, own = 0x12345678, own_back = 0;
+  sc_time read_took;
+  tlm::tlm_response_status far_status{};
+  sc_core::sc_spawn([&] {
+    EXPECT_EQ(l.cpu().transport(tlm::TLM_WRITE_COMMAND, offset(2, 0x40), &v, 4), tlm::TLM_OK_RESPONSE);
+    sc_core::wait(1, SC_US);
+    const sc_time start = sc_core::sc_time_stamp();
+    sc_time d;
+    EXPECT_EQ(l.cpu().transport(tlm::TLM_READ_COMMAND, offset(2, 0x40), &r, 4, &d), tlm::TLM_OK_RESPONSE);
+    read_took = sc_core::sc_time_stamp() + d - start;
+    EXPECT_EQ(l.cpu().transport(tlm::TLM_WRITE_COMMAND, offset(0, 0x80), &own, 4), tlm::TLM_OK_RESPONSE);
+    EXPECT_EQ(l.cpu().transport(tlm::TLM_READ_COMMAND, offset(0, 0x80), &own_back, 4), tlm::TLM_OK_RESPONSE);
+    far_status = l.cpu().transport(tlm::TLM_READ_COMMAND, offset(5, 0), &r, 4);
+  });
+  sc_core::sc_start();
+  std::uint32_t landed;
+  std::memcpy(&landed, l.peek(2, 0x40, 4).data(), 4);
+  EXPECT_EQ(landed, v);
+  EXPECT_EQ(r, v);
+  EXPECT_EQ(own_back, own);
+  std::uint32_t looped;
+  std::memcpy(&looped, l.peek(0, 0x80, 4).data(), 4);
+  EXPECT_EQ(looped, own) << "chip 0's own window loops back";
+  EXPECT_EQ(far_status, tlm::TLM_ADDRESS_ERROR_RESPONSE);
+  // Two hops each way, one FLIT per message; every fabric entry pays the switch.
+  const sc_time hop = flit_time(lc, 16) + lc.latency;
+  EXPECT_EQ(read_took, 4 * hop + 6 * c.switch_latency);
+  nlohmann::ordered_json s1;
+  l.c2c(1).report_stats(s1);
+  EXPECT_EQ(s1["forwarded"], 2) << "the write and the read passed through chip 1";
+  EXPECT_EQ(s1["incoming"], 2);
+  // Debug access goes the same way without time.
+  std::uint32_t dbg = 0;
+  EXPECT_EQ(l.cpu().debug(tlm::TLM_READ_COMMAND, offset(2, 0x40), &dbg, 4), 4u);
+  EXPECT_EQ(dbg, v);
+  EXPECT_EQ(l.cpu().debug(tlm::TLM_READ_COMMAND, offset(7, 0x40), &dbg, 4), 0u);
+}
+
+TEST(Serdes, RegistersShowIdentityStateAndCountersAndInjectErrors) {
+  C2c::Config c = config();
+  c.link.retrain = sc_time(1, SC_US);
+  Line l(2, c);
+  tessera::testing::TestInitiator& csr = *l.chips[0].csr;
+  std::uint32_t chip = 0, state = 0, irq = 0;
+  std::uint64_t lanes = 0, tx = 0, replays = 0, attempts = 0;
+  std::vector<std::uint8_t> data(4096, 0x5a);
+  std::vector<std::uint32_t> states;
+  IrqIn line;
+  line.set_handler([&](bool level) { irq += level; });
+  l.c2c(0).irq.bind(line);
+  sc_core::sc_spawn([&] {
+    csr.transport(tlm::TLM_READ_COMMAND, off(R::CHIP), &chip, 4);
+    std::uint32_t en = 0xffff;
+    csr.transport(tlm::TLM_WRITE_COMMAND, off(R::IRQ_ENABLE), &en, 4);
+    std::uint64_t inject = 2;
+    csr.transport(tlm::TLM_WRITE_COMMAND, off(R::PORT_INJECT), &inject, 8);
+    l.cpu().transport(tlm::TLM_WRITE_COMMAND, offset(1, 0), data.data(), data.size());
+    csr.transport(tlm::TLM_READ_COMMAND, off(R::PORT_TX_FLITS), &tx, 8);
+    csr.transport(tlm::TLM_READ_COMMAND, off(R::PORT_TX_ATTEMPTS), &attempts, 8);
+    csr.transport(tlm::TLM_READ_COMMAND, off(R::PORT_REPLAYS), &replays, 8);
+    std::uint32_t fail = R::PORT_CTRL_f::FAIL_LANE_MASK | (15u << R::PORT_CTRL_f::LANE_SHIFT);
+    csr.transport(tlm::TLM_WRITE_COMMAND, off(R::PORT_CTRL), &fail, 4);
+    sc_core::wait(sc_time(100, SC_NS));
+    csr.transport(tlm::TLM_READ_COMMAND, off(R::PORT_STATE), &state, 4);
+    states.push_back(state);
+    sc_core::wait(sc_time(2, SC_US));
+    csr.transport(tlm::TLM_READ_COMMAND, off(R::PORT_STATE), &state, 4);
+    states.push_back(state);
+    csr.transport(tlm::TLM_READ_COMMAND, off(R::PORT_LANES), &lanes, 8);
+  });
+  sc_core::sc_start();
+  EXPECT_EQ(chip, 0u | (2u << 8) | (2u << 16));
+  const std::uint64_t flits = c.link.flits_for(4096);
+  EXPECT_EQ(tx, flits);
+  EXPECT_EQ(attempts, flits + 1);
+  EXPECT_EQ(replays, 1u);
+  ASSERT_EQ(states.size(), 2u);
+  EXPECT_EQ(states[0] & 3, 1u) << "training";
+  EXPECT_EQ(states[1] & 3, 2u) << "active again";
+  EXPECT_EQ((states[1] >> 8) & 0x7f, 8u) << "x8 on 15 lanes";
+  EXPECT_EQ((states[1] >> 16) & 0xff, 1u) << "peer chip";
+  EXPECT_EQ((states[1] >> 24) & 0xf, 1u) << "peer port";
+  EXPECT_EQ(lanes, 0x7fffu);
+  EXPECT_GE(irq, 1u);
+  std::uint32_t status = 0;
+  csr.debug(tlm::TLM_READ_COMMAND, off(R::IRQ_STATUS), &status, 4);
+  EXPECT_TRUE(status & R::IRQ_STATUS_f::CRC_ERROR_MASK);
+  EXPECT_EQ(status & 0xff, 1u) << "port 0 changed state";
+}
+
+TEST(Serdes, ConfigurationErrorsNameTheKey) {
+  LinkConfig c;
+  EXPECT_EQ(c.check(), "");
+  c.lanes = 0;
+  EXPECT_NE(c.check().find("lanes"), std::string::npos);
+  c = LinkConfig{};
+  c.flit_bytes = 20;
+  EXPECT_NE(c.check().find("flit_bytes"), std::string::npos);
+  c = LinkConfig{};
+  c.ber = 0.5;
+  EXPECT_NE(c.check().find("ber"), std::string::npos);
+  EXPECT_EQ(crc32(reinterpret_cast<const std::uint8_t*>("123456789"), 9), 0xcbf43926u) << "the standard check value";
+}
