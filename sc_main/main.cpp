@@ -21,6 +21,7 @@
 #include "riscv/gdb_server.hpp"
 #include "riscv/riscv_cpu.hpp"
 #include "spec.hpp"
+#include "system.hpp"
 
 namespace po = boost::program_options;
 using namespace tessera;
@@ -166,45 +167,77 @@ int sc_main(int argc, char** argv) {
 
   // Inputs first: nothing elaborates until the platform and the ELF are good.
   PlatformSpec spec;
+  std::optional<SystemSpec> system_spec;
   std::optional<ElfImage> elf;
   if (!vm.count("firmware") && std::ifstream(TESSERA_DEFAULT_FIRMWARE)) o.firmware = TESSERA_DEFAULT_FIRMWARE;
   if (o.firmware == "none") o.firmware.clear();
   try {
     if (!o.firmware.empty()) elf = ElfImage::read(o.firmware);
     nlohmann::json raw = PlatformSpec::read(o.platform);
-    for (const auto& s : o.sets) PlatformSpec::apply_set(raw, o.platform, s);
     // HTIF lives at the firmware's tohost symbol unless the platform says where.
-    if (elf && elf->symbol("tohost") && raw.contains("instances") && raw["instances"].is_array())
-      for (auto& i : raw["instances"])
-        if (i.is_object() && i.value("type", "") == "htif" && !i.contains("base"))
-          i["base"] = format_hex(*elf->symbol("tohost"));
-    spec = PlatformSpec::parse(o.platform, raw);
+    auto place_htif = [&](nlohmann::json& r) {
+      if (elf && elf->symbol("tohost") && r.contains("instances") && r["instances"].is_array())
+        for (auto& i : r["instances"])
+          if (i.is_object() && i.value("type", "") == "htif" && !i.contains("base"))
+            i["base"] = format_hex(*elf->symbol("tohost"));
+    };
+    if (SystemSpec::is_system(raw)) {
+      system_spec = SystemSpec::parse(o.platform, raw, o.sets, place_htif);
+    } else {
+      for (const auto& s : o.sets) PlatformSpec::apply_set(raw, o.platform, s);
+      place_htif(raw);
+      spec = PlatformSpec::parse(o.platform, raw);
+    }
   } catch (const ConfigError& e) {  // also ElfError
     return input_error(e);
   }
+  const PlatformSpec& chip_spec = system_spec ? system_spec->chip_specs.front() : spec;
   if (o.dump_config) {
-    std::cout << spec.effective().dump(2) << "\n";
+    if (system_spec) {
+      nlohmann::ordered_json out;
+      out["system"] = system_spec->name;
+      out["topology"] = system_spec->topology;
+      out["chips"] = system_spec->chips;
+      out["links"] = nlohmann::ordered_json::array();
+      for (const LinkSpec& l : system_spec->links) out["links"].push_back({l.a, l.port_a, l.b, l.port_b});
+      out["chip"] = nlohmann::ordered_json::array();
+      for (const PlatformSpec& c : system_spec->chip_specs) out["chip"].push_back(c.effective());
+      std::cout << out.dump(2) << "\n";
+    } else {
+      std::cout << spec.effective().dump(2) << "\n";
+    }
     return 0;
   }
   if (!o.gen_header.empty() || !o.gen_linker.empty()) {
     try {
-      if (!o.gen_header.empty()) write_file(o.gen_header, spec.c_header());
-      if (!o.gen_linker.empty()) write_file(o.gen_linker, spec.linker_symbols());
+      if (!o.gen_header.empty()) write_file(o.gen_header, chip_spec.c_header());
+      if (!o.gen_linker.empty()) write_file(o.gen_linker, chip_spec.linker_symbols());
     } catch (const ConfigError& e) {
       return input_error(e);
     }
     return 0;
   }
 
-  std::unique_ptr<Platform> platform;
+  // One platform, or a system of chips; `chips` lists them either way.
+  std::unique_ptr<Platform> single;
+  std::unique_ptr<System> system;
+  std::vector<Platform*> chips;
   try {
-    platform = std::make_unique<Platform>(spec.name.c_str(), spec, checker);
-    if (elf) platform->load(*elf);
+    if (system_spec) {
+      system = std::make_unique<System>(*system_spec, checker);
+      for (unsigned k = 0; k < system->size(); ++k) chips.push_back(&system->chip(k));
+    } else {
+      single = std::make_unique<Platform>(spec.name.c_str(), spec, checker);
+      chips.push_back(single.get());
+    }
+    if (elf)
+      for (Platform* c : chips) c->load(*elf);
     if (!o.signature.empty() && !(elf && elf->symbol("begin_signature") && elf->symbol("end_signature")))
       throw ConfigError("--signature: the firmware has no begin_signature and end_signature symbols");
   } catch (const ConfigError& e) {  // also ElfError
     return input_error(e);
   }
+  Platform* platform = chips.front();
   std::unique_ptr<riscv::GdbServer> gdb;
   if (vm.count("gdb")) {
     try {
@@ -212,17 +245,21 @@ int sc_main(int argc, char** argv) {
     } catch (const std::runtime_error& e) {
       return usage_error(e.what());
     }
-    for (const InstanceSpec& s : spec.instances)
-      if (auto* cpu = platform->get<riscv::RiscvCpu>(s.name)) {
-        gdb->add_hart(cpu);
-        cpu->attach_debugger(gdb.get(), o.gdb_wait);
-      }
+    for (Platform* c : chips)
+      for (const InstanceSpec& s : c->spec().instances)
+        if (auto* cpu = c->get<riscv::RiscvCpu>(s.name)) {
+          gdb->add_hart(cpu);
+          cpu->attach_debugger(gdb.get(), o.gdb_wait);
+        }
     if (gdb->harts().empty()) return usage_error("--gdb: the platform has no processor");
     std::cerr << fmt::format("GDB server on localhost:{}{}\n", o.gdb_port, o.gdb_wait ? ", waiting for a connection" : "");
   }
   if (!o.quiet) {
+    if (system_spec) std::cerr << system_spec->describe() << "Each chip:\n";
     std::cerr << platform->memory_map();
-    if (elf) std::cerr << fmt::format("Firmware {} (RV{}), entry {:#x}\n", elf->file, elf->xlen, elf->entry);
+    if (elf)
+      std::cerr << fmt::format("Firmware {} (RV{}), entry {:#x}{}\n", elf->file, elf->xlen, elf->entry,
+                               chips.size() > 1 ? fmt::format(", on each of the {} chips", chips.size()) : "");
   }
 
   const auto wall_start = std::chrono::steady_clock::now();
@@ -231,10 +268,11 @@ int sc_main(int argc, char** argv) {
   try {
     if (max_time > sc_core::SC_ZERO_TIME) sc_core::sc_start(max_time);
     else sc_core::sc_start();
-    if (!platform->load_error().empty()) {
-      std::cerr << "tessera-vp: error: " << platform->load_error() << "\n";
-      return sim::kExitUsage;
-    }
+    for (Platform* c : chips)
+      if (!c->load_error().empty()) {
+        std::cerr << "tessera-vp: error: " << c->load_error() << "\n";
+        return sim::kExitUsage;
+      }
     if (sim::exit_code()) {
       code = *sim::exit_code();
       end = sim::exit_reason();
@@ -268,14 +306,14 @@ int sc_main(int argc, char** argv) {
   }
 
   nlohmann::ordered_json stats;
-  stats["platform"] = spec.name;
+  stats["platform"] = system_spec ? system_spec->name : spec.name;
   stats["simulated_time_s"] = sim::end_time().to_seconds();
   stats["wall_time_s"] = wall;
   stats["exit_code"] = code;
   stats["end"] = end;
   stats["guest_errors"] = log::guest_error_count();
-  stats["protocol_violations"] = platform->protocol_violations();
-  stats["ips"] = platform->stats();
+  stats["protocol_violations"] = system ? system->protocol_violations() : platform->protocol_violations();
+  stats["ips"] = system ? system->stats() : platform->stats();
   if (!o.stats.empty()) {
     std::ofstream out(o.stats);
     out << stats.dump(2) << "\n";

@@ -153,3 +153,35 @@ TEST(Firmware, CpDrivesTile0TensorCoreWithInterrupts) {
   EXPECT_EQ(s["ips"]["t1.tile0"]["tensor_errors"], 1);
   EXPECT_EQ(s["ips"]["t1.tile0"]["spm_engine_stream_bytes_written"], 2 * 16 * 24 * 4);
 }
+
+// Four chips, each with its own CP running the same firmware: tokens through
+// every chip's HBM, a 4 KiB block to the next chip and back; the run ends
+// when the last chip's firmware does. With a corrupted FLIT and a failed
+// lane on the link between chips 1 and 0, the data still arrives and that
+// link runs at x8.
+TEST(Firmware, ChipsOfARingPassTokensThroughEachOthersHbm) {
+  const std::string ring = std::string(TESSERA_SOURCE_DIR) + "/platform/t1x4-ring.json";
+  for (const bool faults : {false, true}) {
+    Outcome r = run("-p " + ring + " --firmware " + kFirmware + "/c2c_ring.elf" +
+                    (faults ? " --set chip1.c2c.faults=1:flit3,1:lane2@20us" : ""));
+    EXPECT_EQ(r.code, 0) << r.err << r.out;
+    for (int k = 0; k < 4; ++k) {
+      const std::string me = "[chip" + std::to_string(k) + "] chip " + std::to_string(k);
+      EXPECT_NE(r.out.find(me + " of 4: the tokens of all 4 chips arrived"), std::string::npos) << r.out;
+      EXPECT_NE(r.out.find(me + ": 4 KiB to chip " + std::to_string((k + 1) % 4)), std::string::npos) << r.out;
+    }
+    std::size_t clean = 0;
+    for (std::size_t p = 0; (p = r.out.find(", 0 mismatches", p)) != std::string::npos; ++p) ++clean;
+    EXPECT_EQ(clean, 4u) << r.out;
+    EXPECT_NE(r.out.find("[chip1] chip 1 port 1: to chip 0, " + std::string(faults ? "8" : "16") + " lanes"),
+              std::string::npos)
+        << r.out;
+    EXPECT_NE(r.out.find("[chip0] chip 0 port 0: to chip 1, " + std::string(faults ? "8" : "16") + " lanes"),
+              std::string::npos)
+        << r.out;
+  }
+  Outcome alone = run("--firmware " + kFirmware + "/c2c_ring.elf");
+  EXPECT_EQ(alone.code, 0) << alone.err;
+  EXPECT_NE(alone.out.find("chip 0 of 1: the tokens of all 1 chips arrived"), std::string::npos) << alone.out;
+  EXPECT_NE(alone.out.find("chip 0: 4 KiB to chip 0 in"), std::string::npos) << alone.out;
+}

@@ -1,0 +1,177 @@
+// Systems of chips assembled in-process from platform/t1x4-ring.json and
+// platform/t1x8-torus.json: global addresses reach every chip, through
+// forwarding chips where there is no direct link, with the latency one more
+// hop predicts; routes take the fewest hops; bad system files are refused
+// with the file, the chip and the key.
+#include <gtest/gtest.h>
+
+#include "common/sim.hpp"
+#include "platform.hpp"
+#include "serdes/c2c.hpp"
+#include "system.hpp"
+#include "tessera_platform.h"
+
+using namespace tessera;
+
+namespace {
+
+const std::string kDir = std::string(TESSERA_SOURCE_DIR) + "/platform/";
+
+SystemSpec spec_of(const std::string& file, std::vector<std::string> sets = {}) {
+  return SystemSpec::parse(kDir + file, PlatformSpec::read(kDir + file), sets);
+}
+
+std::string error_of(const nlohmann::json& raw, std::vector<std::string> sets = {}) {
+  try {
+    SystemSpec::parse(kDir + "test.json", raw, sets);
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// Follows the routing tables from `from` to `to`; the hops taken.
+unsigned hops(const SystemSpec& s, unsigned from, unsigned to) {
+  unsigned n = 0;
+  while (from != to && n <= s.chips) {
+    const int port = s.routes[from][to];
+    for (const LinkSpec& l : s.links) {
+      if (l.a == from && static_cast<int>(l.port_a) == port) {
+        from = l.b;
+        break;
+      }
+      if (l.b == from && static_cast<int>(l.port_b) == port) {
+        from = l.a;
+        break;
+      }
+    }
+    ++n;
+  }
+  return n;
+}
+
+}  // namespace
+
+TEST(System, RingCarriesAccessesToEveryChipThroughForwardingChips) {
+  const SystemSpec spec = spec_of("t1x4-ring.json", {"uart0.tx=none", "cp.reset_pc=0x8000_0000"});
+  System sys(spec, true);
+  const std::uint32_t idle[] = {0x10500073, 0xffdff06f};  // wfi; j -4
+  for (unsigned k = 0; k < sys.size(); ++k) {
+    tlm::tlm_generic_payload t;
+    t.set_write();
+    t.set_address(0);
+    t.set_data_ptr(reinterpret_cast<unsigned char*>(const_cast<std::uint32_t*>(idle)));
+    t.set_data_length(sizeof idle);
+    t.set_streaming_width(sizeof idle);
+    sys.chip(k).target("cpram", "mem_target").transport_dbg(t);
+  }
+  std::vector<std::uint8_t> block(1024), back(1024);
+  for (std::size_t i = 0; i < block.size(); ++i) block[i] = static_cast<std::uint8_t>(i * 13 + 1);
+  sc_core::sc_time one_hop, two_hops;
+  tlm::tlm_response_status far = tlm::TLM_OK_RESPONSE;
+  std::uint32_t own = 0xabad1dea, own_back = 0;
+  sc_core::sc_spawn([&] {
+    Platform& c0 = sys.chip(0);
+    sc_core::sc_time d;
+    EXPECT_EQ(c0.transport(tlm::TLM_WRITE_COMMAND, serdes::global_address(2, TESSERA_HBM0_BASE + 0x100), block.data(),
+                           1024, d),
+              tlm::TLM_OK_RESPONSE);
+    sc_core::wait(d);
+    d = sc_core::SC_ZERO_TIME;
+    EXPECT_EQ(c0.transport(tlm::TLM_READ_COMMAND, serdes::global_address(2, TESSERA_HBM0_BASE + 0x100), back.data(),
+                           1024, d),
+              tlm::TLM_OK_RESPONSE);
+    sc_core::wait(d);
+    // One word from tile 0's scratchpad (fixed latency) of the next chip and of the one after.
+    for (auto [chip, took] : {std::pair<unsigned, sc_core::sc_time*>{1, &one_hop}, {2, &two_hops}}) {
+      sc_core::wait(1, sc_core::SC_US);
+      std::uint32_t v;
+      const sc_core::sc_time start = sc_core::sc_time_stamp();
+      d = sc_core::SC_ZERO_TIME;
+      EXPECT_EQ(c0.transport(tlm::TLM_READ_COMMAND, serdes::global_address(chip, TESSERA_TILE0_BASE), &v, 4, d),
+                tlm::TLM_OK_RESPONSE);
+      sc_core::wait(d);
+      *took = sc_core::sc_time_stamp() - start;
+    }
+    d = sc_core::SC_ZERO_TIME;
+    EXPECT_EQ(c0.transport(tlm::TLM_WRITE_COMMAND, serdes::global_address(0, TESSERA_HBM1_BASE), &own, 4, d),
+              tlm::TLM_OK_RESPONSE);
+    EXPECT_EQ(c0.transport(tlm::TLM_READ_COMMAND, TESSERA_HBM1_BASE, &own_back, 4, d), tlm::TLM_OK_RESPONSE);
+    std::uint32_t v;
+    far = c0.transport(tlm::TLM_READ_COMMAND, serdes::global_address(9, TESSERA_HBM0_BASE), &v, 4, d);
+    sc_core::sc_stop();
+  });
+  sc_core::sc_start();
+  EXPECT_EQ(back, block);
+  std::vector<std::uint8_t> landed(1024);
+  sys.chip(2).debug_read(TESSERA_HBM0_BASE + 0x100, landed.data(), landed.size());
+  EXPECT_EQ(landed, block) << "chip 2's HBM, read on chip 2";
+  EXPECT_EQ(own_back, own) << "chip 0's own global window loops back to it";
+  EXPECT_EQ(far, tlm::TLM_ADDRESS_ERROR_RESPONSE) << "chip 9 of 4";
+  // Chip 0 reaches chip 2 through chip 1 (port 0, the lower of two equal ways).
+  nlohmann::ordered_json s1;
+  sys.fabric(1).report_stats(s1);
+  EXPECT_EQ(s1["forwarded"], 3) << "the write, the read and the scratchpad read";
+  // One more hop: one more link each way and one more fabric each way.
+  const serdes::LinkConfig& lc = sys.fabric(0).config().link;
+  const sc_core::sc_time hop = sc_core::sc_time(lc.flit_seconds(lc.lanes), sc_core::SC_SEC) + lc.latency +
+                               sys.fabric(0).config().switch_latency;
+  std::printf("tile 0 scratchpad word: one hop %s, two hops %s\n", one_hop.to_string().c_str(),
+              two_hops.to_string().c_str());
+  // Exact but for the far NoC, which takes packets on its own clock edges (0.5 ns each way).
+  EXPECT_NEAR((two_hops - one_hop).to_seconds(), (2 * hop).to_seconds(), 1e-9);
+  EXPECT_EQ(sys.protocol_violations(), 0u);
+}
+
+TEST(System, RoutesTakeTheFewestHops) {
+  const SystemSpec ring = spec_of("t1x4-ring.json");
+  EXPECT_EQ(ring.links.size(), 4u);
+  for (unsigned a = 0; a < 4; ++a)
+    for (unsigned b = 0; b < 4; ++b) EXPECT_EQ(hops(ring, a, b), std::min((b + 4 - a) % 4, (a + 4 - b) % 4)) << a << b;
+  const SystemSpec torus = spec_of("t1x8-torus.json");
+  EXPECT_EQ(torus.links.size(), 16u);
+  for (unsigned a = 0; a < 8; ++a)
+    for (unsigned b = 0; b < 8; ++b) {
+      const unsigned dx = (b % 4 + 4 - a % 4) % 4, dy = (b / 4 + 2 - a / 4) % 2;
+      EXPECT_EQ(hops(torus, a, b), std::min(dx, 4 - dx) + std::min(dy, 2 - dy)) << a << " to " << b;
+    }
+  nlohmann::json full = {{"system", "full4"}, {"chip", "t1.json"}, {"chips", 4}, {"topology", "full"}};
+  const SystemSpec f = SystemSpec::parse(kDir + "full4.json", full, {});
+  for (unsigned a = 0; a < 4; ++a)
+    for (unsigned b = 0; b < 4; ++b) EXPECT_EQ(hops(f, a, b), a == b ? 0u : 1u);
+}
+
+TEST(System, BadSystemFilesAreRefusedWithTheKey) {
+  const nlohmann::json ok = {{"system", "s"}, {"chip", "t1.json"}, {"chips", 4}, {"topology", "ring"}};
+  EXPECT_EQ(error_of(ok), "");
+  auto with = [&](const char* key, nlohmann::json v) {
+    nlohmann::json j = ok;
+    j[key] = v;
+    return error_of(j);
+  };
+  EXPECT_NE(with("topology", "star").find("topology: \"star\" is not ring, torus, full or list"), std::string::npos);
+  EXPECT_NE(with("chips", 17).find("chips: 17 chips; a system has 1 to 16"), std::string::npos);
+  EXPECT_NE(with("colour", "red").find("colour: unknown key"), std::string::npos);
+  EXPECT_NE(with("chip", "nothere.json").find("nothere.json"), std::string::npos);
+  nlohmann::json full = ok;
+  full["topology"] = "full";
+  full["chips"] = 6;
+  EXPECT_NE(error_of(full).find("has no port 4 (its fabric c2c has 4 ports"), std::string::npos) << error_of(full);
+  full["fabric"] = {{"ports", 5}};
+  EXPECT_EQ(error_of(full), "") << "five ports are enough for six chips fully connected";
+  nlohmann::json torus = ok;
+  torus["topology"] = "torus";
+  torus["torus"] = {3, 2};
+  EXPECT_NE(error_of(torus).find("torus: 3 x 2"), std::string::npos);
+  nlohmann::json list = ok;
+  list["topology"] = "list";
+  list["links"] = {{0, 0, 1, 1}, {2, 0, 3, 1}};
+  EXPECT_NE(error_of(list).find("chip 0 cannot reach chip 2"), std::string::npos) << error_of(list);
+  list["links"] = {{0, 0, 1, 1}, {1, 1, 2, 0}, {2, 1, 3, 0}};
+  EXPECT_NE(error_of(list).find("port 1 of chip 1 already has a link"), std::string::npos) << error_of(list);
+  EXPECT_NE(error_of(ok, {"chip7.c2c.lanes=8"}).find("there is no chip 7"), std::string::npos);
+  const std::string per_chip = error_of(ok, {"chip2.c2c.lanes=0"});
+  EXPECT_NE(per_chip.find("chip 2: "), std::string::npos) << per_chip;
+  EXPECT_NE(per_chip.find("c2c.lanes"), std::string::npos) << per_chip;
+  EXPECT_EQ(error_of(ok, {"chip2.c2c.lanes=8", "c2c.latency=200ns"}), "");
+}
