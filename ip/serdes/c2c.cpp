@@ -79,11 +79,20 @@ void C2c::Config::visit(Params& p) {
   p("seed", link.seed, "seed of the random bit errors");
   p("switch_latency", switch_latency, "through the fabric's switch, each time a message enters it (from the NoC or a link)");
   p("faults", faults, "scheduled faults: PORT:lane<N>@TIME, PORT:down@TIME, PORT:flit<N> (comma-separated)");
+  p.size("comm_staging", comm.staging, "communication engine: staging buffer (an SRAM in the fabric)");
+  p("comm_chunk", comm.chunk, "communication engine: bytes per transfer");
+  p("comm_outstanding", comm.outstanding, "communication engine: transfers in flight");
+  p("notify_latency", comm.notify_latency, "push: from a notification's arrival to the waiting engine seeing it");
+  p("poll_interval", comm.poll_interval, "pull: between polls of a producer that is not ready");
+  p("comm_reduce_gbps", comm.reduce_gbps, "communication engine: reduction throughput, GB/s");
+  p("comm_staging_gbps", comm.staging_gbps, "communication engine: staging buffer bandwidth, GB/s");
+  p("comm_queue", comm.queue, "communication engine: collectives that may wait behind the running one");
 }
 
 void C2c::Config::validate(const Params& p) const {
   if (ports < 1 || ports > kMaxPorts) p.fail("ports", "must be between 1 and 8");
   if (const std::string e = link.check(); !e.empty()) p.fail("lanes", e);
+  if (const std::string e = comm.check(); !e.empty()) p.fail("comm_staging", e);
   try {
     for (const Fault& f : parse_faults(faults)) {
       if (f.port >= ports) p.fail("faults", fmt::format("port {} does not exist ({} ports)", f.port, ports));
@@ -156,6 +165,38 @@ class C2c::Regs : public MmioTarget {
       c_.inject_error(w.index, w.data);
       return true;
     });
+    regs_.on_write(R::CE_PUSH, [this](RegisterBank::Write&) {
+      Collective c;
+      const std::uint64_t op = regs_.get(R::CE_OP);
+      c.op = static_cast<CommOp>((op & R::CE_OP_f::OP_MASK) >> R::CE_OP_f::OP_SHIFT);
+      c.algo = static_cast<CommAlgo>((op & R::CE_OP_f::ALGO_MASK) >> R::CE_OP_f::ALGO_SHIFT);
+      c.mode = static_cast<CommMode>((op & R::CE_OP_f::MODE_MASK) >> R::CE_OP_f::MODE_SHIFT);
+      c.type = static_cast<CommType>((op & R::CE_OP_f::TYPE_MASK) >> R::CE_OP_f::TYPE_SHIFT);
+      c.peer = static_cast<unsigned>((op & R::CE_OP_f::PEER_MASK) >> R::CE_OP_f::PEER_SHIFT);
+      c.id = static_cast<std::uint32_t>(regs_.get(R::CE_ID));
+      c.src = regs_.get(R::CE_SRC);
+      c.dst = regs_.get(R::CE_DST);
+      c.count = regs_.get(R::CE_COUNT);
+      c.table = regs_.get(R::CE_TABLE);
+      c.signal = regs_.get(R::CE_SIGNAL);
+      if (!c_.ce_->submit(c)) {
+        log::guest_error(c_.path(), "comm/queue-full", "CE_PUSH of collective {} with {} queued; refused", c.id,
+                         c_.config_.comm.queue);
+        raise(R::IRQ_STATUS_f::CE_ERROR_MASK);
+      }
+      return true;
+    });
+    regs_.on_read(R::CE_STATUS, [this](unsigned, bool) -> std::uint64_t {
+      return (c_.ce_->busy() ? 1 : 0) | (std::uint64_t(c_.ce_->queued()) << 8);
+    });
+    regs_.on_read(R::CE_COMPLETED, [this](unsigned, bool) -> std::uint64_t { return c_.ce_->completed(); });
+    regs_.on_read(R::CE_ERROR, [this](unsigned, bool) -> std::uint64_t { return c_.ce_->error(); });
+    regs_.on_read(R::CE_ERROR_ID, [this](unsigned, bool) -> std::uint64_t { return c_.ce_->error_id(); });
+    regs_.on_read(R::CE_ERROR_ADDR, [this](unsigned, bool) -> std::uint64_t { return c_.ce_->error_addr(); });
+    regs_.on_write(R::CE_ERROR, [this](RegisterBank::Write&) {
+      c_.ce_->clear_error();
+      return true;
+    });
     for (unsigned r : {R::IRQ_STATUS, R::IRQ_ENABLE})
       regs_.on_write(r, [this, r](RegisterBank::Write& w) {
         regs_.set(r, w.next);
@@ -177,6 +218,10 @@ class C2c::Regs : public MmioTarget {
 C2c::C2c(const sc_core::sc_module_name& n, const Config& c)
     : Ip(n), noc_target("noc_target"), noc_initiator("noc_initiator"), config_(c), ports_(c.ports) {
   regs_ = std::make_unique<Regs>("regs", *this);
+  ce_ = std::make_unique<CommEngine>("comm", *this, c.comm);
+  ce_->on_done([this](const Collective&, bool ok) {
+    regs_->raise(ok ? R::IRQ_STATUS_f::CE_DONE_MASK : R::IRQ_STATUS_f::CE_ERROR_MASK);
+  });
   noc_target.register_b_transport(this, &C2c::b_transport);
   noc_target.register_transport_dbg(this, &C2c::transport_dbg);
   expose_target("noc_target", noc_target, std::uint64_t(kMaxChips) << kChipShift);
@@ -319,6 +364,11 @@ void C2c::b_transport(tlm::tlm_generic_payload& trans, sc_core::sc_time& delay) 
 }
 
 void C2c::route(tlm::tlm_generic_payload& trans, unsigned dest, std::uint64_t local, sc_core::sc_time& delay) {
+  if (dest == chip_ && local >= kFabricLocal) {  // the fabric's own memory: staging buffer and flags
+    trans.set_address(local);
+    ce_->access(trans, local - kFabricLocal, delay, false);
+    return;
+  }
   if (dest == chip_) {  // this chip: into the NoC with the local address
     trans.set_address(local);
     noc_initiator->b_transport(trans, delay);
@@ -395,6 +445,12 @@ unsigned C2c::transport_dbg(tlm::tlm_generic_payload& trans) {
 }
 
 unsigned C2c::route_dbg(tlm::tlm_generic_payload& trans, unsigned dest, std::uint64_t local, unsigned hops) {
+  if (dest == chip_ && local >= kFabricLocal) {
+    trans.set_address(local);
+    sc_core::sc_time none;
+    ce_->access(trans, local - kFabricLocal, none, true);
+    return trans.is_response_ok() ? trans.get_data_length() : 0;
+  }
   if (dest == chip_) {
     trans.set_address(local);
     return noc_initiator->transport_dbg(trans);
@@ -413,6 +469,13 @@ void C2c::report_stats(nlohmann::ordered_json& out) const {
   out["forwarded"] = forwarded_;
   out["no_route"] = no_route_;
   out["link_errors"] = link_errors_;
+  const CommEngine::Stats& ce = ce_->stats();
+  out["ce_collectives"] = ce.collectives;
+  out["ce_bytes_sent"] = ce.bytes_sent;
+  out["ce_bytes_read_remote"] = ce.bytes_read_remote;
+  out["ce_notifications"] = ce.notifications;
+  out["ce_polls"] = ce.polls;
+  out["ce_busy_ns"] = ce.busy.to_seconds() * 1e9;
   const double now = sc_core::sc_time_stamp().to_seconds();
   for (unsigned i = 0; i < ports_.size(); ++i) {
     const Port& p = ports_[i];

@@ -28,6 +28,7 @@
 
 #include "common/config.hpp"
 #include "common/regs.hpp"
+#include "serdes/comm.hpp"
 #include "serdes/link.hpp"
 
 namespace tessera::serdes {
@@ -50,6 +51,7 @@ class C2c : public Ip {
     // or the link drops, then retrains. "port:flit123": the 124th FLIT
     // transmission out of that port is corrupted.
     std::string faults;
+    CommConfig comm;
     void visit(Params& p);
     void validate(const Params& p) const;
   };
@@ -80,9 +82,11 @@ class C2c : public Ip {
   void link_down(unsigned port, sc_core::sc_time at);
   void inject_error(unsigned port, std::uint64_t attempt);
 
+  CommEngine& comm() { return *ce_; }
   void report_stats(nlohmann::ordered_json& out) const override;
 
  private:
+  friend class CommEngine;
   class Regs;
   struct Port {
     C2c* peer = nullptr;
@@ -108,6 +112,7 @@ class C2c : public Ip {
   std::vector<int> routes_;
   std::vector<std::pair<unsigned, std::uint64_t>> pending_errors_;  // from "faults", applied on connection
   std::unique_ptr<Regs> regs_;
+  std::unique_ptr<CommEngine> ce_;
   sc_core::sc_event_queue changes_;
   std::uint64_t local_ = 0, remote_ = 0, forwarded_ = 0, incoming_ = 0, no_route_ = 0, link_errors_ = 0;
 };

@@ -348,3 +348,242 @@ TEST(Serdes, ConfigurationErrorsNameTheKey) {
   EXPECT_NE(c.check().find("ber"), std::string::npos);
   EXPECT_EQ(crc32(reinterpret_cast<const std::uint8_t*>("123456789"), 9), 0xcbf43926u) << "the standard check value";
 }
+
+// ---- the communication engine ---------------------------------------------------
+
+#include "serdes/comm_reference.hpp"
+
+namespace {
+
+// Chips in a ring (port 0 to the next, port 1 to the previous), routes the short way round.
+struct Ring {
+  std::vector<Chip> chips;
+  explicit Ring(unsigned n, const C2c::Config& c) {
+    for (unsigned i = 0; i < n; ++i) chips.emplace_back("r" + std::to_string(i), c);
+    for (unsigned i = 0; i < n; ++i) {
+      chips[i].c2c->set_identity(i, n);
+      for (unsigned d = 0; d < n; ++d)
+        if (d != i) chips[i].c2c->set_route(d, (d + n - i) % n <= n / 2 ? 0 : 1);
+    }
+    if (n == 2) {
+      chips[0].c2c->connect(0, *chips[1].c2c, 1);
+      chips[1].c2c->connect(0, *chips[0].c2c, 1);
+    } else {
+      for (unsigned i = 0; i < n; ++i) chips[i].c2c->connect(0, *chips[(i + 1) % n].c2c, 1);
+    }
+  }
+  C2c& c2c(unsigned i) { return *chips[i].c2c; }
+  unsigned size() const { return static_cast<unsigned>(chips.size()); }
+  void poke(unsigned chip, std::uint64_t addr, const std::vector<std::uint8_t>& data) {
+    EXPECT_EQ(chips[chip].noc->debug(tlm::TLM_WRITE_COMMAND, offset(chip, addr), const_cast<std::uint8_t*>(data.data()),
+                                     static_cast<unsigned>(data.size())),
+              data.size());
+  }
+  std::vector<std::uint8_t> peek(unsigned chip, std::uint64_t addr, std::size_t len) {
+    std::vector<std::uint8_t> out(len);
+    EXPECT_EQ(chips[chip].noc->debug(tlm::TLM_READ_COMMAND, offset(chip, addr), out.data(), static_cast<unsigned>(len)),
+              len);
+    return out;
+  }
+  // Every chip posts `c` (with `tweak` applied per chip) at the same time;
+  // returns when the last one finished.
+  sc_time run(const Collective& c, const std::function<void(unsigned, Collective&)>& tweak = {}) {
+    const sc_time start = sc_core::sc_time_stamp();
+    sc_time last;
+    unsigned left = size();
+    sc_core::sc_event all;
+    for (unsigned k = 0; k < size(); ++k)
+      sc_core::sc_spawn([&, k] {
+        Collective mine = c;
+        if (tweak) tweak(k, mine);
+        CommEngine& e = c2c(k).comm();
+        const std::uint64_t before = e.completed();
+        EXPECT_TRUE(e.submit(mine));
+        while (e.completed() == before && e.error() == 0) sc_core::wait(e.done_event());
+        EXPECT_EQ(e.error(), 0u) << "chip " << k << " " << name(c.op);
+        last = std::max(last, sc_core::sc_time_stamp());
+        if (--left == 0) all.notify();
+      });
+    sc_core::wait(all);
+    return last - start;
+  }
+};
+
+std::vector<std::uint8_t> random_elements(CommType t, std::uint64_t n, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> u(-4.0f, 4.0f);
+  const unsigned es = element_bytes(t);
+  std::vector<std::uint8_t> out(n * es);
+  for (std::uint64_t i = 0; i < n; ++i) {
+    const float v = u(rng);
+    std::uint32_t code;
+    if (t == CommType::fp32) std::memcpy(&code, &v, 4);
+    else code = num::encode(t == CommType::bf16 ? num::Format::BF16 : num::Format::E4M3, v);
+    std::memcpy(out.data() + i * es, &code, es);
+  }
+  return out;
+}
+
+constexpr std::uint64_t kSrc = 0x10000, kDst = 0x400000;
+
+}  // namespace
+
+TEST(Comm, AllReduceRingAndTreePushAndPullMatchTheHostReferenceBitForBit) {
+  Ring r(4, config());
+  const std::uint64_t n = 1003;  // not a multiple of 4: the last chunk is short
+  sc_core::sc_spawn([&] {
+    std::uint64_t seed = 1;
+    for (const CommType t : {CommType::fp32, CommType::bf16, CommType::e4m3})
+      for (const CommAlgo algo : {CommAlgo::ring, CommAlgo::tree})
+        for (const CommMode mode : {CommMode::push, CommMode::pull}) {
+          std::vector<std::vector<std::uint8_t>> in;
+          for (unsigned k = 0; k < 4; ++k) {
+            in.push_back(random_elements(t, n, seed++));
+            r.poke(k, kSrc, in.back());
+          }
+          Collective c;
+          c.op = CommOp::all_reduce;
+          c.algo = algo;
+          c.mode = mode;
+          c.type = t;
+          c.src = kSrc;
+          c.dst = kDst;
+          c.count = n;
+          r.run(c);
+          const auto expected = algo == CommAlgo::ring ? reference::ring_all_reduce(t, in, n)
+                                                       : reference::tree_all_reduce(t, in, n);
+          for (unsigned k = 0; k < 4; ++k)
+            EXPECT_EQ(r.peek(k, kDst, expected.size()), expected)
+                << "chip " << k << " type " << unsigned(t) << " algo " << unsigned(algo) << " mode " << unsigned(mode);
+        }
+    sc_core::sc_stop();
+  });
+  sc_core::sc_start();
+}
+
+TEST(Comm, ReduceScatterAllGatherBroadcastAndAllToAllDeliverEveryByte) {
+  Ring r(3, config());
+  sc_core::sc_spawn([&] {
+    const CommType t = CommType::bf16;
+    const std::uint64_t n = 3 * 256;
+    std::vector<std::vector<std::uint8_t>> in;
+    for (unsigned k = 0; k < 3; ++k) {
+      in.push_back(random_elements(t, n, 40 + k));
+      r.poke(k, kSrc, in.back());
+    }
+    Collective c;
+    c.type = t;
+    c.src = kSrc;
+    c.dst = kDst;
+    for (const CommMode mode : {CommMode::push, CommMode::pull}) {
+      c.mode = mode;
+      // Reduce-scatter: chip k gets chunk k of the ring sum.
+      c.op = CommOp::reduce_scatter;
+      c.algo = CommAlgo::ring;
+      c.count = n;
+      r.run(c);
+      const auto sum = reference::ring_all_reduce(t, in, n);
+      for (unsigned k = 0; k < 3; ++k)
+        EXPECT_EQ(r.peek(k, kDst, 256 * 2), std::vector<std::uint8_t>(sum.begin() + k * 512, sum.begin() + (k + 1) * 512))
+            << "reduce-scatter chip " << k;
+      // All-gather: each chip's 256 elements, in chip order, everywhere.
+      c.op = CommOp::all_gather;
+      c.count = 256;
+      r.run(c);
+      std::vector<std::uint8_t> gathered;
+      for (unsigned k = 0; k < 3; ++k) gathered.insert(gathered.end(), in[k].begin(), in[k].begin() + 512);
+      for (unsigned k = 0; k < 3; ++k) EXPECT_EQ(r.peek(k, kDst, gathered.size()), gathered) << "all-gather chip " << k;
+      // Broadcast from chip 2.
+      c.op = CommOp::broadcast;
+      c.algo = CommAlgo::tree;
+      c.peer = 2;
+      c.count = n;
+      r.run(c);
+      for (unsigned k = 0; k < 3; ++k) EXPECT_EQ(r.peek(k, kDst, in[2].size()), in[2]) << "broadcast chip " << k;
+      // All-to-all with per-peer sizes: chip s sends 64 * (s + 1) + 16 * d bytes to chip d.
+      c.op = CommOp::all_to_all;
+      c.algo = CommAlgo::direct;
+      c.table = 0x800000;
+      auto size = [](unsigned s, unsigned d) { return std::uint64_t(64 * (s + 1) + 16 * d); };
+      auto send_off = [&](unsigned s, unsigned d) {
+        std::uint64_t o = 0;
+        for (unsigned j = 0; j < d; ++j) o += size(s, j);
+        return o;
+      };
+      auto recv_off = [&](unsigned d, unsigned s) {
+        std::uint64_t o = 0;
+        for (unsigned j = 0; j < s; ++j) o += size(j, d);
+        return o;
+      };
+      for (unsigned k = 0; k < 3; ++k) {
+        std::vector<std::uint64_t> table;
+        for (unsigned p = 0; p < 3; ++p)
+          table.insert(table.end(), {send_off(k, p), size(k, p), recv_off(p, k), recv_off(k, p), size(p, k), send_off(p, k)});
+        std::vector<std::uint8_t> bytes(table.size() * 8);
+        std::memcpy(bytes.data(), table.data(), bytes.size());
+        r.poke(k, c.table, bytes);
+      }
+      r.run(c);
+      for (unsigned d = 0; d < 3; ++d)
+        for (unsigned s = 0; s < 3; ++s)
+          EXPECT_EQ(r.peek(d, kDst + recv_off(d, s), size(s, d)),
+                    std::vector<std::uint8_t>(in[s].begin() + send_off(s, d), in[s].begin() + send_off(s, d) + size(s, d)))
+              << "all-to-all " << s << " to " << d << " mode " << unsigned(mode);
+    }
+    sc_core::sc_stop();
+  });
+  sc_core::sc_start();
+}
+
+namespace {
+// One put from chip 0 to chip 1 and the matching wait; when chip 1 saw it.
+sc_time put_time(Ring& r, std::uint64_t bytes, CommMode mode) {
+  const sc_time start = sc_core::sc_time_stamp();
+  Collective put, wait;
+  put.op = CommOp::put;
+  put.algo = wait.algo = CommAlgo::direct;
+  put.mode = wait.mode = mode;
+  put.peer = 1;
+  wait.op = CommOp::wait;
+  wait.peer = 0;
+  put.src = wait.src = 0;
+  put.dst = wait.dst = 8 << 20;
+  put.count = wait.count = bytes;
+  CommEngine& receiver = r.c2c(1).comm();
+  const std::uint64_t before = receiver.completed();
+  EXPECT_TRUE(r.c2c(0).comm().submit(put));
+  EXPECT_TRUE(receiver.submit(wait));
+  while (receiver.completed() == before) sc_core::wait(receiver.done_event());
+  const sc_time took = sc_core::sc_time_stamp() - start;
+  sc_core::wait(1, SC_US);  // let the sender finish too
+  return took;
+}
+}  // namespace
+
+// The alpha-beta model: alpha and B from point-to-point puts (small and
+// large), then ring all-reduce of S bytes on N chips predicted as
+// 2(N-1)/N * S/B + 2(N-1) * alpha, for a small and a large S.
+TEST(Comm, RingAllReduceFollowsTheAlphaBetaModel) {
+  Ring r(4, config());
+  sc_core::sc_spawn([&] {
+    const std::uint64_t small = 64, large = 4 << 20;
+    const sc_time t_small = put_time(r, small, CommMode::push), t_large = put_time(r, large, CommMode::push);
+    const double alpha = t_small.to_seconds();
+    const double bandwidth = double(large - small) / (t_large - t_small).to_seconds();
+    std::printf("point to point: alpha %.1f ns, B %.1f GB/s\n", alpha * 1e9, bandwidth / 1e9);
+    for (const std::uint64_t s : {std::uint64_t(4096), std::uint64_t(8) << 20}) {
+      Collective c;
+      c.op = CommOp::all_reduce;
+      c.src = 0;
+      c.dst = 8 << 20;
+      c.count = s / 4;
+      const sc_time took = r.run(c);
+      const double n = 4, predicted = 2 * (n - 1) / n * double(s) / bandwidth + 2 * (n - 1) * alpha;
+      std::printf("ring all-reduce of %llu bytes: %.2f us, alpha-beta %.2f us\n", static_cast<unsigned long long>(s),
+                  took.to_seconds() * 1e6, predicted * 1e6);
+      EXPECT_NEAR(took.to_seconds(), predicted, 0.10 * predicted) << s << " bytes";
+    }
+    sc_core::sc_stop();
+  });
+  sc_core::sc_start();
+}
