@@ -103,7 +103,7 @@ int sc_main(int argc, char** argv) {
   desc.add_options()
     ("help,h", "print this help")
     ("version", "print the version")
-    ("platform,p", po::value(&o.platform)->default_value(default_platform()), "platform description (JSON)")
+    ("platform,p", po::value(&o.platform)->default_value(default_platform()), "platform or system description (JSON); a system runs the firmware on every chip")
     ("firmware,f", po::value(&o.firmware), "ELF file to load; its entry point is the boot processor's reset PC "
                                            "(default: the hello-world firmware of this build; none: no firmware)")
     ("set,s", po::value(&o.sets)->composing(), "override a platform value: instance.key=value (repeatable)")
