@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <systemc>
 
 #include "common/log.hpp"
@@ -36,7 +37,7 @@ struct Options {
   std::string platform, firmware, stats, gen_header, gen_linker, max_time, signature;
   unsigned gdb_port = 0;
   bool gdb_wait = false;
-  std::vector<std::string> sets, logs;
+  std::vector<std::string> sets, logs, chip_firmware;
   bool dump_config = false, strict = false, quiet = false, list_types = false;
   std::string checker;
 };
@@ -106,6 +107,7 @@ int sc_main(int argc, char** argv) {
     ("platform,p", po::value(&o.platform)->default_value(default_platform()), "platform or system description (JSON); a system runs the firmware on every chip")
     ("firmware,f", po::value(&o.firmware), "ELF file to load; its entry point is the boot processor's reset PC "
                                            "(default: the hello-world firmware of this build; none: no firmware)")
+    ("chip-firmware", po::value(&o.chip_firmware)->composing(), "in a system: K=ELF runs ELF on chip K instead of --firmware (repeatable)")
     ("set,s", po::value(&o.sets)->composing(), "override a platform value: instance.key=value (repeatable)")
     ("dump-config", po::bool_switch(&o.dump_config), "print the effective configuration as JSON and exit")
     ("list-types", po::bool_switch(&o.list_types), "list the IP types with their parameters and defaults")
@@ -169,6 +171,7 @@ int sc_main(int argc, char** argv) {
   PlatformSpec spec;
   std::optional<SystemSpec> system_spec;
   std::optional<ElfImage> elf;
+  std::map<unsigned, ElfImage> chip_elfs;
   if (!vm.count("firmware") && std::ifstream(TESSERA_DEFAULT_FIRMWARE)) o.firmware = TESSERA_DEFAULT_FIRMWARE;
   if (o.firmware == "none") o.firmware.clear();
   try {
@@ -183,7 +186,21 @@ int sc_main(int argc, char** argv) {
     };
     if (SystemSpec::is_system(raw)) {
       system_spec = SystemSpec::parse(o.platform, raw, o.sets, place_htif);
+      for (const std::string& cf : o.chip_firmware) {
+        const auto eq = cf.find('=');
+        unsigned k = 0;
+        try {
+          if (eq == std::string::npos || eq == 0) throw UnitError("");
+          k = static_cast<unsigned>(parse_uint(cf.substr(0, eq)));
+        } catch (const UnitError&) {
+          return usage_error("--chip-firmware " + cf + ": expected CHIP=ELF, e.g. 2=fw.elf");
+        }
+        if (k >= system_spec->chips)
+          return usage_error(fmt::format("--chip-firmware {}: there is no chip {} ({} chips)", cf, k, system_spec->chips));
+        chip_elfs.emplace(k, ElfImage::read(cf.substr(eq + 1)));
+      }
     } else {
+      if (!o.chip_firmware.empty()) return usage_error("--chip-firmware: " + o.platform + " is one chip, not a system");
       for (const auto& s : o.sets) PlatformSpec::apply_set(raw, o.platform, s);
       place_htif(raw);
       spec = PlatformSpec::parse(o.platform, raw);
@@ -230,8 +247,11 @@ int sc_main(int argc, char** argv) {
       single = std::make_unique<Platform>(spec.name.c_str(), spec, checker);
       chips.push_back(single.get());
     }
-    if (elf)
-      for (Platform* c : chips) c->load(*elf);
+    for (unsigned k = 0; k < chips.size(); ++k) {
+      auto own = chip_elfs.find(k);
+      if (own != chip_elfs.end()) chips[k]->load(own->second);
+      else if (elf) chips[k]->load(*elf);
+    }
     if (!o.signature.empty() && !(elf && elf->symbol("begin_signature") && elf->symbol("end_signature")))
       throw ConfigError("--signature: the firmware has no begin_signature and end_signature symbols");
   } catch (const ConfigError& e) {  // also ElfError

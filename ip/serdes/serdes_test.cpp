@@ -587,3 +587,80 @@ TEST(Comm, RingAllReduceFollowsTheAlphaBetaModel) {
   });
   sc_core::sc_start();
 }
+
+// Every bad collective ends in an error code on the engine that got it,
+// never a crash, and the engines go on serving.
+TEST(Comm, BadCollectivesAreRefusedWithACodeAndTheEngineGoesOn) {
+  C2c::Config c = config();
+  c.comm.queue = 2;
+  Ring r(2, c);
+  sc_core::sc_spawn([&] {
+    CommEngine& e = r.c2c(0).comm();
+    auto one = [&](Collective col) {
+      e.clear_error();
+      const std::uint64_t before = e.completed();
+      EXPECT_TRUE(e.submit(col));
+      while (e.completed() == before && e.error() == 0) sc_core::wait(e.done_event());
+      return e.error();
+    };
+    Collective bad;
+    bad.id = 7;
+    bad.op = static_cast<CommOp>(12);
+    EXPECT_EQ(one(bad), unsigned(kCommBadOp));
+    EXPECT_EQ(e.error_id(), 7u);
+    bad.op = CommOp::broadcast;  // broadcast runs on a tree only
+    bad.algo = CommAlgo::ring;
+    EXPECT_EQ(one(bad), unsigned(kCommBadOp));
+    bad.op = CommOp::all_reduce;
+    bad.type = static_cast<CommType>(3);
+    EXPECT_EQ(one(bad), unsigned(kCommBadType));
+    bad.type = CommType::fp32;
+    bad.op = CommOp::put;
+    bad.peer = 5;
+    EXPECT_EQ(one(bad), unsigned(kCommBadPeer));
+    bad.peer = 1;
+    bad.src = kMem + 0x1000;  // beyond chip 0's memory
+    bad.count = 256;
+    EXPECT_EQ(one(bad), unsigned(kCommBus));
+    EXPECT_EQ(e.error_addr(), global_address(0, kMem + 0x1000));
+    bad.op = CommOp::all_reduce;
+    bad.src = 0;
+    bad.count = (64ull << 20) / 4;  // 32 MiB chunks do not fit a quarter of 64 MiB of staging
+    EXPECT_EQ(one(bad), unsigned(kCommStaging));
+    // A full queue refuses at once.
+    Collective wait;
+    wait.op = CommOp::wait;
+    wait.peer = 1;
+    wait.algo = CommAlgo::direct;
+    e.clear_error();
+    EXPECT_TRUE(e.submit(wait));
+    sc_core::wait(1, SC_NS);  // the first starts running
+    EXPECT_TRUE(e.submit(wait));
+    EXPECT_TRUE(e.submit(wait));
+    EXPECT_FALSE(e.submit(wait));
+    EXPECT_EQ(e.error(), unsigned(kCommQueueFull));
+    // The three waits end as chip 1 puts three times; then a good all-reduce.
+    Collective put = wait;
+    put.op = CommOp::put;
+    put.peer = 0;
+    put.count = 64;
+    for (int i = 0; i < 3; ++i) {
+      const std::uint64_t before = r.c2c(1).comm().completed();
+      EXPECT_TRUE(r.c2c(1).comm().submit(put));
+      while (r.c2c(1).comm().completed() == before) sc_core::wait(r.c2c(1).comm().done_event());
+    }
+    while (e.busy()) sc_core::wait(e.done_event());
+    e.clear_error();
+    r.poke(0, kSrc, random_elements(CommType::fp32, 64, 1));
+    r.poke(1, kSrc, random_elements(CommType::fp32, 64, 2));
+    Collective ok;
+    ok.op = CommOp::all_reduce;
+    ok.src = kSrc;
+    ok.dst = kDst;
+    ok.count = 64;
+    r.run(ok);
+    EXPECT_EQ(e.error(), 0u);
+    sc_core::sc_stop();
+  });
+  sc_core::sc_start();
+}

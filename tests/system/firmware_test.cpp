@@ -185,3 +185,44 @@ TEST(Firmware, ChipsOfARingPassTokensThroughEachOthersHbm) {
   EXPECT_NE(alone.out.find("chip 0 of 1: the tokens of all 1 chips arrived"), std::string::npos) << alone.out;
   EXPECT_NE(alone.out.find("chip 0: 4 KiB to chip 0 in"), std::string::npos) << alone.out;
 }
+
+// The communication engine from firmware on every chip: an FP32 all-reduce
+// whose completion interrupts each CP and signals tile 0's semaphore, then
+// a pull all-to-all with a size for every pair of chips; on the ring of
+// four and the torus of eight.
+TEST(Firmware, EveryChipsFirmwareDrivesItsCommunicationEngine) {
+  for (const auto& [file, chips] : {std::pair<const char*, int>{"t1x4-ring.json", 4}, {"t1x8-torus.json", 8}}) {
+    Outcome r = run("-p " + std::string(TESSERA_SOURCE_DIR) + "/platform/" + file + " --firmware " + kFirmware +
+                    "/c2c_collectives.elf");
+    EXPECT_EQ(r.code, 0) << r.err << r.out;
+    for (int k = 0; k < chips; ++k) {
+      const std::string me = "[chip" + std::to_string(k) + "] chip " + std::to_string(k) + ": ";
+      EXPECT_NE(r.out.find(me + "all-reduce of 4099 floats on " + std::to_string(chips) + " chips in"), std::string::npos)
+          << r.out;
+      EXPECT_NE(r.out.find(me + "all-to-all (pull) received"), std::string::npos) << r.out;
+    }
+    std::size_t good = 0;
+    for (std::size_t p = 0; (p = r.out.find(": 0 wrong, 1 interrupt, tile 0 semaphore 1", p)) != std::string::npos; ++p) ++good;
+    EXPECT_EQ(good, std::size_t(chips)) << r.out;
+    good = 0;
+    for (std::size_t p = 0; (p = r.out.find(": 0 wrong; engine errors 0 (code 0)", p)) != std::string::npos; ++p) ++good;
+    EXPECT_EQ(good, std::size_t(chips)) << r.out;
+  }
+}
+
+TEST(Firmware, EachChipOfASystemCanRunItsOwnImage) {
+  const std::string ring = std::string(TESSERA_SOURCE_DIR) + "/platform/t1x4-ring.json";
+  Outcome r = run("-p " + ring + " --firmware " + kFirmware + "/hello.elf --chip-firmware 2=" + kFirmware +
+                  "/intmix_rv64.elf");
+  EXPECT_EQ(r.code, 0) << r.err;
+  for (int k : {0, 1, 3})
+    EXPECT_NE(r.out.find("[chip" + std::to_string(k) + "] Hello from the Tessera T1"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("[chip2] intmix: 5 iterations"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("[chip2] Hello"), std::string::npos) << r.out;
+  Outcome bad = run("-p " + ring + " --chip-firmware 7=" + kFirmware + "/hello.elf");
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_NE(bad.err.find("there is no chip 7 (4 chips)"), std::string::npos) << bad.err;
+  Outcome single = run("--chip-firmware 0=" + kFirmware + "/hello.elf");
+  EXPECT_EQ(single.code, 2);
+  EXPECT_NE(single.err.find("is one chip, not a system"), std::string::npos) << single.err;
+}

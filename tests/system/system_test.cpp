@@ -175,3 +175,64 @@ TEST(System, BadSystemFilesAreRefusedWithTheKey) {
   EXPECT_NE(per_chip.find("c2c.lanes"), std::string::npos) << per_chip;
   EXPECT_EQ(error_of(ok, {"chip2.c2c.lanes=8", "c2c.latency=200ns"}), "");
 }
+
+// A tile's DMA engine reaches other chips by global address: chip 1's tile 0
+// pulls 8 KiB from chip 3's HBM into its scratchpad (two hops), then pushes
+// it into chip 0's HBM.
+TEST(System, TileDmaMovesDataBetweenChipsByGlobalAddress) {
+  const SystemSpec spec = spec_of("t1x4-ring.json", {"uart0.tx=none", "cp.reset_pc=0x8000_0000"});
+  System sys(spec, true);
+  const std::uint32_t idle[] = {0x10500073, 0xffdff06f};  // wfi; j -4
+  for (unsigned k = 0; k < sys.size(); ++k) {
+    tlm::tlm_generic_payload t;
+    t.set_write();
+    t.set_address(0);
+    t.set_data_ptr(reinterpret_cast<unsigned char*>(const_cast<std::uint32_t*>(idle)));
+    t.set_data_length(sizeof idle);
+    t.set_streaming_width(sizeof idle);
+    sys.chip(k).target("cpram", "mem_target").transport_dbg(t);
+  }
+  std::vector<std::uint8_t> data(8192);
+  for (std::size_t i = 0; i < data.size(); ++i) data[i] = static_cast<std::uint8_t>(i * 31 + 5);
+  std::uint32_t errors = 0, completed = 0;
+  sc_core::sc_spawn([&] {
+    EXPECT_EQ(sys.chip(3).debug_write(TESSERA_HBM0_BASE + 0x4000, data.data(), data.size()), data.size());
+    Platform& c1 = sys.chip(1);
+    auto reg = [&](std::uint64_t off, std::uint32_t v) {
+      sc_core::sc_time d;
+      EXPECT_EQ(c1.transport(tlm::TLM_WRITE_COMMAND, TESSERA_TILE0_CSR_BASE + off, &v, 4, d), tlm::TLM_OK_RESPONSE);
+    };
+    auto dma = [&](std::uint64_t src, std::uint64_t dst, std::uint32_t flags) {
+      reg(0xb4, static_cast<std::uint32_t>(src));
+      reg(0xb8, static_cast<std::uint32_t>(src >> 32));
+      reg(0xbc, static_cast<std::uint32_t>(dst));
+      reg(0xc0, static_cast<std::uint32_t>(dst >> 32));
+      reg(0xc4, 8192);  // one row of 8 KiB
+      reg(0xc8, 1);
+      reg(0xcc, 1);
+      reg(0xe0, flags);
+      reg(0xf4, 1);
+    };
+    dma(serdes::global_address(3, TESSERA_HBM0_BASE + 0x4000), 0, 2);     // DST_LOCAL
+    dma(0, serdes::global_address(0, TESSERA_HBM1_BASE + 0x8000), 1);     // SRC_LOCAL
+    for (int i = 0; i < 1000 && completed < 2; ++i) {
+      sc_core::wait(1, sc_core::SC_US);
+      sc_core::sc_time d;
+      c1.transport(tlm::TLM_READ_COMMAND, TESSERA_TILE0_CSR_BASE + 0xfc, &completed, 4, d);
+    }
+    sc_core::sc_time d;
+    c1.transport(tlm::TLM_READ_COMMAND, TESSERA_TILE0_CSR_BASE + 0x104, &errors, 4, d);
+    sc_core::sc_stop();
+  });
+  sc_core::sc_start();
+  EXPECT_EQ(completed, 2u);
+  EXPECT_EQ(errors, 0u);
+  std::vector<std::uint8_t> spm(8192), landed(8192);
+  sys.chip(1).debug_read(TESSERA_TILE0_BASE, spm.data(), spm.size());
+  sys.chip(0).debug_read(TESSERA_HBM1_BASE + 0x8000, landed.data(), landed.size());
+  EXPECT_EQ(spm, data) << "chip 3's HBM in chip 1's tile 0 scratchpad";
+  EXPECT_EQ(landed, data) << "and on to chip 0's HBM";
+  nlohmann::ordered_json s2;
+  sys.fabric(2).report_stats(s2);
+  EXPECT_GT(s2["forwarded"].get<std::uint64_t>(), 0u) << "chip 1 to chip 3 goes through chip 2";
+}
