@@ -341,3 +341,69 @@ TEST(Runtime, TheFirmwareSurvivesSeededGarbageCommands) {
   const Kernel again = dev.load_kernel(kKernels + "/misbehave.elf", 0xff);
   EXPECT_EQ(dev.wait(dev.launch(again, {0, 0}, 0xff)).status, TP_OK);
 }
+
+// A system of four chips from one host program: a Device per chip, each
+// with its own command processor; buffers, copies and kernels per chip;
+// collectives through every chip's communication engine, checked against
+// the plain sum; a bad collective comes back as a DeviceError naming the
+// engine's code, and the chips serve on.
+TEST(Runtime, AClusterOfChipsRunsKernelsAndCollectives) {
+  Device::Options o;
+  o.platform = Device::default_platform().substr(0, Device::default_platform().rfind('/')) + "/t1x4-ring.json";
+  Cluster cluster(o);
+  ASSERT_EQ(cluster.chips(), 4u);
+  const unsigned n = 4096;
+  std::vector<Buffer> src, dst;
+  for (unsigned k = 0; k < 4; ++k) {
+    Device& d = cluster.chip(k);
+    EXPECT_EQ(d.chip(), k);
+    EXPECT_EQ(d.chips(), 4u);
+    src.push_back(d.alloc(4 * n));
+    dst.push_back(d.alloc(4 * n));
+    std::vector<float> v(n);
+    for (unsigned i = 0; i < n; ++i) v[i] = float((k + 1) * (i % 13));
+    d.write(src[k], v.data(), 4 * n);
+  }
+  EXPECT_EQ(src[2].chip, 2u);
+  EXPECT_EQ(cluster.chip(2).global(src[2]), 0x1000'0000'0000ull + (2ull << 40) + src[2].address);
+  cluster.wait(cluster.collective(TP_CE_ALL_REDUCE | TP_CE_RING | TP_CE_PUSH | TP_CE_FP32, src, dst, n));
+  for (unsigned k = 0; k < 4; ++k) {
+    std::vector<float> out(n);
+    cluster.chip(k).read(dst[k], out.data(), 4 * n);
+    unsigned wrong = 0;
+    for (unsigned i = 0; i < n; ++i) wrong += out[i] != float(10 * (i % 13));
+    EXPECT_EQ(wrong, 0u) << "chip " << k;
+  }
+  // A kernel on chip 2 only; the others are idle.
+  const Kernel k2 = cluster.chip(2).load_kernel(kKernels + "/misbehave.elf", 1);
+  EXPECT_EQ(k2.image.chip, 2u);
+  EXPECT_EQ(cluster.chip(2).wait(cluster.chip(2).launch(k2, {5, 7, 0x3000})).status, TP_OK);
+  EXPECT_EQ(cluster.stats()["chip2.tile0"]["kernels_done"], 1u);
+  EXPECT_EQ(cluster.stats()["chip1.tile0"]["kernels_done"], 0u);
+  // Misuse: a buffer of one chip given to another; an unknown collective.
+  EXPECT_NE(usage_error([&] { cluster.chip(1).read(src[0], nullptr, 4); }).find("a buffer of chip 0 used on chip 1"),
+            std::string::npos);
+  const DeviceError e = thrown<DeviceError>([&] { cluster.chip(0).wait(cluster.chip(0).collective(12, src[0], dst[0], n)); });
+  EXPECT_EQ(e.status(), TP_COMM_ERROR);
+  EXPECT_EQ(e.completion.detail, 1u) << "the engine's code for a bad operation";
+  // Served on: an all-gather of 16 elements from each chip.
+  cluster.wait(cluster.collective(TP_CE_ALL_GATHER | TP_CE_RING | TP_CE_PULL | TP_CE_FP32, src, dst, 16));
+  std::vector<float> all(64);
+  cluster.chip(3).read(dst[3], all.data(), 4 * 64);
+  for (unsigned k = 0; k < 4; ++k) EXPECT_EQ(all[16 * k + 5], float((k + 1) * 5)) << k;
+  EXPECT_NE(usage_error([] { Device::Options x; Cluster again(x); }).find("one Device per process"), std::string::npos);
+}
+
+TEST(Runtime, AChipAloneIsASystemOfOne) {
+  Device dev;
+  EXPECT_EQ(dev.chips(), 1u);
+  Buffer a = dev.alloc(4096), b = dev.alloc(4096);
+  std::vector<float> v(1024, 2.5f), out(1024);
+  dev.write(a, v.data(), 4096);
+  dev.wait(dev.collective(TP_CE_ALL_REDUCE | TP_CE_RING | TP_CE_FP32, a, b, 1024));
+  dev.read(b, out.data(), 4096);
+  EXPECT_EQ(out, v);
+  Device::Options o;
+  o.platform = Device::default_platform().substr(0, Device::default_platform().rfind('/')) + "/t1x4-ring.json";
+  EXPECT_NE(usage_error([&] { Cluster c(o); }).find("one Device per process"), std::string::npos);
+}

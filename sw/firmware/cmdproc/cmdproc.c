@@ -10,6 +10,8 @@
  * their cores, and sleeps (wfi) until every core has stopped or the
  * watchdog (the CLINT timer) fires; a fault, a nonzero exit code or a
  * timeout (the cores are halted) is reported with the tile and the cause.
+ * COLLECTIVE hands a collective to the chip's communication engine and
+ * completes when the engine has finished it (its interrupt wakes the CP).
  * Errors are also logged on the UART. */
 #include <stdio.h>
 #include <string.h>
@@ -17,6 +19,10 @@
 #include "bsp.h"
 #include "tessera/protocol.h"
 #include "tile_regs.h"
+#ifdef TESSERA_C2C_CSR_BASE
+#include "c2c_regs.h"
+#define C2C(reg) (TESSERA_C2C_CSR_BASE + C2C_##reg##_OFFSET)
+#endif
 
 #define MTIME_PER_US 10u /* the CLINT's timebase on t1: 10 MHz */
 
@@ -73,6 +79,13 @@ static void on_tile(unsigned source) {
   tile_news |= 1u << t;
 }
 
+#ifdef TESSERA_C2C_CSR_BASE
+static void on_c2c(unsigned source) {
+  (void)source;
+  mmio_write32(C2C(IRQ_STATUS), mmio_read32(C2C(IRQ_STATUS))); /* the main loop reads the engine's state */
+}
+#endif
+
 static void on_timer(void) {
   clint_set_timer(UINT64_MAX);
   timer_fired = 1;
@@ -91,8 +104,9 @@ static volatile uint8_t* hbm(uint64_t offset) { return (volatile uint8_t*)(uintp
 static int in_hbm(uint64_t addr, uint64_t size) { return addr >= HBM_LO && addr <= HBM_HI && size <= HBM_HI - addr; }
 
 static void fail(struct tp_completion* r, uint32_t status, uint32_t tile, uint32_t detail, uint32_t detail2) {
-  static const char* const names[] = {"ok",          "bad opcode",   "bad tile mask", "bad pointer", "bad size",
-                                      "DMA error",   "kernel fault", "kernel error",  "timeout",     "tile busy"};
+  static const char* const names[] = {"ok",           "bad opcode",   "bad tile mask", "bad pointer",
+                                      "bad size",     "DMA error",    "kernel fault",  "kernel error",
+                                      "timeout",      "tile busy",    "collective failed"};
   r->status = status;
   r->tile = tile;
   r->detail = detail;
@@ -159,7 +173,10 @@ static struct inflight {
   struct tp_completion r;
   uint32_t tiles, stream, timeout;
   uint64_t deadline;
+  uint32_t collective; /* a collective: the engine's CE_COMPLETED count that ends it (tiles is 0) */
 } flights[MAX_INFLIGHT];
+static uint32_t collectives_posted; /* collectives given to the engine */
+static uint32_t collectives_failed; /* of those, failed (the engine's CE_COMPLETED counts the others) */
 static uint32_t busy_tiles; /* tiles owned by launches in flight */
 static uint32_t posted;     /* completions written */
 
@@ -208,6 +225,33 @@ static int launch(const struct tp_command* c, struct tp_completion* r, struct in
   return 1;
 }
 
+/* Posts a collective to the communication engine; 0 if refused. */
+static int collective(const struct tp_command* c, struct tp_completion* r, struct inflight* f) {
+#ifdef TESSERA_C2C_CSR_BASE
+  mmio_write32(C2C(CE_ERROR), 0);
+  mmio_write32(C2C(CE_OP), c->entry);
+  mmio_write32(C2C(CE_ID), c->id);
+  *(volatile uint64_t*)C2C(CE_SRC) = c->addr;
+  *(volatile uint64_t*)C2C(CE_DST) = (uint64_t)c->args[1] << 32 | c->args[0];
+  *(volatile uint64_t*)C2C(CE_COUNT) = (uint64_t)c->args[3] << 32 | c->args[2];
+  *(volatile uint64_t*)C2C(CE_TABLE) = (uint64_t)c->args[5] << 32 | c->args[4];
+  *(volatile uint64_t*)C2C(CE_SIGNAL) = 0;
+  mmio_write32(C2C(CE_PUSH), 1);
+  if (mmio_read32(C2C(CE_ERROR))) return fail(r, TP_COMM_ERROR, 0, mmio_read32(C2C(CE_ERROR)), 0), 0;
+  f->used = 1;
+  f->r = *r;
+  f->tiles = 0;
+  f->stream = c->stream;
+  f->timeout = 0;
+  f->deadline = UINT64_MAX;
+  f->collective = ++collectives_posted;
+  return 1;
+#else
+  (void)f;
+  return fail(r, TP_COMM_ERROR, 0, 0, 0), 0;
+#endif
+}
+
 /* Completes the launches whose cores have all stopped, or whose watchdog
  * has fired; re-arms the interrupts of the tiles still running. Returns
  * how many completed. */
@@ -217,6 +261,25 @@ static unsigned reap(void) {
   for (unsigned i = 0; i < MAX_INFLIGHT; ++i) {
     struct inflight* f = &flights[i];
     if (!f->used) continue;
+#ifdef TESSERA_C2C_CSR_BASE
+    if (f->collective) {
+      /* The engine runs collectives in order: this one is done when its
+       * count is reached, or failed when the engine names it. */
+      const uint32_t error = mmio_read32(C2C(CE_ERROR));
+      if (error && mmio_read32(C2C(CE_ERROR_ID)) == f->r.id) {
+        fail(&f->r, TP_COMM_ERROR, 0, error, (uint32_t)*(volatile uint64_t*)C2C(CE_ERROR_ADDR));
+        mmio_write32(C2C(CE_ERROR), 0);
+        ++collectives_failed;
+      } else if ((int32_t)(mmio_read32(C2C(CE_COMPLETED)) + collectives_failed - f->collective) < 0) {
+        continue;
+      }
+      f->used = 0;
+      f->collective = 0;
+      post(&f->r);
+      ++n;
+      continue;
+    }
+#endif
     int running = -1;
     for (unsigned t = 0; t < TILES && running < 0; ++t)
       if ((f->tiles >> t & 1) && tile_running(t)) running = (int)t;
@@ -264,7 +327,7 @@ static int may_issue(const struct tp_command* c) {
     if (flights[i].stream == c->stream) return 0;
   }
   if ((c->opcode == TP_LOAD || c->opcode == TP_LAUNCH) && (c->tiles & busy_tiles)) return 0;
-  return c->opcode != TP_LAUNCH || free_slot;
+  return (c->opcode != TP_LAUNCH && c->opcode != TP_COLLECTIVE) || free_slot;
 }
 
 /* The earliest watchdog deadline in flight (UINT64_MAX: none). */
@@ -284,6 +347,11 @@ int main(void) {
     trap_set_external_handler(TILE_IRQ0 + t, on_tile);
     plic_enable(TILE_IRQ0 + t, 1);
   }
+#ifdef TESSERA_C2C_CSR_BASE
+  trap_set_external_handler(TESSERA_C2C_IRQ, on_c2c);
+  plic_enable(TESSERA_C2C_IRQ, 1);
+  mmio_write32(C2C(IRQ_ENABLE), C2C_IRQ_STATUS_CE_DONE_MASK | C2C_IRQ_STATUS_CE_ERROR_MASK);
+#endif
   trap_set_timer_handler(on_timer);
   clint_set_timer(UINT64_MAX);
   mailbox_enable_irq(true, false);
@@ -320,6 +388,13 @@ int main(void) {
           for (unsigned i = 0; i < MAX_INFLIGHT && !f; ++i)
             if (!flights[i].used) f = &flights[i];
           if (!launch(&c, &r, f)) post(&r);
+          break;
+        }
+        case TP_COLLECTIVE: {
+          struct inflight* f = 0;
+          for (unsigned i = 0; i < MAX_INFLIGHT && !f; ++i)
+            if (!flights[i].used) f = &flights[i];
+          if (!collective(&c, &r, f)) post(&r);
           break;
         }
         default: fail(&r, TP_BAD_OPCODE, 0, c.opcode, 0); post(&r); break;

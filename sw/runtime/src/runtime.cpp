@@ -13,6 +13,7 @@
 #include "common/sim.hpp"
 #include "mailbox_regs.hpp"
 #include "platform.hpp"
+#include "system.hpp"
 #include "tessera/program.hpp"
 #include "tile/tile.hpp"
 
@@ -22,13 +23,14 @@ namespace M = regs::mailbox;
 
 const char* status_name(std::uint32_t s) {
   static const char* const names[] = {"ok",           "bad opcode",   "bad tile mask", "bad pointer", "bad size",
-                                      "DMA error",    "kernel fault", "kernel error",  "timeout",     "tile busy"};
+                                      "DMA error",    "kernel fault", "kernel error",  "timeout",     "tile busy",
+                                      "collective failed"};
   return s < std::size(names) ? names[s] : "unknown status";
 }
 
 namespace {
 
-bool g_device_exists = false;
+bool g_simulation_exists = false;  // a SystemC simulation elaborates once per process
 
 // The host's side of the chip: the host port into the bus (HBM, through
 // the NoC) and the mailbox's host window. Runs the host's accesses in
@@ -160,8 +162,10 @@ std::string default_firmware() { return std::string(TESSERA_FIRMWARE_DIR) + "/cm
 
 struct Device::Impl {
   Options opt;
-  PlatformSpec spec;
-  std::unique_ptr<Platform> platform;
+  PlatformSpec spec;                 // a chip alone: its description
+  std::unique_ptr<Platform> owned;   // a chip alone: the platform
+  Platform* platform = nullptr;
+  unsigned chip = 0, chips = 1;
   ElfImage firmware;
   std::unique_ptr<HostAgent> agent;
   struct Stack {
@@ -175,6 +179,34 @@ struct Device::Impl {
   std::map<std::uint32_t, tp_command> commands;  // submitted, by id
   std::set<std::uint32_t> reported;              // completions wait() has returned or thrown
   std::map<std::uint32_t, Buffer> program_buffers;  // freed once their command has completed
+
+  // Elaboration: the HBM stacks, the tiles and the host's agent of chip `p`.
+  void attach(Platform& p, const PlatformSpec& s, const std::string& agent_name) {
+    platform = &p;
+    for (const InstanceSpec& i : s.instances) {
+      if (i.type == "hbm" && i.base) stacks.push_back({*i.base, i.size, {}, {}});
+      if (i.type == "tile") ++tiles;
+    }
+    if (stacks.empty()) throw ConfigError(s.file + ": the runtime needs an HBM stack (type hbm)");
+    std::sort(stacks.begin(), stacks.end(), [](const auto& a, const auto& b) { return a.base < b.base; });
+    stacks[0].free[stacks[0].base + TP_RESERVED] = stacks[0].size - TP_RESERVED;
+    for (std::size_t i = 1; i < stacks.size(); ++i) stacks[i].free[stacks[i].base] = stacks[i].size;
+    agent = std::make_unique<HostAgent>(agent_name.c_str(), p, stacks[0].base);
+    for (const InstanceSpec& i : s.instances)
+      if (i.type == "host_port") {
+        agent->use_port(p.target(i.name, "host_target"));
+        break;
+      }
+  }
+  // After the simulation started: the firmware's ready doorbell.
+  void boot() {
+    if (!platform->load_error().empty()) throw UsageError(platform->load_error());
+    run_until([&] { return agent->ready; },
+              chips > 1 ? fmt::format("chip {}'s boot (the command processor's ready doorbell)", chip)
+                        : std::string("its boot (the command processor's ready doorbell)"));
+    if (agent->version != TP_VERSION)
+      throw UsageError(fmt::format("the firmware speaks protocol {:#x}, the runtime {:#x}", agent->version, TP_VERSION));
+  }
 
   // Runs the simulation until `done()` holds, failing after the timeout.
   template <class Done>
@@ -213,6 +245,8 @@ struct Device::Impl {
   }
 
   Stack& stack_of(const Buffer& b) {
+    if (b.chip != chip)
+      throw UsageError(fmt::format("a buffer of chip {} used on chip {} (copy it, or use its global address)", b.chip, chip));
     for (Stack& s : stacks)
       if (b.address >= s.base && b.address < s.base + s.size) return s;
     throw UsageError(fmt::format("no buffer at {:#x}", b.address));
@@ -234,39 +268,30 @@ std::string Device::default_platform() { return std::string(TESSERA_SOURCE_DIR) 
 Device::Device() : Device(Options{}) {}
 
 Device::Device(const Options& options) : impl_(std::make_unique<Impl>()) {
-  if (g_device_exists) throw UsageError("one Device per process: a simulated chip elaborates once");
+  if (g_simulation_exists) throw UsageError("one Device per process (or one Cluster): a simulated chip elaborates once");
   Impl& d = *impl_;
   d.opt = options;
   const std::string file = options.platform.empty() ? Device::default_platform() : options.platform;
   nlohmann::json raw = PlatformSpec::read(file);
+  if (SystemSpec::is_system(raw))
+    throw UsageError(file + " describes a system of chips: open it with rt::Cluster, which gives a Device per chip");
   if (options.quiet) PlatformSpec::apply_set(raw, file, "uart0.tx=none");
   for (const auto& s : options.sets) PlatformSpec::apply_set(raw, file, s);
   d.spec = PlatformSpec::parse(file, raw);
   d.firmware = ElfImage::read(options.firmware.empty() ? default_firmware() : options.firmware);
   sim::reset();
-  d.platform = std::make_unique<Platform>("device", d.spec, false);
-  for (const InstanceSpec& s : d.spec.instances) {
-    if (s.type == "hbm" && s.base) d.stacks.push_back({*s.base, s.size, {}, {}});
-    if (s.type == "tile") ++d.tiles;
-  }
-  if (d.stacks.empty()) throw ConfigError(file + ": the runtime needs an HBM stack (type hbm)");
-  std::sort(d.stacks.begin(), d.stacks.end(), [](const auto& a, const auto& b) { return a.base < b.base; });
-  d.stacks[0].free[d.stacks[0].base + TP_RESERVED] = d.stacks[0].size - TP_RESERVED;
-  for (std::size_t i = 1; i < d.stacks.size(); ++i) d.stacks[i].free[d.stacks[i].base] = d.stacks[i].size;
-  d.agent = std::make_unique<HostAgent>("host_agent", *d.platform, d.stacks[0].base);
-  for (const InstanceSpec& s : d.spec.instances)
-    if (s.type == "host_port") {
-      d.agent->use_port(d.platform->target(s.name, "host_target"));
-      break;
-    }
+  d.owned = std::make_unique<Platform>("device", d.spec, false);
+  d.attach(*d.owned, d.spec, "host_agent");
   d.platform->load(d.firmware);
-  g_device_exists = true;
+  g_simulation_exists = true;
   sc_core::sc_start(sc_core::SC_ZERO_TIME);
-  if (!d.platform->load_error().empty()) throw UsageError(d.platform->load_error());
-  d.run_until([&] { return d.agent->ready; }, "its boot (the command processor's ready doorbell)");
-  if (d.agent->version != TP_VERSION)
-    throw UsageError(fmt::format("the firmware speaks protocol {:#x}, the runtime {:#x}", d.agent->version, TP_VERSION));
+  d.boot();
 }
+
+Device::Device(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+unsigned Device::chip() const { return impl_->chip; }
+unsigned Device::chips() const { return impl_->chips; }
 
 Device::~Device() = default;
 
@@ -293,7 +318,7 @@ Buffer Device::alloc(std::uint64_t bytes, unsigned stack) {
     s.free.erase(it);
     if (left) s.free[addr + size] = left;
     s.used[addr] = bytes;
-    return Buffer{addr, bytes};
+    return Buffer{addr, bytes, d.chip};
   }
   throw UsageError(fmt::format("alloc: no {} contiguous bytes left in HBM stack {}", bytes, stack));
 }
@@ -366,7 +391,7 @@ tp_completion Device::wait(Event e) {
     d.program_buffers.erase(b);
   }
   if (c.status != TP_OK) {
-    static const char* const ops[] = {"nop", "load", "launch"};
+    static const char* const ops[] = {"nop", "load", "launch", "collective"};
     const char* op = c.opcode < std::size(ops) ? ops[c.opcode] : "unknown";
     std::string where;
     switch (c.status) {
@@ -378,6 +403,11 @@ tp_completion Device::wait(Event e) {
       case TP_DMA_ERROR: where = fmt::format(" on tile {}: DMA error code {}", c.tile, c.detail); break;
       case TP_BUSY_TILE: where = fmt::format(": tile {} is running a kernel", c.tile); break;
       case TP_BAD_TILE: where = fmt::format(": mask {:#x} (the device has {} tiles)", c.detail, d.tiles); break;
+      case TP_COMM_ERROR:
+        where = c.detail ? fmt::format(": the communication engine's error code {} (address low word {:#x})", c.detail,
+                                       c.detail2)
+                         : std::string(": the chip has no communication engine");
+        break;
       default: where = fmt::format(" ({:#x})", c.detail); break;
     }
     throw DeviceError(fmt::format("command {} ({}): {}{}", c.id, op, status_name(c.status), where), c);
@@ -501,6 +531,96 @@ Event Device::run(const Kernel& program_kernel, const std::vector<std::pair<unsi
 double Device::simulated_seconds() const { return sc_core::sc_time_stamp().to_seconds(); }
 
 nlohmann::ordered_json Device::stats() const { return impl_->platform->stats(); }
+
+Event Device::collective(std::uint32_t ce_op, const Buffer& src, const Buffer& dst, std::uint64_t count,
+                         const Buffer* table, Stream stream) {
+  for (const Buffer* b : {&src, &dst, table}) {
+    if (!b) continue;
+    impl_->stack_of(*b);
+    if (b->chip != impl_->chip)
+      throw UsageError(fmt::format("collective: a buffer of chip {} given to chip {}", b->chip, impl_->chip));
+  }
+  tp_command c{};
+  c.opcode = TP_COLLECTIVE;
+  c.entry = ce_op;
+  c.addr = src.address;
+  c.args[0] = lo(dst.address), c.args[1] = hi(dst.address);
+  c.args[2] = lo(count), c.args[3] = hi(count);
+  if (table) c.args[4] = lo(table->address), c.args[5] = hi(table->address);
+  c.stream = stream.id;
+  return submit(c);
+}
+
+std::uint64_t Device::global(const Buffer& b) const {
+  return 0x1000'0000'0000ull + (std::uint64_t(b.chip) << 40) + b.address;
+}
+
+// ---- systems of chips ------------------------------------------------------------
+
+struct Cluster::Impl {
+  SystemSpec spec;
+  std::unique_ptr<tessera::System> system;
+  ElfImage firmware;
+  std::vector<std::unique_ptr<Device>> devices;
+};
+
+Cluster::Cluster(const Device::Options& options) : impl_(std::make_unique<Impl>()) {
+  if (g_simulation_exists) throw UsageError("one Device per process (or one Cluster): a simulated chip elaborates once");
+  Impl& c = *impl_;
+  nlohmann::json raw = PlatformSpec::read(options.platform);
+  if (!SystemSpec::is_system(raw))
+    throw UsageError(options.platform + " describes one chip, not a system: open it with rt::Device");
+  std::vector<std::string> sets;
+  if (options.quiet) sets.push_back("uart0.tx=none");
+  sets.insert(sets.end(), options.sets.begin(), options.sets.end());
+  c.spec = SystemSpec::parse(options.platform, raw, sets);
+  c.firmware = ElfImage::read(options.firmware.empty() ? default_firmware() : options.firmware);
+  sim::reset();
+  c.system = std::make_unique<tessera::System>(c.spec, false);
+  for (unsigned k = 0; k < c.system->size(); ++k) {
+    auto d = std::make_unique<Device::Impl>();
+    d->opt = options;
+    d->chip = k;
+    d->chips = c.system->size();
+    d->attach(c.system->chip(k), c.spec.chip_specs[k], fmt::format("host_agent_chip{}", k));
+    c.system->chip(k).load(c.firmware);
+    c.devices.push_back(std::unique_ptr<Device>(new Device(std::move(d))));
+  }
+  g_simulation_exists = true;
+  sc_core::sc_start(sc_core::SC_ZERO_TIME);
+  for (auto& d : c.devices) d->impl_->boot();
+}
+
+Cluster::~Cluster() = default;
+
+unsigned Cluster::chips() const { return static_cast<unsigned>(impl_->devices.size()); }
+
+Device& Cluster::chip(unsigned k) {
+  if (k >= impl_->devices.size())
+    throw UsageError(fmt::format("chip {}: the system has {} chips", k, impl_->devices.size()));
+  return *impl_->devices[k];
+}
+
+std::vector<Event> Cluster::collective(std::uint32_t ce_op, const std::vector<Buffer>& src, const std::vector<Buffer>& dst,
+                                       std::uint64_t count, const std::vector<Buffer>& tables) {
+  const unsigned n = chips();
+  if (src.size() != n || dst.size() != n || (!tables.empty() && tables.size() != n))
+    throw UsageError(fmt::format("collective: one source, destination (and table) buffer per chip ({} chips)", n));
+  std::vector<Event> events;
+  for (unsigned k = 0; k < n; ++k)
+    events.push_back(chip(k).collective(ce_op, src[k], dst[k], count, tables.empty() ? nullptr : &tables[k]));
+  return events;
+}
+
+void Cluster::wait(const std::vector<Event>& events) {
+  if (events.size() != chips())
+    throw UsageError(fmt::format("wait: one event per chip ({} chips), not {}", chips(), events.size()));
+  for (unsigned k = 0; k < chips(); ++k) chip(k).wait(events[k]);
+}
+
+double Cluster::simulated_seconds() const { return sc_core::sc_time_stamp().to_seconds(); }
+
+nlohmann::ordered_json Cluster::stats() const { return impl_->system->stats(); }
 
 }  // namespace tessera::rt
 

@@ -25,7 +25,7 @@
 
 #include <stdint.h>
 
-#define TP_VERSION 0x54500002u /* 'TP', 2: streams */
+#define TP_VERSION 0x54500003u /* 'TP', 3: collectives */
 #define TP_RING_ENTRIES 64u
 #define TP_CMD_RING 0x0u     /* offsets from the first HBM stack's base */
 #define TP_CPL_RING 0x2000u
@@ -42,7 +42,25 @@ enum tp_opcode {
   TP_NOP = 0,
   TP_LOAD = 1,   /* copy `size` bytes at `addr` (HBM) to scratchpad offset `offset` of every tile in `tiles` */
   TP_LAUNCH = 2, /* start every tile in `tiles` at `entry` with `args`; complete when all have stopped */
+  TP_COLLECTIVE = 3, /* post a collective to the chip's communication engine (every chip of the system posts the
+                        same one); complete when the engine has finished it. `entry`: the engine's CE_OP word
+                        (TP_CE_*); `addr`: source; args[0..1]: destination; args[2..3]: count; args[4..5]: the
+                        all-to-all table (local addresses, low word first) */
 };
+/* CE_OP words for TP_COLLECTIVE: op | algo | mode | type | peer << 16. */
+#define TP_CE_ALL_REDUCE 1u
+#define TP_CE_REDUCE_SCATTER 2u
+#define TP_CE_ALL_GATHER 3u
+#define TP_CE_BROADCAST 4u
+#define TP_CE_ALL_TO_ALL 5u
+#define TP_CE_RING (0u << 4)
+#define TP_CE_TREE (1u << 4)
+#define TP_CE_DIRECT (2u << 4)
+#define TP_CE_PUSH (0u << 6)
+#define TP_CE_PULL (1u << 6)
+#define TP_CE_FP32 (0u << 8)
+#define TP_CE_BF16 (1u << 8)
+#define TP_CE_E4M3 (2u << 8)
 
 enum tp_status {
   TP_OK = 0,
@@ -55,6 +73,8 @@ enum tp_status {
   TP_KERNEL_ERROR = 7, /* tile: which; detail: its nonzero exit code */
   TP_TIMEOUT = 8,      /* tile: the first still running (all are halted); detail: the timeout in us */
   TP_BUSY_TILE = 9,    /* tile: which; a tile of the mask is still running a kernel */
+  TP_COMM_ERROR = 10,  /* the communication engine failed the collective; detail: its code (CE_ERROR), detail2:
+                          low word of the failing address; or the chip has no engine (detail 0) */
 };
 
 struct tp_command { /* 128 bytes */

@@ -10,7 +10,8 @@
 // simulated time whenever the host waits for the device, and a host
 // program never touches SystemC. Nothing in the API shows that, except
 // the inspection calls at the end (simulated time, statistics). One Device
-// per process (a SystemC simulation elaborates once).
+// per process (a SystemC simulation elaborates once), or one Cluster: a
+// system of chips, a Device each.
 #pragma once
 
 #include <cstdint>
@@ -39,8 +40,9 @@ struct UsageError : std::invalid_argument {
 };
 
 struct Buffer {
-  std::uint64_t address = 0;  // device (global) address
+  std::uint64_t address = 0;  // device address, on its chip
   std::uint64_t size = 0;
+  unsigned chip = 0;          // in a system of chips: whose HBM
 };
 
 struct Kernel {
@@ -61,6 +63,7 @@ struct Stream {
 };
 
 class TileProgram;  // tessera/program.hpp
+class Cluster;
 
 class Device {
  public:
@@ -117,7 +120,45 @@ class Device {
   // A raw command, as the API would build it (for protocol tests).
   Event submit(tp_command c);
 
+  // A collective on the chip's communication engine (every chip of the
+  // system posts the same one; Cluster::collective does that): `ce_op`
+  // combines TP_CE_* (operation | algorithm | mode | type | peer << 16);
+  // `count` in elements (all-gather: this chip's share); `table` for
+  // all-to-all. A chip alone is a system of one.
+  Event collective(std::uint32_t ce_op, const Buffer& src, const Buffer& dst, std::uint64_t count,
+                   const Buffer* table = nullptr, Stream stream = {});
+  // Which chip this is, of how many.
+  unsigned chip() const;
+  unsigned chips() const;
+  // A buffer's address as every chip (its tiles' DMA, its engine) sees it.
+  std::uint64_t global(const Buffer& b) const;
+
   // ---- inspection (not part of a silicon driver) ----
+  double simulated_seconds() const;
+  nlohmann::ordered_json stats() const;
+
+ private:
+  friend class Cluster;
+  struct Impl;
+  explicit Device(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// A system of chips (a system file such as platform/t1x4-ring.json): one
+// Device per chip, each booting its own command processor, all in one
+// simulation. Options::platform names the system file.
+class Cluster {
+ public:
+  explicit Cluster(const Device::Options& options);
+  ~Cluster();
+  Cluster(const Cluster&) = delete;
+  Cluster& operator=(const Cluster&) = delete;
+  unsigned chips() const;
+  Device& chip(unsigned k);
+  // The same collective on every chip, with each chip's buffers; one event per chip.
+  std::vector<Event> collective(std::uint32_t ce_op, const std::vector<Buffer>& src, const std::vector<Buffer>& dst,
+                                std::uint64_t count, const std::vector<Buffer>& tables = {});
+  void wait(const std::vector<Event>& events);  // one per chip, as collective() returns them
   double simulated_seconds() const;
   nlohmann::ordered_json stats() const;
 
