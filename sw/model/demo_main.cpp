@@ -4,7 +4,10 @@
 // per token, utilisation, HBM bandwidth and where the time went. Run by
 // tessera-vp with no arguments (or `tessera-vp demo ...`) and by
 // tessera-demo.
+#include <fmt/format.h>
+
 #include <chrono>
+#include <memory>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -19,7 +22,7 @@ using namespace tessera;
 
 namespace {
 int usage(const char* why) {
-  std::fprintf(stderr, "tessera demo: %s\nusage: tessera-vp demo [--tiny] [--fp8] [--device-dispatch] [--prompt N] [--decode N] [--seed S] [--speculate K] [--set inst.key=value ...]\n", why);
+  std::fprintf(stderr, "tessera demo: %s\nusage: tessera-vp demo [--tiny] [--fp8] [--device-dispatch] [--chips 1|4|8] [--prompt N] [--decode N] [--seed S] [--speculate K] [--set inst.key=value ...]\n", why);
   return 2;
 }
 bool number(const char* s, unsigned& out) {
@@ -33,7 +36,7 @@ bool number(const char* s, unsigned& out) {
 
 int tessera::model::demo_main(int argc, char** argv) {
   model::Config c;
-  unsigned prompt = 32, decode = 32, seed = 1, speculate = 0;
+  unsigned prompt = 32, decode = 32, seed = 1, speculate = 0, chips = 1;
   rt::Device::Options opt;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -45,6 +48,7 @@ int tessera::model::demo_main(int argc, char** argv) {
     else if (a == "--device-dispatch") c.device_dispatch = true;
     else if (a == "--seed") { if (!value(seed)) return usage("--seed takes a number"); }
     else if (a == "--speculate") { if (!value(speculate) || !speculate || speculate > 16) return usage("--speculate takes a draft length of 1 to 16"); }
+    else if (a == "--chips") { if (!value(chips) || (chips != 1 && chips != 4 && chips != 8)) return usage("--chips takes 1, 4 (platform/t1x4-ring.json) or 8 (platform/t1x8-torus.json)"); }
     else if (a == "--set") { if (i + 1 >= argc) return usage("--set takes inst.key=value"); opt.sets.push_back(argv[++i]); }
     else return usage(("unknown option " + a).c_str());
   }
@@ -69,6 +73,12 @@ int tessera::model::demo_main(int argc, char** argv) {
     return 2;
   }
   if (!prompt || prompt > 64) return usage("--prompt must be 1 to 64 tokens");
+  if (chips > 1 && speculate) return usage("--speculate runs on one chip");
+  if (chips > 1 && c.device_dispatch) return usage("--device-dispatch runs on one chip (on several the host dispatches)");
+  if (chips > 1) {
+    const std::string dir = rt::Device::default_platform().substr(0, rt::Device::default_platform().rfind('/'));
+    opt.platform = dir + (chips == 4 ? "/t1x4-ring.json" : "/t1x8-torus.json");
+  }
   if (prompt + decode > c.context) return usage("prompt + decode must fit the context");
   const auto wall0 = std::chrono::steady_clock::now();
   try {
@@ -76,13 +86,27 @@ int tessera::model::demo_main(int argc, char** argv) {
                 c.layers, c.d_model, c.heads, c.experts, c.hidden, c.vocab,
                 c.fp8 ? "FP8 weights and GEMM inputs (E4M3, block scales)" : "BF16");
     std::printf("experts dispatched by the %s\n", c.device_dispatch ? "tiles (from the router's output)" : "host (it reads the router's choices)");
+    if (chips > 1)
+      std::printf("%u chips (%s): expert parallel, expert e on chip e %% %u; routed rows go out and results come back "
+                  "through the chips' communication engines (all-to-all, push)\n",
+                  chips, opt.platform.substr(opt.platform.rfind('/') + 1).c_str(), chips);
     std::string models;
     for (const auto& s : opt.sets) models += (models.empty() ? "" : ", ") + s;
     std::printf("platform settings: %s\n", models.c_str());
     const model::Weights w = model::Weights::random(c);
-    rt::Device dev(opt);
+    std::unique_ptr<rt::Device> single;
+    std::unique_ptr<rt::Cluster> cluster;
+    std::vector<rt::Device*> devices;
+    if (chips > 1) {
+      cluster = std::make_unique<rt::Cluster>(opt);
+      for (unsigned k = 0; k < cluster->chips(); ++k) devices.push_back(&cluster->chip(k));
+    } else {
+      single = std::make_unique<rt::Device>(opt);
+      devices.push_back(single.get());
+    }
+    rt::Device& dev = *devices[0];
     const double boot = dev.simulated_seconds();
-    model::DeviceModel m(dev, c, w);
+    model::DeviceModel m(devices, c, w);
     const double loaded = dev.simulated_seconds();
     if (speculate) {
       // Plain greedy decoding against speculative decoding with a one-layer
@@ -134,42 +158,53 @@ int tessera::model::demo_main(int argc, char** argv) {
     const double bound = c.fp8 ? 0.15 : 0.05;
     std::printf("logits vs host FP32 reference: max relative error %.3g (bound %.2g for %s), routing disagreements %u\n",
                 worst, bound, c.fp8 ? "FP8" : "BF16", disagreements);
-    const auto s = dev.stats();
+    const auto s = cluster ? cluster->stats() : dev.stats();
     const double total = dev.simulated_seconds() - loaded;
-    double tensor = 0, vector = 0, core = 0, dma = 0, dma_bytes = 0, hbm_bytes = 0;
-    for (unsigned t = 0; t < dev.tiles(); ++t) {
-      const auto& k = s["device.tile" + std::to_string(t)];
-      tensor += k["tensor_busy_cycles"].get<double>() / 1.5e9;
-      vector += k["vector_busy_cycles"].get<double>() / 1.5e9;
-      core += k["core_cycles"].get<double>() / 1e9;
-      dma += k["dma_busy_cycles"].get<double>() / 1.5e9;
-      dma_bytes += k["dma_global_bytes"].get<double>();
-    }
-    for (unsigned h = 0; h < 4; ++h) {
-      const std::string k = "device.hbm" + std::to_string(h);
-      if (s.contains(k)) hbm_bytes += s[k]["bytes_read"].get<double>() + s[k]["bytes_written"].get<double>();
+    double tensor = 0, vector = 0, core = 0, dma = 0, dma_bytes = 0, hbm_bytes = 0, link_bytes = 0;
+    const unsigned all_tiles = dev.tiles() * static_cast<unsigned>(devices.size());
+    for (unsigned k = 0; k < devices.size(); ++k) {
+      const std::string chip = cluster ? "chip" + std::to_string(k) + "." : "device.";
+      for (unsigned t = 0; t < dev.tiles(); ++t) {
+        const auto& q = s[chip + "tile" + std::to_string(t)];
+        tensor += q["tensor_busy_cycles"].get<double>() / 1.5e9;
+        vector += q["vector_busy_cycles"].get<double>() / 1.5e9;
+        core += q["core_cycles"].get<double>() / 1e9;
+        dma += q["dma_busy_cycles"].get<double>() / 1.5e9;
+        dma_bytes += q["dma_global_bytes"].get<double>();
+      }
+      for (unsigned h = 0; h < 4; ++h) {
+        const std::string q = chip + "hbm" + std::to_string(h);
+        if (s.contains(q)) hbm_bytes += s[q]["bytes_read"].get<double>() + s[q]["bytes_written"].get<double>();
+      }
+      if (s.contains(chip + "c2c"))
+        for (auto it = s[chip + "c2c"].begin(); it != s[chip + "c2c"].end(); ++it)
+          if (it.key().size() > 9 && it.key().substr(it.key().size() - 9) == "_tx_bytes") link_bytes += it.value().get<double>();
     }
     const auto& p = m.profile();
     std::printf("virtual time: boot %.1f us, weights %.1f us; prefill %.1f us (%.2f us/token), decode %.1f us (%.1f us/token, %.0f tokens/s)\n",
                 boot * 1e6, (loaded - boot) * 1e6, prefill_s * 1e6, prefill_s * 1e6 / prompt, decode_s * 1e6,
                 decode ? decode_s * 1e6 / decode : 0.0, decode ? decode / decode_s : 0.0);
-    std::printf("utilisation over %u tiles: tensor cores %.1f%%, vector units %.1f%%, tile cores running kernels %.1f%%\n",
-                dev.tiles(), 100 * tensor / (total * dev.tiles()), 100 * vector / (total * dev.tiles()),
-                100 * core / (total * dev.tiles()));
+    std::printf("utilisation over %u tiles%s: tensor cores %.1f%%, vector units %.1f%%, tile cores running kernels %.1f%%\n",
+                all_tiles, devices.size() > 1 ? fmt::format(" of {} chips", devices.size()).c_str() : "",
+                100 * tensor / (total * all_tiles), 100 * vector / (total * all_tiles), 100 * core / (total * all_tiles));
     std::printf("HBM: %.1f MB moved, %.2f GB/s; tile DMA over the NoC %.1f MB\n", hbm_bytes / 1e6, hbm_bytes / total / 1e9,
                 dma_bytes / 1e6);
-    if (s.contains("device.noc"))
-      std::printf("NoC (%s level): links carried %.1f%% of their flit capacity on average, the busiest %.1f%%\n",
-                  s["device.noc"]["model"].get<std::string>().c_str(),
-                  100 * s["device.noc"]["link_utilisation"].get<double>(),
-                  100 * s["device.noc"]["busiest_link_utilisation"].get<double>());
+    const std::string noc = cluster ? "chip0.noc" : "device.noc";
+    if (s.contains(noc))
+      std::printf("NoC%s (%s level): links carried %.1f%% of their flit capacity on average, the busiest %.1f%%\n",
+                  cluster ? " of chip 0" : "", s[noc]["model"].get<std::string>().c_str(),
+                  100 * s[noc]["link_utilisation"].get<double>(), 100 * s[noc]["busiest_link_utilisation"].get<double>());
+    if (cluster)
+      std::printf("chip-to-chip: %.2f MB over the SerDes links (messages, headers included), %.1f us in the exchanges\n",
+                  link_bytes / 1e6, m.profile().comm * 1e6);
     std::printf("while kernels ran, the tiles' time went to: tensor core %.0f%%, vector unit %.0f%%, DMA (HBM and NoC) %.0f%% "
                 "(they overlap)\n",
                 core > 0 ? 100 * tensor / core : 0.0, core > 0 ? 100 * vector / core : 0.0, core > 0 ? 100 * dma / core : 0.0);
-    std::printf("where the time went: attention %.0f%%, Wo %.0f%%, router %.0f%%, experts %.0f%%, combine %.0f%%, head %.0f%%, "
+    std::printf("where the time went: attention %.0f%%, Wo %.0f%%, router %.0f%%, experts %.0f%%, %scombine %.0f%%, head %.0f%%, "
                 "embed+argmax %.0f%%, host I/O %.0f%%; of the phases, kernels ran %.0f%% of the time, launches and "
                 "synchronisation (firmware, host) the rest\n",
                 100 * p.attention / total, 100 * p.wo / total, 100 * p.router / total, 100 * p.experts / total,
+                cluster ? fmt::format("dispatch and combine between chips {:.0f}%, ", 100 * p.comm / total).c_str() : "",
                 100 * p.combine / total, 100 * p.head / total, 100 * (p.embed + p.argmax) / total, 100 * p.host_io / total,
                 100 * p.kernels / (p.total() - p.host_io));
     std::printf("wall time %.1f s\n", std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count());

@@ -261,20 +261,20 @@ std::vector<float> Reference::step(const std::vector<std::uint32_t>& tokens, uns
 
 // ---- the device ------------------------------------------------------------
 
-DeviceModel::DevMatrix DeviceModel::upload(const Matrix& m) {
+DeviceModel::DevMatrix DeviceModel::upload(const Matrix& m, rt::Device& dev) {
   // Matrices go round-robin over the HBM stacks, so the tiles' streams
   // spread over all of them.
-  const unsigned stack = next_stack_++ % dev_.hbm_stacks();
+  const unsigned stack = next_stack_++ % dev.hbm_stacks();
   DevMatrix d;
   d.rows = m.rows, d.cols = m.cols, d.fp8 = m.fp8;
   if (!m.fp8) {
-    d.data = dev_.alloc(m.bf16.size() * 2, stack);
-    dev_.write(d.data, m.bf16.data(), m.bf16.size() * 2);
+    d.data = dev.alloc(m.bf16.size() * 2, stack);
+    dev.write(d.data, m.bf16.data(), m.bf16.size() * 2);
   } else {
-    d.data = dev_.alloc(m.codes.size(), stack);
-    dev_.write(d.data, m.codes.data(), m.codes.size());
-    d.scales = dev_.alloc(m.scales.size() * 4, stack);
-    dev_.write(d.scales, m.scales.data(), m.scales.size() * 4);
+    d.data = dev.alloc(m.codes.size(), stack);
+    dev.write(d.data, m.codes.data(), m.codes.size());
+    d.scales = dev.alloc(m.scales.size() * 4, stack);
+    dev.write(d.scales, m.scales.data(), m.scales.size() * 4);
   }
   return d;
 }
@@ -311,9 +311,37 @@ void DeviceModel::to_a(TileProgram& g, unsigned rows, unsigned cols, std::uint32
 }
 
 DeviceModel::DeviceModel(rt::Device& dev, const Config& c, const Weights& w)
-    : dev_(dev), c_(c), program_(dev.load_kernel(std::string(TESSERA_KERNEL_DIR) + "/program.elf", (1u << dev.tiles()) - 1)),
-      tiles_(dev.tiles()) {
+    : DeviceModel(std::vector<rt::Device*>{&dev}, c, w) {}
+
+DeviceModel::DeviceModel(const std::vector<rt::Device*>& chips, const Config& c, const Weights& w)
+    : dev_(*chips.at(0)), chips_(chips),
+      prefix_(chips.size() > 1 ? fmt::format("chip{}.", chips[0]->chip()) : std::string("device.")), c_(c),
+      program_(dev_.load_kernel(std::string(TESSERA_KERNEL_DIR) + "/program.elf", (1u << dev_.tiles()) - 1)),
+      tiles_(dev_.tiles()) {
   if (const std::string why = c.check(); !why.empty()) throw rt::UsageError("model: " + why);
+  const unsigned N = static_cast<unsigned>(chips_.size());
+  if (N > 1) {
+    if (c.device_dispatch) throw rt::UsageError("model: on several chips the host dispatches the experts (no --device-dispatch)");
+    for (unsigned k = 0; k < N; ++k)
+      if (chips_[k]->tiles() != tiles_)
+        throw rt::UsageError(fmt::format("model: chip {} has {} tiles, chip 0 {}", k, chips_[k]->tiles(), tiles_));
+    // The rows that travel between chips live at the same address on every
+    // chip (the engines' all-to-all writes where the sender's buffer is):
+    // allocated first, in the last HBM stack, the same way everywhere.
+    const std::uint64_t rows = 2ull * kMaxBlock, D = c.d_model;
+    for (unsigned k = 0; k < N; ++k) {
+      rt::Device& d = *chips_[k];
+      const unsigned last = d.hbm_stacks() - 1;
+      const Buffer r = d.alloc(2 * rows * D, last), o = d.alloc(4 * rows * D, last), b = d.alloc(4 * rows * D, last);
+      if (k == 0) recv_ = r, out_ = o, ret_ = b;
+      else if (r.address != recv_.address || o.address != out_.address || b.address != ret_.address)
+        throw rt::UsageError(fmt::format("model: chip {}'s exchange buffers are not where chip 0's are", k));
+      tables_.push_back(d.alloc(6 * 8 * N)), tables_.push_back(d.alloc(6 * 8 * N));
+      chip_programs_.push_back(k == 0 ? program_ : d.load_kernel(std::string(TESSERA_KERNEL_DIR) + "/program.elf",
+                                                                 (1u << d.tiles()) - 1));
+    }
+    send_ = dev_.alloc(2 * rows * D), gates_ = dev_.alloc(4 * rows);
+  }
   if (c.d_model % tiles_ || c.vocab % tiles_)
     throw rt::UsageError(fmt::format("model: d_model {} and vocab {} must split evenly over {} tiles", c.d_model,
                                      c.vocab, tiles_));
@@ -341,9 +369,11 @@ DeviceModel::DeviceModel(rt::Device& dev, const Config& c, const Weights& w)
     LayerBuffers b;
     b.attn_norm = put(L.attn_norm), b.ffn_norm = put(L.ffn_norm);
     b.wq = upload(L.wq), b.wk = upload(L.wk), b.wv = upload(L.wv), b.wo = upload(L.wo), b.router = upload(L.router);
-    for (unsigned e = 0; e < c.experts; ++e)
-      b.w1.push_back(upload(L.w1[e])), b.w3.push_back(upload(L.w3[e])), b.w2.push_back(upload(L.w2[e]));
-    if (!c.fp8) {
+    for (unsigned e = 0; e < c.experts; ++e) {
+      rt::Device& home = *chips_[e % N];  // expert e lives on chip e % chips
+      b.w1.push_back(upload(L.w1[e], home)), b.w3.push_back(upload(L.w3[e], home)), b.w2.push_back(upload(L.w2[e], home));
+    }
+    if (!c.fp8 && N == 1) {
       std::vector<std::uint64_t> table;
       for (unsigned e = 0; e < c.experts; ++e)
         table.insert(table.end(), {b.w1[e].data.address, b.w3[e].data.address, b.w2[e].data.address});
@@ -388,10 +418,173 @@ void DeviceModel::count_kernels(const nlohmann::ordered_json& before, double too
   const nlohmann::ordered_json after = dev_.stats();
   double longest = 0;
   for (unsigned t : tiles) {
-    const std::string k = "device.tile" + std::to_string(t);
+    const std::string k = prefix_ + "tile" + std::to_string(t);
     longest = std::max(longest, (after[k]["core_cycles"].get<double>() - before[k]["core_cycles"].get<double>()) * 1e-9);
   }
   profile_.kernels += std::min(longest, took);
+}
+
+void DeviceModel::expert_program(TileProgram& g, const LayerBuffers& L, unsigned e, const std::vector<std::uint64_t>& rows,
+                                 const std::vector<std::uint64_t>& gates, const std::vector<std::uint64_t>& outs) {
+  const unsigned D = c_.d_model, F = c_.hidden, fc = c_.hidden_chunk, ab = c_.fp8 ? 1 : 2;
+  const unsigned n = static_cast<unsigned>(rows.size());
+  Spm s;
+  const std::uint32_t XA = s(ab * n * D), SA = s(4ull * n * D / 128 + 4), GS = s(4ull * n);
+  const std::uint32_t W1 = s(2ull * D * fc), W3 = s(2ull * D * fc), W2 = s(2ull * fc * D);
+  const std::uint32_t S1 = s(4ull * D / 128 * (fc / 128 + 1)), S3 = s(4ull * D / 128 * (fc / 128 + 1));
+  const std::uint32_t S2 = s(4ull * (fc / 128 + 1) * (D / 128 + 1));
+  const std::uint32_t H1 = s(4ull * n * fc), H3 = s(4ull * n * fc), GA = s(ab * n * fc), SG = s(4ull * n * fc / 128 + 4);
+  const std::uint32_t Y = s(4ull * n * D);
+  for (unsigned i = 0; i < n; ++i) {
+    // The token's normed row (BF16), as the A operand (cast to E4M3 with its scales in FP8).
+    TileProgram::Dma r;
+    r.src = rows[i], r.dst = XA + ab * i * D, r.dst_local = true, r.len0 = D;
+    if (c_.fp8) {
+      r.cast = true, r.from = Fmt::bf16, r.to = Fmt::e4m3, r.group = 128;
+      r.scales = SA + 4 * i * (D / 128), r.scales_local = true;
+    } else {
+      r.len0 = 2 * D;
+    }
+    g.dma(r);
+    // Its gate: the softmax of its two choices, from the router's output.
+    if (!gates.empty()) g.load(gates[i], GS + 4 * i, 4);
+  }
+  for (unsigned c0 = 0; c0 < F; c0 += fc) {
+    const Slice b1 = load_b(g, L.w1[e], 0, D, c0, fc, W1, S1), b3 = load_b(g, L.w3[e], 0, D, c0, fc, W3, S3);
+    const Slice b2 = load_b(g, L.w2[e], c0, fc, 0, D, W2, S2);
+    g.drain();
+    matmul(g, n, fc, D, XA, SA, b1, H1);
+    matmul(g, n, fc, D, XA, SA, b3, H3);
+    g.drain().vec(vec(VecOp::swiglu, n, fc, H1, H3, H1));
+    to_a(g, n, fc, H1, GA, SG);
+    g.drain();
+    matmul(g, n, D, fc, GA, SG, b2, Y, c0 > 0);
+    g.drain();
+  }
+  if (!gates.empty()) g.vec(vec(VecOp::scale_rows, n, D, Y, GS, Y)).drain();
+  for (unsigned i = 0; i < n; ++i) g.store(Y + 4 * i * D, outs[i], 4 * D);
+  g.drain();
+}
+
+void DeviceModel::experts_across_chips(const LayerBuffers& L, const std::vector<std::uint32_t>& chosen, unsigned T) {
+  const unsigned N = static_cast<unsigned>(chips_.size()), E = c_.experts, D = c_.d_model;
+  using Programs = std::vector<std::pair<std::uint32_t, TileProgram>>;
+  auto fresh = [&] {
+    Programs p;
+    for (unsigned t = 0; t < tiles_; ++t) p.emplace_back(t, TileProgram{});
+    return p;
+  };
+  // Rows in dispatch order: by the expert's chip, then expert, then token.
+  struct Row {
+    unsigned t, k, e;
+  };
+  std::vector<std::vector<Row>> by_chip(N);
+  for (unsigned e = 0; e < E; ++e)
+    for (unsigned t = 0; t < T; ++t)
+      for (unsigned k = 0; k < 2; ++k) {
+        if (chosen[2 * t + k] >= E)
+          throw rt::UsageError(fmt::format("model: the router chose expert {} of {}", chosen[2 * t + k], E));
+        if (chosen[2 * t + k] == e) by_chip[e % N].push_back({t, k, e});
+      }
+  std::vector<std::uint64_t> first(N + 1, 0);
+  std::vector<Row> order;
+  for (unsigned c = 0; c < N; ++c) {
+    first[c + 1] = first[c] + by_chip[c].size();
+    order.insert(order.end(), by_chip[c].begin(), by_chip[c].end());
+  }
+  // Pack on chip 0: the routed rows and their gates, in that order.
+  {
+    Programs p = fresh();
+    TileProgram& g = p[0].second;
+    Spm s;
+    const std::uint32_t HB = s(2ull * T * D), G = s(8ull * T);
+    g.load(hb_.address, HB, 2 * T * D).load(topk_.address + 8ull * T, G, 8 * T).drain();
+    for (std::size_t i = 0; i < order.size(); ++i)
+      g.store(HB + 2 * D * order[i].t, send_.address + 2ull * D * i, 2 * D)
+          .store(G + 4 * (2 * order[i].t + order[i].k), gates_.address + 4ull * i, 4);
+    g.drain();
+    run_phase(p, profile_.comm);
+  }
+  // Dispatch and combine are all-to-alls on every chip's engine; the host
+  // writes the per-peer tables (a few hundred bytes).
+  auto exchange = [&](unsigned table, std::uint32_t type, std::uint64_t bytes_per_row, const Buffer& src,
+                      const Buffer& dst, bool out) {
+    const double t0 = dev_.simulated_seconds();
+    for (unsigned k = 0; k < N; ++k) {
+      std::vector<std::uint64_t> t(6 * N, 0);
+      for (unsigned q = 0; q < N; ++q) {
+        std::uint64_t* e = &t[6 * q];
+        if (out) {  // chip 0 sends chip q its rows; each chip takes its own from chip 0
+          if (k == 0) e[0] = bytes_per_row * first[q], e[1] = bytes_per_row * (first[q + 1] - first[q]);
+          if (q == 0) e[4] = bytes_per_row * (first[k + 1] - first[k]), e[5] = bytes_per_row * first[k];
+        } else {  // every chip sends its results to chip 0, which puts them back in order
+          if (q == 0) e[1] = bytes_per_row * (first[k + 1] - first[k]), e[2] = bytes_per_row * first[k];
+          if (k == 0) e[3] = bytes_per_row * first[q], e[4] = bytes_per_row * (first[q + 1] - first[q]);
+        }
+      }
+      chips_[k]->write(tables_[2 * k + table], t.data(), t.size() * 8);
+    }
+    const double t1 = dev_.simulated_seconds();
+    std::vector<rt::Event> events;
+    for (unsigned k = 0; k < N; ++k) {
+      // The exchange buffers sit at the same address on every chip.
+      Buffer from = k == 0 || !out ? src : dst, to = dst;
+      from.chip = to.chip = k;
+      events.push_back(chips_[k]->collective(TP_CE_ALL_TO_ALL | TP_CE_DIRECT | TP_CE_PUSH | type, from, to, 0,
+                                             &tables_[2 * k + table]));
+    }
+    for (unsigned k = 0; k < N; ++k) chips_[k]->wait(events[k]);
+    profile_.host_io += t1 - t0;
+    profile_.comm += dev_.simulated_seconds() - t1;
+  };
+  exchange(0, TP_CE_BF16, 2ull * D, send_, recv_, true);
+  // The experts, on every chip at once.
+  {
+    const double t0 = dev_.simulated_seconds();
+    std::vector<rt::Event> events;
+    std::vector<std::vector<std::pair<unsigned, TileProgram>>> work(N);
+    for (unsigned c = 0; c < N; ++c) {
+      Programs p = fresh();
+      unsigned slot = 0;
+      for (std::size_t i = 0; i < by_chip[c].size();) {
+        const unsigned e = by_chip[c][i].e;
+        std::vector<std::uint64_t> rows, outs;
+        for (; i < by_chip[c].size() && by_chip[c][i].e == e; ++i) {
+          rows.push_back(recv_.address + 2ull * D * i);
+          outs.push_back(out_.address + 4ull * D * i);
+        }
+        expert_program(p[slot++ % tiles_].second, L, e, rows, {}, outs);
+      }
+      for (auto& [t, g] : p)
+        if (!g.ops().empty()) work[c].emplace_back(t, std::move(g));
+      if (!work[c].empty()) events.push_back(chips_[c]->run(chip_programs_[c], work[c]));
+      else events.push_back({});
+    }
+    for (unsigned c = 0; c < N; ++c)
+      if (!work[c].empty()) chips_[c]->wait(events[c]);
+    profile_.experts += dev_.simulated_seconds() - t0;
+  }
+  exchange(1, TP_CE_FP32, 4ull * D, out_, ret_, false);
+  // Unpack on chip 0: each row scaled by its gate, into its token's Y0 / Y1 row.
+  {
+    Programs p = fresh();
+    const unsigned R = static_cast<unsigned>(order.size()), parts = std::min(tiles_, std::max(R, 1u));
+    for (unsigned j = 0; j < parts; ++j) {
+      const unsigned r0 = R * j / parts, r1 = R * (j + 1) / parts, n = r1 - r0;
+      if (!n) continue;
+      TileProgram& g = p[j].second;
+      Spm s;
+      const std::uint32_t Y = s(4ull * n * D), G = s(4ull * n);
+      g.load(ret_.address + 4ull * D * r0, Y, 4 * n * D).load(gates_.address + 4ull * r0, G, 4 * n).drain();
+      g.vec(vec(VecOp::scale_rows, n, D, Y, G, Y)).drain();
+      for (unsigned i = 0; i < n; ++i) {
+        const Row& r = order[r0 + i];
+        g.store(Y + 4 * D * i, (r.k ? y1_ : y0_).address + 4ull * r.t * D, 4 * D);
+      }
+      g.drain();
+    }
+    run_phase(p, profile_.comm);
+  }
 }
 
 std::vector<float> DeviceModel::step(const std::vector<std::uint32_t>& tokens, unsigned pos, std::uint32_t* next,
@@ -527,7 +720,9 @@ std::vector<float> DeviceModel::step(const std::vector<std::uint32_t>& tokens, u
     // Experts on the device: every tile runs its experts over the tokens the
     // router sent them (the program kernel's MoE mode); the host only reads
     // the choices back for the reference, while the experts run.
-    if (device_dispatch_) {
+    if (chips_.size() > 1) {
+      experts_across_chips(L, chosen, T);
+    } else if (device_dispatch_) {
       nlohmann::ordered_json before = dev_.stats();
       const double t0 = dev_.simulated_seconds();
       const rt::Event e = dev_.launch(program_, {rt::lo(topk_.address), rt::hi(topk_.address), 0xfffffffeu,
@@ -557,45 +752,13 @@ std::vector<float> DeviceModel::step(const std::vector<std::uint32_t>& tokens, u
       for (unsigned e = 0; e < E; ++e) {
         const auto& list = tokens_of[e];
         if (list.empty()) continue;
-        const unsigned n = static_cast<unsigned>(list.size());
-        TileProgram& g = p[e % tiles_].second;
-        Spm s;
-        const std::uint32_t XA = s(ab * n * D), SA = s(4ull * n * D / 128 + 4), GS = s(4ull * n);
-        const std::uint32_t W1 = s(2ull * D * fc), W3 = s(2ull * D * fc), W2 = s(2ull * fc * D);
-        const std::uint32_t S1 = s(4ull * D / 128 * (fc / 128 + 1)), S3 = s(4ull * D / 128 * (fc / 128 + 1));
-        const std::uint32_t S2 = s(4ull * (fc / 128 + 1) * (D / 128 + 1));
-        const std::uint32_t H1 = s(4ull * n * fc), H3 = s(4ull * n * fc), GA = s(ab * n * fc), SG = s(4ull * n * fc / 128 + 4);
-        const std::uint32_t Y = s(4ull * n * D);
-        for (unsigned i = 0; i < n; ++i) {
-          // The token's normed row (BF16), as the A operand (cast to E4M3 with its scales in FP8).
-          TileProgram::Dma r;
-          r.src = hb_.address + 2ull * list[i].first * D, r.dst = XA + ab * i * D, r.dst_local = true, r.len0 = D;
-          if (c_.fp8) {
-            r.cast = true, r.from = Fmt::bf16, r.to = Fmt::e4m3, r.group = 128;
-            r.scales = SA + 4 * i * (D / 128), r.scales_local = true;
-          } else {
-            r.len0 = 2 * D;
-          }
-          g.dma(r);
-          // Its gate: the softmax of its two choices, from the router's output.
-          g.load(topk_.address + 8ull * T + 4ull * (2 * list[i].first + list[i].second), GS + 4 * i, 4);
+        std::vector<std::uint64_t> rows, gates, outs;
+        for (const auto& [t, k] : list) {
+          rows.push_back(hb_.address + 2ull * t * D);
+          gates.push_back(topk_.address + 8ull * T + 4ull * (2 * t + k));
+          outs.push_back((k ? y1_ : y0_).address + 4ull * t * D);
         }
-        for (unsigned c0 = 0; c0 < F; c0 += fc) {
-          const Slice b1 = load_b(g, L.w1[e], 0, D, c0, fc, W1, S1), b3 = load_b(g, L.w3[e], 0, D, c0, fc, W3, S3);
-          const Slice b2 = load_b(g, L.w2[e], c0, fc, 0, D, W2, S2);
-          g.drain();
-          matmul(g, n, fc, D, XA, SA, b1, H1);
-          matmul(g, n, fc, D, XA, SA, b3, H3);
-          g.drain().vec(vec(VecOp::swiglu, n, fc, H1, H3, H1));
-          to_a(g, n, fc, H1, GA, SG);
-          g.drain();
-          matmul(g, n, D, fc, GA, SG, b2, Y, c0 > 0);
-          g.drain();
-        }
-        g.vec(vec(VecOp::scale_rows, n, D, Y, GS, Y)).drain();
-        for (unsigned i = 0; i < n; ++i)
-          g.store(Y + 4 * i * D, (list[i].second ? y1_ : y0_).address + 4ull * list[i].first * D, 4 * D);
-        g.drain();
+        expert_program(p[e % tiles_].second, L, e, rows, gates, outs);
       }
       run_phase(p, profile_.experts);
     }

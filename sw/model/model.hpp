@@ -93,14 +93,20 @@ class Reference {
 // Where the device's time went, in simulated seconds.
 struct Profile {
   double embed = 0, attention = 0, wo = 0, router = 0, experts = 0, combine = 0, head = 0, argmax = 0;
+  double comm = 0;      // several chips: dispatching tokens to the experts' chips and their results back
   double host_io = 0;   // the mask upload, the router's choices and the logits read back
   double kernels = 0;   // the longest tile's kernel time per phase, summed
-  double total() const { return embed + attention + wo + router + experts + combine + head + argmax + host_io; }
+  double total() const { return embed + attention + wo + router + experts + comm + combine + head + argmax + host_io; }
 };
 
 class DeviceModel {
  public:
   DeviceModel(rt::Device& dev, const Config& c, const Weights& w);
+  // Expert parallel over a system of chips: chip 0 runs the model, expert e
+  // lives on chip e % chips; each layer's routed rows go to the experts'
+  // chips and their results come back through the communication engines
+  // (all-to-all, push).
+  DeviceModel(const std::vector<rt::Device*>& chips, const Config& c, const Weights& w);
   // Runs T tokens at positions pos..; returns the logits (T x vocab) and the
   // device's argmax of the last row; `routes` gets the experts chosen.
   std::vector<float> step(const std::vector<std::uint32_t>& tokens, unsigned pos, std::uint32_t* next,
@@ -121,7 +127,14 @@ class DeviceModel {
     DevMatrix wq, wk, wv, wo, router;
     std::vector<DevMatrix> w1, w3, w2;
   };
-  DevMatrix upload(const Matrix& m);
+  DevMatrix upload(const Matrix& m, rt::Device& d);
+  DevMatrix upload(const Matrix& m) { return upload(m, dev_); }
+  // One expert over n rows: row i from rows[i] (BF16), its result (FP32,
+  // scaled by the gate at gates[i] when given) to outs[i].
+  void expert_program(rt::TileProgram& g, const LayerBuffers& L, unsigned e, const std::vector<std::uint64_t>& rows,
+                      const std::vector<std::uint64_t>& gates, const std::vector<std::uint64_t>& outs);
+  // The experts of a layer on several chips; `chosen` as the router wrote it.
+  void experts_across_chips(const LayerBuffers& L, const std::vector<std::uint32_t>& chosen, unsigned T);
   // Loads rows [r0, r0 + rows) x columns [c0, c0 + cols) of a matrix into
   // the scratchpad (and its scales, FP8); the GEMM that uses it as B.
   struct Slice {
@@ -139,6 +152,11 @@ class DeviceModel {
   void count_kernels(const nlohmann::ordered_json& before, double took, const std::vector<unsigned>& tiles);
 
   rt::Device& dev_;
+  std::vector<rt::Device*> chips_;  // chip 0 is dev_
+  std::vector<rt::Kernel> chip_programs_;  // the program kernel on each chip
+  std::string prefix_;              // of dev_'s statistics ("device." or "chip0.")
+  rt::Buffer send_, gates_, recv_, out_, ret_;  // several chips: rows out and back (same address on every chip)
+  std::vector<rt::Buffer> tables_;  // several chips: all-to-all tables, per chip
   const Config& c_;
   rt::Kernel program_;
   unsigned tiles_;
