@@ -138,32 +138,34 @@ SystemSpec SystemSpec::parse(const std::string& file, const nlohmann::json& raw,
     if (l.a == l.b) fail(file, fmt::format("link {}: joins chip {} to itself", i, l.a));
   }
 
-  // Fewest hops; ties go to the lower port.
-  s.routes.assign(s.chips, std::vector<int>(s.chips, -1));
+  // Fewest hops. Where several ports start a shortest way, chip `from`
+  // takes the (from mod n)-th of them in port order, so neighbours take
+  // different ways (on a ring, the chip opposite is reached one way from
+  // even chips and the other way from odd ones).
+  std::vector<std::vector<std::pair<unsigned, unsigned>>> out(s.chips);  // (port, neighbour)
+  for (const LinkSpec& l : s.links) out[l.a].emplace_back(l.port_a, l.b), out[l.b].emplace_back(l.port_b, l.a);
+  for (auto& o : out) std::sort(o.begin(), o.end());
+  std::vector<std::vector<unsigned>> dist(s.chips, std::vector<unsigned>(s.chips, ~0u));
   for (unsigned from = 0; from < s.chips; ++from) {
-    std::vector<int> first(s.chips, -2);
-    first[from] = -1;
     std::deque<unsigned> queue{from};
+    dist[from][from] = 0;
     while (!queue.empty()) {
       const unsigned c = queue.front();
       queue.pop_front();
-      std::vector<std::pair<unsigned, unsigned>> out;  // (port, neighbour)
-      for (const LinkSpec& l : s.links) {
-        if (l.a == c) out.emplace_back(l.port_a, l.b);
-        if (l.b == c) out.emplace_back(l.port_b, l.a);
-      }
-      std::sort(out.begin(), out.end());
-      for (auto [port, next] : out)
-        if (first[next] == -2) {
-          first[next] = c == from ? static_cast<int>(port) : first[c];
-          queue.push_back(next);
-        }
-    }
-    for (unsigned to = 0; to < s.chips; ++to) {
-      if (first[to] == -2) fail(file, fmt::format("chip {} cannot reach chip {}: the links leave them apart", from, to));
-      s.routes[from][to] = first[to];
+      for (auto [port, next] : out[c])
+        if (dist[from][next] == ~0u) dist[from][next] = dist[from][c] + 1, queue.push_back(next);
     }
   }
+  s.routes.assign(s.chips, std::vector<int>(s.chips, -1));
+  for (unsigned from = 0; from < s.chips; ++from)
+    for (unsigned to = 0; to < s.chips; ++to) {
+      if (dist[from][to] == ~0u) fail(file, fmt::format("chip {} cannot reach chip {}: the links leave them apart", from, to));
+      if (from == to) continue;
+      std::vector<unsigned> ports;
+      for (auto [port, next] : out[from])
+        if (dist[next][to] + 1 == dist[from][to] && (ports.empty() || ports.back() != port)) ports.push_back(port);
+      s.routes[from][to] = static_cast<int>(ports[from % ports.size()]);
+    }
   return s;
 }
 

@@ -12,8 +12,9 @@
 // joins port 0 (east) to port 1 (west) of the next chip in x, port 2
 // (north) to port 3 (south) of the next in y; fully connected gives chip a
 // its port b (b < a) or b - 1 (b > a) towards chip b. Routing takes the
-// fewest hops (ties: the lower port). Chip k's instances are "chipK.name";
-// its memory is at serdes::global_address(k, local) from every chip.
+// fewest hops; where ports tie, chip k takes the (k mod n)-th of them.
+// Chip k's instances are "chipK.name"; its memory is at
+// serdes::global_address(k, local) from every chip.
 #pragma once
 
 #include <functional>

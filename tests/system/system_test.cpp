@@ -108,7 +108,7 @@ TEST(System, RingCarriesAccessesToEveryChipThroughForwardingChips) {
   EXPECT_EQ(landed, block) << "chip 2's HBM, read on chip 2";
   EXPECT_EQ(own_back, own) << "chip 0's own global window loops back to it";
   EXPECT_EQ(far, tlm::TLM_ADDRESS_ERROR_RESPONSE) << "chip 9 of 4";
-  // Chip 0 reaches chip 2 through chip 1 (port 0, the lower of two equal ways).
+  // Chip 0 reaches chip 2 through chip 1: of the two equal ways, the (0 mod 2)-th, port 0.
   nlohmann::ordered_json s1;
   sys.fabric(1).report_stats(s1);
   EXPECT_EQ(s1["forwarded"], 3) << "the write, the read and the scratchpad read";
@@ -128,6 +128,11 @@ TEST(System, RoutesTakeTheFewestHops) {
   EXPECT_EQ(ring.links.size(), 4u);
   for (unsigned a = 0; a < 4; ++a)
     for (unsigned b = 0; b < 4; ++b) EXPECT_EQ(hops(ring, a, b), std::min((b + 4 - a) % 4, (a + 4 - b) % 4)) << a << b;
+  // The chip opposite is reached one way from even chips, the other from odd ones.
+  EXPECT_EQ(ring.routes[0][2], 0);
+  EXPECT_EQ(ring.routes[1][3], 1);
+  EXPECT_EQ(ring.routes[2][0], 0);
+  EXPECT_EQ(ring.routes[3][1], 1);
   const SystemSpec torus = spec_of("t1x8-torus.json");
   EXPECT_EQ(torus.links.size(), 16u);
   for (unsigned a = 0; a < 8; ++a)
@@ -177,8 +182,8 @@ TEST(System, BadSystemFilesAreRefusedWithTheKey) {
 }
 
 // A tile's DMA engine reaches other chips by global address: chip 1's tile 0
-// pulls 8 KiB from chip 3's HBM into its scratchpad (two hops), then pushes
-// it into chip 0's HBM.
+// pulls 8 KiB from chip 3's HBM into its scratchpad (two hops, through chip
+// 0), then pushes it into chip 0's HBM.
 TEST(System, TileDmaMovesDataBetweenChipsByGlobalAddress) {
   const SystemSpec spec = spec_of("t1x4-ring.json", {"uart0.tx=none", "cp.reset_pc=0x8000_0000"});
   System sys(spec, true);
@@ -232,7 +237,7 @@ TEST(System, TileDmaMovesDataBetweenChipsByGlobalAddress) {
   sys.chip(0).debug_read(TESSERA_HBM1_BASE + 0x8000, landed.data(), landed.size());
   EXPECT_EQ(spm, data) << "chip 3's HBM in chip 1's tile 0 scratchpad";
   EXPECT_EQ(landed, data) << "and on to chip 0's HBM";
-  nlohmann::ordered_json s2;
-  sys.fabric(2).report_stats(s2);
-  EXPECT_GT(s2["forwarded"].get<std::uint64_t>(), 0u) << "chip 1 to chip 3 goes through chip 2";
+  nlohmann::ordered_json s0;
+  sys.fabric(0).report_stats(s0);
+  EXPECT_GT(s0["forwarded"].get<std::uint64_t>(), 0u) << "chip 1 reaches chip 3 through chip 0 (port 1: 1 mod 2)";
 }
