@@ -102,15 +102,15 @@ void CommEngine::thread() {
     } else {
       ++completed_;
       ++stats_.collectives;
-      if (c.signal) {  // a 32-bit 1, as a tile semaphore takes it
-        std::uint32_t one = 1;
-        const bool global = c.signal >= kGlobalBase;
-        const unsigned chip = global ? static_cast<unsigned>((c.signal - kGlobalBase) >> kChipShift) : fabric_.chip_;
-        const std::uint64_t local = global ? (c.signal - kGlobalBase) & ((1ull << kChipShift) - 1) : c.signal;
-        if (!mem(true, chip, local, &one, 4)) {
-          error_ = kCommBus;
-          error_id_ = c.id;
-        }
+    }
+    if (c.signal) {  // a 32-bit 1, as a tile semaphore takes it; also after a failure (CE_ERROR says which)
+      std::uint32_t one = 1;
+      const bool global = c.signal >= kGlobalBase;
+      const unsigned chip = global ? static_cast<unsigned>((c.signal - kGlobalBase) >> kChipShift) : fabric_.chip_;
+      const std::uint64_t local = global ? (c.signal - kGlobalBase) & ((1ull << kChipShift) - 1) : c.signal;
+      if (!mem(true, chip, local, &one, 4)) {
+        error_ = kCommBus;
+        error_id_ = c.id;
       }
     }
     running_ = false;

@@ -82,7 +82,7 @@ struct Collective {
   // chip's dst, receive offset (from dst), receive bytes, where they come
   // from in that chip's src. Push uses the first three, pull the last three.
   std::uint64_t table = 0;
-  std::uint64_t signal = 0;     // a global address written with 1 (64-bit) when done; 0: none
+  std::uint64_t signal = 0;     // written with a 32-bit 1 when done, or failed (local or global address); 0: none
   std::uint32_t id = 0;
 };
 

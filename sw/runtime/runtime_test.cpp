@@ -407,3 +407,46 @@ TEST(Runtime, AChipAloneIsASystemOfOne) {
   o.platform = Device::default_platform().substr(0, Device::default_platform().rfind('/')) + "/t1x4-ring.json";
   EXPECT_NE(usage_error([&] { Cluster c(o); }).find("one Device per process"), std::string::npos);
 }
+
+// Kernels drive the communication engine too: tile 0 of every chip posts an
+// all-reduce through its fabric's registers and sleeps on a semaphore the
+// engine signals; a bad collective wakes it as well, with the engine's code.
+TEST(Runtime, TileKernelsDriveTheCommunicationEngine) {
+  Device::Options o;
+  o.platform = Device::default_platform().substr(0, Device::default_platform().rfind('/')) + "/t1x4-ring.json";
+  Cluster cluster(o);
+  const unsigned n = 1000;
+  std::vector<Buffer> src, dst;
+  std::vector<Kernel> k;
+  for (unsigned c = 0; c < 4; ++c) {
+    Device& d = cluster.chip(c);
+    src.push_back(d.alloc(4 * n));
+    dst.push_back(d.alloc(4 * n));
+    std::vector<float> v(n);
+    for (unsigned i = 0; i < n; ++i) v[i] = float(c + 1) * float(i % 5);
+    d.write(src[c], v.data(), 4 * n);
+    k.push_back(d.load_kernel(kKernels + "/collective.elf", 1));
+  }
+  auto launch_all = [&](std::uint32_t op) {
+    std::vector<Event> ev;
+    for (unsigned c = 0; c < 4; ++c)
+      ev.push_back(cluster.chip(c).launch(k[c], {op, lo(src[c].address), hi(src[c].address), lo(dst[c].address),
+                                                  hi(dst[c].address), n, 0, 0x1400'0000u, 0x1300'0140u, 3}));
+    return ev;
+  };
+  const auto ev = launch_all(TP_CE_ALL_REDUCE | TP_CE_RING | TP_CE_PULL | TP_CE_FP32);
+  for (unsigned c = 0; c < 4; ++c) EXPECT_EQ(cluster.chip(c).wait(ev[c]).status, TP_OK) << c;
+  for (unsigned c = 0; c < 4; ++c) {
+    std::vector<float> out(n);
+    cluster.chip(c).read(dst[c], out.data(), 4 * n);
+    unsigned wrong = 0;
+    for (unsigned i = 0; i < n; ++i) wrong += out[i] != 10.0f * float(i % 5);
+    EXPECT_EQ(wrong, 0u) << "chip " << c;
+  }
+  const auto bad = launch_all(9);  // no such operation
+  for (unsigned c = 0; c < 4; ++c) {
+    const DeviceError e = thrown<DeviceError>([&] { cluster.chip(c).wait(bad[c]); });
+    EXPECT_EQ(e.status(), TP_KERNEL_ERROR);
+    EXPECT_EQ(e.completion.detail, 101u) << "100 + the engine's code for a bad operation";
+  }
+}
