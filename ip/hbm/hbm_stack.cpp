@@ -213,6 +213,7 @@ HbmStack::HbmStack(const sc_core::sc_module_name& n, const Config& c)
       auto* txn = static_cast<Txn*>(r.owner);
       if (--txn->remaining == 0) txn->done.notify(sc_core::SC_ZERO_TIME);
     }));
+    channels_.back()->set_meter(meter_, sc_core::sc_time::from_value(tck_));
     wake_.push_back(std::make_unique<sc_core::sc_event>());
     sc_core::sc_spawn_options opt;
     opt.spawn_method();
@@ -290,8 +291,10 @@ void HbmStack::b_transport(tlm::tlm_generic_payload& trans, sc_core::sc_time& de
   if (trans.is_read()) {
     ok = check_ecc(addr, len);
     bytes_read_ += len;
+    meter_->charge(power::hbm_read_byte, len, sc_core::sc_time_stamp() + delay);
   } else {
     bytes_written_ += len;
+    meter_->charge(power::hbm_write_byte, len, sc_core::sc_time_stamp() + delay);
     // Writing a whole 64-bit word writes its check bits anew.
     if (!injected_.empty())
       for (std::uint64_t a = (addr + kEccWord - 1) & ~std::uint64_t(kEccWord - 1); a + kEccWord <= addr + len;
@@ -350,6 +353,7 @@ void HbmStack::fast(tlm::tlm_generic_payload& trans, sc_core::sc_time& delay) {
       for (auto& r : f.bank_ready) r = std::max(r, end);
       f.refresh_due += t.tREFI;
       ++f.refreshes;
+      meter_->charge(power::hbm_refresh, 1, sc_core::sc_time::from_value(end * tck_));
     }
     // Throughput: buckets for the data bus, the activation rate (tRRD_S,
     // tFAW) and the command bus (one command a cycle) advance by what each
@@ -383,6 +387,7 @@ void HbmStack::fast(tlm::tlm_generic_payload& trans, sc_core::sc_time& delay) {
       f.bank_ready[b] = act + t.tRC;
       f.pre_ready[b] = act + t.tRAS;
       f.open_row[b] = static_cast<std::int64_t>(l.row);
+      meter_->charge(power::hbm_activate, 1, sc_core::sc_time::from_value(act * tck_));
       cas = act + (write ? t.tRCDWR : t.tRCDRD);
     }
     const std::uint64_t cmd_slot = std::max(f.cmd_bucket, start);

@@ -25,6 +25,7 @@
 
 #include "common/config.hpp"
 #include "common/page_store.hpp"
+#include "common/power.hpp"
 #include "common/regs.hpp"
 #include "hbm/dram.hpp"
 #include "hbm/pseudo_channel.hpp"
@@ -119,6 +120,7 @@ class HbmStack : public Ip {
   Config config_;
   AddressMap map_;
   std::uint64_t tck_;  // ticks of the time resolution per cycle
+  power::Meter* meter_ = &power::meter(name());
   std::vector<std::unique_ptr<PseudoChannel>> channels_;
   std::vector<std::unique_ptr<sc_core::sc_event>> wake_;
   PageStore store_;

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "common/power.hpp"
 #include "hbm/dram.hpp"
 #include "hbm/timing_checker.hpp"
 
@@ -56,6 +57,8 @@ struct ChannelStats {
 
 class PseudoChannel {
  public:
+  // Activates and refreshes go to `m` (their cycle times `tck` apart).
+  void set_meter(power::Meter* m, const sc_core::sc_time& tck) { meter_ = m, tck_ = tck; }
   using Done = std::function<void(Request&)>;
   PseudoChannel(const Timing& t, const Org& o, const ControllerConfig& c, Done done);
 
@@ -129,6 +132,8 @@ class PseudoChannel {
   };
   std::priority_queue<Pending, std::vector<Pending>, std::greater<Pending>> completions_;
   ChannelStats stats_;
+  power::Meter* meter_ = nullptr;
+  sc_core::sc_time tck_;
   bool record_ = false;
   std::vector<Issued> issued_;
   // The decision the last advance() left pending (valid until a new request).

@@ -84,6 +84,14 @@ void Noc::carry(unsigned src, unsigned dst, unsigned payload_bytes, unsigned cls
   p.cls = cls;
   p.flits = config_.net.flits_for(payload_bytes);
   p.created = now_cycle();
+  // Energy: every flit through every router on its way (hops + 1 of them).
+  const sc_core::sc_time start = sc_core::sc_time_stamp();
+  struct Charge {
+    power::Meter* m;
+    double flit_hops;
+    sc_core::sc_time start;
+    ~Charge() { m->charge(power::noc_flit_hop, flit_hops, start, sc_core::sc_time_stamp()); }
+  } charge{meter_, double(p.flits) * (Network::hops(config_.net, src, dst) + 1), start};
   if (src == dst) {  // the same node: through the router once
     sc_core::wait(sc_core::sc_time::from_value(period_ * (config_.net.per_hop() + p.flits - 1)));
     return;

@@ -21,6 +21,7 @@
 
 #include "common/config.hpp"
 #include "common/ip.hpp"
+#include "common/power.hpp"
 #include "common/units.hpp"
 #include "noc/noc.hpp"
 
@@ -81,6 +82,7 @@ class Noc : public Ip {
   std::uint64_t next_id_ = 0;
   sc_core::sc_event kick_;
   std::uint64_t transactions_ = 0, errors_ = 0;
+  power::Meter* meter_ = &power::meter(name());
 };
 
 }  // namespace tessera::noc

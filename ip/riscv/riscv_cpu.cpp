@@ -140,7 +140,13 @@ void RiscvCpu::thread() {
       const sc_core::sc_time next = sc_core::sc_time_to_pending_activity();
       budget = next == sc_core::sc_max_time() ? quantum_cycles * 1000 : std::max<std::uint64_t>(1, next.value() / period);
     }
+    const sc_core::sc_time slice_start = sc_core::sc_time_stamp() + sc_core::sc_time::from_value(hart_->unsynced() * period);
     hart_->run(hart_->cycle() - hart_->unsynced() + budget, exact, trace);
+    if (const std::uint64_t n = hart_->instret() - charged_) {
+      meter_->charge(instruction_event_, static_cast<double>(n), slice_start,
+                     sc_core::sc_time_stamp() + sc_core::sc_time::from_value(hart_->unsynced() * period));
+      charged_ += n;
+    }
     if (gdb_) {
       switch (hart_->debug_stop()) {
         case HartBase::Stop::breakpoint: debug_stop(5, "swbreak:;"); break;

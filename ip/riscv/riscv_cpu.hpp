@@ -22,6 +22,7 @@
 #include <tlm_utils/simple_initiator_socket.h>
 
 #include "common/config.hpp"
+#include "common/power.hpp"
 #include "common/ip.hpp"
 
 namespace tessera::riscv {
@@ -31,6 +32,8 @@ class GdbServer;
 
 class RiscvCpu : public Ip {
  public:
+  // Whose instructions these are for the energy meter (a tile's core, or the CP).
+  void set_power_event(power::Event e) { instruction_event_ = e; }
   tlm_utils::simple_initiator_socket<RiscvCpu> bus_initiator;
   IrqIn msip_in, mtip_in, meip_in;  // "msip", "mtip", "meip"
 
@@ -86,6 +89,9 @@ class RiscvCpu : public Ip {
 
   Config config_;
   std::unique_ptr<HartBase> hart_;
+  power::Meter* meter_ = &power::meter(name());
+  power::Event instruction_event_ = power::cp_instruction;
+  std::uint64_t charged_ = 0;  // instructions charged to the meter
   GdbServer* gdb_ = nullptr;
   bool halt_at_reset_ = false;
   bool halted_ = false, restart_ = false;

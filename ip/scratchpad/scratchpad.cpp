@@ -80,6 +80,7 @@ Scratchpad::Scratchpad(const sc_core::sc_module_name& n, const Config& c)
 }
 
 void Scratchpad::engine_stream(const sc_core::sc_time& start, const sc_core::sc_time& end, std::uint64_t bytes) {
+  meter_->charge(power::spm_byte, static_cast<double>(bytes), start, end);
   const auto from = static_cast<std::uint64_t>(std::llround(start / period_)), to = static_cast<std::uint64_t>(std::llround(end / period_));
   if (to <= from || !bytes) return;
   const double per_cycle = static_cast<double>(geometry_.banks) * geometry_.row_bytes;
@@ -154,6 +155,7 @@ void Scratchpad::b_transport(tlm::tlm_generic_payload& trans, sc_core::sc_time& 
     for (auto& r : rows_) r *= (len + sw - 1) / sw;
   if (trans.is_read()) ++reads_, bytes_read_ += len;
   else ++writes_, bytes_written_ += len;
+  meter_->charge(power::spm_byte, len, sc_core::sc_time_stamp() + delay);
   const Timing t = book(sc_core::sc_time_stamp() + delay);
   delay += period_ * static_cast<double>(t.cycles);
   trans.set_response_status(tlm::TLM_OK_RESPONSE);

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "common/config.hpp"
+#include "common/power.hpp"
 #include "common/ip.hpp"
 #include "common/units.hpp"
 
@@ -107,6 +108,7 @@ class Scratchpad : public Ip {
   std::uint64_t reads_ = 0, writes_ = 0, bytes_read_ = 0, bytes_written_ = 0, waves_ = 0, errors_ = 0;
   std::uint64_t busy_cycles_ = 0, conflict_cycles_ = 0, stall_cycles_ = 0;
   std::uint64_t engine_bytes_read_ = 0, engine_bytes_written_ = 0, shared_cycles_ = 0;
+  power::Meter* meter_ = &power::meter(name());
   struct Stream {
     std::uint64_t from, to;  // cycles
     double share;

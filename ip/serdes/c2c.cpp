@@ -318,6 +318,13 @@ void C2c::on_change() {
   if (bits) regs_->raise(bits << R::IRQ_STATUS_f::STATE_CHANGE_SHIFT);
 }
 
+void C2c::charge_link(const Port& p, std::uint64_t attempts_before, const sc_core::sc_time& start,
+                      const sc_core::sc_time& end) {
+  // Every transmission's bits on the wire: FLIT overhead and replays included.
+  const double bits = double(p.tx->stats().attempts - attempts_before) * config_.link.flit_bytes * 8.0;
+  meter_->charge(power::link_bit, bits, start, std::max(start, end));
+}
+
 void C2c::update_irq() { irq.write(regs_->get(R::IRQ_STATUS) & regs_->get(R::IRQ_ENABLE)); }
 
 void C2c::fail_lane(unsigned port, unsigned lane, sc_core::sc_time at) {
@@ -399,9 +406,10 @@ void C2c::route(tlm::tlm_generic_payload& trans, unsigned dest, std::uint64_t lo
   std::memcpy(&msg[4], &len, 4);
   if (write) std::memcpy(&msg[hdr], trans.get_data_ptr(), len);
   bool ok = true;
-  const std::uint64_t crc_before = p.tx->stats().crc_errors;
+  const std::uint64_t crc_before = p.tx->stats().crc_errors, attempts_before = p.tx->stats().attempts;
   const sc_core::sc_time sent = p.tx->send(msg.data(), msg.size(), rx.data(), sc_core::sc_time_stamp() + delay, ok);
   if (p.tx->stats().crc_errors != crc_before) regs_->raise(R::IRQ_STATUS_f::CRC_ERROR_MASK);
+  charge_link(p, attempts_before, sc_core::sc_time_stamp() + delay, sent);
   if (!ok) {
     ++link_errors_;
     log::guest_error(path(), "c2c/link-down", "{} of chip {} (local {:#x}): port {} has no working lane",
@@ -423,9 +431,10 @@ void C2c::route(tlm::tlm_generic_payload& trans, unsigned dest, std::uint64_t lo
   std::vector<std::uint8_t> resp(hdr + (carries ? len : 0), 0);
   resp[0] = static_cast<std::uint8_t>(trans.get_response_status() + 8);
   if (carries) std::memcpy(&resp[hdr], data, len);
-  const std::uint64_t back_crc = back.tx->stats().crc_errors;
+  const std::uint64_t back_crc = back.tx->stats().crc_errors, back_attempts = back.tx->stats().attempts;
   const sc_core::sc_time returned = back.tx->send(resp.data(), resp.size(), resp.data(), sc_core::sc_time_stamp() + far, ok);
   if (back.tx->stats().crc_errors != back_crc) p.peer->regs_->raise(R::IRQ_STATUS_f::CRC_ERROR_MASK);
+  p.peer->charge_link(back, back_attempts, sc_core::sc_time_stamp() + far, returned);
   if (!ok) {
     ++link_errors_;
     log::guest_error(path(), "c2c/link-down", "response to a {} of chip {} (local {:#x}) lost: port {} of chip {} has no working lane",

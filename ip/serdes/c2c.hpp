@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "common/config.hpp"
+#include "common/power.hpp"
 #include "common/regs.hpp"
 #include "serdes/comm.hpp"
 #include "serdes/link.hpp"
@@ -105,6 +106,8 @@ class C2c : public Ip {
   void on_change();
   void update_irq();
   unsigned port_state(unsigned p) const;
+  void charge_link(const Port& p, std::uint64_t attempts_before, const sc_core::sc_time& start,
+                   const sc_core::sc_time& end);
 
   Config config_;
   unsigned chip_ = 0, chips_ = 1;
@@ -113,6 +116,7 @@ class C2c : public Ip {
   std::vector<std::pair<unsigned, std::uint64_t>> pending_errors_;  // from "faults", applied on connection
   std::unique_ptr<Regs> regs_;
   std::unique_ptr<CommEngine> ce_;
+  power::Meter* meter_ = &power::meter(name());
   sc_core::sc_event_queue changes_;
   std::uint64_t local_ = 0, remote_ = 0, forwarded_ = 0, incoming_ = 0, no_route_ = 0, link_errors_ = 0;
 };

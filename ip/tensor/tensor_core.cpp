@@ -260,9 +260,15 @@ void TensorCore::run() {
     const sc_core::sc_time busy = period_ * static_cast<double>(t.cycles);
     spm_.engine_stream(sc_core::sc_time_stamp(), sc_core::sc_time_stamp() + busy,
                        stats_.bytes_read + stats_.bytes_written - moved);
+    const sc_core::sc_time began = sc_core::sc_time_stamp();
     sc_core::wait(busy);
     stats_.busy_cycles += t.cycles;
     stats_.operand_stall_cycles += t.cycles - ideal.cycles;
+    meter_->charge(s.input == num::Format::BF16   ? power::mac_bf16
+                   : s.input == num::Format::FP16 ? power::mac_fp16
+                   : s.input == num::Format::INT8 ? power::mac_int8
+                                                  : power::mac_fp8,
+                   static_cast<double>(t.macs), began, sc_core::sc_time_stamp());
     switch (s.input) {
       case num::Format::BF16: stats_.macs_bf16 += t.macs; break;
       case num::Format::FP16: stats_.macs_fp16 += t.macs; break;

@@ -16,6 +16,7 @@
 #include <systemc>
 
 #include "common/irq.hpp"
+#include "common/power.hpp"
 #include "common/semaphores.hpp"
 #include "numerics/accumulate.hpp"
 #include "scratchpad/scratchpad.hpp"
@@ -95,6 +96,7 @@ class TensorCore : public sc_core::sc_module {
   std::uint32_t error_id_ = 0, completed_ = 0;
   CommandError error_code_ = CommandError::none;
   TensorStats stats_;
+  power::Meter* meter_ = &power::meter(name());
   std::vector<double> scratch_a_, scratch_b_, scratch_out_;
 };
 

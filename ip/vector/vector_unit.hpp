@@ -22,6 +22,7 @@
 #include <systemc>
 
 #include "common/irq.hpp"
+#include "common/power.hpp"
 #include "common/semaphores.hpp"
 #include "numerics/block_scale.hpp"
 #include "numerics/formats.hpp"
@@ -119,6 +120,7 @@ class VectorUnit : public sc_core::sc_module {
   std::string error_;
   std::uint32_t error_id_ = 0, completed_ = 0;
   VectorStats stats_;
+  power::Meter* meter_ = &power::meter(name());
 };
 
 }  // namespace tessera::vector

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <string>
 
+#include "common/power.hpp"
 #include "demo.hpp"
 #include "spec.hpp"
 #include "model.hpp"
@@ -133,14 +134,23 @@ int tessera::model::demo_main(int argc, char** argv) {
     for (auto t : tokens) std::printf(" %u", t);
     std::printf("\n");
     unsigned pos = 0, disagreements = 0;
-    double worst = 0, prefill_s = 0, decode_s = 0;
+    double worst = 0, prefill_s = 0, decode_s = 0, prefill_j = 0, decode_j = 0;
+    // Energy of every chip (dynamic from the IPs' activity, leakage over time), in joules.
+    auto meter_of = [&](unsigned k) -> power::Meter& { return power::meter(cluster ? fmt::format("chip{}.x", k) : "device.x"); };
+    auto energy = [&] {
+      double j = 0;
+      for (unsigned k = 0; k < devices.size(); ++k)
+        j += meter_of(k).total_joules(sc_core::sc_time(dev.simulated_seconds(), sc_core::SC_SEC));
+      return j;
+    };
     std::vector<std::uint32_t> out;
     for (unsigned step = 0; step <= decode; ++step) {
       std::vector<std::vector<std::uint32_t>> routes;
       std::uint32_t next = 0;
-      const double t0 = dev.simulated_seconds();
+      const double t0 = dev.simulated_seconds(), j0 = energy();
       const auto logits = m.step(tokens, pos, &next, &routes);
       (step ? decode_s : prefill_s) += dev.simulated_seconds() - t0;
+      (step ? decode_j : prefill_j) += energy() - j0;
       const auto want = ref.step(tokens, pos, routes, &disagreements);
       double err = 0, scale = 0;
       for (std::size_t i = 0; i < want.size(); ++i)
@@ -184,6 +194,26 @@ int tessera::model::demo_main(int argc, char** argv) {
     std::printf("virtual time: boot %.1f us, weights %.1f us; prefill %.1f us (%.2f us/token), decode %.1f us (%.1f us/token, %.0f tokens/s)\n",
                 boot * 1e6, (loaded - boot) * 1e6, prefill_s * 1e6, prefill_s * 1e6 / prompt, decode_s * 1e6,
                 decode ? decode_s * 1e6 / decode : 0.0, decode ? decode / decode_s : 0.0);
+    {
+      // Average power per domain over the whole run (boot and weights included).
+      double dyn[power::kDomains] = {}, stat[power::kDomains] = {};
+      for (unsigned k = 0; k < devices.size(); ++k)
+        for (unsigned d = 0; d < power::kDomains; ++d) {
+          dyn[d] += meter_of(k).dynamic_joules(static_cast<power::Domain>(d));
+          stat[d] += meter_of(k).table().static_power(static_cast<power::Domain>(d));
+        }
+      const double seconds = dev.simulated_seconds();
+      std::string per;
+      double watts = 0;
+      for (unsigned d = 0; d < power::kDomains; ++d) {
+        const double w = dyn[d] / seconds + stat[d];
+        watts += w;
+        per += fmt::format("{}{} {:.2f}", per.empty() ? "" : ", ", power::name(static_cast<power::Domain>(d)), w);
+      }
+      std::printf("energy: prefill %.1f uJ/token, decode %.1f uJ/token; average power %.2f W (%s W; leakage %.0f%%)\n",
+                  prefill_j * 1e6 / prompt, decode ? decode_j * 1e6 / decode : 0.0, watts, per.c_str(),
+                  100 * (watts - (dyn[0] + dyn[1] + dyn[2] + dyn[3] + dyn[4]) / seconds) / watts);
+    }
     std::printf("utilisation over %u tiles%s: tensor cores %.1f%%, vector units %.1f%%, tile cores running kernels %.1f%%\n",
                 all_tiles, devices.size() > 1 ? fmt::format(" of {} chips", devices.size()).c_str() : "",
                 100 * tensor / (total * all_tiles), 100 * vector / (total * all_tiles), 100 * core / (total * all_tiles));

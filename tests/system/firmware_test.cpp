@@ -226,3 +226,54 @@ TEST(Firmware, EachChipOfASystemCanRunItsOwnImage) {
   EXPECT_EQ(single.code, 2);
   EXPECT_NE(single.err.find("is one chip, not a system"), std::string::npos) << single.err;
 }
+
+#include <nlohmann/json.hpp>
+
+// The power model charges every IP's activity: its event counts equal the
+// IPs' own counters, and its energy is exactly those counts times the
+// energy per event (the platform's defaults), plus leakage over the run.
+TEST(Firmware, PowerModelChargesEveryIpsActivity) {
+  const double pj_mac_bf16 = 0.25, pj_spm = 0.15, pj_flit_hop = 25, pj_hbm_byte = 31, pj_cp = 25, pj_tile = 10;
+  const double pj_act = 900, pj_refresh = 30000, pj_vec = 0.6, pj_special = 2.5;
+  for (const char* fw : {"tile_gemm.elf", "hbm_demo.elf"}) {
+    Outcome r = run("--firmware " + kFirmware + "/" + fw + " --stats " + local("stats.json"));
+    ASSERT_EQ(r.code, 0) << r.err;
+    const auto s = nlohmann::json::parse(slurp(local("stats.json")));
+    const auto& ips = s["ips"];
+    const auto& p = ips["t1.power"];
+    double macs = 0, tile_instr = 0, vec = 0, special = 0, read = 0, written = 0;
+    for (int t = 0; t < 8; ++t) {
+      const auto& k = ips["t1.tile" + std::to_string(t)];
+      macs += k["tensor_macs_bf16"].get<double>();
+      vec += k["vector_lane_ops"].get<double>();
+      special += k["vector_special_function_ops"].get<double>();
+      if (k.contains("core_instructions")) tile_instr += k["core_instructions"].get<double>();
+    }
+    for (int h = 0; h < 4; ++h) {
+      read += ips["t1.hbm" + std::to_string(h)]["bytes_read"].get<double>();
+      written += ips["t1.hbm" + std::to_string(h)]["bytes_written"].get<double>();
+    }
+    EXPECT_EQ(p["events_mac_bf16"].get<double>(), macs) << fw;
+    EXPECT_EQ(p["events_vector_op"].get<double>(), vec) << fw;
+    EXPECT_EQ(p["events_tile_instruction"].get<double>(), tile_instr) << fw;
+    EXPECT_EQ(p["events_hbm_read_byte"].get<double>(), read) << fw;
+    EXPECT_EQ(p["events_hbm_write_byte"].get<double>(), written) << fw;
+    EXPECT_EQ(p["events_cp_instruction"].get<double>(), ips["t1.cp"]["instructions"].get<double>()) << fw;
+    EXPECT_GT(p["events_noc_flit_hop"].get<double>(), 0) << fw;
+    const double tiles = macs * pj_mac_bf16 + vec * pj_vec + special * pj_special +
+                         p["events_spm_byte"].get<double>() * pj_spm + tile_instr * pj_tile;
+    EXPECT_DOUBLE_EQ(p["tiles_dynamic_j"].get<double>(), tiles * 1e-12) << fw;
+    EXPECT_DOUBLE_EQ(p["noc_dynamic_j"].get<double>(), p["events_noc_flit_hop"].get<double>() * pj_flit_hop * 1e-12);
+    EXPECT_DOUBLE_EQ(p["hbm_dynamic_j"].get<double>(),
+                     ((read + written) * pj_hbm_byte + p["events_hbm_activate"].get<double>() * pj_act +
+                      p["events_hbm_refresh"].get<double>() * pj_refresh) * 1e-12);
+    EXPECT_DOUBLE_EQ(p["cp_dynamic_j"].get<double>(), p["events_cp_instruction"].get<double>() * pj_cp * 1e-12);
+    const double seconds = s["simulated_time_s"].get<double>();
+    EXPECT_NEAR(p["tiles_static_j"].get<double>(), 2.4 * seconds, 1e-9);
+    double total = 0;
+    for (const char* d : {"tiles", "noc", "hbm", "links", "cp"})
+      total += p[std::string(d) + "_dynamic_j"].get<double>() + p[std::string(d) + "_static_j"].get<double>();
+    EXPECT_DOUBLE_EQ(p["total_j"].get<double>(), total);
+    EXPECT_GT(std::string(fw) == "hbm_demo.elf" ? read : macs, 0) << fw;
+  }
+}
