@@ -7,6 +7,9 @@
 //                         size, ring and tree, as nccl-tests reports them
 //   bench_comm links      per-link activity after a 4 MiB all-reduce and
 //                         a 4 MiB all-to-all on the ring
+//   bench_comm push-vs-pull  all-to-all against size and notification
+//                         latency on the ring, with the crossover per
+//                         latency; CSV and SVG into --csv DIR (default .)
 // Options: --csv DIR (one CSV per table), --set inst.key=value (every chip,
 // repeatable; e.g. c2c.notify_latency=500ns, c2c.lanes=4). Timing is
 // simulated time; the NoC runs at packet level and HBM in its fast mode.
@@ -25,6 +28,7 @@
 #include "common/log.hpp"
 #include "platform.hpp"
 #include "serdes/c2c.hpp"
+#include "svg.hpp"
 #include "system.hpp"
 
 using namespace tessera;
@@ -166,6 +170,67 @@ void alltoall(const std::string& file) {
   csv(fmt::format("alltoall_{}.csv", b.n()), out);
 }
 
+// All-to-all time against message size and notification latency on the
+// four-chip ring: where pull overtakes push, for each latency.
+void push_vs_pull(const std::string& dir) {
+  Bench b("t1x4-ring.json");
+  const std::vector<double> latencies_ns = {50, 200, 1000, 4000};
+  std::vector<std::uint64_t> sizes;
+  for (std::uint64_t size = 1 << 10; size <= (16u << 20); size *= 4) sizes.push_back(size);
+  std::vector<std::vector<std::array<double, 2>>> t(latencies_ns.size(), std::vector<std::array<double, 2>>(sizes.size()));
+  sc_core::sc_spawn([&] {
+    for (std::size_t l = 0; l < latencies_ns.size(); ++l) {
+      for (unsigned k = 0; k < b.n(); ++k)
+        b.sys->fabric(k).comm().set_notify_latency(sc_core::sc_time(latencies_ns[l], sc_core::SC_NS));
+      for (std::size_t i = 0; i < sizes.size(); ++i) {
+        b.table(kHbm + (512u << 20), sizes[i] / b.n() / 64 * 64);
+        for (int m = 0; m < 2; ++m) {
+          Collective c;
+          c.op = CommOp::all_to_all;
+          c.algo = CommAlgo::direct;
+          c.mode = m ? CommMode::pull : CommMode::push;
+          c.src = kHbm;
+          c.dst = kHbm + (256u << 20);
+          c.table = kHbm + (512u << 20);
+          t[l][i][m] = b.run(c);
+        }
+      }
+    }
+    sc_core::sc_stop();
+  });
+  sc_core::sc_start();
+  fmt::print("\nAll-to-all on {} chips ({}): microseconds, push / pull, against the notification latency\n", b.n(),
+             b.spec.name);
+  fmt::print("{:>10}", "size");
+  for (double l : latencies_ns) fmt::print(" {:>22}", fmt::format("notify {} ns", l));
+  fmt::print("\n");
+  std::string csv = "notify_ns,bytes_per_chip,push_us,pull_us\n";
+  std::vector<bench::Series> series;
+  for (std::size_t l = 0; l < latencies_ns.size(); ++l)
+    for (int m = 0; m < 2; ++m) series.push_back({fmt::format("{} {} ns", m ? "pull" : "push", latencies_ns[l]), {}});
+  for (std::size_t i = 0; i < sizes.size(); ++i) {
+    fmt::print("{:>10}", size_text(sizes[i]));
+    for (std::size_t l = 0; l < latencies_ns.size(); ++l) {
+      fmt::print(" {:>22}", fmt::format("{:.2f} / {:.2f}", t[l][i][0] * 1e6, t[l][i][1] * 1e6));
+      csv += fmt::format("{},{},{},{}\n", latencies_ns[l], sizes[i], t[l][i][0] * 1e6, t[l][i][1] * 1e6);
+      for (int m = 0; m < 2; ++m) series[2 * l + m].points.emplace_back(double(sizes[i]), t[l][i][m] * 1e6);
+    }
+    fmt::print("\n");
+  }
+  for (std::size_t l = 0; l < latencies_ns.size(); ++l) {
+    // The smallest size from which pull is faster at every larger size too.
+    std::size_t from = sizes.size();
+    while (from > 0 && t[l][from - 1][1] < t[l][from - 1][0]) --from;
+    if (from == sizes.size()) fmt::print("notify {} ns: push is faster at 16 MiB (no crossover)\n", latencies_ns[l]);
+    else if (from == 0) fmt::print("notify {} ns: pull is faster at every size\n", latencies_ns[l]);
+    else fmt::print("notify {} ns: crossover: pull is faster from {} on\n", latencies_ns[l], size_text(sizes[from]));
+  }
+  std::ofstream(dir + "/push_vs_pull.csv") << csv;
+  bench::write_svg(dir + "/push_vs_pull.svg", "All-to-all on 4 chips: push and pull against notification latency",
+                   "bytes per chip", "microseconds", series, true, true);
+  fmt::print("(wrote {0}/push_vs_pull.csv and {0}/push_vs_pull.svg)\n", dir);
+}
+
 void allreduce() {
   Bench b("t1x4-ring.json");
   const double n = b.n();
@@ -254,9 +319,9 @@ int sc_main(int argc, char** argv) {
     if (a == "--csv" && i + 1 < argc) g_csv = argv[++i];
     else if (a == "--set" && i + 1 < argc) g_sets.push_back(argv[++i]);
     else if (a == "--platform" && i + 1 < argc) platform = argv[++i];
-    else if (a == "alltoall" || a == "allreduce" || a == "links") what.push_back(a);
+    else if (a == "alltoall" || a == "allreduce" || a == "links" || a == "push-vs-pull") what.push_back(a);
     else {
-      std::fprintf(stderr, "usage: bench_comm [alltoall] [allreduce] [links] [--csv DIR] [--set inst.key=value]...\n");
+      std::fprintf(stderr, "usage: bench_comm [alltoall] [allreduce] [links] [push-vs-pull] [--csv DIR] [--set inst.key=value]...\n");
       return 2;
     }
   }
@@ -279,6 +344,7 @@ int sc_main(int argc, char** argv) {
       return rc ? 1 : 0;
     }
     if (what[0] == "alltoall") alltoall(platform);
+    else if (what[0] == "push-vs-pull") push_vs_pull(g_csv.empty() ? "." : g_csv);
     else if (what[0] == "allreduce") allreduce();
     else links();
   } catch (const ConfigError& e) {

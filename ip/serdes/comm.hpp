@@ -118,6 +118,8 @@ class CommEngine : public sc_core::sc_module {
   // The fabric-local window: staging buffer and flags (from kFabricLocal).
   void access(tlm::tlm_generic_payload& trans, std::uint64_t offset, sc_core::sc_time& delay, bool debug);
   const CommConfig& config() const { return config_; }
+  // What-if studies: a different cost of remote notifications from now on.
+  void set_notify_latency(const sc_core::sc_time& t) { config_.notify_latency = t; }
 
   struct Stats {
     std::uint64_t collectives = 0, bytes_sent = 0, bytes_read_remote = 0, notifications = 0, polls = 0;
