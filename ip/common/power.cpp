@@ -69,6 +69,15 @@ void Meter::charge(Event e, double count, const sc_core::sc_time& start, const s
 }
 
 void Meter::bin(Domain d, double joules, const sc_core::sc_time& start, const sc_core::sc_time& end) {
+  // A long run keeps at most kMaxWindows windows: twice as long, half as many, as often as needed.
+  constexpr std::size_t kMaxWindows = std::size_t{1} << 20;
+  while (std::max(start, end).to_seconds() / window_.to_seconds() >= double(kMaxWindows)) {
+    for (std::size_t i = 0; 2 * i < windows_.size(); ++i)
+      for (unsigned k = 0; k < kDomains; ++k)
+        windows_[i][k] = windows_[2 * i][k] + (2 * i + 1 < windows_.size() ? windows_[2 * i + 1][k] : 0.0);
+    windows_.resize((windows_.size() + 1) / 2);
+    window_ = window_ * 2.0;
+  }
   const double w = window_.to_seconds(), s = start.to_seconds(), e = std::max(s, end.to_seconds());
   const std::size_t first = static_cast<std::size_t>(s / w), last = e > s ? static_cast<std::size_t>(std::ceil(e / w)) - 1 : first;
   if (last >= windows_.size()) windows_.resize(last + 1, std::array<double, kDomains>{});

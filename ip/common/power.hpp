@@ -70,7 +70,9 @@ class Meter {
   // Static energy of every domain over [0, until).
   double static_joules(Domain d, const sc_core::sc_time& until) const;
   double total_joules(const sc_core::sc_time& until) const;
-  // Dynamic energy per window and domain (window i: [i w, (i + 1) w)).
+  // Dynamic energy per window and domain (window i: [i w, (i + 1) w)). A
+  // run longer than 2^20 windows doubles the window (merging pairs) as it
+  // goes, so memory stays bounded; window() tells the length now.
   const std::vector<std::array<double, kDomains>>& windows() const { return windows_; }
 
  private:

@@ -43,6 +43,15 @@ TEST(Power, EnergyIsActivityTimesEnergyPerEventAndLandsInItsWindows) {
   double dyn = 0;
   for (unsigned d = 0; d < kDomains; ++d) dyn += m.dynamic_joules(static_cast<Domain>(d));
   EXPECT_EQ(m.dynamic_joules(), dyn);
+  // A long run: 2^20 windows of 1 us are full at 1.048576 s; an event at 3 s doubles the window twice.
+  Meter& longer = meter("chip3.x");
+  longer.charge(cp_instruction, 10, sc_time(100, SC_NS));
+  longer.charge(cp_instruction, 10, sc_time(3, sc_core::SC_SEC));
+  EXPECT_EQ(longer.window(), sc_time(4, SC_US));
+  EXPECT_LE(longer.windows().size(), std::size_t{1} << 20);
+  double binned = 0;
+  for (const auto& win : longer.windows()) binned += win[cp];
+  EXPECT_NEAR(binned, longer.dynamic_joules(cp), 1e-18);
   reset();
 }
 
