@@ -52,16 +52,7 @@ struct Bench {
     const std::string path = std::string(TESSERA_PLATFORM_DIR) + "/" + file;
     spec = SystemSpec::parse(path, PlatformSpec::read(path), sets);
     sys = std::make_unique<System>(spec, false);
-    const std::uint32_t idle[] = {0x10500073, 0xffdff06f};  // wfi; j -4
-    for (unsigned k = 0; k < sys->size(); ++k) {
-      tlm::tlm_generic_payload t;
-      t.set_write();
-      t.set_address(0);
-      t.set_data_ptr(reinterpret_cast<unsigned char*>(const_cast<std::uint32_t*>(idle)));
-      t.set_data_length(sizeof idle);
-      t.set_streaming_width(sizeof idle);
-      sys->chip(k).target("cpram", "mem_target").transport_dbg(t);
-    }
+    for (unsigned k = 0; k < sys->size(); ++k) sys->chip(k).write_idle_loop("cpram", 0);
   }
   unsigned n() const { return sys->size(); }
   // Every chip posts `c` (adjusted per chip); simulated time until the last one finished.
@@ -108,6 +99,19 @@ struct Bench {
   }
 };
 
+// The studies' all-to-all: sources at HBM stack 0's base, destinations 256 MiB
+// up, the table (Bench::table) 512 MiB up.
+Collective all_to_all(CommMode mode) {
+  Collective c;
+  c.op = CommOp::all_to_all;
+  c.algo = CommAlgo::direct;
+  c.mode = mode;
+  c.src = kHbm;
+  c.dst = kHbm + (256u << 20);
+  c.table = kHbm + (512u << 20);
+  return c;
+}
+
 std::string size_text(std::uint64_t b) {
   return b >= (1u << 20) ? fmt::format("{} MiB", b >> 20) : fmt::format("{} KiB", b >> 10);
 }
@@ -134,16 +138,7 @@ void alltoall(const std::string& file) {
     for (std::size_t i = 0; i < sizes.size(); ++i) {
       const std::uint64_t per = sizes[i] / b.n() / 64 * 64;
       b.table(kHbm + (512u << 20), per);
-      for (int m = 0; m < 2; ++m) {
-        Collective c;
-        c.op = CommOp::all_to_all;
-        c.algo = CommAlgo::direct;
-        c.mode = m ? CommMode::pull : CommMode::push;
-        c.src = kHbm;
-        c.dst = kHbm + (256u << 20);
-        c.table = kHbm + (512u << 20);
-        t[i][m] = b.run(c);
-      }
+      for (int m = 0; m < 2; ++m) t[i][m] = b.run(all_to_all(m ? CommMode::pull : CommMode::push));
     }
     sc_core::sc_stop();
   });
@@ -184,16 +179,7 @@ void push_vs_pull(const std::string& dir) {
         b.sys->fabric(k).comm().set_notify_latency(sc_core::sc_time(latencies_ns[l], sc_core::SC_NS));
       for (std::size_t i = 0; i < sizes.size(); ++i) {
         b.table(kHbm + (512u << 20), sizes[i] / b.n() / 64 * 64);
-        for (int m = 0; m < 2; ++m) {
-          Collective c;
-          c.op = CommOp::all_to_all;
-          c.algo = CommAlgo::direct;
-          c.mode = m ? CommMode::pull : CommMode::push;
-          c.src = kHbm;
-          c.dst = kHbm + (256u << 20);
-          c.table = kHbm + (512u << 20);
-          t[l][i][m] = b.run(c);
-        }
+        for (int m = 0; m < 2; ++m) t[l][i][m] = b.run(all_to_all(m ? CommMode::pull : CommMode::push));
       }
     }
     sc_core::sc_stop();

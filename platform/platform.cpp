@@ -209,6 +209,14 @@ void Platform::start_of_simulation() {
   }
 }
 
+void Platform::write_idle_loop(const std::string& memory, std::uint64_t offset) {
+  const std::uint32_t idle[] = {0x10500073, 0xffdff06f};  // wfi; j -4
+  tlm::tlm_generic_payload t;
+  set_access(t, tlm::TLM_WRITE_COMMAND, offset, const_cast<std::uint32_t*>(idle), sizeof idle);
+  if (target(memory, "mem_target").transport_dbg(t) != sizeof idle)
+    throw ConfigError(fmt::format("{}: no room for an idle loop at offset {:#x}", memory, offset));  // elaboration-only
+}
+
 std::string Platform::memory_map() const {
   std::string o = fmt::format("Memory map of {} ({}):\n", spec_.name, spec_.file);
   for (const Router::Range& r : bus_->decode_table()) {

@@ -62,6 +62,11 @@ class Platform : public sc_core::sc_module {
   // ElfError (not RV32, a segment outside the scratchpad).
   void load_kernel(const std::string& tile, const ElfImage& elf);
 
+  // Puts an idle loop (wfi; j .-4) at `offset` of memory instance `memory`,
+  // through its target socket, so it works during elaboration: tests and
+  // studies that drive a platform from outside keep its processors asleep.
+  void write_idle_loop(const std::string& memory, std::uint64_t offset);
+
   std::string memory_map() const;
   nlohmann::ordered_json stats() const;
   std::uint64_t protocol_violations() const;

@@ -26,14 +26,7 @@ struct T1 {
     for (const auto& s : sets) PlatformSpec::apply_set(raw, kT1, s);
     spec = PlatformSpec::parse(kT1, raw);
     p = std::make_unique<Platform>("t1", spec, true);
-    const std::uint32_t idle[] = {0x10500073, 0xffdff06f};  // wfi; j -4
-    tlm::tlm_generic_payload t;
-    t.set_write();
-    t.set_address(0);
-    t.set_data_ptr(reinterpret_cast<unsigned char*>(const_cast<std::uint32_t*>(idle)));
-    t.set_data_length(sizeof idle);
-    t.set_streaming_width(sizeof idle);
-    p->target("cpram", "mem_target").transport_dbg(t);
+    p->write_idle_loop("cpram", 0);
     sc_core::sc_start(sc_core::SC_ZERO_TIME);  // complete elaboration
   }
   std::uint64_t read(std::uint64_t addr, unsigned len) {

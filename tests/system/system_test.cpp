@@ -55,16 +55,7 @@ unsigned hops(const SystemSpec& s, unsigned from, unsigned to) {
 TEST(System, RingCarriesAccessesToEveryChipThroughForwardingChips) {
   const SystemSpec spec = spec_of("t1x4-ring.json", {"uart0.tx=none", "cp.reset_pc=0x8000_0000"});
   System sys(spec, true);
-  const std::uint32_t idle[] = {0x10500073, 0xffdff06f};  // wfi; j -4
-  for (unsigned k = 0; k < sys.size(); ++k) {
-    tlm::tlm_generic_payload t;
-    t.set_write();
-    t.set_address(0);
-    t.set_data_ptr(reinterpret_cast<unsigned char*>(const_cast<std::uint32_t*>(idle)));
-    t.set_data_length(sizeof idle);
-    t.set_streaming_width(sizeof idle);
-    sys.chip(k).target("cpram", "mem_target").transport_dbg(t);
-  }
+  for (unsigned k = 0; k < sys.size(); ++k) sys.chip(k).write_idle_loop("cpram", 0);
   std::vector<std::uint8_t> block(1024), back(1024);
   for (std::size_t i = 0; i < block.size(); ++i) block[i] = static_cast<std::uint8_t>(i * 13 + 1);
   sc_core::sc_time one_hop, two_hops;
@@ -187,16 +178,7 @@ TEST(System, BadSystemFilesAreRefusedWithTheKey) {
 TEST(System, TileDmaMovesDataBetweenChipsByGlobalAddress) {
   const SystemSpec spec = spec_of("t1x4-ring.json", {"uart0.tx=none", "cp.reset_pc=0x8000_0000"});
   System sys(spec, true);
-  const std::uint32_t idle[] = {0x10500073, 0xffdff06f};  // wfi; j -4
-  for (unsigned k = 0; k < sys.size(); ++k) {
-    tlm::tlm_generic_payload t;
-    t.set_write();
-    t.set_address(0);
-    t.set_data_ptr(reinterpret_cast<unsigned char*>(const_cast<std::uint32_t*>(idle)));
-    t.set_data_length(sizeof idle);
-    t.set_streaming_width(sizeof idle);
-    sys.chip(k).target("cpram", "mem_target").transport_dbg(t);
-  }
+  for (unsigned k = 0; k < sys.size(); ++k) sys.chip(k).write_idle_loop("cpram", 0);
   std::vector<std::uint8_t> data(8192);
   for (std::size_t i = 0; i < data.size(); ++i) data[i] = static_cast<std::uint8_t>(i * 31 + 5);
   std::uint32_t errors = 0, completed = 0;
