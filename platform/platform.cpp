@@ -227,9 +227,10 @@ std::string Platform::memory_map() const {
   return o;
 }
 
-nlohmann::ordered_json Platform::stats() const {
+nlohmann::ordered_json Platform::stats(const std::string& prefix) const {
   nlohmann::ordered_json out = nlohmann::ordered_json::object();
   auto add = [&](const Ip& ip) {
+    if (!prefix.empty() && std::string(ip.basename()).rfind(prefix, 0) != 0) return;
     nlohmann::ordered_json s = nlohmann::ordered_json::object();
     ip.report_stats(s);
     if (!s.empty()) out[ip.name()] = s;

@@ -68,7 +68,9 @@ class Platform : public sc_core::sc_module {
   void write_idle_loop(const std::string& memory, std::uint64_t offset);
 
   std::string memory_map() const;
-  nlohmann::ordered_json stats() const;
+  // Every instance's counters; with `prefix`, only instances whose name
+  // starts with it (a cheap look at a few during a run).
+  nlohmann::ordered_json stats(const std::string& prefix = "") const;
   std::uint64_t protocol_violations() const;
 
  private:

@@ -58,8 +58,14 @@ double Table::static_power(Domain d) const {
 }
 
 void Meter::set_window(const sc_core::sc_time& w) {
-  window_ = w > sc_core::SC_ZERO_TIME ? w : sc_core::sc_time(1, sc_core::SC_US);
+  set_window_length(w > sc_core::SC_ZERO_TIME ? w : sc_core::sc_time(1, sc_core::SC_US));
   windows_.clear();
+}
+
+void Meter::set_window_length(const sc_core::sc_time& w) {
+  window_ = w;
+  per_window_ = 1.0 / w.to_seconds();
+  limit_ = w * static_cast<double>(kMaxWindows);
 }
 
 void Meter::charge(Event e, double count, const sc_core::sc_time& start, const sc_core::sc_time& end) {
@@ -70,23 +76,30 @@ void Meter::charge(Event e, double count, const sc_core::sc_time& start, const s
 
 void Meter::bin(Domain d, double joules, const sc_core::sc_time& start, const sc_core::sc_time& end) {
   // A long run keeps at most kMaxWindows windows: twice as long, half as many, as often as needed.
-  constexpr std::size_t kMaxWindows = std::size_t{1} << 20;
-  while (std::max(start, end).to_seconds() / window_.to_seconds() >= double(kMaxWindows)) {
+  while ((end > start ? end : start) >= limit_) {
     for (std::size_t i = 0; 2 * i < windows_.size(); ++i)
       for (unsigned k = 0; k < kDomains; ++k)
         windows_[i][k] = windows_[2 * i][k] + (2 * i + 1 < windows_.size() ? windows_[2 * i + 1][k] : 0.0);
     windows_.resize((windows_.size() + 1) / 2);
-    window_ = window_ * 2.0;
+    set_window_length(window_ * 2.0);
   }
-  const double w = window_.to_seconds(), s = start.to_seconds(), e = std::max(s, end.to_seconds());
-  const std::size_t first = static_cast<std::size_t>(s / w), last = e > s ? static_cast<std::size_t>(std::ceil(e / w)) - 1 : first;
+  const double s = start.to_seconds() * per_window_;  // in windows
+  const std::size_t first = static_cast<std::size_t>(s);
+  if (end <= start) {  // at one moment: one window
+    if (first >= windows_.size()) windows_.resize(first + 1, std::array<double, kDomains>{});
+    windows_[first][d] += joules;
+    return;
+  }
+  const double e = end.to_seconds() * per_window_;
+  std::size_t last = static_cast<std::size_t>(e);
+  if (static_cast<double>(last) == e && last > first) --last;  // ends on a boundary
   if (last >= windows_.size()) windows_.resize(last + 1, std::array<double, kDomains>{});
-  if (first == last || e <= s) {
+  if (first == last) {
     windows_[first][d] += joules;
     return;
   }
   for (std::size_t i = first; i <= last; ++i) {
-    const double lo = std::max(s, i * w), hi = std::min(e, (i + 1) * w);
+    const double lo = std::max(s, double(i)), hi = std::min(e, double(i + 1));
     if (hi > lo) windows_[i][d] += joules * (hi - lo) / (e - s);
   }
 }

@@ -77,8 +77,12 @@ class Meter {
 
  private:
   void bin(Domain d, double joules, const sc_core::sc_time& start, const sc_core::sc_time& end);
+  void set_window_length(const sc_core::sc_time& w);
+  static constexpr std::size_t kMaxWindows = std::size_t{1} << 20;
   Table table_;
   sc_core::sc_time window_{1, sc_core::SC_US};
+  double per_window_ = 1e6;                                    // windows per second
+  sc_core::sc_time limit_{static_cast<double>(kMaxWindows), sc_core::SC_US};  // the time the windows reach
   std::array<double, kEvents> counts_{};
   std::vector<std::array<double, kDomains>> windows_;
 };

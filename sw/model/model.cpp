@@ -402,7 +402,7 @@ double DeviceModel::run_phase(std::vector<std::pair<std::uint32_t, TileProgram>>
   for (auto& [t, p] : programs)
     if (!p.ops().empty()) per_tile.emplace_back(t, std::move(p));
   if (per_tile.empty()) return 0;
-  nlohmann::ordered_json before = dev_.stats();
+  nlohmann::ordered_json before = dev_.stats("tile");
   const double t0 = dev_.simulated_seconds();
   dev_.wait(dev_.run(program_, per_tile));
   const double took = dev_.simulated_seconds() - t0;
@@ -415,7 +415,7 @@ double DeviceModel::run_phase(std::vector<std::pair<std::uint32_t, TileProgram>>
 
 void DeviceModel::count_kernels(const nlohmann::ordered_json& before, double took, const std::vector<unsigned>& tiles) {
   // The longest kernel among the phase's tiles (its core's cycles at 1 GHz).
-  const nlohmann::ordered_json after = dev_.stats();
+  const nlohmann::ordered_json after = dev_.stats("tile");
   double longest = 0;
   for (unsigned t : tiles) {
     const std::string k = prefix_ + "tile" + std::to_string(t);
@@ -723,7 +723,7 @@ std::vector<float> DeviceModel::step(const std::vector<std::uint32_t>& tokens, u
     if (chips_.size() > 1) {
       experts_across_chips(L, chosen, T);
     } else if (device_dispatch_) {
-      nlohmann::ordered_json before = dev_.stats();
+      nlohmann::ordered_json before = dev_.stats("tile");
       const double t0 = dev_.simulated_seconds();
       const rt::Event e = dev_.launch(program_, {rt::lo(topk_.address), rt::hi(topk_.address), 0xfffffffeu,
                                                  rt::lo(hb_.address), rt::hi(hb_.address), rt::lo(L.expert_table.address),

@@ -530,7 +530,7 @@ Event Device::run(const Kernel& program_kernel, const std::vector<std::pair<unsi
 
 double Device::simulated_seconds() const { return sc_core::sc_time_stamp().to_seconds(); }
 
-nlohmann::ordered_json Device::stats() const { return impl_->platform->stats(); }
+nlohmann::ordered_json Device::stats(const std::string& prefix) const { return impl_->platform->stats(prefix); }
 
 Event Device::collective(std::uint32_t ce_op, const Buffer& src, const Buffer& dst, std::uint64_t count,
                          const Buffer* table, Stream stream) {

@@ -135,7 +135,8 @@ class Device {
 
   // ---- inspection (not part of a silicon driver) ----
   double simulated_seconds() const;
-  nlohmann::ordered_json stats() const;
+  // Every instance's counters; with `prefix` ("tile"), only those instances'.
+  nlohmann::ordered_json stats(const std::string& prefix = "") const;
 
  private:
   friend class Cluster;
