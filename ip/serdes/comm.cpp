@@ -333,7 +333,8 @@ unsigned CommEngine::run(const Collective& c) {
       auto mod = [&](long v) { return static_cast<unsigned>(((v % long(N)) + long(N)) % long(N)); };
       if (N == 1) return move(total * es, at(me, c.src), none, at(me, c.dst), none, c.type) ? kCommOk : kCommBus;
       const unsigned next = (me + 1) % N, prev = (me + N - 1) % N;
-      if (!use_staging(per * es, N - 1)) return kCommStaging;
+      // Reduce-scatter passes partial sums through the staging buffers; all-gather writes straight into dst.
+      if (c.op != CommOp::all_gather && !use_staging(per * es, N - 1)) return kCommStaging;
       unsigned step = 0;
       if (c.op != CommOp::all_gather) {
         for (unsigned s = 0; s + 1 < N; ++s, ++step) {

@@ -593,6 +593,7 @@ TEST(Comm, RingAllReduceFollowsTheAlphaBetaModel) {
 TEST(Comm, BadCollectivesAreRefusedWithACodeAndTheEngineGoesOn) {
   C2c::Config c = config();
   c.comm.queue = 2;
+  c.comm.staging = 1 << 20;  // a quarter of it, 256 KiB, per collective
   Ring r(2, c);
   sc_core::sc_spawn([&] {
     CommEngine& e = r.c2c(0).comm();
@@ -659,6 +660,14 @@ TEST(Comm, BadCollectivesAreRefusedWithACodeAndTheEngineGoesOn) {
     ok.dst = kDst;
     ok.count = 64;
     r.run(ok);
+    EXPECT_EQ(e.error(), 0u);
+    // All-gather needs no staging: 1 MiB from each chip goes straight to the destinations.
+    Collective gather = ok;
+    gather.op = CommOp::all_gather;
+    gather.src = 0;
+    gather.dst = 4 << 20;
+    gather.count = (1 << 20) / 4;
+    r.run(gather);
     EXPECT_EQ(e.error(), 0u);
     sc_core::sc_stop();
   });
