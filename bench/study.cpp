@@ -1,10 +1,14 @@
 // Studies that answer one question each with a table, a CSV and an SVG plot
-// (issue 10, section 4). Usage: bench_study fp8-accumulation [--out DIR]
+// (issue 10, section 4). Usage: bench_study fp8-accumulation|spec-decode [--out DIR]
 //   fp8-accumulation  GEMM error against K for E4M3 inputs with FP32
 //                     accumulation, the limited accumulation of current
 //                     FP8 tensor cores (13 mantissa bits kept, truncating),
 //                     and limited accumulation promoted into FP32 every 128
 //                     products (the tensor core's arithmetic, numerics/)
+//   spec-decode       tokens per second of speculative decoding against the
+//                     draft length k (1 to 8) and the acceptance it gets,
+//                     next to plain greedy decoding: `tessera-vp demo --tiny
+//                     --speculate k --decode 16`, one run per k
 // The chip-to-chip one, push versus pull against message size and
 // notification latency, is `bench_comm push-vs-pull`.
 #include <fmt/format.h>
@@ -70,6 +74,48 @@ int fp8_accumulation(const std::string& dir) {
   return 0;
 }
 
+int spec_decode(const std::string& dir) {
+  const unsigned decode = 16;
+  std::vector<bench::Series> series(2);
+  series[0].name = "speculative";
+  series[1].name = "plain greedy";
+  std::string csv = "k,acceptance,spec_tokens_per_s,plain_tokens_per_s,speedup\n";
+  fmt::print("Speculative decoding, tiny model (2 layers), one-layer draft, {} tokens decoded after a 32-token prompt\n", decode);
+  fmt::print("{:>3} {:>11} {:>14} {:>14} {:>9}\n", "k", "acceptance", "spec tok/s", "plain tok/s", "speed-up");
+  for (unsigned k = 1; k <= 8; ++k) {
+    const std::string cmd = fmt::format("{} demo --tiny --speculate {} --decode {} 2>&1", TESSERA_VP, k, decode);
+    std::FILE* p = popen(cmd.c_str(), "r");
+    if (!p) return 1;
+    char line[1024];
+    double acceptance = -1, spec_us = 0, plain_us = 0, speedup = 0;
+    unsigned steps = 0, plain_steps = 0;
+    while (std::fgets(line, sizeof line, p)) {
+      unsigned kk, a, b;
+      if (std::sscanf(line, "speculative decoding, draft length %u (one-layer draft): acceptance %lf (%u of %u", &kk,
+                      &acceptance, &a, &b) == 4)
+        continue;
+      std::sscanf(line, "target steps %u against %u plain; virtual time %lf us against %lf us plain: speed-up %lfx", &steps,
+                  &plain_steps, &spec_us, &plain_us, &speedup);
+    }
+    if (pclose(p) != 0 || acceptance < 0 || spec_us <= 0) {
+      std::fprintf(stderr, "bench_study: `%s` failed or printed no result\n", cmd.c_str());
+      return 1;
+    }
+    const double spec_tps = decode / (spec_us * 1e-6), plain_tps = decode / (plain_us * 1e-6);
+    fmt::print("{:>3} {:>11.2f} {:>14.0f} {:>14.0f} {:>8.2f}x\n", k, acceptance, spec_tps, plain_tps, speedup);
+    csv += fmt::format("{},{},{},{},{}\n", k, acceptance, spec_tps, plain_tps, speedup);
+    series[0].points.emplace_back(k, spec_tps);
+    series[1].points.emplace_back(k, plain_tps);
+  }
+  fmt::print("The one-layer draft of this random-weight model agrees with the target rarely, and less the further it\n"
+             "guesses ahead: each verification step costs more than its accepted tokens save, at every k.\n");
+  std::ofstream(dir + "/spec_decode.csv") << csv;
+  bench::write_svg(dir + "/spec_decode.svg", "Speculative decoding: tokens/s against draft length", "draft length k",
+                   "tokens per second (virtual)", series, false, false);
+  fmt::print("(wrote {0}/spec_decode.csv and {0}/spec_decode.svg)\n", dir);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -81,6 +127,7 @@ int main(int argc, char** argv) {
     else what = "?";
   }
   if (what == "fp8-accumulation") return fp8_accumulation(dir);
-  std::fprintf(stderr, "usage: bench_study fp8-accumulation [--out DIR]\n");
+  if (what == "spec-decode") return spec_decode(dir);
+  std::fprintf(stderr, "usage: bench_study fp8-accumulation|spec-decode [--out DIR]\n");
   return 2;
 }
