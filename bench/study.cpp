@@ -1,10 +1,14 @@
 // Studies that answer one question each with a table, a CSV and an SVG plot
-// (issue 10, section 4). Usage: bench_study fp8-accumulation|spec-decode [--out DIR]
+// (issue 10, section 4). Usage: bench_study fp8-accumulation|activations|spec-decode [--out DIR]
 //   fp8-accumulation  GEMM error against K for E4M3 inputs with FP32
 //                     accumulation, the limited accumulation of current
 //                     FP8 tensor cores (13 mantissa bits kept, truncating),
 //                     and limited accumulation promoted into FP32 every 128
 //                     products (the tensor core's arithmetic, numerics/)
+//   activations       an FFN layer on one tile with SwiGLU, ReLU^2 or GELU at
+//                     three special-function throughputs (the vector unit's
+//                     sfu_ratio: lane ops per special-function op): time,
+//                     energy of the tile and its utilisation
 //   spec-decode       tokens per second of speculative decoding against the
 //                     draft length k (1 to 8) and the acceptance it gets,
 //                     next to plain greedy decoding: `tessera-vp demo --tiny
@@ -15,14 +19,18 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "common/power.hpp"
 #include "numerics/accumulate.hpp"
 #include "numerics/formats.hpp"
 #include "svg.hpp"
+#include "tessera/program.hpp"
+#include "tessera/runtime.hpp"
 
 using namespace tessera;
 
@@ -74,6 +82,99 @@ int fp8_accumulation(const std::string& dir) {
   return 0;
 }
 
+// One FFN on tile 0 (T x D by D x F, the activation, by F x D, BF16 into
+// FP32): prints "microseconds,tile_microjoules,tensor_busy,vector_busy".
+int activation_run(const std::string& act, unsigned ratio) {
+  const unsigned T = 64, D = 256, F = 512;
+  rt::Device::Options o;
+  o.sets = {"noc.model=packet", "hbm0.mode=fast", "hbm1.mode=fast", "hbm2.mode=fast", "hbm3.mode=fast",
+            fmt::format("tile0.sfu_ratio={}", ratio)};
+  rt::Device dev(o);
+  const rt::Kernel program = dev.load_kernel(std::string(TESSERA_KERNEL_DIR) + "/program.elf", 1);
+  std::mt19937_64 rng(7);
+  std::normal_distribution<float> g(0.0f, 0.05f);
+  auto upload = [&](std::size_t n) {
+    std::vector<std::uint16_t> v(n);
+    for (auto& x : v) x = static_cast<std::uint16_t>(num::encode(num::Format::BF16, g(rng) * 20));
+    const rt::Buffer b = dev.alloc(2 * n);
+    dev.write(b, v.data(), 2 * n);
+    return b;
+  };
+  const rt::Buffer x = upload(T * D), w1 = upload(D * F), w3 = upload(D * F), w2 = upload(F * D), y = dev.alloc(4 * T * D);
+  using rt::TileProgram;
+  using rt::VecOp;
+  auto gemm = [](unsigned m, unsigned n, unsigned k, std::uint32_t a, std::uint32_t b, std::uint32_t c) {
+    TileProgram::Gemm gm;
+    gm.m = m, gm.n = n, gm.k = k, gm.a = a, gm.b = b, gm.c = c;
+    return gm;
+  };
+  auto vec = [](VecOp op, unsigned rows, unsigned cols, std::uint32_t s0, std::uint32_t s1, std::uint32_t d) {
+    TileProgram::Vec v;
+    v.op = op, v.rows = rows, v.cols = cols, v.src0 = s0, v.src1 = s1, v.dst = d;
+    return v;
+  };
+  const std::uint32_t X = 0x10000, W1 = X + 2 * T * D, W3 = W1 + 2 * D * F, W2 = W3 + 2 * D * F, H1 = W2 + 2 * F * D;
+  const std::uint32_t H3 = H1 + 4 * T * F, GA = H3 + 4 * T * F, Y = GA + 2 * T * F;
+  const bool swiglu = act == "swiglu";
+  TileProgram p;
+  p.load(x.address, X, 2 * T * D).load(w1.address, W1, 2 * D * F).load(w2.address, W2, 2 * F * D);
+  if (swiglu) p.load(w3.address, W3, 2 * D * F);
+  p.drain().gemm(gemm(T, F, D, X, W1, H1));
+  if (swiglu) p.gemm(gemm(T, F, D, X, W3, H3));
+  p.drain();
+  if (swiglu) p.vec(vec(VecOp::swiglu, T, F, H1, H3, H1));
+  else p.vec(vec(act == "relu2" ? VecOp::relu2 : VecOp::gelu, T, F, H1, 0, H1));
+  TileProgram::Vec cast = vec(VecOp::cast_to, T, F, H1, 0, GA);
+  cast.format = rt::Fmt::bf16;
+  p.drain().vec(cast).drain().gemm(gemm(T, D, F, GA, W2, Y)).drain().store(Y, y.address, 4 * T * D).drain();
+  const auto before = dev.stats("tile0");
+  power::Meter& m = power::meter("device.x");
+  const double j0 = m.dynamic_joules(power::tiles), t0 = dev.simulated_seconds();
+  dev.wait(dev.run(program, p, 1));
+  const double took = dev.simulated_seconds() - t0, joules = m.dynamic_joules(power::tiles) - j0;
+  const auto after = dev.stats("tile0");
+  auto busy = [&](const char* k) {
+    return (after["device.tile0"][k].get<double>() - before["device.tile0"][k].get<double>()) / 1.5e9 / took;
+  };
+  std::printf("%.3f,%.4f,%.4f,%.4f\n", took * 1e6, joules * 1e6, busy("tensor_busy_cycles"), busy("vector_busy_cycles"));
+  return 0;
+}
+
+int activations(const std::string& self, const std::string& dir) {
+  const char* acts[] = {"swiglu", "relu2", "gelu"};
+  const unsigned ratios[] = {4, 16, 64};
+  std::vector<bench::Series> series;
+  std::string csv = "activation,sfu_ratio,us,tile_dynamic_uJ,tensor_busy,vector_busy\n";
+  fmt::print("FFN on one tile: 64 tokens, d 256, hidden 512, BF16 in, FP32 out (dynamic energy of the tile only)\n");
+  fmt::print("{:>8} {:>10} {:>10} {:>12} {:>12} {:>12}\n", "act", "sfu_ratio", "us", "tile uJ", "tensor busy",
+             "vector busy");
+  for (const char* a : acts) {
+    series.push_back({a, {}});
+    for (unsigned r : ratios) {
+      const std::string cmd = fmt::format("{} --run {} {}", self, a, r);
+      std::FILE* p = popen(cmd.c_str(), "r");
+      char line[256] = {};
+      double us = 0, uj = 0, tb = 0, vb = 0;
+      bool got = false;
+      while (p && std::fgets(line, sizeof line, p)) got |= std::sscanf(line, "%lf,%lf,%lf,%lf", &us, &uj, &tb, &vb) == 4;
+      if (!p || pclose(p) != 0 || !got) {
+        std::fprintf(stderr, "bench_study: `%s` failed\n", cmd.c_str());
+        return 1;
+      }
+      fmt::print("{:>8} {:>10} {:>10.2f} {:>12.3f} {:>11.1f}% {:>11.1f}%\n", a, r, us, uj, 100 * tb, 100 * vb);
+      csv += fmt::format("{},{},{},{},{},{}\n", a, r, us, uj, tb, vb);
+      series.back().points.emplace_back(r, us);
+    }
+  }
+  fmt::print("SwiGLU pays a third GEMM (x W3) and a SiLU per element; ReLU^2 needs no special function at all, so a slow\n"
+             "special-function unit costs it nothing; GELU's tanh puts it in between.\n");
+  std::ofstream(dir + "/activations.csv") << csv;
+  bench::write_svg(dir + "/activations.svg", "FFN time against special-function throughput", "lane ops per special op",
+                   "microseconds", series, true, false);
+  fmt::print("(wrote {0}/activations.csv and {0}/activations.svg)\n", dir);
+  return 0;
+}
+
 int spec_decode(const std::string& dir) {
   const unsigned decode = 16;
   std::vector<bench::Series> series(2);
@@ -120,6 +221,7 @@ int spec_decode(const std::string& dir) {
 
 int main(int argc, char** argv) {
   std::string what, dir = ".";
+  if (argc == 4 && std::string(argv[1]) == "--run") return activation_run(argv[2], static_cast<unsigned>(std::atoi(argv[3])));
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--out" && i + 1 < argc) dir = argv[++i];
@@ -128,6 +230,7 @@ int main(int argc, char** argv) {
   }
   if (what == "fp8-accumulation") return fp8_accumulation(dir);
   if (what == "spec-decode") return spec_decode(dir);
-  std::fprintf(stderr, "usage: bench_study fp8-accumulation|spec-decode [--out DIR]\n");
+  if (what == "activations") return activations(argv[0], dir);
+  std::fprintf(stderr, "usage: bench_study fp8-accumulation|activations|spec-decode [--out DIR]\n");
   return 2;
 }
