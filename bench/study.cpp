@@ -36,6 +36,15 @@ using namespace tessera;
 
 namespace {
 
+// Writes DIR/NAME.csv and DIR/NAME.svg and says so.
+void write_outputs(const std::string& dir, const std::string& name, const std::string& csv, const std::string& title,
+                   const std::string& xlabel, const std::string& ylabel, const std::vector<bench::Series>& series,
+                   bool logx, bool logy) {
+  std::ofstream(dir + "/" + name + ".csv") << csv;
+  bench::write_svg(dir + "/" + name + ".svg", title, xlabel, ylabel, series, logx, logy);
+  fmt::print("(wrote {0}/{1}.csv and {0}/{1}.svg)\n", dir, name);
+}
+
 int fp8_accumulation(const std::string& dir) {
   const unsigned m = 16, n = 16;
   const char* names[3] = {"FP32 accumulation", "limited (13 bits)", "limited, promoted every 128"};
@@ -75,10 +84,8 @@ int fp8_accumulation(const std::string& dir) {
   fmt::print("Limited accumulation drops the low bits of every product once the running sum outgrows them: its error\n"
              "grows about linearly with K. Promoting every 128 products keeps each partial sum short: the error stays near\n"
              "its K = 128 value (below 1.2e-3) whatever K, though well above FP32 accumulation's.\n");
-  std::ofstream(dir + "/fp8_accumulation.csv") << csv;
-  bench::write_svg(dir + "/fp8_accumulation.svg", "E4M3 GEMM: max relative error against K", "K (products per output)",
-                   "max relative error", series, true, true);
-  fmt::print("(wrote {0}/fp8_accumulation.csv and {0}/fp8_accumulation.svg)\n", dir);
+  write_outputs(dir, "fp8_accumulation", csv, "E4M3 GEMM: max relative error against K", "K (products per output)",
+                "max relative error", series, true, true);
   return 0;
 }
 
@@ -168,10 +175,8 @@ int activations(const std::string& self, const std::string& dir) {
   }
   fmt::print("SwiGLU pays a third GEMM (x W3) and a SiLU per element; ReLU^2 needs no special function at all, so a slow\n"
              "special-function unit costs it nothing; GELU's tanh puts it in between.\n");
-  std::ofstream(dir + "/activations.csv") << csv;
-  bench::write_svg(dir + "/activations.svg", "FFN time against special-function throughput", "lane ops per special op",
-                   "microseconds", series, true, false);
-  fmt::print("(wrote {0}/activations.csv and {0}/activations.svg)\n", dir);
+  write_outputs(dir, "activations", csv, "FFN time against special-function throughput", "lane ops per special op",
+                "microseconds", series, true, false);
   return 0;
 }
 
@@ -210,10 +215,8 @@ int spec_decode(const std::string& dir) {
   }
   fmt::print("The one-layer draft of this random-weight model agrees with the target rarely, and less the further it\n"
              "guesses ahead: each verification step costs more than its accepted tokens save, at every k.\n");
-  std::ofstream(dir + "/spec_decode.csv") << csv;
-  bench::write_svg(dir + "/spec_decode.svg", "Speculative decoding: tokens/s against draft length", "draft length k",
-                   "tokens per second (virtual)", series, false, false);
-  fmt::print("(wrote {0}/spec_decode.csv and {0}/spec_decode.svg)\n", dir);
+  write_outputs(dir, "spec_decode", csv, "Speculative decoding: tokens/s against draft length", "draft length k",
+                "tokens per second (virtual)", series, false, false);
   return 0;
 }
 
