@@ -11,6 +11,14 @@ using namespace tessera;
 using namespace tessera::model;
 
 namespace {
+// The tiny configuration the tests share: 2 layers, d_model 64, 8 heads, 4 experts, vocabulary 256.
+Config tiny() {
+  Config c;
+  c.layers = 2, c.d_model = 64, c.heads = 8, c.experts = 4, c.hidden = 128, c.hidden_chunk = 64, c.vocab = 256;
+  c.context = 32, c.seed = 7;
+  return c;
+}
+
 // Prefills `prompt` and decodes greedily for `steps` - 1 more steps on the
 // device and in the reference; returns the worst relative logit error of
 // any step. The device's greedy choice must be the argmax of its logits.
@@ -38,9 +46,7 @@ double compare_steps(const Config& c, DeviceModel& m, Reference& ref, std::vecto
 }  // namespace
 
 TEST(Model, TinyMoeDecoderMatchesTheHostReference) {
-  Config c;
-  c.layers = 2, c.d_model = 64, c.heads = 8, c.experts = 4, c.hidden = 128, c.hidden_chunk = 64, c.vocab = 256;
-  c.context = 32, c.seed = 7;
+  Config c = tiny();
   const Weights w = Weights::random(c);
   rt::Device dev;
   DeviceModel m(dev, c, w);
@@ -116,9 +122,8 @@ TEST(Model, Fp8OptionRunsTheSameModelWithinItsBound) {
 }
 
 TEST(Model, ExpertsDispatchedOnTheDeviceGiveTheSameLogits) {
-  Config c;
-  c.layers = 2, c.d_model = 64, c.heads = 8, c.experts = 4, c.hidden = 128, c.hidden_chunk = 64, c.vocab = 256;
-  c.context = 32, c.seed = 7, c.device_dispatch = true;
+  Config c = tiny();
+  c.device_dispatch = true;
   const Weights w = Weights::random(c);
   rt::Device dev;
   DeviceModel m(dev, c, w);
@@ -137,9 +142,7 @@ TEST(Model, ExpertsDispatchedOnTheDeviceGiveTheSameLogits) {
 // and prompt as the single-chip test above: the same error bound, and
 // every chip's tiles ran experts.
 TEST(Model, ExpertParallelOnFourChipsMatchesTheHostReference) {
-  Config c;
-  c.layers = 2, c.d_model = 64, c.heads = 8, c.experts = 4, c.hidden = 128, c.hidden_chunk = 64, c.vocab = 256;
-  c.context = 32, c.seed = 7;
+  Config c = tiny();
   const Weights w = Weights::random(c);
   rt::Device::Options o;
   o.platform = rt::Device::default_platform().substr(0, rt::Device::default_platform().rfind('/')) + "/t1x4-ring.json";
