@@ -57,6 +57,44 @@ double Table::static_power(Domain d) const {
   return static_w[d] * r * r;
 }
 
+std::uint64_t Clock::nominal(const sc_core::sc_time& t) const {
+  const std::uint64_t v = t.value();
+  if (scale_ == 1.0) return v >= base_t_ ? base_n_ + (v - base_t_) : base_n_ - std::min(base_n_, base_t_ - v);
+  if (v >= base_t_) return base_n_ + static_cast<std::uint64_t>(std::llround(static_cast<double>(v - base_t_) * scale_));
+  const auto back = static_cast<std::uint64_t>(std::llround(static_cast<double>(base_t_ - v) * scale_));
+  return base_n_ - std::min(base_n_, back);
+}
+
+sc_core::sc_time Clock::at(std::uint64_t n) const {
+  if (scale_ == 1.0) return sc_core::sc_time::from_value(n >= base_n_ ? base_t_ + (n - base_n_) : base_t_ - std::min(base_t_, base_n_ - n));
+  if (n >= base_n_)
+    return sc_core::sc_time::from_value(base_t_ + static_cast<std::uint64_t>(std::ceil(static_cast<double>(n - base_n_) / scale_ - 1e-9)));
+  const auto back = static_cast<std::uint64_t>(static_cast<double>(base_n_ - n) / scale_);
+  return sc_core::sc_time::from_value(base_t_ - std::min(base_t_, back));
+}
+
+sc_core::sc_time Clock::span(const sc_core::sc_time& nominal) const {
+  if (scale_ == 1.0) return nominal;
+  return sc_core::sc_time::from_value(static_cast<std::uint64_t>(std::llround(static_cast<double>(nominal.value()) / scale_)));
+}
+
+void Clock::set(double scale, const sc_core::sc_time& when) {
+  if (!(scale > 0) || scale == scale_) return;
+  base_n_ = nominal(when);
+  base_t_ = std::max<std::uint64_t>(base_t_, when.value());
+  scale_ = scale;
+  ++changes_;
+}
+
+void Meter::set_volts(Domain d, double v, const sc_core::sc_time& when) {
+  if (d >= kDomains || !(v > 0) || v == table_.volts[d]) return;
+  auto& steps = steps_[d];
+  const sc_core::sc_time at = std::max(steps.empty() ? sc_core::SC_ZERO_TIME : steps.back().at, when);
+  if (steps.empty()) steps.push_back({sc_core::SC_ZERO_TIME, table_.static_power(d)});
+  table_.volts[d] = v;
+  steps.push_back({at, table_.static_power(d)});
+}
+
 void Meter::set_window(const sc_core::sc_time& w) {
   set_window_length(w > sc_core::SC_ZERO_TIME ? w : sc_core::sc_time(1, sc_core::SC_US));
   windows_.clear();
@@ -70,8 +108,12 @@ void Meter::set_window_length(const sc_core::sc_time& w) {
 
 void Meter::charge(Event e, double count, const sc_core::sc_time& start, const sc_core::sc_time& end) {
   if (e >= kEvents || count <= 0) return;
+  const Domain d = domain_of(e);
+  const double r = table_.nominal[d] > 0 ? table_.volts[d] / table_.nominal[d] : 1.0;
+  const double scaled = r == 1.0 ? count : count * r * r;
   counts_[e] += count;
-  bin(domain_of(e), count * table_.pj[e] * 1e-12, start, end);
+  scaled_[e] += scaled;
+  bin(d, scaled * table_.pj[e] * 1e-12, start, end);
 }
 
 void Meter::bin(Domain d, double joules, const sc_core::sc_time& start, const sc_core::sc_time& end) {
@@ -108,7 +150,7 @@ double Meter::dynamic_joules(Domain d) const {
   // From the counts, so the total is exactly the activity times the energy per event.
   double j = 0;
   for (unsigned e = 0; e < kEvents; ++e)
-    if (domain_of(static_cast<Event>(e)) == d) j += counts_[e] * table_.pj[e] * 1e-12;
+    if (domain_of(static_cast<Event>(e)) == d) j += scaled_[e] * table_.pj[e] * 1e-12;
   return j;
 }
 
@@ -119,7 +161,29 @@ double Meter::dynamic_joules() const {
 }
 
 double Meter::static_joules(Domain d, const sc_core::sc_time& until) const {
-  return table_.static_power(d) * until.to_seconds();
+  const auto& steps = steps_[d];
+  if (steps.empty()) return table_.static_power(d) * until.to_seconds();
+  double j = 0;
+  for (std::size_t i = 0; i < steps.size() && steps[i].at < until; ++i) {
+    const sc_core::sc_time to = i + 1 < steps.size() ? std::min(until, steps[i + 1].at) : until;
+    j += steps[i].watts * (to - steps[i].at).to_seconds();
+  }
+  return j;
+}
+
+std::vector<double> Meter::static_watts(Domain d) const {
+  const auto& steps = steps_[d];
+  if (steps.empty()) return std::vector<double>(windows_.size(), table_.static_power(d));
+  std::vector<double> out(windows_.size(), 0.0);
+  const double w = window_.to_seconds(), end = static_cast<double>(out.size()) * w;
+  for (std::size_t i = 0; i < steps.size(); ++i) {
+    const double from = steps[i].at.to_seconds(), to = i + 1 < steps.size() ? steps[i + 1].at.to_seconds() : end;
+    for (auto k = static_cast<std::size_t>(from / w); k < out.size() && static_cast<double>(k) * w < to; ++k) {
+      const double lo = std::max(from, static_cast<double>(k) * w), hi = std::min(to, static_cast<double>(k + 1) * w);
+      if (hi > lo) out[k] += steps[i].watts * (hi - lo) / w;
+    }
+  }
+  return out;
 }
 
 double Meter::total_joules(const sc_core::sc_time& until) const {

@@ -133,10 +133,10 @@ void Dma::move(const Chunk& c, std::uint64_t index) {
   ++stats_.chunks;
   const unsigned sbytes = c.elements * src_eb_, dbytes = c.elements * dst_eb_;
   // The engine's port: one chunk's bytes at port_bytes per cycle.
-  const std::uint64_t now = static_cast<std::uint64_t>(sc_core::sc_time_stamp() / period_);
+  const std::uint64_t now = clk_->nominal(sc_core::sc_time_stamp()) / period_.value();
   const std::uint64_t start = std::max(now, port_free_);
   port_free_ = start + (std::max(sbytes, dbytes) + cfg_.port_bytes - 1) / cfg_.port_bytes;
-  sc_core::sc_time delay = period_ * static_cast<double>(port_free_ - now);
+  sc_core::sc_time delay = clk_->span(period_ * static_cast<double>(port_free_ - now));
   std::vector<std::uint8_t> in(sbytes), out;
   if (!access(d.src_local, false, c.src, in.data(), sbytes, delay)) return;
   sc_core::wait(delay);
@@ -209,7 +209,7 @@ void Dma::run() {
     ++stats_.descriptors;
     DmaError code = DmaError::none;
     const std::string why = validate(d, code);
-    if (why.empty() && d.wait_sem && !sems_->acquire(d.wait_sem, reset_, period_, stats_.semaphore_wait_cycles)) {
+    if (why.empty() && d.wait_sem && !sems_->acquire(d.wait_sem, reset_, clk_->span(period_), stats_.semaphore_wait_cycles)) {
       running_ = false;  // the queue was reset while the descriptor waited
       continue;
     }
@@ -236,7 +236,7 @@ void Dma::run() {
     chunk_ready_.notify(sc_core::SC_ZERO_TIME);
     while (pending_) sc_core::wait(chunks_done_);
     total_ = 0;
-    stats_.busy_cycles += static_cast<std::uint64_t>((sc_core::sc_time_stamp() - start) / period_);
+    stats_.busy_cycles += (clk_->nominal(sc_core::sc_time_stamp()) - clk_->nominal(start)) / period_.value();
     if (!chunk_error_.empty()) {
       fail(d, DmaError::bus, chunk_error_);
       continue;

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "common/irq.hpp"
+#include "common/power.hpp"
 #include "common/semaphores.hpp"
 #include "numerics/block_scale.hpp"
 #include "numerics/formats.hpp"
@@ -111,6 +112,7 @@ class Dma : public sc_core::sc_module {
   Scratchpad& spm_;
   Config cfg_;
   sc_core::sc_time period_;
+  power::Clock* clk_ = &power::meter(name()).clock(power::tiles);  // DVFS: the tiles domain
   Semaphores* sems_ = nullptr;
   std::deque<Descriptor> queue_;
   sc_core::sc_event work_, chunk_ready_, chunks_done_, reset_;

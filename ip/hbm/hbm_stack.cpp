@@ -213,7 +213,7 @@ HbmStack::HbmStack(const sc_core::sc_module_name& n, const Config& c)
       auto* txn = static_cast<Txn*>(r.owner);
       if (--txn->remaining == 0) txn->done.notify(sc_core::SC_ZERO_TIME);
     }));
-    channels_.back()->set_meter(meter_, sc_core::sc_time::from_value(tck_));
+    channels_.back()->set_meter(meter_, clk_, tck_);
     wake_.push_back(std::make_unique<sc_core::sc_event>());
     sc_core::sc_spawn_options opt;
     opt.spawn_method();
@@ -237,7 +237,7 @@ void HbmStack::kick(unsigned pc) {
   ch.advance(cycle_of(sc_core::sc_time_stamp()));
   const std::uint64_t next = ch.next_event();
   if (next == ~0ull) return;
-  const sc_core::sc_time at = sc_core::sc_time::from_value(next * tck_);
+  const sc_core::sc_time at = clk_->edge(next, tck_);
   wake_[pc]->notify(at > sc_core::sc_time_stamp() ? at - sc_core::sc_time_stamp() : sc_core::SC_ZERO_TIME);
 }
 
@@ -353,7 +353,7 @@ void HbmStack::fast(tlm::tlm_generic_payload& trans, sc_core::sc_time& delay) {
       for (auto& r : f.bank_ready) r = std::max(r, end);
       f.refresh_due += t.tREFI;
       ++f.refreshes;
-      meter_->charge(power::hbm_refresh, 1, sc_core::sc_time::from_value(end * tck_));
+      meter_->charge(power::hbm_refresh, 1, clk_->edge(end, tck_));
     }
     // Throughput: buckets for the data bus, the activation rate (tRRD_S,
     // tFAW) and the command bus (one command a cycle) advance by what each
@@ -387,7 +387,7 @@ void HbmStack::fast(tlm::tlm_generic_payload& trans, sc_core::sc_time& delay) {
       f.bank_ready[b] = act + t.tRC;
       f.pre_ready[b] = act + t.tRAS;
       f.open_row[b] = static_cast<std::int64_t>(l.row);
-      meter_->charge(power::hbm_activate, 1, sc_core::sc_time::from_value(act * tck_));
+      meter_->charge(power::hbm_activate, 1, clk_->edge(act, tck_));
       cas = act + (write ? t.tRCDWR : t.tRCDRD);
     }
     const std::uint64_t cmd_slot = std::max(f.cmd_bucket, start);
@@ -399,7 +399,7 @@ void HbmStack::fast(tlm::tlm_generic_payload& trans, sc_core::sc_time& delay) {
     ++(write ? f.writes : f.reads);
     done = std::max(done, cas + (write ? t.tCWL : t.tCL) + t.tBURST);
   }
-  delay = sc_core::sc_time::from_value(done * tck_) - sc_core::sc_time_stamp();
+  delay = clk_->edge(done, tck_) - sc_core::sc_time_stamp();
 }
 
 void HbmStack::move_data(tlm::tlm_generic_payload& trans) {

@@ -115,12 +115,13 @@ class HbmStack : public Ip {
   // ECC on the bursts of a read: false if an uncorrectable error was hit.
   bool check_ecc(std::uint64_t addr, unsigned len);
   void kick(unsigned pc);
-  std::uint64_t cycle_of(const sc_core::sc_time& t) const { return (t.value() + tck_ - 1) / tck_; }
+  std::uint64_t cycle_of(const sc_core::sc_time& t) const { return clk_->cycle(t, tck_); }
 
   Config config_;
   AddressMap map_;
   std::uint64_t tck_;  // ticks of the time resolution per cycle
   power::Meter* meter_ = &power::meter(name());
+  power::Clock* clk_ = &meter_->clock(power::hbm);  // DVFS: the HBM domain (controllers and PHYs)
   std::vector<std::unique_ptr<PseudoChannel>> channels_;
   std::vector<std::unique_ptr<sc_core::sc_event>> wake_;
   PageStore store_;

@@ -57,8 +57,8 @@ struct ChannelStats {
 
 class PseudoChannel {
  public:
-  // Activates and refreshes go to `m` (their cycle times `tck` apart).
-  void set_meter(power::Meter* m, const sc_core::sc_time& tck) { meter_ = m, tck_ = tck; }
+  // Activates and refreshes go to `m` (cycle c at clock.edge(c, tck)).
+  void set_meter(power::Meter* m, const power::Clock* clock, std::uint64_t tck) { meter_ = m, clock_ = clock, tck_ = tck; }
   using Done = std::function<void(Request&)>;
   PseudoChannel(const Timing& t, const Org& o, const ControllerConfig& c, Done done);
 
@@ -133,7 +133,8 @@ class PseudoChannel {
   std::priority_queue<Pending, std::vector<Pending>, std::greater<Pending>> completions_;
   ChannelStats stats_;
   power::Meter* meter_ = nullptr;
-  sc_core::sc_time tck_;
+  const power::Clock* clock_ = nullptr;
+  std::uint64_t tck_ = 1;
   bool record_ = false;
   std::vector<Issued> issued_;
   // The decision the last advance() left pending (valid until a new request).

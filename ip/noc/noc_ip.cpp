@@ -72,7 +72,7 @@ void Noc::engine() {
   for (;;) {
     if (net_->idle()) sc_core::wait(kick_);
     net_->run_until(now_cycle());
-    if (!net_->idle()) sc_core::wait(sc_core::sc_time::from_value(period_));
+    if (!net_->idle()) sc_core::wait(clk_->span(sc_core::sc_time::from_value(period_)));
   }
 }
 
@@ -93,7 +93,7 @@ void Noc::carry(unsigned src, unsigned dst, unsigned payload_bytes, unsigned cls
     ~Charge() { m->charge(power::noc_flit_hop, flit_hops, start, sc_core::sc_time_stamp()); }
   } charge{meter_, double(p.flits) * (Network::hops(config_.net, src, dst) + 1), start};
   if (src == dst) {  // the same node: through the router once
-    sc_core::wait(sc_core::sc_time::from_value(period_ * (config_.net.per_hop() + p.flits - 1)));
+    sc_core::wait(clk_->span(sc_core::sc_time::from_value(period_ * (config_.net.per_hop() + p.flits - 1))));
     return;
   }
   Wait w;
@@ -103,7 +103,7 @@ void Noc::carry(unsigned src, unsigned dst, unsigned payload_bytes, unsigned cls
   const std::uint64_t at = net_->scheduled_delivery();
   if (at != ~0ull) {  // packet level: known at once
     waiting_.erase(p.id);
-    const sc_core::sc_time t = sc_core::sc_time::from_value(at * period_);
+    const sc_core::sc_time t = clk_->edge(at, period_);
     if (t > sc_core::sc_time_stamp()) sc_core::wait(t - sc_core::sc_time_stamp());
     net_->run_until(at);
     return;
@@ -111,7 +111,7 @@ void Noc::carry(unsigned src, unsigned dst, unsigned payload_bytes, unsigned cls
   kick_.notify(sc_core::SC_ZERO_TIME);
   while (!w.done) sc_core::wait(w.event);
   // The tail leaves the destination router a few cycles after it won the switch.
-  const sc_core::sc_time t = sc_core::sc_time::from_value(w.delivered * period_);
+  const sc_core::sc_time t = clk_->edge(w.delivered, period_);
   if (t > sc_core::sc_time_stamp()) sc_core::wait(t - sc_core::sc_time_stamp());
 }
 

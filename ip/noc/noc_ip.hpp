@@ -71,7 +71,7 @@ class Noc : public Ip {
   void carry(unsigned src, unsigned dst, unsigned payload_bytes, unsigned cls);
   const Target* decode(std::uint64_t addr, unsigned& index) const;
   void engine();
-  std::uint64_t now_cycle() const { return (sc_core::sc_time_stamp().value() + period_ - 1) / period_; }
+  std::uint64_t now_cycle() const { return clk_->cycle(sc_core::sc_time_stamp(), period_); }
 
   Config config_;
   std::unique_ptr<Network> net_;
@@ -83,6 +83,7 @@ class Noc : public Ip {
   sc_core::sc_event kick_;
   std::uint64_t transactions_ = 0, errors_ = 0;
   power::Meter* meter_ = &power::meter(name());
+  power::Clock* clk_ = &meter_->clock(power::noc);  // DVFS: the NoC domain
 };
 
 }  // namespace tessera::noc

@@ -111,6 +111,8 @@ class HartBase {
 
   bool sleeping() const { return sleeping_; }
   void set_bus(tlm::tlm_fw_transport_if<>* bus) { env_.bus = bus; }
+  // DVFS: the clock period from the next access on.
+  void set_period_ticks(std::uint64_t p) { env_.period_ticks = p; }
   // Called when an interrupt woke the hart after `cycles` asleep.
   void wake(std::uint64_t cycles) {
     cycle_ += cycles;

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
+
 #include "common/log.hpp"
 #include "common/sim.hpp"
 #include "riscv/gdb_server.hpp"
@@ -101,8 +103,19 @@ void RiscvCpu::on_unhandled(std::function<void(unsigned, std::uint64_t, std::uin
 
 void RiscvCpu::thread() {
   hart_->set_bus(bus_initiator.operator->());
-  const std::uint64_t period = std::max<std::uint64_t>(1, config_.clock.period().value());
-  const std::uint64_t quantum_cycles = std::max<std::uint64_t>(1, config_.quantum.value() / period);
+  // DVFS: the period follows the domain's clock (the CP's, or the tiles'
+  // for a tile's core), read whenever the hart is in step with the kernel.
+  const power::Clock& clock = meter_->clock(power::domain_of(instruction_event_));
+  const std::uint64_t nominal = std::max<std::uint64_t>(1, config_.clock.period().value());
+  std::uint64_t period = nominal, quantum_cycles = std::max<std::uint64_t>(1, config_.quantum.value() / period);
+  double scale = 1.0;
+  auto retime = [&] {
+    if (clock.scale() == scale) return;
+    scale = clock.scale();
+    period = std::max<std::uint64_t>(1, static_cast<std::uint64_t>(std::llround(static_cast<double>(nominal) / scale)));
+    quantum_cycles = std::max<std::uint64_t>(1, config_.quantum.value() / period);
+    hart_->set_period_ticks(period);
+  };
   const bool exact = config_.quantum == sc_core::SC_ZERO_TIME;
   const bool trace = log::enabled(path(), log::Level::trace);
   auto sync = [&] {
@@ -113,6 +126,7 @@ void RiscvCpu::thread() {
   unsigned slices = 0;
   const bool& stopped = sim::stop_flag(path());
   for (;;) {
+    retime();
     if (stopped) {
       sync();
       for (;;) sc_core::wait(wake_);  // the kernel stops at the end of this delta

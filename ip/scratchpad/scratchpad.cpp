@@ -81,14 +81,16 @@ Scratchpad::Scratchpad(const sc_core::sc_module_name& n, const Config& c)
 
 void Scratchpad::engine_stream(const sc_core::sc_time& start, const sc_core::sc_time& end, std::uint64_t bytes) {
   meter_->charge(power::spm_byte, static_cast<double>(bytes), start, end);
-  const auto from = static_cast<std::uint64_t>(std::llround(start / period_)), to = static_cast<std::uint64_t>(std::llround(end / period_));
+  const double p = static_cast<double>(period_.value());
+  const auto from = static_cast<std::uint64_t>(std::llround(static_cast<double>(clk_->nominal(start)) / p)),
+             to = static_cast<std::uint64_t>(std::llround(static_cast<double>(clk_->nominal(end)) / p));
   if (to <= from || !bytes) return;
   const double per_cycle = static_cast<double>(geometry_.banks) * geometry_.row_bytes;
   streams_.push_back({from, to, std::min(1.0, static_cast<double>(bytes) / (per_cycle * static_cast<double>(to - from)))});
 }
 
 Scratchpad::Timing Scratchpad::book(const sc_core::sc_time& start) {
-  const std::uint64_t s = static_cast<std::uint64_t>(std::ceil(start / period_ - 1e-9));
+  const std::uint64_t s = clk_->cycle(start, period_.value());
   // Engines streaming now take their share of every bank.
   double share = 0;
   std::size_t keep = 0;
@@ -157,7 +159,7 @@ void Scratchpad::b_transport(tlm::tlm_generic_payload& trans, sc_core::sc_time& 
   else ++writes_, bytes_written_ += len;
   meter_->charge(power::spm_byte, len, sc_core::sc_time_stamp() + delay);
   const Timing t = book(sc_core::sc_time_stamp() + delay);
-  delay += period_ * static_cast<double>(t.cycles);
+  delay += clk_->span(period_ * static_cast<double>(t.cycles));
   trans.set_response_status(tlm::TLM_OK_RESPONSE);
 }
 

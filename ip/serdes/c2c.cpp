@@ -262,6 +262,8 @@ void C2c::connect(unsigned port, C2c& peer, unsigned peer_port) {
   // Each direction's random errors have their own stream, fixed by the seed and the ends.
   a.tx = std::make_unique<Channel>(config_.link, *state, config_.link.seed * 1000003 + chip_ * 64 + port);
   b.tx = std::make_unique<Channel>(peer.config_.link, *state, peer.config_.link.seed * 1000003 + peer.chip_ * 64 + peer_port);
+  a.tx->set_clock(&meter_->clock(power::links));
+  b.tx->set_clock(&peer.meter_->clock(power::links));
   a.last_state = b.last_state = 2;
   for (C2c* side : {this, &peer}) {
     const unsigned p = side == this ? port : peer_port;

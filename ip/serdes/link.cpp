@@ -125,7 +125,8 @@ sc_core::sc_time Channel::send(const std::uint8_t* msg, std::size_t len, std::ui
         free_ = t;
         return sc_core::SC_ZERO_TIME;
       }
-      const sc_core::sc_time end = t + sc_core::sc_time(c_.flit_seconds(w), sc_core::SC_SEC);
+      const double seconds = c_.flit_seconds(w);
+      const sc_core::sc_time end = t + sc_core::sc_time(clock_ && clock_->scale() != 1.0 ? seconds / clock_->scale() : seconds, sc_core::SC_SEC);
       const sc_core::sc_time arrival = end + c_.latency;
       if (const LinkState::Event* e = state_.outage_in(t, arrival)) {
         // The fault comes before this FLIT arrives: it, and every FLIT the

@@ -25,6 +25,8 @@
 #include <systemc>
 #include <vector>
 
+#include "common/power.hpp"
+
 namespace tessera::serdes {
 
 struct LinkConfig {
@@ -112,10 +114,13 @@ class Channel {
   void inject_error(std::uint64_t n) { inject_.insert(n); }
   const ChannelStats& stats() const { return stats_; }
   sc_core::sc_time free_at() const { return free_; }
+  // DVFS: the lanes signal at lane_gbps x the clock's scale.
+  void set_clock(const power::Clock* clock) { clock_ = clock; }
 
  private:
   const LinkConfig& c_;
   LinkState& state_;
+  const power::Clock* clock_ = nullptr;
   std::mt19937_64 rng_;
   double flit_error_probability_;
   std::set<std::uint64_t> inject_;

@@ -230,7 +230,7 @@ void TensorCore::run() {
     ++stats_.commands;
     CommandError code = CommandError::none;
     std::string why = validate(c, code);
-    if (why.empty() && c.wait_sem && !sems_->acquire(c.wait_sem, reset_, period_, stats_.semaphore_wait_cycles)) {
+    if (why.empty() && c.wait_sem && !sems_->acquire(c.wait_sem, reset_, clk_->span(period_), stats_.semaphore_wait_cycles)) {
       running_ = false;  // the queue was reset while the command waited
       continue;
     }
@@ -257,7 +257,7 @@ void TensorCore::run() {
     const std::uint64_t moved = stats_.bytes_read + stats_.bytes_written;
     execute(c);
     // The operand and result streams occupy the banks while the array runs.
-    const sc_core::sc_time busy = period_ * static_cast<double>(t.cycles);
+    const sc_core::sc_time busy = clk_->span(period_ * static_cast<double>(t.cycles));
     spm_.engine_stream(sc_core::sc_time_stamp(), sc_core::sc_time_stamp() + busy,
                        stats_.bytes_read + stats_.bytes_written - moved);
     const sc_core::sc_time began = sc_core::sc_time_stamp();

@@ -288,7 +288,7 @@ void VectorUnit::run() {
     running_ = true;
     ++stats_.commands;
     const std::string why = validate(c);
-    if (why.empty() && c.wait_sem && !sems_->acquire(c.wait_sem, reset_, period_, stats_.semaphore_wait_cycles)) {
+    if (why.empty() && c.wait_sem && !sems_->acquire(c.wait_sem, reset_, clk_->span(period_), stats_.semaphore_wait_cycles)) {
       running_ = false;  // the queue was reset while the command waited
       continue;
     }
@@ -304,7 +304,7 @@ void VectorUnit::run() {
     const VectorTiming t = timing(cfg_, c);
     execute(c);
     // Its operand rows stream through the banks while it runs.
-    const sc_core::sc_time busy = period_ * static_cast<double>(t.cycles);
+    const sc_core::sc_time busy = clk_->span(period_ * static_cast<double>(t.cycles));
     spm_.engine_stream(sc_core::sc_time_stamp(), sc_core::sc_time_stamp() + busy, traffic(c));
     const sc_core::sc_time began = sc_core::sc_time_stamp();
     sc_core::wait(busy);
