@@ -113,6 +113,11 @@ void Meter::charge(Event e, double count, const sc_core::sc_time& start, const s
   const double scaled = r == 1.0 ? count : count * r * r;
   counts_[e] += count;
   scaled_[e] += scaled;
+  if (wake_) {
+    auto f = std::move(wake_);
+    wake_ = nullptr;
+    f();
+  }
   bin(d, scaled * table_.pj[e] * 1e-12, start, end);
 }
 

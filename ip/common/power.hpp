@@ -17,6 +17,7 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <systemc>
 #include <vector>
@@ -100,6 +101,8 @@ class Meter {
   void set_volts(Domain d, double v, const sc_core::sc_time& when);
   const Table& table() const { return table_; }
   void set_window(const sc_core::sc_time& w);
+  // Calls f once, at the next charge (a resting power manager wakes on activity).
+  void on_next_charge(std::function<void()> f) { wake_ = std::move(f); }
   const sc_core::sc_time& window() const { return window_; }
 
   double count(Event e) const { return counts_[e]; }
@@ -129,6 +132,7 @@ class Meter {
   std::array<double, kEvents> counts_{};
   std::array<double, kEvents> scaled_{};  // counts x (V/V_nominal)^2
   std::array<Clock, kDomains> clocks_;
+  std::function<void()> wake_;
   struct Step {
     sc_core::sc_time at;
     double watts;  // leakage from `at` on

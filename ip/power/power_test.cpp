@@ -5,7 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "common/power.hpp"
-#include "power/power_monitor.hpp"
+#include "power/power_manager.hpp"
 
 using namespace tessera;
 using namespace tessera::power;
@@ -59,7 +59,7 @@ TEST(Power, ParametersAreCheckedWithTheirKey) {
   auto error = [](const nlohmann::json& params) {
     try {
       Params p("p.json", "power", params);
-      PowerMonitor::Config c;
+      PowerManager::Config c;
       c.visit(p);
       p.finish();
       c.validate(p);
