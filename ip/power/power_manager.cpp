@@ -124,7 +124,7 @@ PowerManager::PowerManager(const sc_core::sc_module_name& n, const Config& c)
   firmware_ = c.firmware;
   for (unsigned d = 0; d < kDomains; ++d) {
     DomainState& dm = dom_[d];
-    dm.current = dm.target = c.initial[d];
+    dm.current = dm.target = dm.previous = c.initial[d];
     dm.limit = c.limit[d];
     const Pstate& s = c.pstates[d][dm.current];
     meter_.clock(static_cast<power::Domain>(d)).set(s.scale, sc_core::SC_ZERO_TIME);
@@ -328,6 +328,7 @@ void PowerManager::transition(power::Domain d) {
   const Pstate& s = config_.pstates[d][dm.target];
   dm.residency[dm.current] += (now - dm.since).to_seconds();
   dm.since = now;
+  dm.previous = dm.current;
   meter_.clock(d).set(s.scale, now);
   meter_.set_volts(d, s.volts, now);
   dm.current = dm.target;
@@ -396,16 +397,25 @@ void PowerManager::control(std::size_t k) {
   debt_ = cap_ > 0 ? std::max(0.0, debt_ + (total - cap_) * w) : 0.0;
   if (firmware_) return;
 
+  // The state each domain ran at through the window; a window with a
+  // change inside it measured a mix, and its domain waits for a clean one.
+  const sc_core::sc_time from = meter_.window() * static_cast<double>(k), to = from + meter_.window();
+  std::array<unsigned, kDomains> ran{};
+  std::array<bool, kDomains> clean{};
+  for (unsigned d = 0; d < kDomains; ++d) {
+    ran[d] = dom_[d].since <= from ? dom_[d].current : dom_[d].previous;
+    clean[d] = dom_[d].since <= from || dom_[d].since >= to;
+  }
   // Predicted power of domain d in P-state s, from what it drew in the window.
   auto predict = [&](unsigned d, unsigned s) {
-    const Pstate& now = config_.pstates[d][dom_[d].current];
+    const Pstate& now = config_.pstates[d][ran[d]];
     const Pstate& p = config_.pstates[d][s];
     const double v = p.volts / now.volts;
     return dyn[d] * (p.scale / now.scale) * v * v + leak[d] * v * v;
   };
   std::array<unsigned, kDomains> pick{};
   for (unsigned d = 0; d < kDomains; ++d) pick[d] = dom_[d].busy ? dom_[d].target : dom_[d].current;
-  auto movable = [&](unsigned d) { return !dom_[d].busy; };
+  auto movable = [&](unsigned d) { return !dom_[d].busy && clean[d]; };
   const unsigned last = kMaxPstates;
   // Each domain's own limit: its fastest state that fits.
   std::array<unsigned, kDomains> fastest{};

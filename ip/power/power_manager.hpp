@@ -82,6 +82,7 @@ class PowerManager : public MmioTarget {
  private:
   struct DomainState {
     unsigned current = 0, target = 0;   // P-states
+    unsigned previous = 0;              // the one before `current`
     bool busy = false;                  // a transition is under way (towards `target`)
     unsigned queued = ~0u;              // asked for while busy
     std::uint64_t throttles = 0, transitions = 0;

@@ -9,6 +9,8 @@
 #include <random>
 
 #include "numerics/formats.hpp"
+#include "power_regs.hpp"
+#include "tessera/program.hpp"
 #include "tessera/runtime.hpp"
 
 using namespace tessera;
@@ -449,4 +451,54 @@ TEST(Runtime, TileKernelsDriveTheCommunicationEngine) {
     EXPECT_EQ(e.status(), TP_KERNEL_ERROR);
     EXPECT_EQ(e.completion.detail, 101u) << "100 + the engine's code for a bad operation";
   }
+}
+
+// DVFS from the host through the power manager's registers: GEMMs from
+// tile 0's scratchpad (the tiles domain alone) at the tiles' P3 take the
+// clock ratio longer, less the launch (the CP and the NoC keep their
+// clocks); then a cap below what the chip leaks makes the loop throttle.
+TEST(Runtime, TheHostSlowsTheTilesAndCapsThePowerThroughThePowerManager) {
+  namespace R = regs::power;
+  constexpr std::uint64_t kPower = 0x1500'0000;  // the power manager in platform/t1.json
+  auto at = [](unsigned reg, unsigned i = 0) { return kPower + R::kBlock.regs[reg].offset + i * R::kBlock.regs[reg].stride; };
+  Device dev;
+  ASSERT_EQ(dev.read32(at(R::ID)), 0x50575220u);
+  const Kernel k = dev.load_kernel(kKernels + "/program.elf", 0x1);
+  TileProgram p;
+  for (int i = 0; i < 6; ++i) p.gemm({128, 128, 512, 0x0, 0x20000, 0x40000});
+  p.drain();
+  double busy_cycles = 0;
+  auto timed = [&] {
+    const double t0 = dev.simulated_seconds();
+    const double c0 = dev.stats("tile0")["device.tile0"]["tensor_busy_cycles"].get<double>();
+    dev.wait(dev.run(k, p, 0x1));
+    busy_cycles = dev.stats("tile0")["device.tile0"]["tensor_busy_cycles"].get<double>() - c0;
+    return dev.simulated_seconds() - t0;
+  };
+  const double full = timed(), full_cycles = busy_cycles;
+  dev.write32(at(R::CTRL), R::CTRL_f::FIRMWARE_MASK);
+  dev.write32(at(R::PSTATE_REQ, 0), 3);
+  while (dev.read32(at(R::PSTATE, 0)) & R::PSTATE_f::BUSY_MASK) {
+  }
+  EXPECT_EQ(dev.read32(at(R::FREQ_PERMILLE, 0)), 700u);
+  EXPECT_EQ(dev.read32(at(R::VOLTAGE_MV, 0)), 660u);
+  const double slow = timed();
+  // The tensor core's cycles are the same; each takes 1/0.7 as long.
+  const double compute = full_cycles / 1.5e9;  // the array clock
+  std::printf("6 GEMMs 128x128x512 from tile 0's scratchpad: %.2f us at P0 (%.2f us computing), %.2f us at P3 (x%.3f)\n",
+              full * 1e6, compute * 1e6, slow * 1e6, slow / full);
+  EXPECT_EQ(busy_cycles, full_cycles);
+  EXPECT_GE(slow - full, compute * (1 / 0.7 - 1));
+  EXPECT_LE(slow, full / 0.7 * 1.001);
+  // Back to the loop, with a cap below the leakage: it throttles everything it can.
+  dev.write32(at(R::CAP_MW), 4000);
+  dev.write32(at(R::CTRL), 0);
+  timed();
+  EXPECT_GT(dev.read32(at(R::THROTTLES)), 0u);
+  EXPECT_EQ(dev.read32(at(R::PSTATE, 0)) & R::PSTATE_f::CURRENT_MASK, 5u) << "the tiles' slowest";
+  EXPECT_GT(dev.read32(at(R::POWER_MW)), 4000u) << "still over: the chip leaks more than 4 W even at its lowest voltages";
+  EXPECT_EQ(dev.stats("power")["device.power"]["throttles"].get<std::uint64_t>(), dev.read32(at(R::THROTTLES)));
+  EXPECT_NE(usage_error([&] { dev.read32(at(R::ID) + 2); }).find("not 4-byte aligned"), std::string::npos);
+  EXPECT_NE(usage_error([&] { dev.write32(at(R::PSTATE_REQ, 0), 1); }).find("failed"), std::string::npos)
+      << "the loop owns the P-states: the write is refused";
 }

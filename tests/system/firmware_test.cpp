@@ -277,3 +277,22 @@ TEST(Firmware, PowerModelChargesEveryIpsActivity) {
     EXPECT_GT(std::string(fw) == "hbm_demo.elf" ? read : macs, 0) << fw;
   }
 }
+
+// The power manager from firmware: P-state tables, a transition timed on
+// mtime, the over-cap interrupt, telemetry, and the loop taking over.
+TEST(Firmware, PowerManagerFromFirmware) {
+  Outcome r = run("--firmware " + kFirmware + "/power_demo.elf --stats " + local("stats.json"));
+  EXPECT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("power: tiles P0 1.000@750mV P1 0.900@720mV P2 0.800@690mV P3 0.700@660mV P4 0.600@630mV P5 0.500@600mV, transition 1000 ns\n"),
+            std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("power: tiles P3 after 1000 ns: 700 per mille, 660 mV\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("power: over the 1 W cap: interrupt after 2"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("power: ok\n"), std::string::npos) << r.out;
+  const nlohmann::json s = nlohmann::json::parse(slurp(local("stats.json")));
+  const auto& p = s["ips"]["t1.power"];
+  EXPECT_EQ(p["overcap_events"], 1);
+  EXPECT_GT(p["throttles"].get<int>(), 0);
+  EXPECT_EQ(p["tiles_transitions"].get<int>(), 1 + p["tiles_throttles"].get<int>()) << "firmware's one, then the loop's";
+  // Leakage follows the voltages: the tiles ran part of the run at 0.66 V or less.
+  EXPECT_LT(p["tiles_static_j"].get<double>(), 2.4 * s["simulated_time_s"].get<double>());
+}

@@ -359,6 +359,18 @@ void Device::read(const Buffer& b, void* data, std::uint64_t bytes, std::uint64_
                    "a copy from the device");
 }
 
+std::uint32_t Device::read32(std::uint64_t address) {
+  if (address % 4) throw UsageError(fmt::format("read32 at {:#x}: not 4-byte aligned", address));
+  std::uint32_t v = 0;
+  impl_->on_device([&] { impl_->agent->access(tlm::TLM_READ_COMMAND, address, &v, 4); }, "a register read");
+  return v;
+}
+
+void Device::write32(std::uint64_t address, std::uint32_t value) {
+  if (address % 4) throw UsageError(fmt::format("write32 at {:#x}: not 4-byte aligned", address));
+  impl_->on_device([&] { impl_->agent->access(tlm::TLM_WRITE_COMMAND, address, &value, 4); }, "a register write");
+}
+
 Event Device::submit(tp_command c) {
   Impl& d = *impl_;
   if (d.submitted - d.agent->completed >= TP_RING_ENTRIES)

@@ -127,6 +127,12 @@ class Device {
   // all-to-all. A chip alone is a system of one.
   Event collective(std::uint32_t ce_op, const Buffer& src, const Buffer& dst, std::uint64_t count,
                    const Buffer* table = nullptr, Stream stream = {});
+  // A 32-bit device register through the host port (a PCIe BAR access):
+  // the power manager's cap and P-states (ip/power/power.regs.json), a
+  // tile's or a fabric's counters. A failed access throws UsageError.
+  std::uint32_t read32(std::uint64_t address);
+  void write32(std::uint64_t address, std::uint32_t value);
+
   // Which chip this is, of how many.
   unsigned chip() const;
   unsigned chips() const;
