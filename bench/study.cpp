@@ -13,6 +13,11 @@
 //                     draft length k (1 to 8) and the acceptance it gets,
 //                     next to plain greedy decoding: `tessera-vp demo --tiny
 //                     --speculate k --decode 16`, one run per k
+//   power-headroom    a fused MoE layer on four chips (compute, HBM and links
+//                     busy at once) under caps from 50% to 120% of the sum of
+//                     the domains' peaks: the manager's control loop against
+//                     clocks fixed so the worst case fits (reserved headroom);
+//                     throughput, which domain throttles, energy per token
 // The chip-to-chip one, push versus pull against message size and
 // notification latency, is `bench_comm push-vs-pull`.
 #include <fmt/format.h>
@@ -28,6 +33,7 @@
 #include "common/power.hpp"
 #include "numerics/accumulate.hpp"
 #include "numerics/formats.hpp"
+#include "power/power_manager.hpp"
 #include "svg.hpp"
 #include "tessera/program.hpp"
 #include "tessera/runtime.hpp"
@@ -220,11 +226,223 @@ int spec_decode(const std::string& dir) {
   return 0;
 }
 
+
+// ---- power-headroom ----------------------------------------------------
+// A fused MoE layer on four chips (platform/t1x4-ring.json), compute, HBM
+// and links busy at once: each of a chip's 8 tiles streams expert weight
+// blocks from HBM while its tensor core multiplies the previous block
+// (DMA and tensor core overlap), and the chip's engine runs the layer's
+// all-to-all over the links meanwhile. One run prints a JSON line.
+constexpr unsigned kHrChips = 4, kHrTokens = 128, kHrD = 256, kHrSteps = 24, kHrLayers = 2;
+constexpr std::uint64_t kHrPeerBytes = 2 << 20;
+
+int headroom_run(const std::vector<std::string>& sets) {
+  rt::Device::Options o;
+  o.platform = std::string(TESSERA_PLATFORM_DIR) + "/t1x4-ring.json";
+  o.sets = sets;
+  for (unsigned h = 0; h < 4; ++h) o.sets.push_back(fmt::format("hbm{}.mode=fast", h));
+  o.sets.push_back("noc.model=packet");
+  rt::Cluster cluster(o);
+  using rt::TileProgram;
+  std::vector<rt::Kernel> kernels;
+  std::vector<rt::Buffer> x, weights, a2a_in, a2a_out, tables;
+  std::vector<std::vector<std::pair<unsigned, TileProgram>>> programs(kHrChips);
+  const std::uint32_t X = 0x10000, B0 = 0x20000, B1 = 0x40000, C = 0x60000, wblock = 2 * kHrD * kHrD;  // the kernel below 64 KiB
+  for (unsigned k = 0; k < kHrChips; ++k) {
+    rt::Device& d = cluster.chip(k);
+    kernels.push_back(d.load_kernel(std::string(TESSERA_KERNEL_DIR) + "/program.elf", 0xff));
+    std::vector<std::uint16_t> ones(kHrTokens * kHrD, 0x3f80);  // BF16 1.0
+    x.push_back(d.alloc(2 * kHrTokens * kHrD, k % 4));
+    d.write(x.back(), ones.data(), 2 * kHrTokens * kHrD);
+    // Each tile's expert blocks in its own stack, so all four stacks work.
+    for (unsigned t = 0; t < 8; ++t) {
+      weights.push_back(d.alloc(std::uint64_t(wblock) * kHrSteps, t % 4));
+      const std::uint64_t mine = weights.back().address;
+      TileProgram p;
+      p.load(x.back().address, X, 2 * kHrTokens * kHrD).load(mine, B0, wblock).drain();
+      for (unsigned s = 0; s < kHrSteps; ++s) {
+        const std::uint32_t cur = s % 2 ? B1 : B0, next = s % 2 ? B0 : B1;
+        if (s + 1 < kHrSteps) p.load(mine + std::uint64_t(wblock) * (s + 1), next, wblock);
+        TileProgram::Gemm g;
+        g.m = kHrTokens, g.n = kHrD, g.k = kHrD, g.a = X, g.b = cur, g.c = C;
+        p.gemm(g).drain();
+      }
+      p.store(C, x.back().address, 2 * kHrTokens).drain();
+      programs[k].emplace_back(t, p);
+    }
+    a2a_in.push_back(d.alloc(kHrPeerBytes * kHrChips, 1));
+    a2a_out.push_back(d.alloc(kHrPeerBytes * kHrChips, 2));
+    std::vector<std::uint64_t> t(6 * kHrChips, 0);
+    for (unsigned q = 0; q < kHrChips; ++q) {
+      if (q == k) continue;
+      std::uint64_t* e = &t[6 * q];
+      e[0] = kHrPeerBytes * q, e[1] = kHrPeerBytes, e[2] = kHrPeerBytes * k;
+      e[3] = kHrPeerBytes * q, e[4] = kHrPeerBytes, e[5] = kHrPeerBytes * k;
+    }
+    tables.push_back(d.alloc(t.size() * 8, 3));
+    d.write(tables.back(), t.data(), t.size() * 8);
+  }
+  const double t0 = cluster.simulated_seconds();
+  std::vector<double> j0(kHrChips);
+  for (unsigned k = 0; k < kHrChips; ++k) j0[k] = power::meter(fmt::format("chip{}.x", k)).total_joules(sc_core::sc_time(t0, sc_core::SC_SEC));
+  for (unsigned l = 0; l < kHrLayers; ++l) {
+    std::vector<rt::Event> work, comm;
+    for (unsigned k = 0; k < kHrChips; ++k) {
+      work.push_back(cluster.chip(k).run(kernels[k], programs[k]));
+      comm.push_back(cluster.chip(k).collective(TP_CE_ALL_TO_ALL | TP_CE_DIRECT | TP_CE_PUSH | TP_CE_BF16, a2a_in[k],
+                                                a2a_out[k], 0, &tables[k]));
+    }
+    for (unsigned k = 0; k < kHrChips; ++k) cluster.chip(k).wait(work[k]), cluster.chip(k).wait(comm[k]);
+  }
+  const double t1 = cluster.simulated_seconds();
+  const auto stats = cluster.stats();
+  nlohmann::ordered_json out;
+  out["seconds"] = t1 - t0;
+  out["tokens"] = kHrLayers * kHrTokens * 8 * kHrChips;
+  double joules = 0;
+  for (unsigned k = 0; k < kHrChips; ++k)
+    joules += power::meter(fmt::format("chip{}.x", k)).total_joules(sc_core::sc_time(t1, sc_core::SC_SEC)) - j0[k];
+  out["joules"] = joules;
+  // Chip 0: its power per window and domain (leakage included), its P-states.
+  power::Meter& m = power::meter("chip0.x");
+  const double w = m.window().to_seconds();
+  const auto first = static_cast<std::size_t>(t0 / w), last = static_cast<std::size_t>(t1 / w);
+  std::array<std::vector<double>, power::kDomains> leak;
+  for (unsigned d = 0; d < power::kDomains; ++d) leak[d] = m.static_watts(static_cast<power::Domain>(d));
+  nlohmann::ordered_json peak = nlohmann::ordered_json::object(), windows = nlohmann::ordered_json::array();
+  for (std::size_t i = first; i < last && i < m.windows().size(); ++i) {
+    double total = 0;
+    for (unsigned d = 0; d < power::kDomains; ++d) {
+      const double p = m.windows()[i][d] / w + leak[d][i];
+      const std::string n = power::name(static_cast<power::Domain>(d));
+      peak[n] = std::max(peak.value(n, 0.0), p);
+      peak[n + "_dynamic"] = std::max(peak.value(n + "_dynamic", 0.0), m.windows()[i][d] / w);
+      total += p;
+    }
+    windows.push_back(total);
+  }
+  out["peak_w"] = peak;
+  out["window_w"] = windows;
+  const auto& p = stats["chip0.power"];
+  for (unsigned d = 0; d < power::kDomains; ++d) {
+    const std::string n = power::name(static_cast<power::Domain>(d));
+    out["throttles"][n] = p[n + "_throttles"];
+    out["residency"][n] = p[n + "_pstate_residency"];
+  }
+  std::printf("%s\n", out.dump().c_str());
+  return 0;
+}
+
+nlohmann::json headroom_child(const std::string& self, const std::vector<std::string>& sets) {
+  std::string cmd = self + " --headroom-run";
+  for (const auto& s : sets) cmd += " " + s;
+  std::FILE* p = popen(cmd.c_str(), "r");
+  std::string text;
+  char buf[4096];
+  while (p && std::fgets(buf, sizeof buf, p)) text += buf;
+  if (!p || pclose(p) != 0) throw std::runtime_error("`" + cmd + "` failed");
+  const auto at = text.rfind("{\"seconds\"");
+  if (at == std::string::npos) throw std::runtime_error("`" + cmd + "` printed no result");
+  return nlohmann::json::parse(text.substr(at));
+}
+
+int power_headroom(const std::string& self, const std::string& dir) {
+  using power::kDomains;
+  const PowerManager::Config defaults;
+  const char* const names[] = {"tiles", "noc", "hbm", "links", "cp"};
+  fmt::print("Power headroom: a fused MoE layer on 4 chips (t1x4-ring), per chip 8 tiles streaming expert blocks\n"
+             "from HBM into their tensor cores while the engine runs an all-to-all ({} KiB per peer), {} layers\n",
+             kHrPeerBytes >> 10, kHrLayers);
+  const nlohmann::json free_run = headroom_child(self, {});
+  double sum_peaks = 0;
+  fmt::print("uncapped: {:.2f} us; chip 0's peak per domain over 1 us windows:", free_run["seconds"].get<double>() * 1e6);
+  for (const char* n : names) {
+    sum_peaks += free_run["peak_w"][n].get<double>();
+    fmt::print(" {} {:.2f} W", n, free_run["peak_w"][n].get<double>());
+  }
+  fmt::print("; sum {:.2f} W\n", sum_peaks);
+  // Reserving headroom: clocks fixed so that every domain at its peak at
+  // once stays under the cap (the same greedy as the manager's loop: the
+  // step that saves the most first), no control loop.
+  auto reserved = [&](double cap) {
+    std::array<unsigned, kDomains> s{};
+    auto peak = [&](unsigned d, unsigned i) {
+      const auto& ps = defaults.pstates[d];
+      const double r = ps[i].volts / ps[0].volts;
+      const double dyn = free_run["peak_w"][std::string(names[d]) + "_dynamic"].get<double>();
+      return dyn * ps[i].scale * r * r + (free_run["peak_w"][names[d]].get<double>() - dyn) * r * r;
+    };
+    for (;;) {
+      double sum = 0;
+      for (unsigned d = 0; d < kDomains; ++d) sum += peak(d, s[d]);
+      if (sum <= cap) break;
+      unsigned best = kDomains;
+      double saving = 0;
+      for (unsigned d = 0; d < kDomains; ++d)
+        if (s[d] + 1 < defaults.pstates[d].size() && peak(d, s[d]) - peak(d, s[d] + 1) > saving)
+          saving = peak(d, s[d]) - peak(d, s[d] + 1), best = d;
+      if (best == kDomains) break;
+      ++s[best];
+    }
+    return s;
+  };
+  const double tokens = free_run["tokens"].get<double>();
+  std::string csv = "cap_percent,cap_w,policy,us,tokens_per_s,uj_per_token,chip0_avg_w,chip0_max_avg_w";
+  for (const char* n : names) csv += fmt::format(",{0}_throttles,{0}_mean_clock", n);
+  csv += "\n";
+  std::vector<bench::Series> series = {{"dynamic (cap + control loop)", {}}, {"reserved (clocks fixed for the worst case)", {}}};
+  fmt::print("{:>5} {:>7} {:>9} {:>9} {:>11} {:>9} {:>8} {:>8}  {}\n", "cap", "cap W", "policy", "us", "Mtok/s",
+             "uJ/tok", "avg W", "max10 W", "mean clock (throttles) tiles/noc/hbm/links/cp");
+  for (int pct = 50; pct <= 120; pct += 10) {
+    const double cap = sum_peaks * pct / 100.0;
+    for (int policy = 0; policy < 2; ++policy) {
+      std::vector<std::string> sets;
+      if (policy == 0) sets.push_back(fmt::format("power.cap_w={}", cap));
+      else {
+        const auto s = reserved(cap);
+        for (unsigned d = 0; d < kDomains; ++d) sets.push_back(fmt::format("power.pstate_{}={}", names[d], s[d]));
+      }
+      const nlohmann::json r = headroom_child(self, sets);
+      const double secs = r["seconds"].get<double>(), joules = r["joules"].get<double>();
+      const auto& win = r["window_w"];
+      double avg = 0, worst = 0;
+      for (const auto& x : win) avg += x.get<double>();
+      avg /= std::max<std::size_t>(1, win.size());
+      const std::size_t span = 10 * 6;  // ten response times of the loop (1 us window + 5 us slowest transition)
+      for (std::size_t i = 0; i + span <= win.size(); ++i) {
+        double sum = 0;
+        for (std::size_t k = i; k < i + span; ++k) sum += win[k].get<double>();
+        worst = std::max(worst, sum / span);
+      }
+      std::string clocks;
+      csv += fmt::format("{},{},{},{},{},{},{},{}", pct, cap, policy ? "reserved" : "dynamic", secs * 1e6, tokens / secs,
+                         joules / tokens * 1e6, avg, worst);
+      for (unsigned d = 0; d < kDomains; ++d) {
+        double clock = 0;
+        const auto& res = r["residency"][names[d]];
+        for (std::size_t i = 0; i < res.size(); ++i) clock += res[i].get<double>() * defaults.pstates[d][i].scale;
+        clocks += fmt::format("{}{:.2f}({})", d ? " " : "", clock, r["throttles"][names[d]].get<int>());
+        csv += fmt::format(",{},{}", r["throttles"][names[d]].get<int>(), clock);
+      }
+      csv += "\n";
+      fmt::print("{:>4}% {:>7.2f} {:>9} {:>9.2f} {:>11.3f} {:>9.3f} {:>8.2f} {:>8.2f}  {}\n", pct, cap,
+                 policy ? "reserved" : "dynamic", secs * 1e6, tokens / secs / 1e6, joules / tokens * 1e6, avg,
+                 worst, clocks);
+      series[policy].points.emplace_back(pct, tokens / secs / 1e6);
+    }
+  }
+  fmt::print("'max10 W': chip 0's highest average over any 60 us (ten of the loop's response times); the mean\n"
+             "clock is the time-weighted frequency fraction over the whole run, with the loop's throttle count.\n");
+  write_outputs(dir, "power_headroom", csv, "Fused MoE layer under a power cap (4 chips)", "cap, % of the sum of domain peaks",
+                "million tokens per second", series, false, false);
+  return 0;
+}
 }  // namespace
 
 int main(int argc, char** argv) {
   std::string what, dir = ".";
   if (argc == 4 && std::string(argv[1]) == "--run") return activation_run(argv[2], static_cast<unsigned>(std::atoi(argv[3])));
+  if (argc >= 2 && std::string(argv[1]) == "--headroom-run") return headroom_run(std::vector<std::string>(argv + 2, argv + argc));
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--out" && i + 1 < argc) dir = argv[++i];
@@ -234,6 +452,14 @@ int main(int argc, char** argv) {
   if (what == "fp8-accumulation") return fp8_accumulation(dir);
   if (what == "spec-decode") return spec_decode(dir);
   if (what == "activations") return activations(argv[0], dir);
-  std::fprintf(stderr, "usage: bench_study fp8-accumulation|activations|spec-decode [--out DIR]\n");
+  if (what == "power-headroom") {
+    try {
+      return power_headroom(argv[0], dir);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "bench_study: %s\n", e.what());
+      return 1;
+    }
+  }
+  std::fprintf(stderr, "usage: bench_study fp8-accumulation|activations|spec-decode|power-headroom [--out DIR]\n");
   return 2;
 }

@@ -306,12 +306,13 @@ void VectorUnit::run() {
     // Its operand rows stream through the banks while it runs.
     const sc_core::sc_time busy = clk_->span(period_ * static_cast<double>(t.cycles));
     spm_.engine_stream(sc_core::sc_time_stamp(), sc_core::sc_time_stamp() + busy, traffic(c));
+    // Charged over the run to come (see the tensor core).
     const sc_core::sc_time began = sc_core::sc_time_stamp();
-    sc_core::wait(busy);
     stats_.lane_ops += t.lane_ops;
     stats_.special_ops += t.special_ops;
-    meter_->charge(power::vector_op, static_cast<double>(t.lane_ops), began, sc_core::sc_time_stamp());
-    meter_->charge(power::vector_special, static_cast<double>(t.special_ops), began, sc_core::sc_time_stamp());
+    meter_->charge(power::vector_op, static_cast<double>(t.lane_ops), began, began + busy);
+    meter_->charge(power::vector_special, static_cast<double>(t.special_ops), began, began + busy);
+    sc_core::wait(busy);
     stats_.busy_cycles += t.cycles;
     switch (kind_of(c.op)) {
       case Kind::row: ++stats_.row_ops; break;
