@@ -8,6 +8,8 @@
 #include "common/log.hpp"
 #include "common/memory.hpp"
 #include "common/payload.hpp"
+#include "common/trace.hpp"
+#include "common/waves.hpp"
 #include "noc/noc_ip.hpp"
 #include "riscv/riscv_cpu.hpp"
 #include "tile/tile.hpp"
@@ -110,6 +112,13 @@ void Platform::wire_irqs() {
                           " inputs: " + to->irq_ports(false) + ")");  // elaboration-only
       if (in->driven()) throw ConfigError(where + "\"" + w.to.text + "\" already has a driver");  // elaboration-only
       out->bind(*in);
+      if (waves::on() && !out->observed()) {
+        const waves::Id id = waves::declare(waves::irq, from->path(), w.from.text, 1);
+        if (id != waves::kNone) {
+          waves::change(id, out->read(), sc_core::SC_ZERO_TIME);
+          out->observe([id](bool level) { waves::change(id, level); });
+        }
+      }
     }
   }
 }

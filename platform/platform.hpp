@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "common/checker.hpp"
+#include "common/trace_tap.hpp"
 #include "common/router.hpp"
 #include "elf.hpp"
 #include "spec.hpp"
@@ -76,6 +77,18 @@ class Platform : public sc_core::sc_module {
  private:
   template <class From, class To>
   void connect(From& from, To& to, const std::string& label) {
+    if (trace::on(trace::tlm) && trace::socket_wanted(label)) {  // --trace-sockets: a tap in front
+      auto tap = std::make_unique<TraceTap>(("trace_" + label).c_str(), std::string(name()) + "." + label);
+      from.bind(tap->target_socket);
+      TraceTap& t = *tap;
+      taps_.push_back(std::move(tap));
+      checked(t.initiator_socket, to, label);
+      return;
+    }
+    checked(from, to, label);
+  }
+  template <class From, class To>
+  void checked(From& from, To& to, const std::string& label) {
     if (!checker_) {
       from.bind(to);
       return;
@@ -97,6 +110,7 @@ class Platform : public sc_core::sc_module {
   std::unique_ptr<Router> bus_;
   std::vector<std::pair<std::string, std::unique_ptr<Ip>>> ips_;
   std::vector<std::unique_ptr<ProtocolChecker>> checkers_;
+  std::vector<std::unique_ptr<TraceTap>> taps_;
   tlm_utils::simple_initiator_socket<Platform> debug_port_;
   tlm_utils::multi_passthrough_initiator_socket<Platform, 32, tlm::tlm_base_protocol_types, 0,
                                                 sc_core::SC_ZERO_OR_MORE_BOUND>

@@ -15,7 +15,10 @@
 
 #include "common/log.hpp"
 #include "common/sim.hpp"
+#include "common/trace.hpp"
 #include "common/units.hpp"
+#include "common/waves.hpp"
+#include "power/power_manager.hpp"
 #include "elf.hpp"
 #include "demo.hpp"
 #include "platform.hpp"
@@ -40,7 +43,22 @@ struct Options {
   std::vector<std::string> sets, logs, chip_firmware;
   bool dump_config = false, strict = false, quiet = false, list_types = false;
   std::string checker;
+  std::string trace, trace_categories, trace_sockets, waves, waves_preset, waves_window;
 };
+
+std::vector<std::string> split_list(const std::string& text) {
+  std::vector<std::string> out;
+  std::string item;
+  for (char c : text + ",") {
+    if (c == ',') {
+      if (!item.empty()) out.push_back(item);
+      item.clear();
+    } else if (c != ' ') {
+      item += c;
+    }
+  }
+  return out;
+}
 
 std::string default_platform() {
   const char* dir = std::getenv("TESSERA_PLATFORM_DIR");
@@ -122,6 +140,15 @@ int sc_main(int argc, char** argv) {
     ("gen-header", po::value(&o.gen_header), "write the firmware memory-map header and exit")
     ("gen-linker", po::value(&o.gen_linker), "write the linker-script symbols and exit")
     ("protocol-checker", po::value(&o.checker), "on|off: TLM-2.0 protocol checker on every binding")
+    ("trace", po::value(&o.trace), "write a Chrome/Perfetto trace (JSON) of the run to this file")
+    ("trace-categories", po::value(&o.trace_categories), "what --trace records, comma-separated: tlm, dma, kernel, "
+                                                          "tensor, vector, hbm, link, power (default: all)")
+    ("trace-sockets", po::value(&o.trace_sockets), "TLM connections whose transactions --trace records, comma-separated "
+                                                    "instance names or connections (cp, cp_bus_initiator, bus_noc)")
+    ("waves", po::value(&o.waves), "write model-level waveforms (VCD) to this file")
+    ("waves-preset", po::value(&o.waves_preset), "what --waves records, comma-separated: irq, engines, clocks, power, "
+                                                  "links, all (default: all)")
+    ("waves-window", po::value(&o.waves_window), "record --waves only from..to, e.g. 10us..20us")
     ("quiet,q", po::bool_switch(&o.quiet), "no memory map and no summary");
   // clang-format on
   po::variables_map vm;
@@ -235,6 +262,30 @@ int sc_main(int argc, char** argv) {
     return 0;
   }
 
+  // Traces and waves open before anything elaborates: the IPs declare their signals as they are built.
+  try {
+    if (!o.trace.empty()) {
+      trace::Options t;
+      t.file = o.trace;
+      t.categories = split_list(o.trace_categories);
+      t.sockets = split_list(o.trace_sockets);
+      trace::open(t);
+    } else if (!o.trace_categories.empty() || !o.trace_sockets.empty()) {
+      return usage_error("--trace-categories and --trace-sockets need --trace FILE.json");
+    }
+    if (!o.waves.empty()) {
+      waves::Options w;
+      w.file = o.waves;
+      w.groups = split_list(o.waves_preset);
+      if (!o.waves_window.empty()) waves::parse_window(o.waves_window, w);
+      waves::open(w);
+    } else if (!o.waves_preset.empty() || !o.waves_window.empty()) {
+      return usage_error("--waves-preset and --waves-window need --waves FILE.vcd");
+    }
+  } catch (const std::runtime_error& e) {
+    return usage_error(e.what());
+  }
+
   // One platform, or a system of chips; `chips` lists them either way.
   std::unique_ptr<Platform> single;
   std::unique_ptr<System> system;
@@ -310,6 +361,11 @@ int sc_main(int argc, char** argv) {
     end = std::string("simulation error: ") + e.what();
   }
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
+  for (Platform* c : chips)
+    for (const InstanceSpec& s : c->spec().instances)
+      if (auto* pm = c->get<PowerManager>(s.name)) pm->publish();
+  if (!o.waves.empty() && !waves::close()) std::cerr << "tessera-vp: warning: cannot write " << o.waves << "\n";
+  trace::close();
   if (gdb) gdb->exited(code);
   if (!o.signature.empty()) {
     const std::uint64_t begin = *elf->symbol("begin_signature"), end = *elf->symbol("end_signature");

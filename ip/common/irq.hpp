@@ -50,13 +50,18 @@ class IrqOut {
   void write(bool level) {
     if (level == level_) return;
     level_ = level;
+    if (observer_) observer_(level);
     for (IrqIn* in : sinks_) in->set(level);
   }
+  // Told of every change (the waveforms).
+  void observe(std::function<void(bool)> f) { observer_ = std::move(f); }
   bool read() const { return level_; }
   bool bound() const { return !sinks_.empty(); }
+  bool observed() const { return static_cast<bool>(observer_); }
 
  private:
   std::vector<IrqIn*> sinks_;
+  std::function<void(bool)> observer_;
   bool level_ = false;
 };
 

@@ -2,6 +2,10 @@
 
 #include <fmt/format.h>
 
+#include "common/trace.hpp"
+
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cstring>
 
@@ -30,11 +34,13 @@ Dma::Dma(const sc_core::sc_module_name& n, Scratchpad& spm, const Config& c)
 
 void Dma::submit(const Descriptor& d) {
   queue_.push_back(d);
+  probe();
   work_.notify(sc_core::SC_ZERO_TIME);
 }
 
 void Dma::reset() {
   queue_.clear();
+  probe();
   reset_.notify();
   error_.clear();
   error_id_ = 0;
@@ -97,6 +103,7 @@ void Dma::fail(const Descriptor& d, DmaError code, const std::string& why) {
   error_code_ = code;
   log::guest_error(name(), "dma/descriptor", "{}", error_);
   running_ = false;
+  probe();
   irq.write(true);
 }
 
@@ -206,11 +213,13 @@ void Dma::run() {
     const Descriptor d = queue_.front();
     queue_.pop_front();
     running_ = true;
+    probe();
     ++stats_.descriptors;
     DmaError code = DmaError::none;
     const std::string why = validate(d, code);
     if (why.empty() && d.wait_sem && !sems_->acquire(d.wait_sem, reset_, clk_->span(period_), stats_.semaphore_wait_cycles)) {
       running_ = false;  // the queue was reset while the descriptor waited
+      probe();
       continue;
     }
     if (!why.empty()) {
@@ -241,8 +250,13 @@ void Dma::run() {
       fail(d, DmaError::bus, chunk_error_);
       continue;
     }
+    if (trace::on(trace::dma))
+      trace::slice(trace::dma, name(), fmt::format("{:#x} -> {:#x}", d.src, d.dst), start, sc_core::sc_time_stamp(),
+                   {{"id", d.id}, {"elements", static_cast<std::uint64_t>(d.len0) * d.count1 * d.count2},
+                    {"src_local", d.src_local}, {"dst_local", d.dst_local}});
     ++completed_;
     running_ = false;
+    probe();
     if (d.signal_sem || d.signal_sem2) sems_->signal_numbers(d.signal_sem, d.signal_sem2);
     irq.write(true);
   }

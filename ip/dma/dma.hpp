@@ -21,6 +21,8 @@
 #include <deque>
 #include <string>
 #include <systemc>
+
+#include "common/waves.hpp"
 #include <tlm_utils/simple_initiator_socket.h>
 #include <vector>
 
@@ -117,6 +119,13 @@ class Dma : public sc_core::sc_module {
   std::deque<Descriptor> queue_;
   sc_core::sc_event work_, chunk_ready_, chunks_done_, reset_;
   bool running_ = false;
+  // Waves (engines): busy while a command runs, and the queue's depth.
+  waves::Id w_busy_ = waves::declare(waves::engines, name(), "busy", 1);
+  waves::Id w_queue_ = waves::declare(waves::engines, name(), "queue", 8);
+  void probe() {
+    waves::change(w_busy_, running_);
+    waves::change(w_queue_, queue_.size());
+  }
   // The descriptor being moved and its chunks.
   Descriptor cur_;
   unsigned src_eb_ = 1, dst_eb_ = 1, scale_bytes_ = 4;

@@ -214,6 +214,7 @@ HbmStack::HbmStack(const sc_core::sc_module_name& n, const Config& c)
       if (--txn->remaining == 0) txn->done.notify(sc_core::SC_ZERO_TIME);
     }));
     channels_.back()->set_meter(meter_, clk_, tck_);
+    channels_.back()->set_track(fmt::format("{}.pc{}", path(), pc));
     wake_.push_back(std::make_unique<sc_core::sc_event>());
     sc_core::sc_spawn_options opt;
     opt.spawn_method();

@@ -1,5 +1,7 @@
 #include "hbm/pseudo_channel.hpp"
 
+#include "common/trace.hpp"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -222,6 +224,12 @@ void PseudoChannel::issue(const Candidate& c) {
     checker_.record(c.cmd, c.bank, row, c.cycle);
   }
   if (record_) issued_.push_back({c.cmd, c.bank, row, c.cycle});
+  if (trace::on(trace::hbm) && clock_) {
+    const std::uint64_t len = c.cmd == Cmd::ACT ? t_.tRCDRD : c.cmd == Cmd::PRE ? t_.tRP
+                            : c.cmd == Cmd::REFAB ? t_.tRFCab : c.cmd == Cmd::REFPB ? t_.tRFCpb : t_.tBURST;
+    trace::slice(trace::hbm, track_, cmd_name(c.cmd), clock_->edge(c.cycle, tck_), clock_->edge(c.cycle + len, tck_),
+                 {{"bank", c.bank}, {"row", row}});
+  }
   apply(c.cmd, c.bank, row, c.cycle);
 
   if (c.cmd == Cmd::REFAB || c.cmd == Cmd::REFPB) {

@@ -59,6 +59,8 @@ class PseudoChannel {
  public:
   // Activates and refreshes go to `m` (cycle c at clock.edge(c, tck)).
   void set_meter(power::Meter* m, const power::Clock* clock, std::uint64_t tck) { meter_ = m, clock_ = clock, tck_ = tck; }
+  // Its commands go on the trace (category hbm) under this track.
+  void set_track(std::string path) { track_ = std::move(path); }
   using Done = std::function<void(Request&)>;
   PseudoChannel(const Timing& t, const Org& o, const ControllerConfig& c, Done done);
 
@@ -134,6 +136,7 @@ class PseudoChannel {
   ChannelStats stats_;
   power::Meter* meter_ = nullptr;
   const power::Clock* clock_ = nullptr;
+  std::string track_;
   std::uint64_t tck_ = 1;
   bool record_ = false;
   std::vector<Issued> issued_;

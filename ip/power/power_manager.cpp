@@ -10,6 +10,7 @@
 #include "common/log.hpp"
 #include "common/registry.hpp"
 #include "common/sim.hpp"
+#include "common/trace.hpp"
 #include "power_regs.hpp"
 
 namespace tessera {
@@ -238,6 +239,16 @@ PowerManager::PowerManager(const sc_core::sc_module_name& n, const Config& c)
     return true;
   });
 
+  for (unsigned d = 0; d < kDomains; ++d) {
+    const std::string dom = power::name(static_cast<power::Domain>(d));
+    w_pstate_[d] = waves::declare(waves::clocks, path(), dom + "_pstate", 4);
+    w_freq_[d] = waves::declare(waves::clocks, path(), dom + "_freq", 0);
+    w_volts_[d] = waves::declare(waves::clocks, path(), dom + "_volts", 0);
+    w_watts_[d] = waves::declare(waves::power, path(), dom + "_w", 0);
+    show_clock(static_cast<power::Domain>(d), sc_core::SC_ZERO_TIME);
+  }
+  w_total_ = waves::declare(waves::power, path(), "total_w", 0);
+
   SC_HAS_PROCESS(PowerManager);
   SC_THREAD(loop);
   SC_METHOD(transitions);
@@ -332,6 +343,7 @@ void PowerManager::transition(power::Domain d) {
   meter_.clock(d).set(s.scale, now);
   meter_.set_volts(d, s.volts, now);
   dm.current = dm.target;
+  show_clock(d, now);
   dm.busy = false;
   ++dm.transitions;
   raise(R::IRQ_STATUS_f::PSTATE_DONE_MASK);
@@ -470,7 +482,43 @@ void PowerManager::control(std::size_t k) {
   }
 }
 
+void PowerManager::show_clock(power::Domain d, const sc_core::sc_time& at) {
+  const Pstate& s = config_.pstates[d][dom_[d].current];
+  waves::change(w_pstate_[d], dom_[d].current, at);
+  waves::change_real(w_freq_[d], s.scale, at);
+  waves::change_real(w_volts_[d], s.volts, at);
+  const std::string dom = power::name(d);
+  trace::counter(trace::power, path(), dom + " freq", at, s.scale);
+  trace::counter(trace::power, path(), dom + " V", at, s.volts);
+}
+
+void PowerManager::publish() {
+  if (published_ || (!waves::on() && !trace::on(trace::power))) return;
+  published_ = true;
+  const auto& windows = meter_.windows();
+  std::array<std::vector<double>, kDomains> leak;
+  for (unsigned d = 0; d < kDomains; ++d) leak[d] = meter_.static_watts(static_cast<power::Domain>(d));
+  // At most 100 000 points per counter: longer runs average neighbouring windows.
+  const std::size_t step = std::max<std::size_t>(1, (windows.size() + 99999) / 100000);
+  for (std::size_t i = 0; i < windows.size(); i += step) {
+    const std::size_t n = std::min(step, windows.size() - i);
+    const sc_core::sc_time at = meter_.window() * static_cast<double>(i);
+    double total = 0;
+    for (unsigned d = 0; d < kDomains; ++d) {
+      double w = 0;
+      for (std::size_t k = i; k < i + n; ++k) w += windows[k][d] / meter_.window().to_seconds() + leak[d][k];
+      w /= static_cast<double>(n);
+      total += w;
+      waves::change_real(w_watts_[d], w, at);
+      trace::counter(trace::power, path(), std::string(power::name(static_cast<power::Domain>(d))) + " W", at, w);
+    }
+    waves::change_real(w_total_, total, at);
+    trace::counter(trace::power, path(), "total W", at, total);
+  }
+}
+
 void PowerManager::end_of_simulation() {
+  publish();
   if (config_.csv.empty()) return;
   write_csv(config_.csv);
 }

@@ -27,6 +27,7 @@
 #include "common/irq.hpp"
 #include "common/power.hpp"
 #include "common/regs.hpp"
+#include "common/waves.hpp"
 
 namespace tessera {
 
@@ -78,6 +79,10 @@ class PowerManager : public MmioTarget {
   double window_watts(std::size_t i, power::Domain d) const;
   // The time from a change of load until the loop's answer has taken effect.
   sc_core::sc_time response_time() const;
+  // Puts the power per window and domain into the waveforms and the trace
+  // (as counters); once, at the end of the run (tessera-vp calls it, and
+  // end_of_simulation does).
+  void publish();
 
  private:
   struct DomainState {
@@ -110,6 +115,11 @@ class PowerManager : public MmioTarget {
   sc_core::sc_time over_for_;
   std::uint64_t overcap_events_ = 0, control_steps_ = 0;
   sc_core::sc_event reconfigured_, activity_;
+  bool published_ = false;
+  // Waves: per domain its P-state, frequency (fraction of nominal), voltage and power.
+  std::array<waves::Id, power::kDomains> w_pstate_{}, w_freq_{}, w_volts_{}, w_watts_{};
+  waves::Id w_total_ = waves::kNone;
+  void show_clock(power::Domain d, const sc_core::sc_time& at);
 };
 
 }  // namespace tessera

@@ -264,6 +264,8 @@ void C2c::connect(unsigned port, C2c& peer, unsigned peer_port) {
   b.tx = std::make_unique<Channel>(peer.config_.link, *state, peer.config_.link.seed * 1000003 + peer.chip_ * 64 + peer_port);
   a.tx->set_clock(&meter_->clock(power::links));
   b.tx->set_clock(&peer.meter_->clock(power::links));
+  a.tx->set_track(fmt::format("{}.port{}", path(), port));
+  b.tx->set_track(fmt::format("{}.port{}", peer.path(), peer_port));
   a.last_state = b.last_state = 2;
   for (C2c* side : {this, &peer}) {
     const unsigned p = side == this ? port : peer_port;
@@ -289,6 +291,14 @@ void C2c::schedule_changes(unsigned port, sc_core::sc_time start, sc_core::sc_ti
 }
 
 void C2c::start_of_simulation() {
+  for (unsigned i = 0; i < ports_.size(); ++i) {
+    Port& p = ports_[i];
+    if (!p.state) continue;
+    p.w_state = waves::declare(waves::links, fmt::format("{}.port{}", path(), i), "state", 2);
+    p.w_width = waves::declare(waves::links, fmt::format("{}.port{}", path(), i), "lanes", 8);
+    waves::change(p.w_state, port_state(i), sc_core::SC_ZERO_TIME);
+    waves::change(p.w_width, p.state->width(sc_core::SC_ZERO_TIME), sc_core::SC_ZERO_TIME);
+  }
   for (const Port& p : ports_)
     if (p.state)
       for (const auto& e : p.state->events())
@@ -315,6 +325,8 @@ void C2c::on_change() {
                 ports_[i].state->width(sc_core::sc_time_stamp()));
       ports_[i].last_state = s;
       bits |= 1u << i;
+      waves::change(ports_[i].w_state, s);
+      waves::change(ports_[i].w_width, ports_[i].state->width(sc_core::sc_time_stamp()));
     }
   }
   if (bits) regs_->raise(bits << R::IRQ_STATUS_f::STATE_CHANGE_SHIFT);

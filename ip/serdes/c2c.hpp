@@ -28,6 +28,7 @@
 
 #include "common/config.hpp"
 #include "common/power.hpp"
+#include "common/waves.hpp"
 #include "common/regs.hpp"
 #include "serdes/comm.hpp"
 #include "serdes/link.hpp"
@@ -95,6 +96,7 @@ class C2c : public Ip {
     std::shared_ptr<LinkState> state;
     std::unique_ptr<Channel> tx;
     unsigned last_state = 0;
+    waves::Id w_state = waves::kNone, w_width = waves::kNone;  // links group
   };
   void b_transport(tlm::tlm_generic_payload& trans, sc_core::sc_time& delay);
   unsigned transport_dbg(tlm::tlm_generic_payload& trans);

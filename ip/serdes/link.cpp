@@ -1,5 +1,9 @@
 #include "serdes/link.hpp"
 
+#include <fmt/format.h>
+
+#include "common/trace.hpp"
+
 #include <boost/crc.hpp>
 
 #include <algorithm>
@@ -135,6 +139,8 @@ sc_core::sc_time Channel::send(const std::uint8_t* msg, std::size_t len, std::ui
         const sc_core::sc_time ft = end - t;
         stats_.lost_in_fault += static_cast<std::uint64_t>(std::ceil((e->start - t) / ft));
         ++stats_.replays;
+        if (trace::on(trace::link))
+          trace::instant(trace::link, track_, fmt::format("replay from {}", seq), e->end, {{"seq", seq}, {"reason", "link fault"}});
         stats_.busy += e->start - t;
         t = e->end;
         continue;
@@ -153,10 +159,15 @@ sc_core::sc_time Channel::send(const std::uint8_t* msg, std::size_t len, std::ui
       // goes back to it once the NAK arrives.
       std::uint32_t got;
       std::memcpy(&got, &wire_[crc_at], 4);
+      if (trace::on(trace::link))
+        trace::slice(trace::link, track_, fmt::format("flit {}", seq), t, end,
+                     {{"seq", seq}, {"bytes", n}, {"lanes", w}, {"attempt", attempt}, {"corrupted", corrupt}});
       if (crc32(wire_.data(), crc_at) != got) {
         ++stats_.crc_errors;
         ++stats_.replays;
         const sc_core::sc_time nak = arrival + c_.latency;
+        if (trace::on(trace::link))
+          trace::instant(trace::link, track_, fmt::format("replay from {}", seq), nak, {{"seq", seq}, {"reason", "crc"}});
         stats_.replay_time += nak - end;
         t = nak;
         continue;

@@ -116,11 +116,14 @@ class Channel {
   sc_core::sc_time free_at() const { return free_; }
   // DVFS: the lanes signal at lane_gbps x the clock's scale.
   void set_clock(const power::Clock* clock) { clock_ = clock; }
+  // The trace track of this direction (category link: FLITs and replays).
+  void set_track(std::string path) { track_ = std::move(path); }
 
  private:
   const LinkConfig& c_;
   LinkState& state_;
   const power::Clock* clock_ = nullptr;
+  std::string track_;
   std::mt19937_64 rng_;
   double flit_error_probability_;
   std::set<std::uint64_t> inject_;

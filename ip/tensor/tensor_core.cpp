@@ -2,6 +2,10 @@
 
 #include <fmt/format.h>
 
+#include "common/trace.hpp"
+
+#include <fmt/format.h>
+
 #include <cstring>
 
 #include "common/log.hpp"
@@ -30,6 +34,7 @@ TensorCore::TensorCore(const sc_core::sc_module_name& n, Scratchpad& spm, const 
 
 void TensorCore::submit(const GemmCommand& c) {
   queue_.push_back(c);
+  probe();
   work_.notify(sc_core::SC_ZERO_TIME);
 }
 
@@ -37,6 +42,7 @@ void TensorCore::acknowledge() { irq.write(false); }
 
 void TensorCore::reset() {
   queue_.clear();
+  probe();
   reset_.notify();  // a command waiting for its semaphore is dropped too
   error_.clear();
   error_id_ = 0;
@@ -227,11 +233,13 @@ void TensorCore::run() {
     const GemmCommand c = queue_.front();
     queue_.pop_front();
     running_ = true;
+    probe();
     ++stats_.commands;
     CommandError code = CommandError::none;
     std::string why = validate(c, code);
     if (why.empty() && c.wait_sem && !sems_->acquire(c.wait_sem, reset_, clk_->span(period_), stats_.semaphore_wait_cycles)) {
       running_ = false;  // the queue was reset while the command waited
+      probe();
       continue;
     }
     if (!why.empty()) {
@@ -241,6 +249,7 @@ void TensorCore::run() {
       error_code_ = code;
       log::guest_error(name(), "tensor/command", "{}", error_);
       running_ = false;
+      probe();
       irq.write(true);
       done_.notify(sc_core::SC_ZERO_TIME);
       continue;
@@ -273,11 +282,16 @@ void TensorCore::run() {
       case num::Format::INT8: stats_.macs_int8 += t.macs; break;
       default: stats_.macs_fp8 += t.macs; break;
     }
+    if (trace::on(trace::tensor))
+      trace::slice(trace::tensor, name(), fmt::format("gemm {}x{}x{} {}", s.m, s.n, s.k, num::name(s.input)),
+                   sc_core::sc_time_stamp(), sc_core::sc_time_stamp() + busy,
+                   {{"id", c.id}, {"macs", t.macs}, {"cycles", t.cycles}});
     sc_core::wait(busy);
     stats_.busy_cycles += t.cycles;
     stats_.operand_stall_cycles += t.cycles - ideal.cycles;
     ++completed_;
     running_ = false;
+    probe();
     if (c.signal_sem || c.signal_sem2) sems_->signal_numbers(c.signal_sem, c.signal_sem2);
     irq.write(true);
     done_.notify(sc_core::SC_ZERO_TIME);

@@ -15,6 +15,8 @@
 #include <vector>
 #include <systemc>
 
+#include "common/waves.hpp"
+
 #include "common/irq.hpp"
 #include "common/power.hpp"
 #include "common/semaphores.hpp"
@@ -92,6 +94,13 @@ class TensorCore : public sc_core::sc_module {
   std::deque<GemmCommand> queue_;
   sc_core::sc_event work_, done_, reset_;
   bool running_ = false;
+  // Waves (engines): busy while a command runs, and the queue's depth.
+  waves::Id w_busy_ = waves::declare(waves::engines, name(), "busy", 1);
+  waves::Id w_queue_ = waves::declare(waves::engines, name(), "queue", 8);
+  void probe() {
+    waves::change(w_busy_, running_);
+    waves::change(w_queue_, queue_.size());
+  }
   std::string error_;
   std::uint32_t error_id_ = 0, completed_ = 0;
   CommandError error_code_ = CommandError::none;

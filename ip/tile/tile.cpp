@@ -1,5 +1,7 @@
 #include "tile/tile.hpp"
 
+#include "common/trace.hpp"
+
 #include <cstring>
 
 #include "common/log.hpp"
@@ -147,6 +149,8 @@ class Tile::Regs : public MmioTarget {
       if (w.data & R::CORE_CTRL_f::START_MASK) {
         core->start(regs_.get(R::CORE_PC));
         core_state_ = 1;
+        kernel_start_ = now();
+        kernel_pc_ = regs_.get(R::CORE_PC);
       }
       return true;
     });
@@ -155,6 +159,9 @@ class Tile::Regs : public MmioTarget {
         tile_.core_->halt();
         core_state_ = 2;
         ++kernels_done_;
+        if (trace::on(trace::kernel))
+          trace::slice(trace::kernel, tile_.path() + ".core", fmt::format("kernel {:#x}", kernel_pc_), kernel_start_, now(),
+                       {{"exit", w.next}});
         raise(R::IRQ_STATUS_f::CORE_DONE_MASK);
       }
       return true;
@@ -220,6 +227,8 @@ class Tile::Regs : public MmioTarget {
   }
 
   std::uint64_t refused_ = 0, vrefused_ = 0, drefused_ = 0, kernels_done_ = 0, kernel_faults_ = 0;
+  sc_core::sc_time kernel_start_;  // the running kernel's launch (trace)
+  std::uint64_t kernel_pc_ = 0;
 
  private:
   std::uint64_t seen_completed_ = 0, seen_errors_ = 0, seen_vcompleted_ = 0, seen_verrors_ = 0;

@@ -1,5 +1,9 @@
 #include "vector/vector_unit.hpp"
 
+#include <fmt/format.h>
+
+#include "common/trace.hpp"
+
 #include <algorithm>
 #include <cstring>
 #include <iterator>
@@ -67,11 +71,13 @@ VectorUnit::VectorUnit(const sc_core::sc_module_name& n, Scratchpad& spm, const 
 
 void VectorUnit::submit(const VectorCommand& c) {
   queue_.push_back(c);
+  probe();
   work_.notify(sc_core::SC_ZERO_TIME);
 }
 
 void VectorUnit::reset() {
   queue_.clear();
+  probe();
   reset_.notify();  // a command waiting for its semaphore is dropped too
   error_.clear();
   error_id_ = 0;
@@ -286,10 +292,12 @@ void VectorUnit::run() {
     const VectorCommand c = queue_.front();
     queue_.pop_front();
     running_ = true;
+    probe();
     ++stats_.commands;
     const std::string why = validate(c);
     if (why.empty() && c.wait_sem && !sems_->acquire(c.wait_sem, reset_, clk_->span(period_), stats_.semaphore_wait_cycles)) {
       running_ = false;  // the queue was reset while the command waited
+      probe();
       continue;
     }
     if (!why.empty()) {
@@ -298,6 +306,7 @@ void VectorUnit::run() {
       error_id_ = c.id;
       log::guest_error(name(), "vector/command", "{}", error_);
       running_ = false;
+      probe();
       irq.write(true);
       continue;
     }
@@ -312,6 +321,9 @@ void VectorUnit::run() {
     stats_.special_ops += t.special_ops;
     meter_->charge(power::vector_op, static_cast<double>(t.lane_ops), began, began + busy);
     meter_->charge(power::vector_special, static_cast<double>(t.special_ops), began, began + busy);
+    if (trace::on(trace::vector))
+      trace::slice(trace::vector, name(), fmt::format("{} {}x{}", vector::name(c.op), c.rows, c.cols), began, began + busy,
+                   {{"id", c.id}, {"lane_ops", t.lane_ops}, {"special_ops", t.special_ops}, {"cycles", t.cycles}});
     sc_core::wait(busy);
     stats_.busy_cycles += t.cycles;
     switch (kind_of(c.op)) {
@@ -322,6 +334,7 @@ void VectorUnit::run() {
     }
     ++completed_;
     running_ = false;
+    probe();
     if (c.signal_sem || c.signal_sem2) sems_->signal_numbers(c.signal_sem, c.signal_sem2);
     irq.write(true);
   }

@@ -21,6 +21,8 @@
 #include <string>
 #include <systemc>
 
+#include "common/waves.hpp"
+
 #include "common/irq.hpp"
 #include "common/power.hpp"
 #include "common/semaphores.hpp"
@@ -117,6 +119,13 @@ class VectorUnit : public sc_core::sc_module {
   sc_core::sc_event work_, reset_;
   Semaphores* sems_ = nullptr;
   bool running_ = false;
+  // Waves (engines): busy while a command runs, and the queue's depth.
+  waves::Id w_busy_ = waves::declare(waves::engines, name(), "busy", 1);
+  waves::Id w_queue_ = waves::declare(waves::engines, name(), "queue", 8);
+  void probe() {
+    waves::change(w_busy_, running_);
+    waves::change(w_queue_, queue_.size());
+  }
   std::string error_;
   std::uint32_t error_id_ = 0, completed_ = 0;
   VectorStats stats_;

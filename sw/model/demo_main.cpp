@@ -10,6 +10,7 @@
 #include <memory>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 
@@ -23,7 +24,7 @@ using namespace tessera;
 
 namespace {
 int usage(const char* why) {
-  std::fprintf(stderr, "tessera demo: %s\nusage: tessera-vp demo [--tiny] [--fp8] [--device-dispatch] [--chips 1|4|8] [--prompt N] [--decode N] [--seed S] [--speculate K] [--set inst.key=value ...]\n", why);
+  std::fprintf(stderr, "tessera demo: %s\nusage: tessera-vp demo [--tiny] [--fp8] [--device-dispatch] [--chips 1|4|8] [--prompt N] [--decode N] [--seed S] [--speculate K [--acceptance A]] [--trace FILE.json] [--waves FILE.vcd] [--set inst.key=value ...]\n", why);
   return 2;
 }
 bool number(const char* s, unsigned& out) {
@@ -38,6 +39,7 @@ bool number(const char* s, unsigned& out) {
 int tessera::model::demo_main(int argc, char** argv) {
   model::Config c;
   unsigned prompt = 32, decode = 32, seed = 1, speculate = 0, chips = 1;
+  double acceptance = -1;  // steer the draft to this acceptance (speculative.hpp); < 0: the draft as it is
   rt::Device::Options opt;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -49,7 +51,14 @@ int tessera::model::demo_main(int argc, char** argv) {
     else if (a == "--device-dispatch") c.device_dispatch = true;
     else if (a == "--seed") { if (!value(seed)) return usage("--seed takes a number"); }
     else if (a == "--speculate") { if (!value(speculate) || !speculate || speculate > 16) return usage("--speculate takes a draft length of 1 to 16"); }
+    else if (a == "--acceptance") {
+      char* end = nullptr;
+      if (i + 1 >= argc || (acceptance = std::strtod(argv[++i], &end), *end) || !(acceptance >= 0 && acceptance <= 1))
+        return usage("--acceptance takes a rate from 0 to 1");
+    }
     else if (a == "--chips") { if (!value(chips) || (chips != 1 && chips != 4 && chips != 8)) return usage("--chips takes 1, 4 (platform/t1x4-ring.json) or 8 (platform/t1x8-torus.json)"); }
+    else if (a == "--trace") { if (i + 1 >= argc) return usage("--trace takes a file (FILE.json)"); opt.trace = argv[++i]; }
+    else if (a == "--waves") { if (i + 1 >= argc) return usage("--waves takes a file (FILE.vcd)"); opt.waves = argv[++i]; }
     else if (a == "--set") { if (i + 1 >= argc) return usage("--set takes inst.key=value"); opt.sets.push_back(argv[++i]); }
     else return usage(("unknown option " + a).c_str());
   }
@@ -75,6 +84,7 @@ int tessera::model::demo_main(int argc, char** argv) {
   }
   if (!prompt || prompt > 64) return usage("--prompt must be 1 to 64 tokens");
   if (chips > 1 && speculate) return usage("--speculate runs on one chip");
+  if (acceptance >= 0 && !speculate) return usage("--acceptance needs --speculate K");
   if (chips > 1 && c.device_dispatch) return usage("--device-dispatch runs on one chip (on several the host dispatches)");
   if (chips > 1) {
     const std::string dir = rt::Device::default_platform().substr(0, rt::Device::default_platform().rfind('/'));
@@ -118,8 +128,11 @@ int tessera::model::demo_main(int argc, char** argv) {
       std::vector<std::uint32_t> p(prompt);
       for (unsigned i = 0; i < prompt; ++i) p[i] = (i * 2654435761u + seed) % c.vocab;
       const model::Decoded plain = model::greedy(dev, m, p, decode);
-      const model::Decoded spec = model::speculative(dev, m, draft, p, decode, speculate);
-      std::printf("speculative decoding, draft length %u (one-layer draft): acceptance %.2f (%u of %u proposals)\n", speculate,
+      model::Steering steer;
+      steer.rate = acceptance, steer.seed = seed, steer.reference = &plain.tokens;
+      const model::Decoded spec = model::speculative(dev, m, draft, p, decode, speculate, acceptance >= 0 ? &steer : nullptr);
+      std::printf("speculative decoding, draft length %u (%s): acceptance %.2f (%u of %u proposals)\n", speculate,
+                  acceptance >= 0 ? fmt::format("one-layer draft steered to {:.2f}", acceptance).c_str() : "one-layer draft",
                   spec.acceptance(), spec.accepted, spec.proposed);
       std::printf("target steps %u against %u plain; virtual time %.1f us against %.1f us plain: speed-up %.2fx\n",
                   spec.target_steps, plain.target_steps, spec.seconds * 1e6, plain.seconds * 1e6,

@@ -92,6 +92,16 @@ TEST(Model, SpeculativeDecodingGivesTheGreedyTokens) {
   const Decoded spec = speculative(dev, target, draft, prompt, n, k);
   EXPECT_EQ(spec.tokens, plain.tokens);
   EXPECT_LE(spec.accepted, spec.proposed);
+  // The draft steered to an acceptance rate: 1 accepts everything, 0 nothing, same tokens always.
+  Steering all{1.0, 5, &plain.tokens}, none{0.0, 5, &plain.tokens};
+  const Decoded sure = speculative(dev, target, draft, prompt, n, k, &all);
+  EXPECT_EQ(sure.tokens, plain.tokens);
+  EXPECT_EQ(sure.accepted, sure.proposed);
+  EXPECT_EQ(sure.target_steps, perfect.target_steps) << "as good as the target itself";
+  const Decoded never = speculative(dev, target, draft, prompt, n, k, &none);
+  EXPECT_EQ(never.tokens, plain.tokens);
+  EXPECT_EQ(never.accepted, 0u);
+  EXPECT_EQ(never.target_steps, plain.target_steps);
   std::printf("speculative (k=%u): perfect draft %u target steps, %.1f us vs plain %u steps, %.1f us; "
               "one-layer draft acceptance %.2f, %u target steps, %.1f us\n",
               k, perfect.target_steps, perfect.seconds * 1e6, plain.target_steps, plain.seconds * 1e6, spec.acceptance(),

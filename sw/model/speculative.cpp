@@ -1,5 +1,7 @@
 #include "speculative.hpp"
 
+#include <random>
+
 #include <algorithm>
 
 namespace tessera::model {
@@ -40,8 +42,9 @@ Decoded greedy(rt::Device& dev, DeviceModel& target, const std::vector<std::uint
 }
 
 Decoded speculative(rt::Device& dev, DeviceModel& target, DeviceModel& draft, const std::vector<std::uint32_t>& prompt,
-                    unsigned n, unsigned k) {
+                    unsigned n, unsigned k, const Steering* steer) {
   Decoded d;
+  std::mt19937_64 rng(steer ? steer->seed : 0);
   const unsigned vocab = target.config().vocab;
   const double t0 = dev.simulated_seconds();
   std::uint32_t cur = 0, ignored = 0;
@@ -62,6 +65,15 @@ Decoded speculative(rt::Device& dev, DeviceModel& target, DeviceModel& draft, co
       std::uint32_t t = 0;
       draft.step(input, dpos, &t, nullptr);
       ++d.draft_steps;
+      if (steer && steer->reference) {
+        // Output index of this proposal: after the tokens so far and the proposals before it.
+        const std::size_t at = d.tokens.size() + i;
+        const bool known = at < steer->reference->size();
+        const std::uint32_t right = known ? (*steer->reference)[at] : 0;
+        const bool hit = std::uniform_real_distribution<double>(0, 1)(rng) < steer->rate;
+        const auto other = static_cast<std::uint32_t>(1 + rng() % (vocab - 1));
+        t = known && hit ? right : (right + other) % vocab;
+      }
       dpos += static_cast<unsigned>(input.size());
       proposal.push_back(t);
       input = {t};

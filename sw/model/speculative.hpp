@@ -25,8 +25,20 @@ struct Decoded {
 
 // Plain greedy decoding of `n` tokens after `prompt`.
 Decoded greedy(rt::Device& dev, DeviceModel& target, const std::vector<std::uint32_t>& prompt, unsigned n);
-// Speculative greedy decoding with drafts of `k` tokens.
+// A draft whose acceptance is an input: the draft model still runs (its
+// time is real), but each token it proposes is replaced by the target's
+// own greedy choice there (`reference`, from plain decoding) with
+// probability `rate`, else by another token: the acceptance of a better or
+// worse draft, at this draft's cost. Seeded, so runs repeat.
+struct Steering {
+  double rate = 0;
+  std::uint64_t seed = 1;
+  const std::vector<std::uint32_t>* reference = nullptr;
+};
+
+// Speculative greedy decoding with drafts of `k` tokens (steered when
+// `steer` is given).
 Decoded speculative(rt::Device& dev, DeviceModel& target, DeviceModel& draft, const std::vector<std::uint32_t>& prompt,
-                    unsigned n, unsigned k);
+                    unsigned n, unsigned k, const Steering* steer = nullptr);
 
 }  // namespace tessera::model

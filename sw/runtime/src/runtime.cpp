@@ -1,5 +1,9 @@
 #include "tessera/runtime.hpp"
 
+#include "common/trace.hpp"
+#include "common/waves.hpp"
+#include "power/power_manager.hpp"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -267,6 +271,37 @@ std::string Device::default_platform() { return std::string(TESSERA_SOURCE_DIR) 
 
 Device::Device() : Device(Options{}) {}
 
+namespace {
+
+// Options::trace and Options::waves open before anything elaborates.
+void open_outputs(const Device::Options& o) {
+  try {
+    if (!o.trace.empty()) {
+      trace::Options t;
+      t.file = o.trace;
+      trace::open(t);
+    }
+    if (!o.waves.empty()) {
+      waves::Options w;
+      w.file = o.waves;
+      waves::open(w);
+    }
+  } catch (const std::runtime_error& e) {
+    throw UsageError(e.what());
+  }
+}
+
+// ... and close when the simulation is torn down, with the power per window.
+void close_outputs(const std::vector<Platform*>& chips) {
+  for (Platform* p : chips)
+    for (const InstanceSpec& s : p->spec().instances)
+      if (auto* pm = p->get<PowerManager>(s.name)) pm->publish();
+  waves::close();
+  trace::close();
+}
+
+}  // namespace
+
 Device::Device(const Options& options) : impl_(std::make_unique<Impl>()) {
   if (g_simulation_exists) throw UsageError("one Device per process (or one Cluster): a simulated chip elaborates once");
   Impl& d = *impl_;
@@ -279,6 +314,7 @@ Device::Device(const Options& options) : impl_(std::make_unique<Impl>()) {
   for (const auto& s : options.sets) PlatformSpec::apply_set(raw, file, s);
   d.spec = PlatformSpec::parse(file, raw);
   d.firmware = ElfImage::read(options.firmware.empty() ? default_firmware() : options.firmware);
+  open_outputs(options);
   sim::reset();
   d.owned = std::make_unique<Platform>("device", d.spec, false);
   d.attach(*d.owned, d.spec, "host_agent");
@@ -293,7 +329,9 @@ Device::Device(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 unsigned Device::chip() const { return impl_->chip; }
 unsigned Device::chips() const { return impl_->chips; }
 
-Device::~Device() = default;
+Device::~Device() {
+  if (impl_ && impl_->owned) close_outputs({impl_->owned.get()});
+}
 
 unsigned Device::tiles() const { return impl_->tiles; }
 
@@ -587,6 +625,7 @@ Cluster::Cluster(const Device::Options& options) : impl_(std::make_unique<Impl>(
   sets.insert(sets.end(), options.sets.begin(), options.sets.end());
   c.spec = SystemSpec::parse(options.platform, raw, sets);
   c.firmware = ElfImage::read(options.firmware.empty() ? default_firmware() : options.firmware);
+  open_outputs(options);
   sim::reset();
   c.system = std::make_unique<tessera::System>(c.spec, false);
   for (unsigned k = 0; k < c.system->size(); ++k) {
@@ -603,7 +642,11 @@ Cluster::Cluster(const Device::Options& options) : impl_(std::make_unique<Impl>(
   for (auto& d : c.devices) d->impl_->boot();
 }
 
-Cluster::~Cluster() = default;
+Cluster::~Cluster() {
+  std::vector<Platform*> chips;
+  for (unsigned k = 0; impl_ && impl_->system && k < impl_->system->size(); ++k) chips.push_back(&impl_->system->chip(k));
+  close_outputs(chips);
+}
 
 unsigned Cluster::chips() const { return static_cast<unsigned>(impl_->devices.size()); }
 

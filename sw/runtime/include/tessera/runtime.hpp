@@ -73,6 +73,8 @@ class Device {
     std::vector<std::string> sets;      // platform overrides, "instance.key=value"
     double timeout_s = 1.0;             // simulated seconds the host waits for any one answer
     bool quiet = true;                  // the firmware's UART output goes nowhere
+    std::string trace;                  // a Chrome/Perfetto trace of the run (as tessera-vp --trace); empty: none
+    std::string waves;                  // model-level waveforms (VCD, as tessera-vp --waves); empty: none
   };
 
   explicit Device(const Options& options);
