@@ -3,8 +3,10 @@
 // RV32, in three modes. MIPS = simulated instructions / host seconds of
 // simulation (elaboration and loading excluded), best of three runs.
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -18,14 +20,18 @@ struct Mode {
 };
 
 nlohmann::json run(const std::string& args) {
-  const std::string stats = "bench_riscv_stats.json";
+  // The run's statistics in a scratch file of this process, not in the working directory.
+  const std::string stats =
+      (std::filesystem::temp_directory_path() / fmt::format("bench_riscv_stats.{}.json", ::getpid())).string();
   const std::string cmd = std::string(TESSERA_VP) + " -q " + args + " --stats " + stats + " >/dev/null 2>&1";
   if (std::system(cmd.c_str()) != 0) {
     fmt::print(stderr, "failed: {}\n", cmd);
     std::exit(1);
   }
   std::ifstream in(stats);
-  return nlohmann::json::parse(in);
+  nlohmann::json j = nlohmann::json::parse(in);
+  std::filesystem::remove(stats);
+  return j;
 }
 
 }  // namespace

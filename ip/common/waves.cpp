@@ -184,7 +184,8 @@ bool close() {
     for (std::size_t i = common; i < parts.size(); ++i)
       std::fprintf(f, "$scope module %s $end\n", parts[i].c_str()), open_scopes.push_back(parts[i]);
     if (sig.width == 0) std::fprintf(f, "$var real 64 %s %s $end\n", code(id).c_str(), sig.name.c_str());
-    else std::fprintf(f, "$var wire %u %s %s $end\n", sig.width, code(id).c_str(), sig.name.c_str());
+    else if (sig.width == 1) std::fprintf(f, "$var wire 1 %s %s $end\n", code(id).c_str(), sig.name.c_str());
+    else std::fprintf(f, "$var wire %u %s %s [%u:0] $end\n", sig.width, code(id).c_str(), sig.name.c_str(), sig.width - 1);
   }
   while (!open_scopes.empty()) std::fputs("$upscope $end\n", f), open_scopes.pop_back();
   std::fputs("$enddefinitions $end\n", f);

@@ -41,7 +41,7 @@ GemmTiming timing(const ArrayConfig& a, const GemmShape& s, std::uint64_t wave) 
   if (a.dataflow == Dataflow::weight_stationary) {
     t.tiles = ceil_div(s.k, R * pack) * ceil_div(s.n, C);
     const std::uint64_t stream = s.m * w;
-    t.cycles = R + (t.tiles - 1) * std::max(stream, R) + stream + R + C - 2;
+    t.cycles = R + (t.tiles - 1) * std::max(stream, R) + stream + R + C;
   } else {
     t.tiles = ceil_div(s.m, R) * ceil_div(s.n, C);
     const std::uint64_t steps = ceil_div(s.k, pack) * w;

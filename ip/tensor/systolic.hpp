@@ -7,9 +7,12 @@
 // sit in the array while A's M rows stream through, one per cycle, skewed
 // by one cycle per row and column. Weights for the next tile load into a
 // shadow buffer (R cycles) while the current tile streams, so a tile takes
-// max(M, R) cycles, and the last tile's results leave the array R + C - 2
-// cycles after its last row entered. With T tiles:
-//   cycles = R (first load) + (T - 1) max(M, R) + M + R + C - 2
+// max(M, R) cycles, and the last tile's results leave the array R + C
+// cycles after its last row entered (R + C - 1 through the skewed array,
+// one to hand the row out). With T tiles:
+//   cycles = R (first load) + (T - 1) max(M, R) + M + R + C
+// Calibrated from the RTL of the array (ip/tensor/rtl, tests/cosim): one
+// tile takes exactly these cycles there.
 // Output-stationary: C is cut into R x C tiles, each element accumulating
 // its own C value. A's rows enter from the left and B's columns from the
 // top, skewed, meeting in element (r, c) at step k + r + c; K' = ceil(K /

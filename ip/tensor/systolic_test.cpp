@@ -74,7 +74,9 @@ std::uint64_t simulate_ws(unsigned R, unsigned C, unsigned M, unsigned N, unsign
       preg[(R - 1) * C + c].valid = false;  // leaves the array
     }
   }
-  return last + 1;
+  // The row's results go out together through the output register (the
+  // deskew's last stage) and are handed over in the next cycle, as the RTL does.
+  return last + 3;
 }
 
 // An output-stationary R x C array simulated cycle by cycle. Element (r, c)

@@ -82,6 +82,7 @@ Vcd parse_vcd(const std::string& text) {
       } else if (tok == "$var") {
         std::string type, width, code, name, end;
         in >> type >> width >> code >> name >> end;
+        if (end.size() && end[0] == '[') in >> end;  // a bit range
         if (end != "$end") v.error = "malformed $var " + name;
         std::string full;
         for (const auto& s : scope) full += s + ".";

@@ -1,0 +1,130 @@
+#include "rtl/systolic_rtl.hpp"
+
+#include <verilated.h>
+#include <verilated_fst_sc.h>
+
+#include <stdexcept>
+
+#include "Vtessera_systolic.h"
+
+namespace tessera::rtl {
+
+SystolicRtl::SystolicRtl(const sc_core::sc_module_name& n, const sc_core::sc_time& period, const std::string& fst)
+    : sc_core::sc_module(n), clk_("clk", period), fst_file_(fst) {
+  top_ = std::make_unique<Vtessera_systolic>("rtl");
+  top_->clk(clk_);
+  top_->rst_n(rst_n_);
+  top_->mode(mode_);
+  top_->w_valid(w_valid_);
+  top_->w_ready(w_ready_);
+  top_->w_row(w_row_);
+  top_->w_data(w_data_);
+  top_->a_valid(a_valid_);
+  top_->a_ready(a_ready_);
+  top_->a_data(a_data_);
+  top_->c_in(c_in_);
+  top_->o_valid(o_valid_);
+  top_->o_ready(o_ready_);
+  top_->o_data(o_data_);
+  top_->in_flight(in_flight_);
+  if (!fst.empty()) Verilated::traceEverOn(true);
+  SC_HAS_PROCESS(SystolicRtl);
+  SC_THREAD(driver);
+}
+
+SystolicRtl::~SystolicRtl() {
+  if (fst_) fst_->close();
+  if (top_) top_->final();
+}
+
+void SystolicRtl::start_of_simulation() {
+  if (fst_file_.empty()) return;
+  fst_ = std::make_unique<VerilatedFstSc>();
+  top_->trace(fst_.get(), 99);
+  fst_->open(fst_file_.c_str());
+}
+
+SystolicRtl::Result SystolicRtl::run(const Tile& t, unsigned stall_every) {
+  if (t.weights.size() != kRows * kCols || t.a.size() != std::size_t{t.m} * kRows || t.c_in.size() != std::size_t{t.m} * kCols)
+    throw std::invalid_argument("SystolicRtl::run: weights must be 8 x 8, a m x 8 and c_in m x 8");
+  job_ = &t;
+  stall_every_ = stall_every;
+  start_.notify(sc_core::SC_ZERO_TIME);
+  sc_core::wait(done_);
+  return result_;
+}
+
+void SystolicRtl::driver() {
+  // Inputs change half a cycle before the edge that samples them; readies
+  // and outputs are read just before that edge.
+  auto settle = [] {
+    sc_core::wait(sc_core::SC_ZERO_TIME);
+    sc_core::wait(sc_core::SC_ZERO_TIME);
+  };
+  rst_n_.write(false);
+  for (int i = 0; i < 2; ++i) sc_core::wait(clk_.posedge_event());
+  sc_core::wait(clk_.negedge_event());
+  rst_n_.write(true);
+  for (;;) {
+    while (!job_) sc_core::wait(start_);  // a request may come before the reset is over
+    const Tile& t = *job_;
+    result_ = Result{};
+    result_.c.assign(std::size_t{t.m} * kCols, 0);
+    std::uint64_t cycles = 0;
+    sc_core::wait(clk_.negedge_event());
+    mode_.write(t.mode == Mode::e4m3);
+    // Weights, a row per handshake.
+    for (unsigned r = 0; r < kRows;) {
+      std::uint64_t bits = 0;
+      for (unsigned c = 0; c < kCols; ++c) bits |= std::uint64_t{t.weights[r * kCols + c]} << (8 * c);
+      w_row_.write(r);
+      w_data_.write(bits);
+      w_valid_.write(true);
+      settle();
+      const bool taken = w_ready_.read();
+      sc_core::wait(clk_.posedge_event());
+      ++cycles;
+      sc_core::wait(clk_.negedge_event());
+      if (taken) ++r;
+    }
+    w_valid_.write(false);
+    // Rows of A in, rows of C out.
+    unsigned in = 0, out = 0;
+    std::uint64_t cycle = 0;
+    while (out < t.m) {
+      const bool offer = in < t.m;
+      if (offer) {
+        std::uint64_t bits = 0;
+        for (unsigned r = 0; r < kRows; ++r) bits |= std::uint64_t{t.a[std::size_t{in} * kRows + r]} << (8 * r);
+        a_data_.write(bits);
+        sc_dt::sc_bv<kCols * 32> c;
+        for (unsigned k = 0; k < kCols; ++k) c.range(32 * k + 31, 32 * k) = t.c_in[std::size_t{in} * kCols + k];
+        c_in_.write(c);
+      }
+      a_valid_.write(offer);
+      const bool ready = !(stall_every_ && ++cycle % stall_every_ == 0);
+      o_ready_.write(ready);
+      settle();
+      const bool in_taken = offer && a_ready_.read();
+      const bool out_taken = o_valid_.read() && ready;
+      if (out_taken) {
+        const sc_dt::sc_bv<kCols * 32> o = o_data_.read();
+        for (unsigned k = 0; k < kCols; ++k)
+          result_.c[std::size_t{out} * kCols + k] = static_cast<std::uint32_t>(o.range(32 * k + 31, 32 * k).to_uint());
+      }
+      sc_core::wait(clk_.posedge_event());
+      ++cycles;
+      sc_core::wait(clk_.negedge_event());
+      in += in_taken;
+      out += out_taken;
+    }
+    a_valid_.write(false);
+    o_ready_.write(false);
+    result_.cycles = cycles;
+    cycles_ += cycles;
+    job_ = nullptr;
+    done_.notify(sc_core::SC_ZERO_TIME);
+  }
+}
+
+}  // namespace tessera::rtl
