@@ -143,9 +143,12 @@ PlatformSpec PlatformSpec::parse(const std::string& file, const nlohmann::json& 
       for (const auto& [n, t] : IpRegistry::get().all()) known += (known.empty() ? "" : ", ") + n;
       fail(file, w + "type: unknown type \"" + s.type + "\" (known: " + known + ")");
     }
-    s.impl = j.value("impl", "tlm");
-    if (s.impl != "tlm")
-      fail(file, w + "impl: \"" + s.impl + "\" is not available for type " + s.type + " (available: tlm)");
+    s.impl = j.contains("impl") && j["impl"].is_string() ? j["impl"].get<std::string>() : "tlm";
+    if (std::find(s.ip->impls.begin(), s.ip->impls.end(), s.impl) == s.ip->impls.end()) {
+      std::string available;
+      for (const auto& i : s.ip->impls) available += (available.empty() ? "" : ", ") + i;
+      fail(file, w + "impl: \"" + s.impl + "\" is not available for type " + s.type + " (available: " + available + ")");
+    }
     s.doc = j.value("doc", "");
     if (j.contains("base")) s.base = address_of(j["base"], file, w + "base");
     s.size = j.contains("size") ? address_of(j["size"], file, w + "size") : s.ip->default_size;
@@ -186,7 +189,7 @@ PlatformSpec PlatformSpec::parse(const std::string& file, const nlohmann::json& 
         }
       }
     }
-    Params p(file, s.name, j.contains("params") ? j["params"] : nlohmann::json(), s.size);
+    Params p(file, s.name, j.contains("params") ? j["params"] : nlohmann::json(), s.size, s.impl);
     s.config = s.ip->parse(p);
     s.params = p.effective();
     spec.instances.push_back(std::move(s));

@@ -9,8 +9,9 @@ bool non_negative_integer(const nlohmann::json* j) {
 }
 }  // namespace
 
-Params::Params(std::string where, std::string instance, const nlohmann::json& raw, std::uint64_t instance_size)
-    : where_(std::move(where)), instance_(std::move(instance)), raw_(raw), instance_size_(instance_size) {
+Params::Params(std::string where, std::string instance, const nlohmann::json& raw, std::uint64_t instance_size,
+               std::string impl)
+    : where_(std::move(where)), instance_(std::move(instance)), impl_(std::move(impl)), raw_(raw), instance_size_(instance_size) {
   if (!raw_.is_null() && !raw_.is_object()) fail("params", "must be an object");
 }
 

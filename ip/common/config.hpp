@@ -29,7 +29,8 @@ class Params {
   // `where` is the file, `instance` the instance name; `raw` the params
   // object (may be null). `instance_size` is the instance's "size" (0 = not
   // given), which memory-like IPs read through instance_size().
-  Params(std::string where, std::string instance, const nlohmann::json& raw, std::uint64_t instance_size = 0);
+  Params(std::string where, std::string instance, const nlohmann::json& raw, std::uint64_t instance_size = 0,
+         std::string impl = "tlm");
 
   void operator()(const char* key, bool& v, const char* doc);
   void operator()(const char* key, unsigned& v, const char* doc);
@@ -46,6 +47,8 @@ class Params {
   // A path relative to the platform file's folder (absolute paths stay).
   std::string resolve(const std::string& path) const;
   const std::string& instance() const { return instance_; }
+  // The instance's "impl": "tlm", or "rtl" where the type has RTL.
+  const std::string& impl() const { return impl_; }
 
   // Throws ConfigError("where: instance.key: why"). // elaboration-only
   [[noreturn]] void fail(const std::string& key, const std::string& why) const;
@@ -60,7 +63,7 @@ class Params {
   template <class F>
   void read(const char* key, const char* doc, F&& convert);
 
-  std::string where_, instance_;
+  std::string where_, instance_, impl_;
   nlohmann::json raw_;
   std::uint64_t instance_size_;
   nlohmann::ordered_json effective_ = nlohmann::ordered_json::object();

@@ -15,6 +15,12 @@ void IpRegistry::add(IpType type) {
     log::internal("tessera", "IP type \"{}\" registered twice", name);  // elaboration-only
 }
 
+void IpRegistry::add_impl(const std::string& type, const std::string& impl) {
+  auto it = types_.find(type);
+  if (it == types_.end()) log::internal("tessera", "impl \"{}\" for unknown IP type \"{}\"", impl, type);  // elaboration-only
+  else it->second.impls.push_back(impl);
+}
+
 const IpType* IpRegistry::find(const std::string& name) const {
   auto it = types_.find(name);
   return it == types_.end() ? nullptr : &it->second;

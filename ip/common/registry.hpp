@@ -13,6 +13,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "common/config.hpp"
 #include "common/ip.hpp"
@@ -26,6 +27,7 @@ struct IpType {
   // visit + finish + validate; the result goes to build().
   std::function<std::any(Params&)> parse;
   std::function<std::unique_ptr<Ip>(const char* instance, const std::any& config)> build;
+  std::vector<std::string> impls{"tlm"};  // what "impl" may say (IpRegistry::add_impl)
 };
 
 class IpRegistry {
@@ -33,6 +35,8 @@ class IpRegistry {
   static IpRegistry& get();
   void add(IpType type);
   const IpType* find(const std::string& name) const;
+  // `type` also comes as `impl` (after its TESSERA_REGISTER_IP, in the same file).
+  void add_impl(const std::string& type, const std::string& impl);
   const std::map<std::string, IpType>& all() const { return types_; }
 
  private:

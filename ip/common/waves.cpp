@@ -135,6 +135,13 @@ void open(const Options& o) {
   if (!registered) registered = std::atexit([] { close(); }) == 0;
 }
 
+std::string companion(const std::string& path, const std::string& ext) {
+  if (!detail::on) return "";
+  const std::string& f = state().o.file;
+  const auto dot = f.rfind('.');
+  return (dot == std::string::npos ? f : f.substr(0, dot)) + "." + path + ext;
+}
+
 Id declare(Group g, const std::string& path, const std::string& name, unsigned width) {
   State& s = state();
   if (!detail::on || !(s.groups >> g & 1u)) return kNone;

@@ -39,6 +39,9 @@ void open(const Options& o);
 // Writes the file (also at exit); returns false when it could not.
 bool close();
 inline bool on() { return detail::on; }
+// A companion file for an RTL block's own waveform (Verilator's FST):
+// "<waves file without .vcd>.<path><ext>", or "" when waves are closed.
+std::string companion(const std::string& path, const std::string& ext);
 // Parses "10us..20us" into o.from / o.to; throws std::runtime_error.
 void parse_window(const std::string& text, Options& o);
 

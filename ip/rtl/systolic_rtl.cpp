@@ -3,6 +3,7 @@
 #include <verilated.h>
 #include <verilated_fst_sc.h>
 
+#include <functional>
 #include <stdexcept>
 
 #include "Vtessera_systolic.h"
@@ -10,7 +11,7 @@
 namespace tessera::rtl {
 
 SystolicRtl::SystolicRtl(const sc_core::sc_module_name& n, const sc_core::sc_time& period, const std::string& fst)
-    : sc_core::sc_module(n), clk_("clk", period), fst_file_(fst) {
+    : sc_core::sc_module(n), half_(period / 2.0), fst_file_(fst) {
   top_ = std::make_unique<Vtessera_systolic>("rtl");
   top_->clk(clk_);
   top_->rst_n(rst_n_);
@@ -54,24 +55,42 @@ SystolicRtl::Result SystolicRtl::run(const Tile& t, unsigned stall_every) {
   return result_;
 }
 
+std::vector<std::uint32_t> SystolicRtl::run_tile(bool e4m3, const std::vector<std::uint8_t>& weights,
+                                                const std::vector<std::uint8_t>& a, const std::vector<std::uint32_t>& c_in,
+                                                unsigned m, std::uint64_t& cycles) {
+  Tile t;
+  t.mode = e4m3 ? Mode::e4m3 : Mode::int8;
+  t.weights = weights;
+  t.a = a;
+  t.c_in = c_in;
+  t.m = m;
+  Result r = run(t);
+  cycles = r.cycles;
+  return std::move(r.c);
+}
+
 void SystolicRtl::driver() {
-  // Inputs change half a cycle before the edge that samples them; readies
-  // and outputs are read just before that edge.
-  auto settle = [] {
-    sc_core::wait(sc_core::SC_ZERO_TIME);
-    sc_core::wait(sc_core::SC_ZERO_TIME);
+  // The clock runs only while there is work (an idle block costs nothing
+  // and does not keep the simulation alive). One cycle: inputs are set,
+  // the clock falls, outputs and readies settle and are read, the clock
+  // rises and the block samples.
+  auto cycle = [this](const std::function<void()>& before_edge) {
+    clk_.write(false);
+    sc_core::wait(half_);
+    before_edge();
+    clk_.write(true);
+    sc_core::wait(half_);
   };
   rst_n_.write(false);
-  for (int i = 0; i < 2; ++i) sc_core::wait(clk_.posedge_event());
-  sc_core::wait(clk_.negedge_event());
+  for (int i = 0; i < 2; ++i) cycle([] {});
   rst_n_.write(true);
+  cycle([] {});
   for (;;) {
     while (!job_) sc_core::wait(start_);  // a request may come before the reset is over
     const Tile& t = *job_;
     result_ = Result{};
     result_.c.assign(std::size_t{t.m} * kCols, 0);
     std::uint64_t cycles = 0;
-    sc_core::wait(clk_.negedge_event());
     mode_.write(t.mode == Mode::e4m3);
     // Weights, a row per handshake.
     for (unsigned r = 0; r < kRows;) {
@@ -80,17 +99,15 @@ void SystolicRtl::driver() {
       w_row_.write(r);
       w_data_.write(bits);
       w_valid_.write(true);
-      settle();
-      const bool taken = w_ready_.read();
-      sc_core::wait(clk_.posedge_event());
+      bool taken = false;
+      cycle([&] { taken = w_ready_.read(); });
       ++cycles;
-      sc_core::wait(clk_.negedge_event());
       if (taken) ++r;
     }
     w_valid_.write(false);
     // Rows of A in, rows of C out.
     unsigned in = 0, out = 0;
-    std::uint64_t cycle = 0;
+    std::uint64_t n = 0;
     while (out < t.m) {
       const bool offer = in < t.m;
       if (offer) {
@@ -102,19 +119,18 @@ void SystolicRtl::driver() {
         c_in_.write(c);
       }
       a_valid_.write(offer);
-      const bool ready = !(stall_every_ && ++cycle % stall_every_ == 0);
+      const bool ready = !(stall_every_ && ++n % stall_every_ == 0);
       o_ready_.write(ready);
-      settle();
-      const bool in_taken = offer && a_ready_.read();
-      const bool out_taken = o_valid_.read() && ready;
-      if (out_taken) {
+      bool in_taken = false, out_taken = false;
+      cycle([&] {
+        in_taken = offer && a_ready_.read();
+        out_taken = o_valid_.read() && ready;
+        if (!out_taken) return;
         const sc_dt::sc_bv<kCols * 32> o = o_data_.read();
         for (unsigned k = 0; k < kCols; ++k)
           result_.c[std::size_t{out} * kCols + k] = static_cast<std::uint32_t>(o.range(32 * k + 31, 32 * k).to_uint());
-      }
-      sc_core::wait(clk_.posedge_event());
+      });
       ++cycles;
-      sc_core::wait(clk_.negedge_event());
       in += in_taken;
       out += out_taken;
     }

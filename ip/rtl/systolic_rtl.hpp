@@ -13,12 +13,14 @@
 #include <systemc>
 #include <vector>
 
+#include "tensor/tensor_core.hpp"
+
 class Vtessera_systolic;
 class VerilatedFstSc;
 
 namespace tessera::rtl {
 
-class SystolicRtl : public sc_core::sc_module {
+class SystolicRtl : public sc_core::sc_module, public tensor::ArrayRtl {
  public:
   static constexpr unsigned kRows = 8, kCols = 8;
   enum class Mode : unsigned { int8 = 0, e4m3 = 1 };
@@ -44,14 +46,19 @@ class SystolicRtl : public sc_core::sc_module {
   // exercise the back-pressure.
   Result run(const Tile& t, unsigned stall_every = 0);
   std::uint64_t cycles() const { return cycles_; }
+  // The tensor core's view (ArrayRtl).
+  unsigned rows() const override { return kRows; }
+  unsigned cols() const override { return kCols; }
+  std::vector<std::uint32_t> run_tile(bool e4m3, const std::vector<std::uint8_t>& weights, const std::vector<std::uint8_t>& a,
+                                      const std::vector<std::uint32_t>& c_in, unsigned m, std::uint64_t& cycles) override;
 
  private:
   void driver();
   void start_of_simulation() override;
   std::string fst_file_;
 
-  sc_core::sc_clock clk_;
-  sc_core::sc_signal<bool> rst_n_{"rst_n"}, mode_{"mode"}, w_valid_{"w_valid"}, w_ready_{"w_ready"};
+  sc_core::sc_time half_;  // half a clock period
+  sc_core::sc_signal<bool> clk_{"clk"}, rst_n_{"rst_n"}, mode_{"mode"}, w_valid_{"w_valid"}, w_ready_{"w_ready"};
   sc_core::sc_signal<std::uint32_t> w_row_{"w_row"};
   sc_core::sc_signal<std::uint64_t> w_data_{"w_data"};  // kCols x 8 bits
   sc_core::sc_signal<bool> a_valid_{"a_valid"}, a_ready_{"a_ready"};

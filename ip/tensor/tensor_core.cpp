@@ -61,6 +61,13 @@ std::string TensorCore::validate(const GemmCommand& c, CommandError& code) const
     return e;
   }
   const GemmShape& s = c.shape;
+  if (rtl_ && (c.block_scaled || (s.input != num::Format::INT8 && s.input != num::Format::E4M3) ||
+               c.acc.kind == num::Accumulation::Kind::limited)) {
+    code = CommandError::format;
+    return fmt::format("this tile's array is RTL (impl rtl): it takes INT8 and E4M3 GEMMs with full accumulation, not {}{}{}",
+                       num::name(s.input), c.block_scaled ? " block-scaled" : "",
+                       c.acc.kind == num::Accumulation::Kind::limited ? " with limited accumulation" : "");
+  }
   code = CommandError::accumulation;
   if (is_integer(s.input) != (c.acc.kind == num::Accumulation::Kind::int32))
     return "INT8 inputs take int32 accumulation, and int32 accumulation only INT8 inputs";
@@ -227,6 +234,48 @@ void TensorCore::execute_block_scaled(const GemmCommand& c, std::uint64_t lda, s
   spm_.count_engine_traffic(read, written);
 }
 
+std::uint64_t TensorCore::execute_rtl(const GemmCommand& c) {
+  // The GEMM cut into the RTL's tiles: for each block of columns, the K
+  // slices in order, each slice's partial sums going into the next.
+  const GemmShape& s = c.shape;
+  const unsigned R = rtl_->rows(), C = rtl_->cols();
+  const std::uint64_t lda = c.lda ? c.lda : (c.trans_a ? s.m : s.k), ldb = c.ldb ? c.ldb : (c.trans_b ? s.k : s.n),
+                      ldc = c.ldc ? c.ldc : s.n;
+  const std::uint8_t* mem = spm_.data();
+  auto a_at = [&](unsigned i, unsigned p) { return mem[c.a + (c.trans_a ? p * lda + i : i * lda + p)]; };
+  auto b_at = [&](unsigned p, unsigned j) { return mem[c.b + (c.trans_b ? j * ldb + p : p * ldb + j)]; };
+  std::uint8_t* cm = spm_.data() + c.c;
+  std::uint64_t cycles = 0;
+  std::vector<std::uint8_t> w(std::size_t{R} * C), a(std::size_t{s.m} * R);
+  std::vector<std::uint32_t> partial(std::size_t{s.m} * C);
+  for (unsigned n0 = 0; n0 < s.n; n0 += C) {
+    for (unsigned i = 0; i < s.m; ++i)
+      for (unsigned j = 0; j < C; ++j) {
+        std::uint32_t v = 0;
+        if (c.accumulate && n0 + j < s.n) std::memcpy(&v, cm + (i * ldc + n0 + j) * 4, 4);
+        partial[std::size_t{i} * C + j] = v;
+      }
+    for (unsigned k0 = 0; k0 < s.k; k0 += R) {
+      for (unsigned r = 0; r < R; ++r)
+        for (unsigned j = 0; j < C; ++j) w[std::size_t{r} * C + j] = k0 + r < s.k && n0 + j < s.n ? b_at(k0 + r, n0 + j) : 0;
+      for (unsigned i = 0; i < s.m; ++i)
+        for (unsigned r = 0; r < R; ++r) a[std::size_t{i} * R + r] = k0 + r < s.k ? a_at(i, k0 + r) : 0;
+      std::uint64_t n = 0;
+      partial = rtl_->run_tile(s.input == num::Format::E4M3, w, a, partial, s.m, n);
+      cycles += n;
+    }
+    for (unsigned i = 0; i < s.m; ++i)
+      for (unsigned j = 0; j < C && n0 + j < s.n; ++j) std::memcpy(cm + (i * ldc + n0 + j) * 4, &partial[std::size_t{i} * C + j], 4);
+  }
+  const std::uint64_t read = (static_cast<std::uint64_t>(s.m) * s.k + static_cast<std::uint64_t>(s.k) * s.n) +
+                             (c.accumulate ? static_cast<std::uint64_t>(s.m) * s.n * 4 : 0),
+                      written = static_cast<std::uint64_t>(s.m) * s.n * 4;
+  stats_.bytes_read += read;
+  stats_.bytes_written += written;
+  spm_.count_engine_traffic(read, written);
+  return cycles;
+}
+
 void TensorCore::run() {
   for (;;) {
     while (queue_.empty()) sc_core::wait(work_);
@@ -250,6 +299,26 @@ void TensorCore::run() {
       log::guest_error(name(), "tensor/command", "{}", error_);
       running_ = false;
       probe();
+      irq.write(true);
+      done_.notify(sc_core::SC_ZERO_TIME);
+      continue;
+    }
+    if (rtl_) {  // the RTL in the loop: its clock is the time the command takes
+      const sc_core::sc_time began = sc_core::sc_time_stamp();
+      const std::uint64_t cycles = execute_rtl(c);
+      const GemmShape& s = c.shape;
+      const std::uint64_t macs = static_cast<std::uint64_t>(s.m) * s.n * s.k;
+      meter_->charge(s.input == num::Format::INT8 ? power::mac_int8 : power::mac_fp8, static_cast<double>(macs), began,
+                     sc_core::sc_time_stamp());
+      (s.input == num::Format::INT8 ? stats_.macs_int8 : stats_.macs_fp8) += macs;
+      stats_.busy_cycles += cycles;
+      if (trace::on(trace::tensor))
+        trace::slice(trace::tensor, name(), fmt::format("gemm {}x{}x{} {} (rtl)", s.m, s.n, s.k, num::name(s.input)), began,
+                     sc_core::sc_time_stamp(), {{"id", c.id}, {"macs", macs}, {"cycles", cycles}});
+      ++completed_;
+      running_ = false;
+      probe();
+      if (c.signal_sem || c.signal_sem2) sems_->signal_numbers(c.signal_sem, c.signal_sem2);
       irq.write(true);
       done_.notify(sc_core::SC_ZERO_TIME);
       continue;

@@ -57,11 +57,28 @@ struct TensorStats {
   std::uint64_t semaphore_wait_cycles = 0;  // waiting for a command's semaphore
 };
 
+// The array in RTL (ip/rtl; "impl": "rtl" on the tile): runs one
+// weight-stationary tile of rows() x cols() 8-bit codes (INT8, or E4M3 into
+// FP32), taking the simulated time its clock takes.
+class ArrayRtl {
+ public:
+  virtual ~ArrayRtl() = default;
+  virtual unsigned rows() const = 0;
+  virtual unsigned cols() const = 0;
+  // weights rows x cols, a m x rows, c_in m x cols (INT32 or FP32 bits); the results, m x cols.
+  virtual std::vector<std::uint32_t> run_tile(bool e4m3, const std::vector<std::uint8_t>& weights,
+                                              const std::vector<std::uint8_t>& a, const std::vector<std::uint32_t>& c_in,
+                                              unsigned m, std::uint64_t& cycles) = 0;
+};
+
 class TensorCore : public sc_core::sc_module {
  public:
   IrqOut irq;  // level: a command finished or failed, until acknowledged
 
   TensorCore(const sc_core::sc_module_name& n, Scratchpad& spm, const ArrayConfig& cfg);
+  // Commands run on the RTL from now on (nullptr: the model). The RTL takes
+  // INT8 and E4M3 GEMMs with full accumulation; others are refused.
+  void set_rtl(ArrayRtl* rtl) { rtl_ = rtl; }
 
   void submit(const GemmCommand& c);
   // The tile's semaphores, for commands that wait or signal (none: such
@@ -94,6 +111,8 @@ class TensorCore : public sc_core::sc_module {
   std::deque<GemmCommand> queue_;
   sc_core::sc_event work_, done_, reset_;
   bool running_ = false;
+  ArrayRtl* rtl_ = nullptr;
+  std::uint64_t execute_rtl(const GemmCommand& c);  // returns the RTL's cycles
   // Waves (engines): busy while a command runs, and the queue's depth.
   waves::Id w_busy_ = waves::declare(waves::engines, name(), "busy", 1);
   waves::Id w_queue_ = waves::declare(waves::engines, name(), "queue", 8);

@@ -1,6 +1,8 @@
 #include "tile/tile.hpp"
 
 #include "common/trace.hpp"
+#include "common/waves.hpp"
+#include "rtl/systolic_rtl.hpp"
 
 #include <cstring>
 
@@ -14,6 +16,7 @@ namespace R = regs::tile;
 
 void Tile::Config::visit(Params& p) {
   spm.size = p.instance_size() ? p.instance_size() : spm.size;
+  rtl = p.impl() == "rtl";
   p("banks", spm.banks, "scratchpad SRAM banks (a power of two)");
   p("row_bytes", spm.row_bytes, "bytes a bank serves per cycle (a power of two)");
   p("sram_clock", spm.clock, "scratchpad clock");
@@ -40,6 +43,9 @@ void Tile::Config::visit(Params& p) {
 }
 
 void Tile::Config::validate(const Params& p) const {
+  if (rtl && (array.rows != 8 || array.cols != 8 || dataflow != "weight_stationary"))
+    p.fail("array_rows", "impl rtl: the RTL array is 8 x 8, weight stationary: set array_rows and array_cols to 8 (and "
+                         "dataflow weight_stationary)");
   if (!(spm.clock.value > 0)) p.fail("sram_clock", "must be above zero");
   spm.validate(p);
   if (array.rows < 1 || array.rows > 1024) p.fail("array_rows", "must be between 1 and 1024");
@@ -472,6 +478,12 @@ class Tile::LocalBus : public sc_core::sc_module {
 Tile::Tile(const sc_core::sc_module_name& n, const Config& c) : Ip(n), config_(c) {
   spm_ = std::make_unique<Scratchpad>("spm", c.spm);
   tc_ = std::make_unique<tensor::TensorCore>("tensor", *spm_, c.array);
+  if (c.rtl) {
+    auto rtl = std::make_unique<rtl::SystolicRtl>("array_rtl", sc_core::sc_time(1.0 / c.array_clock.value, sc_core::SC_SEC),
+                                                  waves::companion(path() + ".array_rtl", ".fst"));
+    tc_->set_rtl(rtl.get());
+    array_rtl_ = std::move(rtl);
+  }
   vu_ = std::make_unique<vector::VectorUnit>("vector", *spm_, c.vector);
   dma_ = std::make_unique<dma::Dma>("dma", *spm_, c.dma);
   tc_->set_semaphores(&sems_);
@@ -577,5 +589,7 @@ void Tile::report_stats(nlohmann::ordered_json& out) const {
 
 TESSERA_REGISTER_IP("tile", Tile,
                     "tensor tile: RV32 core, banked scratchpad, tensor core, vector unit, DMA and semaphores");
+// "impl": "rtl": the tensor core's array co-simulated from its RTL.
+static const bool tessera_tile_rtl = (IpRegistry::get().add_impl("tile", "rtl"), true);
 
 }  // namespace tessera

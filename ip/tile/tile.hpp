@@ -40,6 +40,7 @@ class Tile : public Ip {
     Hertz core_clock{1e9};
     sc_core::sc_time core_quantum = sc_core::SC_ZERO_TIME;
     unsigned hartid = 0;
+    bool rtl = false;  // "impl": "rtl": the tensor core's array is the RTL (ip/tensor/rtl), co-simulated
     void visit(Params& p);
     void validate(const Params& p) const;
   };
@@ -67,6 +68,7 @@ class Tile : public Ip {
   Semaphores sems_{kSemaphores};
   std::unique_ptr<Scratchpad> spm_;
   std::unique_ptr<tensor::TensorCore> tc_;
+  std::unique_ptr<sc_core::sc_module> array_rtl_;  // "impl": "rtl"
   std::unique_ptr<vector::VectorUnit> vu_;
   std::unique_ptr<dma::Dma> dma_;
   std::unique_ptr<Regs> regs_;

@@ -8,6 +8,7 @@
 #include <map>
 #include <random>
 
+#include "numerics/accumulate.hpp"
 #include "numerics/formats.hpp"
 #include "power_regs.hpp"
 #include "tessera/program.hpp"
@@ -501,4 +502,67 @@ TEST(Runtime, TheHostSlowsTheTilesAndCapsThePowerThroughThePowerManager) {
   EXPECT_NE(usage_error([&] { dev.read32(at(R::ID) + 2); }).find("not 4-byte aligned"), std::string::npos);
   EXPECT_NE(usage_error([&] { dev.write32(at(R::PSTATE_REQ, 0), 1); }).find("failed"), std::string::npos)
       << "the loop owns the P-states: the write is refused";
+}
+
+// The RTL in the loop: tile 0's tensor core runs its GEMMs on the Verilated
+// systolic array ("impl": "rtl", 8 x 8). INT8 and E4M3 GEMMs whose sizes
+// are not multiples of 8, from the host through the program kernel, give
+// exactly what the model's arithmetic gives; a BF16 GEMM is refused with
+// the reason; a tile with a 64 x 64 array cannot be RTL.
+TEST(Runtime, GemmsRunOnTheRtlArrayInTheLoop) {
+  Device::Options o;
+  o.sets = {"tile0.impl=rtl", "tile0.array_rows=8", "tile0.array_cols=8"};
+  Device dev(o);
+  const Kernel k = dev.load_kernel(kKernels + "/program.elf", 0x1);
+  const unsigned M = 24, N = 20, K = 40;
+  std::mt19937_64 rng(9);
+  for (const Fmt f : {Fmt::int8, Fmt::e4m3}) {
+    const bool fp = f == Fmt::e4m3;
+    std::vector<std::uint8_t> a(M * K), b(K * N);
+    for (auto* v : {&a, &b})
+      for (auto& x : *v) {
+        x = static_cast<std::uint8_t>(rng());
+        if (fp && (x & 0x7f) == 0x7f) x ^= 1;  // no NaN
+      }
+    Buffer da = dev.alloc(a.size()), db = dev.alloc(b.size()), dc = dev.alloc(4 * M * N);
+    dev.write(da, a.data(), a.size());
+    dev.write(db, b.data(), b.size());
+    TileProgram p;
+    TileProgram::Gemm g;
+    g.m = M, g.n = N, g.k = K, g.a = 0x10000, g.b = 0x20000, g.c = 0x30000, g.input = f;
+    p.load(da.address, g.a, a.size()).load(db.address, g.b, b.size()).drain().gemm(g).drain().store(g.c, dc.address, 4 * M * N).drain();
+    const double t0 = dev.simulated_seconds();
+    dev.wait(dev.run(k, p, 0x1));
+    const double took = dev.simulated_seconds() - t0;
+    std::vector<std::uint32_t> c(M * N);
+    dev.read(dc, c.data(), 4 * M * N);
+    const num::Format nf = fp ? num::Format::E4M3 : num::Format::INT8;
+    std::vector<double> ad(a.size()), bd(b.size()), ref;
+    for (std::size_t i = 0; i < a.size(); ++i) ad[i] = num::decode(nf, a[i]);
+    for (std::size_t i = 0; i < b.size(); ++i) bd[i] = num::decode(nf, b[i]);
+    num::Accumulation acc;
+    acc.kind = fp ? num::Accumulation::Kind::fp32 : num::Accumulation::Kind::int32;
+    num::gemm(ad, bd, ref, M, N, K, acc);
+    unsigned wrong = 0;
+    for (std::size_t i = 0; i < c.size(); ++i) {
+      std::uint32_t want;
+      if (fp) {
+        const float v = static_cast<float>(ref[i]);
+        std::memcpy(&want, &v, 4);
+      } else {
+        want = static_cast<std::uint32_t>(static_cast<std::int32_t>(ref[i]));
+      }
+      wrong += c[i] != want;
+    }
+    EXPECT_EQ(wrong, 0u) << (fp ? "E4M3" : "INT8");
+    const auto s = dev.stats("tile0")["device.tile0"];
+    std::printf("%s %ux%ux%u on the RTL array: %.2f us, %llu array cycles so far\n", fp ? "E4M3" : "INT8", M, N, K,
+                took * 1e6, static_cast<unsigned long long>(s["tensor_busy_cycles"].get<std::uint64_t>()));
+  }
+  TileProgram bad;
+  TileProgram::Gemm g;
+  g.m = 8, g.n = 8, g.k = 8, g.a = 0x10000, g.b = 0x20000, g.c = 0x30000, g.input = Fmt::bf16;
+  bad.gemm(g).drain();
+  const DeviceError e = thrown<DeviceError>([&] { dev.wait(dev.run(k, bad, 0x1)); });
+  EXPECT_NE(dev.stats("tile0")["device.tile0"]["tensor_errors"].get<int>(), 0) << e.what();
 }

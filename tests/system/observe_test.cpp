@@ -256,4 +256,8 @@ TEST(Observe, BadOptionsAreRefused) {
   refused("--trace t.json --trace-categories tensor,nope", "unknown category 'nope'");
   refused("--trace /nonexistent/dir/t.json", "cannot write /nonexistent/dir/t.json");
   refused("--trace-sockets cp", "need --trace FILE.json");
+  // RTL in the loop: only where a type has it, and only in the RTL's shape.
+  refused("--set hbm0.impl=rtl", "hbm0.impl: \"rtl\" is not available for type hbm (available: tlm)");
+  refused("--set tile0.impl=rtl", "impl rtl: the RTL array is 8 x 8");
+  refused("--set tile0.impl=gates", "(available: tlm, rtl)");
 }
