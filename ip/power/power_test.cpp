@@ -57,19 +57,24 @@ TEST(Power, EnergyIsActivityTimesEnergyPerEventAndLandsInItsWindows) {
   reset();
 }
 
+namespace {
+// The error parsing `params` as a power instance's gives ("" when none).
+std::string config_error(const nlohmann::json& params) {
+  try {
+    Params p("p.json", "power", params);
+    PowerManager::Config c;
+    c.visit(p);
+    p.finish();
+    c.validate(p);
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "";
+}
+}  // namespace
+
 TEST(Power, ParametersAreCheckedWithTheirKey) {
-  auto error = [](const nlohmann::json& params) {
-    try {
-      Params p("p.json", "power", params);
-      PowerManager::Config c;
-      c.visit(p);
-      p.finish();
-      c.validate(p);
-    } catch (const ConfigError& e) {
-      return std::string(e.what());
-    }
-    return std::string();
-  };
+  auto error = config_error;
   EXPECT_EQ(error(nlohmann::json::object()), "");
   EXPECT_NE(error({{"pj_mac_bf16", -1}}).find("power.pj_mac_bf16"), std::string::npos);
   EXPECT_NE(error({{"v_noc", 0}}).find("power.v_noc"), std::string::npos);
@@ -78,18 +83,7 @@ TEST(Power, ParametersAreCheckedWithTheirKey) {
 }
 
 TEST(Power, ParametersOfThePstatesAndTheCapAreChecked) {
-  auto error = [](const nlohmann::json& params) {
-    try {
-      Params p("p.json", "power", params);
-      PowerManager::Config c;
-      c.visit(p);
-      p.finish();
-      c.validate(p);
-    } catch (const ConfigError& e) {
-      return std::string(e.what());
-    }
-    return std::string();
-  };
+  auto error = config_error;
   EXPECT_EQ(error({{"pstates_tiles", "1@0.8,0.5@0.6"}, {"cap_w", 20}, {"control", "firmware"}}), "");
   EXPECT_NE(error({{"pstates_tiles", "1@0.8,fast"}}).find("power.pstates_tiles: 'fast' is not FREQUENCY_FRACTION@VOLTS"), std::string::npos);
   EXPECT_NE(error({{"pstates_noc", "0.5@0.6,1@0.8"}}).find("fastest first"), std::string::npos);

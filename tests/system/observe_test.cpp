@@ -4,7 +4,6 @@
 // firmware causes; the Perfetto trace is valid JSON whose slices and
 // counters sit on their instances' tracks; bad options are refused.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
 #include <cstdlib>
 #include <fstream>
@@ -14,29 +13,14 @@
 #include <sstream>
 #include <vector>
 
+#include "vp_run.hpp"
+
 namespace {
 
-std::string local(const std::string& file) {
-  return std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()) + "." + file;
-}
-
-std::string slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-struct Outcome {
-  int code;
-  std::string out, err;
-};
-
-Outcome run(const std::string& args) {
-  const std::string cmd = std::string(TESSERA_VP) + " -q " + args + " >" + local("out") + " 2>" + local("err") + " </dev/null";
-  const int status = std::system(cmd.c_str());
-  return Outcome{WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(local("out")), slurp(local("err"))};
-}
+using tessera::testing::local;
+using tessera::testing::Outcome;
+using tessera::testing::slurp;
+Outcome run(const std::string& args) { return tessera::testing::run_vp(args); }
 
 const std::string kFirmware = TESSERA_FIRMWARE_DIR;
 

@@ -1,0 +1,39 @@
+// Running the real tessera-vp from a test: each test's files carry its
+// name, output and exit code come back.
+#pragma once
+
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+namespace tessera::testing {
+
+// "<test name>.<file>" in the working directory.
+inline std::string local(const std::string& file) {
+  return std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()) + "." + file;
+}
+
+inline std::string slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+struct Outcome {
+  int code;
+  std::string out, err;
+};
+
+// tessera-vp -q ARGS, stdin empty.
+inline Outcome run_vp(const std::string& args) {
+  const std::string cmd = std::string(TESSERA_VP) + " -q " + args + " >" + local("out") + " 2>" + local("err") + " </dev/null";
+  const int status = std::system(cmd.c_str());
+  return Outcome{WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(local("out")), slurp(local("err"))};
+}
+
+}  // namespace tessera::testing
