@@ -673,3 +673,26 @@ TEST(Comm, BadCollectivesAreRefusedWithACodeAndTheEngineGoesOn) {
   });
   sc_core::sc_start();
 }
+
+// DVFS on the links: the lanes signal at lane_gbps x the links domain's
+// clock scale, so at half the clock the same FLITs take twice as long on
+// the wire (the latency stays).
+TEST(Serdes, TheLinksClockSetsTheLaneRate) {
+  LinkConfig lc;
+  LinkState state(lc.lanes);
+  Channel ch(lc, state, 1);
+  power::Clock clock;
+  ch.set_clock(&clock);
+  std::vector<std::uint8_t> msg(lc.payload() * 10), out(msg.size());
+  bool ok = false;
+  const sc_time full = ch.send(msg.data(), msg.size(), out.data(), sc_core::SC_ZERO_TIME, ok);
+  ASSERT_TRUE(ok);
+  const sc_time ready = ch.free_at();
+  clock.set(0.5, ready);
+  const sc_time half = ch.send(msg.data(), msg.size(), out.data(), ready, ok);
+  ASSERT_TRUE(ok);
+  const sc_time flit = sc_time(lc.flit_seconds(lc.lanes), sc_core::SC_SEC);
+  EXPECT_NEAR((full - lc.latency) / flit, 10.0, 0.01);
+  EXPECT_NEAR((half - ready - lc.latency) / flit, 20.0, 0.01);
+  EXPECT_EQ(out, msg);
+}

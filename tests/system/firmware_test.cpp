@@ -279,3 +279,21 @@ TEST(Firmware, PowerManagerFromFirmware) {
   // Leakage follows the voltages: the tiles ran part of the run at 0.66 V or less.
   EXPECT_LT(p["tiles_static_j"].get<double>(), 2.4 * s["simulated_time_s"].get<double>());
 }
+
+// A domain's P-state sets its models' pace: the traffic generator's 4 MiB
+// through the NoC take twice as long with the NoC at half its clock, and
+// longer with the HBM at half of its own.
+TEST(Firmware, ADomainsClockSetsItsModelsPace) {
+  auto traffic_ns = [](const std::string& set) {
+    Outcome r = run("--firmware " + kFirmware + "/hbm_demo.elf" + set);
+    EXPECT_EQ(r.code, 0) << set << r.err;
+    const auto at = r.out.find("traffic generator: 4194304 bytes in ");
+    return at == std::string::npos ? 0.0 : std::stod(r.out.substr(at + 36));
+  };
+  const double full = traffic_ns(""), noc = traffic_ns(" --set power.pstate_noc=3"),
+               hbm = traffic_ns(" --set power.pstate_hbm=3");
+  ASSERT_GT(full, 0);
+  EXPECT_NEAR(noc / full, 2.0, 0.05) << "the NoC at 0.5 of its clock";
+  EXPECT_GT(hbm, full * 1.02) << "the HBM at 0.5 of its clock";
+  EXPECT_LT(hbm, noc) << "this traffic is the NoC's to carry";
+}
