@@ -1,5 +1,7 @@
 #include "serdes/c2c.hpp"
 
+#include "rtl/link_rtl.hpp"
+
 #include <fmt/format.h>
 
 #include <cstring>
@@ -63,6 +65,7 @@ std::vector<Fault> parse_faults(const std::string& text) {
 }  // namespace
 
 void C2c::Config::visit(Params& p) {
+  rtl = p.impl() == "rtl";
   p("ports", ports, "SerDes link ports (at most 8)");
   p("lanes", link.lanes, "lanes per link, each direction");
   p("lane_gbps", link.lane_gbps, "raw signalling rate per lane, Gb/s (112: a 112G PAM4 SerDes)");
@@ -91,6 +94,12 @@ void C2c::Config::visit(Params& p) {
 
 void C2c::Config::validate(const Params& p) const {
   if (ports < 1 || ports > kMaxPorts) p.fail("ports", "must be between 1 and 8");
+  if (rtl && (link.flit_bytes != 256 || link.flit_header != 8))
+    p.fail("flit_bytes", "impl rtl: the link layer RTL frames 256-byte FLITs with an 8-byte header");
+  if (rtl)
+    for (const Fault& f : parse_faults(faults))
+      if (f.kind != Fault::flit)
+        p.fail("faults", "impl rtl: the link layer RTL takes corrupted FLITs (PORT:flitN), not failing lanes or links");
   if (const std::string e = link.check(); !e.empty()) p.fail("lanes", e);
   if (const std::string e = comm.check(); !e.empty()) p.fail("comm_staging", e);
   try {
@@ -247,6 +256,39 @@ void C2c::set_identity(unsigned chip, unsigned chips) {
 
 void C2c::set_route(unsigned chip, unsigned port) { routes_.at(chip) = static_cast<int>(port); }
 
+namespace {
+
+// The link layer RTL's transactor behind the model's interface.
+class RtlLinkLayer : public LinkLayerRtl {
+ public:
+  RtlLinkLayer(const std::string& name, const sc_core::sc_time& beat, const std::string& fst)
+      : rtl_(name.c_str(), beat, 8, fst) {}
+  Outcome carry(const std::vector<std::vector<std::uint8_t>>& payloads, const std::set<std::uint64_t>& corrupt) override {
+    std::vector<rtl::LinkRtl::Flit> flits(payloads.size());
+    for (std::size_t i = 0; i < payloads.size(); ++i) flits[i] = {payloads[i], i + 1 == payloads.size()};
+    const rtl::LinkRtl::Result r = rtl_.send(flits, corrupt);
+    Outcome o;
+    o.transmissions = r.sent;
+    o.crc_errors = r.crc_errors;
+    o.naks = r.naks;
+    for (const auto& f : r.delivered) {
+      std::uint16_t plen = 0;
+      std::memcpy(&plen, &f[4], 2);
+      o.delivered.emplace_back(f.begin() + rtl::LinkRtl::kHeader, f.begin() + rtl::LinkRtl::kHeader + plen);
+    }
+    return o;
+  }
+
+ private:
+  rtl::LinkRtl rtl_;
+};
+
+}  // namespace
+
+std::unique_ptr<LinkLayerRtl> C2c::make_link_rtl(const std::string& name, const sc_core::sc_time& beat, const std::string& fst) {
+  return std::make_unique<RtlLinkLayer>(name, beat, fst);
+}
+
 void C2c::connect(unsigned port, C2c& peer, unsigned peer_port) {
   Port& a = ports_.at(port);
   Port& b = peer.ports_.at(peer_port);
@@ -266,6 +308,17 @@ void C2c::connect(unsigned port, C2c& peer, unsigned peer_port) {
   b.tx->set_clock(&peer.meter_->clock(power::links));
   a.tx->set_track(fmt::format("{}.port{}", path(), port));
   b.tx->set_track(fmt::format("{}.port{}", peer.path(), peer_port));
+  // "impl": "rtl": each side's transmitter is the link layer RTL, clocked so a
+  // FLIT takes its time on the full-width link (32 beats of 8 bytes).
+  for (C2c* side : {this, &peer}) {
+    if (!side->config_.rtl) continue;
+    const unsigned p = side == this ? port : peer_port;
+    const sc_core::sc_time beat(side->config_.link.flit_seconds(side->config_.link.lanes) / 32, sc_core::SC_SEC);
+    std::string name = fmt::format("{}_port{}_link_rtl", side->path(), p);
+    std::replace(name.begin(), name.end(), '.', '_');
+    side->rtl_links_.push_back(make_link_rtl(name, beat, waves::companion(side->path() + ".port" + std::to_string(p), ".fst")));
+    (side == this ? a : b).tx->set_rtl(side->rtl_links_.back().get());
+  }
   a.last_state = b.last_state = 2;
   for (C2c* side : {this, &peer}) {
     const unsigned p = side == this ? port : peer_port;
@@ -517,5 +570,7 @@ void C2c::report_stats(nlohmann::ordered_json& out) const {
 }
 
 TESSERA_REGISTER_IP("c2c", C2c, "chip-to-chip fabric: SerDes link ports (lanes, FLITs, CRC, replay, credits) and routing");
+// "impl": "rtl": the links' layer co-simulated from its RTL.
+static const bool tessera_c2c_rtl = (IpRegistry::get().add_impl("c2c", "rtl"), true);
 
 }  // namespace tessera::serdes

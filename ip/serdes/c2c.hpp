@@ -54,6 +54,7 @@ class C2c : public Ip {
     // transmission out of that port is corrupted.
     std::string faults;
     CommConfig comm;
+    bool rtl = false;  // "impl": "rtl": each link's layer (framing, CRC, replay) is the RTL (ip/serdes/rtl)
     void visit(Params& p);
     void validate(const Params& p) const;
   };
@@ -98,6 +99,7 @@ class C2c : public Ip {
     unsigned last_state = 0;
     waves::Id w_state = waves::kNone, w_width = waves::kNone;  // links group
   };
+  std::vector<std::unique_ptr<LinkLayerRtl>> rtl_links_;  // "impl": "rtl": this side's transmitters
   void b_transport(tlm::tlm_generic_payload& trans, sc_core::sc_time& delay);
   unsigned transport_dbg(tlm::tlm_generic_payload& trans);
   // Carries `trans` towards chip `dest` (local address `local`) from this fabric.
@@ -106,6 +108,7 @@ class C2c : public Ip {
   void schedule_changes(unsigned port, sc_core::sc_time start, sc_core::sc_time end);
   void start_of_simulation() override;
   void on_change();
+  static std::unique_ptr<LinkLayerRtl> make_link_rtl(const std::string& name, const sc_core::sc_time& beat, const std::string& fst);
   void update_irq();
   unsigned port_state(unsigned p) const;
   void charge_link(const Port& p, std::uint64_t attempts_before, const sc_core::sc_time& start,

@@ -102,6 +102,7 @@ Channel::Channel(const LinkConfig& c, LinkState& state, std::uint64_t seed)
 
 sc_core::sc_time Channel::send(const std::uint8_t* msg, std::size_t len, std::uint8_t* out, sc_core::sc_time ready,
                                bool& ok) {
+  if (rtl_) return send_rtl(msg, len, out, ready, ok);
   ok = true;
   const unsigned payload = c_.payload(), crc_at = c_.flit_bytes - LinkConfig::kCrcBytes;
   const std::size_t flits = std::max<std::size_t>(1, (len + payload - 1) / payload);
@@ -184,6 +185,44 @@ sc_core::sc_time Channel::send(const std::uint8_t* msg, std::size_t len, std::ui
   stats_.payload_bytes += len;
   free_ = t;
   return arrived;
+}
+
+sc_core::sc_time Channel::send_rtl(const std::uint8_t* msg, std::size_t len, std::uint8_t* out, sc_core::sc_time ready,
+                                   bool& ok) {
+  // The RTL runs in simulated time: catch up with the sender's local time first.
+  if (ready > sc_core::sc_time_stamp()) sc_core::wait(ready - sc_core::sc_time_stamp());
+  const sc_core::sc_time start = sc_core::sc_time_stamp();
+  const unsigned payload = c_.payload();
+  const std::size_t flits = std::max<std::size_t>(1, (len + payload - 1) / payload);
+  std::vector<std::vector<std::uint8_t>> payloads(flits);
+  for (std::size_t i = 0; i < flits; ++i) {
+    const std::size_t off = i * payload, n = std::min<std::size_t>(payload, len - std::min(len, off));
+    payloads[i].assign(msg + off, msg + off + n);
+  }
+  // Injected errors that fall on this message's transmissions (counting from
+  // this direction's first), relative to the message.
+  std::set<std::uint64_t> corrupt;
+  for (auto it = inject_.begin(); it != inject_.end() && *it < stats_.attempts + flits;) {
+    if (*it >= stats_.attempts) corrupt.insert(*it - stats_.attempts);
+    it = inject_.erase(it);
+  }
+  const LinkLayerRtl::Outcome o = rtl_->carry(payloads, corrupt);
+  ++stats_.messages;
+  stats_.flits += flits;
+  stats_.attempts += o.transmissions;
+  stats_.crc_errors += o.crc_errors;
+  stats_.replays += o.naks;
+  stats_.payload_bytes += len;
+  stats_.busy += sc_core::sc_time_stamp() - start;
+  ok = o.delivered.size() == flits;
+  if (!ok) return sc_core::SC_ZERO_TIME;
+  std::size_t at = 0;
+  for (const auto& p : o.delivered) {
+    if (!p.empty()) std::memcpy(out + at, p.data(), std::min(p.size(), len - std::min(len, at)));
+    at += p.size();
+  }
+  free_ = sc_core::sc_time_stamp();
+  return free_ + c_.latency;
 }
 
 }  // namespace tessera::serdes

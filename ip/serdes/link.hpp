@@ -101,6 +101,20 @@ class LinkState {
   std::vector<Event> events_;  // by start
 };
 
+// The link layer in RTL (ip/rtl; "impl": "rtl" on the fabric): carries a
+// message's FLIT payloads through the block, corrupting the transmissions
+// named (counted from 0 for the call), and returns what its receiver
+// delivered; it takes the simulated time of its clock.
+class LinkLayerRtl {
+ public:
+  struct Outcome {
+    std::vector<std::vector<std::uint8_t>> delivered;  // payloads, in order
+    std::uint64_t transmissions = 0, crc_errors = 0, naks = 0;
+  };
+  virtual ~LinkLayerRtl() = default;
+  virtual Outcome carry(const std::vector<std::vector<std::uint8_t>>& payloads, const std::set<std::uint64_t>& corrupt) = 0;
+};
+
 class Channel {
  public:
   Channel(const LinkConfig& c, LinkState& state, std::uint64_t seed);
@@ -118,11 +132,16 @@ class Channel {
   void set_clock(const power::Clock* clock) { clock_ = clock; }
   // The trace track of this direction (category link: FLITs and replays).
   void set_track(std::string path) { track_ = std::move(path); }
+  // The RTL carries this direction's FLITs from now on (nullptr: the model).
+  // send() then waits for it: call it from a thread.
+  void set_rtl(LinkLayerRtl* rtl) { rtl_ = rtl; }
 
  private:
   const LinkConfig& c_;
   LinkState& state_;
   const power::Clock* clock_ = nullptr;
+  LinkLayerRtl* rtl_ = nullptr;
+  sc_core::sc_time send_rtl(const std::uint8_t* msg, std::size_t len, std::uint8_t* out, sc_core::sc_time ready, bool& ok);
   std::string track_;
   std::mt19937_64 rng_;
   double flit_error_probability_;

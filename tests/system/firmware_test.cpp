@@ -297,3 +297,21 @@ TEST(Firmware, ADomainsClockSetsItsModelsPace) {
   EXPECT_GT(hbm, full * 1.02) << "the HBM at 0.5 of its clock";
   EXPECT_LT(hbm, noc) << "this traffic is the NoC's to carry";
 }
+
+// The links' layer from RTL ("impl": "rtl" on every fabric): the ring's
+// tokens and blocks go through the Verilated link layer of each port, a
+// FLIT corrupted on chip 1's port 1 is refused for its CRC and replayed,
+// and every chip's data arrives intact.
+TEST(Firmware, ChipsTalkThroughTheLinkLayerRtl) {
+  const std::string ring = std::string(TESSERA_SOURCE_DIR) + "/platform/t1x4-ring.json";
+  Outcome r = run("-p " + ring + " --firmware " + kFirmware + "/c2c_ring.elf --set c2c.impl=rtl --set chip1.c2c.faults=1:flit3" +
+                  " --stats " + local("stats.json"));
+  ASSERT_EQ(r.code, 0) << r.err << r.out;
+  std::size_t clean = 0;
+  for (std::size_t p = 0; (p = r.out.find(", 0 mismatches", p)) != std::string::npos; ++p) ++clean;
+  EXPECT_EQ(clean, 4u) << r.out;
+  const nlohmann::json s = nlohmann::json::parse(slurp(local("stats.json")));
+  EXPECT_EQ(s["ips"]["chip1.c2c"]["port1_crc_errors_out"], 1);
+  EXPECT_EQ(s["ips"]["chip1.c2c"]["port1_replays"], 1);
+  EXPECT_EQ(s["ips"]["chip0.c2c"]["port0_crc_errors_out"], 0);
+}

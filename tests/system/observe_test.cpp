@@ -244,4 +244,5 @@ TEST(Observe, BadOptionsAreRefused) {
   refused("--set hbm0.impl=rtl", "hbm0.impl: \"rtl\" is not available for type hbm (available: tlm)");
   refused("--set tile0.impl=rtl", "impl rtl: the RTL array is 8 x 8");
   refused("--set tile0.impl=gates", "(available: tlm, rtl)");
+  refused("--set c2c.impl=rtl --set c2c.faults=0:lane2@20us", "impl rtl: the link layer RTL takes corrupted FLITs");
 }
