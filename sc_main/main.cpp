@@ -19,6 +19,7 @@
 #include "common/units.hpp"
 #include "common/waves.hpp"
 #include "power/power_manager.hpp"
+#include "rtl/waves_fst.hpp"
 #include "elf.hpp"
 #include "demo.hpp"
 #include "platform.hpp"
@@ -145,7 +146,7 @@ int sc_main(int argc, char** argv) {
                                                           "tensor, vector, hbm, link, power (default: all)")
     ("trace-sockets", po::value(&o.trace_sockets), "TLM connections whose transactions --trace records, comma-separated "
                                                     "instance names or connections (cp, cp_bus_initiator, bus_noc)")
-    ("waves", po::value(&o.waves), "write model-level waveforms (VCD) to this file")
+    ("waves", po::value(&o.waves), "write model-level waveforms to this file (FILE.vcd or FILE.fst)")
     ("waves-preset", po::value(&o.waves_preset), "what --waves records, comma-separated: irq, engines, clocks, power, "
                                                   "links, all (default: all)")
     ("waves-window", po::value(&o.waves_window), "record --waves only from..to, e.g. 10us..20us")
@@ -263,6 +264,7 @@ int sc_main(int argc, char** argv) {
   }
 
   // Traces and waves open before anything elaborates: the IPs declare their signals as they are built.
+  rtl::install_waves_fst();
   try {
     if (!o.trace.empty()) {
       trace::Options t;

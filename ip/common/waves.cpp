@@ -67,11 +67,11 @@ std::string clean(std::string n) {
   return n;
 }
 
-std::string value_text(const Signal& s, Id id, std::uint64_t bits, double real) {
-  if (s.width == 0) return fmt::format("r{:.9g} {}\n", real, code(id));
-  if (s.width == 1) return fmt::format("{}{}\n", bits & 1, code(id));
+std::string value_text(unsigned width, Id id, std::uint64_t bits, double real) {
+  if (width == 0) return fmt::format("r{:.9g} {}\n", real, code(id));
+  if (width == 1) return fmt::format("{}{}\n", bits & 1, code(id));
   std::string b;
-  for (int i = static_cast<int>(s.width) - 1; i >= 0; --i) b += (bits >> i & 1) ? '1' : '0';
+  for (int i = static_cast<int>(width) - 1; i >= 0; --i) b += (bits >> i & 1) ? '1' : '0';
   const auto first = b.find('1');
   return fmt::format("b{} {}\n", first == std::string::npos ? "0" : b.substr(first), code(id));
 }
@@ -88,7 +88,16 @@ void record(Id id, std::uint64_t bits, double real, const sc_core::sc_time& at) 
   s.changes.push_back({t, s.seq++, id, bits, real});
 }
 
+Writer& fst_writer() {
+  static Writer w = nullptr;
+  return w;
+}
+
+bool write_vcd(const std::string& file, const Dump& d);
+
 }  // namespace
+
+void set_fst_writer(Writer w) { fst_writer() = w; }
 
 void parse_window(const std::string& text, Options& o) {
   const auto dots = text.find("..");
@@ -106,10 +115,9 @@ void parse_window(const std::string& text, Options& o) {
 void open(const Options& o) {
   const auto dot = o.file.rfind('.');
   const std::string ext = dot == std::string::npos ? "" : o.file.substr(dot);
-  if (ext == ".fst")
-    throw std::runtime_error("--waves " + o.file + ": model-level waves are written as VCD (FILE.vcd); GTKWave converts "
-                             "with vcd2fst");
-  if (ext != ".vcd") throw std::runtime_error("--waves " + o.file + ": the file must end in .vcd");
+  if (ext == ".fst" && !fst_writer())
+    throw std::runtime_error("--waves " + o.file + ": this build has no FST writer; write FILE.vcd");
+  if (ext != ".vcd" && ext != ".fst") throw std::runtime_error("--waves " + o.file + ": the file must end in .vcd or .fst");
   unsigned groups = 0;
   for (const std::string& g : o.groups) {
     if (g == "all") {
@@ -163,22 +171,37 @@ bool close() {
   State& s = state();
   if (!detail::on) return true;
   detail::on = false;
-  std::FILE* f = std::fopen(s.o.file.c_str(), "w");
-  if (!f) return false;
   std::stable_sort(s.changes.begin(), s.changes.end(),
                    [](const Change& a, const Change& b) { return a.at != b.at ? a.at < b.at : a.seq < b.seq; });
-  const double res = sc_core::sc_get_time_resolution().to_seconds();
+  Dump d;
+  d.from = s.from;
+  d.resolution = sc_core::sc_get_time_resolution().to_seconds();
+  for (const Signal& sig : s.signals) d.signals.push_back({sig.path, sig.name, sig.width, sig.before, sig.before_real});
+  d.changes.reserve(s.changes.size());
+  for (const Change& c : s.changes) d.changes.push_back({c.at, c.id, c.bits, c.real});
+  s.changes.clear();
+  const auto dot = s.o.file.rfind('.');
+  const bool fst = dot != std::string::npos && s.o.file.substr(dot) == ".fst";
+  return fst ? fst_writer()(s.o.file, d) : write_vcd(s.o.file, d);
+}
+
+namespace {
+
+bool write_vcd(const std::string& file, const Dump& d) {
+  std::FILE* f = std::fopen(file.c_str(), "w");
+  if (!f) return false;
+  const double res = d.resolution;
   const char* unit = res >= 1e-9 ? "1 ns" : res >= 1e-12 ? "1 ps" : "1 fs";
   const double per = res >= 1e-9 ? 1e-9 : res >= 1e-12 ? 1e-12 : 1e-15;
   const auto scale = static_cast<std::uint64_t>(res / per + 0.5);
   std::fprintf(f, "$version tessera-vp model-level waves $end\n$timescale %s $end\n", unit);
   // Scopes from the instance paths, signals in the order declared.
-  std::vector<Id> order(s.signals.size());
+  std::vector<Id> order(d.signals.size());
   for (std::size_t i = 0; i < order.size(); ++i) order[i] = static_cast<Id>(i);
-  std::stable_sort(order.begin(), order.end(), [&](Id a, Id b) { return s.signals[a].path < s.signals[b].path; });
+  std::stable_sort(order.begin(), order.end(), [&](Id a, Id b) { return d.signals[a].path < d.signals[b].path; });
   std::vector<std::string> open_scopes;
   for (Id id : order) {
-    const Signal& sig = s.signals[id];
+    const Dump::Signal& sig = d.signals[id];
     std::vector<std::string> parts;
     for (std::size_t at = 0, next; at <= sig.path.size(); at = next + 1) {
       next = sig.path.find('.', at);
@@ -196,21 +219,22 @@ bool close() {
   }
   while (!open_scopes.empty()) std::fputs("$upscope $end\n", f), open_scopes.pop_back();
   std::fputs("$enddefinitions $end\n", f);
-  std::fprintf(f, "#%llu\n$dumpvars\n", static_cast<unsigned long long>(s.from * scale));
-  for (std::size_t i = 0; i < s.signals.size(); ++i) {
-    const Signal& sig = s.signals[i];
-    std::fputs(value_text(sig, static_cast<Id>(i), sig.before, sig.before_real).c_str(), f);
+  std::fprintf(f, "#%llu\n$dumpvars\n", static_cast<unsigned long long>(d.from * scale));
+  for (std::size_t i = 0; i < d.signals.size(); ++i) {
+    const Dump::Signal& sig = d.signals[i];
+    std::fputs(value_text(sig.width, static_cast<Id>(i), sig.initial, sig.initial_real).c_str(), f);
   }
   std::fputs("$end\n", f);
-  std::uint64_t last = s.from;
-  for (const Change& c : s.changes) {
+  std::uint64_t last = d.from;
+  for (const Dump::Change& c : d.changes) {
     if (c.at != last) std::fprintf(f, "#%llu\n", static_cast<unsigned long long>(c.at * scale)), last = c.at;
-    std::fputs(value_text(s.signals[c.id], c.id, c.bits, c.real).c_str(), f);
+    std::fputs(value_text(d.signals[c.id].width, c.id, c.bits, c.real).c_str(), f);
   }
   const bool ok = std::ferror(f) == 0;
   std::fclose(f);
-  s.changes.clear();
   return ok;
 }
+
+}  // namespace
 
 }  // namespace tessera::waves

@@ -22,7 +22,7 @@ namespace tessera::waves {
 enum Group : unsigned { irq, engines, clocks, power, links, kGroups };
 
 struct Options {
-  std::string file;                     // .vcd (.fst is refused with a clear error)
+  std::string file;                     // .vcd, or .fst where an FST writer is installed
   std::vector<std::string> groups;      // preset: group names or "all" (empty: all)
   sc_core::sc_time from = sc_core::SC_ZERO_TIME, to = sc_core::sc_max_time();
 };
@@ -33,6 +33,31 @@ extern bool on;
 
 using Id = int;  // -1: not recorded
 constexpr Id kNone = -1;
+
+// What a writer gets at the end: signals, their values at the window's
+// start, and the changes in time order (time in resolution ticks).
+struct Dump {
+  struct Signal {
+    std::string path, name;
+    unsigned width;  // 0: real
+    std::uint64_t initial;
+    double initial_real;
+  };
+  struct Change {
+    std::uint64_t at;
+    int id;
+    std::uint64_t bits;
+    double real;
+  };
+  std::vector<Signal> signals;
+  std::vector<Change> changes;
+  std::uint64_t from;
+  double resolution;  // seconds per tick
+};
+using Writer = bool (*)(const std::string& file, const Dump& d);
+// FST comes from Verilator's writer (ip/rtl installs it, as tessera-vp and
+// the runtime do before opening waves).
+void set_fst_writer(Writer w);
 
 // Throws std::runtime_error naming the bad option.
 void open(const Options& o);

@@ -153,6 +153,13 @@ TEST(Observe, WavesHoldInterruptsEnginesAndClocks) {
   EXPECT_EQ(w.first, 100000000u) << "in picoseconds";
   EXPECT_LT(w.last, 200000000u);
   EXPECT_EQ(w.of("t1.power.tiles_pstate").front().second, "b11") << "the value it had at 100 us";
+  // FST through Verilator's writer: a header block first, and it holds the signal names.
+  r = run("--firmware " + kFirmware + "/power_demo.elf --waves " + local("power.fst"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  const std::string fst = slurp(local("power.fst"));
+  ASSERT_GT(fst.size(), 330u);
+  EXPECT_EQ(fst[0], 0) << "FST_BL_HDR";
+  EXPECT_NE(fst.find("tessera-vp model-level waves"), std::string::npos) << "the writer's version in the header";
 }
 
 TEST(Observe, LinkStateAndWidthInTheWaves) {
@@ -231,8 +238,7 @@ TEST(Observe, BadOptionsAreRefused) {
     EXPECT_EQ(r.code, 2) << args;
     EXPECT_NE(r.err.find(why), std::string::npos) << args << ": " << r.err;
   };
-  refused("--waves w.txt", "--waves w.txt: the file must end in .vcd");
-  refused("--waves w.fst", "written as VCD");
+  refused("--waves w.txt", "--waves w.txt: the file must end in .vcd or .fst");
   refused("--waves w.vcd --waves-preset irq,bogus", "unknown group 'bogus'");
   refused("--waves w.vcd --waves-window 20us..10us", "ends before it begins");
   refused("--waves w.vcd --waves-window 10us", "is not FROM..TO");

@@ -3,6 +3,7 @@
 #include "common/trace.hpp"
 #include "common/waves.hpp"
 #include "power/power_manager.hpp"
+#include "rtl/waves_fst.hpp"
 
 #include <fmt/format.h>
 
@@ -275,6 +276,7 @@ namespace {
 
 // Options::trace and Options::waves open before anything elaborates.
 void open_outputs(const Device::Options& o) {
+  rtl::install_waves_fst();
   try {
     if (!o.trace.empty()) {
       trace::Options t;
