@@ -7,6 +7,7 @@
 #define SC_INCLUDE_DYNAMIC_PROCESSES  // sc_spawn
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <random>
 #include <set>
@@ -66,6 +67,14 @@ TEST(Cosim, LinkLayerFramesLikeTheModelAndReplaysWhatTheWireCorrupts) {
     ASSERT_EQ(a.wire[i], model_flit(clean[i], static_cast<std::uint16_t>(i))) << "FLIT " << i << " on the wire";
     ASSERT_EQ(a.delivered[i], std::vector<std::uint8_t>(a.wire[i].begin(), a.wire[i].end())) << "FLIT " << i << " handed on";
   }
+  // Cycles: the model puts a FLIT on the wire every FLIT time, the RTL's
+  // clock is a 32nd of it (8 bytes a beat): 32 cycles a FLIT, plus framing
+  // the first and handing the last one on.
+  const double model_cycles = 32.0 * static_cast<double>(clean.size());
+  const double difference = (static_cast<double>(a.cycles) - model_cycles) / model_cycles;
+  std::printf("link RTL: %zu FLITs in %llu cycles, the model's FLIT time gives %.0f: %+.1f%%\n", clean.size(),
+              static_cast<unsigned long long>(a.cycles), model_cycles, 100 * difference);
+  EXPECT_LE(std::abs(difference), 0.05);
   // Noisy: five corrupted transmissions (two back to back), each NAKed once
   // (the second of a pair falls in the window the first already rewound),
   // replayed, and every FLIT delivered once, in order.

@@ -132,8 +132,14 @@ module tessera_link #(
         tx_valid <= 1'b1;
         tx_data <= buffer[send_seq[$clog2(WINDOW)-1:0]][beat[4:0]];
         if (beat == 6'd31) begin
-          beat <= 6'd32;
           send_seq <= send_seq + 16'd1;
+          // The next FLIT follows without a gap unless a NAK is pending.
+          if (!rewind && !(a_valid && a_nak) && (send_seq + 16'd1) != next_seq) begin
+            beat <= 6'd0;
+            sent <= sent + 32'd1;
+          end else begin
+            beat <= 6'd32;
+          end
         end else begin
           beat <= beat + 6'd1;
         end
