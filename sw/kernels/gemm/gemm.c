@@ -6,6 +6,8 @@
  *              with one scale per 1 x 128 group; B is E4M3 (weights,
  *              quantized offline) with one FP32 scale per 128 x 128 block,
  *              (K/128) x (N/128) of them, row-major.
+ *   E4M3 mode: A and B are E4M3, unscaled, into FP32.
+ *   INT8 mode: A and B are INT8, into INT32 (C holds INT32).
  *
  * C is computed in TM x TN tiles, each over K in steps of TK. Operand
  * buffers come in two sets: while the tensor core works on one, the DMA
@@ -16,8 +18,10 @@
  *   CFREE[c]  C tile buffer c has been written out  (DMA out -> core)
  *
  * Arguments (CORE_ARG words): 0-1 A, 2-3 B, 4-5 C (global addresses),
- * 6 M, 7 N, 8 K, 9 mode (0 BF16, 1 FP8), 10-11 B's scales (FP8 mode).
- * Exit codes: 0 done, 2 a shape that is not whole tiles, 3 an engine error. */
+ * 6 M, 7 N, 8 K, 9 mode (0 BF16, 1 FP8, 2 E4M3, 3 INT8), 10-11 B's scales
+ * (FP8 mode).
+ * Exit codes: 0 done, 2 a shape that is not whole tiles or an unknown mode,
+ * 3 an engine error. */
 #include "tessera_kernel.h"
 
 #define TM 64u
@@ -54,9 +58,10 @@ static void copy_out(uint64_t c, uint32_t n, uint32_t mi, uint32_t ni, unsigned 
 
 int main(void) {
   const uint64_t a = tk_arg64(0), b = tk_arg64(2), c = tk_arg64(4), bs = tk_arg64(10);
-  const uint32_t m = tk_arg(6), n = tk_arg(7), k = tk_arg(8), fp8 = tk_arg(9);
-  if (!m || !n || !k || m % TM || n % TN || k % TK) return 2;
-  const uint32_t ea = fp8 ? 4 : 2, eb = fp8 ? 1 : 2; /* bytes per element in global memory */
+  const uint32_t m = tk_arg(6), n = tk_arg(7), k = tk_arg(8), mode = tk_arg(9);
+  if (!m || !n || !k || m % TM || n % TN || k % TK || mode > 3) return 2;
+  const uint32_t fp8 = mode == 1, bytes8 = mode >= 2; /* block-scaled FP8; plain 8-bit operands */
+  const uint32_t ea = fp8 ? 4 : bytes8 ? 1 : 2, eb = fp8 || bytes8 ? 1 : 2; /* bytes per element in global memory */
   for (unsigned s = 0; s < 2; ++s) {
     tk_sem_signal(FREE + s, 1);
     tk_sem_signal(CFREE + s, 1);
@@ -76,7 +81,7 @@ int main(void) {
         da.src = a + ((uint64_t)mi * k + kk) * ea;
         da.dst = base + A_OFF;
         da.flags = TK_DMA_DST_LOCAL;
-        da.len0 = fp8 ? TK : TK * 2;
+        da.len0 = TK * (fp8 ? 1 : ea); /* elements when cast, else bytes */
         da.count1 = TM;
         da.sstride1 = k * ea;
         if (fp8) {
@@ -122,7 +127,7 @@ int main(void) {
         struct tk_gemm g = {0};
         g.m = TM, g.n = TN, g.k = TK;
         g.a = base + A_OFF, g.b = base + B_OFF, g.c = C0 + cb * C_BYTES;
-        g.input = fp8 ? TK_E4M3 : TK_BF16;
+        g.input = fp8 || mode == 2 ? TK_E4M3 : mode == 3 ? TK_INT8 : TK_BF16;
         g.accumulate = kk > 0;
         g.block_scaled = fp8;
         g.sa = base + SA_OFF, g.sb = base + SB_OFF, g.group = GROUP;

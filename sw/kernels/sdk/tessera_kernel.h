@@ -153,7 +153,9 @@ struct tk_gemm {
 static inline void tk_gemm_push(const struct tk_gemm* g) {
   tk_wait_space(TILE_STATUS_OFFSET, TILE_IRQ_STATUS_DONE_MASK, TILE_IRQ_STATUS_ERROR_MASK);
   TK_W(CMD_ID, g->id);
-  TK_W(CMD_FORMAT, (uint32_t)g->input | (g->accumulate ? TILE_CMD_FORMAT_ACCUMULATE_MASK : 0) |
+  /* INT8 sums in INT32; every other input in FP32. */
+  TK_W(CMD_FORMAT, (uint32_t)g->input | (g->input == TK_INT8 ? 2u << TILE_CMD_FORMAT_ACC_SHIFT : 0) |
+                       (g->accumulate ? TILE_CMD_FORMAT_ACCUMULATE_MASK : 0) |
                        (g->block_scaled ? TILE_CMD_FORMAT_BLOCK_SCALED_MASK : 0));
   TK_W(CMD_M, g->m);
   TK_W(CMD_N, g->n);
