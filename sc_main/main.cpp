@@ -148,7 +148,7 @@ int sc_main(int argc, char** argv) {
                                                     "instance names or connections (cp, cp_bus_initiator, bus_noc)")
     ("waves", po::value(&o.waves), "write model-level waveforms to this file (FILE.vcd or FILE.fst)")
     ("waves-preset", po::value(&o.waves_preset), "what --waves records, comma-separated: irq, engines, clocks, power, "
-                                                  "links, all (default: all)")
+                                                  "links, rtl (the RTL blocks' own FST files), all (default: all)")
     ("waves-window", po::value(&o.waves_window), "record --waves only from..to, e.g. 10us..20us")
     ("quiet,q", po::bool_switch(&o.quiet), "no memory map and no summary");
   // clang-format on

@@ -18,7 +18,7 @@ bool on = false;
 
 namespace {
 
-const char* const kGroupNames[] = {"irq", "engines", "clocks", "power", "links"};
+const char* const kGroupNames[] = {"irq", "engines", "clocks", "power", "links", "rtl"};
 
 struct Signal {
   std::string path, name;
@@ -127,7 +127,7 @@ void open(const Options& o) {
     unsigned i = 0;
     while (i < kGroups && g != kGroupNames[i]) ++i;
     if (i == kGroups)
-      throw std::runtime_error("--waves-preset: unknown group '" + g + "' (groups: irq, engines, clocks, power, links, all)");
+      throw std::runtime_error("--waves-preset: unknown group '" + g + "' (groups: irq, engines, clocks, power, links, rtl, all)");
     groups |= 1u << i;
   }
   if (std::FILE* f = std::fopen(o.file.c_str(), "w")) std::fclose(f);  // writable? (written at the end)
@@ -144,7 +144,7 @@ void open(const Options& o) {
 }
 
 std::string companion(const std::string& path, const std::string& ext) {
-  if (!detail::on) return "";
+  if (!detail::on || !(state().groups >> rtl & 1u)) return "";
   const std::string& f = state().o.file;
   const auto dot = f.rfind('.');
   return (dot == std::string::npos ? f : f.substr(0, dot)) + "." + path + ext;

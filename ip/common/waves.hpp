@@ -19,7 +19,7 @@
 namespace tessera::waves {
 
 // What a signal is about; presets are sets of these.
-enum Group : unsigned { irq, engines, clocks, power, links, kGroups };
+enum Group : unsigned { irq, engines, clocks, power, links, rtl, kGroups };
 
 struct Options {
   std::string file;                     // .vcd, or .fst where an FST writer is installed
@@ -65,7 +65,8 @@ void open(const Options& o);
 bool close();
 inline bool on() { return detail::on; }
 // A companion file for an RTL block's own waveform (Verilator's FST):
-// "<waves file without .vcd>.<path><ext>", or "" when waves are closed.
+// "<waves file without .vcd>.<path><ext>", or "" when waves are closed or
+// the preset leaves out the group rtl.
 std::string companion(const std::string& path, const std::string& ext);
 // Parses "10us..20us" into o.from / o.to; throws std::runtime_error.
 void parse_window(const std::string& text, Options& o);

@@ -172,6 +172,20 @@ TEST(Observe, LinkStateAndWidthInTheWaves) {
   EXPECT_EQ(values(v, "chip1.c2c.port1.state"), (std::vector<std::string>{"b10", "b1", "b10"})) << "active, training, active";
   EXPECT_EQ(values(v, "chip1.c2c.port1.lanes"), (std::vector<std::string>{"b10000", "b0", "b1000"}))
       << "16 lanes, none while it retrains, then 8";
+  // Links in RTL: each port's FST beside the VCD, when the preset has rtl.
+  for (const bool with_rtl : {true, false}) {
+    const std::string vcd = local(with_rtl ? "rtl.vcd" : "nortl.vcd"), stem = vcd.substr(0, vcd.size() - 4);
+    r = run("-p " + ring + " --firmware " + kFirmware + "/c2c_ring.elf --set c2c.impl=rtl --waves " + vcd +
+            " --waves-preset " + (with_rtl ? "links,rtl" : "links"));
+    ASSERT_EQ(r.code, 0) << r.err;
+    const std::string fst = slurp(stem + ".chip1.c2c.port1.fst");
+    if (with_rtl) {
+      EXPECT_GT(fst.size(), 1000u);
+      EXPECT_EQ(fst.empty() ? 1 : fst[0], 0) << "an FST header block";
+    } else {
+      EXPECT_TRUE(fst.empty()) << "rtl is not in the preset";
+    }
+  }
 }
 
 TEST(Observe, TraceSlicesAndCountersOnTheirTracks) {
