@@ -99,6 +99,16 @@ bool write_vcd(const std::string& file, const Dump& d);
 
 void set_fst_writer(Writer w) { fst_writer() = w; }
 
+std::vector<std::string> scopes(const std::string& path) {
+  std::vector<std::string> parts;
+  for (std::size_t at = 0, next; at <= path.size(); at = next + 1) {
+    next = path.find('.', at);
+    if (next == std::string::npos) next = path.size();
+    parts.push_back(path.substr(at, next - at));
+  }
+  return parts;
+}
+
 void parse_window(const std::string& text, Options& o) {
   const auto dots = text.find("..");
   if (dots == std::string::npos) throw std::runtime_error("--waves-window: '" + text + "' is not FROM..TO (e.g. 10us..20us)");
@@ -202,12 +212,7 @@ bool write_vcd(const std::string& file, const Dump& d) {
   std::vector<std::string> open_scopes;
   for (Id id : order) {
     const Dump::Signal& sig = d.signals[id];
-    std::vector<std::string> parts;
-    for (std::size_t at = 0, next; at <= sig.path.size(); at = next + 1) {
-      next = sig.path.find('.', at);
-      if (next == std::string::npos) next = sig.path.size();
-      parts.push_back(sig.path.substr(at, next - at));
-    }
+    const std::vector<std::string> parts = scopes(sig.path);
     std::size_t common = 0;
     while (common < open_scopes.size() && common < parts.size() && open_scopes[common] == parts[common]) ++common;
     while (open_scopes.size() > common) std::fputs("$upscope $end\n", f), open_scopes.pop_back();

@@ -55,6 +55,8 @@ struct Dump {
   double resolution;  // seconds per tick
 };
 using Writer = bool (*)(const std::string& file, const Dump& d);
+// "chip0.tile3.tensor" -> {"chip0", "tile3", "tensor"}: a signal's scopes.
+std::vector<std::string> scopes(const std::string& path);
 // FST comes from Verilator's writer (ip/rtl installs it, as tessera-vp and
 // the runtime do before opening waves).
 void set_fst_writer(Writer w);

@@ -13,7 +13,7 @@ namespace tessera::rtl {
 
 LinkRtl::LinkRtl(const sc_core::sc_module_name& n, const sc_core::sc_time& period, unsigned ack_delay_cycles,
                  const std::string& fst)
-    : sc_core::sc_module(n), half_(period / 2.0), ack_delay_(ack_delay_cycles), fst_file_(fst) {
+    : Clocked(n, period, fst), ack_delay_(ack_delay_cycles) {
   top_ = std::make_unique<Vtessera_link>("rtl");
   top_->clk(clk_);
   top_->rst_n(rst_n_);
@@ -38,22 +38,15 @@ LinkRtl::LinkRtl(const sc_core::sc_module_name& n, const sc_core::sc_time& perio
   top_->sent(sent_);
   top_->naks(naks_);
   top_->crc_errors(crc_errors_);
-  if (!fst.empty()) Verilated::traceEverOn(true);
   SC_HAS_PROCESS(LinkRtl);
   SC_THREAD(driver);
 }
 
 LinkRtl::~LinkRtl() {
-  if (fst_) fst_->close();
   if (top_) top_->final();
 }
 
-void LinkRtl::start_of_simulation() {
-  if (fst_file_.empty()) return;
-  fst_ = std::make_unique<VerilatedFstSc>();
-  top_->trace(fst_.get(), 99);
-  fst_->open(fst_file_.c_str());
-}
+void LinkRtl::trace_to(VerilatedFstSc* fst) { top_->trace(fst, 99); }
 
 LinkRtl::Result LinkRtl::send(const std::vector<Flit>& flits, const std::set<std::uint64_t>& corrupt, std::uint64_t limit) {
   for (const Flit& f : flits)
@@ -67,17 +60,7 @@ LinkRtl::Result LinkRtl::send(const std::vector<Flit>& flits, const std::set<std
 }
 
 void LinkRtl::driver() {
-  auto cycle = [this](const std::function<void()>& before_edge) {
-    clk_.write(false);
-    sc_core::wait(half_);
-    before_edge();
-    clk_.write(true);
-    sc_core::wait(half_);
-  };
-  rst_n_.write(false);
-  for (int i = 0; i < 2; ++i) cycle([] {});
-  rst_n_.write(true);
-  cycle([] {});
+  reset();
   for (;;) {
     while (!flits_) sc_core::wait(start_);
     const std::vector<Flit>& flits = *flits_;

@@ -12,12 +12,14 @@
 #include <systemc>
 #include <vector>
 
+#include "rtl/clocked.hpp"
+
 class Vtessera_link;
 class VerilatedFstSc;
 
 namespace tessera::rtl {
 
-class LinkRtl : public sc_core::sc_module {
+class LinkRtl : public Clocked {
  public:
   static constexpr unsigned kFlitBytes = 256, kHeader = 8, kPayload = 244, kBeats = 32;
   struct Flit {
@@ -40,19 +42,16 @@ class LinkRtl : public sc_core::sc_module {
 
  private:
   void driver();
-  void start_of_simulation() override;
+  void trace_to(VerilatedFstSc* fst) override;
 
-  sc_core::sc_time half_;
   unsigned ack_delay_;
-  std::string fst_file_;
-  sc_core::sc_signal<bool> clk_{"clk"}, rst_n_{"rst_n"}, p_valid_{"p_valid"}, p_ready_{"p_ready"}, p_last_{"p_last"};
+  sc_core::sc_signal<bool> p_valid_{"p_valid"}, p_ready_{"p_ready"}, p_last_{"p_last"};
   sc_core::sc_signal<std::uint64_t> p_data_{"p_data"}, tx_data_{"tx_data"}, rx_data_{"rx_data"}, o_data_{"o_data"};
   sc_core::sc_signal<std::uint32_t> p_len_{"p_len"}, ack_seq_{"ack_seq"}, a_seq_{"a_seq"};
   sc_core::sc_signal<bool> tx_valid_{"tx_valid"}, rx_valid_{"rx_valid"}, ack_valid_{"ack_valid"}, ack_nak_{"ack_nak"};
   sc_core::sc_signal<bool> a_valid_{"a_valid"}, a_nak_{"a_nak"}, o_valid_{"o_valid"}, o_first_{"o_first"};
   sc_core::sc_signal<std::uint32_t> sent_{"sent"}, naks_{"naks"}, crc_errors_{"crc_errors"};
   std::unique_ptr<Vtessera_link> top_;
-  std::unique_ptr<VerilatedFstSc> fst_;
   const std::vector<Flit>* flits_ = nullptr;
   const std::set<std::uint64_t>* corrupt_ = nullptr;
   std::uint64_t limit_ = 0;

@@ -11,7 +11,7 @@
 namespace tessera::rtl {
 
 SystolicRtl::SystolicRtl(const sc_core::sc_module_name& n, const sc_core::sc_time& period, const std::string& fst)
-    : sc_core::sc_module(n), half_(period / 2.0), fst_file_(fst) {
+    : Clocked(n, period, fst) {
   top_ = std::make_unique<Vtessera_systolic>("rtl");
   top_->clk(clk_);
   top_->rst_n(rst_n_);
@@ -28,22 +28,15 @@ SystolicRtl::SystolicRtl(const sc_core::sc_module_name& n, const sc_core::sc_tim
   top_->o_ready(o_ready_);
   top_->o_data(o_data_);
   top_->in_flight(in_flight_);
-  if (!fst.empty()) Verilated::traceEverOn(true);
   SC_HAS_PROCESS(SystolicRtl);
   SC_THREAD(driver);
 }
 
 SystolicRtl::~SystolicRtl() {
-  if (fst_) fst_->close();
   if (top_) top_->final();
 }
 
-void SystolicRtl::start_of_simulation() {
-  if (fst_file_.empty()) return;
-  fst_ = std::make_unique<VerilatedFstSc>();
-  top_->trace(fst_.get(), 99);
-  fst_->open(fst_file_.c_str());
-}
+void SystolicRtl::trace_to(VerilatedFstSc* fst) { top_->trace(fst, 99); }
 
 SystolicRtl::Result SystolicRtl::run(const Tile& t, unsigned stall_every) {
   if (t.weights.size() != kRows * kCols || t.a.size() != std::size_t{t.m} * kRows || t.c_in.size() != std::size_t{t.m} * kCols)
@@ -70,21 +63,7 @@ std::vector<std::uint32_t> SystolicRtl::run_tile(bool e4m3, const std::vector<st
 }
 
 void SystolicRtl::driver() {
-  // The clock runs only while there is work (an idle block costs nothing
-  // and does not keep the simulation alive). One cycle: inputs are set,
-  // the clock falls, outputs and readies settle and are read, the clock
-  // rises and the block samples.
-  auto cycle = [this](const std::function<void()>& before_edge) {
-    clk_.write(false);
-    sc_core::wait(half_);
-    before_edge();
-    clk_.write(true);
-    sc_core::wait(half_);
-  };
-  rst_n_.write(false);
-  for (int i = 0; i < 2; ++i) cycle([] {});
-  rst_n_.write(true);
-  cycle([] {});
+  reset();
   for (;;) {
     while (!job_) sc_core::wait(start_);  // a request may come before the reset is over
     const Tile& t = *job_;

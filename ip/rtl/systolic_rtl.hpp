@@ -13,6 +13,8 @@
 #include <systemc>
 #include <vector>
 
+#include "rtl/clocked.hpp"
+
 #include "tensor/tensor_core.hpp"
 
 class Vtessera_systolic;
@@ -20,7 +22,7 @@ class VerilatedFstSc;
 
 namespace tessera::rtl {
 
-class SystolicRtl : public sc_core::sc_module, public tensor::ArrayRtl {
+class SystolicRtl : public Clocked, public tensor::ArrayRtl {
  public:
   static constexpr unsigned kRows = 8, kCols = 8;
   enum class Mode : unsigned { int8 = 0, e4m3 = 1 };
@@ -54,11 +56,9 @@ class SystolicRtl : public sc_core::sc_module, public tensor::ArrayRtl {
 
  private:
   void driver();
-  void start_of_simulation() override;
-  std::string fst_file_;
+  void trace_to(VerilatedFstSc* fst) override;
 
-  sc_core::sc_time half_;  // half a clock period
-  sc_core::sc_signal<bool> clk_{"clk"}, rst_n_{"rst_n"}, mode_{"mode"}, w_valid_{"w_valid"}, w_ready_{"w_ready"};
+  sc_core::sc_signal<bool> mode_{"mode"}, w_valid_{"w_valid"}, w_ready_{"w_ready"};
   sc_core::sc_signal<std::uint32_t> w_row_{"w_row"};
   sc_core::sc_signal<std::uint64_t> w_data_{"w_data"};  // kCols x 8 bits
   sc_core::sc_signal<bool> a_valid_{"a_valid"}, a_ready_{"a_ready"};
@@ -67,7 +67,6 @@ class SystolicRtl : public sc_core::sc_module, public tensor::ArrayRtl {
   sc_core::sc_signal<bool> o_valid_{"o_valid"}, o_ready_{"o_ready"};
   sc_core::sc_signal<std::uint32_t> in_flight_{"in_flight"};
   std::unique_ptr<Vtessera_systolic> top_;
-  std::unique_ptr<VerilatedFstSc> fst_;
 
   const Tile* job_ = nullptr;
   unsigned stall_every_ = 0;

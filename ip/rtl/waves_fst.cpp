@@ -2,6 +2,7 @@
 
 #include <gtkwave/fstapi.h>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -25,12 +26,7 @@ bool write_fst(const std::string& file, const waves::Dump& d) {
   std::vector<std::string> open;
   for (std::size_t i : order) {
     const auto& s = d.signals[i];
-    std::vector<std::string> parts;
-    for (std::size_t at = 0, next; at <= s.path.size(); at = next + 1) {
-      next = s.path.find('.', at);
-      if (next == std::string::npos) next = s.path.size();
-      parts.push_back(s.path.substr(at, next - at));
-    }
+    const std::vector<std::string> parts = waves::scopes(s.path);
     std::size_t common = 0;
     while (common < open.size() && common < parts.size() && open[common] == parts[common]) ++common;
     while (open.size() > common) fstWriterSetUpscope(ctx), open.pop_back();

@@ -504,6 +504,33 @@ TEST(Runtime, TheHostSlowsTheTilesAndCapsThePowerThroughThePowerManager) {
       << "the loop owns the P-states: the write is refused";
 }
 
+namespace {
+// Results of an 8-bit GEMM (E4M3 into FP32, or INT8 into INT32) that differ
+// from the model's arithmetic.
+unsigned mismatches_8bit(bool e4m3, const std::vector<std::uint8_t>& a, const std::vector<std::uint8_t>& b,
+                         const std::vector<std::uint32_t>& c, unsigned m, unsigned n, unsigned k) {
+  const num::Format nf = e4m3 ? num::Format::E4M3 : num::Format::INT8;
+  std::vector<double> ad(a.size()), bd(b.size()), ref;
+  for (std::size_t i = 0; i < a.size(); ++i) ad[i] = num::decode(nf, a[i]);
+  for (std::size_t i = 0; i < b.size(); ++i) bd[i] = num::decode(nf, b[i]);
+  num::Accumulation acc;
+  acc.kind = e4m3 ? num::Accumulation::Kind::fp32 : num::Accumulation::Kind::int32;
+  num::gemm(ad, bd, ref, m, n, k, acc);
+  unsigned wrong = 0;
+  for (std::size_t i = 0; i < c.size(); ++i) {
+    std::uint32_t want;
+    if (e4m3) {
+      const float v = static_cast<float>(ref[i]);
+      std::memcpy(&want, &v, 4);
+    } else {
+      want = static_cast<std::uint32_t>(static_cast<std::int32_t>(ref[i]));
+    }
+    wrong += c[i] != want;
+  }
+  return wrong;
+}
+}  // namespace
+
 // The RTL in the loop: tile 0's tensor core runs its GEMMs on the Verilated
 // systolic array ("impl": "rtl", 8 x 8). INT8 and E4M3 GEMMs whose sizes
 // are not multiples of 8, from the host through the program kernel, give
@@ -536,24 +563,7 @@ TEST(Runtime, GemmsRunOnTheRtlArrayInTheLoop) {
     const double took = dev.simulated_seconds() - t0;
     std::vector<std::uint32_t> c(M * N);
     dev.read(dc, c.data(), 4 * M * N);
-    const num::Format nf = fp ? num::Format::E4M3 : num::Format::INT8;
-    std::vector<double> ad(a.size()), bd(b.size()), ref;
-    for (std::size_t i = 0; i < a.size(); ++i) ad[i] = num::decode(nf, a[i]);
-    for (std::size_t i = 0; i < b.size(); ++i) bd[i] = num::decode(nf, b[i]);
-    num::Accumulation acc;
-    acc.kind = fp ? num::Accumulation::Kind::fp32 : num::Accumulation::Kind::int32;
-    num::gemm(ad, bd, ref, M, N, K, acc);
-    unsigned wrong = 0;
-    for (std::size_t i = 0; i < c.size(); ++i) {
-      std::uint32_t want;
-      if (fp) {
-        const float v = static_cast<float>(ref[i]);
-        std::memcpy(&want, &v, 4);
-      } else {
-        want = static_cast<std::uint32_t>(static_cast<std::int32_t>(ref[i]));
-      }
-      wrong += c[i] != want;
-    }
+    const unsigned wrong = mismatches_8bit(fp, a, b, c, M, N, K);
     EXPECT_EQ(wrong, 0u) << (fp ? "E4M3" : "INT8");
     const auto s = dev.stats("tile0")["device.tile0"];
     std::printf("%s %ux%ux%u on the RTL array: %.2f us, %llu array cycles so far\n", fp ? "E4M3" : "INT8", M, N, K,
@@ -590,24 +600,7 @@ TEST(Runtime, GemmsRunOnTheRtlArrayInTheLoop) {
                 (dev.simulated_seconds() - t0) * 1e6);
     std::vector<std::uint32_t> c(gm * gn);
     dev.read(dc, c.data(), c.size() * 4);
-    const num::Format nf = fp ? num::Format::E4M3 : num::Format::INT8;
-    std::vector<double> ad(a.size()), bd(b.size()), ref;
-    for (std::size_t i = 0; i < a.size(); ++i) ad[i] = num::decode(nf, a[i]);
-    for (std::size_t i = 0; i < b.size(); ++i) bd[i] = num::decode(nf, b[i]);
-    num::Accumulation acc;
-    acc.kind = fp ? num::Accumulation::Kind::fp32 : num::Accumulation::Kind::int32;
-    num::gemm(ad, bd, ref, gm, gn, gkk, acc);
-    unsigned wrong = 0;
-    for (std::size_t i = 0; i < c.size(); ++i) {
-      std::uint32_t want;
-      if (fp) {
-        const float v = static_cast<float>(ref[i]);
-        std::memcpy(&want, &v, 4);
-      } else {
-        want = static_cast<std::uint32_t>(static_cast<std::int32_t>(ref[i]));
-      }
-      wrong += c[i] != want;
-    }
+    const unsigned wrong = mismatches_8bit(fp, a, b, c, gm, gn, gkk);
     EXPECT_EQ(wrong, 0u) << "gemm kernel mode " << mode;
   }
 }

@@ -12,10 +12,7 @@
 
 namespace {
 
-using tessera::testing::local;
-using tessera::testing::Outcome;
-using tessera::testing::slurp;
-Outcome run(const std::string& args) { return tessera::testing::run_vp(args); }
+using namespace tessera::testing;
 
 const std::string kFirmware = TESSERA_FIRMWARE_DIR;
 

@@ -30,7 +30,7 @@ struct Outcome {
 };
 
 // tessera-vp -q ARGS, stdin empty.
-inline Outcome run_vp(const std::string& args) {
+inline Outcome run(const std::string& args) {
   const std::string cmd = std::string(TESSERA_VP) + " -q " + args + " >" + local("out") + " 2>" + local("err") + " </dev/null";
   const int status = std::system(cmd.c_str());
   return Outcome{WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(local("out")), slurp(local("err"))};
