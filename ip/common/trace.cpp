@@ -91,8 +91,8 @@ void open(const Options& o) {
   if (!s.out) throw std::runtime_error("--trace: cannot write " + o.file);
   s.sockets = o.sockets;
   std::fputs("{\"displayTimeUnit\":\"ns\",\"otherData\":{\"generator\":\"tessera-vp\"},\"traceEvents\":[", s.out);
-  detail::mask = o.categories.empty() ? (1u << kCategories) - 1 : mask;
-  if (!o.sockets.empty()) detail::mask |= o.categories.empty() ? 0 : 1u << tlm;
+  // Every category by default; sockets named means their transactions are wanted.
+  detail::mask = o.categories.empty() ? (1u << kCategories) - 1 : mask | (o.sockets.empty() ? 0u : 1u << tlm);
   detail::on = true;
   static bool registered = false;
   if (!registered) registered = std::atexit(close) == 0;

@@ -23,7 +23,6 @@ const char* const kGroupNames[] = {"irq", "engines", "clocks", "power", "links",
 struct Signal {
   std::string path, name;
   unsigned width;  // 0: real
-  bool seen_before = false;
   std::uint64_t before = 0;  // the last value before the window
   double before_real = 0;
 };
@@ -82,7 +81,7 @@ void record(Id id, std::uint64_t bits, double real, const sc_core::sc_time& at) 
   if (t >= s.to) return;
   Signal& sig = s.signals[static_cast<std::size_t>(id)];
   if (t <= s.from) {  // the value at the window's start: in $dumpvars
-    sig.seen_before = true, sig.before = bits, sig.before_real = real;
+    sig.before = bits, sig.before_real = real;
     return;
   }
   s.changes.push_back({t, s.seq++, id, bits, real});

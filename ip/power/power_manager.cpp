@@ -383,7 +383,6 @@ void PowerManager::loop() {
 }
 
 void PowerManager::control(std::size_t k) {
-  ++control_steps_;
   const double w = meter_.window().to_seconds();
   std::array<double, kDomains> dyn{}, leak{};
   double total = 0;

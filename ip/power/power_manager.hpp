@@ -113,7 +113,7 @@ class PowerManager : public MmioTarget {
   double cap_ = 0, debt_ = 0;
   bool firmware_ = false, overcap_flagged_ = false;
   sc_core::sc_time over_for_;
-  std::uint64_t overcap_events_ = 0, control_steps_ = 0;
+  std::uint64_t overcap_events_ = 0;
   sc_core::sc_event reconfigured_, activity_;
   bool published_ = false;
   // Waves: per domain its P-state, frequency (fraction of nominal), voltage and power.
