@@ -1,6 +1,8 @@
 #include "elf.hpp"
 
 #include <elf.h>
+
+#include "common/input.hpp"
 #include <fmt/format.h>
 
 #include <cstring>
@@ -42,6 +44,9 @@ void parse(const Reader& r, ElfImage& img) {
     if (ph.p_type != PT_LOAD || ph.p_memsz == 0) continue;
     if (ph.p_filesz > ph.p_memsz) r.fail(fmt::format("segment {} has more file bytes than memory bytes", i));
     if (ph.p_paddr + (ph.p_memsz - 1) < ph.p_paddr) r.fail(fmt::format("segment {} wraps around the address space", i));
+    if (ph.p_memsz > kMaxSegmentBytes)
+      r.fail(fmt::format("segment {} at {:#x} is {} bytes; a program segment holds at most {}", i, ph.p_paddr,
+                         ph.p_memsz, kMaxSegmentBytes));
     r.need(ph.p_offset, ph.p_filesz, fmt::format("segment {}", i));
     ElfImage::Segment s;
     s.addr = ph.p_paddr;  // load address (equals p_vaddr for bare-metal links)
@@ -52,6 +57,7 @@ void parse(const Reader& r, ElfImage& img) {
       if (s.addr < o.addr + o.memsz && o.addr < s.addr + s.memsz)
         r.fail(fmt::format("segment {} [{:#x}, {:#x}) overlaps segment [{:#x}, {:#x})", i, s.addr, s.addr + s.memsz,
                            o.addr, o.addr + o.memsz));
+    if (img.segments.size() == kMaxSegments) r.fail(fmt::format("more than {} loadable segments", kMaxSegments));
     img.segments.push_back(std::move(s));
   }
   if (img.segments.empty()) r.fail("no loadable segment");
@@ -78,9 +84,12 @@ void parse(const Reader& r, ElfImage& img) {
 }  // namespace
 
 ElfImage ElfImage::read(const std::string& file) {
-  std::ifstream in(file, std::ios::binary);
-  if (!in) throw ElfError(file + ": cannot open");
-  const std::vector<std::uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::vector<std::uint8_t> bytes;
+  try {
+    bytes = read_input_file(file, "the program", kMaxElfBytes);
+  } catch (const ConfigError& e) {
+    throw ElfError(e.what());
+  }
   const Reader r{file, bytes};
   if (bytes.size() < EI_NIDENT || std::memcmp(bytes.data(), ELFMAG, SELFMAG) != 0) r.fail("not an ELF file");
   if (bytes[EI_DATA] != ELFDATA2LSB) r.fail("not little-endian");

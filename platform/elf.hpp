@@ -19,6 +19,14 @@ struct ElfError : ConfigError {
   using ConfigError::ConfigError;
 };
 
+// Larger programs are refused before they are read: no memory of a T1 is
+// loaded with more (the HBM stacks are 16 GiB each).
+inline constexpr std::uint64_t kMaxElfBytes = 1ull << 30;
+// A segment's memory image (file bytes and zeros) is at most this; loading
+// writes the zeros in pieces, so only the file's bytes are held on the host.
+inline constexpr std::uint64_t kMaxSegmentBytes = 1ull << 36;
+inline constexpr std::size_t kMaxSegments = 1024;
+
 struct ElfImage {
   struct Segment {
     std::uint64_t addr = 0, memsz = 0;

@@ -1,5 +1,7 @@
 #include "platform.hpp"
 
+#include <cstring>
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -91,10 +93,26 @@ Platform::Platform(const sc_core::sc_module_name& n, const PlatformSpec& spec, b
       }
     }
   }
+  check_overlays();
   wire_irqs();
 }
 
 Platform::~Platform() = default;
+
+// An overlay (HTIF's tohost) lies inside a memory, never over another
+// device's registers, where it would carve a hole in them.
+void Platform::check_overlays() const {
+  for (const InstanceSpec& o : spec_.instances) {
+    if (!o.ip->overlay || !o.base) continue;
+    for (const InstanceSpec& s : spec_.instances)
+      if (!s.ip->overlay && s.base && *s.base <= o.last() && *o.base <= s.last() && !get<Memory>(s.name))
+        throw ConfigError(fmt::format("{}: {}.base: [{:#x}, {:#x}] lies over {} [{:#x}, {:#x}], which is no memory; "
+                                      "a {} (placed by its base or by the firmware's tohost symbol) must lie inside "
+                                      "a memory or in free space",
+                                      spec_.file, o.name, *o.base, o.last(), s.name, *s.base, s.last(),
+                                      o.type));  // elaboration-only
+  }
+}
 
 void Platform::wire_irqs() {
   for (const InstanceSpec& s : spec_.instances) {
@@ -205,17 +223,27 @@ void Platform::load_kernel(const std::string& name, const ElfImage& elf) {
 void Platform::start_of_simulation() {
   if (!pending_elf_) return;
   const ElfImage& elf = *pending_elf_;
-  for (const auto& seg : elf.segments) {
-    std::vector<std::uint8_t> bytes = seg.data;
-    bytes.resize(seg.memsz, 0);
-    const std::uint64_t done = debug_write(seg.addr, bytes.data(), bytes.size());
-    if (done != bytes.size()) {
-      load_error_ = fmt::format("{}: segment [{:#x}, {:#x}) lies outside any memory (nothing at {:#x})", elf.file,
-                                seg.addr, seg.addr + seg.memsz, seg.addr + done);
-      sc_core::sc_stop();
-      return;
+  // The file's bytes, then the zeros up to memsz in pieces, written only
+  // where the memory does not read as zero already: a large bss costs no
+  // host memory (a sparse memory's untouched pages stay unallocated).
+  static const std::vector<std::uint8_t> zeros(1 << 20, 0);
+  std::vector<std::uint8_t> now(zeros.size());
+  for (const auto& seg : elf.segments)
+    for (std::uint64_t off = 0; off < seg.memsz;) {
+      const bool file_part = off < seg.data.size();
+      const std::uint64_t n = file_part ? seg.data.size() - off : std::min<std::uint64_t>(seg.memsz - off, zeros.size());
+      std::uint64_t done = n;
+      if (file_part) done = debug_write(seg.addr + off, seg.data.data() + off, n);
+      else if (debug_read(seg.addr + off, now.data(), n) != n || std::memcmp(now.data(), zeros.data(), n) != 0)
+        done = debug_write(seg.addr + off, zeros.data(), n);
+      if (done != n) {
+        load_error_ = fmt::format("{}: segment [{:#x}, {:#x}) lies outside any memory (nothing at {:#x})", elf.file,
+                                  seg.addr, seg.addr + seg.memsz, seg.addr + off + done);
+        sc_core::sc_stop();
+        return;
+      }
+      off += n;
     }
-  }
 }
 
 void Platform::write_idle_loop(const std::string& memory, std::uint64_t offset) {

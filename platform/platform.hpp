@@ -99,6 +99,7 @@ class Platform : public sc_core::sc_module {
     checkers_.push_back(std::move(c));
   }
   void wire_irqs();
+  void check_overlays() const;
   std::uint64_t debug(tlm::tlm_command cmd, std::uint64_t addr, void* data, std::uint64_t len);
   void start_of_simulation() override;
 

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <set>
 
+#include "common/input.hpp"
 #include "common/units.hpp"
 
 namespace tessera {
@@ -59,7 +60,14 @@ std::uint64_t address_of(const nlohmann::json& j, const std::string& file, const
   } catch (const UnitError& e) {
     fail(file, where + ": " + e.what());
   }
-  fail(file, where + ": expected an address or size such as \"0x8000_0000\" or \"64KiB\", got " + j.dump());
+  fail(file, where + ": expected an address or size such as \"0x8000_0000\" or \"64KiB\", got " + cut(j.dump()));
+}
+
+// A string-valued key that may be missing ("" then).
+std::string optional_string(const nlohmann::json& j, const char* key, const std::string& file, const std::string& where) {
+  if (!j.contains(key)) return "";
+  if (!j[key].is_string()) fail(file, where + key + ": expected a string, got " + cut(j[key].dump()));
+  return j[key].get<std::string>();
 }
 
 std::string upper(std::string s) {
@@ -69,21 +77,10 @@ std::string upper(std::string s) {
 
 }  // namespace
 
-nlohmann::json PlatformSpec::read(const std::string& file) {
-  std::ifstream in(file);
-  if (!in) fail(file, "cannot open the platform file");
-  try {
-    return nlohmann::json::parse(in);
-  } catch (const nlohmann::json::parse_error& e) {
-    // nlohmann's message carries line and column.
-    std::string msg = e.what();
-    auto pos = msg.find("parse error");
-    fail(file, "malformed JSON: " + (pos == std::string::npos ? msg : msg.substr(pos)));
-  }
-}
+nlohmann::json PlatformSpec::read(const std::string& file) { return read_json_file(file, "the platform file"); }
 
 void PlatformSpec::apply_set(nlohmann::json& raw, const std::string& file, const std::string& assignment) {
-  const std::string where = "--set " + assignment;
+  const std::string where = "--set " + cut(assignment);
   auto eq = assignment.find('=');
   auto dot = assignment.find('.');
   if (eq == std::string::npos || dot == std::string::npos || dot > eq)
@@ -94,13 +91,15 @@ void PlatformSpec::apply_set(nlohmann::json& raw, const std::string& file, const
   nlohmann::json value;
   try {
     value = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::parse_error&) {
+  } catch (const nlohmann::json::out_of_range&) {
+    throw ConfigError(where + ": " + cut(text) + " is out of range");
+  } catch (const nlohmann::json::exception&) {
     value = text;  // a bare word or a quantity such as 30ns
   }
   if (!raw.is_object() || !raw.contains("instances") || !raw["instances"].is_array())
     throw ConfigError(where + ": " + file + " has no instances");
   for (auto& i : raw["instances"]) {
-    if (!i.is_object() || i.value("name", "") != inst) continue;
+    if (!i.is_object() || !i.contains("name") || i["name"] != inst) continue;
     if (key == "base" || key == "size" || key == "type" || key == "impl") i[key] = value;
     else if (key.rfind("irq.", 0) == 0) i["irq"][key.substr(4)] = value;
     else {
@@ -109,7 +108,7 @@ void PlatformSpec::apply_set(nlohmann::json& raw, const std::string& file, const
     }
     return;
   }
-  throw ConfigError(where + ": " + file + " has no instance named \"" + inst + "\"");
+  throw ConfigError(where + ": " + file + " has no instance named \"" + cut(inst) + "\"");
 }
 
 PlatformSpec PlatformSpec::parse(const std::string& file, const nlohmann::json& raw) {
@@ -119,21 +118,24 @@ PlatformSpec PlatformSpec::parse(const std::string& file, const nlohmann::json& 
   check_keys(raw, {"platform", "doc", "boot", "instances"}, file, "");
   if (!raw.contains("platform") || !raw["platform"].is_string()) fail(file, "platform: a name is required");
   spec.name = raw["platform"].get<std::string>();
-  spec.doc = raw.value("doc", "");
+  spec.doc = optional_string(raw, "doc", file, "");
   if (!raw.contains("instances") || !raw["instances"].is_array()) fail(file, "instances: a list is required");
 
-  std::set<std::string> names;
+  std::set<std::string> names, upper_names;
   for (const auto& j : raw["instances"]) {
     if (!j.is_object() || !j.contains("name") || !j["name"].is_string())
       fail(file, "instances: every instance needs a \"name\"");
     InstanceSpec s;
     s.name = j["name"].get<std::string>();
-    const std::string w = s.name + ".";
-    if (s.name.empty() || !std::all_of(s.name.begin(), s.name.end(), [](char c) {
+    if (s.name.empty() || s.name.size() > 64 || !std::all_of(s.name.begin(), s.name.end(), [](char c) {
           return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
         }))
-      fail(file, w + "name: use letters, digits and _ only");
+      fail(file, "instances: \"" + cut(s.name, 40) + "\": an instance name is 1 to 64 letters, digits and _");
+    const std::string w = s.name + ".";
     if (!names.insert(s.name).second) fail(file, w + "name: two instances have this name");
+    // The generated header spells names in capitals: uart0 and UART0 would define the same macros.
+    if (!upper_names.insert(upper(s.name)).second)
+      fail(file, w + "name: another instance's name differs from it only in case");
     check_keys(j, {"name", "type", "impl", "base", "size", "irq", "params", "targets", "attach", "doc"}, file, w);
     if (!j.contains("type") || !j["type"].is_string()) fail(file, w + "type: required");
     s.type = j["type"].get<std::string>();
@@ -141,15 +143,15 @@ PlatformSpec PlatformSpec::parse(const std::string& file, const nlohmann::json& 
     if (!s.ip) {
       std::string known;
       for (const auto& [n, t] : IpRegistry::get().all()) known += (known.empty() ? "" : ", ") + n;
-      fail(file, w + "type: unknown type \"" + s.type + "\" (known: " + known + ")");
+      fail(file, w + "type: unknown type \"" + cut(s.type) + "\" (known: " + known + ")");
     }
-    s.impl = j.contains("impl") && j["impl"].is_string() ? j["impl"].get<std::string>() : "tlm";
+    s.impl = j.contains("impl") ? optional_string(j, "impl", file, w) : "tlm";
     if (std::find(s.ip->impls.begin(), s.ip->impls.end(), s.impl) == s.ip->impls.end()) {
       std::string available;
       for (const auto& i : s.ip->impls) available += (available.empty() ? "" : ", ") + i;
-      fail(file, w + "impl: \"" + s.impl + "\" is not available for type " + s.type + " (available: " + available + ")");
+      fail(file, w + "impl: \"" + cut(s.impl) + "\" is not available for type " + s.type + " (available: " + available + ")");
     }
-    s.doc = j.value("doc", "");
+    s.doc = optional_string(j, "doc", file, w);
     if (j.contains("base")) s.base = address_of(j["base"], file, w + "base");
     s.size = j.contains("size") ? address_of(j["size"], file, w + "size") : s.ip->default_size;
     if (s.base && s.size == 0) fail(file, w + "size: required for type " + s.type);
@@ -168,7 +170,7 @@ PlatformSpec PlatformSpec::parse(const std::string& file, const nlohmann::json& 
           s.attach_y = static_cast<int>(parse_uint(where.substr(comma + 1)));
         }
       } catch (const UnitError&) {
-        fail(file, w + "attach: expected \"noc@node\" or \"noc@x,y\", got " + j["attach"].dump());
+        fail(file, w + "attach: expected \"noc@node\" or \"noc@x,y\", got " + cut(j["attach"].dump()));
       }
       s.attach = a.substr(0, at);
     }
@@ -184,7 +186,7 @@ PlatformSpec PlatformSpec::parse(const std::string& file, const nlohmann::json& 
         PortRef from = parse_port(it.key(), false, file, iw);
         auto targets = it->is_array() ? *it : nlohmann::json::array({*it});
         for (const auto& t : targets) {
-          if (!t.is_string()) fail(file, iw + ": expected \"instance.port[index]\", got " + t.dump());
+          if (!t.is_string()) fail(file, iw + ": expected \"instance.port[index]\", got " + cut(t.dump()));
           s.irqs.push_back({from, parse_port(t.get<std::string>(), true, file, iw)});
         }
       }
@@ -287,7 +289,16 @@ std::string PlatformSpec::c_header() const {
       o += fmt::format("#define {}_IRQ{} {} /* {} */\n", p, w.from.port == "irq_out" ? "" : "_" + upper(w.from.port),
                        w.to.index, w.to.text);
   }
-  o += "\n#endif /* TESSERA_PLATFORM_H */\n";
+  // The same windows as a table for code that walks the map (X-macro):
+  // X(name, "type", base, size); size 0 for a further target socket, whose
+  // size the description does not hold.
+  o += "\n/* Every mapped window: X(name, \"type\", base, size); size 0: a further target socket. */\n";
+  o += "#define TESSERA_WINDOWS(X)";
+  for (const auto& s : instances) {
+    if (s.base) o += fmt::format(" \\\n  X({}, \"{}\", {:#x}, {:#x})", s.name, s.type, *s.base, s.size);
+    for (const auto& [port, base] : s.targets) o += fmt::format(" \\\n  X({}_{}, \"{}\", {:#x}, 0)", s.name, port, s.type, base);
+  }
+  o += "\n\n#endif /* TESSERA_PLATFORM_H */\n";
   return o;
 }
 

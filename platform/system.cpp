@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <set>
 
+#include "common/input.hpp"
 #include "common/sim.hpp"
 #include "serdes/c2c.hpp"
 
@@ -18,7 +19,7 @@ namespace {
 
 unsigned count_of(const nlohmann::json& j, const std::string& file, const std::string& key) {
   if (!j.is_number_integer() || j.get<long long>() < 0 || j.get<long long>() > 1000000)
-    fail(file, key + ": expected a whole number, got " + j.dump());
+    fail(file, key + ": expected a whole number, got " + cut(j.dump()));
   return j.get<unsigned>();
 }
 
@@ -33,8 +34,9 @@ SystemSpec SystemSpec::parse(const std::string& file, const nlohmann::json& raw,
     if (!known.count(it.key()))
       fail(file, it.key() + ": unknown key (known: system, doc, chip, chips, topology, torus, links, fabric)");
   }
-  if (!raw["system"].is_string()) fail(file, "system: expected the system's name as a string");
+  if (!raw.contains("system") || !raw["system"].is_string()) fail(file, "system: expected the system's name as a string");
   s.name = raw["system"].get<std::string>();
+  if (raw.contains("doc") && !raw["doc"].is_string()) fail(file, "doc: expected a string, got " + cut(raw["doc"].dump()));
   s.doc = raw.value("doc", "");
   if (!raw.contains("chip") || !raw["chip"].is_string()) fail(file, "chip: expected the chip's platform file");
   const std::filesystem::path chip = raw["chip"].get<std::string>();
@@ -43,6 +45,8 @@ SystemSpec SystemSpec::parse(const std::string& file, const nlohmann::json& raw,
   s.chips = count_of(raw["chips"], file, "chips");
   if (s.chips < 1 || s.chips > serdes::kMaxChips)
     fail(file, fmt::format("chips: {} chips; a system has 1 to {}", s.chips, serdes::kMaxChips));
+  if (raw.contains("topology") && !raw["topology"].is_string())
+    fail(file, "topology: expected ring, torus, full or list, got " + cut(raw["topology"].dump()));
   s.topology = raw.value("topology", "ring");
 
   // The links of the topology.
@@ -76,7 +80,7 @@ SystemSpec SystemSpec::parse(const std::string& file, const nlohmann::json& raw,
            count_of(l[i][3], file, where));
     }
   } else {
-    fail(file, "topology: \"" + s.topology + "\" is not ring, torus, full or list");
+    fail(file, "topology: \"" + cut(s.topology) + "\" is not ring, torus, full or list");
   }
   if (s.topology != "torus" && raw.contains("torus")) fail(file, "torus: only for topology \"torus\"");
   if (s.topology != "list" && raw.contains("links")) fail(file, "links: only for topology \"list\"");
@@ -85,29 +89,31 @@ SystemSpec SystemSpec::parse(const std::string& file, const nlohmann::json& raw,
   const nlohmann::json chip_raw = PlatformSpec::read(s.chip_file);
   if (chip_raw.contains("instances") && chip_raw["instances"].is_array())
     for (const auto& i : chip_raw["instances"])
-      if (i.is_object() && i.value("type", "") == "c2c") {
+      if (i.is_object() && i.contains("type") && i["type"] == "c2c" && i.contains("name") && i["name"].is_string()) {
         if (!s.fabric.empty()) fail(file, "chip " + s.chip_file + " has two chip-to-chip fabrics (type c2c)");
-        s.fabric = i.value("name", "");
+        s.fabric = i["name"].get<std::string>();
       }
   if (s.fabric.empty() && s.chips > 1) fail(file, "chip: " + s.chip_file + " has no chip-to-chip fabric (an instance of type c2c)");
   s.chip_specs.reserve(s.chips);
   for (unsigned k = 0; k < s.chips; ++k) {
     nlohmann::json c = chip_raw;
-    const std::string prefix = fmt::format("chip{}.", k);
     if (raw.contains("fabric")) {
       if (!raw["fabric"].is_object()) fail(file, "fabric: expected an object of the fabric's parameters");
       for (auto& i : c["instances"])
-        if (i.value("name", "") == s.fabric)
+        if (i.is_object() && i.contains("name") && i["name"] == s.fabric)
           for (auto it = raw["fabric"].begin(); it != raw["fabric"].end(); ++it) i["params"][it.key()] = it.value();
     }
     try {
       for (const std::string& set : sets) {
-        if (set.rfind("chip", 0) == 0 && set.find('.') != std::string::npos &&
-            std::all_of(set.begin() + 4, set.begin() + static_cast<std::ptrdiff_t>(set.find('.')),
+        const auto dot = set.find('.');
+        if (set.rfind("chip", 0) == 0 && dot != std::string::npos && dot > 4 &&
+            std::all_of(set.begin() + 4, set.begin() + static_cast<std::ptrdiff_t>(dot),
                         [](char ch) { return std::isdigit(static_cast<unsigned char>(ch)); })) {
-          const unsigned target = static_cast<unsigned>(std::stoul(set.substr(4, set.find('.') - 4)));
-          if (target >= s.chips) fail(file, fmt::format("--set {}: there is no chip {} ({} chips)", set, target, s.chips));
-          if (target == k) PlatformSpec::apply_set(c, s.chip_file, set.substr(prefix.size()));
+          const std::string index = set.substr(4, dot - 4);
+          if (index.size() > 6 || std::stoul(index) >= s.chips)
+            fail(file, fmt::format("--set {}: there is no chip {} ({} chips)", cut(set), cut(index, 12), s.chips));
+          const unsigned target = static_cast<unsigned>(std::stoul(index));
+          if (target == k) PlatformSpec::apply_set(c, s.chip_file, set.substr(dot + 1));
         } else {
           PlatformSpec::apply_set(c, s.chip_file, set);
         }

@@ -13,6 +13,7 @@
 #include <map>
 #include <systemc>
 
+#include "common/input.hpp"
 #include "common/log.hpp"
 #include "common/sim.hpp"
 #include "common/trace.hpp"
@@ -189,6 +190,14 @@ int sc_main(int argc, char** argv) {
     } catch (const UnitError& e) {
       return usage_error(std::string("--max-time: ") + e.what());
     }
+  if (vm.count("gdb") && (o.gdb_port == 0 || o.gdb_port > 65535))
+    return usage_error(fmt::format("--gdb {}: a TCP port is 1 to 65535", o.gdb_port));
+  // Outputs written at the end are opened now: a run never ends in a file it cannot write.
+  for (const auto& [flag, path] : {std::pair{"--stats", o.stats}, std::pair{"--signature", o.signature}})
+    if (!path.empty()) {
+      std::ofstream probe(path, std::ios::app);
+      if (!probe) return usage_error(fmt::format("{} {}: cannot write the file", flag, cut(path)));
+    }
   bool checker = TESSERA_CHECKER_DEFAULT;
   if (!o.checker.empty()) {
     if (o.checker != "on" && o.checker != "off") return usage_error("--protocol-checker: expected on or off");
@@ -235,6 +244,8 @@ int sc_main(int argc, char** argv) {
     }
   } catch (const ConfigError& e) {  // also ElfError
     return input_error(e);
+  } catch (const std::exception& e) {  // a bad input no check above foresaw: still one line and exit 2
+    return input_error(ConfigError(std::string("bad input: ") + e.what()));
   }
   const PlatformSpec& chip_spec = system_spec ? system_spec->chip_specs.front() : spec;
   if (o.dump_config) {
@@ -310,6 +321,9 @@ int sc_main(int argc, char** argv) {
   } catch (const ConfigError& e) {  // also ElfError
     return input_error(e);
   }
+  // Names that only the built platform can check.
+  for (const std::string& msg : {log::unknown_paths(), trace::unmatched_sockets()})
+    if (!msg.empty()) return usage_error(msg);
   Platform* platform = chips.front();
   std::unique_ptr<riscv::GdbServer> gdb;
   if (vm.count("gdb")) {
@@ -353,7 +367,21 @@ int sc_main(int argc, char** argv) {
       code = sim::kExitAbnormal;
       end = "--max-time " + o.max_time + " reached";
     } else {
-      end = "nothing left to simulate";
+      // Nothing can happen any more. A hart asleep in wfi then waits for
+      // an interrupt that cannot come: a deadlock, not a clean end (that is
+      // the test finisher, HTIF, or --max-time).
+      std::string asleep;
+      for (Platform* c : chips)
+        for (const InstanceSpec& s : c->spec().instances)
+          if (auto* cpu = c->get<riscv::RiscvCpu>(s.name); cpu && cpu->asleep())
+            asleep += (asleep.empty() ? "" : ", ") + std::string(cpu->name());
+      if (asleep.empty()) {
+        end = "nothing left to simulate";
+      } else {
+        code = sim::kExitAbnormal;
+        end = "deadlock: nothing left to simulate while " + asleep + " sleep" + (asleep.find(',') == std::string::npos ? "s" : "") +
+              " in wfi with no interrupt that can wake " + (asleep.find(',') == std::string::npos ? "it" : "them");
+      }
     }
   } catch (const sc_core::sc_report& r) {
     code = sim::kExitAbnormal;
@@ -395,7 +423,10 @@ int sc_main(int argc, char** argv) {
   if (!o.stats.empty()) {
     std::ofstream out(o.stats);
     out << stats.dump(2) << "\n";
-    if (!out) std::cerr << "tessera-vp: warning: cannot write " << o.stats << "\n";
+    if (!out) {
+      std::cerr << "tessera-vp: error: cannot write " << o.stats << "\n";
+      if (code == 0) code = sim::kExitAbnormal;
+    }
   }
   if (!o.quiet) {
     std::cerr << fmt::format("\n=== tessera-vp summary ===\nend: {}\nexit code: {}\nsimulated time: {}\nwall time: {:.3f} s\n"

@@ -1,4 +1,5 @@
 #include "common/config.hpp"
+#include "common/input.hpp"
 
 #include <algorithm>
 
@@ -51,13 +52,13 @@ void Params::read(const char* key, const char* doc, F&& convert) {
   } catch (const UnitError& e) {
     fail(key, e.what());
   } catch (const nlohmann::json::exception&) {
-    fail(key, "has the wrong type: " + j->dump());
+    fail(key, "has the wrong type: " + cut(j->dump(), 60));
   }
 }
 
 void Params::operator()(const char* key, bool& v, const char* doc) {
   read(key, doc, [&](const nlohmann::json* j) {
-    if (j && !j->is_boolean()) fail(key, "expected true or false, got " + j->dump());
+    if (j && !j->is_boolean()) fail(key, "expected true or false, got " + cut(j->dump(), 60));
     if (j) v = j->get<bool>();
     effective_[key] = v;
   });
@@ -67,7 +68,7 @@ void Params::operator()(const char* key, std::uint64_t& v, const char* doc) {
   read(key, doc, [&](const nlohmann::json* j) {
     if (non_negative_integer(j)) v = j->get<std::uint64_t>();
     else if (j && j->is_string()) v = parse_uint(j->get<std::string>());
-    else if (j) fail(key, "expected a non-negative integer, got " + j->dump());
+    else if (j) fail(key, "expected a non-negative integer, got " + cut(j->dump(), 60));
     effective_[key] = v;
   });
 }
@@ -81,7 +82,7 @@ void Params::operator()(const char* key, unsigned& v, const char* doc) {
 
 void Params::operator()(const char* key, double& v, const char* doc) {
   read(key, doc, [&](const nlohmann::json* j) {
-    if (j && !j->is_number()) fail(key, "expected a number, got " + j->dump());
+    if (j && !j->is_number()) fail(key, "expected a number, got " + cut(j->dump(), 60));
     if (j) v = j->get<double>();
     effective_[key] = v;
   });
@@ -89,7 +90,7 @@ void Params::operator()(const char* key, double& v, const char* doc) {
 
 void Params::operator()(const char* key, std::string& v, const char* doc) {
   read(key, doc, [&](const nlohmann::json* j) {
-    if (j && !j->is_string()) fail(key, "expected a string, got " + j->dump());
+    if (j && !j->is_string()) fail(key, "expected a string, got " + cut(j->dump(), 60));
     if (j) v = j->get<std::string>();
     effective_[key] = v;
   });
@@ -99,7 +100,7 @@ void Params::operator()(const char* key, sc_core::sc_time& v, const char* doc) {
   read(key, doc, [&](const nlohmann::json* j) {
     if (j && j->is_number() && j->get<double>() == 0) v = sc_core::SC_ZERO_TIME;
     else if (j && j->is_string()) v = parse_time(j->get<std::string>());
-    else if (j) fail(key, "expected a time such as \"30ns\", got " + j->dump());
+    else if (j) fail(key, "expected a time such as \"30ns\", got " + cut(j->dump(), 60));
     effective_[key] = format_time(v);
   });
 }
@@ -107,7 +108,7 @@ void Params::operator()(const char* key, sc_core::sc_time& v, const char* doc) {
 void Params::operator()(const char* key, Hertz& v, const char* doc) {
   read(key, doc, [&](const nlohmann::json* j) {
     if (j && j->is_string()) v = parse_frequency(j->get<std::string>());
-    else if (j) fail(key, "expected a frequency such as \"1GHz\", got " + j->dump());
+    else if (j) fail(key, "expected a frequency such as \"1GHz\", got " + cut(j->dump(), 60));
     effective_[key] = format_frequency(v);
   });
 }
@@ -116,7 +117,7 @@ void Params::size(const char* key, std::uint64_t& v, const char* doc) {
   read(key, doc, [&](const nlohmann::json* j) {
     if (non_negative_integer(j)) v = j->get<std::uint64_t>();
     else if (j && j->is_string()) v = parse_size(j->get<std::string>());
-    else if (j) fail(key, "expected a size such as \"64KiB\", got " + j->dump());
+    else if (j) fail(key, "expected a size such as \"64KiB\", got " + cut(j->dump(), 60));
     effective_[key] = format_size(v);
   });
 }
@@ -125,7 +126,7 @@ void Params::address(const char* key, std::uint64_t& v, const char* doc) {
   read(key, doc, [&](const nlohmann::json* j) {
     if (non_negative_integer(j)) v = j->get<std::uint64_t>();
     else if (j && j->is_string()) v = parse_uint(j->get<std::string>());
-    else if (j) fail(key, "expected an address such as \"0x8000_0000\", got " + j->dump());
+    else if (j) fail(key, "expected an address such as \"0x8000_0000\", got " + cut(j->dump(), 60));
     effective_[key] = format_hex(v);
   });
 }

@@ -1,11 +1,13 @@
 #include "common/log.hpp"
 
+#include <algorithm>
 #include <cstdio>
 #include <map>
 #include <set>
 #include <stdexcept>
 #include <systemc>
 #include <utility>
+#include <vector>
 
 namespace tessera::log {
 namespace {
@@ -55,6 +57,31 @@ Level parse_level(const std::string& name) {
   if (it == names.end())
     throw std::invalid_argument("unknown log level \"" + name + "\" (quiet, error, warning, info, debug, trace)");
   return it->second;
+}
+
+std::string unknown_paths() {
+  std::set<std::string> names;
+  std::vector<const sc_core::sc_object*> todo(sc_core::sc_get_top_level_objects().begin(),
+                                              sc_core::sc_get_top_level_objects().end());
+  while (!todo.empty()) {
+    const sc_core::sc_object* o = todo.back();
+    todo.pop_back();
+    names.insert(o->name());
+    for (const sc_core::sc_object* c : o->get_child_objects()) todo.push_back(c);
+  }
+  std::string bad;
+  for (const auto& [prefix, level] : state().levels) {
+    const bool covers = std::any_of(names.begin(), names.end(), [&](const std::string& n) {
+      return n == prefix || n.rfind(prefix + ".", 0) == 0;
+    });
+    if (!covers) bad += (bad.empty() ? "" : ", ") + prefix;
+  }
+  if (bad.empty()) return "";
+  std::string tops;
+  for (const sc_core::sc_object* o : sc_core::sc_get_top_level_objects())
+    for (const sc_core::sc_object* c : o->get_child_objects())
+      if (tops.size() < 300) tops += (tops.empty() ? "" : ", ") + std::string(c->name());
+  return "--log: no instance named " + bad + " (instances such as " + tops + ")";
 }
 
 void set_level(const std::string& path, Level level) {

@@ -30,6 +30,9 @@ enum class Level : int { quiet = 0, error, warning, info, debug, trace };
 Level parse_level(const std::string& name);
 // Sets the verbosity of an instance and everything below it ("" = default).
 void set_level(const std::string& path, Level level);
+// After elaboration: "" when every path given to set_level is an instance
+// or a prefix of instances, else a message naming the ones that are not.
+std::string unknown_paths();
 Level level_of(const std::string& path);
 inline bool enabled(const std::string& path, Level l) { return static_cast<int>(l) <= static_cast<int>(level_of(path)); }
 

@@ -3,6 +3,7 @@
 #include <cstring>
 #include <fstream>
 
+#include "common/input.hpp"
 #include "common/log.hpp"
 #include "common/storage.hpp"
 
@@ -27,10 +28,13 @@ void MemoryConfig::validate(const Params& p) const {
   if (!sparse && size > (1ull << 34))
     p.fail("size", "is too large for a flat memory (use type sparse_memory)");
   if (!image.empty()) {
-    std::ifstream in(image, std::ios::binary | std::ios::ate);
-    if (!in) p.fail("image", "cannot open \"" + image + "\"");
-    auto bytes = static_cast<std::uint64_t>(in.tellg());
-    if (image_offset + bytes > size) p.fail("image", "\"" + image + "\" does not fit in the memory");
+    std::uint64_t bytes = 0;
+    try {
+      bytes = check_input_file(image, "the image", size);
+    } catch (const ConfigError& e) {
+      p.fail("image", e.what());
+    }
+    if (image_offset > size || bytes > size - image_offset) p.fail("image", "\"" + cut(image) + "\" does not fit in the memory");
   }
 }
 

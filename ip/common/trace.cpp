@@ -1,4 +1,5 @@
 #include "common/trace.hpp"
+#include "common/input.hpp"
 
 #include <fmt/format.h>
 
@@ -6,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <map>
+#include <set>
 #include <stdexcept>
 
 namespace tessera::trace {
@@ -20,6 +22,7 @@ namespace {
 struct State {
   std::FILE* out = nullptr;
   std::vector<std::string> sockets;
+  std::set<std::string> matched, labels;             // --trace-sockets names that matched; every label asked about
   std::map<std::string, int> pids;                    // chip -> process id
   std::map<std::string, std::pair<int, int>> tracks;  // instance path -> (pid, tid)
   std::uint64_t events = 0;
@@ -108,9 +111,22 @@ void close() {
 }
 
 bool socket_wanted(const std::string& label) {
-  for (const std::string& s : state().sockets)
-    if (label == s || label.rfind(s + "_", 0) == 0) return true;
-  return false;
+  State& st = state();
+  st.labels.insert(label);
+  bool wanted = false;
+  for (const std::string& s : st.sockets)
+    if (label == s || label.rfind(s + "_", 0) == 0) wanted = true, st.matched.insert(s);
+  return wanted;
+}
+
+std::string unmatched_sockets() {
+  const State& st = state();
+  std::string bad, known;
+  for (const std::string& s : st.sockets)
+    if (!st.matched.count(s)) bad += (bad.empty() ? "" : ", ") + s;
+  if (bad.empty()) return "";
+  for (const std::string& l : st.labels) known += (known.empty() ? "" : ", ") + l;
+  return fmt::format("--trace-sockets: no connection named {} (connections: {})", cut(bad, 80), cut(known, 600));
 }
 
 void slice(Category c, const std::string& path, const std::string& name, const sc_core::sc_time& start,

@@ -40,6 +40,9 @@ void close();
 inline bool on(Category c) { return detail::on && (detail::mask >> c & 1u); }
 // Whether the connection `label` ("cp_bus_initiator") is one of Options::sockets.
 bool socket_wanted(const std::string& label);
+// After elaboration: "" when every name in Options::sockets matched a
+// connection, else a message naming the ones that did not and the known ones.
+std::string unmatched_sockets();
 
 // A slice [start, end) on the track of instance `path`.
 void slice(Category c, const std::string& path, const std::string& name, const sc_core::sc_time& start,

@@ -1,4 +1,5 @@
 #include "common/units.hpp"
+#include "common/input.hpp"
 
 #include <fmt/format.h>
 
@@ -26,7 +27,7 @@ std::pair<double, std::string> split(const std::string& text, const char* what) 
     i = 2;
     bool hex = s[1] == 'x' || s[1] == 'X';
     while (i < s.size() && (hex ? std::isxdigit(static_cast<unsigned char>(s[i])) : (s[i] == '0' || s[i] == '1'))) ++i;
-    if (i == 2) throw UnitError(fmt::format("expected {}, got \"{}\"", what, text));
+    if (i == 2) throw UnitError(fmt::format("expected {}, got \"{}\"", what, cut(text, 60)));
     return {static_cast<double>(parse_uint(s.substr(0, i))), s.substr(i)};
   }
   while (i < s.size() && (std::isdigit(static_cast<unsigned char>(s[i])) || s[i] == '.')) ++i;
@@ -35,14 +36,14 @@ std::pair<double, std::string> split(const std::string& text, const char* what) 
     i += 2;
     while (i < s.size() && std::isdigit(static_cast<unsigned char>(s[i]))) ++i;
   }
-  if (i == 0) throw UnitError(fmt::format("expected {}, got \"{}\"", what, text));
+  if (i == 0) throw UnitError(fmt::format("expected {}, got \"{}\"", what, cut(text, 60)));
   double v = 0;
   try {
     std::size_t used = 0;
     v = std::stod(s.substr(0, i), &used);
     if (used != i) throw UnitError("");
   } catch (const std::exception&) {
-    throw UnitError(fmt::format("expected {}, got \"{}\"", what, text));
+    throw UnitError(fmt::format("expected {}, got \"{}\"", what, cut(text, 60)));
   }
   return {v, s.substr(i)};
 }
@@ -54,7 +55,7 @@ double scale(const std::string& text, const std::string& unit, const char* what,
     if (unit == name) return factor;
   std::string list;
   for (const auto& u : units) list += (list.empty() ? "" : ", ") + std::string(u.first);
-  throw UnitError(fmt::format("expected {} (units: {}), got \"{}\"", what, list, text));
+  throw UnitError(fmt::format("expected {} (units: {}), got \"{}\"", what, list, cut(text, 60)));
 }
 
 }  // namespace
@@ -65,7 +66,7 @@ std::uint64_t parse_uint(const std::string& text) {
   std::size_t start = 0;
   if (s.size() > 2 && s[0] == '0' && (s[1] == 'x' || s[1] == 'X')) base = 16, start = 2;
   if (s.size() > 2 && s[0] == '0' && (s[1] == 'b' || s[1] == 'B')) base = 2, start = 2;
-  if (start == s.size()) throw UnitError(fmt::format("expected an unsigned integer, got \"{}\"", text));
+  if (start == s.size()) throw UnitError(fmt::format("expected an unsigned integer, got \"{}\"", cut(text, 60)));
   std::uint64_t v = 0;
   for (std::size_t i = start; i < s.size(); ++i) {
     int d;
@@ -73,9 +74,9 @@ std::uint64_t parse_uint(const std::string& text) {
     if (c >= '0' && c <= '9') d = c - '0';
     else if (c >= 'a' && c <= 'f') d = c - 'a' + 10;
     else d = 99;
-    if (d >= base) throw UnitError(fmt::format("expected an unsigned integer, got \"{}\"", text));
+    if (d >= base) throw UnitError(fmt::format("expected an unsigned integer, got \"{}\"", cut(text, 60)));
     if (v > (~0ull - static_cast<unsigned>(d)) / static_cast<unsigned>(base))
-      throw UnitError(fmt::format("\"{}\" does not fit in 64 bits", text));
+      throw UnitError(fmt::format("\"{}\" does not fit in 64 bits", cut(text, 60)));
     v = v * static_cast<unsigned>(base) + static_cast<unsigned>(d);
   }
   return v;
@@ -104,7 +105,7 @@ std::uint64_t parse_size(const std::string& text) {
   }
   double bytes = v * f;
   if (bytes != std::floor(bytes) || bytes >= 18446744073709551616.0)
-    throw UnitError(fmt::format("\"{}\" is not a whole number of bytes", text));
+    throw UnitError(fmt::format("\"{}\" is not a whole number of bytes", cut(text, 60)));
   return static_cast<std::uint64_t>(bytes);
 }
 
@@ -114,6 +115,10 @@ sc_core::sc_time parse_time(const std::string& text) {
   if (unit.empty() && v == 0) return sc_core::SC_ZERO_TIME;
   double f = scale(text, unit, what,
                    {{"s", 1}, {"ms", 1e-3}, {"us", 1e-6}, {"ns", 1e-9}, {"ps", 1e-12}, {"fs", 1e-15}}, false);
+  // Past the kernel's largest time the conversion to ticks would overflow.
+  if (!(v * f < sc_core::sc_max_time().to_seconds()))
+    throw UnitError(fmt::format("\"{}\" is longer than the simulator's longest time ({})", cut(text, 60),
+                                sc_core::sc_max_time().to_string()));
   return sc_core::sc_time(v * f, sc_core::SC_SEC);
 }
 
@@ -121,17 +126,20 @@ Hertz parse_frequency(const std::string& text) {
   const char* what = "a frequency such as 1.5GHz";
   auto [v, unit] = split(text, what);
   double f = scale(text, unit, what, {{"Hz", 1}, {"kHz", 1e3}, {"MHz", 1e6}, {"GHz", 1e9}}, false);
-  if (v <= 0) throw UnitError(fmt::format("a frequency must be positive, got \"{}\"", text));
+  if (v <= 0) throw UnitError(fmt::format("a frequency must be positive, got \"{}\"", cut(text, 60)));
+  if (v * f < 1 || v * f > 1e15) throw UnitError(fmt::format("\"{}\" lies outside 1Hz to 1PHz", cut(text, 60)));
   return Hertz{v * f};
 }
 
 double parse_bitrate(const std::string& text) {
   const char* what = "a bit rate such as 6.4Gb/s";
   auto [v, unit] = split(text, what);
-  return v * scale(text, unit, what,
-                   {{"b/s", 1}, {"kb/s", 1e3}, {"Mb/s", 1e6}, {"Gb/s", 1e9}, {"bps", 1}, {"kbps", 1e3},
-                    {"Mbps", 1e6}, {"Gbps", 1e9}},
-                   false);
+  const double rate = v * scale(text, unit, what,
+                                {{"b/s", 1}, {"kb/s", 1e3}, {"Mb/s", 1e6}, {"Gb/s", 1e9}, {"bps", 1}, {"kbps", 1e3},
+                                 {"Mbps", 1e6}, {"Gbps", 1e9}},
+                                false);
+  if (!(rate >= 1 && rate <= 1e15)) throw UnitError(fmt::format("\"{}\" lies outside 1b/s to 1Pb/s", cut(text, 60)));
+  return rate;
 }
 
 std::string format_size(std::uint64_t bytes) {

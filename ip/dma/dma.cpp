@@ -202,7 +202,13 @@ void Dma::worker() {
   for (;;) {
     while (next_ >= total_) sc_core::wait(chunk_ready_);
     const std::uint64_t i = next_++;
-    if (chunk_error_.empty()) move(chunk(i), i);
+    move(chunk(i), i);
+    if (!chunk_error_.empty() && next_ < total_) {
+      // The first error abandons the descriptor: the chunks not yet begun
+      // are dropped, not drained in a host loop at a standstill.
+      pending_ -= total_ - next_;
+      next_ = total_;
+    }
     if (--pending_ == 0) chunks_done_.notify(sc_core::SC_ZERO_TIME);
   }
 }

@@ -260,3 +260,19 @@ TEST(Dma, StochasticCastsDependOnTheSeedOnly) {
   }
   EXPECT_NEAR(up / double(n), 0.25, 0.04);
 }
+
+// A descriptor of 2^64 chunks whose first chunk fails is abandoned there
+// with its error code, in simulated time the size of one chunk, not
+// drained in a host loop while simulated time stands still.
+TEST(Dma, AHugeDescriptorThatFailsAtItsFirstChunkIsAbandonedAtOnce) {
+  Bench b;
+  Descriptor huge;
+  huge.id = 31, huge.src = 1ull << 40, huge.dst = 0, huge.len0 = 64;  // far to far: nothing to check locally
+  huge.count1 = huge.count2 = 0xffffffffu;
+  b.dma.submit(huge);
+  const sc_core::sc_time took = b.run();
+  EXPECT_EQ(b.dma.error_code(), DmaError::bus) << b.dma.error();
+  EXPECT_EQ(b.dma.error_id(), 31u);
+  EXPECT_LT(b.dma.stats().chunks, 64u) << "only the chunks in flight at the error were begun";
+  EXPECT_LT(took, sc_core::sc_time(10, sc_core::SC_US));
+}

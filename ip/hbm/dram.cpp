@@ -5,6 +5,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "common/input.hpp"
 #include "common/units.hpp"
 
 namespace tessera::hbm {
@@ -15,17 +16,18 @@ const char* cmd_name(Cmd c) {
 }
 
 Timing Timing::load(const std::string& file) {
-  std::ifstream in(file);
-  if (!in) throw ConfigError(file + ": cannot open the timing file");  // elaboration-only
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(in);
-  } catch (const nlohmann::json::parse_error& e) {
-    throw ConfigError(file + ": malformed JSON: " + e.what());  // elaboration-only
-  }
-  Timing t;
+  const nlohmann::json j = read_json_file(file, "the HBM timing file");
   auto fail = [&](const std::string& key, const std::string& why) -> double {
     throw ConfigError(file + ": " + key + ": " + why);  // elaboration-only
+  };
+  if (!j.is_object()) fail("(top level)", "expected an object of timing parameters");
+  Timing t;
+  auto count = [&](const char* key, unsigned fallback) {
+    if (!j.contains(key)) return fallback;
+    const nlohmann::json& v = j[key];
+    if (!v.is_number_unsigned() || v.get<std::uint64_t>() == 0 || v.get<std::uint64_t>() > 4096)
+      fail(key, "expected a whole number from 1 to 4096, got " + cut(v.dump()));
+    return v.get<unsigned>();
   };
   auto ns = [&](const char* key) {
     if (!j.contains(key) || !j[key].is_string()) fail(key, "required, as a time such as \"12.5ns\"");
@@ -35,11 +37,14 @@ Timing Timing::load(const std::string& file) {
       return fail(key, e.what());
     }
   };
+  if (j.contains("name") && !j["name"].is_string()) fail("name", "expected a string");
+  if (j.contains("doc") && !j["doc"].is_string()) fail("doc", "expected a string");
+  if (j.contains("data_rate") && !j["data_rate"].is_string()) fail("data_rate", "expected a bit rate such as \"6.4Gb/s\"");
   t.name = j.value("name", file);
   t.tck_ns = ns("tCK");
   if (t.tck_ns <= 0) fail("tCK", "must be positive");
-  t.burst_length = j.value("burst_length", 8u);
-  t.pc_width_bits = j.value("pc_width_bits", 32u);
+  t.burst_length = count("burst_length", 8u);
+  t.pc_width_bits = count("pc_width_bits", 32u);
   double rate = 0;
   try {
     rate = parse_bitrate(j.value("data_rate", std::string("6.4Gb/s")));
@@ -47,8 +52,14 @@ Timing Timing::load(const std::string& file) {
     fail("data_rate", e.what());
   }
   // Cycles of the data bus for one burst: beats / (beats per cycle).
-  t.tBURST = static_cast<unsigned>(std::ceil(t.burst_length / (rate * t.tck_ns * 1e-9) - 1e-9));
-  auto cyc = [&](const char* key) { return static_cast<unsigned>(std::ceil(ns(key) / t.tck_ns - 1e-6)); };
+  const double burst_cycles = std::ceil(t.burst_length / (rate * t.tck_ns * 1e-9) - 1e-9);
+  if (burst_cycles > 1e6) fail("data_rate", "a burst would take more than 10^6 clock cycles");
+  t.tBURST = static_cast<unsigned>(burst_cycles);
+  auto cyc = [&](const char* key) {
+    const double c = std::ceil(ns(key) / t.tck_ns - 1e-6);
+    if (c > 1e8) fail(key, "is more than 10^8 clock cycles");
+    return static_cast<unsigned>(c);
+  };
   t.tCL = cyc("tCL");
   t.tCWL = cyc("tCWL");
   t.tRCDRD = cyc("tRCDRD");

@@ -138,6 +138,8 @@ void HbmStack::Config::validate(const Params& p) {
   } catch (const std::invalid_argument& e) {
     p.fail("address_map", e.what());
   }
+  if (page_size < 64 || page_size > (1ull << 30) || (page_size & (page_size - 1)))
+    p.fail("page_size", "must be a power of two from 64 bytes to 1GiB");
   if (size != m.capacity())
     p.fail("size", fmt::format("the organisation holds {} bytes ({}), the instance says {}", m.capacity(),
                                format_size(m.capacity()), size));

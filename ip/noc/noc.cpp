@@ -16,6 +16,9 @@ std::string NocConfig::check() const {
   if (rc == 0 || va == 0 || sa == 0 || st == 0) return "router pipeline stages take at least one cycle";
   if (credit_delay == 0) return "credit_delay must be at least one cycle";
   if (flit_bytes == 0) return "flit_bytes must be positive";
+  if (flit_bytes > 4096) return "flit_bytes must be at most 4096";
+  if (header_bytes > flit_bytes) return "header_bytes must fit in one (head) flit: at most flit_bytes";
+  if (vcs > 64 || buffer > 1024) return "at most 64 vcs of at most 1024 flits each";
   return "";
 }
 

@@ -175,6 +175,8 @@ void RiscvCpu::thread() {
   }
 }
 
+bool RiscvCpu::asleep() const { return hart_->sleeping() && !halted_; }
+
 void RiscvCpu::debug_stop(unsigned sig, const std::string& reason) {
   hart_->clear_debug_stop();
   // The whole simulation stands still while the debugger holds this hart.

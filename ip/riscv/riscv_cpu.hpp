@@ -77,6 +77,8 @@ class RiscvCpu : public Ip {
   void start(std::uint64_t pc);
   void halt();
   bool halted() const { return halted_; }
+  // In wfi, waiting for an interrupt (a halted core is not asleep).
+  bool asleep() const;
   void on_unhandled(std::function<void(unsigned cause, std::uint64_t pc, std::uint64_t tval)> f);
 
   void report_stats(nlohmann::ordered_json& out) const override;

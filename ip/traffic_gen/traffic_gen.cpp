@@ -26,7 +26,8 @@ void TrafficGen::Config::visit(Params& p) {
 void TrafficGen::Config::validate(const Params& p) const {
   if (pattern != "sequential" && pattern != "strided" && pattern != "random" && pattern != "mixed")
     p.fail("pattern", "must be sequential, strided, random or mixed");
-  if (request_bytes == 0 || request_bytes > size) p.fail("request_bytes", "must be between 1 and size");
+  if (request_bytes == 0 || request_bytes > size || request_bytes > kMaxRequestBytes)
+    p.fail("request_bytes", fmt::format("must be between 1 and size, and at most {}", kMaxRequestBytes));
   if (outstanding == 0 || outstanding > 64) p.fail("outstanding", "must be between 1 and 64");
   if (read_percent > 100) p.fail("read_percent", "must be at most 100");
 }
@@ -63,9 +64,12 @@ TrafficGen::TrafficGen(const sc_core::sc_module_name& n, const Config& c)
       return true;
     }
     const std::uint64_t req = regs_.get(R::REQ_BYTES), size = regs_.get(R::SIZE), out = regs_.get(R::OUTSTANDING);
-    if (req == 0 || req > size || out == 0 || out > 64 || regs_.get(R::PATTERN) > 3 || regs_.get(R::READ_PERCENT) > 100) {
-      log::guest_error(path(), "tgen/settings", "START with invalid settings (REQ_BYTES {}, SIZE {}, OUTSTANDING {})",
-                       req, size, out);
+    if (req == 0 || req > size || req > kMaxRequestBytes || out == 0 || out > 64 || regs_.get(R::PATTERN) > 3 ||
+        regs_.get(R::READ_PERCENT) > 100) {
+      log::guest_error(path(), "tgen/settings",
+                       "START with invalid settings (REQ_BYTES {} of at most {} and SIZE, SIZE {}, OUTSTANDING {} of "
+                       "1 to 64, PATTERN {}, READ_PERCENT {})",
+                       req, kMaxRequestBytes, size, out, regs_.get(R::PATTERN), regs_.get(R::READ_PERCENT));
       return false;
     }
     start();
@@ -109,8 +113,16 @@ void TrafficGen::stream(unsigned id) {
       const sc_core::sc_time sent = sc_core::sc_time_stamp();
       sc_core::sc_time delay;
       bus_initiator->b_transport(t, delay);
-      sc_core::wait(delay);
-      if (t.get_response_status() != tlm::TLM_OK_RESPONSE) ++errors_;
+      // A request takes at least its issue slot, so no target that answers
+      // at once can keep a run at a standstill.
+      sc_core::wait(std::max(delay, sc_core::sc_time(kIssueSlotNs, sc_core::SC_NS)));
+      if (t.get_response_status() != tlm::TLM_OK_RESPONSE) {
+        // The first error ends the run (STATUS.ERROR): the rest would fail alike.
+        if (errors_++ == 0)
+          log::guest_error(path(), "tgen/response", "{} of {} bytes at {:#x}: {}; the run stops", read ? "read" : "write",
+                           buf.size(), t.get_address(), t.get_response_string());
+        next_ = std::max<std::uint64_t>(next_, regs_.get(R::COUNT));
+      }
       latency_sum_ns_ += (sc_core::sc_time_stamp() - sent).to_seconds() * 1e9;
       ++done_;
       bytes_ += buf.size();

@@ -32,6 +32,11 @@ class TrafficGen : public MmioTarget {
     void validate(const Params& p) const;
   };
 
+  // The largest request its buffers hold; larger REQ_BYTES are refused.
+  static constexpr std::uint64_t kMaxRequestBytes = 4096;
+  // The shortest time one request takes, in ns.
+  static constexpr double kIssueSlotNs = 1;
+
   TrafficGen(const sc_core::sc_module_name& n, const Config& c);
   void start();
   bool busy() const { return active_ > 0; }

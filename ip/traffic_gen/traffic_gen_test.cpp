@@ -96,3 +96,34 @@ TEST(TrafficGen, FirmwareStartsARandomMixedRunThroughCsrs) {
   EXPECT_NEAR(static_cast<double>(t.reads) / 2000, 0.70, 0.05);
   EXPECT_GT(read_dbg(fw_of(b.tgen.csr_target), 0x50, 8), 0u) << "ELAPSED_NS";
 }
+
+// Guest-controlled sizes never become host allocations, and a run whose
+// requests fail ends at the first error instead of draining COUNT requests.
+TEST(TrafficGen, HugeRequestsAreRefusedAndFailingRunsStopAtTheFirstError) {
+  TrafficGen::Config c;
+  Bench b(c);
+  bool huge_refused = false;
+  struct Fw : sc_core::sc_module {
+    Fw(const sc_core::sc_module_name& n, TestInitiator& i, bool& refused) : sc_core::sc_module(n) {
+      sc_core::sc_spawn([&i, &refused] {
+        sc_core::sc_time d;
+        auto wr = [&](std::uint64_t off, std::uint64_t v, unsigned len) {
+          return i.transport(tlm::TLM_WRITE_COMMAND, off, &v, len, &d);
+        };
+        wr(0x18, ~0ull, 8);       // SIZE: everything
+        wr(0x20, 0xffffffff, 4);  // REQ_BYTES: 4 GiB per request, 64 streams
+        wr(0x2c, 64, 4);
+        refused = wr(0x0, 1, 4) != tlm::TLM_OK_RESPONSE;
+        wr(0x10, 1ull << 40, 8);  // BASE far past the HBM: every request fails
+        wr(0x20, 64, 4);
+        wr(0x28, 0xffffffff, 4);  // 4 G requests
+        wr(0x0, 1, 4);
+      });
+    }
+  } fw("fw", b.cpu, huge_refused);
+  sc_core::sc_start(sc_core::sc_time(1, sc_core::SC_MS));
+  EXPECT_TRUE(huge_refused) << "START with REQ_BYTES over " << TrafficGen::kMaxRequestBytes;
+  EXPECT_TRUE(b.done.level()) << "the failing run ended";
+  EXPECT_EQ(read_dbg(fw_of(b.tgen.csr_target), 0x4, 4), 6u) << "STATUS: done, error";
+  EXPECT_LE(read_dbg(fw_of(b.tgen.csr_target), 0x40, 8), 64u) << "DONE_REQUESTS: the streams stopped at the error";
+}

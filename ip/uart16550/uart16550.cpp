@@ -7,6 +7,7 @@
 #include <fstream>
 #include <iterator>
 
+#include "common/input.hpp"
 #include "common/log.hpp"
 #include "common/registry.hpp"
 #include "uart16550_regs.hpp"
@@ -28,7 +29,11 @@ void Uart16550::Config::visit(Params& p) {
 
 void Uart16550::Config::validate(const Params& p) const {
   if (fifo_depth < 1 || fifo_depth > 256) p.fail("fifo_depth", "must be between 1 and 256");
-  if (rx != "none" && rx != "stdin" && !std::ifstream(rx)) p.fail("rx", "cannot open \"" + rx + "\"");
+  if (rx != "none" && rx != "stdin") try {
+      check_input_file(rx, "the UART's input", kMaxDescriptionBytes);
+    } catch (const ConfigError& e) {
+      p.fail("rx", e.what());
+    }
   if (rx_interval == sc_core::SC_ZERO_TIME) p.fail("rx_interval", "must be more than 0");
 }
 

@@ -17,6 +17,8 @@
 #include "common/power.hpp"
 #include "demo.hpp"
 #include "spec.hpp"
+#include <fstream>
+
 #include "model.hpp"
 #include "speculative.hpp"
 
@@ -24,7 +26,7 @@ using namespace tessera;
 
 namespace {
 int usage(const char* why) {
-  std::fprintf(stderr, "tessera demo: %s\nusage: tessera-vp demo [--tiny] [--fp8] [--device-dispatch] [--chips 1|4|8] [--prompt N] [--decode N] [--seed S] [--speculate K [--acceptance A]] [--trace FILE.json] [--waves FILE.vcd] [--set inst.key=value ...]\n", why);
+  std::fprintf(stderr, "tessera demo: %s\nusage: tessera-vp demo [--tiny] [--fp8] [--device-dispatch] [--chips 1|4|8] [--prompt N] [--decode N] [--seed S] [--speculate K [--acceptance A]] [--trace FILE.json] [--waves FILE.vcd] [--stats FILE.json] [--set inst.key=value ...]\n", why);
   return 2;
 }
 bool number(const char* s, unsigned& out) {
@@ -41,6 +43,7 @@ int tessera::model::demo_main(int argc, char** argv) {
   unsigned prompt = 32, decode = 32, seed = 1, speculate = 0, chips = 1;
   double acceptance = -1;  // steer the draft to this acceptance (speculative.hpp); < 0: the draft as it is
   rt::Device::Options opt;
+  std::string stats_file;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto value = [&](unsigned& out) { return i + 1 < argc && number(argv[++i], out); };
@@ -59,6 +62,7 @@ int tessera::model::demo_main(int argc, char** argv) {
     else if (a == "--chips") { if (!value(chips) || (chips != 1 && chips != 4 && chips != 8)) return usage("--chips takes 1, 4 (platform/t1x4-ring.json) or 8 (platform/t1x8-torus.json)"); }
     else if (a == "--trace") { if (i + 1 >= argc) return usage("--trace takes a file (FILE.json)"); opt.trace = argv[++i]; }
     else if (a == "--waves") { if (i + 1 >= argc) return usage("--waves takes a file (FILE.vcd)"); opt.waves = argv[++i]; }
+    else if (a == "--stats") { if (i + 1 >= argc) return usage("--stats takes a file (FILE.json)"); stats_file = argv[++i]; }
     else if (a == "--set") { if (i + 1 >= argc) return usage("--set takes inst.key=value"); opt.sets.push_back(argv[++i]); }
     else return usage(("unknown option " + a).c_str());
   }
@@ -83,6 +87,7 @@ int tessera::model::demo_main(int argc, char** argv) {
     return 2;
   }
   if (!prompt || prompt > 64) return usage("--prompt must be 1 to 64 tokens");
+  if (!stats_file.empty() && !std::ofstream(stats_file, std::ios::app)) return usage("--stats: cannot write the file");
   if (chips > 1 && speculate) return usage("--speculate runs on one chip");
   if (acceptance >= 0 && !speculate) return usage("--acceptance needs --speculate K");
   if (chips > 1 && c.device_dispatch) return usage("--device-dispatch runs on one chip (on several the host dispatches)");
@@ -143,6 +148,7 @@ int tessera::model::demo_main(int argc, char** argv) {
     model::Reference ref(c, w);
     std::vector<std::uint32_t> tokens(prompt);
     for (unsigned i = 0; i < prompt; ++i) tokens[i] = (i * 2654435761u + seed) % c.vocab;
+    const std::vector<std::uint32_t> tokens_in = tokens;
     std::printf("prompt:");
     for (auto t : tokens) std::printf(" %u", t);
     std::printf("\n");
@@ -250,7 +256,29 @@ int tessera::model::demo_main(int argc, char** argv) {
                 cluster ? fmt::format("dispatch and combine between chips {:.0f}%, ", 100 * p.comm / total).c_str() : "",
                 100 * p.combine / total, 100 * p.head / total, 100 * (p.embed + p.argmax) / total, 100 * p.host_io / total,
                 100 * p.kernels / (p.total() - p.host_io));
-    std::printf("wall time %.1f s\n", std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count());
+    const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
+    std::printf("wall time %.1f s\n", wall);
+    if (!stats_file.empty()) {  // the run's figures and every IP's counters, as tessera-vp --stats writes them
+      nlohmann::ordered_json j;
+      j["job"] = "demo";
+      j["prompt"] = tokens_in;
+      j["decoded"] = out;
+      j["max_relative_error"] = worst;
+      j["routing_disagreements"] = disagreements;
+      j["simulated_time_s"] = dev.simulated_seconds();
+      j["prefill_s"] = prefill_s;
+      j["decode_s"] = decode_s;
+      j["prefill_j"] = prefill_j;
+      j["decode_j"] = decode_j;
+      j["wall_time_s"] = wall;
+      j["ips"] = s;
+      std::ofstream f(stats_file);
+      f << j.dump(2) << "\n";
+      if (!f) {
+        std::fprintf(stderr, "tessera demo: cannot write %s\n", stats_file.c_str());
+        return 2;
+      }
+    }
     if (!(worst <= bound)) {
       std::fprintf(stderr, "tessera demo: the device's logits are off by %.3g (relative), above the %s bound %.2g\n",
                    worst, c.fp8 ? "FP8" : "BF16", bound);

@@ -12,35 +12,15 @@
 #include <sstream>
 
 #include "elf_builder.hpp"
+#include "vp_run.hpp"
 
 using namespace tessera::testing;
 
 namespace {
 
 // Tests run in parallel in one folder: every file a test writes carries the
-// test's name.
-std::string local(const std::string& file) {
-  return std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()) + "." + file;
-}
-
-struct Outcome {
-  int code;
-  std::string out, err;
-};
-
-std::string slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-Outcome run(const std::string& args) {
-  const std::string out = local("out"), err = local("err");
-  const std::string cmd = std::string(TESSERA_VP) + " " + args + " >" + out + " 2>" + err + " </dev/null";
-  const int status = std::system(cmd.c_str());
-  return Outcome{WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(out), slurp(err)};
-}
+// test's name (local()). tessera-vp runs without -q here: the summary is checked.
+Outcome vp(const std::string& args) { return run_vp(args, false); }
 
 std::string platform_file(const std::string& name, const std::string& json) {
   std::ofstream(local(name)) << json;
@@ -49,12 +29,6 @@ std::string platform_file(const std::string& name, const std::string& json) {
 
 const std::string kT1 = std::string(TESSERA_SOURCE_DIR) + "/platform/t1.json";
 
-std::vector<std::uint8_t> words(std::initializer_list<std::uint32_t> w) {
-  std::vector<std::uint8_t> bytes;
-  for (std::uint32_t v : w)
-    for (int i = 0; i < 4; ++i) bytes.push_back(static_cast<std::uint8_t>(v >> (8 * i)));
-  return bytes;
-}
 
 // A program that passes through HTIF: tohost = 1 at 0x80001000.
 ElfSpec passing_program(unsigned xlen) {
@@ -79,7 +53,7 @@ std::string small(const std::string& extra_instances = "", const std::string& ra
 
 void expect_config_error(const std::string& json, const std::string& message, const std::string& extra = "") {
   const std::string f = platform_file("bad_platform.json", json);
-  Outcome r = run("-p " + f + " " + extra);
+  Outcome r = vp("-p " + f + " " + extra);
   EXPECT_EQ(r.code, 2) << r.err;
   EXPECT_NE(r.err.find(message), std::string::npos) << "expected \"" << message << "\" in:\n" << r.err;
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << "one line: " << r.err;
@@ -89,7 +63,7 @@ void expect_config_error(const std::string& json, const std::string& message, co
 }  // namespace
 
 TEST(Cli, OptionsWithoutFirmwareBootHelloWorld) {
-  Outcome r = run("-p " + kT1);
+  Outcome r = vp("-p " + kT1);
   EXPECT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(r.out.rfind("Hello from the Tessera T1 control processor!\nhart 0, RV64ACIMU", 0), 0u) << r.out;
   EXPECT_NE(r.err.find("0x0000000080000000 - 0x0000000080ffffff     16MiB  cpram"), std::string::npos) << r.err;
@@ -98,13 +72,13 @@ TEST(Cli, OptionsWithoutFirmwareBootHelloWorld) {
 }
 
 TEST(Cli, DemoSubcommandRunsTheModelAndChecksIt) {
-  Outcome r = run("demo --tiny --prompt 4 --decode 2 --seed 3");
+  Outcome r = vp("demo --tiny --prompt 4 --decode 2 --seed 3");
   EXPECT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("MoE decoder, 2 layers, d_model 128"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("logits vs host FP32 reference: max relative error"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("us/token"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("where the time went"), std::string::npos) << r.out;
-  Outcome bad = run("demo --prompt 0");
+  Outcome bad = vp("demo --prompt 0");
   EXPECT_EQ(bad.code, 2);
   EXPECT_NE(bad.err.find("--prompt must be 1 to 64 tokens"), std::string::npos) << bad.err;
 }
@@ -113,7 +87,7 @@ TEST(Cli, NoArgumentsRunsTheMainJob) {
 #ifndef NDEBUG
   GTEST_SKIP() << "the default demo runs in optimised builds (the ci and release presets)";
 #endif
-  Outcome r = run("");
+  Outcome r = vp("");
   EXPECT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("MoE decoder, 4 layers, d_model 512, 8 heads, 8 experts"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("decoded:"), std::string::npos) << r.out;
@@ -121,14 +95,14 @@ TEST(Cli, NoArgumentsRunsTheMainJob) {
 }
 
 TEST(Cli, GoldenDumpConfig) {
-  Outcome r = run("--dump-config -p " + kT1);
+  Outcome r = vp("--dump-config -p " + kT1);
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(r.out, slurp(std::string(TESSERA_SOURCE_DIR) + "/tests/golden/t1.dump-config.json"))
       << "refresh with: cmake --build <build> --target update_golden";
 }
 
 TEST(Cli, SetOverridesAnyValue) {
-  Outcome r = run("--dump-config -p " + kT1 + " --set uart0.fifo_depth=32 --set cpram.size=32MiB --set clint.timebase=1MHz");
+  Outcome r = vp("--dump-config -p " + kT1 + " --set uart0.fifo_depth=32 --set cpram.size=32MiB --set clint.timebase=1MHz");
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("\"fifo_depth\": 32"), std::string::npos);
   EXPECT_NE(r.out.find("\"size\": \"0x2000000\""), std::string::npos);
@@ -194,20 +168,20 @@ TEST(Cli, BadInputBadSet) {
 }
 
 TEST(Cli, BadCommandLine) {
-  Outcome r = run("--no-such-option");
+  Outcome r = vp("--no-such-option");
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find("unrecognised option '--no-such-option'"), std::string::npos) << r.err;
-  r = run("--max-time forever");
+  r = vp("--max-time forever");
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find("--max-time: expected a time"), std::string::npos) << r.err;
-  r = run("--log t1.uart0=loud");
+  r = vp("--log t1.uart0=loud");
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find("unknown log level \"loud\""), std::string::npos) << r.err;
 }
 
 TEST(Cli, LoadsElfAndMapsHtifAtTohost) {
   write_elf(local("good.elf"), build_elf(passing_program(64)));
-  Outcome r = run("-p " + kT1 + " --firmware " + local("good.elf"));
+  Outcome r = vp("-p " + kT1 + " --firmware " + local("good.elf"));
   EXPECT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.err.find("0x0000000080001000 - 0x000000008000100f        16  htif"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("0x0000000080001010 - 0x0000000080ffffff"), std::string::npos) << "RAM around it: " << r.err;
@@ -217,7 +191,7 @@ TEST(Cli, LoadsElfAndMapsHtifAtTohost) {
 namespace {
 void expect_elf_error(const std::vector<std::uint8_t>& bytes, const std::string& message) {
   write_elf(local("bad.elf"), bytes);
-  Outcome r = run("-p " + kT1 + " --firmware " + local("bad.elf"));
+  Outcome r = vp("-p " + kT1 + " --firmware " + local("bad.elf"));
   EXPECT_EQ(r.code, 2) << r.err;
   EXPECT_EQ(r.err.rfind("tessera-vp: error: " + local("bad.elf") + ": ", 0), 0u) << r.err;
   EXPECT_NE(r.err.find(message), std::string::npos) << "expected \"" << message << "\" in:\n" << r.err;
@@ -252,7 +226,7 @@ TEST(Cli, MalformedElfFiles) {
   expect_elf_error(build_elf(overlap), "segment 1 [0x80000020, 0x80000060) overlaps segment [0x80000000, 0x80000040)");
   expect_elf_error(build_elf(passing_program(32)), "an RV32 program cannot run on cp (RV64)");
   write_elf(local("rv32.elf"), build_elf(passing_program(32)));
-  Outcome r = run("-p " + kT1 + " --set cp.xlen=32 --firmware " + local("rv32.elf"));
+  Outcome r = vp("-p " + kT1 + " --set cp.xlen=32 --firmware " + local("rv32.elf"));
   EXPECT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.err.find("(RV32)"), std::string::npos);
 }
@@ -261,13 +235,13 @@ TEST(Cli, MaxTimeWithWorkLeftIsAbnormal) {
   ElfSpec spin;
   spin.segments.push_back({0x80000000, words({0x0000006f}), 4});  // j .
   write_elf(local("spin.elf"), build_elf(spin));
-  Outcome r = run("-p " + kT1 + " --firmware " + local("spin.elf") + " --max-time 100us");
+  Outcome r = vp("-p " + kT1 + " --firmware " + local("spin.elf") + " --max-time 100us");
   EXPECT_EQ(r.code, 3) << r.err;
   EXPECT_NE(r.err.find("--max-time 100us reached"), std::string::npos) << r.err;
 }
 
 TEST(Cli, StatsJson) {
-  Outcome r = run("-q --stats " + local("stats.json"));
+  Outcome r = vp("-q --stats " + local("stats.json"));
   EXPECT_EQ(r.code, 0);
   EXPECT_NE(r.out.find("Hello"), std::string::npos) << "the guest still prints";
   const std::string s = slurp(local("stats.json"));
@@ -280,7 +254,7 @@ TEST(Cli, JumpIntoNothingWithoutHandlerIsACleanUnhandledTrapReport) {
   ElfSpec s;
   s.segments.push_back({0x80000000, words({0x400002b7, 0x00028067}), 8});  // lui t0, 0x40000; jr t0
   write_elf(local("jump.elf"), build_elf(s));
-  Outcome r = run("-q -p " + kT1 + " --firmware " + local("jump.elf"));
+  Outcome r = vp("-q -p " + kT1 + " --firmware " + local("jump.elf"));
   EXPECT_EQ(r.code, 3) << r.err;
   EXPECT_NE(r.err.find("t1.cp: unhandled trap: instruction access fault (cause 1) at pc 0x40000000, mtval 0x40000000; "
                        "its handler at 0 then raised instruction access fault"),
@@ -290,12 +264,12 @@ TEST(Cli, JumpIntoNothingWithoutHandlerIsACleanUnhandledTrapReport) {
 }
 
 TEST(Cli, InstructionTracePerCore) {
-  Outcome r = run("-q -p " + kT1 + " --log t1.cp=trace");
+  Outcome r = vp("-q -p " + kT1 + " --log t1.cp=trace");
   EXPECT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.err.find("t1.cp: 0x0000000080000000: "), std::string::npos) << r.err.substr(0, 2000);
   EXPECT_NE(r.err.find("auipc gp, "), std::string::npos) << r.err.substr(0, 2000);
   EXPECT_NE(r.err.find("   gp = 0x8"), std::string::npos) << "register writes: " << r.err.substr(0, 2000);
-  Outcome quiet = run("-q -p " + kT1);
+  Outcome quiet = vp("-q -p " + kT1);
   EXPECT_EQ(quiet.err.find("tessera/trace"), std::string::npos) << "off unless asked for";
 }
 
@@ -307,11 +281,11 @@ TEST(Cli, SignatureDump) {
   s.symbols.emplace_back("begin_signature", 0x80000800);
   s.symbols.emplace_back("end_signature", 0x80000808);
   write_elf(local("sig.elf"), build_elf(s));
-  Outcome r = run("-q -p " + kT1 + " --firmware " + local("sig.elf") + " --signature " + local("sig.txt"));
+  Outcome r = vp("-q -p " + kT1 + " --firmware " + local("sig.elf") + " --signature " + local("sig.txt"));
   EXPECT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(slurp(local("sig.txt")), "11223344\naabbccdd\n");
   write_elf(local("nosig.elf"), build_elf(passing_program(64)));
-  r = run("-q -p " + kT1 + " --firmware " + local("nosig.elf") + " --signature " + local("x.txt"));
+  r = vp("-q -p " + kT1 + " --firmware " + local("nosig.elf") + " --signature " + local("x.txt"));
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find("no begin_signature"), std::string::npos) << r.err;
 }
@@ -319,12 +293,12 @@ TEST(Cli, SignatureDump) {
 TEST(Cli, StrictTurnsGuestErrorsIntoFailure) {
   // The memory ISA test provokes bus errors on purpose and handles them.
   const std::string elf = std::string(TESSERA_TARGET_DIR) + "/isa-tests/rv64-mem.elf";
-  Outcome relaxed = run("-p " + kT1 + " --firmware " + elf);
+  Outcome relaxed = vp("-p " + kT1 + " --firmware " + elf);
   EXPECT_EQ(relaxed.code, 0) << relaxed.err;
   EXPECT_NE(relaxed.err.find("warning tessera/guest-error: t1.bus: read of 4 bytes at 0x40000000: no target there"),
             std::string::npos)
       << relaxed.err;
-  Outcome strict = run("-p " + kT1 + " --firmware " + elf + " --strict");
+  Outcome strict = vp("-p " + kT1 + " --firmware " + elf + " --strict");
   EXPECT_EQ(strict.code, 4) << strict.err;
   EXPECT_NE(strict.err.find("--strict: 2 guest error(s)"), std::string::npos) << strict.err;
 }

@@ -97,6 +97,14 @@ inline std::vector<std::uint8_t> build_elf(const ElfSpec& s) {
                       : build_elf<Elf32_Ehdr, Elf32_Phdr, Elf32_Shdr, Elf32_Sym>(s);
 }
 
+// Instruction words as little-endian bytes.
+inline std::vector<std::uint8_t> words(std::initializer_list<std::uint32_t> w) {
+  std::vector<std::uint8_t> b;
+  for (std::uint32_t x : w)
+    for (int i = 0; i < 4; ++i) b.push_back(static_cast<std::uint8_t>(x >> (8 * i)));
+  return b;
+}
+
 inline std::string write_elf(const std::string& path, const std::vector<std::uint8_t>& bytes) {
   std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()),
                                               static_cast<std::streamsize>(bytes.size()));

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <fcntl.h>
+#include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -57,6 +58,35 @@ pid_t spawn_vp(const std::string& elf, const std::string& port, const std::strin
   return vp;
 }
 
+// The spawned tessera-vp: waited for with a deadline, and killed if it
+// outlives it or the test ends early (an ASSERT), so no test hangs on it.
+class Child {
+ public:
+  explicit Child(pid_t pid) : pid_(pid) {}
+  ~Child() {
+    if (pid_ > 0) {
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, nullptr, 0);
+    }
+  }
+  // The exit status, or -1 after killing it at the deadline.
+  int wait(int seconds) {
+    if (pid_ <= 0) return -1;  // never started
+    for (int i = 0; i < seconds * 20; ++i) {
+      int status = 0;
+      if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+        pid_ = 0;
+        return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return -1;  // the destructor kills it
+  }
+
+ private:
+  pid_t pid_;
+};
+
 }  // namespace
 
 TEST(Gdb, BreakStepPrintWatchContinue) {
@@ -64,16 +94,14 @@ TEST(Gdb, BreakStepPrintWatchContinue) {
   const unsigned port = 20000 + static_cast<unsigned>(::getpid() % 20000);
   const std::string port_s = std::to_string(port);
   // tessera-vp waits for the debugger at reset.
-  const pid_t vp = spawn_vp(elf, port_s, "gdb_test");
-  ASSERT_NE(vp, 0);
+  Child vp(spawn_vp(elf, port_s, "gdb_test"));
 
+  // 127.0.0.1, not localhost: a machine without /etc/hosts cannot resolve the name.
   const std::string gdb = run_capture(
-      "timeout 60 gdb-multiarch -batch -nx -ex 'set confirm off' -ex 'file " + elf + "' -ex 'target remote :" + port_s +
+      "timeout -k 5 60 gdb-multiarch -batch -nx -ex 'set confirm off' -ex 'file " + elf + "' -ex 'target remote 127.0.0.1:" + port_s +
       "' -ex 'break main' -ex 'continue' -ex 'next' -ex 'next' -ex 'print counter' -ex 'print $pc'"
       " -ex 'step' -ex 'watch counter' -ex 'continue' -ex 'delete' -ex 'continue' 2>&1");
-  int status = 0;
-  ::waitpid(vp, &status, 0);
-  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << slurp("gdb_test.vp.err");
+  EXPECT_EQ(vp.wait(30), 0) << slurp("gdb_test.vp.err");
   EXPECT_NE(gdb.find("Breakpoint 1, main ()"), std::string::npos) << gdb;
   EXPECT_NE(gdb.find("16\t    counter = total;"), std::string::npos) << "next, next: " << gdb;
   EXPECT_NE(gdb.find("$1 = 0"), std::string::npos) << gdb;
@@ -100,6 +128,8 @@ class Rsp {
     a.sin_port = htons(static_cast<std::uint16_t>(port));
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     connected_ = ::connect(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+    timeval limit{10, 0};  // a server that stops answering fails the test instead of hanging it
+    ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof limit);
   }
   ~Rsp() { ::close(fd_); }
   bool connected() const { return connected_; }
@@ -141,8 +171,7 @@ TEST(Gdb, RemoteProtocolPacketsAndCtrlC) {
   const std::string elf = tessera::testing::write_elf("gdb_rsp.spin.elf", tessera::testing::build_elf(spin));
   const unsigned port = 20000 + static_cast<unsigned>((::getpid() + 7919) % 20000);
   const std::string port_s = std::to_string(port);
-  const pid_t vp = spawn_vp(elf, port_s, "gdb_rsp");
-  ASSERT_NE(vp, 0);
+  Child vp(spawn_vp(elf, port_s, "gdb_rsp"));
   {
     Rsp g(port);
     ASSERT_TRUE(g.connected());
@@ -168,7 +197,5 @@ TEST(Gdb, RemoteProtocolPacketsAndCtrlC) {
     EXPECT_EQ(g.receive(), "T02thread:1;");
     g.send("k");
   }
-  int status = 0;
-  ::waitpid(vp, &status, 0);
-  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << slurp("gdb_rsp.vp.err");
+  EXPECT_EQ(vp.wait(30), 0) << slurp("gdb_rsp.vp.err");
 }

@@ -29,11 +29,18 @@ struct Outcome {
   std::string out, err;
 };
 
-// tessera-vp -q ARGS, stdin empty.
-inline Outcome run(const std::string& args) {
-  const std::string cmd = std::string(TESSERA_VP) + " -q " + args + " >" + local("out") + " 2>" + local("err") + " </dev/null";
+// Every process a test starts ends within this, or is killed (exit code 124 or 137).
+inline constexpr int kProcessTimeoutS = 300;
+
+// tessera-vp [-q] ARGS, stdin empty; its output in local("out") and local("err").
+inline Outcome run_vp(const std::string& args, bool quiet) {
+  const std::string cmd = "timeout -k 5 " + std::to_string(kProcessTimeoutS) + " " + std::string(TESSERA_VP) +
+                          (quiet ? " -q " : " ") + args + " >" + local("out") + " 2>" + local("err") + " </dev/null";
   const int status = std::system(cmd.c_str());
   return Outcome{WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(local("out")), slurp(local("err"))};
 }
+
+// tessera-vp -q ARGS.
+inline Outcome run(const std::string& args) { return run_vp(args, true); }
 
 }  // namespace tessera::testing
