@@ -33,7 +33,7 @@ struct Reader {
 };
 
 template <class Ehdr, class Phdr, class Shdr, class Sym>
-void parse(const Reader& r, ElfImage& img) {
+void parse_as(const Reader& r, ElfImage& img) {
   const auto eh = r.get<Ehdr>(0, "the ELF header");
   if (eh.e_machine != EM_RISCV) r.fail(fmt::format("not a RISC-V program (machine {})", eh.e_machine));
   if (eh.e_type != ET_EXEC) r.fail(fmt::format("not an executable (ELF type {}; link it first)", eh.e_type));
@@ -90,6 +90,10 @@ ElfImage ElfImage::read(const std::string& file) {
   } catch (const ConfigError& e) {
     throw ElfError(e.what());
   }
+  return parse(file, bytes);
+}
+
+ElfImage ElfImage::parse(const std::string& file, const std::vector<std::uint8_t>& bytes) {
   const Reader r{file, bytes};
   if (bytes.size() < EI_NIDENT || std::memcmp(bytes.data(), ELFMAG, SELFMAG) != 0) r.fail("not an ELF file");
   if (bytes[EI_DATA] != ELFDATA2LSB) r.fail("not little-endian");
@@ -97,10 +101,10 @@ ElfImage ElfImage::read(const std::string& file) {
   img.file = file;
   if (bytes[EI_CLASS] == ELFCLASS32) {
     img.xlen = 32;
-    parse<Elf32_Ehdr, Elf32_Phdr, Elf32_Shdr, Elf32_Sym>(r, img);
+    parse_as<Elf32_Ehdr, Elf32_Phdr, Elf32_Shdr, Elf32_Sym>(r, img);
   } else if (bytes[EI_CLASS] == ELFCLASS64) {
     img.xlen = 64;
-    parse<Elf64_Ehdr, Elf64_Phdr, Elf64_Shdr, Elf64_Sym>(r, img);
+    parse_as<Elf64_Ehdr, Elf64_Phdr, Elf64_Shdr, Elf64_Sym>(r, img);
   } else {
     r.fail(fmt::format("unknown ELF class {}", bytes[EI_CLASS]));
   }

@@ -39,6 +39,8 @@ struct ElfImage {
   std::map<std::string, std::uint64_t> symbols;
 
   static ElfImage read(const std::string& file);
+  // The same from bytes in memory; `file` names them in messages.
+  static ElfImage parse(const std::string& file, const std::vector<std::uint8_t>& bytes);
   const std::uint64_t* symbol(const std::string& name) const {
     auto it = symbols.find(name);
     return it == symbols.end() ? nullptr : &it->second;

@@ -78,7 +78,8 @@ Platform::Platform(const sc_core::sc_module_name& n, const PlatformSpec& spec, b
         throw ConfigError(spec.file + ": " + s.name + ".base: " + e.what());  // elaboration-only
       }
     }
-    for (const auto& [port_name, b] : s.targets) {
+    for (const auto& extra : s.targets) {
+      const std::string& port_name = extra.first;
       const auto& ts = ip->targets();
       if (std::none_of(ts.begin(), ts.end(), [&](const auto& t) { return t.first == port_name; }))
         throw ConfigError(spec.file + ": " + s.name + ".targets." + port_name + ": " + s.name +

@@ -70,7 +70,8 @@ std::string unknown_paths() {
     for (const sc_core::sc_object* c : o->get_child_objects()) todo.push_back(c);
   }
   std::string bad;
-  for (const auto& [prefix, level] : state().levels) {
+  for (const auto& entry : state().levels) {
+    const std::string& prefix = entry.first;
     const bool covers = std::any_of(names.begin(), names.end(), [&](const std::string& n) {
       return n == prefix || n.rfind(prefix + ".", 0) == 0;
     });

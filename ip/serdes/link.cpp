@@ -100,6 +100,25 @@ Channel::Channel(const LinkConfig& c, LinkState& state, std::uint64_t seed)
       flit_error_probability_(c.ber > 0 ? -std::expm1(c.flit_bytes * 8.0 * std::log1p(-c.ber)) : 0.0),
       window_(std::min(c.credits, c.replay_buffer), sc_core::SC_ZERO_TIME), flit_(c.flit_bytes), wire_(c.flit_bytes) {}
 
+FlitIn receive_flit(const LinkConfig& c, const std::uint8_t* wire, std::size_t size, std::uint16_t expected_seq,
+                    std::uint8_t* payload) {
+  FlitIn in;
+  if (size != c.flit_bytes || c.flit_bytes < c.flit_header + LinkConfig::kCrcBytes || c.flit_header < 6) return in;
+  const std::size_t crc_at = c.flit_bytes - LinkConfig::kCrcBytes;
+  std::uint32_t got;
+  std::memcpy(&got, wire + crc_at, 4);
+  std::memcpy(&in.seq, wire + 2, 2);
+  std::memcpy(&in.length, wire + 4, 2);
+  in.last = wire[1] & 1;
+  if (crc32(wire, crc_at) != got) in.verdict = FlitIn::Verdict::crc;
+  else if (wire[0] != 1 || (wire[1] & ~1u)) in.verdict = FlitIn::Verdict::type;
+  else if (in.length > c.payload()) in.verdict = FlitIn::Verdict::length;
+  else if (in.seq != expected_seq) in.verdict = FlitIn::Verdict::sequence;
+  else in.verdict = FlitIn::Verdict::ok;
+  if (in.verdict == FlitIn::Verdict::ok && payload && in.length) std::memcpy(payload, wire + c.flit_header, in.length);
+  return in;
+}
+
 sc_core::sc_time Channel::send(const std::uint8_t* msg, std::size_t len, std::uint8_t* out, sc_core::sc_time ready,
                                bool& ok) {
   if (rtl_) return send_rtl(msg, len, out, ready, ok);
@@ -156,14 +175,13 @@ sc_core::sc_time Channel::send(const std::uint8_t* msg, std::size_t len, std::ui
         const std::uint64_t bit = rng_() % (c_.flit_bytes * 8ull);
         wire_[bit / 8] ^= static_cast<std::uint8_t>(1u << (bit % 8));
       }
-      // The receiver checks the CRC; a bad FLIT is NAKed and the sender
+      // The receiver checks the FLIT; a bad one is NAKed and the sender
       // goes back to it once the NAK arrives.
-      std::uint32_t got;
-      std::memcpy(&got, &wire_[crc_at], 4);
       if (trace::on(trace::link))
         trace::slice(trace::link, track_, fmt::format("flit {}", seq), t, end,
                      {{"seq", seq}, {"bytes", n}, {"lanes", w}, {"attempt", attempt}, {"corrupted", corrupt}});
-      if (crc32(wire_.data(), crc_at) != got) {
+      const FlitIn in = receive_flit(c_, wire_.data(), wire_.size(), seq, n ? out + off : nullptr);
+      if (in.verdict != FlitIn::Verdict::ok) {
         ++stats_.crc_errors;
         ++stats_.replays;
         const sc_core::sc_time nak = arrival + c_.latency;
@@ -173,7 +191,6 @@ sc_core::sc_time Channel::send(const std::uint8_t* msg, std::size_t len, std::ui
         t = nak;
         continue;
       }
-      if (n) std::memcpy(out + off, &wire_[c_.flit_header], n);
       slot = arrival + c_.latency;
       ++seq_;
       ++stats_.flits;

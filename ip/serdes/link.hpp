@@ -56,6 +56,19 @@ struct LinkConfig {
 
 std::uint32_t crc32(const std::uint8_t* data, std::size_t len);
 
+// The receiving end of the link layer: checks one FLIT as it came off the
+// wire (`size` bytes) against what the receiver expects next. Anything but
+// `ok` is NAKed and replayed; only an `ok` FLIT's payload is delivered.
+// Whatever the bytes, it reads inside them and writes at most payload()
+// bytes to `payload`.
+struct FlitIn {
+  enum class Verdict { ok, size, crc, type, length, sequence } verdict = Verdict::size;
+  std::uint16_t seq = 0, length = 0;
+  bool last = false;
+};
+FlitIn receive_flit(const LinkConfig& c, const std::uint8_t* wire, std::size_t size, std::uint16_t expected_seq,
+                    std::uint8_t* payload);
+
 struct ChannelStats {
   std::uint64_t messages = 0, flits = 0, payload_bytes = 0;
   std::uint64_t attempts = 0;      // FLIT transmissions, replays included
