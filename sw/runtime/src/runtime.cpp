@@ -1,10 +1,5 @@
 #include "tessera/runtime.hpp"
 
-#include "common/trace.hpp"
-#include "common/waves.hpp"
-#include "power/power_manager.hpp"
-#include "rtl/waves_fst.hpp"
-
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -18,6 +13,7 @@
 #include "common/sim.hpp"
 #include "mailbox_regs.hpp"
 #include "platform.hpp"
+#include "session.hpp"
 #include "system.hpp"
 #include "tessera/program.hpp"
 #include "tile/tile.hpp"
@@ -35,7 +31,7 @@ const char* status_name(std::uint32_t s) {
 
 namespace {
 
-bool g_simulation_exists = false;  // a SystemC simulation elaborates once per process
+bool g_simulation_exists = false;  // a SystemC simulation elaborates once per process: one Device or Cluster
 
 // The host's side of the chip: the host port into the bus (HBM, through
 // the NoC) and the mailbox's host window. Runs the host's accesses in
@@ -167,11 +163,9 @@ std::string default_firmware() { return std::string(TESSERA_FIRMWARE_DIR) + "/cm
 
 struct Device::Impl {
   Options opt;
-  PlatformSpec spec;                 // a chip alone: its description
-  std::unique_ptr<Platform> owned;   // a chip alone: the platform
+  std::unique_ptr<Session> session;  // a chip alone: its session (a Cluster's chips share the Cluster's)
   Platform* platform = nullptr;
   unsigned chip = 0, chips = 1;
-  ElfImage firmware;
   std::unique_ptr<HostAgent> agent;
   struct Stack {
     std::uint64_t base, size;
@@ -268,60 +262,52 @@ struct Device::Impl {
   }
 };
 
-std::string Device::default_platform() { return std::string(TESSERA_SOURCE_DIR) + "/platform/t1.json"; }
+std::string Device::default_platform() { return Session::default_platform(); }
 
 Device::Device() : Device(Options{}) {}
 
 namespace {
 
-// Options::trace and Options::waves open before anything elaborates.
-void open_outputs(const Device::Options& o) {
-  rtl::install_waves_fst();
+// The session of a Device or a Cluster: the platform or system file with
+// the options' overrides, the command processor's firmware on every chip,
+// the trace and waves. Bad inputs are the host program's: UsageError.
+std::unique_ptr<Session> open_session(const Device::Options& o) {
+  if (g_simulation_exists) throw UsageError("one Device per process (or one Cluster): a simulated chip elaborates once");
+  SessionOptions so;
+  so.platform = o.platform;
+  if (o.quiet) so.sets.push_back("uart0.tx=none");
+  so.sets.insert(so.sets.end(), o.sets.begin(), o.sets.end());
+  so.firmware = o.firmware.empty() ? default_firmware() : o.firmware;
+  so.top = "device";
+  so.trace = o.trace;
+  so.waves = o.waves;
   try {
-    if (!o.trace.empty()) {
-      trace::Options t;
-      t.file = o.trace;
-      trace::open(t);
-    }
-    if (!o.waves.empty()) {
-      waves::Options w;
-      w.file = o.waves;
-      waves::open(w);
-    }
-  } catch (const std::runtime_error& e) {
+    return std::make_unique<Session>(so);
+  } catch (const SessionError& e) {
     throw UsageError(e.what());
   }
 }
 
-// ... and close when the simulation is torn down, with the power per window.
-void close_outputs(const std::vector<Platform*>& chips) {
-  for (Platform* p : chips)
-    for (const InstanceSpec& s : p->spec().instances)
-      if (auto* pm = p->get<PowerManager>(s.name)) pm->publish();
-  waves::close();
-  trace::close();
+void elaborate(Session& s) {
+  try {
+    s.elaborate();
+  } catch (const SessionError& e) {
+    throw UsageError(e.what());
+  }
+  g_simulation_exists = true;
 }
 
 }  // namespace
 
 Device::Device(const Options& options) : impl_(std::make_unique<Impl>()) {
-  if (g_simulation_exists) throw UsageError("one Device per process (or one Cluster): a simulated chip elaborates once");
   Impl& d = *impl_;
   d.opt = options;
-  const std::string file = options.platform.empty() ? Device::default_platform() : options.platform;
-  nlohmann::json raw = PlatformSpec::read(file);
-  if (SystemSpec::is_system(raw))
-    throw UsageError(file + " describes a system of chips: open it with rt::Cluster, which gives a Device per chip");
-  if (options.quiet) PlatformSpec::apply_set(raw, file, "uart0.tx=none");
-  for (const auto& s : options.sets) PlatformSpec::apply_set(raw, file, s);
-  d.spec = PlatformSpec::parse(file, raw);
-  d.firmware = ElfImage::read(options.firmware.empty() ? default_firmware() : options.firmware);
-  open_outputs(options);
-  sim::reset();
-  d.owned = std::make_unique<Platform>("device", d.spec, false);
-  d.attach(*d.owned, d.spec, "host_agent");
-  d.platform->load(d.firmware);
-  g_simulation_exists = true;
+  d.session = open_session(options);
+  Session& s = *d.session;
+  if (s.is_system())
+    throw UsageError(s.file() + " describes a system of chips: open it with rt::Cluster, which gives a Device per chip");
+  elaborate(s);
+  d.attach(s.chip(), s.chip_spec(), "host_agent");
   sc_core::sc_start(sc_core::SC_ZERO_TIME);
   d.boot();
 }
@@ -331,9 +317,7 @@ Device::Device(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 unsigned Device::chip() const { return impl_->chip; }
 unsigned Device::chips() const { return impl_->chips; }
 
-Device::~Device() {
-  if (impl_ && impl_->owned) close_outputs({impl_->owned.get()});
-}
+Device::~Device() = default;
 
 unsigned Device::tiles() const { return impl_->tiles; }
 
@@ -610,45 +594,29 @@ std::uint64_t Device::global(const Buffer& b) const {
 // ---- systems of chips ------------------------------------------------------------
 
 struct Cluster::Impl {
-  SystemSpec spec;
-  std::unique_ptr<tessera::System> system;
-  ElfImage firmware;
+  std::unique_ptr<Session> session;
   std::vector<std::unique_ptr<Device>> devices;
 };
 
 Cluster::Cluster(const Device::Options& options) : impl_(std::make_unique<Impl>()) {
-  if (g_simulation_exists) throw UsageError("one Device per process (or one Cluster): a simulated chip elaborates once");
   Impl& c = *impl_;
-  nlohmann::json raw = PlatformSpec::read(options.platform);
-  if (!SystemSpec::is_system(raw))
-    throw UsageError(options.platform + " describes one chip, not a system: open it with rt::Device");
-  std::vector<std::string> sets;
-  if (options.quiet) sets.push_back("uart0.tx=none");
-  sets.insert(sets.end(), options.sets.begin(), options.sets.end());
-  c.spec = SystemSpec::parse(options.platform, raw, sets);
-  c.firmware = ElfImage::read(options.firmware.empty() ? default_firmware() : options.firmware);
-  open_outputs(options);
-  sim::reset();
-  c.system = std::make_unique<tessera::System>(c.spec, false);
-  for (unsigned k = 0; k < c.system->size(); ++k) {
+  c.session = open_session(options);
+  Session& s = *c.session;
+  if (!s.is_system()) throw UsageError(s.file() + " describes one chip, not a system: open it with rt::Device");
+  elaborate(s);
+  for (unsigned k = 0; k < s.chips(); ++k) {
     auto d = std::make_unique<Device::Impl>();
     d->opt = options;
     d->chip = k;
-    d->chips = c.system->size();
-    d->attach(c.system->chip(k), c.spec.chip_specs[k], fmt::format("host_agent_chip{}", k));
-    c.system->chip(k).load(c.firmware);
+    d->chips = s.chips();
+    d->attach(s.chip(k), s.chip_spec(k), fmt::format("host_agent_chip{}", k));
     c.devices.push_back(std::unique_ptr<Device>(new Device(std::move(d))));
   }
-  g_simulation_exists = true;
   sc_core::sc_start(sc_core::SC_ZERO_TIME);
   for (auto& d : c.devices) d->impl_->boot();
 }
 
-Cluster::~Cluster() {
-  std::vector<Platform*> chips;
-  for (unsigned k = 0; impl_ && impl_->system && k < impl_->system->size(); ++k) chips.push_back(&impl_->system->chip(k));
-  close_outputs(chips);
-}
+Cluster::~Cluster() = default;
 
 unsigned Cluster::chips() const { return static_cast<unsigned>(impl_->devices.size()); }
 
@@ -677,7 +645,7 @@ void Cluster::wait(const std::vector<Event>& events) {
 
 double Cluster::simulated_seconds() const { return sc_core::sc_time_stamp().to_seconds(); }
 
-nlohmann::ordered_json Cluster::stats() const { return impl_->system->stats(); }
+nlohmann::ordered_json Cluster::stats() const { return impl_->session->system()->stats(); }
 
 }  // namespace tessera::rt
 

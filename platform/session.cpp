@@ -1,0 +1,435 @@
+#include "session.hpp"
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <iterator>
+#include <map>
+#include <optional>
+#include <sstream>
+#include <systemc>
+
+#include "common/input.hpp"
+#include "common/log.hpp"
+#include "common/sim.hpp"
+#include "common/trace.hpp"
+#include "common/units.hpp"
+#include "common/waves.hpp"
+#include "elf.hpp"
+#include "platform.hpp"
+#include "power/power_manager.hpp"
+#include "riscv/gdb_server.hpp"
+#include "riscv/riscv_cpu.hpp"
+#include "rtl/waves_fst.hpp"
+#include "spec.hpp"
+#include "system.hpp"
+
+namespace tessera {
+
+SessionError::SessionError(const std::string& what, bool usage) : std::runtime_error(what), usage_(usage) {}
+int SessionError::code() const { return sim::kExitUsage; }
+
+namespace {
+
+std::vector<std::string> split_list(const std::string& text) {
+  std::vector<std::string> out;
+  std::string item;
+  for (char c : text + ",") {
+    if (c == ',') {
+      if (!item.empty()) out.push_back(item);
+      item.clear();
+    } else if (c != ' ') {
+      item += c;
+    }
+  }
+  return out;
+}
+
+void write_file(const std::string& path, const std::string& text) {
+  // Rewrite only on change, so builds that depend on the file stay put.
+  {
+    std::ifstream in(path);
+    std::string old((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (in && old == text) return;
+  }
+  std::ofstream out(path);
+  out << text;
+  if (!out) throw SessionError(path + ": cannot write", false);
+}
+
+[[noreturn]] void usage(const std::string& msg) { throw SessionError(msg, true); }
+
+bool g_elaborated = false;  // a SystemC simulation elaborates once per process
+
+}  // namespace
+
+struct Session::Impl {
+  SessionOptions o;
+  std::string file, name;
+  PlatformSpec spec;                     // one chip
+  std::optional<SystemSpec> system_spec;  // or a system
+  std::optional<ElfImage> elf;
+  std::map<unsigned, ElfImage> chip_elfs;
+  sc_core::sc_time max_time = sc_core::SC_ZERO_TIME;
+  std::unique_ptr<Platform> single;
+  std::unique_ptr<System> system;
+  std::vector<Platform*> chips;
+  std::unique_ptr<riscv::GdbServer> gdb;
+  bool outputs_open = false, closed = false;
+
+  const PlatformSpec& chip_spec(unsigned k) const { return system_spec ? system_spec->chip_specs.at(k) : spec; }
+
+  void options() {
+    if (o.reports) log::install_handler();
+    log::set_strict(o.strict);
+    try {
+      for (const auto& l : o.logs) {
+        auto eq = l.find('=');
+        if (eq == std::string::npos) log::set_level("", log::parse_level(l));
+        else log::set_level(l.substr(0, eq), log::parse_level(l.substr(eq + 1)));
+      }
+    } catch (const std::invalid_argument& e) {
+      usage(std::string("--log: ") + e.what());
+    }
+    if (!o.max_time.empty()) try {
+        max_time = parse_time(o.max_time);
+      } catch (const UnitError& e) {
+        usage(std::string("--max-time: ") + e.what());
+      }
+    if (o.gdb_port && (*o.gdb_port < 1 || *o.gdb_port > 65535))
+      usage(fmt::format("--gdb {}: a TCP port is 1 to 65535", *o.gdb_port));
+    // Outputs written at the end are opened now: a run never ends in a file it cannot write.
+    for (const auto& [flag, path] : {std::pair{"--stats", o.stats}, std::pair{"--signature", o.signature}})
+      if (!path.empty()) {
+        std::ofstream probe(path, std::ios::app);
+        if (!probe) usage(fmt::format("{} {}: cannot write the file", flag, cut(path)));
+      }
+    if (o.trace.empty() && (!o.trace_categories.empty() || !o.trace_sockets.empty()))
+      usage("--trace-categories and --trace-sockets need --trace FILE.json");
+    if (o.waves.empty() && (!o.waves_preset.empty() || !o.waves_window.empty()))
+      usage("--waves-preset and --waves-window need --waves FILE.vcd");
+  }
+
+  void inputs() {
+    file = o.platform.empty() ? default_platform() : o.platform;
+    if (!o.firmware.empty()) elf = ElfImage::read(o.firmware);
+    nlohmann::json raw = PlatformSpec::read(file);
+    // HTIF lives at the firmware's tohost symbol unless the platform says where.
+    auto place_htif = [&](nlohmann::json& r) {
+      if (elf && elf->symbol("tohost") && r.contains("instances") && r["instances"].is_array())
+        for (auto& i : r["instances"])
+          if (i.is_object() && i.value("type", "") == "htif" && !i.contains("base"))
+            i["base"] = format_hex(*elf->symbol("tohost"));
+    };
+    if (SystemSpec::is_system(raw)) {
+      system_spec = SystemSpec::parse(file, raw, o.sets, place_htif);
+      name = system_spec->name;
+      for (const std::string& cf : o.chip_firmware) {
+        const auto eq = cf.find('=');
+        unsigned k = 0;
+        try {
+          if (eq == std::string::npos || eq == 0) throw UnitError("");
+          k = static_cast<unsigned>(parse_uint(cf.substr(0, eq)));
+        } catch (const UnitError&) {
+          usage("--chip-firmware " + cut(cf) + ": expected CHIP=ELF, e.g. 2=fw.elf");
+        }
+        if (k >= system_spec->chips)
+          usage(fmt::format("--chip-firmware {}: there is no chip {} ({} chips)", cut(cf), k, system_spec->chips));
+        chip_elfs.emplace(k, ElfImage::read(cf.substr(eq + 1)));
+      }
+    } else {
+      if (!o.chip_firmware.empty()) usage("--chip-firmware: " + file + " is one chip, not a system");
+      for (const auto& s : o.sets) PlatformSpec::apply_set(raw, file, s);
+      place_htif(raw);
+      spec = PlatformSpec::parse(file, raw);
+      name = spec.name;
+    }
+  }
+
+  void open_outputs() {
+    rtl::install_waves_fst();
+    try {
+      if (!o.trace.empty()) {
+        trace::Options t;
+        t.file = o.trace;
+        t.categories = split_list(o.trace_categories);
+        t.sockets = split_list(o.trace_sockets);
+        trace::open(t);
+      }
+      if (!o.waves.empty()) {
+        waves::Options w;
+        w.file = o.waves;
+        w.groups = split_list(o.waves_preset);
+        if (!o.waves_window.empty()) waves::parse_window(o.waves_window, w);
+        waves::open(w);
+      }
+    } catch (const std::runtime_error& e) {
+      usage(e.what());
+    }
+    outputs_open = true;
+  }
+
+  void build() {
+    if (g_elaborated) throw SessionError("one session per process: a SystemC simulation elaborates once", false);
+    g_elaborated = true;
+    sim::reset();
+    if (system_spec) {
+      system = std::make_unique<System>(*system_spec, o.protocol_checker);
+      for (unsigned k = 0; k < system->size(); ++k) chips.push_back(&system->chip(k));
+    } else {
+      single = std::make_unique<Platform>((o.top.empty() ? spec.name : o.top).c_str(), spec, o.protocol_checker);
+      chips.push_back(single.get());
+    }
+    for (unsigned k = 0; k < chips.size(); ++k) {
+      auto own = chip_elfs.find(k);
+      if (own != chip_elfs.end()) chips[k]->load(own->second);
+      else if (elf) chips[k]->load(*elf);
+    }
+    if (!o.signature.empty() && !(elf && elf->symbol("begin_signature") && elf->symbol("end_signature")))
+      throw ConfigError("--signature: the firmware has no begin_signature and end_signature symbols");
+    // Names that only the built platform can check.
+    for (const std::string& msg : {log::unknown_paths(), trace::unmatched_sockets()})
+      if (!msg.empty()) usage(msg);
+  }
+
+  void attach_gdb() {
+    if (!o.gdb_port) return;
+    try {
+      gdb = std::make_unique<riscv::GdbServer>(static_cast<unsigned>(*o.gdb_port));
+    } catch (const std::runtime_error& e) {
+      usage(e.what());
+    }
+    for (Platform* c : chips)
+      for (const InstanceSpec& s : c->spec().instances)
+        if (auto* cpu = c->get<riscv::RiscvCpu>(s.name)) {
+          gdb->add_hart(cpu);
+          cpu->attach_debugger(gdb.get(), o.gdb_wait);
+        }
+    if (gdb->harts().empty()) usage("--gdb: the platform has no processor");
+    std::fprintf(stderr, "GDB server on localhost:%d%s\n", *o.gdb_port, o.gdb_wait ? ", waiting for a connection" : "");
+  }
+
+  // Nothing can happen any more. A hart asleep in wfi then waits for an
+  // interrupt that cannot come: a deadlock, not a clean end (that is the
+  // test finisher, HTIF, or --max-time).
+  void ended_quiet(RunResult& r) const {
+    std::string asleep;
+    for (Platform* c : chips)
+      for (const InstanceSpec& s : c->spec().instances)
+        if (auto* cpu = c->get<riscv::RiscvCpu>(s.name); cpu && cpu->asleep())
+          asleep += (asleep.empty() ? "" : ", ") + std::string(cpu->name());
+    if (asleep.empty()) {
+      r.end = "nothing left to simulate";
+      return;
+    }
+    const bool one = asleep.find(',') == std::string::npos;
+    r.code = sim::kExitAbnormal;
+    r.end = "deadlock: nothing left to simulate while " + asleep + (one ? " sleeps" : " sleep") +
+            " in wfi with no interrupt that can wake " + (one ? "it" : "them");
+  }
+
+  void close_outputs() {
+    if (closed || !outputs_open) return;
+    closed = true;
+    for (Platform* c : chips)
+      for (const InstanceSpec& s : c->spec().instances)
+        if (auto* pm = c->get<PowerManager>(s.name)) pm->publish();
+    if (!waves::close() && !o.waves.empty()) std::fprintf(stderr, "tessera-vp: warning: cannot write %s\n", o.waves.c_str());
+    trace::close();
+  }
+
+  void dump_signature() const {
+    const std::uint64_t begin = *elf->symbol("begin_signature"), end = *elf->symbol("end_signature");
+    std::vector<std::uint8_t> bytes(end > begin ? end - begin : 0);
+    chips.front()->debug_read(begin, bytes.data(), bytes.size());
+    std::ofstream out(o.signature);
+    for (std::size_t i = 0; i + 4 <= bytes.size(); i += 4)
+      out << fmt::format("{:02x}{:02x}{:02x}{:02x}\n", bytes[i + 3], bytes[i + 2], bytes[i + 1], bytes[i]);
+    if (!out) std::fprintf(stderr, "tessera-vp: warning: cannot write %s\n", o.signature.c_str());
+  }
+};
+
+Session::Session(const SessionOptions& options) : impl_(std::make_unique<Impl>()) {
+  impl_->o = options;
+  impl_->options();
+  try {
+    impl_->inputs();
+  } catch (const SessionError&) {
+    throw;
+  } catch (const ConfigError& e) {  // also ElfError
+    throw SessionError(e.what(), false);
+  } catch (const std::exception& e) {  // a bad input no check foresaw: still one line
+    throw SessionError(std::string("bad input: ") + e.what(), false);
+  }
+}
+
+Session::~Session() {
+  if (impl_) impl_->close_outputs();
+}
+
+std::string Session::default_platform() {
+  const char* dir = std::getenv("TESSERA_PLATFORM_DIR");
+  return std::string(dir ? dir : TESSERA_PLATFORM_DIR) + "/t1.json";
+}
+
+std::string Session::list_types() {
+  std::ostringstream out;
+  for (const auto& [name, type] : IpRegistry::get().all()) {
+    out << name << ": " << type.doc << "\n";
+    Params p("(defaults)", name, nlohmann::json(), 4096);
+    try {
+      (void)type.parse(p);
+    } catch (const ConfigError&) {
+      // Some defaults are not valid on their own (a memory needs a size).
+    }
+    for (auto it = p.effective().begin(); it != p.effective().end(); ++it)
+      out << "  " << it.key() << " = " << it.value().dump() << "  (" << p.docs()[it.key()].get<std::string>() << ")\n";
+  }
+  return out.str();
+}
+
+bool Session::is_system() const { return impl_->system_spec.has_value(); }
+const std::string& Session::file() const { return impl_->file; }
+const std::string& Session::name() const { return impl_->name; }
+unsigned Session::chips() const { return impl_->system_spec ? impl_->system_spec->chips : 1; }
+const PlatformSpec& Session::chip_spec(unsigned k) const { return impl_->chip_spec(k); }
+const SystemSpec& Session::system_spec() const { return impl_->system_spec.value(); }
+
+nlohmann::ordered_json Session::effective() const {
+  if (!impl_->system_spec) return impl_->spec.effective();
+  const SystemSpec& s = *impl_->system_spec;
+  nlohmann::ordered_json out;
+  out["system"] = s.name;
+  out["topology"] = s.topology;
+  out["chips"] = s.chips;
+  out["links"] = nlohmann::ordered_json::array();
+  for (const LinkSpec& l : s.links) out["links"].push_back({l.a, l.port_a, l.b, l.port_b});
+  out["chip"] = nlohmann::ordered_json::array();
+  for (const PlatformSpec& c : s.chip_specs) out["chip"].push_back(c.effective());
+  return out;
+}
+
+void Session::write_header(const std::string& path) const { write_file(path, impl_->chip_spec(0).c_header()); }
+void Session::write_linker(const std::string& path) const { write_file(path, impl_->chip_spec(0).linker_symbols()); }
+
+void Session::elaborate() {
+  Impl& s = *impl_;
+  // Traces and waves open before anything elaborates: the IPs declare their signals as they are built.
+  s.open_outputs();
+  try {
+    s.build();
+  } catch (const SessionError&) {
+    throw;
+  } catch (const ConfigError& e) {  // also ElfError
+    throw SessionError(e.what(), false);
+  }
+  s.attach_gdb();
+}
+
+Platform& Session::chip(unsigned k) { return *impl_->chips.at(k); }
+System* Session::system() { return impl_->system.get(); }
+std::vector<Platform*> Session::platforms() { return impl_->chips; }
+
+std::string Session::describe() const {
+  const Impl& s = *impl_;
+  std::string out;
+  if (s.system_spec) out += s.system_spec->describe() + "Each chip:\n";
+  out += s.chips.front()->memory_map();
+  if (s.elf)
+    out += fmt::format("Firmware {} (RV{}), entry {:#x}{}\n", s.elf->file, s.elf->xlen, s.elf->entry,
+                       s.chips.size() > 1 ? fmt::format(", on each of the {} chips", s.chips.size()) : "");
+  return out;
+}
+
+RunResult Session::run() {
+  Impl& s = *impl_;
+  RunResult r;
+  r.end = "finished";
+  const auto wall_start = std::chrono::steady_clock::now();
+  try {
+    if (s.max_time > sc_core::SC_ZERO_TIME) sc_core::sc_start(s.max_time);
+    else sc_core::sc_start();
+    for (Platform* c : s.chips)
+      if (!c->load_error().empty()) {
+        r.code = sim::kExitUsage;
+        r.end = c->load_error();
+        r.input_error = true;
+        return r;
+      }
+    if (sim::exit_code()) {
+      r.code = *sim::exit_code();
+      r.end = sim::exit_reason();
+    } else if (s.max_time > sc_core::SC_ZERO_TIME && sc_core::sc_pending_activity()) {
+      r.code = sim::kExitAbnormal;
+      r.end = "--max-time " + s.o.max_time + " reached";
+    } else {
+      s.ended_quiet(r);
+    }
+  } catch (const sc_core::sc_report& e) {
+    r.code = sim::kExitAbnormal;
+    r.end = std::string("simulation error: ") + e.what();
+  } catch (const std::exception& e) {
+    r.code = sim::kExitAbnormal;
+    r.end = std::string("simulation error: ") + e.what();
+  }
+  r.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
+  return r;
+}
+
+nlohmann::ordered_json Session::finish(RunResult& r) {
+  Impl& s = *impl_;
+  s.close_outputs();
+  if (s.gdb) s.gdb->exited(r.code);
+  if (!s.o.signature.empty()) s.dump_signature();
+  if (r.code == 0 && log::strict() && log::guest_error_count() > 0) {
+    r.code = sim::kExitStrict;
+    r.end += fmt::format("; --strict: {} guest error(s)", log::guest_error_count());
+  }
+  nlohmann::ordered_json stats;
+  stats["platform"] = s.name;
+  stats["simulated_time_s"] = sim::end_time().to_seconds();
+  stats["wall_time_s"] = r.wall_s;
+  stats["exit_code"] = r.code;
+  stats["end"] = r.end;
+  stats["guest_errors"] = log::guest_error_count();
+  stats["protocol_violations"] = s.system ? s.system->protocol_violations() : s.single->protocol_violations();
+  stats["ips"] = s.system ? s.system->stats() : s.single->stats();
+  if (!s.o.stats.empty()) {
+    std::ofstream out(s.o.stats);
+    out << stats.dump(2) << "\n";
+    if (!out) {
+      std::fprintf(stderr, "tessera-vp: error: cannot write %s\n", s.o.stats.c_str());
+      if (r.code == 0) {
+        r.code = sim::kExitAbnormal;
+        stats["exit_code"] = r.code;
+      }
+    }
+  }
+  return stats;
+}
+
+void Session::close() { impl_->close_outputs(); }
+
+std::string Session::summary(const nlohmann::ordered_json& stats) {
+  std::string out = fmt::format(
+      "\n=== tessera-vp summary ===\nend: {}\nexit code: {}\nsimulated time: {}\nwall time: {:.3f} s\nguest errors: {}\n",
+      stats["end"].get<std::string>(), stats["exit_code"].get<int>(), sim::end_time().to_string(),
+      stats["wall_time_s"].get<double>(), stats["guest_errors"].get<std::uint64_t>());
+  // Counters that moved; instances where nothing did are counted, not
+  // listed (--stats FILE has every counter).
+  unsigned idle = 0;
+  for (auto it = stats["ips"].begin(); it != stats["ips"].end(); ++it) {
+    std::string line;
+    for (auto kv = it.value().begin(); kv != it.value().end(); ++kv)
+      if (!(kv.value().is_number() && kv.value().get<double>() == 0))
+        line += fmt::format("{}{}={}", line.empty() ? "" : " ", kv.key(), kv.value().dump());
+    if (line.empty()) ++idle;
+    else out += fmt::format("  {:<16} {}\n", it.key(), line);
+  }
+  if (idle) out += fmt::format("  ({} idle instances not shown; --stats FILE has every counter)\n", idle);
+  return out;
+}
+
+}  // namespace tessera
