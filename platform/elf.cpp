@@ -39,6 +39,7 @@ void parse_as(const Reader& r, ElfImage& img) {
   if (eh.e_type != ET_EXEC) r.fail(fmt::format("not an executable (ELF type {}; link it first)", eh.e_type));
   if (eh.e_phentsize != sizeof(Phdr)) r.fail("unexpected program header size");
   img.entry = eh.e_entry;
+  std::uint64_t held = 0;
   for (unsigned i = 0; i < eh.e_phnum; ++i) {
     const auto ph = r.get<Phdr>(eh.e_phoff + std::uint64_t(i) * sizeof(Phdr), fmt::format("program header {}", i));
     if (ph.p_type != PT_LOAD || ph.p_memsz == 0) continue;
@@ -48,6 +49,12 @@ void parse_as(const Reader& r, ElfImage& img) {
       r.fail(fmt::format("segment {} at {:#x} is {} bytes; a program segment holds at most {}", i, ph.p_paddr,
                          ph.p_memsz, kMaxSegmentBytes));
     r.need(ph.p_offset, ph.p_filesz, fmt::format("segment {}", i));
+    // Segments may name the same file bytes; the image holds a copy of each
+    // segment's, so together they may hold no more than the file has.
+    held += ph.p_filesz;
+    if (held > r.bytes.size())
+      r.fail(fmt::format("segment {}: the segments hold {} file bytes together, more than the file's {} (they share "
+                         "file bytes)", i, held, r.bytes.size()));
     ElfImage::Segment s;
     s.addr = ph.p_paddr;  // load address (equals p_vaddr for bare-metal links)
     s.memsz = ph.p_memsz;

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 #include <sys/resource.h>
 
+#include <cstring>
 #include <fstream>
 #include <regex>
 
@@ -103,6 +104,19 @@ TEST(Hardening, ElfSegmentsThatWrapOrAreHugeAreRefusedBeforeAnythingIsAllocated)
   write_elf(local("huge.elf"), build_elf(huge));
   expect_refused("-p " + kT1 + " --firmware " + local("huge.elf"), "segment 0 at 0x80000000 is 1125899906842624 bytes");
   EXPECT_LT(max_child_rss_mib(), 200) << "refused before any host memory was allocated for it";
+  // Segments that name the same file bytes (here the second names the
+  // whole file): the image would hold each copy, up to 1024 times the file.
+  ElfSpec shared;
+  shared.segments.push_back({0x80000000, std::vector<std::uint8_t>(4096, 0x13), 4096});
+  shared.segments.push_back({0x80010000, words({0x0000006f}), 4});
+  std::vector<std::uint8_t> bytes = build_elf(shared);
+  Elf64_Phdr ph;
+  std::memcpy(&ph, bytes.data() + sizeof(Elf64_Ehdr) + sizeof(Elf64_Phdr), sizeof ph);
+  ph.p_offset = 0;
+  ph.p_filesz = ph.p_memsz = bytes.size();
+  std::memcpy(bytes.data() + sizeof(Elf64_Ehdr) + sizeof(Elf64_Phdr), &ph, sizeof ph);
+  write_elf(local("shared.elf"), bytes);
+  expect_refused("-p " + kT1 + " --firmware " + local("shared.elf"), "more than the file's");
 }
 
 TEST(Hardening, GigabytesOfZerosCostNoHostMemory) {
