@@ -8,6 +8,13 @@
 // <doc-dir>/<block>_regs.md (the register reference). The description is
 // checked first: overlapping registers or fields, misaligned offsets and
 // registers outside the window are refused with a message naming them.
+//
+// Besides "registers", a description may hold "enums": named sets of
+// values ({"format": {"doc": ..., "values": [{"name": "BF16", "value": 1,
+// "doc": ...}]}}) that fields take ("enum": "format") and that firmware and
+// models name instead of writing numbers (C: TILE_FORMAT_BF16; C++:
+// regs::tile::Format::BF16 and a table of the values); and "fieldsets":
+// named lists of fields that several registers share ("fields": "sem").
 #include <fmt/format.h>
 
 #include <cstdint>
@@ -24,8 +31,18 @@ namespace {
 using nlohmann::json;
 
 struct Field {
-  std::string name, access, doc;
+  std::string name, access, doc, enumeration;
   unsigned lsb = 0, width = 0;
+};
+
+struct Value {
+  std::string name, doc;
+  std::uint64_t value = 0;
+};
+
+struct Enum {
+  std::string name, doc;
+  std::vector<Value> values;
 };
 
 struct Reg {
@@ -39,8 +56,21 @@ struct Reg {
 struct Block {
   std::string name, doc, source;
   std::uint64_t window = 0;
+  std::vector<Enum> enums;
   std::vector<Reg> regs;
+  const Enum* find_enum(const std::string& n) const {
+    for (const Enum& e : enums)
+      if (e.name == n) return &e;
+    return nullptr;
+  }
 };
+
+bool identifier(const std::string& s) {
+  if (s.empty() || std::isdigit(static_cast<unsigned char>(s[0]))) return false;
+  for (char c : s)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_') return false;
+  return true;
+}
 
 [[noreturn]] void fail(const std::string& where, const std::string& why) {
   throw std::runtime_error(where + ": " + why);
@@ -91,12 +121,36 @@ Block parse(const std::string& path) {
   }
   Block b;
   b.source = path;
-  check_keys(j, {"block", "doc", "window", "registers"}, path);
+  check_keys(j, {"block", "doc", "window", "enums", "fieldsets", "registers"}, path);
   b.name = j.at("block").get<std::string>();
   std::string stem = path.substr(path.find_last_of('/') + 1);
   if (stem != b.name + ".regs.json") fail(path, "the file must be named " + b.name + ".regs.json after its block");
   b.doc = j.value("doc", "");
   b.window = number(j.at("window"), path + ": window");
+  const json enums = j.value("enums", json::object());
+  for (const auto& [name, je] : enums.items()) {
+    const std::string where = path + ": enum " + name;
+    if (!identifier(name)) fail(where, "the name must be an identifier");
+    check_keys(je, {"doc", "values"}, where);
+    Enum e;
+    e.name = name;
+    e.doc = je.value("doc", "");
+    for (const auto& jv : je.at("values")) {
+      Value v;
+      v.name = jv.at("name").get<std::string>();
+      const std::string vw = where + " value " + v.name;
+      check_keys(jv, {"name", "value", "doc"}, vw);
+      if (!identifier(v.name)) fail(vw, "the name must be an identifier");
+      v.value = number(jv.at("value"), vw);
+      v.doc = jv.value("doc", "");
+      for (const Value& o : e.values)
+        if (o.name == v.name || o.value == v.value) fail(vw, "repeats the name or the value of " + o.name);
+      e.values.push_back(v);
+    }
+    if (e.values.empty()) fail(where, "has no values");
+    b.enums.push_back(e);
+  }
+  const json fieldsets = j.value("fieldsets", json::object());
   for (const auto& jr : j.at("registers")) {
     Reg r;
     r.name = jr.at("name").get<std::string>();
@@ -124,11 +178,17 @@ Block parse(const std::string& path) {
     std::uint64_t width_mask = r.size == 8 ? ~0ull : ((1ull << (r.size * 8)) - 1);
     if (r.reset & ~width_mask) fail(where, "reset value does not fit the register");
     std::uint64_t used = 0;
-    for (const auto& jf : jr.value("fields", json::array())) {
+    json jfields = jr.value("fields", json::array());
+    if (jfields.is_string()) {  // a shared field set
+      if (!fieldsets.contains(jfields.get<std::string>()))
+        fail(where, "fields: no field set " + jfields.dump() + " in \"fieldsets\"");
+      jfields = fieldsets[jfields.get<std::string>()];
+    }
+    for (const auto& jf : jfields) {
       Field f;
       f.name = jf.at("name").get<std::string>();
       std::string fw = where + " field " + f.name;
-      check_keys(jf, {"name", "bits", "access", "doc"}, fw);
+      check_keys(jf, {"name", "bits", "access", "enum", "doc"}, fw);
       std::string bits = jf.at("bits").get<std::string>();
       unsigned hi = 0, lo = 0;
       auto colon = bits.find(':');
@@ -145,6 +205,13 @@ Block parse(const std::string& path) {
       f.doc = jf.value("doc", "");
       std::uint64_t m = (f.width >= 64 ? ~0ull : ((1ull << f.width) - 1)) << f.lsb;
       if (used & m) fail(fw, "overlaps another field");
+      f.enumeration = jf.value("enum", "");
+      if (!f.enumeration.empty()) {
+        const Enum* e = b.find_enum(f.enumeration);
+        if (!e) fail(fw, "enum: no enum \"" + f.enumeration + "\" in \"enums\"");
+        for (const Value& v : e->values)
+          if (f.width < 64 && v.value >> f.width) fail(fw, "value " + v.name + " of enum " + e->name + " does not fit");
+      }
       used |= m;
       r.fields.push_back(f);
     }
@@ -186,6 +253,21 @@ std::string cstr(const std::string& s) {
 
 std::string access_enum(const std::string& a) { return "Access::" + upper(a); }
 
+// An enum's C++ name: format -> Format, vector_op -> VectorOp.
+std::string camel(const std::string& s) {
+  std::string o;
+  bool up = true;
+  for (char c : s) {
+    if (c == '_') {
+      up = true;
+      continue;
+    }
+    o += up ? static_cast<char>(std::toupper(static_cast<unsigned char>(c))) : c;
+    up = false;
+  }
+  return o;
+}
+
 std::string banner(const Block& b, const char* open, const char* close) {
   return fmt::format("{} DO NOT EDIT: generated by tools/reggen from {}. {}\n", open, b.source, close);
 }
@@ -209,6 +291,22 @@ std::string cpp_view(const Block& b) {
   o += "enum Reg : unsigned {\n";
   for (std::size_t i = 0; i < b.regs.size(); ++i) o += fmt::format("  {} = {},\n", b.regs[i].name, i);
   o += "};\n\n";
+  for (const Enum& e : b.enums) {
+    const std::string n = camel(e.name);
+    o += fmt::format("// {}\nenum class {} : std::uint32_t {{\n", e.doc, n);
+    for (const Value& v : e.values) o += fmt::format("  {} = {:#x},\n", v.name, v.value);
+    o += "};\n";
+    o += fmt::format("inline constexpr EnumValueDesc k{}Values[] = {{\n", n);
+    for (const Value& v : e.values) o += fmt::format("    {{{}, {:#x}, {}}},\n", cstr(v.name), v.value, cstr(v.doc));
+    o += "};\n";
+    o += fmt::format("inline constexpr EnumDesc k{}Enum{{{}, k{}Values, {}, {}}};\n\n", n, cstr(e.name), n,
+                     e.values.size(), cstr(e.doc));
+  }
+  if (!b.enums.empty()) {
+    o += "inline constexpr const EnumDesc* kEnums[] = {";
+    for (const Enum& e : b.enums) o += fmt::format("&k{}Enum, ", camel(e.name));
+    o += "};\n\n";
+  }
   for (const auto& r : b.regs) {
     if (r.fields.empty()) continue;
     o += fmt::format("inline constexpr FieldDesc k{}Fields[] = {{\n", r.name);
@@ -232,11 +330,12 @@ std::string cpp_view(const Block& b) {
                      r.fields.empty() ? "nullptr" : "k" + r.name + "Fields", r.fields.size(), cstr(r.doc));
   }
   o += "};\n\n";
-  o += fmt::format("inline constexpr RegBlockDesc kBlock{{{}, {:#x}, kRegs, {}, {}}};\n\n", cstr(b.name), b.window,
-                   b.regs.size(), cstr(b.doc));
+  o += fmt::format("inline constexpr RegBlockDesc kBlock{{{}, {:#x}, kRegs, {}, {}, {}, {}}};\n\n", cstr(b.name),
+                   b.window, b.regs.size(), cstr(b.doc), b.enums.empty() ? "nullptr" : "kEnums", b.enums.size());
   o += "}  // namespace tessera::regs::" + b.name + "\n\n";
   o += fmt::format("extern \"C\" const struct tessera_reg_cview {}_regs_cview[];\n", b.name);
   o += fmt::format("extern \"C\" const struct tessera_field_cview {}_fields_cview[];\n", b.name);
+  o += fmt::format("extern \"C\" const struct tessera_value_cview {}_values_cview[];\n", b.name);
   return o;
 }
 
@@ -246,6 +345,11 @@ std::string c_view(const Block& b) {
   o += "/* Plain numbers, so assembly can include this too. */\n";
   o += fmt::format("#ifndef TESSERA_{0}_REGS_H\n#define TESSERA_{0}_REGS_H\n\n", up);
   o += fmt::format("#define {}_WINDOW_SIZE {:#x}\n\n", up, b.window);
+  for (const Enum& e : b.enums) {
+    o += fmt::format("/* {} */\n", e.doc);
+    for (const Value& v : e.values) o += fmt::format("#define {}_{}_{} {:#x}\n", up, upper(e.name), v.name, v.value);
+    o += "\n";
+  }
   for (const auto& r : b.regs) {
     std::string p = up + "_" + r.name;
     o += fmt::format("/* {} */\n", r.doc);
@@ -284,7 +388,12 @@ std::string c_check(const Block& b) {
       std::string p = up + "_" + r.name + "_" + f.name;
       o += fmt::format("  {{\"{}\", \"{}\", {}_SHIFT, {}_MASK}},\n", r.name, f.name, p, p);
     }
-  o += "  {0, 0, 0, 0}\n};\n";
+  o += "  {0, 0, 0, 0}\n};\n\n";
+  o += fmt::format("const struct tessera_value_cview {}_values_cview[] = {{\n", b.name);
+  for (const Enum& e : b.enums)
+    for (const Value& v : e.values)
+      o += fmt::format("  {{\"{}\", \"{}\", {}_{}_{}}},\n", e.name, v.name, up, upper(e.name), v.name);
+  o += "  {0, 0, 0}\n};\n";
   return o;
 }
 
@@ -305,8 +414,13 @@ std::string markdown(const Block& b) {
     o += fmt::format("\n## {}\n\n| bits | field | access | description |\n|---|---|---|---|\n", r.name);
     for (const auto& f : r.fields) {
       std::string bits = f.width == 1 ? fmt::format("{}", f.lsb) : fmt::format("{}:{}", f.lsb + f.width - 1, f.lsb);
-      o += fmt::format("| {} | {} | {} | {} |\n", bits, f.name, upper(f.access), f.doc);
+      const std::string doc = f.enumeration.empty() ? f.doc : f.doc + " (values: " + f.enumeration + ", below)";
+      o += fmt::format("| {} | {} | {} | {} |\n", bits, f.name, upper(f.access), doc);
     }
+  }
+  for (const Enum& e : b.enums) {
+    o += fmt::format("\n## Values: {}\n\n{}\n\n| value | name | description |\n|---|---|---|\n", e.name, e.doc);
+    for (const Value& v : e.values) o += fmt::format("| {:#x} | {} | {} |\n", v.value, v.name, v.doc);
   }
   return o;
 }

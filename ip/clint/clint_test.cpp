@@ -40,7 +40,7 @@ struct Bench {
 
 }  // namespace
 
-TEST(Clint, CAndCppViewsAgree) { expect_c_view_matches(R::kBlock, clint_regs_cview, clint_fields_cview); }
+TEST(Clint, CAndCppViewsAgree) { expect_c_view_matches(R::kBlock, clint_regs_cview, clint_fields_cview, clint_values_cview); }
 
 TEST(Clint, ResetValuesAndAccessTypes) {
   Bench b;

@@ -19,6 +19,12 @@ struct tessera_field_cview {
   unsigned long long shift, mask;
 };
 
+struct tessera_value_cview {
+  const char* enumeration;
+  const char* name;
+  unsigned long long value;
+};
+
 #ifdef __cplusplus
 }
 #endif

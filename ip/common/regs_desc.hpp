@@ -58,12 +58,28 @@ struct RegDesc {
   }
 };
 
+// A named set of values that fields take (formats, opcodes, status codes).
+struct EnumValueDesc {
+  const char* name;
+  std::uint64_t value;
+  const char* doc;
+};
+
+struct EnumDesc {
+  const char* name;
+  const EnumValueDesc* values;
+  std::uint32_t num_values;
+  const char* doc;
+};
+
 struct RegBlockDesc {
   const char* name;
   std::uint64_t window;  // bytes of address space the block occupies
   const RegDesc* regs;
   std::uint32_t num_regs;
   const char* doc;
+  const EnumDesc* const* enums;
+  std::uint32_t num_enums;
 };
 
 }  // namespace tessera

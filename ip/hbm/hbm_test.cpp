@@ -346,7 +346,7 @@ TEST(Hbm, LongRandomRunsBreakNoConstraint) {
   }
 }
 
-TEST(Hbm, CAndCppViewsAgree) { tessera::testing::expect_c_view_matches(R::kBlock, hbm_regs_cview, hbm_fields_cview); }
+TEST(Hbm, CAndCppViewsAgree) { tessera::testing::expect_c_view_matches(R::kBlock, hbm_regs_cview, hbm_fields_cview, hbm_values_cview); }
 
 TEST(Hbm, EccCorrectsSinglesReportsDoublesKeepsData) {
   HbmStack::Config c = config(true);

@@ -17,7 +17,7 @@ Htif::Config quiet() {
 }
 }  // namespace
 
-TEST(Htif, CAndCppViewsAgree) { expect_c_view_matches(R::kBlock, htif_regs_cview, htif_fields_cview); }
+TEST(Htif, CAndCppViewsAgree) { expect_c_view_matches(R::kBlock, htif_regs_cview, htif_fields_cview, htif_values_cview); }
 
 TEST(Htif, ResetValuesAndAccessTypes) {
   Htif h("htif", quiet());

@@ -26,7 +26,7 @@ struct Bench {
 };
 }  // namespace
 
-TEST(Mailbox, CAndCppViewsAgree) { expect_c_view_matches(R::kBlock, mailbox_regs_cview, mailbox_fields_cview); }
+TEST(Mailbox, CAndCppViewsAgree) { expect_c_view_matches(R::kBlock, mailbox_regs_cview, mailbox_fields_cview, mailbox_values_cview); }
 
 TEST(Mailbox, ResetValuesAndAccessTypes) {
   Bench b;

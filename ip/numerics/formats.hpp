@@ -19,6 +19,7 @@
 namespace tessera::num {
 
 enum class Format : std::uint8_t { FP32, FP16, BF16, E4M3, E5M2, INT8, INT32 };
+inline constexpr unsigned kFormats = 7;  // Format's values
 const char* name(Format f);
 unsigned bits(Format f);
 

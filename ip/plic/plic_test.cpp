@@ -36,7 +36,7 @@ struct Bench {
 
 }  // namespace
 
-TEST(Plic, CAndCppViewsAgree) { expect_c_view_matches(R::kBlock, plic_regs_cview, plic_fields_cview); }
+TEST(Plic, CAndCppViewsAgree) { expect_c_view_matches(R::kBlock, plic_regs_cview, plic_fields_cview, plic_values_cview); }
 
 TEST(Plic, ResetValuesAndAccessTypes) {
   Bench b;

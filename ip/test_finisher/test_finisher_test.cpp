@@ -10,7 +10,7 @@ using namespace tessera::testing;
 namespace R = tessera::regs::test_finisher;
 
 TEST(TestFinisher, CAndCppViewsAgree) {
-  expect_c_view_matches(R::kBlock, test_finisher_regs_cview, test_finisher_fields_cview);
+  expect_c_view_matches(R::kBlock, test_finisher_regs_cview, test_finisher_fields_cview, test_finisher_values_cview);
 }
 
 TEST(TestFinisher, ResetValuesAndAccessTypes) {

@@ -14,6 +14,39 @@ namespace tessera {
 
 namespace R = regs::tile;
 
+namespace {
+
+// The register codes of an enum of tile.regs.json (the one place their
+// numbers are written) as an engine's own enum, matched by name: FP32 is
+// num::name() "fp32", SCALE_ROWS is vector::name() "scale_rows". Every
+// code the description names must name one of the engine's `n` values.
+template <class E>
+std::vector<E> by_name(const EnumDesc& d, unsigned n, const char* (*name)(E)) {
+  std::vector<E> table;
+  for (unsigned k = 0; k < d.num_values; ++k) {
+    const EnumValueDesc& v = d.values[k];
+    std::string lower = v.name;
+    for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    unsigned i = 0;
+    while (i < n && lower != name(static_cast<E>(i))) ++i;
+    if (i == n) log::internal("tile", "tile.regs.json's {} {} names nothing the engine knows", d.name, v.name);
+    if (table.size() <= v.value) table.resize(v.value + 1, static_cast<E>(n));
+    table[v.value] = static_cast<E>(i);
+  }
+  return table;
+}
+
+const std::vector<num::Format>& formats() {
+  static const auto t = by_name<num::Format>(R::kFormatEnum, num::kFormats, num::name);
+  return t;
+}
+const std::vector<vector::Op>& vector_ops() {
+  static const auto t = by_name<vector::Op>(R::kVectorOpEnum, static_cast<unsigned>(vector::Op::count), vector::name);
+  return t;
+}
+
+}  // namespace
+
 void Tile::Config::visit(Params& p) {
   spm.size = p.instance_size() ? p.instance_size() : spm.size;
   rtl = p.impl() == "rtl";
@@ -294,9 +327,9 @@ class Tile::Regs : public MmioTarget {
   // The formats' register codes; unknown codes stay unknown, so the
   // engine refuses them by number.
   static num::Format format_of(unsigned code) {
-    static const num::Format formats[] = {num::Format::FP32, num::Format::BF16, num::Format::FP16, num::Format::E4M3,
-                                          num::Format::E5M2, num::Format::INT8, num::Format::INT32};
-    return code < 7 ? formats[code] : static_cast<num::Format>(code + 16);
+    return code < formats().size() && formats()[code] != static_cast<num::Format>(num::kFormats)
+               ? formats()[code]
+               : static_cast<num::Format>(code + 16);
   }
 
   void vpush() {
@@ -304,7 +337,7 @@ class Tile::Regs : public MmioTarget {
     c.id = static_cast<std::uint32_t>(regs_.get(R::VCMD_ID));
     const std::uint64_t op = regs_.get(R::VCMD_OP);
     // Unknown op numbers stay unknown: the unit refuses them by number.
-    c.op = static_cast<vector::Op>(std::min<std::uint64_t>(op, 255));
+    c.op = op < vector_ops().size() ? vector_ops()[op] : static_cast<vector::Op>(std::min<std::uint64_t>(op, 255));
     c.rows = static_cast<unsigned>(regs_.get(R::VCMD_ROWS));
     c.cols = static_cast<unsigned>(regs_.get(R::VCMD_COLS));
     c.src0 = regs_.get(R::VCMD_SRC0);
@@ -347,11 +380,9 @@ class Tile::Regs : public MmioTarget {
     tensor::GemmCommand c;
     c.id = static_cast<std::uint32_t>(regs_.get(R::CMD_ID));
     const std::uint64_t f = regs_.get(R::CMD_FORMAT);
-    static const num::Format inputs[] = {num::Format::FP32, num::Format::BF16, num::Format::FP16,
-                                         num::Format::E4M3, num::Format::E5M2, num::Format::INT8};
-    const unsigned input = static_cast<unsigned>(f & R::CMD_FORMAT_f::INPUT_MASK);
-    // Unknown codes become FP32, which the array refuses with a format error.
-    c.shape.input = input < 6 ? inputs[input] : num::Format::FP32;
+    const num::Format input = format_of(static_cast<unsigned>(f & R::CMD_FORMAT_f::INPUT_MASK));
+    // Unknown codes (and INT32, no input format) become FP32, which the array refuses with a format error.
+    c.shape.input = static_cast<unsigned>(input) < num::kFormats && input != num::Format::INT32 ? input : num::Format::FP32;
     c.shape.m = static_cast<unsigned>(regs_.get(R::CMD_M));
     c.shape.n = static_cast<unsigned>(regs_.get(R::CMD_N));
     c.shape.k = static_cast<unsigned>(regs_.get(R::CMD_K));

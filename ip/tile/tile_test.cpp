@@ -75,7 +75,28 @@ struct Bench {
 };
 }  // namespace
 
-TEST(Tile, CAndCppViewsAgree) { expect_c_view_matches(R::kBlock, tile_regs_cview, tile_fields_cview); }
+TEST(Tile, CAndCppViewsAgree) { expect_c_view_matches(R::kBlock, tile_regs_cview, tile_fields_cview, tile_values_cview); }
+
+// The tile decodes VCMD_OP and the format fields by the names
+// tile.regs.json gives the codes: every engine operation and format has
+// exactly one code there, so none is unreachable or decoded as another.
+TEST(Tile, EveryEngineOpAndFormatHasOneCodeInTheRegisterDescription) {
+  auto count = [](const EnumDesc& d, const char* name) {
+    unsigned n = 0;
+    for (unsigned i = 0; i < d.num_values; ++i) {
+      std::string lower = d.values[i].name;
+      for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      n += lower == name;
+    }
+    return n;
+  };
+  for (unsigned op = 0; op < static_cast<unsigned>(vector::Op::count); ++op)
+    EXPECT_EQ(count(R::kVectorOpEnum, vector::name(static_cast<vector::Op>(op))), 1u) << vector::name(static_cast<vector::Op>(op));
+  EXPECT_EQ(R::kVectorOpEnum.num_values, static_cast<unsigned>(vector::Op::count));
+  for (unsigned f = 0; f < num::kFormats; ++f)
+    EXPECT_EQ(count(R::kFormatEnum, num::name(static_cast<num::Format>(f))), 1u) << num::name(static_cast<num::Format>(f));
+  EXPECT_EQ(R::kFormatEnum.num_values, num::kFormats);
+}
 
 TEST(Tile, ResetValuesAndAccessTypes) {
   Bench b;

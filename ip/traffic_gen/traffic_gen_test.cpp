@@ -38,7 +38,7 @@ struct Bench {
 }  // namespace
 
 TEST(TrafficGen, CAndCppViewsAgree) {
-  expect_c_view_matches(R::kBlock, traffic_gen_regs_cview, traffic_gen_fields_cview);
+  expect_c_view_matches(R::kBlock, traffic_gen_regs_cview, traffic_gen_fields_cview, traffic_gen_values_cview);
 }
 
 TEST(TrafficGen, ResetValuesAndAccessTypes) {

@@ -34,7 +34,7 @@ struct Bench {
 
 }  // namespace
 
-TEST(Uart16550, CAndCppViewsAgree) { expect_c_view_matches(R::kBlock, uart16550_regs_cview, uart16550_fields_cview); }
+TEST(Uart16550, CAndCppViewsAgree) { expect_c_view_matches(R::kBlock, uart16550_regs_cview, uart16550_fields_cview, uart16550_values_cview); }
 
 TEST(Uart16550, ResetValuesAndAccessTypes) {
   Bench b;

@@ -9,7 +9,8 @@
 
 namespace tessera::testing {
 
-void expect_c_view_matches(const RegBlockDesc& desc, const tessera_reg_cview* regs, const tessera_field_cview* fields) {
+void expect_c_view_matches(const RegBlockDesc& desc, const tessera_reg_cview* regs, const tessera_field_cview* fields,
+                           const tessera_value_cview* values) {
   unsigned n = 0;
   for (; regs[n].name; ++n) {
     ASSERT_LT(n, desc.num_regs) << "the C header has more registers than the C++ table";
@@ -32,6 +33,16 @@ void expect_c_view_matches(const RegBlockDesc& desc, const tessera_reg_cview* re
       EXPECT_EQ(fields[f].mask, desc.regs[r].fields[i].mask());
     }
   EXPECT_EQ(fields[f].name, nullptr) << "the C header has more fields than the C++ table";
+  unsigned v = 0;
+  for (unsigned e = 0; e < desc.num_enums; ++e)
+    for (unsigned i = 0; i < desc.enums[e]->num_values; ++i, ++v) {
+      const EnumValueDesc& d = desc.enums[e]->values[i];
+      ASSERT_TRUE(values[v].name) << "the C header lacks value " << d.name << " of " << desc.enums[e]->name;
+      EXPECT_STREQ(values[v].enumeration, desc.enums[e]->name);
+      EXPECT_STREQ(values[v].name, d.name);
+      EXPECT_EQ(values[v].value, d.value) << d.name;
+    }
+  EXPECT_EQ(values[v].name, nullptr) << "the C header has more values than the C++ table";
 }
 
 tlm::tlm_response_status access(tlm::tlm_fw_transport_if<>& target, tlm::tlm_command cmd, std::uint64_t addr,

@@ -18,7 +18,8 @@ tlm::tlm_fw_transport_if<>& fw_of(Socket& socket) {
 }
 
 // The C header (through its generated C view) and the C++ table agree.
-void expect_c_view_matches(const RegBlockDesc& desc, const tessera_reg_cview* regs, const tessera_field_cview* fields);
+void expect_c_view_matches(const RegBlockDesc& desc, const tessera_reg_cview* regs, const tessera_field_cview* fields,
+                           const tessera_value_cview* values);
 
 // Every readable register without read side effects reads its reset value
 // through transport_dbg at `base`; writes to read-only registers and reads

@@ -4,6 +4,7 @@
 
 #include "common/regs.hpp"
 #include "common/testing/reg_checks.hpp"
+#include "demo_block_regs.h"
 #include "demo_block_regs.hpp"
 
 using namespace tessera;
@@ -42,7 +43,27 @@ class Demo : public MmioTarget {
 
 }  // namespace
 
-TEST(Regs, CAndCppViewsAgree) { expect_c_view_matches(R::kBlock, demo_block_regs_cview, demo_block_fields_cview); }
+TEST(Regs, CAndCppViewsAgree) { expect_c_view_matches(R::kBlock, demo_block_regs_cview, demo_block_fields_cview, demo_block_values_cview); }
+
+// Enumerated values and shared field sets: one description, every view.
+TEST(Regs, EnumsAndFieldSetsReachEveryView) {
+  EXPECT_EQ(static_cast<unsigned>(R::Mode::FAST), 5u);
+  EXPECT_EQ(DEMO_BLOCK_MODE_SLOW, 7u);
+  ASSERT_EQ(R::kBlock.num_enums, 1u);
+  EXPECT_STREQ(R::kBlock.enums[0]->name, "mode");
+  ASSERT_EQ(R::kBlock.enums[0]->num_values, 3u);
+  EXPECT_STREQ(R::kBlock.enums[0]->values[1].name, "FAST");
+  const RegDesc& a = R::kBlock.regs[R::PAIR_A];
+  const RegDesc& b = R::kBlock.regs[R::PAIR_B];
+  ASSERT_EQ(a.num_fields, 2u);
+  ASSERT_EQ(b.num_fields, 2u);
+  for (unsigned i = 0; i < 2; ++i) {
+    EXPECT_STREQ(a.fields[i].name, b.fields[i].name);
+    EXPECT_EQ(a.fields[i].mask(), b.fields[i].mask());
+  }
+  EXPECT_EQ(R::PAIR_B_f::HI_MASK, 0xff00u);
+  EXPECT_EQ(DEMO_BLOCK_PAIR_A_HI_SHIFT, 8);
+}
 
 TEST(Regs, ResetValuesAndAccessTypes) {
   Demo d("demo");

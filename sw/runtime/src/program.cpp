@@ -3,17 +3,10 @@
 #include <cstring>
 
 #include "tile_regs.hpp"
-#include "vector/vector_unit.hpp"
 
 namespace tessera::rt {
 
 namespace R = regs::tile;
-
-static_assert(static_cast<unsigned>(VecOp::scale_rows) == static_cast<unsigned>(vector::Op::scale_rows) &&
-                  static_cast<unsigned>(VecOp::cast_from) == static_cast<unsigned>(vector::Op::cast_from) &&
-                  static_cast<unsigned>(VecOp::swiglu) == static_cast<unsigned>(vector::Op::swiglu) &&
-                  static_cast<unsigned>(VecOp::rope) == static_cast<unsigned>(vector::Op::rope),
-              "VecOp numbers are the vector unit's");
 
 namespace {
 std::uint32_t sem_word(Sem s) {

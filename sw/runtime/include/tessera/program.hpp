@@ -15,16 +15,29 @@
 
 #include "tessera/runtime.hpp"
 #include "tessera_program.h"
+#include "tile_regs.h"
 
 namespace tessera::rt {
 
-// The formats' register codes (CMD_FORMAT.INPUT, VCMD_FORMAT, DMA_FLAGS).
-enum class Fmt : std::uint32_t { fp32 = 0, bf16 = 1, fp16 = 2, e4m3 = 3, e5m2 = 4, int8 = 5, int32 = 6 };
+// The formats' register codes (CMD_FORMAT.INPUT, VCMD_FORMAT, DMA_FLAGS),
+// as tile.regs.json numbers them.
+enum class Fmt : std::uint32_t {
+  fp32 = TILE_FORMAT_FP32, bf16 = TILE_FORMAT_BF16, fp16 = TILE_FORMAT_FP16, e4m3 = TILE_FORMAT_E4M3,
+  e5m2 = TILE_FORMAT_E5M2, int8 = TILE_FORMAT_INT8, int32 = TILE_FORMAT_INT32
+};
 
-// VCMD_OP numbers.
+// VCMD_OP numbers, as tile.regs.json numbers them.
 enum class VecOp : std::uint32_t {
-  add, sub, mul, max, min, fma, abs, neg, relu, relu2, exp, log, rsqrt, recip, tanh, sigmoid, silu, gelu, swiglu,
-  softmax, rmsnorm, layernorm, sum, rmax, argmax, topk, rope, cast_to, cast_from, scale_rows
+  add = TILE_VECTOR_OP_ADD, sub = TILE_VECTOR_OP_SUB, mul = TILE_VECTOR_OP_MUL, max = TILE_VECTOR_OP_MAX,
+  min = TILE_VECTOR_OP_MIN, fma = TILE_VECTOR_OP_FMA, abs = TILE_VECTOR_OP_ABS, neg = TILE_VECTOR_OP_NEG,
+  relu = TILE_VECTOR_OP_RELU, relu2 = TILE_VECTOR_OP_RELU2, exp = TILE_VECTOR_OP_EXP,
+  log = TILE_VECTOR_OP_LOG, rsqrt = TILE_VECTOR_OP_RSQRT, recip = TILE_VECTOR_OP_RECIP,
+  tanh = TILE_VECTOR_OP_TANH, sigmoid = TILE_VECTOR_OP_SIGMOID, silu = TILE_VECTOR_OP_SILU,
+  gelu = TILE_VECTOR_OP_GELU, swiglu = TILE_VECTOR_OP_SWIGLU, softmax = TILE_VECTOR_OP_SOFTMAX,
+  rmsnorm = TILE_VECTOR_OP_RMSNORM, layernorm = TILE_VECTOR_OP_LAYERNORM, sum = TILE_VECTOR_OP_SUM,
+  rmax = TILE_VECTOR_OP_RMAX, argmax = TILE_VECTOR_OP_ARGMAX, topk = TILE_VECTOR_OP_TOPK,
+  rope = TILE_VECTOR_OP_ROPE, cast_to = TILE_VECTOR_OP_CAST_TO, cast_from = TILE_VECTOR_OP_CAST_FROM,
+  scale_rows = TILE_VECTOR_OP_SCALE_ROWS
 };
 
 // A command's semaphores: -1 for none.
