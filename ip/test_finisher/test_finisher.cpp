@@ -11,12 +11,12 @@ namespace R = regs::test_finisher;
 
 TestFinisher::TestFinisher(const sc_core::sc_module_name& n, const Config&) : MmioTarget(n, R::kBlock) {
   regs_.on_write(R::FINISHER, [this](RegisterBank::Write& w) {
-    const unsigned status = w.data & R::FINISHER_f::STATUS_MASK;
+    const auto status = static_cast<R::Status>(w.data & R::FINISHER_f::STATUS_MASK);
     const auto code = static_cast<int>((w.data & R::FINISHER_f::CODE_MASK) >> R::FINISHER_f::CODE_SHIFT);
     switch (status) {
-      case 0x5555: sim::request_exit(0, path(), "pass", now()); return true;
-      case 0x3333: sim::request_exit(code ? code : 1, path(), "fail with code " + std::to_string(code), now()); return true;
-      case 0x7777: log::unimplemented(path(), "finisher/reset", "reset request ignored"); return true;
+      case R::Status::PASS: sim::request_exit(0, path(), "pass", now()); return true;
+      case R::Status::FAIL: sim::request_exit(code ? code : 1, path(), "fail with code " + std::to_string(code), now()); return true;
+      case R::Status::RESET: log::unimplemented(path(), "finisher/reset", "reset request ignored"); return true;
       default:
         log::guest_error(path(), "finisher/value", "unknown command {:#x}", w.data);
         return false;

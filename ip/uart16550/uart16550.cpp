@@ -17,7 +17,9 @@ namespace tessera {
 namespace R = regs::uart16550;
 
 namespace {
-constexpr unsigned kIidNone = 0x1, kIidLineStatus = 0x6, kIidData = 0x4, kIidTimeout = 0xc, kIidThre = 0x2;
+constexpr auto kIidNone = static_cast<unsigned>(R::Iid::NONE), kIidLineStatus = static_cast<unsigned>(R::Iid::LINE_STATUS),
+               kIidData = static_cast<unsigned>(R::Iid::DATA), kIidTimeout = static_cast<unsigned>(R::Iid::TIMEOUT),
+               kIidThre = static_cast<unsigned>(R::Iid::THRE);
 }
 
 void Uart16550::Config::visit(Params& p) {

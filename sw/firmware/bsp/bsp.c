@@ -22,7 +22,8 @@ FILE* const stdout = &bsp_stdio;
 FILE* const stderr = &bsp_stdio;
 
 void _exit(int code) {
-  const uint32_t status = code == 0 ? 0x5555u : (((uint32_t)code << TEST_FINISHER_FINISHER_CODE_SHIFT) | 0x3333u);
+  const uint32_t status = code == 0 ? TEST_FINISHER_STATUS_PASS
+                                    : (((uint32_t)code << TEST_FINISHER_FINISHER_CODE_SHIFT) | TEST_FINISHER_STATUS_FAIL);
   mmio_write32(TESSERA_FINISHER_BASE + TEST_FINISHER_FINISHER_OFFSET, status);
   for (;;) __asm__ volatile("wfi");
 }

@@ -26,7 +26,7 @@ static uint64_t read64(uintptr_t a) { return mmio_read32(a) | ((uint64_t)mmio_re
 int main(void) {
   uart_init();
   int bad = 0;
-  if (mmio_read32(PWR(ID)) != 0x50575220u) {
+  if (mmio_read32(PWR(ID)) != POWER_ID_RESET) {
     printf("power: no power manager at %#x\n", TESSERA_POWER_BASE);
     return 1;
   }
