@@ -90,6 +90,17 @@ void parse_as(const Reader& r, ElfImage& img) {
 
 }  // namespace
 
+std::optional<std::string> ElfImage::string_at(const std::string& name, std::size_t max) const {
+  const std::uint64_t* at = symbol(name);
+  if (!at) return std::nullopt;
+  for (const Segment& s : segments)
+    if (*at >= s.addr && *at - s.addr < s.data.size()) {
+      const auto* begin = reinterpret_cast<const char*>(s.data.data() + (*at - s.addr));
+      return std::string(begin, strnlen(begin, std::min<std::size_t>(max, s.data.size() - (*at - s.addr))));
+    }
+  return std::nullopt;
+}
+
 ElfImage ElfImage::read(const std::string& file) {
   std::vector<std::uint8_t> bytes;
   try {

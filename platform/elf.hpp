@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -45,6 +46,9 @@ struct ElfImage {
     auto it = symbols.find(name);
     return it == symbols.end() ? nullptr : &it->second;
   }
+  // The NUL-terminated string the program holds at symbol `name` (in a
+  // segment's file bytes, at most `max` bytes); none if it has no such symbol.
+  std::optional<std::string> string_at(const std::string& name, std::size_t max = 4096) const;
 };
 
 }  // namespace tessera

@@ -177,7 +177,17 @@ tlm::tlm_response_status Platform::transport(tlm::tlm_command cmd, std::uint64_t
   return t.get_response_status();
 }
 
+void check_facts(const PlatformSpec& spec, const ElfImage& elf) {
+  if (const auto facts = elf.string_at("tessera_platform_facts"))
+    if (const std::string why = spec.facts_mismatch(*facts); !why.empty())
+      throw ElfError(fmt::format("{}: {}", elf.file, why));
+}
+
 void Platform::load(const ElfImage& elf) {
+  // A program built against this build's platform header carries its facts
+  // (the BSP's tessera_platform_facts): a platform that differs would put
+  // its timeouts or its global addresses silently wrong.
+  check_facts(spec_, elf);
   if (!spec_.boot.empty()) {
     auto* cpu = get<riscv::RiscvCpu>(spec_.boot);
     if (cpu->config().xlen != elf.xlen)

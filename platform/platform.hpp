@@ -21,6 +21,11 @@
 
 namespace tessera {
 
+// A program built against a platform header carries its facts (the BSP's
+// tessera_platform_facts); throws ElfError naming the first that `spec`
+// has otherwise (a timeout or a global address would be silently wrong).
+void check_facts(const PlatformSpec& spec, const ElfImage& elf);
+
 class Platform : public sc_core::sc_module {
  public:
   Platform(const sc_core::sc_module_name& n, const PlatformSpec& spec, bool protocol_checker);

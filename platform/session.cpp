@@ -146,6 +146,12 @@ struct Session::Impl {
       spec = PlatformSpec::parse(file, raw);
       name = spec.name;
     }
+    // Programs built for other facts are refused before anything elaborates.
+    for (unsigned k = 0; k < (system_spec ? system_spec->chips : 1); ++k) {
+      auto own = chip_elfs.find(k);
+      if (own != chip_elfs.end()) check_facts(chip_spec(k), own->second);
+      else if (elf) check_facts(chip_spec(k), *elf);
+    }
   }
 
   void open_outputs() {

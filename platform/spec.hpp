@@ -75,6 +75,15 @@ struct PlatformSpec {
   const InstanceSpec* find(const std::string& name) const;
   // What --dump-config prints: every instance with every parameter.
   nlohmann::ordered_json effective() const;
+  // The facts firmware depends on (the instances' and the types' Fact
+  // lists): "clint.TIMEBASE_HZ" and "type.tile.LOCAL_SPM" -> value.
+  std::vector<std::pair<std::string, std::uint64_t>> facts() const;
+  // The same as one string, as the platform header's TESSERA_FACTS holds it
+  // and the BSP puts it in a program (tessera_platform_facts): "k=v;k=v".
+  std::string facts_string() const;
+  // Where a program's facts string disagrees with this platform's: one line
+  // naming the first fact; empty if none does (facts only one side has agree).
+  std::string facts_mismatch(const std::string& program_facts) const;
   // The memory-map header and linker symbols for firmware.
   std::string c_header() const;
   std::string linker_symbols() const;

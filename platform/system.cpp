@@ -181,8 +181,14 @@ std::string SystemSpec::describe() const {
     o += "; links";
     for (const LinkSpec& l : links) o += fmt::format(" {}.{}-{}.{}", l.a, l.port_a, l.b, l.port_b);
   }
-  o += fmt::format("\nChip k's memory is at {:#x} + (k << {}) + its local address, from every chip.\n",
-                   serdes::kGlobalBase, serdes::kChipShift);
+  const InstanceSpec* f = fabric.empty() || chip_specs.empty() ? nullptr : chip_specs.front().find(fabric);
+  if (f) {
+    const auto& c = *std::any_cast<std::shared_ptr<const serdes::C2c::Config>>(f->config);
+    o += fmt::format("\nChip k's memory is at {:#x} + (k << {}) + its local address, from every chip.\n", c.global_base,
+                     c.chip_shift);
+  } else {
+    o += "\n";
+  }
   return o;
 }
 

@@ -112,7 +112,8 @@ int sc_main(int argc, char** argv) {
     std::cout << tessera::Session::list_types();
     return 0;
   }
-  if (!vm.count("firmware") && ::access(TESSERA_DEFAULT_FIRMWARE, R_OK) == 0) firmware = TESSERA_DEFAULT_FIRMWARE;
+  const bool runs = !dump_config && gen_header.empty() && gen_linker.empty();  // the default firmware only for a run
+  if (!vm.count("firmware") && runs && ::access(TESSERA_DEFAULT_FIRMWARE, R_OK) == 0) firmware = TESSERA_DEFAULT_FIRMWARE;
   if (firmware != "none") o.firmware = firmware;
   if (vm.count("gdb")) o.gdb_port = gdb;
   o.protocol_checker = checker.empty() ? TESSERA_CHECKER_DEFAULT : checker == "on";

@@ -15,6 +15,8 @@ void Clint::Config::visit(Params& p) {
 void Clint::Config::validate(const Params& p) const {
   if (harts == 0 || harts > R::kRegs[R::MSIP].count) p.fail("harts", "must be between 1 and 4095");
   if (timebase.value > 1e12) p.fail("timebase", "must be at most 1THz");
+  if (timebase.value != static_cast<double>(static_cast<std::uint64_t>(timebase.value)))
+    p.fail("timebase", "must be a whole number of Hz (firmware counts it in Hz)");
 }
 
 Clint::Clint(const sc_core::sc_module_name& n, const Config& c)

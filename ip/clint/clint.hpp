@@ -22,6 +22,9 @@ class Clint : public MmioTarget {
   struct Config {
     unsigned harts = 1;
     Hertz timebase{10e6};
+    std::vector<Fact> facts() const {
+      return {{"TIMEBASE_HZ", static_cast<std::uint64_t>(timebase.value), "mtime ticks per second"}};
+    }
     void visit(Params& p);
     void validate(const Params& p) const;
   };

@@ -13,12 +13,23 @@
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
+#include <optional>
 #include <string>
 #include <systemc>
 
 #include "common/units.hpp"
 
 namespace tessera {
+
+// A number firmware depends on: TESSERA_<INSTANCE>_<NAME> in the platform
+// header, or TESSERA_TYPE_<TYPE>_<NAME> for facts of the type (the same for
+// every instance: the tile's local map).
+struct Fact {
+  std::string name;  // upper case: TIMEBASE_HZ
+  std::uint64_t value;
+  std::string doc;
+  bool of_type = false;
+};
 
 struct ConfigError : std::runtime_error {
   using std::runtime_error::runtime_error;
@@ -44,6 +55,10 @@ class Params {
   void address(const char* key, std::uint64_t& v, const char* doc);
 
   std::uint64_t instance_size() const { return instance_size_; }
+  // The instance's "base" on the bus, if it has one (a window whose layout
+  // the model derives from where it lies: the chip-to-chip fabric).
+  const std::optional<std::uint64_t>& instance_base() const { return instance_base_; }
+  void set_instance_base(std::optional<std::uint64_t> base) { instance_base_ = base; }
   // A path relative to the platform file's folder (absolute paths stay).
   std::string resolve(const std::string& path) const;
   const std::string& instance() const { return instance_; }
@@ -66,6 +81,7 @@ class Params {
   std::string where_, instance_, impl_;
   nlohmann::json raw_;
   std::uint64_t instance_size_;
+  std::optional<std::uint64_t> instance_base_;
   nlohmann::ordered_json effective_ = nlohmann::ordered_json::object();
   nlohmann::ordered_json docs_ = nlohmann::ordered_json::object();
   std::vector<std::string> asked_;

@@ -21,6 +21,10 @@ void IpRegistry::add_impl(const std::string& type, const std::string& impl) {
   else it->second.impls.push_back(impl);
 }
 
+void IpRegistry::set_facts(const std::string& type, std::function<std::vector<Fact>(const std::any&)> facts) {
+  types_.at(type).facts = std::move(facts);
+}
+
 const IpType* IpRegistry::find(const std::string& name) const {
   auto it = types_.find(name);
   return it == types_.end() ? nullptr : &it->second;

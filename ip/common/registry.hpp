@@ -4,7 +4,10 @@
 //   TESSERA_REGISTER_IP("uart16550", Uart16550, "16550 UART", R::kBlock.window);
 //
 // The class needs a nested Config (visit, validate) and a constructor
-// (sc_module_name, const Config&). Parsing and building are separate steps,
+// (sc_module_name, const Config&). A Config may also list the facts
+// firmware must know about the instance (std::vector<Fact> facts() const):
+// they go into the generated platform header, and a firmware built against
+// that header is refused on a platform whose facts differ. Parsing and building are separate steps,
 // so a whole platform description is checked before anything elaborates.
 #pragma once
 
@@ -13,6 +16,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "common/config.hpp"
@@ -28,7 +32,15 @@ struct IpType {
   std::function<std::any(Params&)> parse;
   std::function<std::unique_ptr<Ip>(const char* instance, const std::any& config)> build;
   std::vector<std::string> impls{"tlm"};  // what "impl" may say (IpRegistry::add_impl)
+  std::function<std::vector<Fact>(const std::any& config)> facts;  // may be empty
 };
+
+namespace detail {
+template <class C, class = void>
+struct HasFacts : std::false_type {};
+template <class C>
+struct HasFacts<C, std::void_t<decltype(std::declval<const C&>().facts())>> : std::true_type {};
+}  // namespace detail
 
 class IpRegistry {
  public:
@@ -37,6 +49,7 @@ class IpRegistry {
   const IpType* find(const std::string& name) const;
   // `type` also comes as `impl` (after its TESSERA_REGISTER_IP, in the same file).
   void add_impl(const std::string& type, const std::string& impl);
+  void set_facts(const std::string& type, std::function<std::vector<Fact>(const std::any&)> facts);
   const std::map<std::string, IpType>& all() const { return types_; }
 
  private:
@@ -58,7 +71,13 @@ struct RegisterIp {
         },
         [](const char* instance, const std::any& config) -> std::unique_ptr<Ip> {
           return std::make_unique<T>(instance, *std::any_cast<std::shared_ptr<const Config>>(config));
-        }});
+        },
+        {"tlm"},
+        {}});
+    if constexpr (detail::HasFacts<Config>::value)
+      IpRegistry::get().set_facts(type, [](const std::any& config) {
+        return std::any_cast<std::shared_ptr<const Config>>(config)->facts();
+      });
   }
 };
 

@@ -66,6 +66,12 @@ std::vector<Fault> parse_faults(const std::string& text) {
 
 void C2c::Config::visit(Params& p) {
   rtl = p.impl() == "rtl";
+  if (p.instance_base()) global_base = *p.instance_base();
+  if (p.instance_size()) {  // kMaxChips shares of a power of two each
+    const std::uint64_t share = p.instance_size() / kMaxChips;
+    chip_shift = 0;
+    while (chip_shift < 63 && (1ull << chip_shift) < share) ++chip_shift;
+  }
   p("ports", ports, "SerDes link ports (at most 8)");
   p("lanes", link.lanes, "lanes per link, each direction");
   p("lane_gbps", link.lane_gbps, "raw signalling rate per lane, Gb/s (112: a 112G PAM4 SerDes)");
@@ -93,6 +99,11 @@ void C2c::Config::visit(Params& p) {
 }
 
 void C2c::Config::validate(const Params& p) const {
+  if (p.instance_size() && p.instance_size() != std::uint64_t(kMaxChips) << chip_shift)
+    p.fail("size", fmt::format("the global window holds {} chips of a power of two bytes each: {:#x} is not such a size",
+                               kMaxChips, p.instance_size()));
+  if (global_base & ((1ull << chip_shift) - 1))
+    p.fail("base", fmt::format("the global window must be aligned to a chip's share ({:#x})", 1ull << chip_shift));
   if (ports < 1 || ports > kMaxPorts) p.fail("ports", "must be between 1 and 8");
   if (rtl && (link.flit_bytes != 256 || link.flit_header != 8))
     p.fail("flit_bytes", "impl rtl: the link layer RTL frames 256-byte FLITs with an 8-byte header");
@@ -233,7 +244,7 @@ C2c::C2c(const sc_core::sc_module_name& n, const Config& c)
   });
   noc_target.register_b_transport(this, &C2c::b_transport);
   noc_target.register_transport_dbg(this, &C2c::transport_dbg);
-  expose_target("noc_target", noc_target, std::uint64_t(kMaxChips) << kChipShift);
+  expose_target("noc_target", noc_target, std::uint64_t(kMaxChips) << c.chip_shift);
   expose_target("csr_target", regs_->csr_target, R::kBlock.window);
   expose_initiator("noc_initiator", noc_initiator);
   expose_irq_out("irq_out", irq);
@@ -428,8 +439,8 @@ const LinkState* C2c::link_state(unsigned port) const {
 
 void C2c::b_transport(tlm::tlm_generic_payload& trans, sc_core::sc_time& delay) {
   const std::uint64_t offset = trans.get_address();
-  const unsigned dest = static_cast<unsigned>(offset >> kChipShift);
-  const std::uint64_t local = offset & ((1ull << kChipShift) - 1);
+  const unsigned dest = static_cast<unsigned>(offset >> config_.chip_shift);
+  const std::uint64_t local = offset & ((1ull << config_.chip_shift) - 1);
   if (dest == chip_) ++local_;
   else ++remote_;
   delay += config_.switch_latency;  // through this fabric's switch; each fabric on the way adds its own
@@ -468,7 +479,7 @@ void C2c::route(tlm::tlm_generic_payload& trans, unsigned dest, std::uint64_t lo
   // Request: header (command, global address, length) and a write's data.
   std::vector<std::uint8_t> msg(hdr + (write ? len : 0), 0), rx(msg.size());
   msg[0] = write ? 1 : 0;
-  const std::uint64_t global = global_address(dest, local);
+  const std::uint64_t global = config_.global_address(dest, local);
   std::memcpy(&msg[8], &global, 8);
   std::memcpy(&msg[4], &len, 4);
   if (write) std::memcpy(&msg[hdr], trans.get_data_ptr(), len);
@@ -515,7 +526,8 @@ void C2c::route(tlm::tlm_generic_payload& trans, unsigned dest, std::uint64_t lo
 
 unsigned C2c::transport_dbg(tlm::tlm_generic_payload& trans) {
   const std::uint64_t offset = trans.get_address();
-  const unsigned n = route_dbg(trans, static_cast<unsigned>(offset >> kChipShift), offset & ((1ull << kChipShift) - 1), 0);
+  const unsigned shift = config_.chip_shift;
+  const unsigned n = route_dbg(trans, static_cast<unsigned>(offset >> shift), offset & ((1ull << shift) - 1), 0);
   trans.set_address(offset);
   return n;
 }

@@ -35,6 +35,8 @@
 
 namespace tessera::serdes {
 
+// The default global window (platform/t1.json's c2c instance). A fabric
+// derives its own from its instance: base, and size = kMaxChips << shift.
 inline constexpr std::uint64_t kGlobalBase = 0x1000'0000'0000ull;
 inline constexpr unsigned kChipShift = 40;
 inline constexpr unsigned kMaxChips = 16;
@@ -55,8 +57,19 @@ class C2c : public Ip {
     std::string faults;
     CommConfig comm;
     bool rtl = false;  // "impl": "rtl": each link's layer (framing, CRC, replay) is the RTL (ip/serdes/rtl)
+    std::uint64_t global_base = kGlobalBase;  // the instance's base
+    unsigned chip_shift = kChipShift;         // log2 of each chip's share of the window (its size / kMaxChips)
     void visit(Params& p);
     void validate(const Params& p) const;
+    std::vector<Fact> facts() const {
+      return {{"GLOBAL_BASE", global_base, "the global window: every chip's memory, from every chip"},
+              {"CHIP_SHIFT", chip_shift, "chip k's memory is at GLOBAL_BASE + (k << CHIP_SHIFT) + local"},
+              {"MAX_CHIPS", kMaxChips, "chips the global window holds"}};
+    }
+    // Chip `chip`'s `local` address as every chip sees it.
+    std::uint64_t global_address(unsigned chip, std::uint64_t local) const {
+      return global_base + (static_cast<std::uint64_t>(chip) << chip_shift) + local;
+    }
   };
 
   tlm_utils::simple_target_socket<C2c> noc_target;        // the global window, from this chip's NoC

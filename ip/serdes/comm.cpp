@@ -105,9 +105,11 @@ void CommEngine::thread() {
     }
     if (c.signal) {  // a 32-bit 1, as a tile semaphore takes it; also after a failure (CE_ERROR says which)
       std::uint32_t one = 1;
-      const bool global = c.signal >= kGlobalBase;
-      const unsigned chip = global ? static_cast<unsigned>((c.signal - kGlobalBase) >> kChipShift) : fabric_.chip_;
-      const std::uint64_t local = global ? (c.signal - kGlobalBase) & ((1ull << kChipShift) - 1) : c.signal;
+      const C2c::Config& fc = fabric_.config();
+      const std::uint64_t window = std::uint64_t(kMaxChips) << fc.chip_shift;
+      const bool global = c.signal >= fc.global_base && c.signal - fc.global_base < window;
+      const unsigned chip = global ? static_cast<unsigned>((c.signal - fc.global_base) >> fc.chip_shift) : fabric_.chip_;
+      const std::uint64_t local = global ? (c.signal - fc.global_base) & ((1ull << fc.chip_shift) - 1) : c.signal;
       if (!mem(true, chip, local, &one, 4)) {
         error_ = kCommBus;
         error_id_ = c.id;
@@ -126,7 +128,7 @@ bool CommEngine::mem(bool write, unsigned chip, std::uint64_t addr, void* data, 
   fabric_.route(t, chip, addr, d);
   sc_core::wait(d);
   if (!t.is_response_ok()) {
-    error_addr_ = global_address(chip, addr);
+    error_addr_ = fabric_.config().global_address(chip, addr);
     return false;
   }
   return true;

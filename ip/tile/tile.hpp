@@ -43,6 +43,10 @@ class Tile : public Ip {
     bool rtl = false;  // "impl": "rtl": the tensor core's array is the RTL (ip/tensor/rtl), co-simulated
     void visit(Params& p);
     void validate(const Params& p) const;
+    std::vector<Fact> facts() const {
+      return {{"LOCAL_SPM", kLocalSpm, "the tile core's view of its scratchpad", true},
+              {"LOCAL_REGS", kLocalRegs, "the tile core's view of its tile's registers", true}};
+    }
   };
 
   IrqOut irq;

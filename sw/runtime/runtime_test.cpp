@@ -1,6 +1,7 @@
 // The host runtime against the firmware's command processor on the default
 // T1: buffers, copies, kernels loaded and launched, and every error path of
 // the API and of the protocol; after each error the firmware keeps serving.
+#include <sstream>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -395,6 +396,44 @@ TEST(Runtime, AClusterOfChipsRunsKernelsAndCollectives) {
   cluster.chip(3).read(dst[3], all.data(), 4 * 64);
   for (unsigned k = 0; k < 4; ++k) EXPECT_EQ(all[16 * k + 5], float((k + 1) * 5)) << k;
   EXPECT_NE(usage_error([] { Device::Options x; Cluster again(x); }).find("one Device per process"), std::string::npos);
+}
+
+// The chip's facts moved (another CLINT timebase, another global window:
+// TESSERA_MOVED_SETS) with the command processor built for them: the
+// runtime's global addresses and the collectives follow the fabric's
+// window, and the firmware's watchdog still counts microseconds. The
+// default firmware on the moved chip is refused, naming the fact.
+TEST(Runtime, FactsMovedWithTheirFirmwareAgree) {
+  Device::Options o;
+  o.platform = Device::default_platform().substr(0, Device::default_platform().rfind('/')) + "/t1x4-ring.json";
+  std::istringstream sets(TESSERA_MOVED_SETS);
+  for (std::string s; sets >> s;) o.sets.push_back(s);
+  EXPECT_NE(usage_error([&] { Cluster wrong(o); }).find("cmdproc.elf: it was built for clint.TIMEBASE_HZ=0x989680"),
+            std::string::npos);
+  o.firmware = std::string(TESSERA_FIRMWARE_DIR) + "/cmdproc_moved.elf";
+  Cluster cluster(o);
+  const unsigned n = 1024;
+  std::vector<Buffer> src, dst;
+  for (unsigned k = 0; k < 4; ++k) {
+    src.push_back(cluster.chip(k).alloc(4 * n));
+    dst.push_back(cluster.chip(k).alloc(4 * n));
+    const std::vector<float> v(n, float(k + 1));
+    cluster.chip(k).write(src[k], v.data(), 4 * n);
+  }
+  EXPECT_EQ(cluster.chip(2).global(src[2]), 0x2000'0000'0000ull + (2ull << 40) + src[2].address);
+  cluster.wait(cluster.collective(TP_CE_ALL_REDUCE | TP_CE_RING | TP_CE_PUSH | TP_CE_FP32, src, dst, n));
+  std::vector<float> out(n);
+  cluster.chip(3).read(dst[3], out.data(), 4 * n);
+  EXPECT_EQ(out[0], 10.0f);
+  EXPECT_EQ(out[n - 1], 10.0f);
+  Device& d = cluster.chip(0);
+  const Kernel k = d.load_kernel(kKernels + "/misbehave.elf", 0x1);
+  const double before = cluster.simulated_seconds();
+  EXPECT_EQ(thrown<DeviceError>([&] { d.wait(d.launch(k, {2}, 0x1, 50)); }).status(), TP_TIMEOUT);
+  const double waited_us = (cluster.simulated_seconds() - before) * 1e6;
+  // 50 us and the launch's own work (a timebase taken 10x wrong gives 5 or 500).
+  EXPECT_GT(waited_us, 50.0) << "the watchdog counts 50 us at the 1 MHz timebase";
+  EXPECT_LT(waited_us, 75.0);
 }
 
 TEST(Runtime, AChipAloneIsASystemOfOne) {

@@ -5,6 +5,10 @@
 #include "bsp.h"
 #include "test_finisher_regs.h"
 
+/* The platform facts this program was built for (the generated header's
+ * TESSERA_FACTS): the loader refuses a platform whose facts differ. */
+__attribute__((used, retain)) const char tessera_platform_facts[] = TESSERA_FACTS;
+
 static int bsp_putc(char c, FILE* f) {
   (void)f;
   uart_putc(c);

@@ -10,10 +10,10 @@
 #include "c2c_regs.h"
 
 #define C2C(reg) (TESSERA_C2C_CSR_BASE + C2C_##reg##_OFFSET)
-#define GLOBAL(chip, local) (TESSERA_C2C_BASE + ((uint64_t)(chip) << 40) + (uint64_t)(local))
+#define GLOBAL(chip, local) (TESSERA_C2C_GLOBAL_BASE + ((uint64_t)(chip) << TESSERA_C2C_CHIP_SHIFT) + (uint64_t)(local))
 #define SLOTS (TESSERA_HBM0_BASE + 0x1000)   /* one 8-byte slot per chip */
 #define BLOCK (TESSERA_HBM0_BASE + 0x10000)  /* 4 KiB from the previous chip */
-#define MTIME_NS 100                          /* a 10 MHz timebase */
+#define MTIME_NS (1000000000u / TESSERA_CLINT_TIMEBASE_HZ) /* ns per mtime tick */
 
 static uint64_t token(unsigned from, unsigned to) { return 0x70c0000000000000ull | (uint64_t)from << 8 | to; }
 

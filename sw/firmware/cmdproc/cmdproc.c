@@ -24,40 +24,18 @@
 #define C2C(reg) (TESSERA_C2C_CSR_BASE + C2C_##reg##_OFFSET)
 #endif
 
-#define MTIME_PER_US 10u /* the CLINT's timebase on t1: 10 MHz */
-
-static const uintptr_t tile_regs[] = {
-#ifdef TESSERA_TILE0_CSR_BASE
-    TESSERA_TILE0_CSR_BASE,
-#endif
-#ifdef TESSERA_TILE1_CSR_BASE
-    TESSERA_TILE1_CSR_BASE,
-#endif
-#ifdef TESSERA_TILE2_CSR_BASE
-    TESSERA_TILE2_CSR_BASE,
-#endif
-#ifdef TESSERA_TILE3_CSR_BASE
-    TESSERA_TILE3_CSR_BASE,
-#endif
-#ifdef TESSERA_TILE4_CSR_BASE
-    TESSERA_TILE4_CSR_BASE,
-#endif
-#ifdef TESSERA_TILE5_CSR_BASE
-    TESSERA_TILE5_CSR_BASE,
-#endif
-#ifdef TESSERA_TILE6_CSR_BASE
-    TESSERA_TILE6_CSR_BASE,
-#endif
-#ifdef TESSERA_TILE7_CSR_BASE
-    TESSERA_TILE7_CSR_BASE,
-#endif
-};
-#define TILES (sizeof tile_regs / sizeof tile_regs[0])
-#define TILE_IRQ0 TESSERA_TILE0_IRQ
+/* The platform's facts, from its generated header: the tiles (in order),
+ * their interrupts, the tile core's local map, the CLINT's timebase. */
+#define TILE_CSR(n) TESSERA_##n##_CSR_BASE,
+#define TILE_IRQ(n) TESSERA_##n##_IRQ,
+static const uintptr_t tile_regs[] = {TESSERA_TYPE_TILE_LIST(TILE_CSR)};
+static const unsigned tile_irqs[] = {TESSERA_TYPE_TILE_LIST(TILE_IRQ)};
+#define TILES TESSERA_TYPE_TILE_COUNT
 #define SPM_BYTES TESSERA_TILE0_SIZE
 #define HBM_LO TESSERA_HBM0_BASE
 #define HBM_HI (TESSERA_HBM3_BASE + TESSERA_HBM3_SIZE)
-#define LOCAL_SPM 0x80000000u
+#define LOCAL_SPM ((uint32_t)TESSERA_TYPE_TILE_LOCAL_SPM)
+#define MTIME_PER_S ((uint64_t)TESSERA_CLINT_TIMEBASE_HZ)
 
 static inline void tile_w(unsigned t, uint32_t off, uint32_t v) { mmio_write32(tile_regs[t] + off, v); }
 static inline uint32_t tile_r(unsigned t, uint32_t off) { return mmio_read32(tile_regs[t] + off); }
@@ -74,7 +52,8 @@ static void on_mailbox(unsigned source) {
 }
 
 static void on_tile(unsigned source) {
-  const unsigned t = source - TILE_IRQ0;
+  unsigned t = 0;
+  while (t + 1 < TILES && tile_irqs[t] != source) ++t;
   TW(t, IRQ_ENABLE, 0); /* the main loop reads the core's state */
   tile_news |= 1u << t;
 }
@@ -211,7 +190,7 @@ static int launch(const struct tp_command* c, struct tp_completion* r, struct in
     TW(t, CORE_EXIT, 0);
     TW(t, CORE_PC, c->entry);
   }
-  f->deadline = clint_mtime() + (uint64_t)f->timeout * MTIME_PER_US;
+  f->deadline = clint_mtime() + (uint64_t)f->timeout * MTIME_PER_S / 1000000u;
   for (unsigned t = 0; t < TILES; ++t) {
     if (!(c->tiles >> t & 1)) continue;
     TW(t, IRQ_ENABLE, TILE_IRQ_ENABLE_CORE_DONE_MASK | TILE_IRQ_ENABLE_CORE_FAULT_MASK);
@@ -344,8 +323,8 @@ int main(void) {
   plic_enable(TESSERA_MAILBOX_IRQ, 1);
   for (unsigned t = 0; t < TILES; ++t) {
     TW(t, IRQ_ENABLE, 0);
-    trap_set_external_handler(TILE_IRQ0 + t, on_tile);
-    plic_enable(TILE_IRQ0 + t, 1);
+    trap_set_external_handler(tile_irqs[t], on_tile);
+    plic_enable(tile_irqs[t], 1);
   }
 #ifdef TESSERA_C2C_CSR_BASE
   trap_set_external_handler(TESSERA_C2C_IRQ, on_c2c);

@@ -5,7 +5,7 @@
 
 #include "bsp.h"
 
-#define TICK 1000 /* mtime counts at 10 MHz: 100 us */
+#define TICK (TESSERA_CLINT_TIMEBASE_HZ / 10000u) /* mtime ticks in 100 us */
 
 static volatile unsigned ticks;
 static char line[80];

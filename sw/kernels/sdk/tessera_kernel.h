@@ -23,10 +23,11 @@
 
 #include <stdint.h>
 
+#include "tessera_platform.h"
 #include "tile_regs.h"
 
-#define TK_SPM 0x80000000u
-#define TK_REGS 0x01000000u
+#define TK_SPM ((uint32_t)TESSERA_TYPE_TILE_LOCAL_SPM) /* from the platform file's tile type */
+#define TK_REGS ((uint32_t)TESSERA_TYPE_TILE_LOCAL_REGS)
 #define TK_QUEUE_DEPTH 8u
 
 /* Element formats (CMD_FORMAT.INPUT, VCMD_FORMAT, DMA_FLAGS.*_FORMAT). */

@@ -16,6 +16,7 @@
 #include "session.hpp"
 #include "system.hpp"
 #include "tessera/program.hpp"
+#include "serdes/c2c.hpp"
 #include "tile/tile.hpp"
 
 namespace tessera::rt {
@@ -588,7 +589,10 @@ Event Device::collective(std::uint32_t ce_op, const Buffer& src, const Buffer& d
 }
 
 std::uint64_t Device::global(const Buffer& b) const {
-  return 0x1000'0000'0000ull + (std::uint64_t(b.chip) << 40) + b.address;
+  // The window is the fabric's, as its instance places it.
+  for (const InstanceSpec& i : impl_->platform->spec().instances)
+    if (auto* f = impl_->platform->get<serdes::C2c>(i.name)) return f->config().global_address(b.chip, b.address);
+  throw UsageError("global: the chip has no chip-to-chip fabric (type c2c), so no global window");
 }
 
 // ---- systems of chips ------------------------------------------------------------

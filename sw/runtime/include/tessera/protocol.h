@@ -99,7 +99,7 @@ struct tp_completion { /* 32 bytes */
   uint32_t tile;
   uint32_t detail;
   uint32_t detail2;
-  uint64_t mtime; /* the CP's timer when the command completed (10 MHz on t1) */
+  uint64_t mtime; /* the CP's timer when the command completed (TESSERA_CLINT_TIMEBASE_HZ ticks per second) */
 };
 
 #define TP_DEFAULT_TIMEOUT_US 100000u
