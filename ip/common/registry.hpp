@@ -86,4 +86,12 @@ struct RegisterIp {
 #define TESSERA_REGISTER_IP(type, Class, ...) \
   static const ::tessera::RegisterIp<Class> tessera_registered_##Class(type, __VA_ARGS__)
 
+struct RegisterImpl {
+  RegisterImpl(const char* type, const char* impl) { IpRegistry::get().add_impl(type, impl); }
+};
+
+// Another "impl" the type accepts ("rtl"), after its TESSERA_REGISTER_IP in the same file.
+#define TESSERA_REGISTER_IMPL(type, Class, impl) \
+  static const ::tessera::RegisterImpl tessera_registered_impl_##Class(type, impl)
+
 }  // namespace tessera

@@ -151,8 +151,10 @@ class HbmStack::Csr : public MmioTarget {
  public:
   Csr(const sc_core::sc_module_name& n, HbmStack& s) : MmioTarget(n, R::kBlock), stack_(s) {
     const Org& o = s.config_.org;
-    regs_.set(R::CONFIG, o.channels | (o.pseudo_channels << 8) | (o.banks_per_pc() << 12) | (o.stacks << 20) |
-                             (s.config_.mode == "fast" ? 1u << 24 : 0));
+    namespace F = R::CONFIG_f;
+    regs_.set(R::CONFIG, o.channels << F::CHANNELS_SHIFT | o.pseudo_channels << F::PCS_SHIFT |
+                             o.banks_per_pc() << F::BANKS_SHIFT | o.stacks << F::STACKS_SHIFT |
+                             (s.config_.mode == "fast" ? F::FAST_MASK : 0));
     regs_.on_read(R::READ_BYTES, [this](unsigned, bool) { return stack_.bytes_read_; });
     regs_.on_read(R::WRITE_BYTES, [this](unsigned, bool) { return stack_.bytes_written_; });
     regs_.on_read(R::ROW_HITS, [this](unsigned, bool) { return stack_.totals().hits; });

@@ -6,6 +6,7 @@
 
 #include "common/power.hpp"
 #include "common/testing/initiator.hpp"
+#include "common/testing/reg_checks.hpp"
 #include "power/power_manager.hpp"
 #include "power_regs.hpp"
 
@@ -255,4 +256,20 @@ TEST(Power, UnderACapAveragePowerStaysAtTheCapAndThroughputFollowsTheClock) {
   pm.report_stats(stats);
   EXPECT_EQ(stats["tiles_throttles"].get<std::uint64_t>(), pm.throttles(tiles));
   EXPECT_EQ(stats["tiles_pstate"].get<unsigned>(), expect);
+}
+
+// The generic register checks every block gets.
+TEST(Power, CAndCppViewsAgree) {
+  namespace R = regs::power;
+  tessera::testing::expect_c_view_matches(R::kBlock, power_regs_cview, power_fields_cview, power_values_cview);
+}
+
+TEST(Power, ResetValuesAndAccessTypes) {
+  reset();
+  PowerManager::Config c;
+  PowerManager pm("power", c);
+  // Registers that report the configuration (P-state table, timings, the chip's info) hold what it says.
+  tessera::testing::expect_reset_and_access(tessera::testing::fw_of(pm.csr_target), 0, regs::power::kBlock,
+                                            {"INFO", "PSTATE", "PSTATE_TABLE", "FREQ_PERMILLE", "VOLTAGE_MV",
+                                             "TRANSITION_NS", "WINDOW_NS", "OVERCAP_NS"});
 }

@@ -583,6 +583,6 @@ void C2c::report_stats(nlohmann::ordered_json& out) const {
 
 TESSERA_REGISTER_IP("c2c", C2c, "chip-to-chip fabric: SerDes link ports (lanes, FLITs, CRC, replay, credits) and routing");
 // "impl": "rtl": the links' layer co-simulated from its RTL.
-static const bool tessera_c2c_rtl = (IpRegistry::get().add_impl("c2c", "rtl"), true);
+TESSERA_REGISTER_IMPL("c2c", C2c, "rtl");
 
 }  // namespace tessera::serdes

@@ -12,6 +12,7 @@
 #include "c2c_regs.hpp"
 #include "common/memory.hpp"
 #include "common/testing/initiator.hpp"
+#include "common/testing/reg_checks.hpp"
 #include "serdes/c2c.hpp"
 
 using namespace tessera;
@@ -695,4 +696,20 @@ TEST(Serdes, TheLinksClockSetsTheLaneRate) {
   EXPECT_NEAR((full - lc.latency) / flit, 10.0, 0.01);
   EXPECT_NEAR((half - ready - lc.latency) / flit, 20.0, 0.01);
   EXPECT_EQ(out, msg);
+}
+
+// The generic register checks every block gets.
+TEST(Serdes, CAndCppViewsAgree) {
+  namespace R = tessera::regs::c2c;
+  tessera::testing::expect_c_view_matches(R::kBlock, c2c_regs_cview, c2c_fields_cview, c2c_values_cview);
+}
+
+TEST(Serdes, ResetValuesAndAccessTypes) {
+  C2c fabric("fabric", config());
+  tlm::tlm_target_socket<>* csr = nullptr;
+  for (const auto& [port, t] : fabric.targets())
+    if (port == "csr_target") csr = t.socket;
+  ASSERT_NE(csr, nullptr);
+  // CHIP reports the fabric's identity (chip 0 of 1, its ports).
+  tessera::testing::expect_reset_and_access(tessera::testing::fw_of(*csr), 0, tessera::regs::c2c::kBlock, {"CHIP"});
 }

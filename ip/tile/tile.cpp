@@ -104,7 +104,7 @@ class Tile::Regs : public MmioTarget {
     tensor::TensorCore& tc = *t.tc_;
     regs_.on_read(R::STATUS, [&tc](unsigned, bool) -> std::uint64_t {
       return (tc.busy() ? R::STATUS_f::BUSY_MASK : 0) | (tc.error().empty() ? 0 : R::STATUS_f::ERROR_MASK) |
-             (std::min<std::uint64_t>(tc.queued(), 255) << 8);
+             (std::min<std::uint64_t>(tc.queued(), 255) << R::STATUS_f::QUEUED_SHIFT);
     });
     regs_.on_read(R::COMPLETED, [&tc](unsigned, bool) -> std::uint64_t { return tc.completed(); });
     regs_.on_read(R::ERROR_ID, [&tc](unsigned, bool) -> std::uint64_t { return tc.error_id(); });
@@ -141,7 +141,7 @@ class Tile::Regs : public MmioTarget {
     vector::VectorUnit& vu = *t.vu_;
     regs_.on_read(R::VSTATUS, [&vu](unsigned, bool) -> std::uint64_t {
       return (vu.busy() ? R::VSTATUS_f::BUSY_MASK : 0) | (vu.error().empty() ? 0 : R::VSTATUS_f::ERROR_MASK) |
-             (std::min<std::uint64_t>(vu.queued(), 255) << 8);
+             (std::min<std::uint64_t>(vu.queued(), 255) << R::VSTATUS_f::QUEUED_SHIFT);
     });
     regs_.on_read(R::VCOMPLETED, [&vu](unsigned, bool) -> std::uint64_t { return vu.completed(); });
     regs_.on_read(R::VERROR_ID, [&vu](unsigned, bool) -> std::uint64_t { return vu.error_id(); });
@@ -152,7 +152,7 @@ class Tile::Regs : public MmioTarget {
     dma::Dma& dma = *t.dma_;
     regs_.on_read(R::DMA_STATUS, [&dma](unsigned, bool) -> std::uint64_t {
       return (dma.busy() ? R::DMA_STATUS_f::BUSY_MASK : 0) | (dma.error().empty() ? 0 : R::DMA_STATUS_f::ERROR_MASK) |
-             (std::min<std::uint64_t>(dma.queued(), 255) << 8);
+             (std::min<std::uint64_t>(dma.queued(), 255) << R::DMA_STATUS_f::QUEUED_SHIFT);
     });
     regs_.on_read(R::DMA_COMPLETED, [&dma](unsigned, bool) -> std::uint64_t { return dma.completed(); });
     regs_.on_read(R::DMA_ERROR_ID, [&dma](unsigned, bool) -> std::uint64_t { return dma.error_id(); });
@@ -277,10 +277,10 @@ class Tile::Regs : public MmioTarget {
 
   static unsigned sem_wait(std::uint64_t v) { return static_cast<unsigned>(v & R::CMD_SEM_f::WAIT_MASK); }
   static unsigned sem_signal(std::uint64_t v) {
-    return static_cast<unsigned>((v & R::CMD_SEM_f::SIGNAL_MASK) >> 8);
+    return static_cast<unsigned>((v & R::CMD_SEM_f::SIGNAL_MASK) >> R::CMD_SEM_f::SIGNAL_SHIFT);
   }
   static unsigned sem_signal2(std::uint64_t v) {
-    return static_cast<unsigned>((v & R::CMD_SEM_f::SIGNAL2_MASK) >> 16);
+    return static_cast<unsigned>((v & R::CMD_SEM_f::SIGNAL2_MASK) >> R::CMD_SEM_f::SIGNAL2_SHIFT);
   }
 
   void dpush() {
@@ -298,8 +298,8 @@ class Tile::Regs : public MmioTarget {
     d.stochastic = f & R::DMA_FLAGS_f::STOCHASTIC_MASK;
     d.seed = regs_.get(R::DMA_SEED);
     d.scale_format = (f & R::DMA_FLAGS_f::SCALE_E8M0_MASK) ? num::ScaleFormat::E8M0 : num::ScaleFormat::FP32;
-    d.src_format = format_of(static_cast<unsigned>((f & R::DMA_FLAGS_f::SRC_FORMAT_MASK) >> 8));
-    d.dst_format = format_of(static_cast<unsigned>((f & R::DMA_FLAGS_f::DST_FORMAT_MASK) >> 12));
+    d.src_format = format_of(static_cast<unsigned>((f & R::DMA_FLAGS_f::SRC_FORMAT_MASK) >> R::DMA_FLAGS_f::SRC_FORMAT_SHIFT));
+    d.dst_format = format_of(static_cast<unsigned>((f & R::DMA_FLAGS_f::DST_FORMAT_MASK) >> R::DMA_FLAGS_f::DST_FORMAT_SHIFT));
     d.len0 = static_cast<std::uint32_t>(regs_.get(R::DMA_LEN0));
     d.count1 = static_cast<std::uint32_t>(regs_.get(R::DMA_COUNT1));
     d.count2 = static_cast<std::uint32_t>(regs_.get(R::DMA_COUNT2));
@@ -386,10 +386,10 @@ class Tile::Regs : public MmioTarget {
     c.shape.m = static_cast<unsigned>(regs_.get(R::CMD_M));
     c.shape.n = static_cast<unsigned>(regs_.get(R::CMD_N));
     c.shape.k = static_cast<unsigned>(regs_.get(R::CMD_K));
-    const unsigned acc = static_cast<unsigned>((f & R::CMD_FORMAT_f::ACC_MASK) >> 4);
+    const unsigned acc = static_cast<unsigned>((f & R::CMD_FORMAT_f::ACC_MASK) >> R::CMD_FORMAT_f::ACC_SHIFT);
     c.acc.kind = acc == 1 ? num::Accumulation::Kind::limited
                           : acc == 2 ? num::Accumulation::Kind::int32 : num::Accumulation::Kind::fp32;
-    c.acc.mantissa_bits = static_cast<unsigned>((f & R::CMD_FORMAT_f::MANT_BITS_MASK) >> 16);
+    c.acc.mantissa_bits = static_cast<unsigned>((f & R::CMD_FORMAT_f::MANT_BITS_MASK) >> R::CMD_FORMAT_f::MANT_BITS_SHIFT);
     c.acc.promote_every = static_cast<unsigned>(regs_.get(R::CMD_PROMOTE));
     c.accumulate = f & R::CMD_FORMAT_f::ACCUMULATE_MASK;
     c.trans_a = f & R::CMD_FORMAT_f::TRANS_A_MASK;
@@ -621,6 +621,6 @@ void Tile::report_stats(nlohmann::ordered_json& out) const {
 TESSERA_REGISTER_IP("tile", Tile,
                     "tensor tile: RV32 core, banked scratchpad, tensor core, vector unit, DMA and semaphores");
 // "impl": "rtl": the tensor core's array co-simulated from its RTL.
-static const bool tessera_tile_rtl = (IpRegistry::get().add_impl("tile", "rtl"), true);
+TESSERA_REGISTER_IMPL("tile", Tile, "rtl");
 
 }  // namespace tessera
