@@ -147,9 +147,9 @@ void HbmStack::Config::validate(const Params& p) {
 
 // ---- CSRs ------------------------------------------------------------------------
 
-class HbmStack::Csr : public MmioTarget {
+class HbmStack::Regs : public MmioTarget {
  public:
-  Csr(const sc_core::sc_module_name& n, HbmStack& s) : MmioTarget(n, R::kBlock), stack_(s) {
+  Regs(const sc_core::sc_module_name& n, HbmStack& s) : MmioTarget(n, R::kBlock), stack_(s) {
     const Org& o = s.config_.org;
     namespace F = R::CONFIG_f;
     regs_.set(R::CONFIG, o.channels << F::CHANNELS_SHIFT | o.pseudo_channels << F::PCS_SHIFT |
@@ -206,8 +206,8 @@ HbmStack::HbmStack(const sc_core::sc_module_name& n, const Config& c)
   mem_target.register_b_transport(this, &HbmStack::b_transport);
   mem_target.register_transport_dbg(this, &HbmStack::transport_dbg);
   expose_target("mem_target", mem_target, c.size);
-  csr_ = std::make_unique<Csr>("csr", *this);
-  expose_target("csr_target", csr_->csr_target, R::kBlock.window);
+  regs_ = std::make_unique<Regs>("regs", *this);
+  expose_target("csr_target", regs_->csr_target, R::kBlock.window);
   expose_irq_out("irq_out", irq_out);
 
   const unsigned pcs = c.org.pcs();
@@ -235,7 +235,7 @@ HbmStack::HbmStack(const sc_core::sc_module_name& n, const Config& c)
 
 HbmStack::~HbmStack() = default;
 
-tlm::tlm_target_socket<>& HbmStack::csr_target() { return csr_->csr_target; }
+tlm::tlm_target_socket<>& HbmStack::csr_target() { return regs_->csr_target; }
 
 void HbmStack::kick(unsigned pc) {
   PseudoChannel& ch = *channels_[pc];
@@ -258,10 +258,10 @@ bool HbmStack::check_ecc(std::uint64_t addr, unsigned len) {
       bits = 1;
     if (bits == 1) {
       ++ecc_corrected_;  // corrected on the fly: the data returned is right
-      csr_->log_error(a, false);
+      regs_->log_error(a, false);
     } else if (bits >= 2) {
       ++ecc_uncorrected_;
-      csr_->log_error(a, true);
+      regs_->log_error(a, true);
       log::guest_error(path(), "hbm/ecc", "uncorrectable ECC error at offset {:#x}", a);
       ok = false;
     }

@@ -107,7 +107,7 @@ class HbmStack : public Ip {
     unsigned remaining = 0;
     sc_core::sc_event done;
   };
-  class Csr;
+  class Regs;
   void b_transport(tlm::tlm_generic_payload& trans, sc_core::sc_time& delay);
   unsigned transport_dbg(tlm::tlm_generic_payload& trans);
   void detailed(tlm::tlm_generic_payload& trans, sc_core::sc_time& delay);
@@ -142,7 +142,7 @@ class HbmStack : public Ip {
     std::uint64_t reads = 0, writes = 0, hits = 0, misses = 0, conflicts = 0, refreshes = 0, busy = 0;
   };
   std::vector<FastChannel> fast_;
-  std::unique_ptr<Csr> csr_;
+  std::unique_ptr<Regs> regs_;
 };
 
 }  // namespace tessera::hbm

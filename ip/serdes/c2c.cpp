@@ -247,7 +247,7 @@ C2c::C2c(const sc_core::sc_module_name& n, const Config& c)
   expose_target("noc_target", noc_target, std::uint64_t(kMaxChips) << c.chip_shift);
   expose_target("csr_target", regs_->csr_target, R::kBlock.window);
   expose_initiator("noc_initiator", noc_initiator);
-  expose_irq_out("irq_out", irq);
+  expose_irq_out("irq_out", irq_out);
   routes_.assign(1, -1);
   for (const Fault& f : parse_faults(c.faults))
     if (f.kind == Fault::flit) pending_errors_.emplace_back(f.port, f.flit_number);
@@ -403,7 +403,7 @@ void C2c::charge_link(const Port& p, std::uint64_t attempts_before, const sc_cor
   meter_->charge(power::link_bit, bits, start, std::max(start, end));
 }
 
-void C2c::update_irq() { irq.write(regs_->get(R::IRQ_STATUS) & regs_->get(R::IRQ_ENABLE)); }
+void C2c::update_irq() { irq_out.write(regs_->get(R::IRQ_STATUS) & regs_->get(R::IRQ_ENABLE)); }
 
 void C2c::fail_lane(unsigned port, unsigned lane, sc_core::sc_time at) {
   Port& p = ports_.at(port);

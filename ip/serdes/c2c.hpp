@@ -74,7 +74,7 @@ class C2c : public Ip {
 
   tlm_utils::simple_target_socket<C2c> noc_target;        // the global window, from this chip's NoC
   tlm_utils::simple_initiator_socket<C2c> noc_initiator;  // into this chip's NoC
-  IrqOut irq;
+  IrqOut irq_out;
 
   C2c(const sc_core::sc_module_name& n, const Config& c);
   ~C2c() override;

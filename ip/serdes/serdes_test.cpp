@@ -295,7 +295,7 @@ TEST(Serdes, RegistersShowIdentityStateAndCountersAndInjectErrors) {
   std::vector<std::uint32_t> states;
   IrqIn line;
   line.set_handler([&](bool level) { irq += level; });
-  l.c2c(0).irq.bind(line);
+  l.c2c(0).irq_out.bind(line);
   sc_core::sc_spawn([&] {
     csr.transport(tlm::TLM_READ_COMMAND, off(R::CHIP), &chip, 4);
     std::uint32_t en = 0xffff;

@@ -372,7 +372,7 @@ class Tile::Regs : public MmioTarget {
     vu.submit(c);
   }
   void update_irq() {
-    tile_.irq.write(regs_.get(R::IRQ_ENABLE) & regs_.get(R::IRQ_STATUS));
+    tile_.irq_out.write(regs_.get(R::IRQ_ENABLE) & regs_.get(R::IRQ_STATUS));
     tile_.core_irq_.write(regs_.get(R::CORE_IRQ_ENABLE) & regs_.get(R::IRQ_STATUS));
   }
 
@@ -547,7 +547,7 @@ Tile::Tile(const sc_core::sc_module_name& n, const Config& c) : Ip(n), config_(c
     if (level) regs_->dma_event();
   });
   dma_->irq.bind(dma_irq_);
-  expose_irq_out("irq_out", irq);
+  expose_irq_out("irq_out", irq_out);
   tc_irq_.set_handler([this](bool level) {
     if (level) regs_->engine_event();
   });

@@ -49,7 +49,7 @@ class Tile : public Ip {
     }
   };
 
-  IrqOut irq;
+  IrqOut irq_out;
 
   Tile(const sc_core::sc_module_name& n, const Config& c);
   ~Tile() override;

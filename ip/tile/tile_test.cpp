@@ -37,7 +37,7 @@ struct Bench {
   explicit Bench(unsigned queue_depth = 8) : tile("tile0", config(queue_depth)) {
     mem.socket.bind(tile.scratchpad().mem_target);
     bus.socket.bind(tile.csr_target());
-    tile.irq.bind(irq);
+    tile.irq_out.bind(irq);
     for (const auto& [name, socket] : tile.initiators()) socket->bind(outside.target_socket);
     outside.initiator_socket.bind(far.mem_target);
     outside.map(0, kFar, 1 << 20, "far");
