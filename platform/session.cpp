@@ -280,6 +280,8 @@ std::string Session::default_platform() {
   return std::string(dir ? dir : TESSERA_PLATFORM_DIR) + "/t1.json";
 }
 
+std::string Session::trace_categories() { return trace::categories(); }
+
 std::string Session::list_types() {
   std::ostringstream out;
   for (const auto& [name, type] : IpRegistry::get().all()) {

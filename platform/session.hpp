@@ -83,6 +83,8 @@ class Session {
   static std::string default_platform();
   // Every IP type with its parameters and defaults (tessera-vp --list-types).
   static std::string list_types();
+  // The trace categories the IPs declare, comma-separated (--trace-categories).
+  static std::string trace_categories();
 
   bool is_system() const;
   const std::string& file() const;  // the platform or system file

@@ -80,8 +80,8 @@ int sc_main(int argc, char** argv) {
     ("gen-linker", po::value(&gen_linker), "write the linker-script symbols and exit")
     ("protocol-checker", po::value(&checker), "on|off: TLM-2.0 protocol checker on every binding")
     ("trace", po::value(&o.trace), "write a Chrome/Perfetto trace (JSON) of the run to this file")
-    ("trace-categories", po::value(&o.trace_categories), "what --trace records, comma-separated: tlm, dma, kernel, "
-                                                          "tensor, vector, hbm, link, power (default: all)")
+    ("trace-categories", po::value(&o.trace_categories), ("what --trace records, comma-separated: " +
+                                                          tessera::Session::trace_categories() + " (default: all)").c_str())
     ("trace-sockets", po::value(&o.trace_sockets), "TLM connections whose transactions --trace records, comma-separated "
                                                     "instance names or connections (cp, cp_bus_initiator, bus_noc)")
     ("waves", po::value(&o.waves), "write model-level waveforms to this file (FILE.vcd or FILE.fst)")

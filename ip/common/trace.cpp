@@ -72,9 +72,36 @@ double us(const sc_core::sc_time& t) { return t.to_seconds() * 1e6; }
 
 }  // namespace
 
-const char* name(Category c) {
-  static const char* const names[] = {"tlm", "dma", "kernel", "tensor", "vector", "hbm", "link", "power"};
-  return c < kCategories ? names[c] : "?";
+namespace {
+struct Known {
+  std::string name, doc;
+};
+std::vector<Known>& known() {
+  static std::vector<Known> k;  // built during static initialisation, in whatever order the IPs come
+  return k;
+}
+}  // namespace
+
+Category category(const char* name, const char* doc) {
+  std::vector<Known>& k = known();
+  for (unsigned i = 0; i < k.size(); ++i)
+    if (k[i].name == name) return i;
+  if (k.size() == 32) std::abort();  // elaboration-only: a build with more than 32 categories
+  k.push_back({name, doc});
+  return static_cast<Category>(k.size() - 1);
+}
+
+const Category tlm = category("tlm", "TLM transactions on the sockets --trace-sockets names");
+
+const char* name(Category c) { return c < known().size() ? known()[c].name.c_str() : "?"; }
+
+std::string categories() {
+  std::vector<std::string> names;
+  for (const Known& k : known()) names.push_back(k.name);
+  std::sort(names.begin(), names.end());
+  std::string o;
+  for (const std::string& n : names) o += (o.empty() ? "" : ", ") + n;
+  return o;
 }
 
 void open(const Options& o) {
@@ -82,10 +109,9 @@ void open(const Options& o) {
   unsigned mask = 0;
   for (const std::string& c : o.categories) {
     unsigned i = 0;
-    while (i < kCategories && c != name(static_cast<Category>(i))) ++i;
-    if (i == kCategories)
-      throw std::runtime_error(fmt::format("--trace-categories: unknown category '{}' (categories: tlm, dma, kernel, tensor, "
-                                           "vector, hbm, link, power)", c));
+    while (i < known().size() && c != known()[i].name) ++i;
+    if (i == known().size())
+      throw std::runtime_error(fmt::format("--trace-categories: unknown category '{}' (categories: {})", cut(c), categories()));
     mask |= 1u << i;
   }
   State& s = state();
@@ -95,7 +121,7 @@ void open(const Options& o) {
   s.sockets = o.sockets;
   std::fputs("{\"displayTimeUnit\":\"ns\",\"otherData\":{\"generator\":\"tessera-vp\"},\"traceEvents\":[", s.out);
   // Every category by default; sockets named means their transactions are wanted.
-  detail::mask = o.categories.empty() ? (1u << kCategories) - 1 : mask | (o.sockets.empty() ? 0u : 1u << tlm);
+  detail::mask = o.categories.empty() ? ~0u : mask | (o.sockets.empty() ? 0u : 1u << tlm);
   detail::on = true;
   static bool registered = false;
   if (!registered) registered = std::atexit(close) == 0;

@@ -7,8 +7,10 @@
 // per domain). Nothing is recorded, and nothing costs more than a load and
 // a branch, unless a trace is open.
 //
-// Categories: tlm, dma, kernel, tensor, vector, hbm, link, power; a trace
-// records all of them unless told which (`--trace-categories`).
+// Categories: each IP declares its own in its source file
+// (`const trace::Category kTrace = trace::category("hbm", "HBM commands");`);
+// the framework's is tlm. A trace records all of them unless told which
+// (`--trace-categories`).
 #pragma once
 
 #include <cstdint>
@@ -30,8 +32,14 @@ extern bool on;
 extern unsigned mask;
 }  // namespace detail
 
-enum Category : unsigned { tlm, dma, kernel, tensor, vector, hbm, link, power, kCategories };
+using Category = unsigned;  // a bit of the trace's mask
+// Registers a category (at static initialisation) and returns it; the same
+// name again is the same category. At most 32.
+Category category(const char* name, const char* doc);
+extern const Category tlm;  // TLM transactions on the sockets Options::sockets names
 const char* name(Category c);
+// Every category, "name (doc), ...", for help and messages.
+std::string categories();
 
 // Opens the trace; throws std::runtime_error naming the file or the unknown category.
 void open(const Options& o);

@@ -15,6 +15,10 @@
 namespace tessera::dma {
 
 namespace {
+const trace::Category kTrace = trace::category("dma", "DMA descriptors");
+}  // namespace
+
+namespace {
 
 bool is_fp8(num::Format f) { return f == num::Format::E4M3 || f == num::Format::E5M2; }
 bool is_wide_float(num::Format f) {
@@ -256,8 +260,8 @@ void Dma::run() {
       fail(d, DmaError::bus, chunk_error_);
       continue;
     }
-    if (trace::on(trace::dma))
-      trace::slice(trace::dma, name(), fmt::format("{:#x} -> {:#x}", d.src, d.dst), start, sc_core::sc_time_stamp(),
+    if (trace::on(kTrace))
+      trace::slice(kTrace, name(), fmt::format("{:#x} -> {:#x}", d.src, d.dst), start, sc_core::sc_time_stamp(),
                    {{"id", d.id}, {"elements", static_cast<std::uint64_t>(d.len0) * d.count1 * d.count2},
                     {"src_local", d.src_local}, {"dst_local", d.dst_local}});
     ++completed_;

@@ -8,6 +8,10 @@
 
 namespace tessera::hbm {
 
+namespace {
+const trace::Category kTrace = trace::category("hbm", "HBM commands");
+}  // namespace
+
 PseudoChannel::PseudoChannel(const Timing& t, const Org& o, const ControllerConfig& c, Done done)
     : t_(t), org_(o), cfg_(c), done_(std::move(done)), checker_(t, o), banks_(o.banks_per_pc()) {
   stats_.activations.assign(banks_.size(), 0);
@@ -224,10 +228,10 @@ void PseudoChannel::issue(const Candidate& c) {
     checker_.record(c.cmd, c.bank, row, c.cycle);
   }
   if (record_) issued_.push_back({c.cmd, c.bank, row, c.cycle});
-  if (trace::on(trace::hbm) && clock_) {
+  if (trace::on(kTrace) && clock_) {
     const std::uint64_t len = c.cmd == Cmd::ACT ? t_.tRCDRD : c.cmd == Cmd::PRE ? t_.tRP
                             : c.cmd == Cmd::REFAB ? t_.tRFCab : c.cmd == Cmd::REFPB ? t_.tRFCpb : t_.tBURST;
-    trace::slice(trace::hbm, track_, cmd_name(c.cmd), clock_->edge(c.cycle, tck_), clock_->edge(c.cycle + len, tck_),
+    trace::slice(kTrace, track_, cmd_name(c.cmd), clock_->edge(c.cycle, tck_), clock_->edge(c.cycle + len, tck_),
                  {{"bank", c.bank}, {"row", row}});
   }
   apply(c.cmd, c.bank, row, c.cycle);

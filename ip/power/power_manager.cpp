@@ -15,6 +15,10 @@
 
 namespace tessera {
 
+namespace {
+const trace::Category kTrace = trace::category("power", "power and frequency per domain");
+}  // namespace
+
 namespace R = regs::power;
 
 using power::kDomains;
@@ -487,12 +491,12 @@ void PowerManager::show_clock(power::Domain d, const sc_core::sc_time& at) {
   waves::change_real(w_freq_[d], s.scale, at);
   waves::change_real(w_volts_[d], s.volts, at);
   const std::string dom = power::name(d);
-  trace::counter(trace::power, path(), dom + " freq", at, s.scale);
-  trace::counter(trace::power, path(), dom + " V", at, s.volts);
+  trace::counter(kTrace, path(), dom + " freq", at, s.scale);
+  trace::counter(kTrace, path(), dom + " V", at, s.volts);
 }
 
 void PowerManager::publish() {
-  if (published_ || (!waves::on() && !trace::on(trace::power))) return;
+  if (published_ || (!waves::on() && !trace::on(kTrace))) return;
   published_ = true;
   const auto& windows = meter_.windows();
   std::array<std::vector<double>, kDomains> leak;
@@ -509,10 +513,10 @@ void PowerManager::publish() {
       w /= static_cast<double>(n);
       total += w;
       waves::change_real(w_watts_[d], w, at);
-      trace::counter(trace::power, path(), std::string(power::name(static_cast<power::Domain>(d))) + " W", at, w);
+      trace::counter(kTrace, path(), std::string(power::name(static_cast<power::Domain>(d))) + " W", at, w);
     }
     waves::change_real(w_total_, total, at);
-    trace::counter(trace::power, path(), "total W", at, total);
+    trace::counter(kTrace, path(), "total W", at, total);
   }
 }
 

@@ -12,6 +12,10 @@
 
 namespace tessera::serdes {
 
+namespace {
+const trace::Category kTrace = trace::category("link", "FLITs on the chip-to-chip links");
+}  // namespace
+
 std::string LinkConfig::check() const {
   if (lanes < 1 || lanes > 64) return "lanes must be between 1 and 64";
   if (!(lane_gbps > 0) || lane_gbps > 1000) return "lane_rate must be above 0 and at most 1000 Gb/s";
@@ -159,8 +163,8 @@ sc_core::sc_time Channel::send(const std::uint8_t* msg, std::size_t len, std::ui
         const sc_core::sc_time ft = end - t;
         stats_.lost_in_fault += static_cast<std::uint64_t>(std::ceil((e->start - t) / ft));
         ++stats_.replays;
-        if (trace::on(trace::link))
-          trace::instant(trace::link, track_, fmt::format("replay from {}", seq), e->end, {{"seq", seq}, {"reason", "link fault"}});
+        if (trace::on(kTrace))
+          trace::instant(kTrace, track_, fmt::format("replay from {}", seq), e->end, {{"seq", seq}, {"reason", "link fault"}});
         stats_.busy += e->start - t;
         t = e->end;
         continue;
@@ -177,16 +181,16 @@ sc_core::sc_time Channel::send(const std::uint8_t* msg, std::size_t len, std::ui
       }
       // The receiver checks the FLIT; a bad one is NAKed and the sender
       // goes back to it once the NAK arrives.
-      if (trace::on(trace::link))
-        trace::slice(trace::link, track_, fmt::format("flit {}", seq), t, end,
+      if (trace::on(kTrace))
+        trace::slice(kTrace, track_, fmt::format("flit {}", seq), t, end,
                      {{"seq", seq}, {"bytes", n}, {"lanes", w}, {"attempt", attempt}, {"corrupted", corrupt}});
       const FlitIn in = receive_flit(c_, wire_.data(), wire_.size(), seq, n ? out + off : nullptr);
       if (in.verdict != FlitIn::Verdict::ok) {
         ++stats_.crc_errors;
         ++stats_.replays;
         const sc_core::sc_time nak = arrival + c_.latency;
-        if (trace::on(trace::link))
-          trace::instant(trace::link, track_, fmt::format("replay from {}", seq), nak, {{"seq", seq}, {"reason", "crc"}});
+        if (trace::on(kTrace))
+          trace::instant(kTrace, track_, fmt::format("replay from {}", seq), nak, {{"seq", seq}, {"reason", "crc"}});
         stats_.replay_time += nak - end;
         t = nak;
         continue;

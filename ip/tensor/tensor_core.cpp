@@ -11,6 +11,10 @@
 #include "common/log.hpp"
 
 namespace tessera::tensor {
+
+namespace {
+const trace::Category kTrace = trace::category("tensor", "tensor core commands");
+}  // namespace
 namespace {
 unsigned element_bytes(num::Format f) { return num::bits(f) / 8; }
 // Every code's value, per input format (at most 65536 entries), built once.
@@ -312,8 +316,8 @@ void TensorCore::run() {
                      sc_core::sc_time_stamp());
       (s.input == num::Format::INT8 ? stats_.macs_int8 : stats_.macs_fp8) += macs;
       stats_.busy_cycles += cycles;
-      if (trace::on(trace::tensor))
-        trace::slice(trace::tensor, name(), fmt::format("gemm {}x{}x{} {} (rtl)", s.m, s.n, s.k, num::name(s.input)), began,
+      if (trace::on(kTrace))
+        trace::slice(kTrace, name(), fmt::format("gemm {}x{}x{} {} (rtl)", s.m, s.n, s.k, num::name(s.input)), began,
                      sc_core::sc_time_stamp(), {{"id", c.id}, {"macs", macs}, {"cycles", cycles}});
       ++completed_;
       running_ = false;
@@ -351,8 +355,8 @@ void TensorCore::run() {
       case num::Format::INT8: stats_.macs_int8 += t.macs; break;
       default: stats_.macs_fp8 += t.macs; break;
     }
-    if (trace::on(trace::tensor))
-      trace::slice(trace::tensor, name(), fmt::format("gemm {}x{}x{} {}", s.m, s.n, s.k, num::name(s.input)),
+    if (trace::on(kTrace))
+      trace::slice(kTrace, name(), fmt::format("gemm {}x{}x{} {}", s.m, s.n, s.k, num::name(s.input)),
                    sc_core::sc_time_stamp(), sc_core::sc_time_stamp() + busy,
                    {{"id", c.id}, {"macs", t.macs}, {"cycles", t.cycles}});
     sc_core::wait(busy);

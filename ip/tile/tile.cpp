@@ -12,6 +12,10 @@
 
 namespace tessera {
 
+namespace {
+const trace::Category kTrace = trace::category("kernel", "tile kernel launches");
+}  // namespace
+
 namespace R = regs::tile;
 
 namespace {
@@ -198,8 +202,8 @@ class Tile::Regs : public MmioTarget {
         tile_.core_->halt();
         core_state_ = 2;
         ++kernels_done_;
-        if (trace::on(trace::kernel))
-          trace::slice(trace::kernel, tile_.path() + ".core", fmt::format("kernel {:#x}", kernel_pc_), kernel_start_, now(),
+        if (trace::on(kTrace))
+          trace::slice(kTrace, tile_.path() + ".core", fmt::format("kernel {:#x}", kernel_pc_), kernel_start_, now(),
                        {{"exit", w.next}});
         raise(R::IRQ_STATUS_f::CORE_DONE_MASK);
       }

@@ -14,6 +14,10 @@
 #include "numerics/vector_ops.hpp"
 
 namespace tessera::vector {
+
+namespace {
+const trace::Category kTrace = trace::category("vector", "vector unit commands");
+}  // namespace
 namespace {
 const char* const kNames[] = {"add", "sub", "mul", "max", "min", "fma", "abs", "neg", "relu", "relu2", "exp",
                               "log", "rsqrt", "recip", "tanh", "sigmoid", "silu", "gelu", "swiglu", "softmax",
@@ -321,8 +325,8 @@ void VectorUnit::run() {
     stats_.special_ops += t.special_ops;
     meter_->charge(power::vector_op, static_cast<double>(t.lane_ops), began, began + busy);
     meter_->charge(power::vector_special, static_cast<double>(t.special_ops), began, began + busy);
-    if (trace::on(trace::vector))
-      trace::slice(trace::vector, name(), fmt::format("{} {}x{}", vector::name(c.op), c.rows, c.cols), began, began + busy,
+    if (trace::on(kTrace))
+      trace::slice(kTrace, name(), fmt::format("{} {}x{}", vector::name(c.op), c.rows, c.cols), began, began + busy,
                    {{"id", c.id}, {"lane_ops", t.lane_ops}, {"special_ops", t.special_ops}, {"cycles", t.cycles}});
     sc_core::wait(busy);
     stats_.busy_cycles += t.cycles;
