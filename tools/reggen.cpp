@@ -348,7 +348,14 @@ std::string c_view(const Block& b) {
   for (const Enum& e : b.enums) {
     o += fmt::format("/* {} */\n", e.doc);
     for (const Value& v : e.values) o += fmt::format("#define {}_{}_{} {:#x}\n", up, upper(e.name), v.name, v.value);
-    o += "\n";
+    // The same as an X-macro, X(NAME, name, value), for headers that name the values their own way.
+    o += fmt::format("#define {}_{}_VALUES(X)", up, upper(e.name));
+    for (const Value& v : e.values) {
+      std::string lower = v.name;
+      for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      o += fmt::format(" X({}, {}, {:#x})", v.name, lower, v.value);
+    }
+    o += "\n\n";
   }
   for (const auto& r : b.regs) {
     std::string p = up + "_" + r.name;

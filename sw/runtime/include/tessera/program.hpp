@@ -19,26 +19,12 @@
 
 namespace tessera::rt {
 
-// The formats' register codes (CMD_FORMAT.INPUT, VCMD_FORMAT, DMA_FLAGS),
-// as tile.regs.json numbers them.
-enum class Fmt : std::uint32_t {
-  fp32 = TILE_FORMAT_FP32, bf16 = TILE_FORMAT_BF16, fp16 = TILE_FORMAT_FP16, e4m3 = TILE_FORMAT_E4M3,
-  e5m2 = TILE_FORMAT_E5M2, int8 = TILE_FORMAT_INT8, int32 = TILE_FORMAT_INT32
-};
-
-// VCMD_OP numbers, as tile.regs.json numbers them.
-enum class VecOp : std::uint32_t {
-  add = TILE_VECTOR_OP_ADD, sub = TILE_VECTOR_OP_SUB, mul = TILE_VECTOR_OP_MUL, max = TILE_VECTOR_OP_MAX,
-  min = TILE_VECTOR_OP_MIN, fma = TILE_VECTOR_OP_FMA, abs = TILE_VECTOR_OP_ABS, neg = TILE_VECTOR_OP_NEG,
-  relu = TILE_VECTOR_OP_RELU, relu2 = TILE_VECTOR_OP_RELU2, exp = TILE_VECTOR_OP_EXP,
-  log = TILE_VECTOR_OP_LOG, rsqrt = TILE_VECTOR_OP_RSQRT, recip = TILE_VECTOR_OP_RECIP,
-  tanh = TILE_VECTOR_OP_TANH, sigmoid = TILE_VECTOR_OP_SIGMOID, silu = TILE_VECTOR_OP_SILU,
-  gelu = TILE_VECTOR_OP_GELU, swiglu = TILE_VECTOR_OP_SWIGLU, softmax = TILE_VECTOR_OP_SOFTMAX,
-  rmsnorm = TILE_VECTOR_OP_RMSNORM, layernorm = TILE_VECTOR_OP_LAYERNORM, sum = TILE_VECTOR_OP_SUM,
-  rmax = TILE_VECTOR_OP_RMAX, argmax = TILE_VECTOR_OP_ARGMAX, topk = TILE_VECTOR_OP_TOPK,
-  rope = TILE_VECTOR_OP_ROPE, cast_to = TILE_VECTOR_OP_CAST_TO, cast_from = TILE_VECTOR_OP_CAST_FROM,
-  scale_rows = TILE_VECTOR_OP_SCALE_ROWS
-};
+// The formats' register codes (CMD_FORMAT.INPUT, VCMD_FORMAT, DMA_FLAGS)
+// and the VCMD_OP numbers, named and numbered as tile.regs.json has them.
+#define TESSERA_RT_VALUE_(NAME, name, value) name = value,
+enum class Fmt : std::uint32_t { TILE_FORMAT_VALUES(TESSERA_RT_VALUE_) };
+enum class VecOp : std::uint32_t { TILE_VECTOR_OP_VALUES(TESSERA_RT_VALUE_) };
+#undef TESSERA_RT_VALUE_
 
 // A command's semaphores: -1 for none.
 struct Sem {
