@@ -112,14 +112,15 @@ void HbmStack::Config::visit(Params& p) {
   p("seed", seed, "seed of the error injection");
   p.size("page_size", page_size, "allocation granule of the backing store");
   size = p.instance_size();
-}
-
-void HbmStack::Config::validate(const Params& p) {
+  // Derived configuration, as every IP derives it: here, in visit().
   try {
     t = Timing::load(p.resolve(timing));
   } catch (const ConfigError& e) {
     p.fail("timing", e.what());
   }
+}
+
+void HbmStack::Config::validate(const Params& p) const {
   if (mode != "detailed" && mode != "fast") p.fail("mode", "must be detailed or fast");
   if (fast_bank_wait < 0 || fast_bank_wait > 1) p.fail("fast_bank_wait", "must be between 0 and 1");
   if (ctrl.scheduler != "frfcfs" && ctrl.scheduler != "fcfs") p.fail("scheduler", "must be frfcfs or fcfs");

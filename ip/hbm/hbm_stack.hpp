@@ -78,7 +78,7 @@ class HbmStack : public Ip {
     Timing t;
     std::uint64_t size = 0;
     void visit(Params& p);
-    void validate(const Params& p);
+    void validate(const Params& p) const;
   };
 
   HbmStack(const sc_core::sc_module_name& n, const Config& c);
