@@ -89,7 +89,7 @@ std::uint32_t encode_float(const Float& F, double x, const Convert& c) {
 
 const char* name(Format f) {
   static const char* const names[] = {"fp32", "fp16", "bf16", "e4m3", "e5m2", "int8", "int32"};
-  static_assert(std::size(names) == kFormats, "a name per format");
+  static_assert(std::size(names) == kFormats, "a name per format");  // elaboration-only
   return names[static_cast<unsigned>(f)];
 }
 
