@@ -136,7 +136,9 @@ bool CommEngine::mem(bool write, unsigned chip, std::uint64_t addr, void* data, 
 
 void CommEngine::worker() {
   for (;;) {
-    while (!job_ || job_->next >= job_->n) sc_core::wait(work_);
+    // Nothing to take: no job, its chunks all taken, or it failed (its
+    // other chunks are abandoned; parallel() returns once the running end).
+    while (!job_ || !job_->ok || job_->next >= job_->n) sc_core::wait(work_);
     Job& j = *job_;
     ++j.running;
     while (j.ok && j.next < j.n) {

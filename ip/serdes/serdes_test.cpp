@@ -625,6 +625,13 @@ TEST(Comm, BadCollectivesAreRefusedWithACodeAndTheEngineGoesOn) {
     bad.count = 256;
     EXPECT_EQ(one(bad), unsigned(kCommBus));
     EXPECT_EQ(e.error_addr(), global_address(0, kMem + 0x1000));
+    // Far more chunks than transfers in flight: the first error abandons the
+    // rest, in bounded simulated time (the fuzzed host protocol found the
+    // engine spinning in zero time here).
+    bad.count = 1ull << 40;
+    const sc_core::sc_time t0 = sc_core::sc_time_stamp();
+    EXPECT_EQ(one(bad), unsigned(kCommBus));
+    EXPECT_LT(sc_core::sc_time_stamp() - t0, sc_core::sc_time(1, sc_core::SC_MS));
     bad.op = CommOp::all_reduce;
     bad.src = 0;
     bad.count = (64ull << 20) / 4;  // 32 MiB chunks do not fit a quarter of 64 MiB of staging
