@@ -300,10 +300,8 @@ std::string Session::list_types() {
 
 bool Session::is_system() const { return impl_->system_spec.has_value(); }
 const std::string& Session::file() const { return impl_->file; }
-const std::string& Session::name() const { return impl_->name; }
 unsigned Session::chips() const { return impl_->system_spec ? impl_->system_spec->chips : 1; }
 const PlatformSpec& Session::chip_spec(unsigned k) const { return impl_->chip_spec(k); }
-const SystemSpec& Session::system_spec() const { return impl_->system_spec.value(); }
 
 nlohmann::ordered_json Session::effective() const {
   if (!impl_->system_spec) return impl_->spec.effective();
@@ -338,7 +336,6 @@ void Session::elaborate() {
 
 Platform& Session::chip(unsigned k) { return *impl_->chips.at(k); }
 System* Session::system() { return impl_->system.get(); }
-std::vector<Platform*> Session::platforms() { return impl_->chips; }
 
 std::string Session::describe() const {
   const Impl& s = *impl_;
@@ -417,8 +414,6 @@ nlohmann::ordered_json Session::finish(RunResult& r) {
   }
   return stats;
 }
-
-void Session::close() { impl_->close_outputs(); }
 
 std::string Session::summary(const nlohmann::ordered_json& stats) {
   std::string out = fmt::format(

@@ -30,7 +30,6 @@ namespace tessera {
 class Platform;
 class System;
 struct PlatformSpec;
-struct SystemSpec;
 
 struct SessionOptions {
   std::string platform;                    // platform or system file; empty: the default T1
@@ -88,10 +87,8 @@ class Session {
 
   bool is_system() const;
   const std::string& file() const;  // the platform or system file
-  const std::string& name() const;  // the platform's or the system's
   unsigned chips() const;
   const PlatformSpec& chip_spec(unsigned k = 0) const;
-  const SystemSpec& system_spec() const;  // only in a system
   nlohmann::ordered_json effective() const;  // the effective configuration (--dump-config)
   // The firmware-facing views of chip 0: memory-map header, linker symbols.
   // Rewritten only on change. Throws SessionError.
@@ -103,7 +100,6 @@ class Session {
   void elaborate();
   Platform& chip(unsigned k = 0);
   System* system();  // null for one chip
-  std::vector<Platform*> platforms();
   std::string describe() const;  // the memory map and the firmware, as tessera-vp prints them
 
   // Step 4: runs to the end, --max-time, or a model error.
@@ -112,8 +108,6 @@ class Session {
   // --strict applied, statistics written (a failure to write them makes
   // the run abnormal). Returns the statistics. Once.
   nlohmann::ordered_json finish(RunResult& result);
-  // Closes the outputs without a report (front ends with their own run control).
-  void close();
   // The counters that moved, as tessera-vp's summary prints them.
   static std::string summary(const nlohmann::ordered_json& stats);
 
