@@ -3,28 +3,20 @@
 
 set(TESSERA_GENERATED_DIR ${CMAKE_BINARY_DIR}/generated)
 file(MAKE_DIRECTORY ${TESSERA_GENERATED_DIR}/regs ${TESSERA_GENERATED_DIR}/docs)
+# What cmake/TesseraFunctions.cmake builds with here (an installed SDK sets
+# the same names to its own programs and targets).
+set(TESSERA_REGGEN tessera_reggen)
+set(TESSERA_VP tessera-vp)
+set(TESSERA_PLUGIN_API tessera_plugin_api)
+set(TESSERA_VERSION ${PROJECT_VERSION})
+include(${CMAKE_CURRENT_LIST_DIR}/TesseraFunctions.cmake)
+# The IPs' headers, here and installed (include/tessera/ip).
+set(TESSERA_IP_INCLUDES $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/ip> $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}/tessera/ip>)
 
 function(tessera_warnings target)
   if(TESSERA_WARNINGS)
     target_compile_options(${target} PRIVATE -Wall -Wextra -Werror -Wno-unused-parameter)
   endif()
-endfunction()
-
-# tessera_regs(<target> <file.regs.json>)
-# Runs tools/reggen on a register description and adds the generated C++
-# table, C header and C view to <target>. Markdown goes to generated/docs.
-function(tessera_regs target regs_json)
-  get_filename_component(abs ${regs_json} ABSOLUTE)
-  get_filename_component(block ${abs} NAME_WE)
-  set(out ${TESSERA_GENERATED_DIR}/regs/${block})
-  add_custom_command(
-    OUTPUT ${out}_regs.hpp ${out}_regs.h ${out}_regs_cview.c ${TESSERA_GENERATED_DIR}/docs/${block}_regs.md
-    COMMAND tessera_reggen ${abs} ${TESSERA_GENERATED_DIR}/regs ${TESSERA_GENERATED_DIR}/docs
-    DEPENDS tessera_reggen ${abs}
-    COMMENT "Generating register views of ${block}")
-  target_sources(${target} PRIVATE ${out}_regs.hpp ${out}_regs.h ${out}_regs_cview.c)
-  target_include_directories(${target} PUBLIC ${TESSERA_GENERATED_DIR}/regs)
-  set_property(GLOBAL APPEND PROPERTY TESSERA_REG_DOCS ${TESSERA_GENERATED_DIR}/docs/${block}_regs.md)
 endfunction()
 
 # tessera_add_ip(<name> SOURCES ... [REGS file.regs.json ...] [TESTS ...] [DEPS ...])
@@ -35,7 +27,7 @@ function(tessera_add_ip name)
   cmake_parse_arguments(IP "" "" "SOURCES;REGS;TESTS;DEPS" ${ARGN})
   set(lib tessera_ip_${name})
   add_library(${lib} STATIC ${IP_SOURCES})
-  target_include_directories(${lib} PUBLIC ${PROJECT_SOURCE_DIR}/ip)
+  target_include_directories(${lib} PUBLIC ${TESSERA_IP_INCLUDES})
   target_link_libraries(${lib} PUBLIC tessera_common ${IP_DEPS})
   tessera_warnings(${lib})
   foreach(r ${IP_REGS})

@@ -13,6 +13,7 @@
 
 #include "common/input.hpp"
 #include "common/log.hpp"
+#include "common/paths.hpp"
 #include "common/sim.hpp"
 #include "common/trace.hpp"
 #include "common/units.hpp"
@@ -275,10 +276,9 @@ Session::~Session() {
   if (impl_) impl_->close_outputs();
 }
 
-std::string Session::default_platform() {
-  const char* dir = std::getenv("TESSERA_PLATFORM_DIR");
-  return std::string(dir ? dir : TESSERA_PLATFORM_DIR) + "/t1.json";
-}
+std::string Session::default_platform() { return data_file(DataKind::platforms, "t1.json"); }
+std::string Session::default_firmware() { return data_file(DataKind::firmware, "hello.elf"); }
+std::string Session::program_dir() { return tessera::program_dir(); }
 
 std::string Session::trace_categories() { return trace::categories(); }
 

@@ -80,6 +80,10 @@ class Session {
 
   // The platform file a session opens when SessionOptions::platform is empty.
   static std::string default_platform();
+  // What tessera-vp runs when no firmware is named (hello.elf), and the
+  // running program's folder (common/paths.hpp finds both).
+  static std::string default_firmware();
+  static std::string program_dir();
   // Every IP type with its parameters and defaults (tessera-vp --list-types).
   static std::string list_types();
   // The trace categories the IPs declare, comma-separated (--trace-categories).

@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <cctype>
+#include <climits>
+#include <cstdlib>
 #include <fstream>
 #include <set>
 
@@ -78,7 +80,89 @@ std::string upper(std::string s) {
 
 }  // namespace
 
-nlohmann::json PlatformSpec::read(const std::string& file) { return read_json_file(file, "the platform file"); }
+namespace {
+
+std::string dir_of(const std::string& file) {
+  const auto slash = file.find_last_of('/');
+  return slash == std::string::npos ? "" : file.substr(0, slash + 1);
+}
+
+std::string beside(const std::string& file, const std::string& path) {
+  return !path.empty() && path[0] == '/' ? path : dir_of(file) + path;
+}
+
+std::string real_path(const std::string& file) {
+  char buf[PATH_MAX];
+  return ::realpath(file.c_str(), buf) ? std::string(buf) : file;
+}
+
+// One file with what it extends folded in (see spec.hpp); `chain` holds
+// the files that extend it, to refuse a cycle.
+nlohmann::json read_layered(const std::string& file, std::vector<std::string>& chain) {
+  nlohmann::json raw = read_json_file(file, "the platform file");
+  if (!raw.is_object()) return raw;  // parse() says what is wrong
+  if (raw.contains("plugins")) {
+    if (!raw["plugins"].is_array()) fail(file, "plugins: expected a list of library files");
+    nlohmann::json loaded = nlohmann::json::array();
+    for (std::size_t i = 0; i < raw["plugins"].size(); ++i) {
+      const auto& p = raw["plugins"][i];
+      const std::string w = fmt::format("{}: plugins[{}]", file, i);
+      if (!p.is_string() || p.get<std::string>().empty()) throw ConfigError(w + ": expected a library file");
+      const std::string path = beside(file, p.get<std::string>());
+      IpRegistry::get().load_plugin(path, w);
+      loaded.push_back(path);
+    }
+    raw["plugins"] = loaded;
+  }
+  if (!raw.contains("extends")) return raw;
+  if (!raw["extends"].is_string() || raw["extends"].get<std::string>().empty())
+    fail(file, "extends: expected the platform file this one builds on");
+  const std::string base_file = beside(file, raw["extends"].get<std::string>());
+  chain.push_back(real_path(file));
+  if (std::find(chain.begin(), chain.end(), real_path(base_file)) != chain.end())
+    fail(file, "extends: " + base_file + " extends this file in turn (a cycle)");
+  if (chain.size() > 8) fail(file, "extends: more than 8 files deep");
+  nlohmann::json out = read_layered(base_file, chain);
+  chain.pop_back();
+  if (!out.is_object() || !out.contains("instances") || !out["instances"].is_array())
+    fail(base_file, "instances: a list is required");
+  // Relative paths in the base's parameters (HBM timing files) are found beside it too.
+  out["search_path"].push_back(dir_of(base_file).empty() ? "./" : dir_of(base_file));
+  for (auto it = raw.begin(); it != raw.end(); ++it) {
+    const std::string& key = it.key();
+    if (key == "extends") continue;
+    if (key == "plugins") {
+      for (const auto& p : *it) out["plugins"].push_back(p);
+    } else if (key == "instances" && it->is_array()) {
+      for (const auto& j : *it) {
+        auto same = std::find_if(out["instances"].begin(), out["instances"].end(), [&](const nlohmann::json& b) {
+          return j.is_object() && b.is_object() && j.contains("name") && b.contains("name") && b["name"] == j["name"];
+        });
+        if (same == out["instances"].end()) {
+          out["instances"].push_back(j);
+          continue;
+        }
+        // An instance the base has: its keys replace the base's; params, irq and targets merge key by key.
+        for (auto k = j.begin(); k != j.end(); ++k) {
+          const bool merge = (k.key() == "params" || k.key() == "irq" || k.key() == "targets") && k->is_object() &&
+                             same->contains(k.key()) && (*same)[k.key()].is_object();
+          if (merge) (*same)[k.key()].update(*k);
+          else (*same)[k.key()] = *k;
+        }
+      }
+    } else {
+      out[key] = *it;  // platform, doc, boot; anything else for parse() to name
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+nlohmann::json PlatformSpec::read(const std::string& file) {
+  std::vector<std::string> chain;
+  return read_layered(file, chain);
+}
 
 void PlatformSpec::apply_set(nlohmann::json& raw, const std::string& file, const std::string& assignment) {
   const std::string where = "--set " + cut(assignment);
@@ -116,7 +200,15 @@ PlatformSpec PlatformSpec::parse(const std::string& file, const nlohmann::json& 
   PlatformSpec spec;
   spec.file = file;
   if (!raw.is_object()) fail(file, "the top level must be an object");
-  check_keys(raw, {"platform", "doc", "boot", "instances"}, file, "");
+  check_keys(raw, {"platform", "doc", "boot", "instances", "plugins", "search_path"}, file, "");
+  for (const char* key : {"plugins", "search_path"})  // read() loads and finds these; here they are only checked
+    if (raw.contains(key)) {
+      if (!raw[key].is_array()) fail(file, std::string(key) + ": expected a list of files");
+      for (const auto& f : raw[key]) {
+        if (!f.is_string()) fail(file, std::string(key) + ": expected a list of files, got " + cut(f.dump()));
+        (key[0] == 'p' ? spec.plugins : spec.search_path).push_back(f.get<std::string>());
+      }
+    }
   if (!raw.contains("platform") || !raw["platform"].is_string()) fail(file, "platform: a name is required");
   spec.name = raw["platform"].get<std::string>();
   spec.doc = optional_string(raw, "doc", file, "");
@@ -194,6 +286,7 @@ PlatformSpec PlatformSpec::parse(const std::string& file, const nlohmann::json& 
     }
     Params p(file, s.name, j.contains("params") ? j["params"] : nlohmann::json(), s.size, s.impl);
     p.set_instance_base(s.base);
+    p.set_search_path(spec.search_path);
     s.config = s.ip->parse(p);
     s.params = p.effective();
     spec.instances.push_back(std::move(s));
@@ -244,6 +337,7 @@ nlohmann::ordered_json PlatformSpec::effective() const {
   nlohmann::ordered_json out;
   out["platform"] = name;
   if (!boot.empty()) out["boot"] = boot;
+  if (!plugins.empty()) out["plugins"] = plugins;
   out["instances"] = nlohmann::ordered_json::array();
   for (const auto& s : instances) {
     nlohmann::ordered_json i;

@@ -11,6 +11,14 @@
 // output of this instance ("port" or "port[i]") to one input, or a list of
 // inputs, of other instances ("instance.port[i]").
 //
+// A platform file may build on another: "extends": "t1.json" (beside this
+// file) takes that file's instances, and this file's instances are added to
+// them, or, where one has the name of a base instance, replace the base's
+// keys (params, irq and targets merge key by key); platform, doc and boot
+// replace the base's. "plugins": ["libmy_ip.so"] loads IP libraries built
+// with tessera_add_plugin before the instances are read, so their types can
+// be used (paths beside the file that names them).
+//
 // Loading goes raw JSON -> --set overrides -> PlatformSpec, where every IP's
 // Config is built and validated and address ranges are checked, so a bad
 // description stops before anything elaborates, with one line naming the
@@ -63,8 +71,11 @@ struct PlatformSpec {
   std::string file, name, doc;
   std::string boot;  // the processor that starts at the firmware's entry point (optional)
   std::vector<InstanceSpec> instances;
+  std::vector<std::string> plugins;      // loaded by read()
+  std::vector<std::string> search_path;  // folders of the files it extends
 
-  // Reads and parses a platform file; throws ConfigError.
+  // Reads a platform file, folds in what it extends and loads its plugins;
+  // throws ConfigError.
   static nlohmann::json read(const std::string& file);
   // Applies "instance.key=value" (key: base, size, type, impl, irq.<port>,
   // or a parameter, also written params.<key>). Throws ConfigError.

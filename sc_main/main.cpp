@@ -26,10 +26,7 @@ const bool kNoBanner = ::setenv("SYSTEMC_DISABLE_COPYRIGHT_MESSAGE", "1", 0) == 
 // simulator: run tessera-demo from this program's folder (an installed
 // tree) or from the build tree.
 int run_demo(int argc, char** argv) {
-  std::string self(4096, '\0');
-  const ssize_t n = ::readlink("/proc/self/exe", self.data(), self.size() - 1);
-  self.resize(n > 0 ? static_cast<std::size_t>(n) : 0);
-  std::vector<std::string> places = {self.substr(0, self.rfind('/') + 1) + "tessera-demo", TESSERA_DEMO};
+  std::vector<std::string> places = {tessera::Session::program_dir() + "/tessera-demo", TESSERA_DEMO};
   std::vector<char*> args = {const_cast<char*>("tessera-demo")};
   for (int i = 1; i < argc; ++i) args.push_back(argv[i]);
   args.push_back(nullptr);
@@ -113,7 +110,9 @@ int sc_main(int argc, char** argv) {
     return 0;
   }
   const bool runs = !dump_config && gen_header.empty() && gen_linker.empty();  // the default firmware only for a run
-  if (!vm.count("firmware") && runs && ::access(TESSERA_DEFAULT_FIRMWARE, R_OK) == 0) firmware = TESSERA_DEFAULT_FIRMWARE;
+  if (const std::string hello = tessera::Session::default_firmware();
+      !vm.count("firmware") && runs && ::access(hello.c_str(), R_OK) == 0)
+    firmware = hello;
   if (firmware != "none") o.firmware = firmware;
   if (vm.count("gdb")) o.gdb_port = gdb;
   o.protocol_checker = checker.empty() ? TESSERA_CHECKER_DEFAULT : checker == "on";

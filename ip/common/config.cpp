@@ -1,6 +1,8 @@
 #include "common/config.hpp"
 #include "common/input.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
 
 namespace tessera {
@@ -19,7 +21,11 @@ Params::Params(std::string where, std::string instance, const nlohmann::json& ra
 std::string Params::resolve(const std::string& path) const {
   if (path.empty() || path[0] == '/') return path;
   const auto slash = where_.find_last_of('/');
-  return slash == std::string::npos ? path : where_.substr(0, slash + 1) + path;
+  const std::string own = slash == std::string::npos ? path : where_.substr(0, slash + 1) + path;
+  if (::access(own.c_str(), F_OK) == 0) return own;
+  for (const std::string& dir : search_path_)
+    if (const std::string p = dir + path; ::access(p.c_str(), F_OK) == 0) return p;
+  return own;
 }
 
 void Params::fail(const std::string& key, const std::string& why) const {

@@ -16,6 +16,7 @@
 #include <optional>
 #include <string>
 #include <systemc>
+#include <vector>
 
 #include "common/units.hpp"
 
@@ -59,8 +60,10 @@ class Params {
   // the model derives from where it lies: the chip-to-chip fabric).
   const std::optional<std::uint64_t>& instance_base() const { return instance_base_; }
   void set_instance_base(std::optional<std::uint64_t> base) { instance_base_ = base; }
-  // A path relative to the platform file's folder (absolute paths stay).
+  // A path relative to the platform file's folder, or to the folder of a
+  // file it extends where the file is found there (absolute paths stay).
   std::string resolve(const std::string& path) const;
+  void set_search_path(std::vector<std::string> dirs) { search_path_ = std::move(dirs); }
   const std::string& instance() const { return instance_; }
   // The instance's "impl": "tlm", or "rtl" where the type has RTL.
   const std::string& impl() const { return impl_; }
@@ -82,6 +85,7 @@ class Params {
   nlohmann::json raw_;
   std::uint64_t instance_size_;
   std::optional<std::uint64_t> instance_base_;
+  std::vector<std::string> search_path_;
   nlohmann::ordered_json effective_ = nlohmann::ordered_json::object();
   nlohmann::ordered_json docs_ = nlohmann::ordered_json::object();
   std::vector<std::string> asked_;

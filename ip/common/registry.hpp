@@ -52,8 +52,21 @@ class IpRegistry {
   void set_facts(const std::string& type, std::function<std::vector<Fact>(const std::any&)> facts);
   const std::map<std::string, IpType>& all() const { return types_; }
 
+  // Loads an IP library built outside this tree with tessera_add_plugin
+  // (cmake/TesseraFunctions.cmake): its TESSERA_REGISTER_IP lines register
+  // its types as it loads. A library loads once however often it is named.
+  // Throws ConfigError("<where>: <path>: why"): it cannot be opened or
+  // linked (a symbol this program lacks), it is no Tessera plugin, it was
+  // built for another Tessera, or it registers a type that is already known.
+  void load_plugin(const std::string& path, const std::string& where);
+  // The ABI string a plugin must carry (the version it was built against).
+  static const char* plugin_abi();
+
  private:
   std::map<std::string, IpType> types_;
+  std::map<std::string, bool> plugins_;  // by real path
+  bool loading_ = false;
+  std::vector<std::string> clashes_;  // types a loading plugin registered twice
 };
 
 template <class T>

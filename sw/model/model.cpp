@@ -7,6 +7,7 @@
 #include <cstring>
 #include <random>
 
+#include "common/paths.hpp"
 #include "numerics/block_scale.hpp"
 #include "numerics/formats.hpp"
 #include "numerics/vector_ops.hpp"
@@ -316,7 +317,7 @@ DeviceModel::DeviceModel(rt::Device& dev, const Config& c, const Weights& w)
 DeviceModel::DeviceModel(const std::vector<rt::Device*>& chips, const Config& c, const Weights& w)
     : dev_(*chips.at(0)), chips_(chips),
       prefix_(chips.size() > 1 ? fmt::format("chip{}.", chips[0]->chip()) : std::string("device.")), c_(c),
-      program_(dev_.load_kernel(std::string(TESSERA_KERNEL_DIR) + "/program.elf", (1u << dev_.tiles()) - 1)),
+      program_(dev_.load_kernel(data_file(DataKind::kernels, "program.elf"), (1u << dev_.tiles()) - 1)),
       tiles_(dev_.tiles()) {
   if (const std::string why = c.check(); !why.empty()) throw rt::UsageError("model: " + why);
   const unsigned N = static_cast<unsigned>(chips_.size());
@@ -337,7 +338,7 @@ DeviceModel::DeviceModel(const std::vector<rt::Device*>& chips, const Config& c,
       else if (r.address != recv_.address || o.address != out_.address || b.address != ret_.address)
         throw rt::UsageError(fmt::format("model: chip {}'s exchange buffers are not where chip 0's are", k));
       tables_.push_back(d.alloc(6 * 8 * N)), tables_.push_back(d.alloc(6 * 8 * N));
-      chip_programs_.push_back(k == 0 ? program_ : d.load_kernel(std::string(TESSERA_KERNEL_DIR) + "/program.elf",
+      chip_programs_.push_back(k == 0 ? program_ : d.load_kernel(data_file(DataKind::kernels, "program.elf"),
                                                                  (1u << d.tiles()) - 1));
     }
     send_ = dev_.alloc(2 * rows * D), gates_ = dev_.alloc(4 * rows);

@@ -9,6 +9,7 @@
 #include <systemc>
 
 #include "common/log.hpp"
+#include "common/paths.hpp"
 #include "common/payload.hpp"
 #include "common/sim.hpp"
 #include "mailbox_regs.hpp"
@@ -158,7 +159,7 @@ class HostAgent : public sc_core::sc_module {
   sc_core::sc_event bell_;
 };
 
-std::string default_firmware() { return std::string(TESSERA_FIRMWARE_DIR) + "/cmdproc.elf"; }
+std::string default_firmware() { return data_file(DataKind::firmware, "cmdproc.elf"); }
 
 }  // namespace
 
