@@ -11,6 +11,7 @@
 #include <set>
 
 #include "common/input.hpp"
+#include "common/paths.hpp"
 #include "common/units.hpp"
 
 namespace tessera {
@@ -117,7 +118,10 @@ nlohmann::json read_layered(const std::string& file, std::vector<std::string>& c
   if (!raw.contains("extends")) return raw;
   if (!raw["extends"].is_string() || raw["extends"].get<std::string>().empty())
     fail(file, "extends: expected the platform file this one builds on");
-  const std::string base_file = beside(file, raw["extends"].get<std::string>());
+  // A bare name ("t1") is a platform Tessera ships; anything else a file beside this one.
+  const std::string e = raw["extends"].get<std::string>();
+  const bool shipped = e.find('/') == std::string::npos && e.find('.') == std::string::npos;
+  const std::string base_file = shipped ? data_file(DataKind::platforms, e + ".json") : beside(file, e);
   chain.push_back(real_path(file));
   if (std::find(chain.begin(), chain.end(), real_path(base_file)) != chain.end())
     fail(file, "extends: " + base_file + " extends this file in turn (a cycle)");

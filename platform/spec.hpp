@@ -12,7 +12,8 @@
 // inputs, of other instances ("instance.port[i]").
 //
 // A platform file may build on another: "extends": "t1.json" (beside this
-// file) takes that file's instances, and this file's instances are added to
+// file; a bare name such as "t1" is a platform Tessera ships) takes that
+// file's instances, and this file's instances are added to
 // them, or, where one has the name of a base instance, replace the base's
 // keys (params, irq and targets merge key by key); platform, doc and boot
 // replace the base's. "plugins": ["libmy_ip.so"] loads IP libraries built

@@ -47,7 +47,7 @@ int sc_main(int argc, char** argv) {
   int gdb = 0;
   bool dump_config = false, quiet = false, list_types = false;
   po::options_description desc(
-      "Usage: tessera-vp [options]\n"
+      "Usage: tessera-vp [options] [FIRMWARE.elf]\n"
       "       tessera-vp demo [--tiny] [--prompt N] [--decode N] [--seed S] [--set inst.key=value]\n\n"
       "Runs the Tessera T1 virtual platform. With no arguments at all it runs the\n"
       "main job: an MoE decoder prefilled and decoded on the T1 through the host\n"
@@ -59,7 +59,7 @@ int sc_main(int argc, char** argv) {
     ("help,h", "print this help")
     ("version", "print the version")
     ("platform,p", po::value(&o.platform)->default_value(tessera::Session::default_platform()), "platform or system description (JSON); a system runs the firmware on every chip")
-    ("firmware,f", po::value(&firmware), "ELF file to load; its entry point is the boot processor's reset PC "
+    ("firmware,f", po::value(&firmware), "ELF file to load (also the one positional argument); its entry point is the boot processor's reset PC "
                                          "(default: the hello-world firmware of this build; none: no firmware)")
     ("chip-firmware", po::value(&o.chip_firmware)->composing(), "in a system: K=ELF runs ELF on chip K instead of --firmware (repeatable)")
     ("set,s", po::value(&o.sets)->composing(), "override a platform value: instance.key=value (repeatable)")
@@ -89,7 +89,10 @@ int sc_main(int argc, char** argv) {
   // clang-format on
   po::variables_map vm;
   try {
-    po::store(po::command_line_parser(argc, argv).options(desc).run(), vm);
+    // The firmware may also come as the one positional argument; any further one is an error.
+    po::positional_options_description positional;
+    positional.add("firmware", 1);
+    po::store(po::command_line_parser(argc, argv).options(desc).positional(positional).run(), vm);
     po::notify(vm);
     if (!checker.empty() && checker != "on" && checker != "off")
       throw po::error("--protocol-checker: expected on or off");

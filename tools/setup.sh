@@ -5,7 +5,7 @@ set -euo pipefail
 
 TESSERA_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 TESSERA_PACKAGES=(
-  g++ cmake ninja-build pkg-config ccache
+  g++ make cmake ninja-build pkg-config ccache
   libsystemc-dev libboost-program-options-dev libboost-filesystem-dev nlohmann-json3-dev libfmt-dev libgtest-dev
   verilator gcc-riscv64-unknown-elf picolibc-riscv64-unknown-elf gdb-multiarch
   clang-14 libclang-rt-14-dev libfuzzer-14-dev

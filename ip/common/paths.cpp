@@ -26,7 +26,14 @@ bool under(const std::string& path, const std::string& dir) {
   return path.size() > dir.size() && path.compare(0, dir.size(), dir) == 0 && path[dir.size()] == '/';
 }
 
+std::string& sdk_dir() {
+  static std::string dir;
+  return dir;
+}
+
 }  // namespace
+
+void set_sdk_data_dir(const char* dir) { sdk_dir() = dir ? dir : ""; }
 
 std::string program_dir() {
   std::string self(4096, '\0');
@@ -42,6 +49,7 @@ std::string data_dir(DataKind k) {
   if (const char* d = std::getenv("TESSERA_DATA_DIR"); d && *d) return std::string(d) + "/" + sub(k);
   const std::string bin = program_dir();
   if (const std::string beside = bin + "/../share/tessera/" + sub(k); !bin.empty() && is_dir(beside)) return beside;
+  if (const std::string sdk = sdk_dir() + "/" + sub(k); !sdk_dir().empty() && is_dir(sdk)) return sdk;
   if (under(bin, TESSERA_BINARY_DIR) || !is_dir(std::string(TESSERA_INSTALL_DATADIR) + "/" + sub(k)))
     return build_tree(k);
   return std::string(TESSERA_INSTALL_DATADIR) + "/" + sub(k);

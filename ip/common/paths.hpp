@@ -6,8 +6,9 @@
 // Looked up in this order: the environment (TESSERA_DATA_DIR, the root of
 // an installed layout, or TESSERA_PLATFORM_DIR for the platform files
 // alone); beside the running program when it is installed
-// (<bin>/../share/tessera); the build tree when the running program is part
-// of it; the prefix the build was configured to install to; the build tree.
+// (<bin>/../share/tessera); the SDK a program was built against (below);
+// the build tree when the running program is part of it; the prefix the
+// build was configured to install to; the build tree.
 #pragma once
 
 #include <string>
@@ -22,5 +23,15 @@ std::string data_dir(DataKind kind);
 std::string data_file(DataKind kind, const std::string& file);
 // The running program's folder ("" when /proc/self/exe cannot be read).
 std::string program_dir();
+
+// A program built against an installed SDK is compiled with
+// TESSERA_SDK_DATA_DIR (find_package(Tessera) sets it), so it finds that
+// SDK's data wherever the SDK was installed.
+void set_sdk_data_dir(const char* dir);
+#ifdef TESSERA_SDK_DATA_DIR
+namespace detail {
+inline const bool sdk_data_dir_set = (set_sdk_data_dir(TESSERA_SDK_DATA_DIR), true);
+}
+#endif
 
 }  // namespace tessera

@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "common/paths.hpp"  // a program built against an SDK finds that SDK's data
 #include "tessera/protocol.h"
 
 namespace tessera::rt {
