@@ -71,10 +71,11 @@ std::uint64_t PseudoChannel::earliest(Cmd cmd, unsigned bank) const {
   return std::max(e, now_);
 }
 
-bool PseudoChannel::row_pending(unsigned bank, std::uint64_t row) const {
+bool PseudoChannel::row_pending(unsigned bank, std::uint64_t row, const std::vector<Request>* only) const {
   for (const auto* q : {&reads_, &writes_})
-    for (const Request& r : *q)
-      if (r.loc.flat_bank(org_) == bank && r.loc.row == row) return true;
+    if (!only || q == only)
+      for (const Request& r : *q)
+        if (r.loc.flat_bank(org_) == bank && r.loc.row == row) return true;
   return false;
 }
 
@@ -85,8 +86,12 @@ PseudoChannel::Candidate PseudoChannel::next_for(const Request& r) const {
   if (b.open && b.row == r.loc.row) {
     c.cmd = r.write ? Cmd::WR : Cmd::RD;
   } else if (b.open) {
-    // Never close a row that queued requests still hit.
-    if (row_pending(c.bank, b.row)) return Candidate{};
+    // FR-FCFS closes no row that requests of the queue being served still
+    // hit: they go first. Only that queue's: a write waiting below the
+    // watermark must not keep the precharge the reads need from issuing
+    // (nothing would then issue for the bank). FCFS serves the oldest
+    // request whatever the others hit.
+    if (!fcfs_ && row_pending(c.bank, b.row, r.write ? &writes_ : &reads_)) return Candidate{};
     c.cmd = Cmd::PRE;
   } else {
     c.cmd = Cmd::ACT;

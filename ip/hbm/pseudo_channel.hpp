@@ -107,7 +107,8 @@ class PseudoChannel {
   void issue(const Candidate& c);
   void apply(Cmd cmd, unsigned bank, std::uint64_t row, std::uint64_t cycle);
   void refill();
-  bool row_pending(unsigned bank, std::uint64_t row) const;
+  // Whether a queued request (of `only`, if given; else of either queue) hits bank's row.
+  bool row_pending(unsigned bank, std::uint64_t row, const std::vector<Request>* only = nullptr) const;
   void account_queue(std::uint64_t cycle);
 
   Timing t_;
