@@ -27,12 +27,12 @@
 
 #include "common/log.hpp"
 #include "platform.hpp"
-#include "serdes/c2c.hpp"
+#include "c2c/c2c.hpp"
 #include "svg.hpp"
 #include "system.hpp"
 
 using namespace tessera;
-using namespace tessera::serdes;
+using namespace tessera::c2c;
 
 namespace {
 

@@ -12,11 +12,11 @@
 #include <systemc>
 #include <tlm_utils/simple_initiator_socket.h>
 
-#include "hbm/hbm_stack.hpp"
+#include "hbm/hbm.hpp"
 #include "traffic_gen/traffic_gen.hpp"
 
 using namespace tessera;
-using tessera::TrafficGen;
+using tessera::traffic_gen::TrafficGen;
 
 namespace {
 
@@ -54,14 +54,14 @@ int sc_main(int argc, char** argv) {
     return 0;
   }
   const Case& c = kCases[std::atoi(argv[1])];
-  hbm::HbmStack::Config cfg;
+  hbm::Hbm::Config cfg;
   cfg.t = hbm::Timing::load(std::string(TESSERA_PLATFORM_DIR) + "/hbm3-6400.json");
   cfg.mode = c.mode;
   cfg.org.channels = 1;
   cfg.org.pseudo_channels = 1;
   cfg.address_map = "O5 G2 C2 B2 C3 R15";
   cfg.size = hbm::AddressMap(cfg.address_map, cfg.org, cfg.t.burst_bytes(), false).capacity();
-  hbm::HbmStack stack("hbm", cfg);
+  hbm::Hbm stack("hbm", cfg);
   TrafficGen::Config g;
   g.pattern = c.random ? "random" : "sequential";
   g.size = cfg.size;

@@ -4,7 +4,7 @@
 //                     accumulation, the limited accumulation of current
 //                     FP8 tensor cores (13 mantissa bits kept, truncating),
 //                     and limited accumulation promoted into FP32 every 128
-//                     products (the tensor core's arithmetic, numerics/)
+//                     products (the tensor core's arithmetic, engines/num/)
 //   activations       an FFN layer on one tile with SwiGLU, ReLU^2 or GELU at
 //                     three special-function throughputs (the vector unit's
 //                     sfu_ratio: lane ops per special-function op): time,
@@ -33,8 +33,8 @@
 #include <vector>
 
 #include "common/power.hpp"
-#include "numerics/accumulate.hpp"
-#include "numerics/formats.hpp"
+#include "engines/num/accumulate.hpp"
+#include "engines/num/formats.hpp"
 #include "power/power_manager.hpp"
 #include "svg.hpp"
 #include "tessera/program.hpp"
@@ -370,7 +370,7 @@ nlohmann::json headroom_child(const std::string& self, const std::vector<std::st
 
 int power_headroom(const std::string& self, const std::string& dir) {
   using power::kDomains;
-  const PowerManager::Config defaults;
+  const power::PowerManager::Config defaults;
   const char* const names[] = {"tiles", "noc", "hbm", "links", "cp"};
   fmt::print("Power headroom: a fused MoE layer on 4 chips (t1x4-ring), per chip 8 tiles streaming expert blocks\n"
              "from HBM into their tensor cores while the engine runs an all-to-all ({} KiB per peer), {} layers\n",

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "common/testing/initiator.hpp"
-#include "tensor/tensor_core.hpp"
+#include "engines/tensor/tensor_core.hpp"
 
 using namespace tessera;
 
@@ -45,11 +45,11 @@ constexpr unsigned kRuns = 5;
 
 int sc_main(int, char**) {
   const unsigned sizes[] = {128, 256, 384};
-  std::vector<std::unique_ptr<Scratchpad>> spms;
+  std::vector<std::unique_ptr<scratchpad::Scratchpad>> spms;
   std::vector<std::unique_ptr<tensor::TensorCore>> cores;
   std::vector<std::unique_ptr<testing::TestInitiator>> ports;  // the scratchpads' NoC side, idle here
   for (unsigned s : sizes) {
-    spms.push_back(std::make_unique<Scratchpad>(("spm" + std::to_string(s)).c_str(), Scratchpad::Config{}));
+    spms.push_back(std::make_unique<scratchpad::Scratchpad>(("spm" + std::to_string(s)).c_str(), scratchpad::Scratchpad::Config{}));
     ports.push_back(std::make_unique<testing::TestInitiator>(("noc" + std::to_string(s)).c_str()));
     ports.back()->socket.bind(spms.back()->mem_target);
     cores.push_back(std::make_unique<tensor::TensorCore>(("tc" + std::to_string(s)).c_str(), *spms.back(),

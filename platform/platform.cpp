@@ -213,12 +213,12 @@ void Platform::load(const ElfImage& elf) {
 }
 
 void Platform::load_kernel(const std::string& name, const ElfImage& elf) {
-  Tile* tile = get<Tile>(name);
+  tile::Tile* tile = get<tile::Tile>(name);
   if (!tile) throw ConfigError(fmt::format("{}: no tile instance named \"{}\" in {}", elf.file, name, spec_.file));
   if (!tile->core()) throw ConfigError(fmt::format("{}: tile {} has no core (its \"core\" parameter is false)", elf.file, name));
   if (elf.xlen != 32)
     throw ElfError(fmt::format("{}: an RV{} program cannot run on {}'s RV32 core", elf.file, elf.xlen, name));
-  const std::uint64_t lo = Tile::kLocalSpm, hi = lo + tile->scratchpad().size();
+  const std::uint64_t lo = tile::Tile::kLocalSpm, hi = lo + tile->scratchpad().size();
   for (const auto& seg : elf.segments)
     if (seg.addr < lo || seg.addr + seg.memsz > hi)
       throw ElfError(fmt::format("{}: segment [{:#x}, {:#x}) lies outside {}'s scratchpad, [{:#x}, {:#x}) in its core's map",

@@ -242,7 +242,7 @@ struct Session::Impl {
     closed = true;
     for (Platform* c : chips)
       for (const InstanceSpec& s : c->spec().instances)
-        if (auto* pm = c->get<PowerManager>(s.name)) pm->publish();
+        if (auto* pm = c->get<power::PowerManager>(s.name)) pm->publish();
     if (!waves::close() && !o.waves.empty()) std::fprintf(stderr, "tessera-vp: warning: cannot write %s\n", o.waves.c_str());
     trace::close();
   }

@@ -8,7 +8,7 @@
 
 #include "common/input.hpp"
 #include "common/sim.hpp"
-#include "serdes/c2c.hpp"
+#include "c2c/c2c.hpp"
 
 namespace tessera {
 namespace {
@@ -43,8 +43,8 @@ SystemSpec SystemSpec::parse(const std::string& file, const nlohmann::json& raw,
   s.chip_file = (chip.is_absolute() ? chip : std::filesystem::path(file).parent_path() / chip).lexically_normal().string();
   if (!raw.contains("chips")) fail(file, "chips: missing (how many chips)");
   s.chips = count_of(raw["chips"], file, "chips");
-  if (s.chips < 1 || s.chips > serdes::kMaxChips)
-    fail(file, fmt::format("chips: {} chips; a system has 1 to {}", s.chips, serdes::kMaxChips));
+  if (s.chips < 1 || s.chips > c2c::kMaxChips)
+    fail(file, fmt::format("chips: {} chips; a system has 1 to {}", s.chips, c2c::kMaxChips));
   if (raw.contains("topology") && !raw["topology"].is_string())
     fail(file, "topology: expected ring, torus, full or list, got " + cut(raw["topology"].dump()));
   s.topology = raw.value("topology", "ring");
@@ -130,7 +130,7 @@ SystemSpec SystemSpec::parse(const std::string& file, const nlohmann::json& raw,
   unsigned ports = 0;
   if (!s.fabric.empty())
     for (const auto& i : s.chip_specs[0].instances)
-      if (i.name == s.fabric) ports = std::any_cast<std::shared_ptr<const serdes::C2c::Config>>(i.config)->ports;
+      if (i.name == s.fabric) ports = std::any_cast<std::shared_ptr<const c2c::C2c::Config>>(i.config)->ports;
   std::set<std::pair<unsigned, unsigned>> used;
   for (std::size_t i = 0; i < s.links.size(); ++i) {
     const LinkSpec& l = s.links[i];
@@ -183,7 +183,7 @@ std::string SystemSpec::describe() const {
   }
   const InstanceSpec* f = fabric.empty() || chip_specs.empty() ? nullptr : chip_specs.front().find(fabric);
   if (f) {
-    const auto& c = *std::any_cast<std::shared_ptr<const serdes::C2c::Config>>(f->config);
+    const auto& c = *std::any_cast<std::shared_ptr<const c2c::C2c::Config>>(f->config);
     o += fmt::format("\nChip k's memory is at {:#x} + (k << {}) + its local address, from every chip.\n", c.global_base,
                      c.chip_shift);
   } else {
@@ -198,7 +198,7 @@ System::System(const SystemSpec& spec, bool protocol_checker) : spec_(spec) {
   sim::set_domains(names);
   for (unsigned k = 0; k < spec.chips; ++k) {
     chips_.push_back(std::make_unique<Platform>(names[k].c_str(), spec.chip_specs[k], protocol_checker));
-    serdes::C2c* f = spec.fabric.empty() ? nullptr : chips_.back()->get<serdes::C2c>(spec.fabric);
+    c2c::C2c* f = spec.fabric.empty() ? nullptr : chips_.back()->get<c2c::C2c>(spec.fabric);
     if (f) {
       f->set_identity(k, spec.chips);
       for (unsigned to = 0; to < spec.chips; ++to)

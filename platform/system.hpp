@@ -14,7 +14,7 @@
 // its port b (b < a) or b - 1 (b > a) towards chip b. Routing takes the
 // fewest hops; where ports tie, chip k takes the (k mod n)-th of them.
 // Chip k's instances are "chipK.name"; its memory is at
-// serdes::global_address(k, local) from every chip.
+// c2c::global_address(k, local) from every chip.
 #pragma once
 
 #include <functional>
@@ -26,7 +26,7 @@
 
 namespace tessera {
 
-namespace serdes {
+namespace c2c {
 class C2c;
 }
 
@@ -60,7 +60,7 @@ class System {
   ~System();
   unsigned size() const { return static_cast<unsigned>(chips_.size()); }
   Platform& chip(unsigned k) { return *chips_.at(k); }
-  serdes::C2c& fabric(unsigned k) { return *fabrics_.at(k); }
+  c2c::C2c& fabric(unsigned k) { return *fabrics_.at(k); }
   const SystemSpec& spec() const { return spec_; }
   void load(const ElfImage& elf);  // the same firmware on every chip
   std::string load_error() const;
@@ -70,7 +70,7 @@ class System {
  private:
   const SystemSpec& spec_;
   std::vector<std::unique_ptr<Platform>> chips_;
-  std::vector<serdes::C2c*> fabrics_;
+  std::vector<c2c::C2c*> fabrics_;
 };
 
 }  // namespace tessera

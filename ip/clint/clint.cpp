@@ -3,7 +3,7 @@
 #include "clint_regs.hpp"
 #include "common/registry.hpp"
 
-namespace tessera {
+namespace tessera::clint {
 
 namespace R = regs::clint;
 
@@ -78,4 +78,4 @@ void Clint::update_timer(unsigned hart) {
 
 TESSERA_REGISTER_IP("clint", Clint, "SiFive CLINT: msip, mtimecmp, mtime", R::kBlock.window);
 
-}  // namespace tessera
+}  // namespace tessera::clint

@@ -12,7 +12,7 @@
 #include "common/config.hpp"
 #include "common/regs.hpp"
 
-namespace tessera {
+namespace tessera::clint {
 
 class Clint : public MmioTarget {
  public:
@@ -43,4 +43,4 @@ class Clint : public MmioTarget {
   std::vector<std::unique_ptr<sc_core::sc_event>> timer_events_;
 };
 
-}  // namespace tessera
+}  // namespace tessera::clint

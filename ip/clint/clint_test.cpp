@@ -6,6 +6,7 @@
 #include "common/testing/reg_checks.hpp"
 
 using namespace tessera;
+using namespace tessera::clint;
 using namespace tessera::testing;
 using sc_core::SC_NS;
 using sc_core::SC_US;

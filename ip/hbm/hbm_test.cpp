@@ -12,7 +12,7 @@
 #include "common/payload.hpp"
 #include "common/testing/initiator.hpp"
 #include "common/testing/reg_checks.hpp"
-#include "hbm/hbm_stack.hpp"
+#include "hbm/hbm.hpp"
 #include "hbm/timing_checker.hpp"
 #include "hbm_regs.hpp"
 
@@ -26,8 +26,8 @@ namespace {
 
 const std::string kTiming = std::string(TESSERA_PLATFORM_DIR) + "/hbm3-6400.json";
 
-HbmStack::Config config(bool one_pc, const std::string& mode = "detailed") {
-  HbmStack::Config c;
+Hbm::Config config(bool one_pc, const std::string& mode = "detailed") {
+  Hbm::Config c;
   c.t = Timing::load(kTiming);
   c.mode = mode;
   if (one_pc) {
@@ -157,9 +157,9 @@ TEST(Hbm, CheckerEveryConstraintOneCycleEarlyAndOnTime) {
 }
 
 TEST(Hbm, UnloadedLatencyEqualsTheFormula) {
-  HbmStack::Config c = config(true);
+  Hbm::Config c = config(true);
   c.ctrl.refresh = "off";
-  HbmStack hbm("hbm", c);
+  Hbm hbm("hbm", c);
   tessera::testing::TestInitiator cpu("cpu"), csr("csr");
   cpu.socket.bind(hbm.mem_target);
   csr.socket.bind(hbm.csr_target());
@@ -195,10 +195,10 @@ namespace {
 // A stack with its CSRs bound and a traffic driver on its memory port.
 // Several benches can share one elaboration (names differ by prefix).
 struct Bench {
-  HbmStack hbm;
+  Hbm hbm;
   tessera::testing::TestInitiator csr;
   Driver drv;
-  Bench(const HbmStack::Config& c, unsigned threads, unsigned count, unsigned bytes, bool random, bool write = false,
+  Bench(const Hbm::Config& c, unsigned threads, unsigned count, unsigned bytes, bool random, bool write = false,
         std::uint64_t span = 0, const std::string& prefix = "")
       : hbm((prefix + "hbm").c_str(), c), csr((prefix + "csr").c_str()),
         drv((prefix + "drv").c_str(), threads, count, bytes, random, span ? span : c.size, write) {
@@ -210,7 +210,7 @@ struct Bench {
   }
 };
 
-double run_efficiency(const HbmStack::Config& c, unsigned threads, unsigned count, unsigned bytes, bool random,
+double run_efficiency(const Hbm::Config& c, unsigned threads, unsigned count, unsigned bytes, bool random,
                       std::uint64_t* violations = nullptr) {
   Bench b(c, threads, count, bytes, random);
   sc_core::sc_start();
@@ -239,7 +239,7 @@ TEST(Hbm, StreamingReadsPerStack) {
 }
 
 TEST(Hbm, RandomReadsBoundByActivationRate) {
-  HbmStack::Config c = config(true);
+  Hbm::Config c = config(true);
   std::uint64_t violations = 1;
   const double e = run_efficiency(c, 32, 500, 32, true, &violations);
   const Timing& t = c.t;
@@ -257,7 +257,7 @@ TEST(Hbm, RefreshCostsTrfcOverTrefi) {
   // back to back (as JEDEC allows) leaves tRFC/tREFI plus the precharge and
   // re-activation around each batch. Without postponement the loss is
   // tRFC/tREFI plus about one tRP + tRCD per refresh (measured: 10.1%).
-  HbmStack::Config on = config(true), off = config(true);
+  Hbm::Config on = config(true), off = config(true);
   on.ctrl.refresh_postpone = 4;
   off.ctrl.refresh = "off";
   Bench a(on, 4, 256, 4096, false, false, 0, "on_"), b(off, 4, 256, 4096, false, false, 0, "off_");
@@ -271,9 +271,9 @@ TEST(Hbm, RefreshCostsTrfcOverTrefi) {
 }
 
 TEST(Hbm, WriteToReadTurnaroundAsTimed) {
-  HbmStack::Config c = config(true);
+  Hbm::Config c = config(true);
   c.ctrl.refresh = "off";
-  HbmStack hbm("hbm", c);
+  Hbm hbm("hbm", c);
   tessera::testing::TestInitiator cpu("cpu"), csr("csr");
   cpu.socket.bind(hbm.mem_target);
   csr.socket.bind(hbm.csr_target());
@@ -307,7 +307,7 @@ TEST(Hbm, WriteToReadTurnaroundAsTimed) {
 }
 
 TEST(Hbm, FastModeMatchesDetailedBandwidth) {
-  HbmStack::Config d = config(true), f = config(true, "fast");
+  Hbm::Config d = config(true), f = config(true, "fast");
   Bench ds(d, 4, 128, 4096, false, false, 0, "ds_"), fs(f, 4, 128, 4096, false, false, 0, "fs_");
   Bench dr(d, 32, 300, 32, true, false, 0, "dr_"), fr(f, 32, 300, 32, true, false, 0, "fr_");
   sc_core::sc_start();
@@ -327,7 +327,7 @@ TEST(Hbm, LongRandomRunsBreakNoConstraint) {
   for (const char* sched : {"frfcfs", "fcfs"})
     for (const char* page : {"open", "closed", "adaptive"})
       for (const char* refresh : {"all_bank", "per_bank"}) {
-        HbmStack::Config c = config(true);
+        Hbm::Config c = config(true);
         c.ctrl.scheduler = sched;
         c.ctrl.page_policy = page;
         c.ctrl.refresh = refresh;
@@ -367,7 +367,7 @@ TEST(Hbm, MixedReadsAndWritesNeverStallABank) {
   for (const char* sched : {"frfcfs", "fcfs"})
     for (const char* page : {"open", "closed", "adaptive"})
       for (const auto& [high, low] : {std::pair<unsigned, unsigned>{24, 8}, {48, 16}}) {
-        HbmStack::Config c = config(true);
+        Hbm::Config c = config(true);
         c.ctrl.scheduler = sched;
         c.ctrl.page_policy = page;
         c.ctrl.refresh = "off";
@@ -396,8 +396,8 @@ TEST(Hbm, MixedReadsAndWritesNeverStallABank) {
 TEST(Hbm, CAndCppViewsAgree) { tessera::testing::expect_c_view_matches(R::kBlock, hbm_regs_cview, hbm_fields_cview, hbm_values_cview); }
 
 TEST(Hbm, EccCorrectsSinglesReportsDoublesKeepsData) {
-  HbmStack::Config c = config(true);
-  HbmStack hbm("hbm", c);
+  Hbm::Config c = config(true);
+  Hbm hbm("hbm", c);
   tessera::testing::TestInitiator cpu("cpu"), csr("csr");
   cpu.socket.bind(hbm.mem_target);
   csr.socket.bind(hbm.csr_target());
@@ -445,7 +445,7 @@ TEST(Hbm, EccCorrectsSinglesReportsDoublesKeepsData) {
 }
 
 TEST(Hbm, EccErrorRateAndCounters) {
-  HbmStack::Config c = config(true);
+  Hbm::Config c = config(true);
   c.ecc_single_rate = 0.02;
   Bench b(c, 8, 500, 32, true);
   sc_core::sc_start();
@@ -461,8 +461,8 @@ TEST(Hbm, EccErrorRateAndCounters) {
 }
 
 TEST(Hbm, ResetValuesAndAccessTypes) {
-  HbmStack::Config c = config(true);
-  HbmStack hbm("hbm", c);
+  Hbm::Config c = config(true);
+  Hbm hbm("hbm", c);
   tessera::testing::expect_reset_and_access(tessera::testing::fw_of(hbm.csr_target()), 0, R::kBlock,
                                             {"CONFIG"});
   EXPECT_EQ(tessera::testing::read_dbg(tessera::testing::fw_of(hbm.csr_target()), 0x4, 4) & 0xff, 1u)

@@ -3,7 +3,7 @@
 #include "common/log.hpp"
 #include "common/registry.hpp"
 
-namespace tessera {
+namespace tessera::host_port {
 
 void HostPort::Config::visit(Params& p) {
   p("bandwidth", bandwidth, "bytes per second in each direction");
@@ -66,4 +66,4 @@ void HostPort::report_stats(nlohmann::ordered_json& out) const {
 
 TESSERA_REGISTER_IP("host_port", HostPort, "the host's PCIe-like link into the NoC (bandwidth, latency)");
 
-}  // namespace tessera
+}  // namespace tessera::host_port

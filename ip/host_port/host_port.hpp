@@ -16,7 +16,7 @@
 #include "common/ip.hpp"
 #include "common/units.hpp"
 
-namespace tessera {
+namespace tessera::host_port {
 
 class HostPort : public Ip {
  public:
@@ -43,4 +43,4 @@ class HostPort : public Ip {
   sc_core::sc_time busy_[2];
 };
 
-}  // namespace tessera
+}  // namespace tessera::host_port

@@ -13,6 +13,7 @@
 #include "host_port/host_port.hpp"
 
 using namespace tessera;
+using namespace tessera::host_port;
 using sc_core::sc_time;
 using sc_core::SC_NS;
 

@@ -5,7 +5,7 @@
 #include "common/sim.hpp"
 #include "htif_regs.hpp"
 
-namespace tessera {
+namespace tessera::htif {
 
 namespace R = regs::htif;
 
@@ -49,4 +49,4 @@ void Htif::command(std::uint64_t v) {
 
 TESSERA_REGISTER_IP("htif", Htif, "Spike HTIF tohost/fromhost: exit codes and console", R::kBlock.window, true);
 
-}  // namespace tessera
+}  // namespace tessera::htif

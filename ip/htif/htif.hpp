@@ -13,7 +13,7 @@
 #include "common/regs.hpp"
 #include "common/sink.hpp"
 
-namespace tessera {
+namespace tessera::htif {
 
 class Htif : public MmioTarget {
  public:
@@ -32,4 +32,4 @@ class Htif : public MmioTarget {
   CharSink console_;
 };
 
-}  // namespace tessera
+}  // namespace tessera::htif

@@ -6,6 +6,7 @@
 #include "htif_regs.hpp"
 
 using namespace tessera;
+using namespace tessera::htif;
 using namespace tessera::testing;
 namespace R = tessera::regs::htif;
 

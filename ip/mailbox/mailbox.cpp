@@ -4,7 +4,7 @@
 #include "common/registry.hpp"
 #include "mailbox_regs.hpp"
 
-namespace tessera {
+namespace tessera::mailbox {
 
 namespace R = regs::mailbox;
 
@@ -90,4 +90,4 @@ void Mailbox::report_stats(nlohmann::ordered_json& out) const {
 
 TESSERA_REGISTER_IP("mailbox", Mailbox, "host <-> CP mailbox: word FIFOs and doorbells with interrupts", R::kBlock.window);
 
-}  // namespace tessera
+}  // namespace tessera::mailbox

@@ -11,7 +11,7 @@
 #include "common/config.hpp"
 #include "common/regs.hpp"
 
-namespace tessera {
+namespace tessera::mailbox {
 
 class Mailbox : public Ip {
  public:
@@ -46,4 +46,4 @@ class Mailbox : public Ip {
   std::uint64_t words_ = 0, doorbells_ = 0;
 };
 
-}  // namespace tessera
+}  // namespace tessera::mailbox

@@ -5,6 +5,7 @@
 #include "mailbox_regs.hpp"
 
 using namespace tessera;
+using namespace tessera::mailbox;
 using namespace tessera::testing;
 namespace R = tessera::regs::mailbox;
 

@@ -4,7 +4,7 @@
 #include "common/registry.hpp"
 #include "plic_regs.hpp"
 
-namespace tessera {
+namespace tessera::plic {
 
 namespace R = regs::plic;
 
@@ -127,4 +127,4 @@ void Plic::report_stats(nlohmann::ordered_json& out) const {
 
 TESSERA_REGISTER_IP("plic", Plic, "RISC-V PLIC: priorities, pending, enables, threshold, claim/complete", R::kBlock.window);
 
-}  // namespace tessera
+}  // namespace tessera::plic

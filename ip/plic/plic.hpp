@@ -13,7 +13,7 @@
 #include "common/config.hpp"
 #include "common/regs.hpp"
 
-namespace tessera {
+namespace tessera::plic {
 
 class Plic : public MmioTarget {
  public:
@@ -43,4 +43,4 @@ class Plic : public MmioTarget {
   std::uint64_t claims_ = 0, completions_ = 0;
 };
 
-}  // namespace tessera
+}  // namespace tessera::plic

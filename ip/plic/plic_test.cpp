@@ -5,6 +5,7 @@
 #include "plic_regs.hpp"
 
 using namespace tessera;
+using namespace tessera::plic;
 using namespace tessera::testing;
 namespace R = tessera::regs::plic;
 

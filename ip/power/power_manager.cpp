@@ -13,7 +13,7 @@
 #include "common/trace.hpp"
 #include "power_regs.hpp"
 
-namespace tessera {
+namespace tessera::power {
 
 namespace {
 const trace::Category kTrace = trace::category("power", "power and frequency per domain");
@@ -591,4 +591,4 @@ TESSERA_REGISTER_IP("power", PowerManager,
                     "power manager: energy per event, leakage per domain, P-states, a power cap and its control loop, telemetry",
                     R::kBlock.window);
 
-}  // namespace tessera
+}  // namespace tessera::power

@@ -29,7 +29,7 @@
 #include "common/regs.hpp"
 #include "common/waves.hpp"
 
-namespace tessera {
+namespace tessera::power {
 
 class PowerManager : public MmioTarget {
  public:
@@ -122,4 +122,4 @@ class PowerManager : public MmioTarget {
   void show_clock(power::Domain d, const sc_core::sc_time& at);
 };
 
-}  // namespace tessera
+}  // namespace tessera::power

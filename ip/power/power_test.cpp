@@ -12,6 +12,7 @@
 
 using namespace tessera;
 using namespace tessera::power;
+using namespace tessera::power;
 using sc_core::sc_time;
 using sc_core::SC_NS;
 using sc_core::SC_US;

@@ -1,4 +1,4 @@
-// The transactor of the SerDes link layer RTL (ip/serdes/rtl/tessera_link.sv,
+// The transactor of the SerDes link layer RTL (ip/rtl/sv/tessera_link.sv,
 // Verilated): FLIT payloads in, the block's transmitter wired back to its
 // own receiver through a wire that can corrupt chosen transmissions, its
 // ACK/NAK answered after a round-trip delay. One SystemC thread owns the

@@ -1,5 +1,5 @@
 // The transactor of the tensor core's systolic array RTL
-// (ip/tensor/rtl/tessera_systolic.sv, Verilated): the model's operation
+// (ip/rtl/sv/tessera_systolic.sv, Verilated): the model's operation
 // (one weight-stationary tile: load ROWS x COLS weights, stream M rows of A
 // with their initial partial sums, collect M result rows) turned into the
 // block's valid/ready handshakes on its own clock. Requests are handed to
@@ -15,7 +15,7 @@
 
 #include "rtl/clocked.hpp"
 
-#include "tensor/tensor_core.hpp"
+#include "engines/tensor/tensor_core.hpp"
 
 class Vtessera_systolic;
 class VerilatedFstSc;

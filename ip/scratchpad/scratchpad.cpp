@@ -7,7 +7,7 @@
 #include "common/log.hpp"
 #include "common/storage.hpp"
 
-namespace tessera {
+namespace tessera::scratchpad {
 
 void BankGeometry::rows_per_bank(const std::uint64_t* addrs, unsigned count, unsigned bytes,
                                  std::vector<unsigned>& rows) const {
@@ -182,4 +182,4 @@ void Scratchpad::report_stats(nlohmann::ordered_json& out) const {
   out["errors"] = errors_;
 }
 
-}  // namespace tessera
+}  // namespace tessera::scratchpad

@@ -23,7 +23,7 @@
 #include "common/ip.hpp"
 #include "common/units.hpp"
 
-namespace tessera {
+namespace tessera::scratchpad {
 
 // Address to bank mapping and the cost of one access with idle banks.
 struct BankGeometry {
@@ -117,4 +117,4 @@ class Scratchpad : public Ip {
   std::vector<Stream> streams_;
 };
 
-}  // namespace tessera
+}  // namespace tessera::scratchpad

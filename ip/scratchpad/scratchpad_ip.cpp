@@ -3,8 +3,8 @@
 #include "common/registry.hpp"
 #include "scratchpad/scratchpad.hpp"
 
-namespace tessera {
+namespace tessera::scratchpad {
 
 TESSERA_REGISTER_IP("scratchpad", Scratchpad, "tile scratchpad: banked SRAM with bank-conflict timing");
 
-}  // namespace tessera
+}  // namespace tessera::scratchpad

@@ -9,6 +9,7 @@
 #include "scratchpad/scratchpad.hpp"
 
 using namespace tessera;
+using namespace tessera::scratchpad;
 using sc_core::sc_time;
 using sc_core::SC_NS;
 

@@ -5,7 +5,7 @@
 #include "common/sim.hpp"
 #include "test_finisher_regs.hpp"
 
-namespace tessera {
+namespace tessera::test_finisher {
 
 namespace R = regs::test_finisher;
 
@@ -26,4 +26,4 @@ TestFinisher::TestFinisher(const sc_core::sc_module_name& n, const Config&) : Mm
 
 TESSERA_REGISTER_IP("test_finisher", TestFinisher, "SiFive test device: pass/fail exit codes", R::kBlock.window);
 
-}  // namespace tessera
+}  // namespace tessera::test_finisher

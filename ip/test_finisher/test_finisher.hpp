@@ -7,7 +7,7 @@
 #include "common/config.hpp"
 #include "common/regs.hpp"
 
-namespace tessera {
+namespace tessera::test_finisher {
 
 class TestFinisher : public MmioTarget {
  public:
@@ -18,4 +18,4 @@ class TestFinisher : public MmioTarget {
   TestFinisher(const sc_core::sc_module_name& n, const Config& c);
 };
 
-}  // namespace tessera
+}  // namespace tessera::test_finisher

@@ -6,6 +6,7 @@
 #include "test_finisher_regs.hpp"
 
 using namespace tessera;
+using namespace tessera::test_finisher;
 using namespace tessera::testing;
 namespace R = tessera::regs::test_finisher;
 

@@ -10,7 +10,7 @@
 #include "common/registry.hpp"
 #include "tile_regs.hpp"
 
-namespace tessera {
+namespace tessera::tile {
 
 namespace {
 const trace::Category kTrace = trace::category("kernel", "tile kernel launches");
@@ -511,7 +511,7 @@ class Tile::LocalBus : public sc_core::sc_module {
 };
 
 Tile::Tile(const sc_core::sc_module_name& n, const Config& c) : Ip(n), config_(c) {
-  spm_ = std::make_unique<Scratchpad>("spm", c.spm);
+  spm_ = std::make_unique<scratchpad::Scratchpad>("spm", c.spm);
   tc_ = std::make_unique<tensor::TensorCore>("tensor", *spm_, c.array);
   if (c.rtl) {
     auto rtl = std::make_unique<rtl::SystolicRtl>("array_rtl", sc_core::sc_time(1.0 / c.array_clock.value, sc_core::SC_SEC),
@@ -627,4 +627,4 @@ TESSERA_REGISTER_IP("tile", Tile,
 // "impl": "rtl": the tensor core's array co-simulated from its RTL.
 TESSERA_REGISTER_IMPL("tile", Tile, "rtl");
 
-}  // namespace tessera
+}  // namespace tessera::tile

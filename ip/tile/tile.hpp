@@ -15,13 +15,13 @@
 #include "common/config.hpp"
 #include "common/regs.hpp"
 #include "common/semaphores.hpp"
-#include "dma/dma.hpp"
+#include "engines/dma/dma.hpp"
 #include "riscv/riscv_cpu.hpp"
 #include "scratchpad/scratchpad.hpp"
-#include "tensor/tensor_core.hpp"
-#include "vector/vector_unit.hpp"
+#include "engines/tensor/tensor_core.hpp"
+#include "engines/vector/vector_unit.hpp"
 
-namespace tessera {
+namespace tessera::tile {
 
 class Tile : public Ip {
  public:
@@ -29,7 +29,7 @@ class Tile : public Ip {
   static constexpr unsigned kSemaphores = 16;
 
   struct Config {
-    Scratchpad::Config spm;
+    scratchpad::Scratchpad::Config spm;
     tensor::ArrayConfig array;
     vector::VectorConfig vector;
     dma::Dma::Config dma;
@@ -40,7 +40,7 @@ class Tile : public Ip {
     Hertz core_clock{1e9};
     sc_core::sc_time core_quantum = sc_core::SC_ZERO_TIME;
     unsigned hartid = 0;
-    bool rtl = false;  // "impl": "rtl": the tensor core's array is the RTL (ip/tensor/rtl), co-simulated
+    bool rtl = false;  // "impl": "rtl": the tensor core's array is the RTL (ip/rtl/sv), co-simulated
     void visit(Params& p);
     void validate(const Params& p) const;
     std::vector<Fact> facts() const {
@@ -53,7 +53,7 @@ class Tile : public Ip {
 
   Tile(const sc_core::sc_module_name& n, const Config& c);
   ~Tile() override;
-  Scratchpad& scratchpad() { return *spm_; }
+  scratchpad::Scratchpad& scratchpad() { return *spm_; }
   tlm::tlm_target_socket<>& csr_target();
   tensor::TensorCore& tensor_core() { return *tc_; }
   vector::VectorUnit& vector_unit() { return *vu_; }
@@ -70,7 +70,7 @@ class Tile : public Ip {
 
   Config config_;
   Semaphores sems_{kSemaphores};
-  std::unique_ptr<Scratchpad> spm_;
+  std::unique_ptr<scratchpad::Scratchpad> spm_;
   std::unique_ptr<tensor::TensorCore> tc_;
   std::unique_ptr<sc_core::sc_module> array_rtl_;  // "impl": "rtl"
   std::unique_ptr<vector::VectorUnit> vu_;
@@ -82,4 +82,4 @@ class Tile : public Ip {
   IrqOut core_irq_;
 };
 
-}  // namespace tessera
+}  // namespace tessera::tile

@@ -10,11 +10,12 @@
 #include "common/router.hpp"
 #include "common/testing/initiator.hpp"
 #include "common/testing/reg_checks.hpp"
-#include "numerics/vector_ops.hpp"
+#include "engines/num/vector_ops.hpp"
 #include "tile/tile.hpp"
 #include "tile_regs.hpp"
 
 using namespace tessera;
+using namespace tessera::tile;
 using namespace tessera::testing;
 namespace R = tessera::regs::tile;
 

@@ -5,7 +5,7 @@
 #include "common/registry.hpp"
 #include "traffic_gen_regs.hpp"
 
-namespace tessera {
+namespace tessera::traffic_gen {
 
 namespace R = regs::traffic_gen;
 
@@ -149,4 +149,4 @@ void TrafficGen::report_stats(nlohmann::ordered_json& out) const {
 
 TESSERA_REGISTER_IP("traffic_gen", TrafficGen, "traffic generator: sequential, strided, random, mixed", R::kBlock.window);
 
-}  // namespace tessera
+}  // namespace tessera::traffic_gen

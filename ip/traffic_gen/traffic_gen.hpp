@@ -15,7 +15,7 @@
 #include "common/config.hpp"
 #include "common/regs.hpp"
 
-namespace tessera {
+namespace tessera::traffic_gen {
 
 class TrafficGen : public MmioTarget {
  public:
@@ -62,4 +62,4 @@ class TrafficGen : public MmioTarget {
   bool autostart_;
 };
 
-}  // namespace tessera
+}  // namespace tessera::traffic_gen

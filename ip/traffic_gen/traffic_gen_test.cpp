@@ -2,18 +2,19 @@
 
 #include "common/testing/initiator.hpp"
 #include "common/testing/reg_checks.hpp"
-#include "hbm/hbm_stack.hpp"
+#include "hbm/hbm.hpp"
 #include "traffic_gen/traffic_gen.hpp"
 #include "traffic_gen_regs.hpp"
 
 using namespace tessera;
+using namespace tessera::traffic_gen;
 using namespace tessera::testing;
 namespace R = tessera::regs::traffic_gen;
 
 namespace {
 
-hbm::HbmStack::Config one_pc() {
-  hbm::HbmStack::Config c;
+hbm::Hbm::Config one_pc() {
+  hbm::Hbm::Config c;
   c.t = hbm::Timing::load(std::string(TESSERA_PLATFORM_DIR) + "/hbm3-6400.json");
   c.org.channels = 1;
   c.org.pseudo_channels = 1;
@@ -23,7 +24,7 @@ hbm::HbmStack::Config one_pc() {
 }
 
 struct Bench {
-  hbm::HbmStack hbm{"hbm", one_pc()};
+  hbm::Hbm hbm{"hbm", one_pc()};
   TrafficGen tgen;
   TestInitiator cpu{"cpu"}, csr{"csr"};
   IrqIn done;

@@ -12,7 +12,7 @@
 #include "common/registry.hpp"
 #include "uart16550_regs.hpp"
 
-namespace tessera {
+namespace tessera::uart16550 {
 
 namespace R = regs::uart16550;
 
@@ -170,4 +170,4 @@ void Uart16550::report_stats(nlohmann::ordered_json& out) const {
 
 TESSERA_REGISTER_IP("uart16550", Uart16550, "16550 UART: polled and interrupt-driven TX and RX", R::kBlock.window);
 
-}  // namespace tessera
+}  // namespace tessera::uart16550

@@ -16,7 +16,7 @@
 #include "common/regs.hpp"
 #include "common/sink.hpp"
 
-namespace tessera {
+namespace tessera::uart16550 {
 
 class Uart16550 : public MmioTarget {
  public:
@@ -57,4 +57,4 @@ class Uart16550 : public MmioTarget {
   std::uint64_t overruns_ = 0;
 };
 
-}  // namespace tessera
+}  // namespace tessera::uart16550

@@ -8,6 +8,7 @@
 #include "uart16550_regs.hpp"
 
 using namespace tessera;
+using namespace tessera::uart16550;
 using namespace tessera::testing;
 namespace R = tessera::regs::uart16550;
 

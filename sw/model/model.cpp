@@ -8,9 +8,9 @@
 #include <random>
 
 #include "common/paths.hpp"
-#include "numerics/block_scale.hpp"
-#include "numerics/formats.hpp"
-#include "numerics/vector_ops.hpp"
+#include "engines/num/block_scale.hpp"
+#include "engines/num/formats.hpp"
+#include "engines/num/vector_ops.hpp"
 
 namespace tessera::model {
 

@@ -10,7 +10,7 @@
 #include <cmath>
 #include <random>
 
-#include "numerics/formats.hpp"
+#include "engines/num/formats.hpp"
 #include "tessera/program.hpp"
 #include "tessera/runtime.hpp"
 

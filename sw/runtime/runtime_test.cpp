@@ -9,8 +9,8 @@
 #include <map>
 #include <random>
 
-#include "numerics/accumulate.hpp"
-#include "numerics/formats.hpp"
+#include "engines/num/accumulate.hpp"
+#include "engines/num/formats.hpp"
 #include "power_regs.hpp"
 #include "tessera/program.hpp"
 #include "tessera/runtime.hpp"

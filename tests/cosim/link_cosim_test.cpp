@@ -1,5 +1,5 @@
 // The SerDes link layer RTL against the model's link layer
-// (ip/serdes/link.hpp): every FLIT it puts on the wire is the model's
+// (ip/c2c/link.hpp): every FLIT it puts on the wire is the model's
 // framing bit for bit (header, payload, CRC-32); the receiver hands on
 // exactly the payloads sent, in order; a corrupted transmission is refused
 // for its CRC, NAKed once and sent again with everything after it
@@ -13,7 +13,7 @@
 #include <set>
 
 #include "rtl/link_rtl.hpp"
-#include "serdes/link.hpp"
+#include "c2c/link.hpp"
 
 using tessera::rtl::LinkRtl;
 
@@ -21,7 +21,7 @@ namespace {
 
 // The model's FLIT for payload `p`, number `seq` (link.cpp's framing).
 std::vector<std::uint8_t> model_flit(const LinkRtl::Flit& f, std::uint16_t seq) {
-  tessera::serdes::LinkConfig c;
+  tessera::c2c::LinkConfig c;
   std::vector<std::uint8_t> flit(c.flit_bytes, 0);
   flit[0] = 1;
   flit[1] = f.last ? 1 : 0;
@@ -29,8 +29,8 @@ std::vector<std::uint8_t> model_flit(const LinkRtl::Flit& f, std::uint16_t seq) 
   std::memcpy(&flit[2], &seq, 2);
   std::memcpy(&flit[4], &plen, 2);
   if (!f.payload.empty()) std::memcpy(&flit[c.flit_header], f.payload.data(), f.payload.size());
-  const unsigned crc_at = c.flit_bytes - tessera::serdes::LinkConfig::kCrcBytes;
-  const std::uint32_t crc = tessera::serdes::crc32(flit.data(), crc_at);
+  const unsigned crc_at = c.flit_bytes - tessera::c2c::LinkConfig::kCrcBytes;
+  const std::uint32_t crc = tessera::c2c::crc32(flit.data(), crc_at);
   std::memcpy(&flit[crc_at], &crc, 4);
   return flit;
 }

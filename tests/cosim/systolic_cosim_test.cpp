@@ -14,10 +14,10 @@
 #include <random>
 #include <sstream>
 
-#include "numerics/accumulate.hpp"
-#include "numerics/formats.hpp"
+#include "engines/num/accumulate.hpp"
+#include "engines/num/formats.hpp"
 #include "rtl/systolic_rtl.hpp"
-#include "tensor/systolic.hpp"
+#include "engines/tensor/systolic.hpp"
 
 using tessera::rtl::SystolicRtl;
 namespace num = tessera::num;

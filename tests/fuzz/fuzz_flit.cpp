@@ -8,10 +8,10 @@
 #include <cstring>
 #include <vector>
 
-#include "serdes/link.hpp"
+#include "c2c/link.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
-  using namespace tessera::serdes;
+  using namespace tessera::c2c;
   static const LinkConfig c;
   if (size < 2) return 0;
   std::uint16_t expected;

@@ -12,7 +12,7 @@
 
 #include "common/payload.hpp"
 #include "common/sim.hpp"
-#include "numerics/block_scale.hpp"
+#include "engines/num/block_scale.hpp"
 #include "platform.hpp"
 #include "tessera_platform.h"
 #include "tile/tile.hpp"
@@ -30,7 +30,7 @@ constexpr std::uint64_t kHbm = 0x10'0000'0000;
 struct T1 {
   PlatformSpec spec;
   std::unique_ptr<Platform> p;
-  Tile* tile = nullptr;
+  tile::Tile* tile = nullptr;
   // The CP sleeps in a wfi loop: the test launches the kernel itself, as
   // the host runtime will.
   // `start`: complete elaboration now (debug accesses through the bus need
@@ -45,7 +45,7 @@ struct T1 {
     set_access(t, tlm::TLM_WRITE_COMMAND, 0, const_cast<std::uint32_t*>(idle), sizeof idle);
     p->target("cpram", "mem_target").transport_dbg(t);
     if (start) sc_core::sc_start(sc_core::SC_ZERO_TIME);  // complete elaboration
-    tile = p->get<Tile>("tile0");
+    tile = p->get<tile::Tile>("tile0");
   }
   std::uint32_t reg(unsigned r) { return reg(0, r); }
   std::uint32_t reg(unsigned tile, unsigned r) {
@@ -91,7 +91,7 @@ struct T1 {
     // no engine is caught in the middle of a transfer when the test ends.
     auto engines_busy = [&] {
       for (std::size_t tile = 0; tile < args.size(); ++tile) {
-        Tile* t = p->get<Tile>("tile" + std::to_string(tile));
+        tile::Tile* t = p->get<tile::Tile>("tile" + std::to_string(tile));
         if (t->dma().busy() || t->tensor_core().busy() || t->vector_unit().busy()) return true;
       }
       return false;
@@ -104,7 +104,7 @@ struct T1 {
   }
   nlohmann::ordered_json stats(unsigned index = 0) {
     nlohmann::ordered_json s;
-    p->get<Tile>("tile" + std::to_string(index))->report_stats(s);
+    p->get<tile::Tile>("tile" + std::to_string(index))->report_stats(s);
     return s;
   }
 };
@@ -246,7 +246,7 @@ TEST(Kernels, ABadShapeEndsTheKernelWithItsCodeAndAFaultIsReported) {
   EXPECT_EQ(t.reg(R::CORE_EXIT), 2u) << "M = 100 is not whole 64-row tiles";
   // A's address in a hole: the DMA's read fails at the far end, the kernel
   // sees the engine error and ends with code 3.
-  t.tile->set_core_pc(Tile::kLocalSpm);
+  t.tile->set_core_pc(tile::Tile::kLocalSpm);
   t.launch(gemm_args(0x4000'0000, kHbm, kHbm, 64, 128, 256, 0, 0), sc_core::sc_time(2, sc_core::SC_MS));
   EXPECT_EQ(t.reg(R::CORE_STATUS), 2u);
   EXPECT_EQ(t.reg(R::CORE_EXIT), 3u);

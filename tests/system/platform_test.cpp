@@ -65,7 +65,7 @@ TEST(Platform, UartInterruptReachesPlic) {
   EXPECT_EQ(t.read(plic + 0x1000, 4), 1u << TESSERA_UART0_IRQ);
   EXPECT_EQ(t.read(plic + 0x200004, 4), TESSERA_UART0_IRQ) << "claim";
   t.write(uart + 0, 'A', 1);
-  EXPECT_EQ(t.p->get<Uart16550>("uart0")->transmitted(), "A");
+  EXPECT_EQ(t.p->get<uart16550::Uart16550>("uart0")->transmitted(), "A");
   EXPECT_EQ(t.p->protocol_violations(), 0u);
 }
 

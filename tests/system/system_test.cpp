@@ -7,7 +7,7 @@
 
 #include "common/sim.hpp"
 #include "platform.hpp"
-#include "serdes/c2c.hpp"
+#include "c2c/c2c.hpp"
 #include "system.hpp"
 #include "tessera_platform.h"
 
@@ -64,12 +64,12 @@ TEST(System, RingCarriesAccessesToEveryChipThroughForwardingChips) {
   sc_core::sc_spawn([&] {
     Platform& c0 = sys.chip(0);
     sc_core::sc_time d;
-    EXPECT_EQ(c0.transport(tlm::TLM_WRITE_COMMAND, serdes::global_address(2, TESSERA_HBM0_BASE + 0x100), block.data(),
+    EXPECT_EQ(c0.transport(tlm::TLM_WRITE_COMMAND, c2c::global_address(2, TESSERA_HBM0_BASE + 0x100), block.data(),
                            1024, d),
               tlm::TLM_OK_RESPONSE);
     sc_core::wait(d);
     d = sc_core::SC_ZERO_TIME;
-    EXPECT_EQ(c0.transport(tlm::TLM_READ_COMMAND, serdes::global_address(2, TESSERA_HBM0_BASE + 0x100), back.data(),
+    EXPECT_EQ(c0.transport(tlm::TLM_READ_COMMAND, c2c::global_address(2, TESSERA_HBM0_BASE + 0x100), back.data(),
                            1024, d),
               tlm::TLM_OK_RESPONSE);
     sc_core::wait(d);
@@ -79,17 +79,17 @@ TEST(System, RingCarriesAccessesToEveryChipThroughForwardingChips) {
       std::uint32_t v;
       const sc_core::sc_time start = sc_core::sc_time_stamp();
       d = sc_core::SC_ZERO_TIME;
-      EXPECT_EQ(c0.transport(tlm::TLM_READ_COMMAND, serdes::global_address(chip, TESSERA_TILE0_BASE), &v, 4, d),
+      EXPECT_EQ(c0.transport(tlm::TLM_READ_COMMAND, c2c::global_address(chip, TESSERA_TILE0_BASE), &v, 4, d),
                 tlm::TLM_OK_RESPONSE);
       sc_core::wait(d);
       *took = sc_core::sc_time_stamp() - start;
     }
     d = sc_core::SC_ZERO_TIME;
-    EXPECT_EQ(c0.transport(tlm::TLM_WRITE_COMMAND, serdes::global_address(0, TESSERA_HBM1_BASE), &own, 4, d),
+    EXPECT_EQ(c0.transport(tlm::TLM_WRITE_COMMAND, c2c::global_address(0, TESSERA_HBM1_BASE), &own, 4, d),
               tlm::TLM_OK_RESPONSE);
     EXPECT_EQ(c0.transport(tlm::TLM_READ_COMMAND, TESSERA_HBM1_BASE, &own_back, 4, d), tlm::TLM_OK_RESPONSE);
     std::uint32_t v;
-    far = c0.transport(tlm::TLM_READ_COMMAND, serdes::global_address(9, TESSERA_HBM0_BASE), &v, 4, d);
+    far = c0.transport(tlm::TLM_READ_COMMAND, c2c::global_address(9, TESSERA_HBM0_BASE), &v, 4, d);
     sc_core::sc_stop();
   });
   sc_core::sc_start();
@@ -104,7 +104,7 @@ TEST(System, RingCarriesAccessesToEveryChipThroughForwardingChips) {
   sys.fabric(1).report_stats(s1);
   EXPECT_EQ(s1["forwarded"], 3) << "the write, the read and the scratchpad read";
   // One more hop: one more link each way and one more fabric each way.
-  const serdes::LinkConfig& lc = sys.fabric(0).config().link;
+  const c2c::LinkConfig& lc = sys.fabric(0).config().link;
   const sc_core::sc_time hop = sc_core::sc_time(lc.flit_seconds(lc.lanes), sc_core::SC_SEC) + lc.latency +
                                sys.fabric(0).config().switch_latency;
   std::printf("tile 0 scratchpad word: one hop %s, two hops %s\n", one_hop.to_string().c_str(),
@@ -200,8 +200,8 @@ TEST(System, TileDmaMovesDataBetweenChipsByGlobalAddress) {
       reg(0xe0, flags);
       reg(0xf4, 1);
     };
-    dma(serdes::global_address(3, TESSERA_HBM0_BASE + 0x4000), 0, 2);     // DST_LOCAL
-    dma(0, serdes::global_address(0, TESSERA_HBM1_BASE + 0x8000), 1);     // SRC_LOCAL
+    dma(c2c::global_address(3, TESSERA_HBM0_BASE + 0x4000), 0, 2);     // DST_LOCAL
+    dma(0, c2c::global_address(0, TESSERA_HBM1_BASE + 0x8000), 1);     // SRC_LOCAL
     for (int i = 0; i < 1000 && completed < 2; ++i) {
       sc_core::wait(1, sc_core::SC_US);
       sc_core::sc_time d;

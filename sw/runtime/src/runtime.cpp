@@ -17,7 +17,7 @@
 #include "session.hpp"
 #include "system.hpp"
 #include "tessera/program.hpp"
-#include "serdes/c2c.hpp"
+#include "c2c/c2c.hpp"
 #include "tile/tile.hpp"
 
 namespace tessera::rt {
@@ -326,7 +326,7 @@ unsigned Device::tiles() const { return impl_->tiles; }
 unsigned Device::hbm_stacks() const { return static_cast<unsigned>(impl_->stacks.size()); }
 
 unsigned Device::tile_hart(unsigned t) const {
-  Tile* tile = impl_->platform->get<Tile>("tile" + std::to_string(t));
+  tile::Tile* tile = impl_->platform->get<tile::Tile>("tile" + std::to_string(t));
   if (!tile || !tile->core()) throw UsageError(fmt::format("tile_hart: tile {} has no core", t));
   return tile->core()->config().hartid;
 }
@@ -472,8 +472,8 @@ Kernel Device::load_kernel(const std::string& path, std::uint32_t tiles) {
   if (elf.segments.empty()) throw UsageError(path + ": no loadable segment");
   std::uint64_t lo = ~0ull, hi = 0;
   for (const auto& s : elf.segments) lo = std::min(lo, s.addr), hi = std::max(hi, s.addr + s.memsz);
-  const std::uint64_t spm = Tile::kLocalSpm, spm_size = d.platform->get<Tile>("tile0")
-                                                            ? d.platform->get<Tile>("tile0")->scratchpad().size()
+  const std::uint64_t spm = tile::Tile::kLocalSpm, spm_size = d.platform->get<tile::Tile>("tile0")
+                                                            ? d.platform->get<tile::Tile>("tile0")->scratchpad().size()
                                                             : 0;
   if (lo < spm || hi > spm + spm_size)
     throw UsageError(fmt::format("{}: its image [{:#x}, {:#x}) lies outside a tile's scratchpad, [{:#x}, {:#x})", path,
@@ -535,7 +535,7 @@ Event Device::run(const Kernel& program_kernel, const std::vector<std::pair<unsi
   std::vector<unsigned> hart(d.tiles);
   unsigned harts = 0;
   for (unsigned t = 0; t < d.tiles; ++t) {
-    Tile* tile = d.platform->get<Tile>("tile" + std::to_string(t));
+    tile::Tile* tile = d.platform->get<tile::Tile>("tile" + std::to_string(t));
     if (!tile || !tile->core()) throw UsageError(fmt::format("run: tile {} has no core", t));
     hart[t] = tile->core()->config().hartid;
     harts = std::max(harts, hart[t] + 1);
@@ -592,7 +592,7 @@ Event Device::collective(std::uint32_t ce_op, const Buffer& src, const Buffer& d
 std::uint64_t Device::global(const Buffer& b) const {
   // The window is the fabric's, as its instance places it.
   for (const InstanceSpec& i : impl_->platform->spec().instances)
-    if (auto* f = impl_->platform->get<serdes::C2c>(i.name)) return f->config().global_address(b.chip, b.address);
+    if (auto* f = impl_->platform->get<c2c::C2c>(i.name)) return f->config().global_address(b.chip, b.address);
   throw UsageError("global: the chip has no chip-to-chip fabric (type c2c), so no global window");
 }
 

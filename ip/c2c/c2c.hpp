@@ -1,0 +1,142 @@
+// The chip-to-chip fabric: a chip's SerDes link ports and the switch that
+// routes between them. Attached to the chip's NoC, it answers the global
+// window: chip c's own addresses seen from anywhere in the system are
+//
+//   kGlobalBase + (c << kChipShift) + local address      (c < 16)
+//
+// An access that arrives from the NoC (offset = chip << 40 | local) goes,
+// when the chip is this one, back into the NoC with the local address
+// (loopback); otherwise out of the port the routing table names for that
+// chip, as a request message over the link (a header, plus the data of a
+// write) to the next chip's fabric, which does the same: into its NoC, or
+// on to the next link. The response (a header, plus the data of a read)
+// comes back the same way, hop by hop. Each hop's messages really are cut
+// into FLITs with CRC-32, checked and replayed (link.hpp), so injected
+// errors test that the data survives. Forwarding chips do not cross their
+// NoC (store and forward in the fabric's switch). Every message pays
+// `switch_latency` each time it enters a fabric, from the NoC or a link.
+//
+// The system builder (platform/system.hpp) gives each fabric its chip
+// number, connects ports and fills the routing tables; a chip alone is
+// chip 0 of 1 and only loops back.
+#pragma once
+
+#include <memory>
+#include <tlm_utils/simple_initiator_socket.h>
+#include <tlm_utils/simple_target_socket.h>
+#include <vector>
+
+#include "common/config.hpp"
+#include "common/power.hpp"
+#include "common/waves.hpp"
+#include "common/regs.hpp"
+#include "c2c/comm.hpp"
+#include "c2c/link.hpp"
+
+namespace tessera::c2c {
+
+// The default global window (platform/t1.json's c2c instance). A fabric
+// derives its own from its instance: base, and size = kMaxChips << shift.
+inline constexpr std::uint64_t kGlobalBase = 0x1000'0000'0000ull;
+inline constexpr unsigned kChipShift = 40;
+inline constexpr unsigned kMaxChips = 16;
+inline constexpr unsigned kMaxPorts = 8;
+inline constexpr std::uint64_t global_address(unsigned chip, std::uint64_t local) {
+  return kGlobalBase + (static_cast<std::uint64_t>(chip) << kChipShift) + local;
+}
+
+class C2c : public Ip {
+ public:
+  struct Config {
+    unsigned ports = 4;
+    LinkConfig link;
+    sc_core::sc_time switch_latency{10, sc_core::SC_NS};
+    // Faults at given times, "port:lane3@10us, port:down@2us": a lane fails
+    // or the link drops, then retrains. "port:flit123": the 124th FLIT
+    // transmission out of that port is corrupted.
+    std::string faults;
+    CommConfig comm;
+    bool rtl = false;  // "impl": "rtl": each link's layer (framing, CRC, replay) is the RTL (ip/c2c/rtl)
+    std::uint64_t global_base = kGlobalBase;  // the instance's base
+    unsigned chip_shift = kChipShift;         // log2 of each chip's share of the window (its size / kMaxChips)
+    void visit(Params& p);
+    void validate(const Params& p) const;
+    std::vector<Fact> facts() const {
+      return {{"GLOBAL_BASE", global_base, "the global window: every chip's memory, from every chip"},
+              {"CHIP_SHIFT", chip_shift, "chip k's memory is at GLOBAL_BASE + (k << CHIP_SHIFT) + local"},
+              {"MAX_CHIPS", kMaxChips, "chips the global window holds"}};
+    }
+    // Chip `chip`'s `local` address as every chip sees it.
+    std::uint64_t global_address(unsigned chip, std::uint64_t local) const {
+      return global_base + (static_cast<std::uint64_t>(chip) << chip_shift) + local;
+    }
+  };
+
+  tlm_utils::simple_target_socket<C2c> noc_target;        // the global window, from this chip's NoC
+  tlm_utils::simple_initiator_socket<C2c> noc_initiator;  // into this chip's NoC
+  IrqOut irq_out;
+
+  C2c(const sc_core::sc_module_name& n, const Config& c);
+  ~C2c() override;
+
+  // System wiring, elaboration only.
+  void set_identity(unsigned chip, unsigned chips);
+  // Joins port `port` to `peer`'s port `peer_port` (both ends; one call).
+  void connect(unsigned port, C2c& peer, unsigned peer_port);
+  void set_route(unsigned chip, unsigned port);
+  int route_of(unsigned chip) const { return chip < routes_.size() ? routes_[chip] : -1; }
+
+  unsigned chip() const { return chip_; }
+  unsigned chips() const { return chips_; }
+  const Config& config() const { return config_; }
+  // Per port: the outgoing direction's counters (nullptr when unconnected), and the link's state.
+  const ChannelStats* tx_stats(unsigned port) const;
+  const ChannelStats* rx_stats(unsigned port) const;
+  const LinkState* link_state(unsigned port) const;
+  // Fault injection now (also through PORT_CTRL and PORT_INJECT).
+  void fail_lane(unsigned port, unsigned lane, sc_core::sc_time at);
+  void link_down(unsigned port, sc_core::sc_time at);
+  void inject_error(unsigned port, std::uint64_t attempt);
+
+  CommEngine& comm() { return *ce_; }
+  void report_stats(nlohmann::ordered_json& out) const override;
+
+ private:
+  friend class CommEngine;
+  class Regs;
+  struct Port {
+    C2c* peer = nullptr;
+    unsigned peer_port = 0;
+    std::shared_ptr<LinkState> state;
+    std::unique_ptr<Channel> tx;
+    unsigned last_state = 0;
+    waves::Id w_state = waves::kNone, w_width = waves::kNone;  // links group
+  };
+  std::vector<std::unique_ptr<LinkLayerRtl>> rtl_links_;  // "impl": "rtl": this side's transmitters
+  void b_transport(tlm::tlm_generic_payload& trans, sc_core::sc_time& delay);
+  unsigned transport_dbg(tlm::tlm_generic_payload& trans);
+  // Carries `trans` towards chip `dest` (local address `local`) from this fabric.
+  void route(tlm::tlm_generic_payload& trans, unsigned dest, std::uint64_t local, sc_core::sc_time& delay);
+  unsigned route_dbg(tlm::tlm_generic_payload& trans, unsigned dest, std::uint64_t local, unsigned hops);
+  void schedule_changes(unsigned port, sc_core::sc_time start, sc_core::sc_time end);
+  void start_of_simulation() override;
+  void on_change();
+  static std::unique_ptr<LinkLayerRtl> make_link_rtl(const std::string& name, const sc_core::sc_time& beat, const std::string& fst);
+  void update_irq();
+  unsigned port_state(unsigned p) const;
+  void charge_link(const Port& p, std::uint64_t attempts_before, const sc_core::sc_time& start,
+                   const sc_core::sc_time& end);
+
+  Config config_;
+  unsigned chip_ = 0, chips_ = 1;
+  std::vector<Port> ports_;
+  std::vector<int> routes_;
+  std::vector<std::pair<unsigned, std::uint64_t>> pending_errors_;  // from "faults", applied on connection
+  std::unique_ptr<Regs> regs_;
+  std::unique_ptr<CommEngine> ce_;
+  power::Meter* meter_ = &power::meter(name());
+  sc_core::sc_event_queue changes_;
+  std::uint64_t local_ = 0, remote_ = 0, forwarded_ = 0, incoming_ = 0, no_route_ = 0, link_errors_ = 0;
+};
+
+}  // namespace tessera::c2c

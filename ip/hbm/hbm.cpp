@@ -1,0 +1,507 @@
+#include "hbm/hbm.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <sstream>
+
+#include "common/log.hpp"
+#include "common/registry.hpp"
+#include "hbm_regs.hpp"
+
+namespace tessera::hbm {
+
+namespace R = regs::hbm;
+
+namespace {
+unsigned log2_exact(std::uint64_t v) {
+  unsigned b = 0;
+  while ((1ull << b) < v) ++b;
+  return (1ull << b) == v ? b : ~0u;
+}
+}  // namespace
+
+// ---- address map --------------------------------------------------------------
+
+AddressMap::AddressMap(const std::string& layout, const Org& org, unsigned burst_bytes, bool xor_hash)
+    : org_(org), xor_(xor_hash) {
+  std::map<char, unsigned> need = {{'O', log2_exact(burst_bytes)},
+                                   {'C', log2_exact(org.row_bytes / burst_bytes)},
+                                   {'G', log2_exact(org.bank_groups)},
+                                   {'B', log2_exact(org.banks)},
+                                   {'P', log2_exact(org.pseudo_channels)},
+                                   {'H', log2_exact(org.channels)},
+                                   {'S', log2_exact(org.stacks)},
+                                   {'R', log2_exact(org.rows)}};
+  for (const auto& [k, v] : need)
+    if (v == ~0u) throw std::invalid_argument(fmt::format("the organisation's {} count is not a power of two", k));
+  std::map<char, unsigned> got;
+  std::istringstream in(layout);
+  for (std::string tok; in >> tok;) {
+    if (tok.size() < 2 || !need.count(tok[0]))
+      throw std::invalid_argument("\"" + tok + "\" is not a field (O, C, G, B, P, H, S, R followed by a bit count)");
+    unsigned bits = 0;
+    try {
+      bits = static_cast<unsigned>(std::stoul(tok.substr(1)));
+    } catch (const std::exception&) {
+      throw std::invalid_argument("\"" + tok + "\" has no bit count");
+    }
+    fields_.push_back({tok[0], bits});
+    got[tok[0]] += bits;
+  }
+  if (fields_.empty() || fields_[0].kind != 'O') throw std::invalid_argument("must start with the burst offset O");
+  for (const auto& [k, v] : need)
+    if (got[k] != v)
+      throw std::invalid_argument(fmt::format("{} needs {} bits for this organisation, the layout gives {}", k, v, got[k]));
+  capacity_ = 1;
+  for (const Field& f : fields_) capacity_ <<= f.bits;
+}
+
+Location AddressMap::decode(std::uint64_t addr) const {
+  std::uint64_t v[256] = {};
+  unsigned filled[256] = {};
+  for (const Field& f : fields_) {
+    const std::uint64_t part = addr & ((1ull << f.bits) - 1);
+    addr >>= f.bits;
+    v[static_cast<unsigned char>(f.kind)] |= part << filled[static_cast<unsigned char>(f.kind)];
+    filled[static_cast<unsigned char>(f.kind)] += f.bits;
+  }
+  Location l;
+  l.row = v['R'];
+  l.col = v['C'];
+  l.bg = static_cast<unsigned>(v['G']);
+  l.bank = static_cast<unsigned>(v['B']);
+  if (xor_) {
+    l.bg ^= static_cast<unsigned>(l.row & (org_.bank_groups - 1));
+    l.bank ^= static_cast<unsigned>((l.row / org_.bank_groups) & (org_.banks - 1));
+  }
+  l.pc = static_cast<unsigned>((v['S'] * org_.channels + v['H']) * org_.pseudo_channels + v['P']);
+  return l;
+}
+
+// ---- configuration ---------------------------------------------------------------
+
+void Hbm::Config::visit(Params& p) {
+  p("timing", timing, "timing file (relative to the platform file)");
+  p("stacks", org.stacks, "stacks");
+  p("channels", org.channels, "channels per stack");
+  p("pseudo_channels", org.pseudo_channels, "pseudo-channels per channel");
+  p("bank_groups", org.bank_groups, "bank groups per pseudo-channel");
+  p("banks", org.banks, "banks per bank group");
+  p.size("row_bytes", org.row_bytes, "bytes per row");
+  p("rows", org.rows, "rows per bank");
+  p("address_map", address_map, "address bits from the least significant: O C G B P H S R fields");
+  p("xor_hash", xor_hash, "XOR bank and bank-group bits with the lowest row bits");
+  p("mode", mode, "detailed (command level) or fast (latency and bandwidth)");
+  p("fast_bank_wait", fast_bank_wait, "fast mode: share of a busy bank's wait that delays a burst (calibrated against detailed)");
+  p("read_queue", ctrl.read_queue, "read queue depth per pseudo-channel");
+  p("write_queue", ctrl.write_queue, "write queue depth per pseudo-channel");
+  p("scheduler", ctrl.scheduler, "frfcfs or fcfs");
+  p("page_policy", ctrl.page_policy, "open, closed or adaptive");
+  p("write_high", ctrl.write_high, "writes queued that start a write drain");
+  p("write_low", ctrl.write_low, "writes queued that end a write drain");
+  p("refresh", ctrl.refresh, "all_bank, per_bank or off");
+  p("refresh_postpone", ctrl.refresh_postpone, "refreshes that may be postponed while requests wait");
+  p("frontend", ctrl.frontend, "controller overhead from arrival to the queue, in cycles");
+  p("check", ctrl.check, "check every command against every timing constraint");
+  p("ecc", ecc, "SECDED: correct single-bit errors, report double-bit errors");
+  p("ecc_single_rate", ecc_single_rate, "probability of a single-bit error per 64-bit word read");
+  p("ecc_double_rate", ecc_double_rate, "probability of a double-bit error per 64-bit word read");
+  p("seed", seed, "seed of the error injection");
+  p.size("page_size", page_size, "allocation granule of the backing store");
+  size = p.instance_size();
+  // Derived configuration, as every IP derives it: here, in visit().
+  try {
+    t = Timing::load(p.resolve(timing));
+  } catch (const ConfigError& e) {
+    p.fail("timing", e.what());
+  }
+}
+
+void Hbm::Config::validate(const Params& p) const {
+  if (mode != "detailed" && mode != "fast") p.fail("mode", "must be detailed or fast");
+  if (fast_bank_wait < 0 || fast_bank_wait > 1) p.fail("fast_bank_wait", "must be between 0 and 1");
+  if (ctrl.scheduler != "frfcfs" && ctrl.scheduler != "fcfs") p.fail("scheduler", "must be frfcfs or fcfs");
+  if (ctrl.page_policy != "open" && ctrl.page_policy != "closed" && ctrl.page_policy != "adaptive")
+    p.fail("page_policy", "must be open, closed or adaptive");
+  if (ctrl.refresh != "all_bank" && ctrl.refresh != "per_bank" && ctrl.refresh != "off")
+    p.fail("refresh", "must be all_bank, per_bank or off");
+  if (ctrl.read_queue == 0 || ctrl.write_queue == 0) p.fail("read_queue", "queues need room for one request");
+  if (ctrl.write_low >= ctrl.write_high || ctrl.write_high > ctrl.write_queue)
+    p.fail("write_high", "needs write_low < write_high <= write_queue");
+  if (ecc_single_rate < 0 || ecc_single_rate > 1 || ecc_double_rate < 0 || ecc_double_rate > 1)
+    p.fail("ecc_single_rate", "rates are probabilities between 0 and 1");
+  AddressMap m;
+  try {
+    m = AddressMap(address_map, org, t.burst_bytes(), xor_hash);
+  } catch (const std::invalid_argument& e) {
+    p.fail("address_map", e.what());
+  }
+  if (page_size < 64 || page_size > (1ull << 30) || (page_size & (page_size - 1)))
+    p.fail("page_size", "must be a power of two from 64 bytes to 1GiB");
+  if (size != m.capacity())
+    p.fail("size", fmt::format("the organisation holds {} bytes ({}), the instance says {}", m.capacity(),
+                               format_size(m.capacity()), size));
+}
+
+// ---- CSRs ------------------------------------------------------------------------
+
+class Hbm::Regs : public MmioTarget {
+ public:
+  Regs(const sc_core::sc_module_name& n, Hbm& s) : MmioTarget(n, R::kBlock), stack_(s) {
+    const Org& o = s.config_.org;
+    namespace F = R::CONFIG_f;
+    regs_.set(R::CONFIG, o.channels << F::CHANNELS_SHIFT | o.pseudo_channels << F::PCS_SHIFT |
+                             o.banks_per_pc() << F::BANKS_SHIFT | o.stacks << F::STACKS_SHIFT |
+                             (s.config_.mode == "fast" ? F::FAST_MASK : 0));
+    regs_.on_read(R::READ_BYTES, [this](unsigned, bool) { return stack_.bytes_read_; });
+    regs_.on_read(R::WRITE_BYTES, [this](unsigned, bool) { return stack_.bytes_written_; });
+    regs_.on_read(R::ROW_HITS, [this](unsigned, bool) { return stack_.totals().hits; });
+    regs_.on_read(R::ROW_MISSES, [this](unsigned, bool) { return stack_.totals().misses; });
+    regs_.on_read(R::ROW_CONFLICTS, [this](unsigned, bool) { return stack_.totals().conflicts; });
+    regs_.on_read(R::REFRESHES, [this](unsigned, bool) { return stack_.totals().refreshes; });
+    regs_.on_read(R::ECC_CORRECTED, [this](unsigned, bool) { return stack_.ecc_corrected_; });
+    regs_.on_read(R::ECC_UNCORRECTED, [this](unsigned, bool) { return stack_.ecc_uncorrected_; });
+    for (unsigned r : {R::ERR_STATUS, R::IRQ_ENABLE})
+      regs_.on_write(r, [this, r](RegisterBank::Write& w) {
+        regs_.set(r, w.next);
+        update_irq();
+        return true;
+      });
+    regs_.on_write(R::INJECT, [this](RegisterBank::Write& w) {
+      if (w.data != 1 && w.data != 2) {
+        log::guest_error(path(), "hbm/inject", "INJECT takes 1 or 2 (bits to flip), not {}", w.data);
+        return false;
+      }
+      stack_.inject(regs_.get(R::INJECT_ADDR), static_cast<unsigned>(w.data));
+      return true;
+    });
+  }
+  void log_error(std::uint64_t addr, bool uncorrected) {
+    std::uint64_t st = regs_.get(R::ERR_STATUS);
+    if (uncorrected && !(st & R::ERR_STATUS_f::UNCORRECTED_MASK)) {
+      regs_.set(R::ERR_ADDR, addr);
+      st |= R::ERR_STATUS_f::UNCORRECTED_MASK;
+    }
+    if (!uncorrected) st |= R::ERR_STATUS_f::CORRECTED_MASK;
+    regs_.set(R::ERR_STATUS, st);
+    update_irq();
+  }
+  void update_irq() {
+    stack_.irq_out.write((regs_.get(R::IRQ_ENABLE) & R::IRQ_ENABLE_f::UNCORRECTED_MASK) &&
+                         (regs_.get(R::ERR_STATUS) & R::ERR_STATUS_f::UNCORRECTED_MASK));
+  }
+
+ private:
+  Hbm& stack_;
+};
+
+// ---- the stack ----------------------------------------------------------------------
+
+Hbm::Hbm(const sc_core::sc_module_name& n, const Config& c)
+    : Ip(n), mem_target("mem_target"), config_(c), map_(c.address_map, c.org, c.t.burst_bytes(), c.xor_hash),
+      tck_(std::max<std::uint64_t>(1, sc_core::sc_time(c.t.tck_ns, sc_core::SC_NS).value())), store_(c.page_size),
+      rng_(c.seed) {
+  mem_target.register_b_transport(this, &Hbm::b_transport);
+  mem_target.register_transport_dbg(this, &Hbm::transport_dbg);
+  expose_target("mem_target", mem_target, c.size);
+  regs_ = std::make_unique<Regs>("regs", *this);
+  expose_target("csr_target", regs_->csr_target, R::kBlock.window);
+  expose_irq_out("irq_out", irq_out);
+
+  const unsigned pcs = c.org.pcs();
+  fast_.resize(pcs);
+  for (unsigned pc = 0; pc < pcs; ++pc) {
+    channels_.push_back(std::make_unique<PseudoChannel>(c.t, c.org, c.ctrl, [](Request& r) {
+      auto* txn = static_cast<Txn*>(r.owner);
+      if (--txn->remaining == 0) txn->done.notify(sc_core::SC_ZERO_TIME);
+    }));
+    channels_.back()->set_meter(meter_, clk_, tck_);
+    channels_.back()->set_track(fmt::format("{}.pc{}", path(), pc));
+    wake_.push_back(std::make_unique<sc_core::sc_event>());
+    sc_core::sc_spawn_options opt;
+    opt.spawn_method();
+    opt.set_sensitivity(wake_.back().get());
+    opt.dont_initialize();
+    sc_core::sc_spawn([this, pc] { kick(pc); }, sc_core::sc_gen_unique_name("pc"), &opt);
+    FastChannel& f = fast_[pc];
+    f.bank_ready.assign(c.org.banks_per_pc(), 0);
+    f.pre_ready.assign(c.org.banks_per_pc(), 0);
+    f.open_row.assign(c.org.banks_per_pc(), -1);
+    f.refresh_due = c.t.tREFI;
+  }
+}
+
+Hbm::~Hbm() = default;
+
+tlm::tlm_target_socket<>& Hbm::csr_target() { return regs_->csr_target; }
+
+void Hbm::kick(unsigned pc) {
+  PseudoChannel& ch = *channels_[pc];
+  ch.advance(cycle_of(sc_core::sc_time_stamp()));
+  const std::uint64_t next = ch.next_event();
+  if (next == ~0ull) return;
+  const sc_core::sc_time at = clk_->edge(next, tck_);
+  wake_[pc]->notify(at > sc_core::sc_time_stamp() ? at - sc_core::sc_time_stamp() : sc_core::SC_ZERO_TIME);
+}
+
+bool Hbm::check_ecc(std::uint64_t addr, unsigned len) {
+  if (!config_.ecc) return true;
+  bool ok = true;
+  for (std::uint64_t a = addr & ~std::uint64_t(kEccWord - 1); a < addr + len; a += kEccWord) {
+    unsigned bits = 0;
+    if (auto it = injected_.find(a); it != injected_.end()) bits = it->second;
+    if (!bits && config_.ecc_double_rate > 0 && std::uniform_real_distribution<double>(0, 1)(rng_) < config_.ecc_double_rate)
+      bits = 2;
+    if (!bits && config_.ecc_single_rate > 0 && std::uniform_real_distribution<double>(0, 1)(rng_) < config_.ecc_single_rate)
+      bits = 1;
+    if (bits == 1) {
+      ++ecc_corrected_;  // corrected on the fly: the data returned is right
+      regs_->log_error(a, false);
+    } else if (bits >= 2) {
+      ++ecc_uncorrected_;
+      regs_->log_error(a, true);
+      log::guest_error(path(), "hbm/ecc", "uncorrectable ECC error at offset {:#x}", a);
+      ok = false;
+    }
+  }
+  return ok;
+}
+
+void Hbm::b_transport(tlm::tlm_generic_payload& trans, sc_core::sc_time& delay) {
+  const std::uint64_t addr = trans.get_address();
+  const unsigned len = trans.get_data_length();
+  if (trans.get_byte_enable_ptr()) {
+    log::guest_error(path(), "hbm/be", "byte enables are not supported (no write data mask)");
+    trans.set_response_status(tlm::TLM_BYTE_ENABLE_ERROR_RESPONSE);
+    return;
+  }
+  if (trans.get_streaming_width() < len) {
+    trans.set_response_status(tlm::TLM_BURST_ERROR_RESPONSE);
+    return;
+  }
+  if (addr >= config_.size || len > config_.size - addr || len == 0) {
+    log::guest_error(path(), "hbm/range", "access of {} bytes at offset {:#x} leaves the stack", len, addr);
+    trans.set_response_status(tlm::TLM_ADDRESS_ERROR_RESPONSE);
+    return;
+  }
+  if (!trans.is_read() && !trans.is_write()) {
+    trans.set_response_status(tlm::TLM_OK_RESPONSE);
+    return;
+  }
+  // Data first (byte-exact, in the sparse store), then time.
+  move_data(trans);
+  bool ok = true;
+  if (trans.is_read()) {
+    ok = check_ecc(addr, len);
+    bytes_read_ += len;
+    meter_->charge(power::hbm_read_byte, len, sc_core::sc_time_stamp() + delay);
+  } else {
+    bytes_written_ += len;
+    meter_->charge(power::hbm_write_byte, len, sc_core::sc_time_stamp() + delay);
+    // Writing a whole 64-bit word writes its check bits anew.
+    if (!injected_.empty())
+      for (std::uint64_t a = (addr + kEccWord - 1) & ~std::uint64_t(kEccWord - 1); a + kEccWord <= addr + len;
+           a += kEccWord)
+        injected_.erase(a);
+  }
+  if (!seen_) first_ = sc_core::sc_time_stamp() + delay, seen_ = true;
+  if (config_.mode == "fast") fast(trans, delay);
+  else detailed(trans, delay);
+  last_ = std::max(last_, sc_core::sc_time_stamp() + delay);
+  trans.set_response_status(ok ? tlm::TLM_OK_RESPONSE : tlm::TLM_GENERIC_ERROR_RESPONSE);
+}
+
+void Hbm::detailed(tlm::tlm_generic_payload& trans, sc_core::sc_time& delay) {
+  // Arrive: requests enter the controllers at the initiator's local time.
+  sc_core::wait(delay);
+  delay = sc_core::SC_ZERO_TIME;
+  const std::uint64_t now = cycle_of(sc_core::sc_time_stamp());
+  const unsigned bb = config_.t.burst_bytes();
+  const std::uint64_t addr = trans.get_address(), end = addr + trans.get_data_length();
+  Txn txn;
+  std::vector<unsigned> touched;
+  for (std::uint64_t a = addr & ~std::uint64_t(bb - 1); a < end; a += bb) {
+    Request r;
+    r.write = trans.is_write();
+    r.loc = map_.decode(a);
+    r.arrival = now;
+    r.id = next_id_++;
+    r.owner = &txn;
+    ++txn.remaining;
+    channels_[r.loc.pc]->advance(now);
+    channels_[r.loc.pc]->enqueue(r);
+    if (std::find(touched.begin(), touched.end(), r.loc.pc) == touched.end()) touched.push_back(r.loc.pc);
+  }
+  for (unsigned pc : touched) kick(pc);
+  while (txn.remaining) sc_core::wait(txn.done);
+}
+
+void Hbm::fast(tlm::tlm_generic_payload& trans, sc_core::sc_time& delay) {
+  const Timing& t = config_.t;
+  const std::uint64_t arrival = cycle_of(sc_core::sc_time_stamp() + delay);
+  const unsigned bb = t.burst_bytes();
+  const std::uint64_t addr = trans.get_address(), end = addr + trans.get_data_length();
+  const bool write = trans.is_write();
+  std::uint64_t done = arrival;
+  for (std::uint64_t a = addr & ~std::uint64_t(bb - 1); a < end; a += bb) {
+    const Location l = map_.decode(a);
+    FastChannel& f = fast_[l.pc];
+    const unsigned b = l.flat_bank(config_.org);
+    std::uint64_t start = arrival + config_.ctrl.frontend;
+    // Refresh: every tREFI the channel closes its banks and stops for tRFC.
+    while (config_.ctrl.refresh != "off" && f.refresh_due <= std::max(start, f.bus_free)) {
+      const std::uint64_t end = std::max(f.bus_free, f.refresh_due) + t.tRFCab;
+      f.bus_free = f.act_bucket = f.cmd_bucket = std::max(f.act_bucket, end);
+      std::fill(f.open_row.begin(), f.open_row.end(), -1);
+      for (auto& r : f.bank_ready) r = std::max(r, end);
+      f.refresh_due += t.tREFI;
+      ++f.refreshes;
+      meter_->charge(power::hbm_refresh, 1, clk_->edge(end, tck_));
+    }
+    // Throughput: buckets for the data bus, the activation rate (tRRD_S,
+    // tFAW) and the command bus (one command a cycle) advance by what each
+    // burst uses, so a busy bank delays its own burst, not the ones behind.
+    // Latency: the burst's own ACT/RD chain against its bank.
+    std::uint64_t cas;
+    unsigned commands = 1;
+    if (f.open_row[b] == static_cast<std::int64_t>(l.row)) {
+      cas = start;
+      ++f.hits;
+    } else {
+      // A busy bank (tRC, tRAS) is waited for only a fraction of the time:
+      // the detailed scheduler serves other banks meanwhile. The fraction
+      // (fast_bank_wait) is calibrated against the detailed mode.
+      const double w = config_.fast_bank_wait;
+      auto wait_for = [&](std::uint64_t ready) {
+        return start + static_cast<std::uint64_t>(w * static_cast<double>(std::max(start, ready) - start));
+      };
+      std::uint64_t act = wait_for(f.bank_ready[b]);
+      if (f.open_row[b] >= 0) {
+        act = std::max(act, wait_for(f.pre_ready[b])) + t.tRP;
+        ++f.conflicts;
+        commands = 3;
+      } else {
+        ++f.misses;
+        commands = 2;
+      }
+      const std::uint64_t act_slot = std::max(f.act_bucket, start);
+      f.act_bucket = act_slot + std::max<std::uint64_t>(t.tRRD_S, (t.tFAW + 3) / 4);
+      act = std::max(act, act_slot);
+      f.bank_ready[b] = act + t.tRC;
+      f.pre_ready[b] = act + t.tRAS;
+      f.open_row[b] = static_cast<std::int64_t>(l.row);
+      meter_->charge(power::hbm_activate, 1, clk_->edge(act, tck_));
+      cas = act + (write ? t.tRCDWR : t.tRCDRD);
+    }
+    const std::uint64_t cmd_slot = std::max(f.cmd_bucket, start);
+    f.cmd_bucket = cmd_slot + commands;
+    const std::uint64_t bus_slot = std::max(f.bus_free, start);
+    f.bus_free = bus_slot + t.tCCD_S;
+    cas = std::max({cas, bus_slot, cmd_slot + commands - 1});
+    f.busy += t.tBURST;
+    ++(write ? f.writes : f.reads);
+    done = std::max(done, cas + (write ? t.tCWL : t.tCL) + t.tBURST);
+  }
+  delay = clk_->edge(done, tck_) - sc_core::sc_time_stamp();
+}
+
+void Hbm::move_data(tlm::tlm_generic_payload& trans) {
+  if (trans.is_read()) store_.read(trans.get_address(), trans.get_data_ptr(), trans.get_data_length());
+  else store_.write(trans.get_address(), trans.get_data_ptr(), trans.get_data_length());
+}
+
+unsigned Hbm::transport_dbg(tlm::tlm_generic_payload& trans) {
+  const std::uint64_t addr = trans.get_address();
+  if (addr >= config_.size || !(trans.is_read() || trans.is_write())) return 0;
+  const unsigned len = static_cast<unsigned>(std::min<std::uint64_t>(trans.get_data_length(), config_.size - addr));
+  const unsigned asked = trans.get_data_length();
+  trans.set_data_length(len);
+  move_data(trans);
+  trans.set_data_length(asked);
+  trans.set_response_status(tlm::TLM_OK_RESPONSE);
+  return len;
+}
+
+Hbm::Totals Hbm::totals() const {
+  Totals s;
+  for (const auto& c : channels_) {
+    const ChannelStats& x = c->stats();
+    s.reads += x.reads;
+    s.writes += x.writes;
+    s.hits += x.row_hits;
+    s.misses += x.row_misses;
+    s.conflicts += x.row_conflicts;
+    s.refreshes += x.refreshes;
+    s.refresh_cycles += x.refresh_cycles;
+    s.violations += x.violations;
+    s.busy_cycles += x.busy_cycles;
+  }
+  for (const FastChannel& f : fast_) {
+    s.reads += f.reads;
+    s.writes += f.writes;
+    s.hits += f.hits;
+    s.misses += f.misses;
+    s.conflicts += f.conflicts;
+    s.refreshes += f.refreshes;
+    s.refresh_cycles += f.refreshes * config_.t.tRFCab;
+    s.busy_cycles += f.busy;
+  }
+  return s;
+}
+
+void Hbm::report_stats(nlohmann::ordered_json& out) const {
+  const Totals s = totals();
+  const double window = (last_ - first_).to_seconds();
+  const double peak = config_.t.peak_bytes_per_s() * config_.org.pcs();
+  out["mode"] = config_.mode;
+  out["bytes_read"] = bytes_read_;
+  out["bytes_written"] = bytes_written_;
+  out["bursts_read"] = s.reads;
+  out["bursts_written"] = s.writes;
+  out["bandwidth_GBps"] = window > 0 ? (bytes_read_ + bytes_written_) / window / 1e9 : 0.0;
+  out["peak_GBps"] = peak / 1e9;
+  out["efficiency"] = window > 0 ? (bytes_read_ + bytes_written_) / window / peak : 0.0;
+  const double bursts = static_cast<double>(s.hits + s.misses + s.conflicts);
+  out["row_hit_rate"] = bursts ? s.hits / bursts : 0.0;
+  out["row_miss_rate"] = bursts ? s.misses / bursts : 0.0;
+  out["row_conflict_rate"] = bursts ? s.conflicts / bursts : 0.0;
+  out["refreshes"] = s.refreshes;
+  out["refresh_time_ns"] = s.refresh_cycles * config_.t.tck_ns;
+  out["timing_violations"] = s.violations;
+  out["ecc_corrected"] = ecc_corrected_;
+  out["ecc_uncorrected"] = ecc_uncorrected_;
+  // Latency percentiles over all pseudo-channels (detailed mode).
+  std::vector<std::uint64_t> hist;
+  std::uint64_t n = 0, max = 0;
+  double area = 0;
+  std::uint64_t span = 0;
+  std::vector<std::uint64_t> per_bank(config_.org.banks_per_pc(), 0);
+  for (const auto& c : channels_) {
+    const ChannelStats& x = c->stats();
+    if (hist.empty()) hist.assign(x.latency_histogram.size(), 0);
+    for (std::size_t i = 0; i < hist.size(); ++i) hist[i] += x.latency_histogram[i], n += x.latency_histogram[i];
+    max = std::max(max, x.latency_max);
+    area += x.queue_area;
+    span = std::max(span, x.last_cycle);
+    for (std::size_t b = 0; b < per_bank.size(); ++b) per_bank[b] += x.activations[b];
+  }
+  auto percentile = [&](double p) {
+    std::uint64_t want = static_cast<std::uint64_t>(std::ceil(p * n)), seen = 0;
+    for (std::size_t i = 0; i < hist.size(); ++i)
+      if ((seen += hist[i]) >= want && want) return i * config_.t.tck_ns;
+    return max * config_.t.tck_ns;
+  };
+  if (n) {
+    out["latency_ns"] = {{"p50", percentile(0.5)}, {"p90", percentile(0.9)}, {"p99", percentile(0.99)},
+                         {"max", max * config_.t.tck_ns}};
+    out["queue_occupancy_avg"] = span ? area / static_cast<double>(span) / channels_.size() : 0.0;
+    out["activations_per_bank"] = per_bank;  // summed over pseudo-channels
+  }
+}
+
+TESSERA_REGISTER_IP("hbm", Hbm, "HBM3 stacks: command-level controllers per pseudo-channel, ECC, statistics");
+
+}  // namespace tessera::hbm

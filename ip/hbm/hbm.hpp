@@ -1,0 +1,148 @@
+// HBM3 memory: one or more stacks of channels and pseudo-channels behind
+// one target socket, each pseudo-channel with its own command-level
+// controller (pseudo_channel.hpp), the data in a sparse store, SECDED ECC
+// with error injection, CSRs and statistics.
+//
+// Detailed mode: b_transport synchronises (wait), splits the access into
+// 32-byte bursts, hands them to their pseudo-channels' controllers and
+// waits until the last burst's data has moved: the response time is the
+// modelled completion time, and concurrent initiators queue and contend.
+// Fast mode: the same organisation, mapping and bank state, but each burst
+// is served in arrival order with latency and bandwidth arithmetic and the
+// delay is annotated (no waiting, no commands).
+// Not modelled: the PHY and the NoC-side protocol, temperature-dependent
+// refresh, write data masks (byte enables are refused).
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <random>
+#include <string>
+#include <tlm_utils/simple_target_socket.h>
+#include <vector>
+
+#include "common/config.hpp"
+#include "common/page_store.hpp"
+#include "common/power.hpp"
+#include "common/regs.hpp"
+#include "hbm/dram.hpp"
+#include "hbm/pseudo_channel.hpp"
+
+namespace tessera::hbm {
+
+// Address bits to (stack, channel, pseudo-channel, bank group, bank, row,
+// column): a list of fields from the least significant bit, such as
+// "O5 G2 C2 P1 H4 C3 B2 R15" (O offset in the burst, C column, G bank
+// group, B bank, P pseudo-channel, H channel, S stack, R row; a field may
+// appear twice, its bits then continue). With xor_hash, the bank and
+// bank-group bits are XORed with the lowest row bits.
+class AddressMap {
+ public:
+  AddressMap() = default;
+  // Throws ConfigError-worthy messages as std::invalid_argument.
+  AddressMap(const std::string& layout, const Org& org, unsigned burst_bytes, bool xor_hash);
+  Location decode(std::uint64_t addr) const;
+  std::uint64_t capacity() const { return capacity_; }
+
+ private:
+  struct Field {
+    char kind;
+    unsigned bits;
+  };
+  std::vector<Field> fields_;
+  Org org_;
+  bool xor_ = false;
+  std::uint64_t capacity_ = 0;
+};
+
+class Hbm : public Ip {
+ public:
+  tlm_utils::simple_target_socket<Hbm> mem_target;
+  IrqOut irq_out;
+
+  struct Config {
+    std::string timing = "hbm3-6400.json";
+    Org org;
+    std::string address_map = "O5 G2 C2 B2 P1 H4 C3 R15";
+    bool xor_hash = false;
+    std::string mode = "detailed";  // detailed, fast
+    double fast_bank_wait = 0.75;    // fast mode: share of a busy bank's wait that shows (calibrated)
+    ControllerConfig ctrl;
+    bool ecc = true;
+    double ecc_single_rate = 0, ecc_double_rate = 0;  // per 64-bit word read
+    unsigned seed = 1;
+    std::uint64_t page_size = 64 * 1024;
+    // Resolved and checked by validate():
+    Timing t;
+    std::uint64_t size = 0;
+    void visit(Params& p);
+    void validate(const Params& p) const;
+  };
+
+  Hbm(const sc_core::sc_module_name& n, const Config& c);
+  ~Hbm() override;
+
+  const Config& config() const { return config_; }
+  // The register block's socket (mapped through the instance's "targets").
+  tlm::tlm_target_socket<>& csr_target();
+  const AddressMap& address_map() const { return map_; }
+  PseudoChannel& channel(unsigned pc) { return *channels_[pc]; }
+  unsigned channels() const { return static_cast<unsigned>(channels_.size()); }
+  // SECDED protects each 64-bit word (72/64 code). Plants an error (1 or 2
+  // flipped bits) in the word at `offset`; writing that word clears it.
+  static constexpr unsigned kEccWord = 8;
+  void inject(std::uint64_t offset, unsigned bits) { injected_[offset & ~std::uint64_t(kEccWord - 1)] = bits; }
+
+  struct Totals {
+    std::uint64_t reads = 0, writes = 0, hits = 0, misses = 0, conflicts = 0, refreshes = 0, refresh_cycles = 0,
+                  violations = 0, busy_cycles = 0;
+  };
+  Totals totals() const;
+  void report_stats(nlohmann::ordered_json& out) const override;
+
+ private:
+  struct Txn {
+    unsigned remaining = 0;
+    sc_core::sc_event done;
+  };
+  class Regs;
+  void b_transport(tlm::tlm_generic_payload& trans, sc_core::sc_time& delay);
+  unsigned transport_dbg(tlm::tlm_generic_payload& trans);
+  void detailed(tlm::tlm_generic_payload& trans, sc_core::sc_time& delay);
+  void fast(tlm::tlm_generic_payload& trans, sc_core::sc_time& delay);
+  // ECC on the bursts of a read: false if an uncorrectable error was hit.
+  bool check_ecc(std::uint64_t addr, unsigned len);
+  void kick(unsigned pc);
+  std::uint64_t cycle_of(const sc_core::sc_time& t) const { return clk_->cycle(t, tck_); }
+
+  Config config_;
+  AddressMap map_;
+  std::uint64_t tck_;  // ticks of the time resolution per cycle
+  power::Meter* meter_ = &power::meter(name());
+  power::Clock* clk_ = &meter_->clock(power::hbm);  // DVFS: the HBM domain (controllers and PHYs)
+  std::vector<std::unique_ptr<PseudoChannel>> channels_;
+  std::vector<std::unique_ptr<sc_core::sc_event>> wake_;
+  PageStore store_;
+  // The data side of an access (reads fill the payload, writes store it).
+  void move_data(tlm::tlm_generic_payload& trans);
+  std::map<std::uint64_t, unsigned> injected_;
+  std::mt19937_64 rng_;
+  std::uint64_t next_id_ = 0;
+  std::uint64_t ecc_corrected_ = 0, ecc_uncorrected_ = 0;
+  std::uint64_t bytes_read_ = 0, bytes_written_ = 0;
+  sc_core::sc_time first_ = sc_core::SC_ZERO_TIME, last_ = sc_core::SC_ZERO_TIME;
+  bool seen_ = false;
+  // Fast mode state, per pseudo-channel.
+  struct FastChannel {
+    std::uint64_t bus_free = 0, act_bucket = 0, cmd_bucket = 0, refresh_due = 0;
+    std::vector<std::uint64_t> bank_ready, pre_ready;
+    std::vector<std::int64_t> open_row;  // -1 closed
+    std::uint64_t reads = 0, writes = 0, hits = 0, misses = 0, conflicts = 0, refreshes = 0, busy = 0;
+  };
+  std::vector<FastChannel> fast_;
+  std::unique_ptr<Regs> regs_;
+};
+
+}  // namespace tessera::hbm
