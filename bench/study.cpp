@@ -144,9 +144,9 @@ int activation_run(const std::string& act, unsigned ratio) {
   p.drain().vec(cast).drain().gemm(gemm(T, D, F, GA, W2, Y)).drain().store(Y, y.address, 4 * T * D).drain();
   const auto before = dev.stats("tile0");
   power::Meter& m = power::meter("device.x");
-  const double j0 = m.dynamic_joules(power::tiles), t0 = dev.simulated_seconds();
+  const double j0 = m.dynamic_joules(power::kTiles), t0 = dev.simulated_seconds();
   dev.wait(dev.run(program, p, 1));
-  const double took = dev.simulated_seconds() - t0, joules = m.dynamic_joules(power::tiles) - j0;
+  const double took = dev.simulated_seconds() - t0, joules = m.dynamic_joules(power::kTiles) - j0;
   const auto after = dev.stats("tile0");
   auto busy = [&](const char* k) {
     return (after["device.tile0"][k].get<double>() - before["device.tile0"][k].get<double>()) / 1.5e9 / took;
@@ -329,14 +329,14 @@ int headroom_run(const std::vector<std::string>& sets) {
   power::Meter& m = power::meter("chip0.x");
   const double w = m.window().to_seconds();
   const auto first = static_cast<std::size_t>(t0 / w), last = static_cast<std::size_t>(t1 / w);
-  std::array<std::vector<double>, power::kDomains> leak;
-  for (unsigned d = 0; d < power::kDomains; ++d) leak[d] = m.static_watts(static_cast<power::Domain>(d));
+  std::array<std::vector<double>, power::kMaxDomains> leak;
+  for (unsigned d = 0; d < power::domain_count(); ++d) leak[d] = m.static_watts(static_cast<power::Domain>(d));
   nlohmann::ordered_json peak = nlohmann::ordered_json::object(), windows = nlohmann::ordered_json::array();
   for (std::size_t i = first; i < last && i < m.windows().size(); ++i) {
     double total = 0;
-    for (unsigned d = 0; d < power::kDomains; ++d) {
+    for (unsigned d = 0; d < power::domain_count(); ++d) {
       const double p = m.windows()[i][d] / w + leak[d][i];
-      const std::string n = power::name(static_cast<power::Domain>(d));
+      const std::string n = power::domain_name(d);
       peak[n] = std::max(peak.value(n, 0.0), p);
       peak[n + "_dynamic"] = std::max(peak.value(n + "_dynamic", 0.0), m.windows()[i][d] / w);
       total += p;
@@ -346,8 +346,8 @@ int headroom_run(const std::vector<std::string>& sets) {
   out["peak_w"] = peak;
   out["window_w"] = windows;
   const auto& p = stats["chip0.power"];
-  for (unsigned d = 0; d < power::kDomains; ++d) {
-    const std::string n = power::name(static_cast<power::Domain>(d));
+  for (unsigned d = 0; d < power::domain_count(); ++d) {
+    const std::string n = power::domain_name(d);
     out["throttles"][n] = p[n + "_throttles"];
     out["residency"][n] = p[n + "_pstate_residency"];
   }

@@ -4,12 +4,19 @@
 
 #include "common/log.hpp"
 #include "common/payload.hpp"
+#include "common/power.hpp"
 #include "common/registry.hpp"
 #include "crc_engine_regs.hpp"
 
 namespace example {
 
 namespace R = tessera::regs::crc_engine;
+
+// Its energy: a byte through the CRC unit, in the CP subsystem's power
+// domain. The power manager then has a parameter pj_crc_byte and a
+// statistic events_crc_byte.
+const tessera::power::Event kCrcByte =
+    tessera::power::declare_event("crc_byte", "cp", 0.2, "a byte through the CRC engine's CRC unit");
 
 void CrcEngine::Config::visit(tessera::Params& p) {
   p("clock", clock, "the engine's clock");
@@ -85,8 +92,10 @@ void CrcEngine::run() {
         }
         if (read) {
           crc = crc32(crc, buffer_.data(), n);
-          // The CRC unit's own time for the burst.
+          // The CRC unit's own time for the burst, and its energy over that time.
+          const sc_core::sc_time from = sc_core::sc_time_stamp();
           sc_core::wait(c_.clock.period() * static_cast<double>((n + c_.bytes_per_cycle - 1) / c_.bytes_per_cycle));
+          meter_->charge(kCrcByte, n, from, sc_core::sc_time_stamp());
         }
       }
       if (!error_) bytes_ += n;

@@ -1,6 +1,7 @@
 // The CRC engine, a block of your own (docs/tutorial-own-accelerator.md):
 // registers from crc_engine.regs.json, an initiator socket on the NoC for
-// its DMA, an interrupt, parameters from the platform file, statistics.
+// its DMA, an interrupt, parameters from the platform file, statistics and
+// an energy event of its own.
 #pragma once
 
 #include <cstdint>
@@ -8,6 +9,7 @@
 #include <tlm_utils/simple_initiator_socket.h>
 
 #include "common/config.hpp"
+#include "common/power.hpp"
 #include "common/regs.hpp"
 
 namespace example {
@@ -36,6 +38,7 @@ class CrcEngine : public tessera::MmioTarget {
   void update_irq();
 
   Config c_;
+  tessera::power::Meter* meter_ = &tessera::power::meter(name());  // the chip's energy meter
   sc_core::sc_event start_;
   bool busy_ = false, done_ = false, error_ = false;
   std::vector<std::uint8_t> buffer_;

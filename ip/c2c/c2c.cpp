@@ -12,6 +12,8 @@
 
 namespace tessera::c2c {
 
+const power::Event kLinkBit = power::declare_event("link_bit", "links", 3, "a bit on a SerDes link's wire (FLIT overhead and replays included)");
+
 namespace R = regs::c2c;
 
 namespace {
@@ -315,8 +317,8 @@ void C2c::connect(unsigned port, C2c& peer, unsigned peer_port) {
   // Each direction's random errors have their own stream, fixed by the seed and the ends.
   a.tx = std::make_unique<Channel>(config_.link, *state, config_.link.seed * 1000003 + chip_ * 64 + port);
   b.tx = std::make_unique<Channel>(peer.config_.link, *state, peer.config_.link.seed * 1000003 + peer.chip_ * 64 + peer_port);
-  a.tx->set_clock(&meter_->clock(power::links));
-  b.tx->set_clock(&peer.meter_->clock(power::links));
+  a.tx->set_clock(&meter_->clock(power::kLinks));
+  b.tx->set_clock(&peer.meter_->clock(power::kLinks));
   a.tx->set_track(fmt::format("{}.port{}", path(), port));
   b.tx->set_track(fmt::format("{}.port{}", peer.path(), peer_port));
   // "impl": "rtl": each side's transmitter is the link layer RTL, clocked so a
@@ -400,7 +402,7 @@ void C2c::charge_link(const Port& p, std::uint64_t attempts_before, const sc_cor
                       const sc_core::sc_time& end) {
   // Every transmission's bits on the wire: FLIT overhead and replays included.
   const double bits = double(p.tx->stats().attempts - attempts_before) * config_.link.flit_bytes * 8.0;
-  meter_->charge(power::link_bit, bits, start, std::max(start, end));
+  meter_->charge(kLinkBit, bits, start, std::max(start, end));
 }
 
 void C2c::update_irq() { irq_out.write(regs_->get(R::IRQ_STATUS) & regs_->get(R::IRQ_ENABLE)); }

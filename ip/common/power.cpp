@@ -1,55 +1,111 @@
 #include "common/power.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 
+#include "common/log.hpp"
+
 namespace tessera::power {
 
-const char* name(Event e) {
-  static const char* const names[] = {"mac_bf16",       "mac_fp16",      "mac_fp8",        "mac_int8",
-                                      "vector_op",      "vector_special", "spm_byte",      "tile_instruction",
-                                      "noc_flit_hop",   "hbm_activate",  "hbm_read_byte",  "hbm_write_byte",
-                                      "hbm_refresh",    "link_bit",      "cp_instruction"};
-  return e < kEvents ? names[e] : "?";
+namespace {
+
+struct Registry {
+  std::vector<EventInfo> events;
+  std::vector<DomainInfo> domains;
+  std::vector<Domain> event_domain;  // resolved; kMaxDomains until then
+  std::vector<Event> in_order;       // rebuilt when events are added
+};
+
+Registry make_registry() {
+  Registry r;
+  // The chip's domains (power.hpp), leakage at the nominal voltage.
+  r.domains = {{"tiles", "the tiles: cores, engines, scratchpads", 2.4, 0.75},
+               {"noc", "the network-on-chip", 0.3, 0.75},
+               {"hbm", "the HBM stacks, controllers and PHYs", 2.0, 1.1},
+               {"links", "the chip-to-chip SerDes links", 1.0, 0.9},
+               {"cp", "the control processor's subsystem", 0.05, 0.75}};
+  return r;
 }
 
-const char* name(Domain d) {
-  static const char* const names[] = {"tiles", "noc", "hbm", "links", "cp"};
-  return d < kDomains ? names[d] : "?";
+Registry& registry() {
+  static Registry r = make_registry();
+  return r;
 }
+
+}  // namespace
+
+Event declare_event(const char* name, const char* domain, double default_pj, const char* doc) {
+  Registry& r = registry();
+  for (Event e = 0; e < r.events.size(); ++e)
+    if (r.events[e].name == name) log::internal("power", "energy event \"{}\" declared twice", name);  // elaboration-only
+  r.events.push_back({name, domain, doc, default_pj});
+  r.event_domain.push_back(kMaxDomains);
+  r.in_order.clear();
+  return static_cast<Event>(r.events.size() - 1);
+}
+
+Domain declare_domain(const char* name, double static_w, double nominal_v, const char* doc) {
+  Registry& r = registry();
+  for (const DomainInfo& d : r.domains)
+    if (d.name == name) log::internal("power", "power domain \"{}\" declared twice", name);  // elaboration-only
+  if (r.domains.size() >= kMaxDomains) log::internal("power", "more than {} power domains", kMaxDomains);  // elaboration-only
+  r.domains.push_back({name, doc, static_w, nominal_v});
+  return static_cast<Domain>(r.domains.size() - 1);
+}
+
+const std::vector<EventInfo>& events() { return registry().events; }
+const std::vector<DomainInfo>& domains() { return registry().domains; }
+unsigned event_count() { return static_cast<unsigned>(registry().events.size()); }
+unsigned domain_count() { return static_cast<unsigned>(registry().domains.size()); }
+
+Domain domain(const std::string& name) {
+  const Registry& r = registry();
+  for (Domain d = 0; d < r.domains.size(); ++d)
+    if (r.domains[d].name == name) return d;
+  log::internal("power", "no power domain \"{}\" is declared (the power manager declares them)", name);  // elaboration-only
+}
+
+Event event(const std::string& name) {
+  const Registry& r = registry();
+  for (Event e = 0; e < r.events.size(); ++e)
+    if (r.events[e].name == name) return e;
+  log::internal("power", "no energy event \"{}\" is declared", name);  // elaboration-only
+}
+
+const std::string& event_name(Event e) { return registry().events.at(e).name; }
+const std::string& domain_name(Domain d) { return registry().domains.at(d).name; }
 
 Domain domain_of(Event e) {
-  switch (e) {
-    case noc_flit_hop: return noc;
-    case hbm_activate:
-    case hbm_read_byte:
-    case hbm_write_byte:
-    case hbm_refresh: return hbm;
-    case link_bit: return links;
-    case cp_instruction: return cp;
-    default: return tiles;
+  Registry& r = registry();
+  Domain& d = r.event_domain.at(e);
+  if (d == kMaxDomains) d = domain(r.events[e].domain);
+  return d;
+}
+
+const std::vector<Event>& events_in_order() {
+  Registry& r = registry();
+  if (r.in_order.size() != r.events.size()) {
+    r.in_order.resize(r.events.size());
+    for (Event e = 0; e < r.events.size(); ++e) r.in_order[e] = e;
+    std::sort(r.in_order.begin(), r.in_order.end(), [](Event a, Event b) {
+      const Domain da = domain_of(a), db = domain_of(b);
+      return da != db ? da < db : event_name(a) < event_name(b);
+    });
   }
+  return r.in_order;
 }
 
 Table::Table() {
-  // Where these come from: ip/power/README.md.
-  pj[mac_bf16] = 0.25;
-  pj[mac_fp16] = 0.25;
-  pj[mac_fp8] = 0.12;
-  pj[mac_int8] = 0.06;
-  pj[vector_op] = 0.6;
-  pj[vector_special] = 2.5;
-  pj[spm_byte] = 0.15;
-  pj[tile_instruction] = 10;
-  pj[noc_flit_hop] = 25;
-  pj[hbm_activate] = 900;
-  pj[hbm_read_byte] = 31;
-  pj[hbm_write_byte] = 31;
-  pj[hbm_refresh] = 30000;
-  pj[link_bit] = 3;
-  pj[cp_instruction] = 25;
-  static_w = {2.4, 0.3, 2.0, 1.0, 0.05};
-  volts = nominal = {0.75, 0.75, 1.1, 0.9, 0.75};
+  for (Domain d = 0; d < domain_count(); ++d) {
+    static_w[d] = domains()[d].static_w;
+    volts[d] = nominal[d] = domains()[d].nominal_v;
+  }
+  cover();
+}
+
+void Table::cover() {
+  for (Event e = static_cast<Event>(pj.size()); e < event_count(); ++e) pj.push_back(events()[e].default_pj);
 }
 
 double Table::static_power(Domain d) const {
@@ -87,7 +143,7 @@ void Clock::set(double scale, const sc_core::sc_time& when) {
 }
 
 void Meter::set_volts(Domain d, double v, const sc_core::sc_time& when) {
-  if (d >= kDomains || !(v > 0) || v == table_.volts[d]) return;
+  if (d >= domain_count() || !(v > 0) || v == table_.volts[d]) return;
   auto& steps = steps_[d];
   const sc_core::sc_time at = std::max(steps.empty() ? sc_core::SC_ZERO_TIME : steps.back().at, when);
   if (steps.empty()) steps.push_back({sc_core::SC_ZERO_TIME, table_.static_power(d)});
@@ -107,7 +163,12 @@ void Meter::set_window_length(const sc_core::sc_time& w) {
 }
 
 void Meter::charge(Event e, double count, const sc_core::sc_time& start, const sc_core::sc_time& end) {
-  if (e >= kEvents || count <= 0) return;
+  if (e >= event_count() || count <= 0) return;
+  if (e >= counts_.size()) {  // an event declared after the meter was made (a plugin's)
+    table_.cover();
+    counts_.resize(event_count(), 0.0);
+    scaled_.resize(event_count(), 0.0);
+  }
   const Domain d = domain_of(e);
   const double r = table_.nominal[d] > 0 ? table_.volts[d] / table_.nominal[d] : 1.0;
   const double scaled = r == 1.0 ? count : count * r * r;
@@ -125,7 +186,7 @@ void Meter::bin(Domain d, double joules, const sc_core::sc_time& start, const sc
   // A long run keeps at most kMaxWindows windows: twice as long, half as many, as often as needed.
   while ((end > start ? end : start) >= limit_) {
     for (std::size_t i = 0; 2 * i < windows_.size(); ++i)
-      for (unsigned k = 0; k < kDomains; ++k)
+      for (unsigned k = 0; k < kMaxDomains; ++k)
         windows_[i][k] = windows_[2 * i][k] + (2 * i + 1 < windows_.size() ? windows_[2 * i + 1][k] : 0.0);
     windows_.resize((windows_.size() + 1) / 2);
     set_window_length(window_ * 2.0);
@@ -133,14 +194,14 @@ void Meter::bin(Domain d, double joules, const sc_core::sc_time& start, const sc
   const double s = start.to_seconds() * per_window_;  // in windows
   const std::size_t first = static_cast<std::size_t>(s);
   if (end <= start) {  // at one moment: one window
-    if (first >= windows_.size()) windows_.resize(first + 1, std::array<double, kDomains>{});
+    if (first >= windows_.size()) windows_.resize(first + 1, std::array<double, kMaxDomains>{});
     windows_[first][d] += joules;
     return;
   }
   const double e = end.to_seconds() * per_window_;
   std::size_t last = static_cast<std::size_t>(e);
   if (static_cast<double>(last) == e && last > first) --last;  // ends on a boundary
-  if (last >= windows_.size()) windows_.resize(last + 1, std::array<double, kDomains>{});
+  if (last >= windows_.size()) windows_.resize(last + 1, std::array<double, kMaxDomains>{});
   if (first == last) {
     windows_[first][d] += joules;
     return;
@@ -154,14 +215,14 @@ void Meter::bin(Domain d, double joules, const sc_core::sc_time& start, const sc
 double Meter::dynamic_joules(Domain d) const {
   // From the counts, so the total is exactly the activity times the energy per event.
   double j = 0;
-  for (unsigned e = 0; e < kEvents; ++e)
-    if (domain_of(static_cast<Event>(e)) == d) j += scaled_[e] * table_.pj[e] * 1e-12;
+  for (Event e = 0; e < counts_.size(); ++e)
+    if (domain_of(e) == d) j += scaled_[e] * table_.pj[e] * 1e-12;
   return j;
 }
 
 double Meter::dynamic_joules() const {
   double j = 0;
-  for (unsigned d = 0; d < kDomains; ++d) j += dynamic_joules(static_cast<Domain>(d));
+  for (Domain d = 0; d < domain_count(); ++d) j += dynamic_joules(d);
   return j;
 }
 
@@ -193,7 +254,7 @@ std::vector<double> Meter::static_watts(Domain d) const {
 
 double Meter::total_joules(const sc_core::sc_time& until) const {
   double j = dynamic_joules();
-  for (unsigned d = 0; d < kDomains; ++d) j += static_joules(static_cast<Domain>(d), until);
+  for (Domain d = 0; d < domain_count(); ++d) j += static_joules(d, until);
   return j;
 }
 

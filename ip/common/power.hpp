@@ -24,36 +24,53 @@
 
 namespace tessera::power {
 
-enum Event : unsigned {
-  mac_bf16,
-  mac_fp16,
-  mac_fp8,
-  mac_int8,
-  vector_op,        // a lane operation of the vector unit (add, mul, compare, ...)
-  vector_special,   // a special-function operation (exp, log, rsqrt, silu, ...)
-  spm_byte,         // a scratchpad byte read or written (engines' streams included)
-  tile_instruction, // an instruction of a tile's core
-  noc_flit_hop,     // a flit through one router
-  hbm_activate,
-  hbm_read_byte,
-  hbm_write_byte,
-  hbm_refresh,      // a refresh command of one pseudo-channel
-  link_bit,         // a bit on a SerDes link's wire (FLIT overhead and replays included)
-  cp_instruction,
-  kEvents
-};
-enum Domain : unsigned { tiles, noc, hbm, links, cp, kDomains };
+// What the meter counts. Each IP declares the events it charges, once, at
+// namespace scope in its source, with their domain and their default
+// energy (sources: ip/power/README.md):
+//
+//   const power::Event kActivate = power::declare_event("hbm_activate", "hbm", 900, "an ACT command");
+//
+// Nothing here knows a particular IP. The power domains are the chip's:
+// the five below come first, in the order the power manager's registers
+// index them (ip/power/power.regs.json), with their default leakage
+// (sources: ip/power/README.md); an IP names its events' domain.
+using Event = unsigned;   // an index into events()
+using Domain = unsigned;  // an index into domains()
+inline constexpr unsigned kMaxDomains = 8;  // the power manager's register arrays have 8 slots
+inline constexpr Domain kTiles = 0, kNoc = 1, kHbm = 2, kLinks = 3, kCp = 4;
+inline constexpr unsigned kChipDomains = 5;
 
-const char* name(Event e);
-const char* name(Domain d);
+struct EventInfo {
+  std::string name, domain, doc;  // domain: by name, resolved when first needed
+  double default_pj;
+};
+struct DomainInfo {
+  std::string name, doc;
+  double static_w, nominal_v;  // default leakage at the nominal voltage
+};
+Event declare_event(const char* name, const char* domain, double default_pj, const char* doc);
+Domain declare_domain(const char* name, double static_w, double nominal_v, const char* doc);
+const std::vector<EventInfo>& events();
+const std::vector<DomainInfo>& domains();
+// Events in report order: by domain, then by name (declaration order is link order).
+const std::vector<Event>& events_in_order();
+unsigned event_count();
+unsigned domain_count();
+// By name; an unknown name is an internal error (a model asks for what no IP declared).
+Event event(const std::string& name);
+Domain domain(const std::string& name);
+const std::string& event_name(Event e);
+const std::string& domain_name(Domain d);
 Domain domain_of(Event e);
 
 struct Table {
-  std::array<double, kEvents> pj{};         // energy per event, picojoules
-  std::array<double, kDomains> static_w{};  // leakage at the nominal voltage, watts
-  std::array<double, kDomains> volts{};     // the domain's voltage now
-  std::array<double, kDomains> nominal{};   // the voltage static_w is given at
-  Table();                                  // the defaults (sources in ip/power/README.md)
+  std::vector<double> pj;                      // energy per event, picojoules
+  std::array<double, kMaxDomains> static_w{};  // leakage at the nominal voltage, watts
+  std::array<double, kMaxDomains> volts{};     // the domain's voltage now
+  std::array<double, kMaxDomains> nominal{};   // the voltage static_w is given at
+  Table();                                     // the declared defaults
+  // Events declared after the table was made (a plugin's) get their defaults.
+  void cover();
   // Leakage at the domain's voltage: static_w * (V / V_nominal)^2.
   double static_power(Domain d) const;
 };
@@ -105,7 +122,7 @@ class Meter {
   void on_next_charge(std::function<void()> f) { wake_ = std::move(f); }
   const sc_core::sc_time& window() const { return window_; }
 
-  double count(Event e) const { return counts_[e]; }
+  double count(Event e) const { return e < counts_.size() ? counts_[e] : 0.0; }
   // Sum over the domain's events of count x energy per event x (V/V_nominal)^2
   // at the time of each event (exactly count x energy per event at the
   // nominal voltage).
@@ -119,7 +136,7 @@ class Meter {
   // Dynamic energy per window and domain (window i: [i w, (i + 1) w)). A
   // run longer than 2^20 windows doubles the window (merging pairs) as it
   // goes, so memory stays bounded; window() tells the length now.
-  const std::vector<std::array<double, kDomains>>& windows() const { return windows_; }
+  const std::vector<std::array<double, kMaxDomains>>& windows() const { return windows_; }
 
  private:
   void bin(Domain d, double joules, const sc_core::sc_time& start, const sc_core::sc_time& end);
@@ -129,16 +146,16 @@ class Meter {
   sc_core::sc_time window_{1, sc_core::SC_US};
   double per_window_ = 1e6;                                    // windows per second
   sc_core::sc_time limit_{static_cast<double>(kMaxWindows), sc_core::SC_US};  // the time the windows reach
-  std::array<double, kEvents> counts_{};
-  std::array<double, kEvents> scaled_{};  // counts x (V/V_nominal)^2
-  std::array<Clock, kDomains> clocks_;
+  std::vector<double> counts_;
+  std::vector<double> scaled_;  // counts x (V/V_nominal)^2
+  std::array<Clock, kMaxDomains> clocks_;
   std::function<void()> wake_;
   struct Step {
     sc_core::sc_time at;
     double watts;  // leakage from `at` on
   };
-  std::array<std::vector<Step>, kDomains> steps_;  // voltage changes (with the start, once there is one)
-  std::vector<std::array<double, kDomains>> windows_;
+  std::array<std::vector<Step>, kMaxDomains> steps_;  // voltage changes (with the start, once there is one)
+  std::vector<std::array<double, kMaxDomains>> windows_;
 };
 
 // The meter of the chip `path` belongs to.

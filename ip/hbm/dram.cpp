@@ -10,6 +10,13 @@
 
 namespace tessera::hbm {
 
+namespace energy {
+const power::Event activate = power::declare_event("hbm_activate", "hbm", 900, "an ACT command of one bank");
+const power::Event read_byte = power::declare_event("hbm_read_byte", "hbm", 31, "a byte read from the stack");
+const power::Event write_byte = power::declare_event("hbm_write_byte", "hbm", 31, "a byte written to the stack");
+const power::Event refresh = power::declare_event("hbm_refresh", "hbm", 30000, "a refresh command of one pseudo-channel");
+}  // namespace energy
+
 const char* cmd_name(Cmd c) {
   static const char* const names[] = {"ACT", "RD", "WR", "PRE", "REFab", "REFpb"};
   return names[static_cast<unsigned>(c)];

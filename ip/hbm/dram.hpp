@@ -8,8 +8,14 @@
 #include <string>
 
 #include "common/config.hpp"
+#include "common/power.hpp"
 
 namespace tessera::hbm {
+
+// The stacks' energy events (sources: ip/power/README.md).
+namespace energy {
+extern const power::Event activate, read_byte, write_byte, refresh;
+}
 
 enum class Cmd : std::uint8_t { ACT, RD, WR, PRE, REFAB, REFPB };
 const char* cmd_name(Cmd c);

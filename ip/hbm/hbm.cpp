@@ -297,10 +297,10 @@ void Hbm::b_transport(tlm::tlm_generic_payload& trans, sc_core::sc_time& delay) 
   if (trans.is_read()) {
     ok = check_ecc(addr, len);
     bytes_read_ += len;
-    meter_->charge(power::hbm_read_byte, len, sc_core::sc_time_stamp() + delay);
+    meter_->charge(energy::read_byte, len, sc_core::sc_time_stamp() + delay);
   } else {
     bytes_written_ += len;
-    meter_->charge(power::hbm_write_byte, len, sc_core::sc_time_stamp() + delay);
+    meter_->charge(energy::write_byte, len, sc_core::sc_time_stamp() + delay);
     // Writing a whole 64-bit word writes its check bits anew.
     if (!injected_.empty())
       for (std::uint64_t a = (addr + kEccWord - 1) & ~std::uint64_t(kEccWord - 1); a + kEccWord <= addr + len;
@@ -359,7 +359,7 @@ void Hbm::fast(tlm::tlm_generic_payload& trans, sc_core::sc_time& delay) {
       for (auto& r : f.bank_ready) r = std::max(r, end);
       f.refresh_due += t.tREFI;
       ++f.refreshes;
-      meter_->charge(power::hbm_refresh, 1, clk_->edge(end, tck_));
+      meter_->charge(energy::refresh, 1, clk_->edge(end, tck_));
     }
     // Throughput: buckets for the data bus, the activation rate (tRRD_S,
     // tFAW) and the command bus (one command a cycle) advance by what each
@@ -393,7 +393,7 @@ void Hbm::fast(tlm::tlm_generic_payload& trans, sc_core::sc_time& delay) {
       f.bank_ready[b] = act + t.tRC;
       f.pre_ready[b] = act + t.tRAS;
       f.open_row[b] = static_cast<std::int64_t>(l.row);
-      meter_->charge(power::hbm_activate, 1, clk_->edge(act, tck_));
+      meter_->charge(energy::activate, 1, clk_->edge(act, tck_));
       cas = act + (write ? t.tRCDWR : t.tRCDRD);
     }
     const std::uint64_t cmd_slot = std::max(f.cmd_bucket, start);

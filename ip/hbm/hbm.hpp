@@ -121,7 +121,7 @@ class Hbm : public Ip {
   AddressMap map_;
   std::uint64_t tck_;  // ticks of the time resolution per cycle
   power::Meter* meter_ = &power::meter(name());
-  power::Clock* clk_ = &meter_->clock(power::hbm);  // DVFS: the HBM domain (controllers and PHYs)
+  power::Clock* clk_ = &meter_->clock(power::kHbm);  // DVFS: the HBM domain (controllers and PHYs)
   std::vector<std::unique_ptr<PseudoChannel>> channels_;
   std::vector<std::unique_ptr<sc_core::sc_event>> wake_;
   PageStore store_;

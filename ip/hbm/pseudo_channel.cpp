@@ -183,7 +183,7 @@ void PseudoChannel::apply(Cmd cmd, unsigned bank, std::uint64_t row, std::uint64
       faw_.push_back(c);
       if (faw_.size() > 4) faw_.pop_front();
       ++stats_.activations[bank];
-      if (meter_) meter_->charge(power::hbm_activate, 1, clock_->edge(c, tck_));
+      if (meter_) meter_->charge(energy::activate, 1, clock_->edge(c, tck_));
       break;
     case Cmd::RD:
       for (unsigned o = 0; o < banks_.size(); ++o) {
@@ -243,7 +243,7 @@ void PseudoChannel::issue(const Candidate& c) {
 
   if (c.cmd == Cmd::REFAB || c.cmd == Cmd::REFPB) {
     ++stats_.refreshes;
-    if (meter_) meter_->charge(power::hbm_refresh, 1, clock_->edge(c.cycle, tck_));
+    if (meter_) meter_->charge(energy::refresh, 1, clock_->edge(c.cycle, tck_));
     stats_.refresh_cycles += c.cmd == Cmd::REFAB ? t_.tRFCab : t_.tRFCpb;
     if (c.cmd == Cmd::REFPB) refresh_bank_ = (refresh_bank_ + 1) % banks_.size();
     if (refresh_owed_ > 0) --refresh_owed_;

@@ -5,6 +5,8 @@
 
 namespace tessera::noc {
 
+const power::Event kFlitHop = power::declare_event("noc_flit_hop", "noc", 25, "a flit through one router");
+
 void Noc::Config::visit(Params& p) {
   p("topology", net.topology, "mesh, torus or ring");
   p("width", net.width, "routers in x");
@@ -90,7 +92,7 @@ void Noc::carry(unsigned src, unsigned dst, unsigned payload_bytes, unsigned cls
     power::Meter* m;
     double flit_hops;
     sc_core::sc_time start;
-    ~Charge() { m->charge(power::noc_flit_hop, flit_hops, start, sc_core::sc_time_stamp()); }
+    ~Charge() { m->charge(kFlitHop, flit_hops, start, sc_core::sc_time_stamp()); }
   } charge{meter_, double(p.flits) * (Network::hops(config_.net, src, dst) + 1), start};
   if (src == dst) {  // the same node: through the router once
     sc_core::wait(clk_->span(sc_core::sc_time::from_value(period_ * (config_.net.per_hop() + p.flits - 1))));

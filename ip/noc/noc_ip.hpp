@@ -83,7 +83,7 @@ class Noc : public Ip {
   sc_core::sc_event kick_;
   std::uint64_t transactions_ = 0, errors_ = 0;
   power::Meter* meter_ = &power::meter(name());
-  power::Clock* clk_ = &meter_->clock(power::noc);  // DVFS: the NoC domain
+  power::Clock* clk_ = &meter_->clock(power::kNoc);  // DVFS: the NoC domain
 };
 
 }  // namespace tessera::noc

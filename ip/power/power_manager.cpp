@@ -21,7 +21,6 @@ const trace::Category kTrace = trace::category("power", "power and frequency per
 
 namespace R = regs::power;
 
-using power::kDomains;
 
 namespace {
 
@@ -58,23 +57,25 @@ std::vector<PowerManager::Pstate> parse_pstates(const Params& p, const std::stri
 PowerManager::Config::Config() {
   // Where these come from: ip/power/README.md.
   const std::vector<Pstate> logic = {{1.0, 0.75}, {0.9, 0.72}, {0.8, 0.69}, {0.7, 0.66}, {0.6, 0.63}, {0.5, 0.60}};
-  pstates[power::tiles] = logic;
-  pstates[power::noc] = {{1.0, 0.75}, {0.8, 0.69}, {0.6, 0.63}, {0.5, 0.60}};
-  pstates[power::hbm] = {{1.0, 1.1}, {0.875, 1.08}, {0.75, 1.05}, {0.5, 1.0}};
-  pstates[power::links] = {{1.0, 0.9}, {0.5, 0.8}, {0.25, 0.75}};
-  pstates[power::cp] = {{1.0, 0.75}, {0.75, 0.68}, {0.5, 0.60}};
+  pstates[kTiles] = logic;
+  pstates[kNoc] = {{1.0, 0.75}, {0.8, 0.69}, {0.6, 0.63}, {0.5, 0.60}};
+  pstates[kHbm] = {{1.0, 1.1}, {0.875, 1.08}, {0.75, 1.05}, {0.5, 1.0}};
+  pstates[kLinks] = {{1.0, 0.9}, {0.5, 0.8}, {0.25, 0.75}};
+  pstates[kCp] = {{1.0, 0.75}, {0.75, 0.68}, {0.5, 0.60}};
   transition = {sc_core::sc_time(1, sc_core::SC_US), sc_core::sc_time(1, sc_core::SC_US), sc_core::sc_time(5, sc_core::SC_US),
                 sc_core::sc_time(5, sc_core::SC_US), sc_core::sc_time(1, sc_core::SC_US)};
 }
 
 void PowerManager::Config::visit(Params& p) {
   using namespace power;
-  for (unsigned e = 0; e < kEvents; ++e) {
-    const std::string key = std::string("pj_") + power::name(static_cast<Event>(e));
-    p(key.c_str(), table.pj[e], "energy per event, picojoules (sources: ip/power/README.md)");
+  table.cover();
+  for (const Event e : events_in_order()) {
+    const std::string key = "pj_" + event_name(e);
+    const std::string doc = events()[e].doc + ": energy per event, picojoules (sources: ip/power/README.md)";
+    p(key.c_str(), table.pj[e], doc.c_str());
   }
   for (unsigned d = 0; d < kDomains; ++d) {
-    const std::string dom = power::name(static_cast<Domain>(d));
+    const std::string dom = power::domain_name(d);
     p(("static_w_" + dom).c_str(), table.static_w[d], "leakage of the domain at its nominal voltage, watts");
     p(("nominal_v_" + dom).c_str(), table.nominal[d], "the voltage static_w is given at");
     std::string ps = format_pstates(pstates[d]);
@@ -97,11 +98,10 @@ void PowerManager::Config::visit(Params& p) {
 
 void PowerManager::Config::validate(const Params& p) const {
   using namespace power;
-  for (unsigned e = 0; e < kEvents; ++e)
-    if (!(table.pj[e] >= 0) || table.pj[e] > 1e9)
-      p.fail(std::string("pj_") + power::name(static_cast<Event>(e)), "must be between 0 and 1e9 pJ");
+  for (const Event e : events_in_order())
+    if (!(table.pj[e] >= 0) || table.pj[e] > 1e9) p.fail("pj_" + event_name(e), "must be between 0 and 1e9 pJ");
   for (unsigned d = 0; d < kDomains; ++d) {
-    const std::string dom = power::name(static_cast<Domain>(d));
+    const std::string dom = power::domain_name(d);
     if (!(table.static_w[d] >= 0) || table.static_w[d] > 1e4) p.fail("static_w_" + dom, "must be between 0 and 10 kW");
     if (!(table.nominal[d] > 0) || table.nominal[d] > 5) p.fail("nominal_v_" + dom, "must be above 0 and at most 5 V");
     const auto& ps = pstates[d];
@@ -222,11 +222,11 @@ PowerManager::PowerManager(const sc_core::sc_module_name& n, const Config& c)
     const auto d = static_cast<power::Domain>(w.index);
     if (!firmware_) {
       log::guest_error(path(), "power/pstate-auto", "PSTATE_REQ[{}] written while the control loop owns the P-states (set CTRL.FIRMWARE first)",
-                       power::name(d));
+                       power::domain_name(d));
       return false;
     }
     if (w.next >= config_.pstates[d].size()) {
-      log::guest_error(path(), "power/pstate-range", "PSTATE_REQ[{}] = {}: the domain has P-states 0 to {}", power::name(d), w.next,
+      log::guest_error(path(), "power/pstate-range", "PSTATE_REQ[{}] = {}: the domain has P-states 0 to {}", power::domain_name(d), w.next,
                        config_.pstates[d].size() - 1);
       return false;
     }
@@ -244,7 +244,7 @@ PowerManager::PowerManager(const sc_core::sc_module_name& n, const Config& c)
   });
 
   for (unsigned d = 0; d < kDomains; ++d) {
-    const std::string dom = power::name(static_cast<power::Domain>(d));
+    const std::string dom = power::domain_name(d);
     w_pstate_[d] = waves::declare(waves::clocks, path(), dom + "_pstate", 4);
     w_freq_[d] = waves::declare(waves::clocks, path(), dom + "_freq", 0);
     w_volts_[d] = waves::declare(waves::clocks, path(), dom + "_volts", 0);
@@ -490,7 +490,7 @@ void PowerManager::show_clock(power::Domain d, const sc_core::sc_time& at) {
   waves::change(w_pstate_[d], dom_[d].current, at);
   waves::change_real(w_freq_[d], s.scale, at);
   waves::change_real(w_volts_[d], s.volts, at);
-  const std::string dom = power::name(d);
+  const std::string dom = power::domain_name(d);
   trace::counter(kTrace, path(), dom + " freq", at, s.scale);
   trace::counter(kTrace, path(), dom + " V", at, s.volts);
 }
@@ -513,7 +513,7 @@ void PowerManager::publish() {
       w /= static_cast<double>(n);
       total += w;
       waves::change_real(w_watts_[d], w, at);
-      trace::counter(kTrace, path(), std::string(power::name(static_cast<power::Domain>(d))) + " W", at, w);
+      trace::counter(kTrace, path(), std::string(power::domain_name(d)) + " W", at, w);
     }
     waves::change_real(w_total_, total, at);
     trace::counter(kTrace, path(), "total W", at, total);
@@ -529,7 +529,7 @@ void PowerManager::end_of_simulation() {
 void PowerManager::write_csv(const std::string& file) const {
   std::ofstream out(file);
   out << "start_us";
-  for (unsigned d = 0; d < kDomains; ++d) out << ',' << power::name(static_cast<power::Domain>(d)) << "_w";
+  for (unsigned d = 0; d < kDomains; ++d) out << ',' << power::domain_name(d) << "_w";
   out << ",total_w\n";
   const double w = meter_.window().to_seconds();
   const auto& windows = meter_.windows();
@@ -555,7 +555,7 @@ void PowerManager::report_stats(nlohmann::ordered_json& out) const {
   double total = 0;
   for (unsigned d = 0; d < kDomains; ++d) {
     const auto dom = static_cast<power::Domain>(d);
-    const std::string k = power::name(dom);
+    const std::string k = power::domain_name(dom);
     const double dyn = meter_.dynamic_joules(dom), stat = meter_.static_joules(dom, now);
     const auto leak = meter_.static_watts(dom);
     double peak = 0;
@@ -581,9 +581,8 @@ void PowerManager::report_stats(nlohmann::ordered_json& out) const {
   out["cap_w"] = cap_;
   out["throttles"] = throttles();
   out["overcap_events"] = overcap_events_;
-  for (unsigned e = 0; e < power::kEvents; ++e) {
-    const auto ev = static_cast<power::Event>(e);
-    out[std::string("events_") + power::name(ev)] = meter_.count(ev);
+  for (const power::Event ev : power::events_in_order()) {
+    out["events_" + power::event_name(ev)] = meter_.count(ev);
   }
 }
 

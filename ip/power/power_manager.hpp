@@ -31,6 +31,9 @@
 
 namespace tessera::power {
 
+// The domains the power manager controls: the chip's (common/power.hpp).
+inline constexpr unsigned kDomains = kChipDomains;
+
 class PowerManager : public MmioTarget {
  public:
   static constexpr unsigned kMaxPstates = 8;

@@ -12,6 +12,14 @@
 
 using namespace tessera;
 using namespace tessera::power;
+
+namespace {
+// The events these tests charge, declared here as the IPs declare theirs
+// (this binary links no IP that charges them).
+const Event mac_bf16 = declare_event("mac_bf16", "tiles", 0.25, "a BF16 MAC (test)");
+const Event hbm_read_byte = declare_event("hbm_read_byte", "hbm", 31, "an HBM byte read (test)");
+const Event cp_instruction = declare_event("cp_instruction", "cp", 25, "a CP instruction (test)");
+}  // namespace
 using namespace tessera::power;
 using sc_core::sc_time;
 using sc_core::SC_NS;
@@ -29,21 +37,21 @@ TEST(Power, EnergyIsActivityTimesEnergyPerEventAndLandsInItsWindows) {
   m.charge(cp_instruction, 1000, sc_time(100, SC_NS), sc_time(900, SC_NS));
   const Table& t = m.table();
   EXPECT_EQ(m.count(mac_bf16), 1e6);
-  EXPECT_EQ(m.dynamic_joules(tiles), 1e6 * t.pj[mac_bf16] * 1e-12);
-  EXPECT_EQ(m.dynamic_joules(hbm), 4096 * t.pj[hbm_read_byte] * 1e-12);
-  EXPECT_EQ(m.dynamic_joules(cp), 1000 * t.pj[cp_instruction] * 1e-12);
+  EXPECT_EQ(m.dynamic_joules(kTiles), 1e6 * t.pj[mac_bf16] * 1e-12);
+  EXPECT_EQ(m.dynamic_joules(kHbm), 4096 * t.pj[hbm_read_byte] * 1e-12);
+  EXPECT_EQ(m.dynamic_joules(kCp), 1000 * t.pj[cp_instruction] * 1e-12);
   const auto& w = m.windows();
   ASSERT_EQ(w.size(), 3u);
   const double mac = 1e6 * t.pj[mac_bf16] * 1e-12;
-  EXPECT_NEAR(w[0][tiles], mac * 0.5 / 2.5, 1e-18);
-  EXPECT_NEAR(w[1][tiles], mac * 1.0 / 2.5, 1e-18);
-  EXPECT_NEAR(w[2][tiles], mac * 1.0 / 2.5, 1e-18);
-  EXPECT_NEAR(w[1][hbm], 4096 * t.pj[hbm_read_byte] * 1e-12, 1e-18);
-  EXPECT_NEAR(w[0][cp], 1000 * t.pj[cp_instruction] * 1e-12, 1e-18);
+  EXPECT_NEAR(w[0][kTiles], mac * 0.5 / 2.5, 1e-18);
+  EXPECT_NEAR(w[1][kTiles], mac * 1.0 / 2.5, 1e-18);
+  EXPECT_NEAR(w[2][kTiles], mac * 1.0 / 2.5, 1e-18);
+  EXPECT_NEAR(w[1][kHbm], 4096 * t.pj[hbm_read_byte] * 1e-12, 1e-18);
+  EXPECT_NEAR(w[0][kCp], 1000 * t.pj[cp_instruction] * 1e-12, 1e-18);
   // Leakage: static_w at the nominal voltage, times (V / V_nominal)^2.
-  EXPECT_DOUBLE_EQ(m.static_joules(noc, sc_time(2, SC_US)), t.static_w[noc] * 2e-6);
-  m.table().volts[noc] = t.nominal[noc] * 0.8;
-  EXPECT_NEAR(m.table().static_power(noc), t.static_w[noc] * 0.64, 1e-12);
+  EXPECT_DOUBLE_EQ(m.static_joules(kNoc, sc_time(2, SC_US)), t.static_w[kNoc] * 2e-6);
+  m.table().volts[kNoc] = t.nominal[kNoc] * 0.8;
+  EXPECT_NEAR(m.table().static_power(kNoc), t.static_w[kNoc] * 0.64, 1e-12);
   double dyn = 0;
   for (unsigned d = 0; d < kDomains; ++d) dyn += m.dynamic_joules(static_cast<Domain>(d));
   EXPECT_EQ(m.dynamic_joules(), dyn);
@@ -54,8 +62,8 @@ TEST(Power, EnergyIsActivityTimesEnergyPerEventAndLandsInItsWindows) {
   EXPECT_EQ(longer.window(), sc_time(4, SC_US));
   EXPECT_LE(longer.windows().size(), std::size_t{1} << 20);
   double binned = 0;
-  for (const auto& win : longer.windows()) binned += win[cp];
-  EXPECT_NEAR(binned, longer.dynamic_joules(cp), 1e-18);
+  for (const auto& win : longer.windows()) binned += win[kCp];
+  EXPECT_NEAR(binned, longer.dynamic_joules(kCp), 1e-18);
   reset();
 }
 
@@ -119,7 +127,7 @@ struct Load {
   double watts = 10;
   std::vector<std::pair<sc_time, sc_time>> units;  // start, end
   void run(sc_time until) {
-    const Clock& clk = m.clock(tiles);
+    const Clock& clk = m.clock(kTiles);
     const double macs = watts * nominal.to_seconds() / (m.table().pj[mac_bf16] * 1e-12);
     while (sc_core::sc_time_stamp() < until) {
       const sc_time t0 = sc_core::sc_time_stamp(), d = clk.span(nominal);
@@ -135,7 +143,7 @@ TEST(Power, APstateChangeTakesEffectAfterItsLatency) {
   reset();
   PowerManager::Config c;
   c.firmware = true;
-  c.transition[tiles] = sc_time(3, SC_US);
+  c.transition[kTiles] = sc_time(3, SC_US);
   PowerManager pm("power", c);
   tessera::testing::TestInitiator bus("bus");
   bus.socket.bind(pm.csr_target);
@@ -153,21 +161,21 @@ TEST(Power, APstateChangeTakesEffectAfterItsLatency) {
   sc_core::sc_spawn([&] { load.run(sc_time(10, SC_US)); });
   sc_core::sc_spawn([&] {
     sc_core::wait(2, SC_US);
-    EXPECT_EQ(wr(R::PSTATE_REQ, tiles, 9), tlm::TLM_COMMAND_ERROR_RESPONSE) << "the tiles have 6 P-states";
-    EXPECT_EQ(wr(R::PSTATE_REQ, tiles, 2), tlm::TLM_OK_RESPONSE);
-    EXPECT_EQ(rd(R::PSTATE, tiles), 0u | (2u << 4) | (1u << 8) | (6u << 12)) << "P0, moving to P2, busy, 6 P-states";
+    EXPECT_EQ(wr(R::PSTATE_REQ, kTiles, 9), tlm::TLM_COMMAND_ERROR_RESPONSE) << "the tiles have 6 P-states";
+    EXPECT_EQ(wr(R::PSTATE_REQ, kTiles, 2), tlm::TLM_OK_RESPONSE);
+    EXPECT_EQ(rd(R::PSTATE, kTiles), 0u | (2u << 4) | (1u << 8) | (6u << 12)) << "P0, moving to P2, busy, 6 P-states";
     sc_core::wait(sc_time(3, SC_US) - sc_time(1, sc_core::SC_PS));
-    EXPECT_EQ(m.clock(tiles).scale(), 1.0) << "not before the latency";
-    EXPECT_EQ(m.table().volts[tiles], 0.75);
+    EXPECT_EQ(m.clock(kTiles).scale(), 1.0) << "not before the latency";
+    EXPECT_EQ(m.table().volts[kTiles], 0.75);
     sc_core::wait(1, sc_core::SC_PS);
-    EXPECT_EQ(m.clock(tiles).scale(), 0.8) << "at 5 us";
-    EXPECT_EQ(m.table().volts[tiles], 0.69);
-    EXPECT_EQ(rd(R::PSTATE, tiles), 2u | (2u << 4) | (6u << 12));
-    EXPECT_EQ(rd(R::FREQ_PERMILLE, tiles), 800u);
-    EXPECT_EQ(rd(R::VOLTAGE_MV, tiles), 690u);
+    EXPECT_EQ(m.clock(kTiles).scale(), 0.8) << "at 5 us";
+    EXPECT_EQ(m.table().volts[kTiles], 0.69);
+    EXPECT_EQ(rd(R::PSTATE, kTiles), 2u | (2u << 4) | (6u << 12));
+    EXPECT_EQ(rd(R::FREQ_PERMILLE, kTiles), 800u);
+    EXPECT_EQ(rd(R::VOLTAGE_MV, kTiles), 690u);
     // The loop owns the P-states again: firmware's requests are refused.
     EXPECT_EQ(wr(R::CTRL, 0, 0), tlm::TLM_OK_RESPONSE);
-    EXPECT_EQ(wr(R::PSTATE_REQ, tiles, 1), tlm::TLM_COMMAND_ERROR_RESPONSE);
+    EXPECT_EQ(wr(R::PSTATE_REQ, kTiles, 1), tlm::TLM_COMMAND_ERROR_RESPONSE);
   });
   sc_core::sc_start(sc_time(10, SC_US));
   // Units of 100 ns of work: 100 ns each before 5 us, 125 ns each once it began after.
@@ -176,10 +184,10 @@ TEST(Power, APstateChangeTakesEffectAfterItsLatency) {
     EXPECT_EQ(end - start, start < sc_time(5, SC_US) ? sc_time(100, SC_NS) : sc_time(125, SC_NS)) << start;
   // Energy: (V/V_nominal)^2 on the dynamic energy charged after 5 us and on leakage.
   const double r2 = (0.69 / 0.75) * (0.69 / 0.75);
-  EXPECT_NEAR(m.static_joules(tiles, sc_time(10, SC_US)), 2.4 * 5e-6 + 2.4 * r2 * 5e-6, 1e-15);
+  EXPECT_NEAR(m.static_joules(kTiles, sc_time(10, SC_US)), 2.4 * 5e-6 + 2.4 * r2 * 5e-6, 1e-15);
   double expect = 0;
   for (const auto& [start, end] : load.units) expect += 10 * 100e-9 * (start < sc_time(5, SC_US) ? 1.0 : r2);
-  EXPECT_NEAR(m.dynamic_joules(tiles), expect, 1e-15);
+  EXPECT_NEAR(m.dynamic_joules(kTiles), expect, 1e-15);
   EXPECT_DOUBLE_EQ(m.count(mac_bf16), 4e6 * static_cast<double>(load.units.size()));
 }
 
@@ -195,22 +203,22 @@ TEST(Power, UnderACapAveragePowerStaysAtTheCapAndThroughputFollowsTheClock) {
   const sc_time end(400, SC_US);
   sc_core::sc_spawn([&] { load.run(end); });
   sc_core::sc_start(end);
-  // The loop's pick: the fastest tiles P-state whose predicted power fits
+  // The loop's pick: the fastest kTiles P-state whose predicted power fits
   // under the cap less the margin (the other domains only leak).
   const PowerManager::Config d;
   double others = 0;
-  for (Domain x : {noc, hbm, links, cp}) others += m.table().static_w[x];
+  for (Domain x : {kNoc, kHbm, kLinks, kCp}) others += m.table().static_w[x];
   unsigned expect = 0;
   auto predicted = [&](unsigned s) {
-    const auto& p = d.pstates[tiles][s];
+    const auto& p = d.pstates[kTiles][s];
     const double r = p.volts / 0.75;
     return 10 * p.scale * r * r + 2.4 * r * r + others;
   };
   while (predicted(expect) > c.cap * (1 - c.margin)) ++expect;
   EXPECT_EQ(expect, 3u) << "0.7 of the clock at 0.66 V";
-  EXPECT_EQ(pm.pstate(tiles), expect);
-  EXPECT_GE(pm.throttles(tiles), 1u);
-  for (Domain x : {noc, hbm, links, cp}) EXPECT_EQ(pm.pstate(x), 0u) << name(x);
+  EXPECT_EQ(pm.pstate(kTiles), expect);
+  EXPECT_GE(pm.throttles(kTiles), 1u);
+  for (Domain x : {kNoc, kHbm, kLinks, kCp}) EXPECT_EQ(pm.pstate(x), 0u) << domain_name(x);
   // Average power over any stretch of 10 response times stays at the cap.
   const double w = m.window().to_seconds();
   std::vector<double> total(m.windows().size(), 0.0);
@@ -229,11 +237,11 @@ TEST(Power, UnderACapAveragePowerStaysAtTheCapAndThroughputFollowsTheClock) {
   }
   EXPECT_LE(worst, c.cap) << "over " << span << " windows";
   EXPECT_GT(worst, c.cap * 0.85) << "and close to it";
-  // Throughput in the second half: the tiles clock's share of full speed.
+  // Throughput in the second half: the kTiles clock's share of full speed.
   std::size_t done = 0;
   for (const auto& [start, stop] : load.units) done += start >= sc_time(200, SC_US) && stop <= end;
   const double full = (end - sc_time(200, SC_US)) / load.nominal;
-  EXPECT_NEAR(static_cast<double>(done) / full, d.pstates[tiles][expect].scale, 1.0 / full);
+  EXPECT_NEAR(static_cast<double>(done) / full, d.pstates[kTiles][expect].scale, 1.0 / full);
   // Telemetry registers against the statistics.
   namespace R = regs::power;
   auto rd = [&](unsigned reg, unsigned i = 0) {
@@ -243,19 +251,19 @@ TEST(Power, UnderACapAveragePowerStaysAtTheCapAndThroughputFollowsTheClock) {
   };
   const std::size_t last = static_cast<std::size_t>(end / m.window()) - 1;
   EXPECT_EQ(rd(R::POWER_MW), static_cast<std::uint64_t>(std::llround(pm.window_watts(last) * 1e3)));
-  EXPECT_EQ(rd(R::DOMAIN_POWER_MW, tiles), static_cast<std::uint64_t>(std::llround(pm.window_watts(last, tiles) * 1e3)));
+  EXPECT_EQ(rd(R::DOMAIN_POWER_MW, kTiles), static_cast<std::uint64_t>(std::llround(pm.window_watts(last, kTiles) * 1e3)));
   EXPECT_EQ(rd(R::THROTTLES), pm.throttles());
-  EXPECT_EQ(rd(R::DOMAIN_THROTTLES, tiles), pm.throttles(tiles));
-  EXPECT_EQ(rd(R::PSTATE, tiles) & 0xf, expect);
+  EXPECT_EQ(rd(R::DOMAIN_THROTTLES, kTiles), pm.throttles(kTiles));
+  EXPECT_EQ(rd(R::PSTATE, kTiles) & 0xf, expect);
   EXPECT_EQ(rd(R::CAP_MW), 12000u);
   for (unsigned x = 0; x < kDomains; ++x) {
     const auto dom = static_cast<Domain>(x);
     EXPECT_EQ(rd(R::DOMAIN_ENERGY_NJ, x),
-              static_cast<std::uint64_t>((m.dynamic_joules(dom) + m.static_joules(dom, end)) * 1e9)) << name(dom);
+              static_cast<std::uint64_t>((m.dynamic_joules(dom) + m.static_joules(dom, end)) * 1e9)) << domain_name(dom);
   }
   nlohmann::ordered_json stats;
   pm.report_stats(stats);
-  EXPECT_EQ(stats["tiles_throttles"].get<std::uint64_t>(), pm.throttles(tiles));
+  EXPECT_EQ(stats["tiles_throttles"].get<std::uint64_t>(), pm.throttles(kTiles));
   EXPECT_EQ(stats["tiles_pstate"].get<unsigned>(), expect);
 }
 

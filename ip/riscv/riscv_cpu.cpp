@@ -11,6 +11,8 @@
 
 namespace tessera::riscv {
 
+const power::Event kCpInstruction = power::declare_event("cp_instruction", "cp", 25, "an instruction of the control processor");
+
 void RiscvCpu::Config::visit(Params& p) {
   p("xlen", xlen, "32 (RV32IMAC) or 64 (RV64IMAC)");
   p("hartid", hartid, "value of mhartid");

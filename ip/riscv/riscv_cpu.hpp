@@ -27,6 +27,9 @@
 
 namespace tessera::riscv {
 
+// An instruction of the control processor (a tile's core charges its own event instead).
+extern const power::Event kCpInstruction;
+
 class HartBase;
 class GdbServer;
 
@@ -92,7 +95,7 @@ class RiscvCpu : public Ip {
   Config config_;
   std::unique_ptr<HartBase> hart_;
   power::Meter* meter_ = &power::meter(name());
-  power::Event instruction_event_ = power::cp_instruction;
+  power::Event instruction_event_ = kCpInstruction;
   std::uint64_t charged_ = 0;  // instructions charged to the meter
   GdbServer* gdb_ = nullptr;
   bool halt_at_reset_ = false;

@@ -9,6 +9,8 @@
 
 namespace tessera::scratchpad {
 
+const power::Event kSpmByte = power::declare_event("spm_byte", "tiles", 0.15, "a scratchpad byte read or written (engines' streams included)");
+
 void BankGeometry::rows_per_bank(const std::uint64_t* addrs, unsigned count, unsigned bytes,
                                  std::vector<unsigned>& rows) const {
   // Distinct global rows, then one per bank each.
@@ -80,7 +82,7 @@ Scratchpad::Scratchpad(const sc_core::sc_module_name& n, const Config& c)
 }
 
 void Scratchpad::engine_stream(const sc_core::sc_time& start, const sc_core::sc_time& end, std::uint64_t bytes) {
-  meter_->charge(power::spm_byte, static_cast<double>(bytes), start, end);
+  meter_->charge(kSpmByte, static_cast<double>(bytes), start, end);
   const double p = static_cast<double>(period_.value());
   const auto from = static_cast<std::uint64_t>(std::llround(static_cast<double>(clk_->nominal(start)) / p)),
              to = static_cast<std::uint64_t>(std::llround(static_cast<double>(clk_->nominal(end)) / p));
@@ -157,7 +159,7 @@ void Scratchpad::b_transport(tlm::tlm_generic_payload& trans, sc_core::sc_time& 
     for (auto& r : rows_) r *= (len + sw - 1) / sw;
   if (trans.is_read()) ++reads_, bytes_read_ += len;
   else ++writes_, bytes_written_ += len;
-  meter_->charge(power::spm_byte, len, sc_core::sc_time_stamp() + delay);
+  meter_->charge(kSpmByte, len, sc_core::sc_time_stamp() + delay);
   const Timing t = book(sc_core::sc_time_stamp() + delay);
   delay += clk_->span(period_ * static_cast<double>(t.cycles));
   trans.set_response_status(tlm::TLM_OK_RESPONSE);

@@ -109,7 +109,7 @@ class Scratchpad : public Ip {
   std::uint64_t busy_cycles_ = 0, conflict_cycles_ = 0, stall_cycles_ = 0;
   std::uint64_t engine_bytes_read_ = 0, engine_bytes_written_ = 0, shared_cycles_ = 0;
   power::Meter* meter_ = &power::meter(name());
-  power::Clock* clk_ = &power::meter(name()).clock(power::tiles);  // DVFS: the tiles domain
+  power::Clock* clk_ = &power::meter(name()).clock(power::kTiles);  // DVFS: the tiles domain
   struct Stream {
     std::uint64_t from, to;  // cycles
     double share;

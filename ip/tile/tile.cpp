@@ -12,6 +12,8 @@
 
 namespace tessera::tile {
 
+const power::Event kTileInstruction = power::declare_event("tile_instruction", "tiles", 10, "an instruction of a tile's core");
+
 namespace {
 const trace::Category kTrace = trace::category("kernel", "tile kernel launches");
 }  // namespace
@@ -538,7 +540,7 @@ Tile::Tile(const sc_core::sc_module_name& n, const Config& c) : Ip(n), config_(c
     cc.mtime_address = 0;
     core_ = std::make_unique<riscv::RiscvCpu>("core", cc);
     core_->hold();
-    core_->set_power_event(power::tile_instruction);
+    core_->set_power_event(kTileInstruction);
     core_->on_unhandled([this](unsigned cause, std::uint64_t pc, std::uint64_t tval) {
       regs_->core_fault(cause, pc, tval);
     });

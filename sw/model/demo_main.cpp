@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include <chrono>
+#include <numeric>
 #include <memory>
 #include <cmath>
 #include <cstdio>
@@ -215,23 +216,23 @@ int tessera::model::demo_main(int argc, char** argv) {
                 decode ? decode_s * 1e6 / decode : 0.0, decode ? decode / decode_s : 0.0);
     {
       // Average power per domain over the whole run (boot and weights included).
-      double dyn[power::kDomains] = {}, stat[power::kDomains] = {};
+      double dyn[power::kMaxDomains] = {}, stat[power::kMaxDomains] = {};
       for (unsigned k = 0; k < devices.size(); ++k)
-        for (unsigned d = 0; d < power::kDomains; ++d) {
+        for (unsigned d = 0; d < power::domain_count(); ++d) {
           dyn[d] += meter_of(k).dynamic_joules(static_cast<power::Domain>(d));
           stat[d] += meter_of(k).table().static_power(static_cast<power::Domain>(d));
         }
       const double seconds = dev.simulated_seconds();
       std::string per;
       double watts = 0;
-      for (unsigned d = 0; d < power::kDomains; ++d) {
+      for (unsigned d = 0; d < power::domain_count(); ++d) {
         const double w = dyn[d] / seconds + stat[d];
         watts += w;
-        per += fmt::format("{}{} {:.2f}", per.empty() ? "" : ", ", power::name(static_cast<power::Domain>(d)), w);
+        per += fmt::format("{}{} {:.2f}", per.empty() ? "" : ", ", power::domain_name(d), w);
       }
       std::printf("energy: prefill %.1f uJ/token, decode %.1f uJ/token; average power %.2f W (%s W; leakage %.0f%%)\n",
                   prefill_j * 1e6 / prompt, decode ? decode_j * 1e6 / decode : 0.0, watts, per.c_str(),
-                  100 * (watts - (dyn[0] + dyn[1] + dyn[2] + dyn[3] + dyn[4]) / seconds) / watts);
+                  100 * (watts - std::accumulate(dyn, dyn + power::kMaxDomains, 0.0) / seconds) / watts);
     }
     std::printf("utilisation over %u tiles%s: tensor cores %.1f%%, vector units %.1f%%, tile cores running kernels %.1f%%\n",
                 all_tiles, devices.size() > 1 ? fmt::format(" of {} chips", devices.size()).c_str() : "",

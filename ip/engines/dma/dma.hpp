@@ -114,7 +114,7 @@ class Dma : public sc_core::sc_module {
   scratchpad::Scratchpad& spm_;
   Config cfg_;
   sc_core::sc_time period_;
-  power::Clock* clk_ = &power::meter(name()).clock(power::tiles);  // DVFS: the tiles domain
+  power::Clock* clk_ = &power::meter(name()).clock(power::kTiles);  // DVFS: the tiles domain
   Semaphores* sems_ = nullptr;
   std::deque<Descriptor> queue_;
   sc_core::sc_event work_, chunk_ready_, chunks_done_, reset_;

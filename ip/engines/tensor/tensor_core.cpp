@@ -12,6 +12,12 @@
 
 namespace tessera::tensor {
 
+// Energy per MAC by input format (sources: ip/power/README.md).
+const power::Event kMacBf16 = power::declare_event("mac_bf16", "tiles", 0.25, "a BF16 multiply-accumulate of the tensor core");
+const power::Event kMacFp16 = power::declare_event("mac_fp16", "tiles", 0.25, "an FP16 multiply-accumulate");
+const power::Event kMacFp8 = power::declare_event("mac_fp8", "tiles", 0.12, "an FP8 multiply-accumulate");
+const power::Event kMacInt8 = power::declare_event("mac_int8", "tiles", 0.06, "an INT8 multiply-accumulate");
+
 namespace {
 const trace::Category kTrace = trace::category("tensor", "tensor core commands");
 }  // namespace
@@ -312,7 +318,7 @@ void TensorCore::run() {
       const std::uint64_t cycles = execute_rtl(c);
       const GemmShape& s = c.shape;
       const std::uint64_t macs = static_cast<std::uint64_t>(s.m) * s.n * s.k;
-      meter_->charge(s.input == num::Format::INT8 ? power::mac_int8 : power::mac_fp8, static_cast<double>(macs), began,
+      meter_->charge(s.input == num::Format::INT8 ? kMacInt8 : kMacFp8, static_cast<double>(macs), began,
                      sc_core::sc_time_stamp());
       (s.input == num::Format::INT8 ? stats_.macs_int8 : stats_.macs_fp8) += macs;
       stats_.busy_cycles += cycles;
@@ -344,10 +350,10 @@ void TensorCore::run() {
                        stats_.bytes_read + stats_.bytes_written - moved);
     // The energy is known now: charged over the run to come, so a power
     // manager reading the windows as they end sees it without delay.
-    meter_->charge(s.input == num::Format::BF16   ? power::mac_bf16
-                   : s.input == num::Format::FP16 ? power::mac_fp16
-                   : s.input == num::Format::INT8 ? power::mac_int8
-                                                  : power::mac_fp8,
+    meter_->charge(s.input == num::Format::BF16   ? kMacBf16
+                   : s.input == num::Format::FP16 ? kMacFp16
+                   : s.input == num::Format::INT8 ? kMacInt8
+                                                  : kMacFp8,
                    static_cast<double>(t.macs), sc_core::sc_time_stamp(), sc_core::sc_time_stamp() + busy);
     switch (s.input) {
       case num::Format::BF16: stats_.macs_bf16 += t.macs; break;

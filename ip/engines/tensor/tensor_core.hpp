@@ -125,7 +125,7 @@ class TensorCore : public sc_core::sc_module {
   CommandError error_code_ = CommandError::none;
   TensorStats stats_;
   power::Meter* meter_ = &power::meter(name());
-  power::Clock* clk_ = &power::meter(name()).clock(power::tiles);  // DVFS: the tiles domain
+  power::Clock* clk_ = &power::meter(name()).clock(power::kTiles);  // DVFS: the tiles domain
   std::vector<double> scratch_a_, scratch_b_, scratch_out_;
 };
 

@@ -15,6 +15,9 @@
 
 namespace tessera::vector {
 
+const power::Event kVectorOp = power::declare_event("vector_op", "tiles", 0.6, "a lane operation of the vector unit (add, mul, compare, ...)");
+const power::Event kVectorSpecial = power::declare_event("vector_special", "tiles", 2.5, "a special-function operation (exp, log, rsqrt, silu, ...)");
+
 namespace {
 const trace::Category kTrace = trace::category("vector", "vector unit commands");
 }  // namespace
@@ -323,8 +326,8 @@ void VectorUnit::run() {
     const sc_core::sc_time began = sc_core::sc_time_stamp();
     stats_.lane_ops += t.lane_ops;
     stats_.special_ops += t.special_ops;
-    meter_->charge(power::vector_op, static_cast<double>(t.lane_ops), began, began + busy);
-    meter_->charge(power::vector_special, static_cast<double>(t.special_ops), began, began + busy);
+    meter_->charge(kVectorOp, static_cast<double>(t.lane_ops), began, began + busy);
+    meter_->charge(kVectorSpecial, static_cast<double>(t.special_ops), began, began + busy);
     if (trace::on(kTrace))
       trace::slice(kTrace, name(), fmt::format("{} {}x{}", vector::name(c.op), c.rows, c.cols), began, began + busy,
                    {{"id", c.id}, {"lane_ops", t.lane_ops}, {"special_ops", t.special_ops}, {"cycles", t.cycles}});

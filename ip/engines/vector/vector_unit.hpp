@@ -130,7 +130,7 @@ class VectorUnit : public sc_core::sc_module {
   std::uint32_t error_id_ = 0, completed_ = 0;
   VectorStats stats_;
   power::Meter* meter_ = &power::meter(name());
-  power::Clock* clk_ = &power::meter(name()).clock(power::tiles);  // DVFS: the tiles domain
+  power::Clock* clk_ = &power::meter(name()).clock(power::kTiles);  // DVFS: the tiles domain
 };
 
 }  // namespace tessera::vector
