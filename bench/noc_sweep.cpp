@@ -4,6 +4,10 @@
 //       --size K (KxK mesh, default 8)  --vcs N  --buffer N  --flits N (packet size)
 //       --routing xy|west_first  --model flit|packet  --hotspots a,b,...
 //       --rates 0.05:0.6:0.05  --csv FILE  --heatmap FILE (router utilisation at the last rate)
+//       --platform FILE [--instance noc]  --set KEY=VALUE ...: every parameter of the noc type
+//       (topology, width, height, routing, vcs, buffer, classes, rc, va, sa, st, link,
+//       credit_delay, flit_bytes, header_bytes, model; tessera-vp --list-types), from a platform
+//       file's instance or one by one; the short options above are applied after them
 // A sweep prints offered load, accepted throughput, average and p99 latency
 // and hops per rate, marks the first saturated rate, and writes CSV.
 #include <fmt/format.h>
@@ -17,7 +21,9 @@
 #include <systemc>
 #include <vector>
 
+#include "model_params.hpp"
 #include "noc/noc.hpp"
+#include "noc/noc_ip.hpp"
 #include "noc/traffic.hpp"
 
 using namespace tessera::noc;
@@ -68,8 +74,9 @@ int speed() {
 int sc_main(int argc, char** argv) {
   if (argc < 2) return speed();
   if (std::string(argv[1]) != "sweep" || argc < 3) {
-    std::fprintf(stderr, "usage: bench_noc [sweep PATTERN [--size K] [--vcs N] [--buffer N] [--flits N] [--routing R] "
-                         "[--model flit|packet] [--hotspots a,b] [--rates lo:hi:step] [--csv FILE] [--heatmap FILE]]\n");
+    std::fprintf(stderr, "usage: bench_noc [sweep PATTERN [--platform FILE [--instance NAME]] [--set KEY=VALUE]... "
+                         "[--size K] [--vcs N] [--buffer N] [--flits N] [--routing R] [--model flit|packet] "
+                         "[--hotspots a,b] [--rates lo:hi:step] [--csv FILE] [--heatmap FILE]]\n");
     return 2;
   }
   TrafficConfig t;
@@ -79,11 +86,22 @@ int sc_main(int argc, char** argv) {
                          "neighbor, hotspot)\n", t.pattern.c_str());
     return 2;
   }
-  NocConfig c;
-  std::string model = "flit", csv, heatmap;
+  // Every parameter of the network, as the platform file names them; the
+  // bench's defaults are the network's own (one message class).
+  std::vector<std::string> args(argv + 3, argv + argc);
+  tessera::bench::ModelParams mp;
+  Noc::Config nc;
+  nc.net = NocConfig{};
+  if (!mp.parse(args, "noc") || !mp.configure(nc)) return 2;
+  NocConfig c = nc.net;
+  std::string model = nc.model, csv, heatmap;
   double lo = 0.05, hi = 0.6, step = 0.05;
-  for (int i = 3; i + 1 < argc; i += 2) {
-    const std::string k = argv[i], v = argv[i + 1];
+  for (std::size_t i = 0; i < args.size(); i += 2) {
+    if (i + 1 >= args.size()) {
+      std::fprintf(stderr, "bench_noc: %s needs a value\n", args[i].c_str());
+      return 2;
+    }
+    const std::string k = args[i], v = args[i + 1];
     if (k == "--size") c.width = c.height = static_cast<unsigned>(std::stoul(v));
     else if (k == "--vcs") c.vcs = static_cast<unsigned>(std::stoul(v));
     else if (k == "--buffer") c.buffer = static_cast<unsigned>(std::stoul(v));
@@ -109,13 +127,18 @@ int sc_main(int argc, char** argv) {
     std::fprintf(stderr, "bench_noc: %s\n", e.c_str());
     return 2;
   }
+  if (model != "flit" && model != "packet") {
+    std::fprintf(stderr, "bench_noc: --model: must be flit or packet, not %s\n", model.c_str());
+    return 2;
+  }
   std::ofstream out;
   if (!csv.empty()) {
     out.open(csv);
     out << "offered,accepted,latency_avg,latency_p99,hops_avg,saturated\n";
   }
-  fmt::print("{} traffic, {}x{} mesh, {} routing, {} VCs x {} flits, {}-flit packets, {} level\n", t.pattern, c.width,
-             c.height, c.routing, c.vcs, c.buffer, t.packet_flits, model);
+  fmt::print("{} traffic, {}x{} {}, {} routing, {} VCs x {} flits, {}-flit packets, {} level, router pipeline "
+             "{}+{}+{}+{}, link {}, credit delay {}\n", t.pattern, c.width, c.height, c.topology, c.routing, c.vcs,
+             c.buffer, t.packet_flits, model, c.rc, c.va, c.sa, c.st, c.link, c.credit_delay);
   fmt::print("{:>8} {:>9} {:>12} {:>12} {:>6}\n", "offered", "accepted", "latency avg", "latency p99", "hops");
   bool reported = false;
   std::unique_ptr<Network> net;
