@@ -27,6 +27,7 @@ function(tessera_regs target regs_json)
     OUTPUT ${out}_regs.hpp ${out}_regs.h ${out}_regs_cview.c ${docs}/${block}_regs.md
     COMMAND ${TESSERA_REGGEN} ${abs} ${regs} ${docs}
     DEPENDS ${TESSERA_REGGEN} ${abs}
+    DEPFILE ${out}_regs.d  # the files it includes
     COMMENT "Generating register views of ${block}")
   target_sources(${target} PRIVATE ${out}_regs.hpp ${out}_regs.h ${out}_regs_cview.c)
   target_include_directories(${target} PUBLIC $<BUILD_INTERFACE:${regs}>)

@@ -27,7 +27,7 @@ endforeach()
 get_property(ip_libs GLOBAL PROPERTY TESSERA_IP_LIBS)
 install(TARGETS tessera-vp tessera-demo tessera_reggen EXPORT TesseraTargets)
 install(TARGETS tessera_common tessera_plugin_api ${ip_libs}
-                tessera_num tessera_tensor tessera_vector tessera_dma tessera_riscv tessera_scratchpad tessera_rtl
+                tessera_num tessera_engine tessera_tensor tessera_vector tessera_dma tessera_riscv tessera_scratchpad tessera_rtl
                 tessera_platform tessera_session tessera_runtime
         EXPORT TesseraTargets ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}/tessera)
 install(EXPORT TesseraTargets NAMESPACE Tessera:: DESTINATION ${TESSERA_CMAKE_DIR})

@@ -15,6 +15,13 @@
 // models name instead of writing numbers (C: TILE_FORMAT_BF16; C++:
 // regs::tile::Format::BF16 and a table of the values); and "fieldsets":
 // named lists of fields that several registers share ("fields": "sem").
+//
+// And "include": other descriptions whose registers, enums and field sets
+// become this block's, under this block's name and in its window (paths
+// relative to the including file). An engine inside an IP describes its own
+// command registers in its own file, which generates its own views for its
+// own decoding, and the IP includes it: firmware sees one block. An enum or
+// a field set that two included files share must be the same in both.
 #include <fmt/format.h>
 
 #include <cstdint>
@@ -110,15 +117,49 @@ void check_keys(const json& j, const std::vector<std::string>& allowed, const st
   }
 }
 
-Block parse(const std::string& path) {
+json read_json(const std::string& path) {
   std::ifstream in(path);
   if (!in) fail(path, "cannot open");
-  json j;
   try {
-    j = json::parse(in);
+    return json::parse(in);
   } catch (const json::parse_error& e) {
     fail(path, e.what());
   }
+}
+
+// j with the registers, enums and field sets of what it includes folded in.
+std::vector<std::string> g_included;  // every file folded in (the depfile lists them)
+
+json fold_includes(json j, const std::string& path, unsigned depth) {
+  if (!j.is_object() || !j.contains("include")) return j;
+  if (depth > 8) fail(path, "include: more than 8 files deep (a cycle?)");
+  if (!j["include"].is_array()) fail(path, "include: expected a list of files");
+  const std::string dir = path.find('/') == std::string::npos ? "" : path.substr(0, path.find_last_of('/') + 1);
+  json regs = j.value("registers", json::array());
+  for (const auto& f : j["include"]) {
+    if (!f.is_string()) fail(path, "include: expected a list of files, got " + f.dump());
+    const std::string inc = f.get<std::string>()[0] == '/' ? f.get<std::string>() : dir + f.get<std::string>();
+    g_included.push_back(inc);
+    const json part = fold_includes(read_json(inc), inc, depth + 1);
+    if (!part.is_object()) fail(inc, "expected an object");
+    for (const char* key : {"enums", "fieldsets"}) {
+      const json defs = part.value(key, json::object());
+      for (auto it = defs.begin(); it != defs.end(); ++it) {
+        if (j.contains(key) && j[key].contains(it.key()) && j[key][it.key()] != *it)
+          fail(path, std::string(key) + " " + it.key() + ": " + inc + " defines it otherwise");
+        j[key][it.key()] = *it;
+      }
+    }
+    const json part_regs = part.value("registers", json::array());
+    for (const auto& r : part_regs) regs.push_back(r);
+  }
+  j["registers"] = regs;
+  j.erase("include");
+  return j;
+}
+
+Block parse(const std::string& path) {
+  const json j = fold_includes(read_json(path), path, 0);
   Block b;
   b.source = path;
   check_keys(j, {"block", "doc", "window", "enums", "fieldsets", "registers"}, path);
@@ -446,6 +487,10 @@ int main(int argc, char** argv) {
     write_if_changed(out + "/" + b.name + "_regs.h", c_view(b));
     write_if_changed(out + "/" + b.name + "_regs_cview.c", c_check(b));
     write_if_changed(docs + "/" + b.name + "_regs.md", markdown(b));
+    // What the outputs depend on besides the description: the files it includes.
+    std::string dep = out + "/" + b.name + "_regs.hpp:";
+    for (const std::string& f : g_included) dep += " " + f;
+    write_if_changed(out + "/" + b.name + "_regs.d", dep + "\n");
   } catch (const std::exception& e) {
     std::cerr << "tessera_reggen: error: " << e.what() << "\n";
     return 1;

@@ -188,4 +188,24 @@ void MmioTarget::report_stats(nlohmann::ordered_json& out) const {
   out["register_writes"] = regs_.writes();
 }
 
+IncludedRegs::IncludedRegs(const RegisterBank& bank, const RegBlockDesc& part) : bank_(bank), part_(part) {
+  const RegBlockDesc& all = bank.desc();
+  for (std::uint32_t i = 0; i < part.num_regs; ++i) {
+    std::uint32_t k = 0;
+    while (k < all.num_regs && !(all.regs[k].offset == part.regs[i].offset && std::strcmp(all.regs[k].name, part.regs[i].name) == 0))
+      ++k;
+    if (k == all.num_regs)  // elaboration-only
+      log::internal(part.name, "register {} is not in block {} (its description must include {}'s)", part.regs[i].name,
+                    all.name, part.name);
+    map_.push_back(k);
+  }
+}
+
+std::uint64_t IncludedRegs::field(unsigned part_reg, const char* name) const {
+  const RegDesc& r = part_.regs[part_reg];
+  for (std::uint32_t f = 0; f < r.num_fields; ++f)
+    if (std::strcmp(r.fields[f].name, name) == 0) return (get(part_reg) & r.fields[f].mask()) >> r.fields[f].lsb;
+  log::internal(part_.name, "register {} has no field {}", r.name, name);
+}
+
 }  // namespace tessera

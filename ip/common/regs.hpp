@@ -80,6 +80,24 @@ class RegisterBank {
 };
 
 // An IP that is a register bank behind one target socket (csr_target).
+// Registers of a part that another description includes (reggen
+// "include"): an engine's command registers in the tile's window. The
+// part's own table (regs::<part>) names them; the including block's bank
+// holds their values. Matched by offset and name when made.
+class IncludedRegs {
+ public:
+  IncludedRegs(const RegisterBank& bank, const RegBlockDesc& part);
+  std::uint64_t get(unsigned part_reg) const { return bank_.get(map_[part_reg]); }
+  const RegBlockDesc& part() const { return part_; }
+  // The value of field `name` of register `part_reg` (an internal error if it has none).
+  std::uint64_t field(unsigned part_reg, const char* name) const;
+
+ private:
+  const RegisterBank& bank_;
+  const RegBlockDesc& part_;
+  std::vector<unsigned> map_;
+};
+
 class MmioTarget : public Ip {
  public:
   tlm_utils::simple_target_socket<MmioTarget> csr_target;

@@ -8,7 +8,10 @@
 
 #include "common/log.hpp"
 #include "common/registry.hpp"
+#include "dma_regs.hpp"
+#include "tensor_regs.hpp"
 #include "tile_regs.hpp"
+#include "vector_regs.hpp"
 
 namespace tessera::tile {
 
@@ -19,39 +22,6 @@ const trace::Category kTrace = trace::category("kernel", "tile kernel launches")
 }  // namespace
 
 namespace R = regs::tile;
-
-namespace {
-
-// The register codes of an enum of tile.regs.json (the one place their
-// numbers are written) as an engine's own enum, matched by name: FP32 is
-// num::name() "fp32", SCALE_ROWS is vector::name() "scale_rows". Every
-// code the description names must name one of the engine's `n` values.
-template <class E>
-std::vector<E> by_name(const EnumDesc& d, unsigned n, const char* (*name)(E)) {
-  std::vector<E> table;
-  for (unsigned k = 0; k < d.num_values; ++k) {
-    const EnumValueDesc& v = d.values[k];
-    std::string lower = v.name;
-    for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    unsigned i = 0;
-    while (i < n && lower != name(static_cast<E>(i))) ++i;
-    if (i == n) log::internal("tile", "tile.regs.json's {} {} names nothing the engine knows", d.name, v.name);
-    if (table.size() <= v.value) table.resize(v.value + 1, static_cast<E>(n));
-    table[v.value] = static_cast<E>(i);
-  }
-  return table;
-}
-
-const std::vector<num::Format>& formats() {
-  static const auto t = by_name<num::Format>(R::kFormatEnum, num::kFormats, num::name);
-  return t;
-}
-const std::vector<vector::Op>& vector_ops() {
-  static const auto t = by_name<vector::Op>(R::kVectorOpEnum, static_cast<unsigned>(vector::Op::count), vector::name);
-  return t;
-}
-
-}  // namespace
 
 void Tile::Config::visit(Params& p) {
   spm.size = p.instance_size() ? p.instance_size() : spm.size;
@@ -280,43 +250,12 @@ class Tile::Regs : public MmioTarget {
   std::uint64_t seen_dcompleted_ = 0, seen_derrors_ = 0;
   bool dma_full_ = false;
   unsigned core_state_ = 0;
-
-  static unsigned sem_wait(std::uint64_t v) { return static_cast<unsigned>(v & R::CMD_SEM_f::WAIT_MASK); }
-  static unsigned sem_signal(std::uint64_t v) {
-    return static_cast<unsigned>((v & R::CMD_SEM_f::SIGNAL_MASK) >> R::CMD_SEM_f::SIGNAL_SHIFT);
-  }
-  static unsigned sem_signal2(std::uint64_t v) {
-    return static_cast<unsigned>((v & R::CMD_SEM_f::SIGNAL2_MASK) >> R::CMD_SEM_f::SIGNAL2_SHIFT);
-  }
+  // Each engine decodes its own command registers (which tile.regs.json includes).
+  const IncludedRegs tensor_regs_{regs_, regs::tensor::kBlock}, vector_regs_{regs_, regs::vector::kBlock},
+      dma_regs_{regs_, regs::dma::kBlock};
 
   void dpush() {
-    dma::Descriptor d;
-    d.id = static_cast<std::uint32_t>(regs_.get(R::DMA_ID));
-    d.src = regs_.get(R::DMA_SRC_LO) | regs_.get(R::DMA_SRC_HI) << 32;
-    d.dst = regs_.get(R::DMA_DST_LO) | regs_.get(R::DMA_DST_HI) << 32;
-    d.scales = regs_.get(R::DMA_SCALES_LO) | regs_.get(R::DMA_SCALES_HI) << 32;
-    const std::uint64_t f = regs_.get(R::DMA_FLAGS);
-    d.src_local = f & R::DMA_FLAGS_f::SRC_LOCAL_MASK;
-    d.dst_local = f & R::DMA_FLAGS_f::DST_LOCAL_MASK;
-    d.scales_local = f & R::DMA_FLAGS_f::SCALES_LOCAL_MASK;
-    d.raw = !(f & R::DMA_FLAGS_f::CAST_MASK);
-    d.saturate = f & R::DMA_FLAGS_f::SATURATE_MASK;
-    d.stochastic = f & R::DMA_FLAGS_f::STOCHASTIC_MASK;
-    d.seed = regs_.get(R::DMA_SEED);
-    d.scale_format = (f & R::DMA_FLAGS_f::SCALE_E8M0_MASK) ? num::ScaleFormat::E8M0 : num::ScaleFormat::FP32;
-    d.src_format = format_of(static_cast<unsigned>((f & R::DMA_FLAGS_f::SRC_FORMAT_MASK) >> R::DMA_FLAGS_f::SRC_FORMAT_SHIFT));
-    d.dst_format = format_of(static_cast<unsigned>((f & R::DMA_FLAGS_f::DST_FORMAT_MASK) >> R::DMA_FLAGS_f::DST_FORMAT_SHIFT));
-    d.len0 = static_cast<std::uint32_t>(regs_.get(R::DMA_LEN0));
-    d.count1 = static_cast<std::uint32_t>(regs_.get(R::DMA_COUNT1));
-    d.count2 = static_cast<std::uint32_t>(regs_.get(R::DMA_COUNT2));
-    d.src_stride1 = regs_.get(R::DMA_SSTRIDE1);
-    d.src_stride2 = regs_.get(R::DMA_SSTRIDE2);
-    d.dst_stride1 = regs_.get(R::DMA_DSTRIDE1);
-    d.dst_stride2 = regs_.get(R::DMA_DSTRIDE2);
-    d.group = static_cast<unsigned>(regs_.get(R::DMA_GROUP));
-    d.wait_sem = sem_wait(regs_.get(R::DMA_SEM));
-    d.signal_sem = sem_signal(regs_.get(R::DMA_SEM));
-    d.signal_sem2 = sem_signal2(regs_.get(R::DMA_SEM));
+    const dma::Descriptor d = dma::decode(dma_regs_);
     dma::Dma& dma = *tile_.dma_;
     dma_full_ = dma.queued() >= tile_.config_.queue_depth;
     if (dma_full_) {
@@ -330,41 +269,8 @@ class Tile::Regs : public MmioTarget {
     dma.submit(d);
   }
 
-  // The formats' register codes; unknown codes stay unknown, so the
-  // engine refuses them by number.
-  static num::Format format_of(unsigned code) {
-    return code < formats().size() && formats()[code] != static_cast<num::Format>(num::kFormats)
-               ? formats()[code]
-               : static_cast<num::Format>(code + 16);
-  }
-
   void vpush() {
-    vector::VectorCommand c;
-    c.id = static_cast<std::uint32_t>(regs_.get(R::VCMD_ID));
-    const std::uint64_t op = regs_.get(R::VCMD_OP);
-    // Unknown op numbers stay unknown: the unit refuses them by number.
-    c.op = op < vector_ops().size() ? vector_ops()[op] : static_cast<vector::Op>(std::min<std::uint64_t>(op, 255));
-    c.rows = static_cast<unsigned>(regs_.get(R::VCMD_ROWS));
-    c.cols = static_cast<unsigned>(regs_.get(R::VCMD_COLS));
-    c.src0 = regs_.get(R::VCMD_SRC0);
-    c.src1 = regs_.get(R::VCMD_SRC1);
-    c.src2 = regs_.get(R::VCMD_SRC2);
-    c.dst = regs_.get(R::VCMD_DST);
-    c.k = static_cast<unsigned>(regs_.get(R::VCMD_K));
-    c.position = static_cast<unsigned>(regs_.get(R::VCMD_POSITION));
-    const auto eps_bits = static_cast<std::uint32_t>(regs_.get(R::VCMD_EPS));
-    std::memcpy(&c.eps, &eps_bits, 4);
-    const std::uint64_t vf = regs_.get(R::VCMD_FORMAT);
-    c.format = format_of(static_cast<unsigned>(vf & R::VCMD_FORMAT_f::FORMAT_MASK));
-    c.saturate = vf & R::VCMD_FORMAT_f::SATURATE_MASK;
-    c.scale_format = (vf & R::VCMD_FORMAT_f::SCALE_E8M0_MASK) ? num::ScaleFormat::E8M0 : num::ScaleFormat::FP32;
-    c.stochastic = vf & R::VCMD_FORMAT_f::STOCHASTIC_MASK;
-    c.seed = regs_.get(R::VCMD_SEED);
-    c.group = static_cast<unsigned>(regs_.get(R::VCMD_GROUP));
-    c.aux = regs_.get(R::VCMD_AUX);
-    c.wait_sem = sem_wait(regs_.get(R::VCMD_SEM));
-    c.signal_sem = sem_signal(regs_.get(R::VCMD_SEM));
-    c.signal_sem2 = sem_signal2(regs_.get(R::VCMD_SEM));
+    const vector::VectorCommand c = vector::decode(vector_regs_);
     vector::VectorUnit& vu = *tile_.vu_;
     if (vu.queued() >= tile_.config_.queue_depth) {
       ++vrefused_;
@@ -383,37 +289,7 @@ class Tile::Regs : public MmioTarget {
   }
 
   void push() {
-    tensor::GemmCommand c;
-    c.id = static_cast<std::uint32_t>(regs_.get(R::CMD_ID));
-    const std::uint64_t f = regs_.get(R::CMD_FORMAT);
-    const num::Format input = format_of(static_cast<unsigned>(f & R::CMD_FORMAT_f::INPUT_MASK));
-    // Unknown codes (and INT32, no input format) become FP32, which the array refuses with a format error.
-    c.shape.input = static_cast<unsigned>(input) < num::kFormats && input != num::Format::INT32 ? input : num::Format::FP32;
-    c.shape.m = static_cast<unsigned>(regs_.get(R::CMD_M));
-    c.shape.n = static_cast<unsigned>(regs_.get(R::CMD_N));
-    c.shape.k = static_cast<unsigned>(regs_.get(R::CMD_K));
-    const unsigned acc = static_cast<unsigned>((f & R::CMD_FORMAT_f::ACC_MASK) >> R::CMD_FORMAT_f::ACC_SHIFT);
-    c.acc.kind = acc == 1 ? num::Accumulation::Kind::limited
-                          : acc == 2 ? num::Accumulation::Kind::int32 : num::Accumulation::Kind::fp32;
-    c.acc.mantissa_bits = static_cast<unsigned>((f & R::CMD_FORMAT_f::MANT_BITS_MASK) >> R::CMD_FORMAT_f::MANT_BITS_SHIFT);
-    c.acc.promote_every = static_cast<unsigned>(regs_.get(R::CMD_PROMOTE));
-    c.accumulate = f & R::CMD_FORMAT_f::ACCUMULATE_MASK;
-    c.trans_a = f & R::CMD_FORMAT_f::TRANS_A_MASK;
-    c.trans_b = f & R::CMD_FORMAT_f::TRANS_B_MASK;
-    c.a = regs_.get(R::CMD_A);
-    c.b = regs_.get(R::CMD_B);
-    c.c = regs_.get(R::CMD_C);
-    c.lda = static_cast<std::uint32_t>(regs_.get(R::CMD_LDA));
-    c.ldb = static_cast<std::uint32_t>(regs_.get(R::CMD_LDB));
-    c.ldc = static_cast<std::uint32_t>(regs_.get(R::CMD_LDC));
-    c.block_scaled = f & R::CMD_FORMAT_f::BLOCK_SCALED_MASK;
-    c.scale_format = (f & R::CMD_FORMAT_f::SCALE_E8M0_MASK) ? num::ScaleFormat::E8M0 : num::ScaleFormat::FP32;
-    c.sa = regs_.get(R::CMD_SA);
-    c.sb = regs_.get(R::CMD_SB);
-    c.group = regs_.get(R::CMD_GROUP) ? static_cast<unsigned>(regs_.get(R::CMD_GROUP)) : 128;
-    c.wait_sem = sem_wait(regs_.get(R::CMD_SEM));
-    c.signal_sem = sem_signal(regs_.get(R::CMD_SEM));
-    c.signal_sem2 = sem_signal2(regs_.get(R::CMD_SEM));
+    const tensor::GemmCommand c = tensor::decode(tensor_regs_);
     tensor::TensorCore& tc = *tile_.tc_;
     if (tc.queued() >= tile_.config_.queue_depth) {
       ++refused_;

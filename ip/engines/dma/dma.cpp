@@ -1,5 +1,8 @@
 #include "engines/dma/dma.hpp"
 
+#include "dma_regs.hpp"
+#include "engines/command.hpp"
+
 #include <fmt/format.h>
 
 #include "common/trace.hpp"
@@ -270,6 +273,39 @@ void Dma::run() {
     if (d.signal_sem || d.signal_sem2) sems_->signal_numbers(d.signal_sem, d.signal_sem2);
     irq.write(true);
   }
+}
+
+Descriptor decode(const IncludedRegs& r) {
+  namespace R = regs::dma;
+  Descriptor d;
+  const engine::Semaphores sem = engine::semaphores(r, R::DMA_SEM);
+  d.id = static_cast<std::uint32_t>(r.get(R::DMA_ID));
+  d.src = r.get(R::DMA_SRC_LO) | r.get(R::DMA_SRC_HI) << 32;
+  d.dst = r.get(R::DMA_DST_LO) | r.get(R::DMA_DST_HI) << 32;
+  d.scales = r.get(R::DMA_SCALES_LO) | r.get(R::DMA_SCALES_HI) << 32;
+  const std::uint64_t f = r.get(R::DMA_FLAGS);
+  d.src_local = f & R::DMA_FLAGS_f::SRC_LOCAL_MASK;
+  d.dst_local = f & R::DMA_FLAGS_f::DST_LOCAL_MASK;
+  d.scales_local = f & R::DMA_FLAGS_f::SCALES_LOCAL_MASK;
+  d.raw = !(f & R::DMA_FLAGS_f::CAST_MASK);
+  d.saturate = f & R::DMA_FLAGS_f::SATURATE_MASK;
+  d.stochastic = f & R::DMA_FLAGS_f::STOCHASTIC_MASK;
+  d.seed = r.get(R::DMA_SEED);
+  d.scale_format = (f & R::DMA_FLAGS_f::SCALE_E8M0_MASK) ? num::ScaleFormat::E8M0 : num::ScaleFormat::FP32;
+  d.src_format = engine::format_of(static_cast<unsigned>((f & R::DMA_FLAGS_f::SRC_FORMAT_MASK) >> R::DMA_FLAGS_f::SRC_FORMAT_SHIFT));
+  d.dst_format = engine::format_of(static_cast<unsigned>((f & R::DMA_FLAGS_f::DST_FORMAT_MASK) >> R::DMA_FLAGS_f::DST_FORMAT_SHIFT));
+  d.len0 = static_cast<std::uint32_t>(r.get(R::DMA_LEN0));
+  d.count1 = static_cast<std::uint32_t>(r.get(R::DMA_COUNT1));
+  d.count2 = static_cast<std::uint32_t>(r.get(R::DMA_COUNT2));
+  d.src_stride1 = r.get(R::DMA_SSTRIDE1);
+  d.src_stride2 = r.get(R::DMA_SSTRIDE2);
+  d.dst_stride1 = r.get(R::DMA_DSTRIDE1);
+  d.dst_stride2 = r.get(R::DMA_DSTRIDE2);
+  d.group = static_cast<unsigned>(r.get(R::DMA_GROUP));
+  d.wait_sem = sem.wait;
+  d.signal_sem = sem.signal;
+  d.signal_sem2 = sem.signal2;
+  return d;
 }
 
 }  // namespace tessera::dma

@@ -22,6 +22,7 @@
 #include <string>
 #include <systemc>
 
+#include "common/regs.hpp"
 #include "common/waves.hpp"
 #include <tlm_utils/simple_initiator_socket.h>
 #include <vector>
@@ -139,5 +140,8 @@ class Dma : public sc_core::sc_module {
   DmaError error_code_ = DmaError::none;
   DmaStats stats_;
 };
+
+// The descriptor the DMA_ registers (dma.regs.json) describe, as the tile holds them.
+Descriptor decode(const IncludedRegs& regs);
 
 }  // namespace tessera::dma

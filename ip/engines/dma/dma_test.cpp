@@ -4,6 +4,8 @@
 // descriptors and bus errors are reported and survived.
 #include <gtest/gtest.h>
 
+#include "common/testing/reg_checks.hpp"
+#include "dma_regs.hpp"
 #include "common/testing/random.hpp"
 
 #include <cstring>
@@ -275,4 +277,10 @@ TEST(Dma, AHugeDescriptorThatFailsAtItsFirstChunkIsAbandonedAtOnce) {
   EXPECT_EQ(b.dma.error_id(), 31u);
   EXPECT_LT(b.dma.stats().chunks, 64u) << "only the chunks in flight at the error were begun";
   EXPECT_LT(took, sc_core::sc_time(10, sc_core::SC_US));
+}
+
+// Its command registers (the tile includes them): the generic checks of every register block.
+TEST(Dma, CommandRegistersCAndCppViewsAgree) {
+  tessera::testing::expect_c_view_matches(tessera::regs::dma::kBlock, dma_regs_cview, dma_fields_cview,
+                                          dma_values_cview);
 }

@@ -1,5 +1,8 @@
 #include "engines/tensor/tensor_core.hpp"
 
+#include "engines/command.hpp"
+#include "tensor_regs.hpp"
+
 #include <fmt/format.h>
 
 #include "common/trace.hpp"
@@ -375,6 +378,43 @@ void TensorCore::run() {
     irq.write(true);
     done_.notify(sc_core::SC_ZERO_TIME);
   }
+}
+
+GemmCommand decode(const IncludedRegs& r) {
+  namespace R = regs::tensor;
+  GemmCommand c;
+  const engine::Semaphores sem = engine::semaphores(r, R::CMD_SEM);
+  c.id = static_cast<std::uint32_t>(r.get(R::CMD_ID));
+  const std::uint64_t f = r.get(R::CMD_FORMAT);
+  const num::Format input = engine::format_of(static_cast<unsigned>(f & R::CMD_FORMAT_f::INPUT_MASK));
+  // Unknown codes (and INT32, no input format) become FP32, which the array refuses with a format error.
+  c.shape.input = static_cast<unsigned>(input) < num::kFormats && input != num::Format::INT32 ? input : num::Format::FP32;
+  c.shape.m = static_cast<unsigned>(r.get(R::CMD_M));
+  c.shape.n = static_cast<unsigned>(r.get(R::CMD_N));
+  c.shape.k = static_cast<unsigned>(r.get(R::CMD_K));
+  const unsigned acc = static_cast<unsigned>((f & R::CMD_FORMAT_f::ACC_MASK) >> R::CMD_FORMAT_f::ACC_SHIFT);
+  c.acc.kind = acc == 1 ? num::Accumulation::Kind::limited
+                        : acc == 2 ? num::Accumulation::Kind::int32 : num::Accumulation::Kind::fp32;
+  c.acc.mantissa_bits = static_cast<unsigned>((f & R::CMD_FORMAT_f::MANT_BITS_MASK) >> R::CMD_FORMAT_f::MANT_BITS_SHIFT);
+  c.acc.promote_every = static_cast<unsigned>(r.get(R::CMD_PROMOTE));
+  c.accumulate = f & R::CMD_FORMAT_f::ACCUMULATE_MASK;
+  c.trans_a = f & R::CMD_FORMAT_f::TRANS_A_MASK;
+  c.trans_b = f & R::CMD_FORMAT_f::TRANS_B_MASK;
+  c.a = r.get(R::CMD_A);
+  c.b = r.get(R::CMD_B);
+  c.c = r.get(R::CMD_C);
+  c.lda = static_cast<std::uint32_t>(r.get(R::CMD_LDA));
+  c.ldb = static_cast<std::uint32_t>(r.get(R::CMD_LDB));
+  c.ldc = static_cast<std::uint32_t>(r.get(R::CMD_LDC));
+  c.block_scaled = f & R::CMD_FORMAT_f::BLOCK_SCALED_MASK;
+  c.scale_format = (f & R::CMD_FORMAT_f::SCALE_E8M0_MASK) ? num::ScaleFormat::E8M0 : num::ScaleFormat::FP32;
+  c.sa = r.get(R::CMD_SA);
+  c.sb = r.get(R::CMD_SB);
+  c.group = r.get(R::CMD_GROUP) ? static_cast<unsigned>(r.get(R::CMD_GROUP)) : 128;
+  c.wait_sem = sem.wait;
+  c.signal_sem = sem.signal;
+  c.signal_sem2 = sem.signal2;
+  return c;
 }
 
 }  // namespace tessera::tensor

@@ -15,6 +15,7 @@
 #include <vector>
 #include <systemc>
 
+#include "common/regs.hpp"
 #include "common/waves.hpp"
 
 #include "common/irq.hpp"
@@ -128,5 +129,8 @@ class TensorCore : public sc_core::sc_module {
   power::Clock* clk_ = &power::meter(name()).clock(power::kTiles);  // DVFS: the tiles domain
   std::vector<double> scratch_a_, scratch_b_, scratch_out_;
 };
+
+// The command the CMD_ registers (tensor.regs.json) describe, as the tile holds them.
+GemmCommand decode(const IncludedRegs& regs);
 
 }  // namespace tessera::tensor

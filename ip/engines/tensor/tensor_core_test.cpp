@@ -6,6 +6,8 @@
 #include <cstring>
 #include <random>
 
+#include "common/testing/reg_checks.hpp"
+#include "tensor_regs.hpp"
 #include "common/log.hpp"
 #include "common/testing/initiator.hpp"
 #include "engines/num/block_scale.hpp"
@@ -303,4 +305,10 @@ TEST(TensorCore, BlockScaledCommandsCheckFormatAndScaleRanges) {
   t.run();
   EXPECT_EQ(t.tc.error_code(), CommandError::shape);
   EXPECT_NE(t.tc.error().find("group 96"), std::string::npos) << t.tc.error();
+}
+
+// Its command registers (the tile includes them): the generic checks of every register block.
+TEST(TensorCore, CommandRegistersCAndCppViewsAgree) {
+  tessera::testing::expect_c_view_matches(tessera::regs::tensor::kBlock, tensor_regs_cview, tensor_fields_cview,
+                                          tensor_values_cview);
 }

@@ -1,5 +1,10 @@
 #include "engines/vector/vector_unit.hpp"
 
+#include <cstring>
+
+#include "engines/command.hpp"
+#include "vector_regs.hpp"
+
 #include <fmt/format.h>
 
 #include "common/trace.hpp"
@@ -14,6 +19,14 @@
 #include "engines/num/vector_ops.hpp"
 
 namespace tessera::vector {
+
+namespace {
+// The vector ops' register codes (vector.regs.json) as the unit's own.
+const std::vector<Op>& vector_ops() {
+  static const auto t = engine::by_name<Op>(regs::vector::kVectorOpEnum, static_cast<unsigned>(Op::count), name);
+  return t;
+}
+}  // namespace
 
 const power::Event kVectorOp = power::declare_event("vector_op", "tiles", 0.6, "a lane operation of the vector unit (add, mul, compare, ...)");
 const power::Event kVectorSpecial = power::declare_event("vector_special", "tiles", 2.5, "a special-function operation (exp, log, rsqrt, silu, ...)");
@@ -345,6 +358,38 @@ void VectorUnit::run() {
     if (c.signal_sem || c.signal_sem2) sems_->signal_numbers(c.signal_sem, c.signal_sem2);
     irq.write(true);
   }
+}
+
+VectorCommand decode(const IncludedRegs& r) {
+  namespace R = regs::vector;
+  VectorCommand c;
+  const engine::Semaphores sem = engine::semaphores(r, R::VCMD_SEM);
+  c.id = static_cast<std::uint32_t>(r.get(R::VCMD_ID));
+  const std::uint64_t op = r.get(R::VCMD_OP);
+  // Unknown op numbers stay unknown: the unit refuses them by number.
+  c.op = op < vector_ops().size() ? vector_ops()[op] : static_cast<Op>(std::min<std::uint64_t>(op, 255));
+  c.rows = static_cast<unsigned>(r.get(R::VCMD_ROWS));
+  c.cols = static_cast<unsigned>(r.get(R::VCMD_COLS));
+  c.src0 = r.get(R::VCMD_SRC0);
+  c.src1 = r.get(R::VCMD_SRC1);
+  c.src2 = r.get(R::VCMD_SRC2);
+  c.dst = r.get(R::VCMD_DST);
+  c.k = static_cast<unsigned>(r.get(R::VCMD_K));
+  c.position = static_cast<unsigned>(r.get(R::VCMD_POSITION));
+  const auto eps_bits = static_cast<std::uint32_t>(r.get(R::VCMD_EPS));
+  std::memcpy(&c.eps, &eps_bits, 4);
+  const std::uint64_t vf = r.get(R::VCMD_FORMAT);
+  c.format = engine::format_of(static_cast<unsigned>(vf & R::VCMD_FORMAT_f::FORMAT_MASK));
+  c.saturate = vf & R::VCMD_FORMAT_f::SATURATE_MASK;
+  c.scale_format = (vf & R::VCMD_FORMAT_f::SCALE_E8M0_MASK) ? num::ScaleFormat::E8M0 : num::ScaleFormat::FP32;
+  c.stochastic = vf & R::VCMD_FORMAT_f::STOCHASTIC_MASK;
+  c.seed = r.get(R::VCMD_SEED);
+  c.group = static_cast<unsigned>(r.get(R::VCMD_GROUP));
+  c.aux = r.get(R::VCMD_AUX);
+  c.wait_sem = sem.wait;
+  c.signal_sem = sem.signal;
+  c.signal_sem2 = sem.signal2;
+  return c;
 }
 
 }  // namespace tessera::vector

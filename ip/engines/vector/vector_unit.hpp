@@ -21,6 +21,7 @@
 #include <string>
 #include <systemc>
 
+#include "common/regs.hpp"
 #include "common/waves.hpp"
 
 #include "common/irq.hpp"
@@ -132,5 +133,8 @@ class VectorUnit : public sc_core::sc_module {
   power::Meter* meter_ = &power::meter(name());
   power::Clock* clk_ = &power::meter(name()).clock(power::kTiles);  // DVFS: the tiles domain
 };
+
+// The command the VCMD_ registers (vector.regs.json) describe, as the tile holds them.
+VectorCommand decode(const IncludedRegs& regs);
 
 }  // namespace tessera::vector

@@ -3,6 +3,8 @@
 // commands are reported and survived.
 #include <gtest/gtest.h>
 
+#include "common/testing/reg_checks.hpp"
+#include "vector_regs.hpp"
 #include "common/testing/random.hpp"
 
 #include <cstring>
@@ -316,4 +318,10 @@ TEST(VectorUnit, ScaleRowsMultipliesEachRowByItsScalar) {
   // A lane op per element, like mul: ceil(500 / 64) + 8 pipeline cycles.
   EXPECT_EQ(b.vu.stats().busy_cycles, 8u + 8u);
   (void)t;
+}
+
+// Its command registers (the tile includes them): the generic checks of every register block.
+TEST(VectorUnit, CommandRegistersCAndCppViewsAgree) {
+  tessera::testing::expect_c_view_matches(tessera::regs::vector::kBlock, vector_regs_cview, vector_fields_cview,
+                                          vector_values_cview);
 }
