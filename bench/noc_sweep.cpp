@@ -4,6 +4,7 @@
 //       --size K (KxK mesh, default 8)  --vcs N  --buffer N  --flits N (packet size)
 //       --routing xy|west_first  --model flit|packet  --hotspots a,b,...
 //       --rates 0.05:0.6:0.05  --csv FILE  --heatmap FILE (router utilisation at the last rate)
+//       --self-traffic on|off (uniform: a node may pick itself, as BookSim's uniform does)
 //       --platform FILE [--instance noc]  --set KEY=VALUE ...: every parameter of the noc type
 //       (topology, width, height, routing, vcs, buffer, classes, rc, va, sa, st, link,
 //       credit_delay, flit_bytes, header_bytes, model; tessera-vp --list-types), from a platform
@@ -108,6 +109,13 @@ int sc_main(int argc, char** argv) {
     else if (k == "--flits") t.packet_flits = static_cast<unsigned>(std::stoul(v));
     else if (k == "--routing") c.routing = v;
     else if (k == "--model") model = v;
+    else if (k == "--self-traffic") {
+      if (v != "on" && v != "off") {
+        std::fprintf(stderr, "bench_noc: --self-traffic: on or off, not %s\n", v.c_str());
+        return 2;
+      }
+      t.self_traffic = v == "on";
+    }
     else if (k == "--csv") csv = v;
     else if (k == "--heatmap") heatmap = v;
     else if (k == "--hotspots") {
@@ -137,8 +145,9 @@ int sc_main(int argc, char** argv) {
     out << "offered,accepted,latency_avg,latency_p99,hops_avg,saturated\n";
   }
   fmt::print("{} traffic, {}x{} {}, {} routing, {} VCs x {} flits, {}-flit packets, {} level, router pipeline "
-             "{}+{}+{}+{}, link {}, credit delay {}\n", t.pattern, c.width, c.height, c.topology, c.routing, c.vcs,
-             c.buffer, t.packet_flits, model, c.rc, c.va, c.sa, c.st, c.link, c.credit_delay);
+             "{}+{}+{}+{}, link {}, credit delay {}, injection/ejection {}/{}{}\n", t.pattern, c.width, c.height, c.topology, c.routing, c.vcs,
+             c.buffer, t.packet_flits, model, c.rc, c.va, c.sa, c.st, c.link, c.credit_delay, c.inject, c.eject,
+             t.self_traffic ? ", self-traffic" : "");
   fmt::print("{:>8} {:>9} {:>12} {:>12} {:>6}\n", "offered", "accepted", "latency avg", "latency p99", "hops");
   bool reported = false;
   std::unique_ptr<Network> net;

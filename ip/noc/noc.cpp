@@ -15,6 +15,7 @@ std::string NocConfig::check() const {
   if (buffer == 0) return "buffer must hold at least one flit";
   if (rc == 0 || va == 0 || sa == 0 || st == 0) return "router pipeline stages take at least one cycle";
   if (credit_delay == 0) return "credit_delay must be at least one cycle";
+  if (inject > 1000 || eject > 1000) return "inject and eject take at most 1000 cycles";
   if (flit_bytes == 0) return "flit_bytes must be positive";
   if (flit_bytes > 4096) return "flit_bytes must be at most 4096";
   if (header_bytes > flit_bytes) return "header_bytes must fit in one (head) flit: at most flit_bytes";
@@ -181,6 +182,7 @@ void FlitNetwork::step() {
     InputVc& iv = r.in[kLocal * V + static_cast<unsigned>(injecting_vc_[n])];
     if (iv.buf.size() >= cfg_.buffer) continue;
     const unsigned f = injecting_flit_[n];
+    if (f == 0 && now_ < p.created + cfg_.inject) continue;  // still on the injection channel
     if (f == 0) {
       p.injected = now_;
       ++routers_[n].injected;
@@ -290,7 +292,7 @@ void FlitNetwork::step() {
         if (f.tail) {
           Packet& p = packets_[f.packet];
           ++routers_[n].ejected;
-          p.delivered = now_ + cfg_.sa + cfg_.st;
+          p.delivered = now_ + cfg_.sa + cfg_.st + cfg_.eject;
           --in_flight_;
           if (delivered_) delivered_(p);
           free_packets_.push_back(f.packet);
@@ -417,7 +419,7 @@ void PacketNetwork::offer(const Packet& in) {
   Packet& p = pool_[slot];
   p = in;
   const unsigned L = p.flits;
-  std::uint64_t t = std::max(p.created, inject_free_[p.src]);
+  std::uint64_t t = std::max(p.created + cfg_.inject, inject_free_[p.src]);
   inject_free_[p.src] = t + L;
   p.injected = t;
   // Dimension order, the short way round where the network wraps.
@@ -441,7 +443,7 @@ void PacketNetwork::offer(const Packet& in) {
     }
     const std::uint64_t sa = reserve(node * kPorts + port, t + front, L, p.created);
     if (port == kLocal) {
-      p.delivered = sa + cfg_.sa + cfg_.st + (L - 1);
+      p.delivered = sa + cfg_.sa + cfg_.st + (L - 1) + cfg_.eject;
       break;
     }
     links_[node * kPorts + port].flits += L;

@@ -20,6 +20,8 @@ void Noc::Config::visit(Params& p) {
   p("sa", net.sa, "switch allocation, cycles");
   p("st", net.st, "switch traversal, cycles");
   p("link", net.link, "link traversal, cycles");
+  p("inject", net.inject, "the injection channel (node to router), cycles");
+  p("eject", net.eject, "the ejection channel (router to node), cycles");
   p("credit_delay", net.credit_delay, "credit return, cycles");
   p("flit_bytes", net.flit_bytes, "bytes per flit");
   p("header_bytes", net.header_bytes, "header bytes in a head flit");

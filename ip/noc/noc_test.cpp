@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <memory>
 #include <set>
 
 #include "noc/noc.hpp"
@@ -23,14 +24,14 @@ NocConfig mesh(unsigned k, unsigned vcs = 4, unsigned buffer = 4) {
   return c;
 }
 
-std::uint64_t one_packet(Network& net, unsigned src, unsigned dst, unsigned flits) {
+std::uint64_t one_packet(Network& net, unsigned src, unsigned dst, unsigned flits, bool from_creation = false) {
   Packet p;
   p.src = src;
   p.dst = dst;
   p.flits = flits;
   p.created = 10;
   std::uint64_t latency = 0;
-  net.on_delivered([&](Packet& d) { latency = d.delivered - d.injected; });
+  net.on_delivered([&](Packet& d) { latency = d.delivered - (from_creation ? d.created : d.injected); });
   net.run_until(9);
   net.offer(p);
   net.run_until(1000);
@@ -78,6 +79,25 @@ TEST(Noc, ZeroLoadLatencyIsHopsTimesPipelinePlusSerialisation) {
   }
 }
 
+TEST(Noc, InjectionAndEjectionChannelsAddTheirLatencyAtBothLevels) {
+  // BookSim's mesh has a one-cycle channel each way between node and
+  // router; with them the zero-load latency is theirs longer, exactly.
+  for (const unsigned flits : {1u, 4u}) {
+    NocConfig c = mesh(4);
+    c.inject = 1;
+    c.eject = 2;
+    FlitNetwork f(c);
+    PacketNetwork p(c);
+    const unsigned src = 0, dst = 3 + 2 * 4;
+    const std::uint64_t expected = 6 * c.per_hop() + 5 * c.link + (flits - 1) + c.inject + c.eject;
+    EXPECT_EQ(one_packet(f, src, dst, flits, true), expected) << flits << " flits, flit level";
+    EXPECT_EQ(one_packet(p, src, dst, flits, true), expected) << flits << " flits, packet level";
+  }
+  NocConfig bad = mesh(4);
+  bad.inject = 5000;
+  EXPECT_NE(bad.check().find("inject and eject"), std::string::npos);
+}
+
 TEST(Noc, UniformHopCountMatchesTheFormula) {
   const NocConfig c = mesh(8);
   EXPECT_DOUBLE_EQ(uniform_hops(c), 2.0 * 8 / 3);  // 2k/3 without self-traffic
@@ -86,6 +106,26 @@ TEST(Noc, UniformHopCountMatchesTheFormula) {
   t.rate = 0.05;
   const TrafficResult r = run_traffic(f, t);
   EXPECT_NEAR(r.hops_avg, 2.0 * 8 / 3, 0.1);
+}
+
+TEST(Noc, UniformWithSelfTrafficSendsAFewPacketsNowhereAndDeliversThem) {
+  // BookSim's uniform lets a node pick itself: 2(k^2 - 1) / 3k hops on a
+  // k x k mesh instead of 2k/3, and a packet to itself only crosses its router.
+  const NocConfig c = mesh(8);
+  EXPECT_DOUBLE_EQ(uniform_hops(c, true), 2.0 * (8 * 8 - 1) / (3 * 8));
+  for (const bool flit : {true, false}) {
+    std::unique_ptr<Network> net = flit ? std::unique_ptr<Network>(new FlitNetwork(c)) : std::unique_ptr<Network>(new PacketNetwork(c));
+    TrafficConfig t;
+    t.rate = 0.05;
+    t.self_traffic = true;
+    const TrafficResult r = run_traffic(*net, t);
+    EXPECT_TRUE(r.drained) << (flit ? "flit" : "packet");
+    EXPECT_NEAR(r.accepted, r.offered, 0.01);
+    EXPECT_NEAR(r.hops_avg, uniform_hops(c, true), 0.1) << (flit ? "flit" : "packet");
+  }
+  std::unique_ptr<Network> f(new FlitNetwork(c)), p(new PacketNetwork(c));
+  EXPECT_EQ(one_packet(*f, 9, 9, 1), c.per_hop()) << "one router, flit level";
+  EXPECT_EQ(one_packet(*p, 9, 9, 1), c.per_hop()) << "one router, packet level";
 }
 
 TEST(Noc, AcceptedEqualsOfferedBelowSaturation) {

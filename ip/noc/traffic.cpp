@@ -27,12 +27,13 @@ Pattern pattern_of(const std::string& p) {
 }
 
 int destination(Pattern pattern, unsigned src, const NocConfig& c, const std::vector<unsigned>& hotspots,
-                std::mt19937_64& rng) {
+                std::mt19937_64& rng, bool self_traffic) {
   const unsigned n = c.nodes(), bits = log2u(n);
   const unsigned x = src % c.width, y = src / c.width;
   unsigned d = src;
   switch (pattern) {
     case Pattern::uniform:
+      if (self_traffic) return static_cast<int>((static_cast<unsigned __int128>(rng()) * n) >> 64);
       d = static_cast<unsigned>((static_cast<unsigned __int128>(rng()) * (n - 1)) >> 64);
       if (d >= src) ++d;
       return static_cast<int>(d);
@@ -58,8 +59,8 @@ int destination(Pattern pattern, unsigned src, const NocConfig& c, const std::ve
 }  // namespace
 
 int destination(const std::string& pattern, unsigned src, const NocConfig& c, const std::vector<unsigned>& hotspots,
-                std::mt19937_64& rng) {
-  return destination(pattern_of(pattern), src, c, hotspots, rng);
+                std::mt19937_64& rng, bool self_traffic) {
+  return destination(pattern_of(pattern), src, c, hotspots, rng, self_traffic);
 }
 
 TrafficResult run_traffic(Network& net, const TrafficConfig& t) {
@@ -82,7 +83,7 @@ TrafficResult run_traffic(Network& net, const TrafficConfig& t) {
     hops += p.hops;
   });
   unsigned sources = 0;
-  for (unsigned s = 0; s < c.nodes(); ++s) sources += destination(pattern, s, c, t.hotspots, rng) >= 0 ? 1 : 0;
+  for (unsigned s = 0; s < c.nodes(); ++s) sources += destination(pattern, s, c, t.hotspots, rng, t.self_traffic) >= 0 ? 1 : 0;
   // Bernoulli injection per node and cycle, drawn as geometric gaps so a
   // cycle costs only the nodes that inject in it.
   const double prob = std::min(1.0, t.rate / t.packet_flits);
@@ -101,7 +102,7 @@ TrafficResult run_traffic(Network& net, const TrafficConfig& t) {
     for (unsigned s = 0; s < c.nodes(); ++s) {
       if (next[s] != cycle) continue;
       next[s] = cycle + 1 + gap(rng);
-      const int d = destination(pattern, s, c, t.hotspots, rng);
+      const int d = destination(pattern, s, c, t.hotspots, rng, t.self_traffic);
       if (d < 0) continue;
       Packet p;
       p.id = id++;
@@ -141,13 +142,13 @@ TrafficResult run_traffic(Network& net, const TrafficConfig& t) {
   return r;
 }
 
-double uniform_hops(const NocConfig& c) {
+double uniform_hops(const NocConfig& c, bool self_traffic) {
   double sum = 0;
   const unsigned n = c.nodes();
   for (unsigned s = 0; s < n; ++s)
     for (unsigned d = 0; d < n; ++d)
       if (s != d) sum += Network::hops(c, s, d);
-  return sum / (static_cast<double>(n) * (n - 1));
+  return sum / (static_cast<double>(n) * (self_traffic ? n : n - 1));
 }
 
 }  // namespace tessera::noc

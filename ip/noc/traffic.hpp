@@ -19,6 +19,7 @@ struct TrafficConfig {
   std::uint64_t warmup = 1000, measure = 5000, drain_limit = 20000;
   std::vector<unsigned> hotspots;
   unsigned seed = 1;
+  bool self_traffic = false;  // uniform: a node may send to itself too (as BookSim's uniform does)
 };
 
 struct TrafficResult {
@@ -32,14 +33,14 @@ struct TrafficResult {
 // The destination of a packet from `src`; -1 when the pattern sends nothing
 // from there (a fixed point of a permutation).
 int destination(const std::string& pattern, unsigned src, const NocConfig& c, const std::vector<unsigned>& hotspots,
-                std::mt19937_64& rng);
+                std::mt19937_64& rng, bool self_traffic = false);
 // A valid pattern name, or "" with the list in `error`.
 bool known_pattern(const std::string& pattern);
 
 TrafficResult run_traffic(Network& net, const TrafficConfig& t);
 
-// Average hop count of uniform random traffic (source != destination) on a
-// width x height mesh, by enumeration.
-double uniform_hops(const NocConfig& c);
+// Average hop count of uniform random traffic (source != destination, or
+// with self-traffic any destination) on the network, by enumeration.
+double uniform_hops(const NocConfig& c, bool self_traffic = false);
 
 }  // namespace tessera::noc
