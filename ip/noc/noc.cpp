@@ -13,7 +13,8 @@ std::string NocConfig::check() const {
   if (routing != "xy" && routing != "west_first") return "routing must be xy or west_first";
   if (classes == 0 || vcs < classes || vcs % classes) return "vcs must be a positive multiple of classes";
   if (buffer == 0) return "buffer must hold at least one flit";
-  if (rc == 0 || va == 0 || sa == 0 || st == 0) return "router pipeline stages take at least one cycle";
+  // rc may be 0: lookahead routing (the route computed a hop ahead, BookSim's default mesh).
+  if (va == 0 || sa == 0 || st == 0) return "the va, sa and st router stages take at least one cycle (rc may be 0)";
   if (credit_delay == 0) return "credit_delay must be at least one cycle";
   if (inject > 1000 || eject > 1000) return "inject and eject take at most 1000 cycles";
   if (flit_bytes == 0) return "flit_bytes must be positive";

@@ -29,7 +29,7 @@ struct NocConfig {
   unsigned vcs = 4;              // per port
   unsigned buffer = 4;           // flits per VC
   unsigned classes = 1;          // message classes (VCs split evenly): requests, responses
-  unsigned rc = 1, va = 1, sa = 1, st = 1;  // router pipeline stages, cycles
+  unsigned rc = 1, va = 1, sa = 1, st = 1;  // router pipeline stages, cycles (rc 0: lookahead routing)
   unsigned link = 1;             // link traversal, cycles
   unsigned inject = 0, eject = 0;  // the injection and ejection channels' latency, cycles (BookSim's are 1)
   unsigned credit_delay = 1;     // cycles for a credit to return upstream

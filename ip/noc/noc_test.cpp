@@ -79,7 +79,7 @@ TEST(Noc, ZeroLoadLatencyIsHopsTimesPipelinePlusSerialisation) {
   }
 }
 
-TEST(Noc, InjectionAndEjectionChannelsAddTheirLatencyAtBothLevels) {
+TEST(Noc, InjectionAndEjectionChannelsAndLookaheadRoutingAtBothLevels) {
   // BookSim's mesh has a one-cycle channel each way between node and
   // router; with them the zero-load latency is theirs longer, exactly.
   for (const unsigned flits : {1u, 4u}) {
@@ -92,6 +92,16 @@ TEST(Noc, InjectionAndEjectionChannelsAddTheirLatencyAtBothLevels) {
     const std::uint64_t expected = 6 * c.per_hop() + 5 * c.link + (flits - 1) + c.inject + c.eject;
     EXPECT_EQ(one_packet(f, src, dst, flits, true), expected) << flits << " flits, flit level";
     EXPECT_EQ(one_packet(p, src, dst, flits, true), expected) << flits << " flits, packet level";
+  }
+  // Lookahead routing: no route-computation stage, one cycle less per router.
+  for (const unsigned flits : {1u, 4u}) {
+    NocConfig c = mesh(4);
+    c.rc = 0;
+    FlitNetwork f(c);
+    PacketNetwork p(c);
+    const std::uint64_t expected = 6 * (c.va + c.sa + c.st) + 5 * c.link + (flits - 1);
+    EXPECT_EQ(one_packet(f, 0, 11, flits), expected) << flits << " flits, flit level, rc 0";
+    EXPECT_EQ(one_packet(p, 0, 11, flits), expected) << flits << " flits, packet level, rc 0";
   }
   NocConfig bad = mesh(4);
   bad.inject = 5000;
