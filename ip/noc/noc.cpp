@@ -16,6 +16,7 @@ std::string NocConfig::check() const {
   // rc may be 0: lookahead routing (the route computed a hop ahead, BookSim's default mesh).
   if (va == 0 || sa == 0 || st == 0) return "the va, sa and st router stages take at least one cycle (rc may be 0)";
   if (credit_delay == 0) return "credit_delay must be at least one cycle";
+  if (vc_release != "tail" && vc_release != "credit") return "vc_release must be tail or credit";
   if (inject > 1000 || eject > 1000) return "inject and eject take at most 1000 cycles";
   if (flit_bytes == 0) return "flit_bytes must be positive";
   if (flit_bytes > 4096) return "flit_bytes must be at most 4096";
@@ -71,8 +72,8 @@ bool Network::wraps(const NocConfig& c, unsigned node, unsigned port) {
 // ---- flit level -----------------------------------------------------------------
 
 FlitNetwork::FlitNetwork(const NocConfig& c)
-    : Network(c), routers_state_(c.nodes()), source_(c.nodes()), injecting_flit_(c.nodes(), 0),
-      injecting_vc_(c.nodes(), -1) {
+    : Network(c), credit_release_(c.vc_release == "credit"), routers_state_(c.nodes()), source_(c.nodes()),
+      injecting_flit_(c.nodes(), 0), injecting_vc_(c.nodes(), -1) {
   for (Router& r : routers_state_) {
     r.in.resize(kPorts * c.vcs);
     for (InputVc& iv : r.in) iv.buf.slots.resize(c.buffer);
@@ -80,6 +81,7 @@ FlitNetwork::FlitNetwork(const NocConfig& c)
     for (Output& o : r.out) {
       o.credits.assign(c.vcs, c.buffer);
       o.owner.assign(c.vcs, -1);
+      o.releasing.assign(c.vcs, false);
     }
   }
 }
@@ -162,7 +164,12 @@ void FlitNetwork::step() {
   }
   while (!credits_.empty() && credits_.front().at <= now_) {
     const Credit& c = credits_.front();
-    ++routers_state_[c.node].out[c.port].credits[c.vc];
+    Output& o = routers_state_[c.node].out[c.port];
+    // With vc_release "credit", the VC frees when its last flit's credit is back.
+    if (++o.credits[c.vc] == cfg_.buffer && o.releasing[c.vc]) {
+      o.releasing[c.vc] = false;
+      o.owner[c.vc] = -1;
+    }
     credits_.pop_front();
   }
   // Injection: one flit per node and cycle into a local input VC.
@@ -311,7 +318,10 @@ void FlitNetwork::step() {
         }
         f.ready = now_ + cfg_.sa + cfg_.st + cfg_.link;
         wires_.push_back({f.ready, next, opposite(out), iv.out_vc, f});
-        if (f.tail) o.owner[iv.out_vc] = -1;
+        if (f.tail) {
+          if (credit_release_) o.releasing[iv.out_vc] = true;
+          else o.owner[iv.out_vc] = -1;
+        }
       }
       if (f.tail) {
         iv.state = VcState::idle;

@@ -33,6 +33,7 @@ struct NocConfig {
   unsigned link = 1;             // link traversal, cycles
   unsigned inject = 0, eject = 0;  // the injection and ejection channels' latency, cycles (BookSim's are 1)
   unsigned credit_delay = 1;     // cycles for a credit to return upstream
+  std::string vc_release = "tail";  // a VC is free again when its tail leaves ("tail") or when the tail's credit returns ("credit", BookSim)
   unsigned flit_bytes = 32;
   unsigned header_bytes = 16;    // request/response header carried in the head flit
   unsigned nodes() const { return width * height; }
@@ -117,6 +118,7 @@ class FlitNetwork : public Network {
   std::uint64_t in_flight() const override { return in_flight_; }
 
  private:
+  bool credit_release_;  // vc_release "credit"
   struct Flit {
     std::uint32_t packet;  // index into packets_
     bool head, tail;
@@ -147,6 +149,7 @@ class FlitNetwork : public Network {
   struct Output {
     std::vector<unsigned> credits;   // per downstream VC
     std::vector<int> owner;          // input (port * vcs + vc) holding the VC, -1 free
+    std::vector<bool> releasing;     // vc_release "credit": the tail has left, the VC frees when its buffer is empty
     unsigned rr_vc = 0, rr_in = 0;   // round-robin pointers
   };
   struct Router {
