@@ -105,6 +105,8 @@ void Hbm::Config::visit(Params& p) {
   p("refresh", ctrl.refresh, "all_bank, per_bank or off");
   p("refresh_postpone", ctrl.refresh_postpone, "refreshes that may be postponed while requests wait");
   p("frontend", ctrl.frontend, "controller overhead from arrival to the queue, in cycles");
+  p("command_bus", ctrl.command_bus, "shared (a row and a column command bus per channel, as JEDEC) or per_pc (a command a cycle per pseudo-channel)");
+  p("act_cycles", ctrl.act_cycles, "cycles an ACT holds its command bus (HBM2: 2)");
   p("check", ctrl.check, "check every command against every timing constraint");
   p("ecc", ecc, "SECDED: correct single-bit errors, report double-bit errors");
   p("ecc_single_rate", ecc_single_rate, "probability of a single-bit error per 64-bit word read");
@@ -129,6 +131,8 @@ void Hbm::Config::validate(const Params& p) const {
   if (ctrl.refresh != "all_bank" && ctrl.refresh != "per_bank" && ctrl.refresh != "off")
     p.fail("refresh", "must be all_bank, per_bank or off");
   if (ctrl.read_queue == 0 || ctrl.write_queue == 0) p.fail("read_queue", "queues need room for one request");
+  if (ctrl.command_bus != "shared" && ctrl.command_bus != "per_pc") p.fail("command_bus", "must be shared or per_pc");
+  if (ctrl.act_cycles == 0 || ctrl.act_cycles > 4) p.fail("act_cycles", "must be 1 to 4");
   if (ctrl.write_low >= ctrl.write_high || ctrl.write_high > ctrl.write_queue)
     p.fail("write_high", "needs write_low < write_high <= write_queue");
   if (ecc_single_rate < 0 || ecc_single_rate > 1 || ecc_double_rate < 0 || ecc_double_rate > 1)
@@ -213,12 +217,17 @@ Hbm::Hbm(const sc_core::sc_module_name& n, const Config& c)
 
   const unsigned pcs = c.org.pcs();
   fast_.resize(pcs);
+  std::shared_ptr<CommandBus> bus;  // a channel's pseudo-channels are consecutive
   for (unsigned pc = 0; pc < pcs; ++pc) {
     channels_.push_back(std::make_unique<PseudoChannel>(c.t, c.org, c.ctrl, [](Request& r) {
       auto* txn = static_cast<Txn*>(r.owner);
       if (--txn->remaining == 0) txn->done.notify(sc_core::SC_ZERO_TIME);
     }));
     channels_.back()->set_meter(meter_, clk_, tck_);
+    if (c.ctrl.command_bus == "shared") {
+      if (pc % c.org.pseudo_channels == 0) bus = std::make_shared<CommandBus>();
+      channels_.back()->set_command_bus(bus);
+    }
     channels_.back()->set_track(fmt::format("{}.pc{}", path(), pc));
     wake_.push_back(std::make_unique<sc_core::sc_event>());
     sc_core::sc_spawn_options opt;

@@ -319,6 +319,84 @@ TEST(Hbm, FastModeMatchesDetailedBandwidth) {
       << "random: fast " << fr.efficiency() << ", detailed " << dr.efficiency();
 }
 
+TEST(Hbm, SharedCommandBusesServeRandomReadsWithinTheirBound) {
+  // HBM2E, one channel of two pseudo-channels, random 32-byte reads (each
+  // an ACT and a PRE), with tFAW and tRRD out of the way: on a shared
+  // row-command bus with a two-cycle ACT the channel issues at most one
+  // ACT+PRE per 3 cycles, so it moves at most tBURST / (2 x 3) of its peak
+  // (DRAMSys caps HBM2 there). With these timings the banks' row cycles
+  // bind first (24-25% in every mode); every request is served and no
+  // constraint is broken.
+  auto two_pcs = [](const std::string& bus, unsigned act) {
+    Hbm::Config c;
+    c.t = Timing::load(std::string(TESSERA_PLATFORM_DIR) + "/hbm2e-3600.json");
+    c.t.tFAW = c.t.tRRD_S = c.t.tRRD_L = 1;  // the activation window out of the way: the buses bind
+    c.org.channels = 1;
+    c.org.pseudo_channels = 2;
+    c.address_map = "O5 G2 C2 B2 P1 C3 R15";
+    c.size = AddressMap(c.address_map, c.org, c.t.burst_bytes(), c.xor_hash).capacity();
+    c.ctrl.command_bus = bus;
+    c.ctrl.act_cycles = act;
+    return c;
+  };
+  Bench per_pc(two_pcs("per_pc", 1), 64, 300, 32, true, false, 0, "pp_");
+  Bench shared1(two_pcs("shared", 1), 64, 300, 32, true, false, 0, "s1_");
+  Bench shared2(two_pcs("shared", 2), 64, 300, 32, true, false, 0, "s2_");
+  sc_core::sc_start();
+  const Timing& t = per_pc.hbm.config().t;
+  const double bound = t.tBURST / (2.0 * 3);
+  std::printf("HBM2E random 32 B reads, one channel: per-PC command slots %.1f%%, shared buses %.1f%% (1-cycle ACT), "
+              "%.1f%% (2-cycle ACT; bound %.1f%%)\n", 100 * per_pc.efficiency(), 100 * shared1.efficiency(),
+              100 * shared2.efficiency(), 100 * bound);
+  EXPECT_LE(shared2.efficiency(), bound + 1e-9);
+  for (const Bench* b : {&per_pc, &shared1, &shared2}) {
+    EXPECT_EQ(b->hbm.totals().violations, 0u);
+    EXPECT_EQ(b->drv.moved, 64u * 300u * 32u);
+  }
+}
+
+TEST(Hbm, PseudoChannelsOfAChannelTakeTurnsOnItsCommandBuses) {
+  // Two pseudo-channels, each a read to a closed bank at cycle 0: with
+  // their own command slots both ACT at once; on a shared row bus with a
+  // two-cycle ACT the second waits two cycles, and the column bus takes one
+  // RD a cycle; a row and a column command may share a cycle.
+  const Timing t = Timing::load(kTiming);
+  const Org o;
+  auto run = [&](const std::string& bus) {
+    ControllerConfig cc;
+    cc.refresh = "off";
+    cc.command_bus = bus;
+    cc.act_cycles = 2;
+    auto shared = std::make_shared<CommandBus>();
+    std::vector<std::unique_ptr<PseudoChannel>> pcs;
+    for (unsigned i = 0; i < 2; ++i) {
+      pcs.push_back(std::make_unique<PseudoChannel>(t, o, cc, [](Request&) {}));
+      pcs.back()->record_commands(true);
+      if (bus == "shared") pcs.back()->set_command_bus(shared);
+      Request r;
+      r.loc.bank = i;
+      r.loc.row = 7;
+      r.id = i;
+      pcs.back()->enqueue(r);
+    }
+    for (std::uint64_t c = 0; c < 200; ++c)
+      for (auto& pc : pcs) pc->advance(c);
+    std::vector<std::uint64_t> act, rd;
+    for (auto& pc : pcs)
+      for (const auto& c : pc->commands()) (c.cmd == Cmd::ACT ? act : rd).push_back(c.cycle);
+    return std::make_pair(act, rd);
+  };
+  const auto [act_own, rd_own] = run("per_pc");
+  ASSERT_EQ(act_own.size(), 2u);
+  EXPECT_EQ(act_own[0], act_own[1]) << "a command slot each";
+  const auto [act, rd] = run("shared");
+  ASSERT_EQ(act.size(), 2u);
+  ASSERT_EQ(rd.size(), 2u);
+  EXPECT_EQ(act[1] - act[0], 2u) << "the second ACT waits for the first's two cycles";
+  EXPECT_EQ(rd[1] - rd[0], 2u) << "each RD follows its ACT by tRCD";
+  EXPECT_EQ(rd[0], act[0] + t.tRCDRD);
+}
+
 TEST(Hbm, LongRandomRunsBreakNoConstraint) {
   // Mixed reads and writes at random addresses, under every scheduler, page
   // policy and refresh mode; the checker sees every command.

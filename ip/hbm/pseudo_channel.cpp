@@ -67,8 +67,23 @@ std::uint64_t PseudoChannel::earliest(Cmd cmd, unsigned bank) const {
       for (const BankState& x : banks_) e = std::max(e, x.next_act);
       break;
   }
+  e = std::max(e, now_);
+  if (bus_) return bus_->free_at(CommandBus::row(cmd), e, cmd == Cmd::ACT ? cfg_.act_cycles : 1);
   if (any_cmd_) e = std::max(e, last_cmd_ + 1);  // one command per cycle
-  return std::max(e, now_);
+  return e;
+}
+
+std::uint64_t CommandBus::free_at(bool row, std::uint64_t c, unsigned len) const {
+  const std::set<std::uint64_t>& b = busy_[row];
+  for (auto it = b.lower_bound(c); it != b.end() && *it < c + len; it = b.lower_bound(c)) c = *it + 1;
+  return c;
+}
+
+void CommandBus::reserve(bool row, std::uint64_t c, unsigned len) {
+  std::set<std::uint64_t>& b = busy_[row];
+  for (unsigned i = 0; i < len; ++i) b.insert(c + i);
+  // Commands issue near the present: cycles long past are no longer asked about.
+  while (!b.empty() && *b.begin() + (std::uint64_t{1} << 20) < c) b.erase(b.begin());
 }
 
 bool PseudoChannel::row_pending(unsigned bank, std::uint64_t row, const std::vector<Request>* only) const {
@@ -118,7 +133,7 @@ bool PseudoChannel::pick(std::uint64_t, Candidate& best) {
   const bool per_bank = per_bank_;
   // Nothing can issue before this; a column command that can, oldest
   // first, is the best there is.
-  const std::uint64_t floor = std::max(now_, any_cmd_ ? last_cmd_ + 1 : 0);
+  const std::uint64_t floor = std::max(now_, any_cmd_ && !bus_ ? last_cmd_ + 1 : 0);
   // Per bank, the oldest request of each kind (row hit, or not) decides:
   // a younger one needs the same command no sooner.
   std::uint64_t seen_hit = 0, seen_other = 0;
@@ -210,7 +225,9 @@ void PseudoChannel::apply(Cmd cmd, unsigned bank, std::uint64_t row, std::uint64
       break;
     case Cmd::REFPB: raise(b.next_act, c + t_.tRFCpb); break;
   }
-  last_cmd_ = c;
+  const unsigned len = cmd == Cmd::ACT ? cfg_.act_cycles : 1;
+  if (bus_) bus_->reserve(CommandBus::row(cmd), c, len);
+  last_cmd_ = c + len - 1;
   any_cmd_ = true;
 }
 

@@ -10,7 +10,9 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <memory>
 #include <queue>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -28,7 +30,26 @@ struct ControllerConfig {
   std::string refresh = "all_bank";   // all_bank, per_bank, off
   unsigned refresh_postpone = 0;      // refreshes that may be owed while requests wait
   unsigned frontend = 2;              // cycles from arrival to the queue (documented controller overhead)
+  // Command buses: "shared" (JEDEC HBM2/HBM3: a row-command bus for ACT,
+  // PRE and REF and a column-command bus for RD and WR per channel, which
+  // its pseudo-channels share) or "per_pc" (each pseudo-channel issues one
+  // command a cycle of its own). An ACT takes act_cycles on its bus (HBM2: 2).
+  std::string command_bus = "per_pc";
+  unsigned act_cycles = 1;
   bool check = true;                  // verify every command with the TimingChecker
+};
+
+// A channel's row- and column-command buses (command_bus "shared"): the
+// cycles its pseudo-channels' commands hold, reserved as they issue.
+class CommandBus {
+ public:
+  static bool row(Cmd c) { return c != Cmd::RD && c != Cmd::WR; }
+  // The first cycle at or after `c` from which `len` cycles of the bus are free.
+  std::uint64_t free_at(bool row, std::uint64_t c, unsigned len) const;
+  void reserve(bool row, std::uint64_t c, unsigned len);
+
+ private:
+  std::set<std::uint64_t> busy_[2];
 };
 
 struct Request {
@@ -61,6 +82,8 @@ class PseudoChannel {
   void set_meter(power::Meter* m, const power::Clock* clock, std::uint64_t tck) { meter_ = m, clock_ = clock, tck_ = tck; }
   // Its commands go on the trace (category hbm) under this track.
   void set_track(std::string path) { track_ = std::move(path); }
+  // The channel's shared command buses (command_bus "shared").
+  void set_command_bus(std::shared_ptr<CommandBus> bus) { bus_ = std::move(bus); }
   using Done = std::function<void(Request&)>;
   PseudoChannel(const Timing& t, const Org& o, const ControllerConfig& c, Done done);
 
@@ -122,7 +145,8 @@ class PseudoChannel {
   std::vector<Request> reads_, writes_;  // in age order; short (the queue depths)
   std::deque<Request> frontend_;
   std::deque<std::uint64_t> faw_;
-  std::uint64_t last_cmd_ = 0;  // one command per cycle
+  std::uint64_t last_cmd_ = 0;  // one command per cycle (per_pc): the last cycle the last one held
+  std::shared_ptr<CommandBus> bus_;  // shared command buses, or none (per_pc)
   bool any_cmd_ = false;
   bool draining_ = false;
   std::uint64_t now_ = 0;
