@@ -28,6 +28,13 @@ struct Timing {
   unsigned tBURST = 0, tCL = 0, tCWL = 0, tRCDRD = 0, tRCDWR = 0, tRP = 0, tRAS = 0, tRC = 0, tCCD_S = 0,
            tCCD_L = 0, tRRD_S = 0, tRRD_L = 0, tFAW = 0, tWR = 0, tRTP = 0, tWTR_S = 0, tWTR_L = 0, tRTW = 0,
            tREFI = 0, tRFCab = 0, tRFCpb = 0;
+  // Optional in a timing file: read data's strobe delay past tCL (tDQSCK,
+  // default 0); per-bank refresh's interval (tREFISB, default tREFI over
+  // the pseudo-channel's banks: 0 here) and the gap between per-bank
+  // refreshes of different banks (tRREFD, default 0).
+  unsigned tDQSCK = 0, tREFISB = 0, tRREFD = 0;
+  // The per-bank refresh interval of a pseudo-channel with `banks` banks.
+  unsigned refisb(unsigned banks) const { return tREFISB ? tREFISB : tREFI / banks; }
   unsigned burst_bytes() const { return burst_length * pc_width_bits / 8; }
   // Peak bandwidth of one pseudo-channel in bytes per second.
   double peak_bytes_per_s() const { return burst_bytes() / (tBURST * tck_ns * 1e-9); }

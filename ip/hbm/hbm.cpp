@@ -412,7 +412,7 @@ void Hbm::fast(tlm::tlm_generic_payload& trans, sc_core::sc_time& delay) {
     cas = std::max({cas, bus_slot, cmd_slot + commands - 1});
     f.busy += t.tBURST;
     ++(write ? f.writes : f.reads);
-    done = std::max(done, cas + (write ? t.tCWL : t.tCL) + t.tBURST);
+    done = std::max(done, cas + (write ? t.tCWL : t.tCL + t.tDQSCK) + t.tBURST);
   }
   delay = clk_->edge(done, tck_) - sc_core::sc_time_stamp();
 }

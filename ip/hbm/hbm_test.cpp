@@ -220,6 +220,60 @@ double run_efficiency(const Hbm::Config& c, unsigned threads, unsigned count, un
 
 }  // namespace
 
+TEST(Hbm, StrobeDelayAndPerBankRefreshTimingsAreHonoured) {
+  // tDQSCK lengthens every read by itself, in both modes; tREFISB sets the
+  // per-bank refresh cadence and tRREFD the gap between per-bank refreshes
+  // of different banks (the checker sees every command).
+  Timing t = Timing::load(kTiming);
+  t.tDQSCK = 3;
+  t.tREFISB = 100;
+  t.tRREFD = 40;
+  const Org o;
+  ControllerConfig cc;
+  cc.refresh = "per_bank";
+  std::vector<std::uint64_t> done;
+  PseudoChannel ch(t, o, cc, [&](Request& r) { done.push_back(r.done - r.arrival); });
+  ch.record_commands(true);
+  Request r;
+  r.loc.row = 5;
+  r.arrival = 10000;
+  ch.advance(10000);
+  ch.enqueue(r);
+  ch.advance(20000);
+  ASSERT_EQ(done.size(), 1u);
+  // A closed bank (or one a refresh just closed): ACT, RD, tCL + tDQSCK + tBURST.
+  EXPECT_GE(done[0], cc.frontend + t.tRCDRD + t.tCL + t.tDQSCK + t.tBURST);
+  std::vector<std::uint64_t> refpb;
+  for (const auto& c : ch.commands())
+    if (c.cmd == Cmd::REFPB) refpb.push_back(c.cycle);
+  ASSERT_GT(refpb.size(), 100u);
+  for (std::size_t i = 1; i < refpb.size(); ++i) EXPECT_GE(refpb[i] - refpb[i - 1], t.tRREFD) << i;
+  // Issued while the request was about (10000 to 20000), counted in bulk before (0 to 10000).
+  EXPECT_NEAR(static_cast<double>(refpb.size()), 10000.0 / t.tREFISB, 5);
+  EXPECT_NEAR(static_cast<double>(ch.stats().refreshes), 20000.0 / t.tREFISB, 5);
+  EXPECT_EQ(ch.stats().violations, 0u);
+  // The checker knows tRREFD: a per-bank refresh too soon after another breaks it.
+  TimingChecker check(t, o);
+  check.record(Cmd::REFPB, 0, 0, 1000);
+  EXPECT_NE(check.check(Cmd::REFPB, 1, 0, 1000 + t.tRREFD - 1).find("tRREFD"), std::string::npos);
+  EXPECT_EQ(check.check(Cmd::REFPB, 1, 0, 1000 + t.tRREFD), "");
+  // The fast mode's reads take tDQSCK longer too.
+  Hbm::Config f = config(true, "fast"), g = config(true, "fast");
+  g.t.tDQSCK = 3;
+  f.ctrl.refresh = g.ctrl.refresh = "off";
+  Hbm a("fa", f), b("fb", g);
+  tessera::testing::TestInitiator ia("ia"), ib("ib"), ca("ca"), cb("cb");
+  ia.socket.bind(a.mem_target);
+  ib.socket.bind(b.mem_target);
+  ca.socket.bind(a.csr_target());
+  cb.socket.bind(b.csr_target());
+  std::uint32_t v = 0;
+  sc_time da, db;
+  ia.transport(tlm::TLM_READ_COMMAND, 0, &v, 4, &da);
+  ib.transport(tlm::TLM_READ_COMMAND, 0, &v, 4, &db);
+  EXPECT_EQ(db - da, sc_time(3 * g.t.tck_ns, SC_NS));
+}
+
 TEST(Hbm, StreamingReadsPerPseudoChannel) {
   std::uint64_t violations = 1;
   const double e = run_efficiency(config(true), 4, 256, 4096, false, &violations);

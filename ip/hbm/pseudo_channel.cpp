@@ -22,7 +22,7 @@ PseudoChannel::PseudoChannel(const Timing& t, const Org& o, const ControllerConf
   per_bank_ = cfg_.refresh == "per_bank";
   closed_ = cfg_.page_policy == "closed";
   adaptive_ = cfg_.page_policy == "adaptive";
-  refresh_due_ = per_bank_ ? t_.tREFI / banks_.size() : t_.tREFI;
+  refresh_due_ = per_bank_ ? t_.refisb(static_cast<unsigned>(banks_.size())) : t_.tREFI;
 }
 
 bool PseudoChannel::idle() const { return reads_.empty() && writes_.empty() && frontend_.empty() && completions_.empty(); }
@@ -62,7 +62,7 @@ std::uint64_t PseudoChannel::earliest(Cmd cmd, unsigned bank) const {
     case Cmd::RD: e = b.next_rd; break;
     case Cmd::WR: e = b.next_wr; break;
     case Cmd::PRE: e = b.next_pre; break;
-    case Cmd::REFPB: e = b.next_act; break;
+    case Cmd::REFPB: e = std::max<std::uint64_t>(b.next_act, any_refpb_ ? last_refpb_ + t_.tRREFD : 0); break;
     case Cmd::REFAB:
       for (const BankState& x : banks_) e = std::max(e, x.next_act);
       break;
@@ -223,7 +223,11 @@ void PseudoChannel::apply(Cmd cmd, unsigned bank, std::uint64_t row, std::uint64
     case Cmd::REFAB:
       for (BankState& x : banks_) raise(x.next_act, c + t_.tRFCab);
       break;
-    case Cmd::REFPB: raise(b.next_act, c + t_.tRFCpb); break;
+    case Cmd::REFPB:
+      raise(b.next_act, c + t_.tRFCpb);
+      last_refpb_ = c;
+      any_refpb_ = true;
+      break;
   }
   const unsigned len = cmd == Cmd::ACT ? cfg_.act_cycles : 1;
   if (bus_) bus_->reserve(CommandBus::row(cmd), c, len);
@@ -264,14 +268,14 @@ void PseudoChannel::issue(const Candidate& c) {
     stats_.refresh_cycles += c.cmd == Cmd::REFAB ? t_.tRFCab : t_.tRFCpb;
     if (c.cmd == Cmd::REFPB) refresh_bank_ = (refresh_bank_ + 1) % banks_.size();
     if (refresh_owed_ > 0) --refresh_owed_;
-    else refresh_due_ += c.cmd == Cmd::REFAB ? t_.tREFI : t_.tREFI / banks_.size();
+    else refresh_due_ += c.cmd == Cmd::REFAB ? t_.tREFI : t_.refisb(static_cast<unsigned>(banks_.size()));
     return;
   }
   if (!r || (c.cmd != Cmd::RD && c.cmd != Cmd::WR)) return;
   // The column command: the request is served.
   account_queue(c.cycle);
   Request done = *r;
-  done.done = c.cycle + (done.write ? t_.tCWL : t_.tCL) + t_.tBURST;
+  done.done = c.cycle + (done.write ? t_.tCWL : t_.tCL + t_.tDQSCK) + t_.tBURST;
   stats_.busy_cycles += t_.tBURST;
   ++(done.write ? stats_.writes : stats_.reads);
   switch (done.kind) {
@@ -296,7 +300,7 @@ void PseudoChannel::advance(std::uint64_t cycle) {
   // A long idle stretch: refreshes that fell due meanwhile are counted in
   // bulk (the banks end up closed), not issued one by one.
   if (!refresh_off_ && reads_.empty() && writes_.empty() && frontend_.empty()) {
-    const std::uint64_t period = per_bank_ ? t_.tREFI / banks_.size() : t_.tREFI;
+    const std::uint64_t period = per_bank_ ? t_.refisb(static_cast<unsigned>(banks_.size())) : t_.tREFI;
     if (refresh_due_ + 4 * period < cycle) {
       const std::uint64_t skip = (cycle - refresh_due_) / period - 2;
       const unsigned tRFC = per_bank_ ? t_.tRFCpb : t_.tRFCab;
@@ -318,7 +322,7 @@ void PseudoChannel::advance(std::uint64_t cycle) {
   while (!refresh_off_ && refresh_due_ <= cycle && refresh_owed_ < cfg_.refresh_postpone &&
          !(reads_.empty() && writes_.empty())) {
     ++refresh_owed_;
-    refresh_due_ += per_bank_ ? t_.tREFI / banks_.size() : t_.tREFI;
+    refresh_due_ += per_bank_ ? t_.refisb(static_cast<unsigned>(banks_.size())) : t_.tREFI;
   }
   Candidate best;
   bool found;

@@ -148,6 +148,8 @@ class PseudoChannel {
   std::uint64_t last_cmd_ = 0;  // one command per cycle (per_pc): the last cycle the last one held
   std::shared_ptr<CommandBus> bus_;  // shared command buses, or none (per_pc)
   bool any_cmd_ = false;
+  std::uint64_t last_refpb_ = 0;  // tRREFD between per-bank refreshes
+  bool any_refpb_ = false;
   bool draining_ = false;
   std::uint64_t now_ = 0;
   std::uint64_t refresh_due_ = 0;

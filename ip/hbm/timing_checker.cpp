@@ -84,7 +84,8 @@ std::string TimingChecker::check(Cmd cmd, unsigned bank, std::uint64_t row, std:
       return report();
     case Cmd::REFPB:
       if (b.open) return fmt::format("REFpb to bank {} at cycle {}: the bank is open", bank, cycle);
-      need(b.pre, t_.tRP, "tRP") && need(b.refpb, t_.tRFCpb, "tRFCpb") && need(refab_, t_.tRFCab, "tRFCab");
+      need(b.pre, t_.tRP, "tRP") && need(b.refpb, t_.tRFCpb, "tRFCpb") && need(refab_, t_.tRFCab, "tRFCab") &&
+          need(refpb_any_, t_.tRREFD, "tRREFD");
       return report();
   }
   return "";
@@ -108,7 +109,10 @@ void TimingChecker::record(Cmd cmd, unsigned bank, std::uint64_t row, std::uint6
       b.pre = c;
       break;
     case Cmd::REFAB: refab_ = c; break;
-    case Cmd::REFPB: b.refpb = c; break;
+    case Cmd::REFPB:
+      b.refpb = c;
+      refpb_any_ = c;
+      break;
   }
 }
 

@@ -38,6 +38,7 @@ class TimingChecker {
   std::vector<Bank> banks_;
   std::deque<std::int64_t> acts_;  // the last four ACTs, for tFAW
   std::int64_t refab_ = kNever;
+  std::int64_t refpb_any_ = kNever;  // the last per-bank refresh of any bank (tRREFD)
 };
 
 }  // namespace tessera::hbm
