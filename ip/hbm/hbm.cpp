@@ -107,6 +107,10 @@ void Hbm::Config::visit(Params& p) {
   p("frontend", ctrl.frontend, "controller overhead from arrival to the queue, in cycles");
   p("command_bus", ctrl.command_bus, "shared (a row and a column command bus per channel, as JEDEC) or per_pc (a command a cycle per pseudo-channel)");
   p("act_cycles", ctrl.act_cycles, "cycles an ACT holds its command bus (HBM2: 2)");
+  p("queues", ctrl.queues, "split (a read and a write queue, writes drained between the watermarks) or unified (one FR-FCFS queue)");
+  p("interface_limit", ctrl.interface_limit, "each pseudo-channel's controller takes one request and gives one response a cycle");
+  p("read_inflight", read_inflight, "read transactions the stack holds at once (0: no limit); more wait to be accepted");
+  p("write_inflight", write_inflight, "write transactions the stack holds at once (0: no limit)");
   p("check", ctrl.check, "check every command against every timing constraint");
   p("ecc", ecc, "SECDED: correct single-bit errors, report double-bit errors");
   p("ecc_single_rate", ecc_single_rate, "probability of a single-bit error per 64-bit word read");
@@ -132,6 +136,7 @@ void Hbm::Config::validate(const Params& p) const {
     p.fail("refresh", "must be all_bank, per_bank or off");
   if (ctrl.read_queue == 0 || ctrl.write_queue == 0) p.fail("read_queue", "queues need room for one request");
   if (ctrl.command_bus != "shared" && ctrl.command_bus != "per_pc") p.fail("command_bus", "must be shared or per_pc");
+  if (ctrl.queues != "split" && ctrl.queues != "unified") p.fail("queues", "must be split or unified");
   if (ctrl.act_cycles == 0 || ctrl.act_cycles > 4) p.fail("act_cycles", "must be 1 to 4");
   if (ctrl.write_low >= ctrl.write_high || ctrl.write_high > ctrl.write_queue)
     p.fail("write_high", "needs write_low < write_high <= write_queue");
@@ -324,9 +329,16 @@ void Hbm::b_transport(tlm::tlm_generic_payload& trans, sc_core::sc_time& delay) 
 }
 
 void Hbm::detailed(tlm::tlm_generic_payload& trans, sc_core::sc_time& delay) {
-  // Arrive: requests enter the controllers at the initiator's local time.
+  // Arrive: requests enter the controllers at the initiator's local time,
+  // once the stack has room for another transaction of the kind.
   sc_core::wait(delay);
   delay = sc_core::SC_ZERO_TIME;
+  const bool write = trans.is_write();
+  const unsigned limit = write ? config_.write_inflight : config_.read_inflight;
+  unsigned& held = write ? writes_held_ : reads_held_;
+  while (limit && held >= limit) sc_core::wait(slot_freed_);
+  ++held;
+  peak_held_[write] = std::max(peak_held_[write], held);
   const std::uint64_t now = cycle_of(sc_core::sc_time_stamp());
   const unsigned bb = config_.t.burst_bytes();
   const std::uint64_t addr = trans.get_address(), end = addr + trans.get_data_length();
@@ -346,6 +358,8 @@ void Hbm::detailed(tlm::tlm_generic_payload& trans, sc_core::sc_time& delay) {
   }
   for (unsigned pc : touched) kick(pc);
   while (txn.remaining) sc_core::wait(txn.done);
+  --held;
+  slot_freed_.notify(sc_core::SC_ZERO_TIME);
 }
 
 void Hbm::fast(tlm::tlm_generic_payload& trans, sc_core::sc_time& delay) {
@@ -482,6 +496,8 @@ void Hbm::report_stats(nlohmann::ordered_json& out) const {
   out["timing_violations"] = s.violations;
   out["ecc_corrected"] = ecc_corrected_;
   out["ecc_uncorrected"] = ecc_uncorrected_;
+  out["peak_reads_in_flight"] = peak_held_[0];
+  out["peak_writes_in_flight"] = peak_held_[1];
   // Latency percentiles over all pseudo-channels (detailed mode).
   std::vector<std::uint64_t> hist;
   std::uint64_t n = 0, max = 0;

@@ -69,6 +69,7 @@ class Hbm : public Ip {
     bool xor_hash = false;
     std::string mode = "detailed";  // detailed, fast
     double fast_bank_wait = 0.75;    // fast mode: share of a busy bank's wait that shows (calibrated)
+    unsigned read_inflight = 0, write_inflight = 0;  // transactions held at once, detailed mode (0: no limit)
     ControllerConfig ctrl;
     bool ecc = true;
     double ecc_single_rate = 0, ecc_double_rate = 0;  // per 64-bit word read
@@ -124,6 +125,9 @@ class Hbm : public Ip {
   power::Clock* clk_ = &meter_->clock(power::kHbm);  // DVFS: the HBM domain (controllers and PHYs)
   std::vector<std::unique_ptr<PseudoChannel>> channels_;
   std::vector<std::unique_ptr<sc_core::sc_event>> wake_;
+  unsigned reads_held_ = 0, writes_held_ = 0;  // transactions in the detailed controllers
+  unsigned peak_held_[2] = {0, 0};             // the most at once: reads, writes
+  sc_core::sc_event slot_freed_;
   PageStore store_;
   // The data side of an access (reads fill the payload, writes store it).
   void move_data(tlm::tlm_generic_payload& trans);

@@ -525,6 +525,56 @@ TEST(Hbm, MixedReadsAndWritesNeverStallABank) {
   }
 }
 
+TEST(Hbm, OneQueueAnInterfaceOfOneACycleAndInFlightLimits) {
+  // One FR-FCFS queue of reads and writes serves eight writes and two
+  // reads to one open row in arrival order (the split queues drain writes
+  // first: WriteDrainBetweenWatermarks); the interface takes a request a
+  // cycle; the stack holds no more transactions of a kind than it may.
+  const Timing t = Timing::load(kTiming);
+  const Org o;
+  ControllerConfig cc;
+  cc.write_queue = 8;
+  cc.write_high = 6;
+  cc.write_low = 2;
+  cc.refresh = "off";
+  cc.queues = "unified";
+  cc.interface_limit = true;
+  std::vector<std::uint64_t> arrivals;
+  PseudoChannel ch(t, o, cc, [&](Request& r) { arrivals.push_back(r.arrival); });
+  ch.record_commands(true);
+  for (std::uint64_t i = 0; i < 10; ++i) {
+    Request r;
+    r.write = i < 8;
+    r.loc.row = 5;
+    r.loc.col = i;
+    r.id = i;
+    ch.enqueue(r);
+  }
+  ch.advance(100000);
+  std::string order;
+  for (const auto& c : ch.commands())
+    if (c.cmd == Cmd::RD || c.cmd == Cmd::WR) order += c.cmd == Cmd::RD ? 'R' : 'W';
+  EXPECT_EQ(order, "WWWWWWWWRR");
+  std::sort(arrivals.begin(), arrivals.end());
+  for (std::size_t i = 0; i < arrivals.size(); ++i) EXPECT_EQ(arrivals[i], i) << "one request a cycle";
+  EXPECT_EQ(ch.stats().violations, 0u);
+
+  Hbm::Config limited = config(true), free = config(true);
+  limited.read_inflight = 8;
+  limited.write_inflight = 2;
+  Bench a(limited, 32, 50, 64, true, false, 0, "lim_"), b(free, 32, 50, 64, true, false, 0, "free_");
+  a.drv.write_percent = b.drv.write_percent = 33;
+  sc_core::sc_start();
+  nlohmann::ordered_json sa, sb;
+  a.hbm.report_stats(sa);
+  b.hbm.report_stats(sb);
+  EXPECT_EQ(sa["peak_reads_in_flight"], 8u);
+  EXPECT_EQ(sa["peak_writes_in_flight"], 2u);
+  EXPECT_GT(sb["peak_reads_in_flight"].get<unsigned>(), 8u);
+  EXPECT_EQ(a.drv.moved, 32u * 50u * 64u) << "every request served";
+  EXPECT_LT(a.efficiency(), b.efficiency());
+}
+
 TEST(Hbm, CAndCppViewsAgree) { tessera::testing::expect_c_view_matches(R::kBlock, hbm_regs_cview, hbm_fields_cview, hbm_values_cview); }
 
 TEST(Hbm, EccCorrectsSinglesReportsDoublesKeepsData) {

@@ -22,13 +22,20 @@ PseudoChannel::PseudoChannel(const Timing& t, const Org& o, const ControllerConf
   per_bank_ = cfg_.refresh == "per_bank";
   closed_ = cfg_.page_policy == "closed";
   adaptive_ = cfg_.page_policy == "adaptive";
+  unified_ = cfg_.queues == "unified";
   refresh_due_ = per_bank_ ? t_.refisb(static_cast<unsigned>(banks_.size())) : t_.tREFI;
 }
 
 bool PseudoChannel::idle() const { return reads_.empty() && writes_.empty() && frontend_.empty() && completions_.empty(); }
 
-void PseudoChannel::enqueue(const Request& r) {
+void PseudoChannel::enqueue(const Request& in) {
   pending_valid_ = false;
+  Request r = in;
+  if (cfg_.interface_limit) {  // one request a cycle
+    if (any_accept_) r.arrival = std::max(r.arrival, last_accept_ + 1);
+    last_accept_ = r.arrival;
+    any_accept_ = true;
+  }
   account_queue(r.arrival);
   frontend_.push_back(r);
   refill();
@@ -37,8 +44,9 @@ void PseudoChannel::enqueue(const Request& r) {
 void PseudoChannel::refill() {
   while (!frontend_.empty()) {
     Request& r = frontend_.front();
-    auto& q = r.write ? writes_ : reads_;
-    if (q.size() >= (r.write ? cfg_.write_queue : cfg_.read_queue)) break;
+    auto& q = r.write && !unified_ ? writes_ : reads_;
+    const unsigned depth = unified_ ? cfg_.read_queue + cfg_.write_queue : r.write ? cfg_.write_queue : cfg_.read_queue;
+    if (q.size() >= depth) break;
     q.push_back(r);
     frontend_.pop_front();
   }
@@ -276,6 +284,11 @@ void PseudoChannel::issue(const Candidate& c) {
   account_queue(c.cycle);
   Request done = *r;
   done.done = c.cycle + (done.write ? t_.tCWL : t_.tCL + t_.tDQSCK) + t_.tBURST;
+  if (cfg_.interface_limit) {  // one response a cycle
+    if (any_response_) done.done = std::max(done.done, last_response_ + 1);
+    last_response_ = done.done;
+    any_response_ = true;
+  }
   stats_.busy_cycles += t_.tBURST;
   ++(done.write ? stats_.writes : stats_.reads);
   switch (done.kind) {

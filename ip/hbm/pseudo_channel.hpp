@@ -36,6 +36,12 @@ struct ControllerConfig {
   // command a cycle of its own). An ACT takes act_cycles on its bus (HBM2: 2).
   std::string command_bus = "per_pc";
   unsigned act_cycles = 1;
+  // "split": a read and a write queue, writes drained between the
+  // watermarks; "unified": one FR-FCFS queue of both (read_queue +
+  // write_queue deep).
+  std::string queues = "split";
+  // The controller's interface takes one request and gives one response a cycle.
+  bool interface_limit = false;
   bool check = true;                  // verify every command with the TimingChecker
 };
 
@@ -150,6 +156,9 @@ class PseudoChannel {
   bool any_cmd_ = false;
   std::uint64_t last_refpb_ = 0;  // tRREFD between per-bank refreshes
   bool any_refpb_ = false;
+  bool unified_ = false;
+  std::uint64_t last_accept_ = 0, last_response_ = 0;  // interface_limit
+  bool any_accept_ = false, any_response_ = false;
   bool draining_ = false;
   std::uint64_t now_ = 0;
   std::uint64_t refresh_due_ = 0;
