@@ -17,6 +17,9 @@ std::string NocConfig::check() const {
   if (va == 0 || sa == 0 || st == 0) return "the va, sa and st router stages take at least one cycle (rc may be 0)";
   if (credit_delay == 0) return "credit_delay must be at least one cycle";
   if (vc_release != "tail" && vc_release != "credit") return "vc_release must be tail or credit";
+  if (sa_allocator != "separable" && sa_allocator != "islip" && sa_allocator != "wavefront")
+    return "sa_allocator must be separable, islip or wavefront";
+  if (sa_iterations == 0 || sa_iterations > kPorts) return "sa_iterations must be 1 to 5";
   if (inject > 1000 || eject > 1000) return "inject and eject take at most 1000 cycles";
   if (flit_bytes == 0) return "flit_bytes must be positive";
   if (flit_bytes > 4096) return "flit_bytes must be at most 4096";
@@ -72,7 +75,8 @@ bool Network::wraps(const NocConfig& c, unsigned node, unsigned port) {
 // ---- flit level -----------------------------------------------------------------
 
 FlitNetwork::FlitNetwork(const NocConfig& c)
-    : Network(c), credit_release_(c.vc_release == "credit"), routers_state_(c.nodes()), source_(c.nodes()),
+    : Network(c), credit_release_(c.vc_release == "credit"),
+      sa_(c.sa_allocator == "islip" ? Sa::islip : c.sa_allocator == "wavefront" ? Sa::wavefront : Sa::separable), routers_state_(c.nodes()), source_(c.nodes()),
       injecting_flit_(c.nodes(), 0), injecting_vc_(c.nodes(), -1) {
   for (Router& r : routers_state_) {
     r.in.resize(kPorts * c.vcs);
@@ -148,6 +152,62 @@ void FlitNetwork::run_until(std::uint64_t until) {
       return;
     }
     step();
+  }
+}
+
+void FlitNetwork::allocate(Router& r, const int (&req)[kPorts][kPorts], int (&match)[kPorts]) {
+  bool in_used[kPorts] = {};
+  for (unsigned out = 0; out < kPorts; ++out) match[out] = -1;
+  switch (sa_) {
+    case Sa::separable:  // each output takes the first requesting input from its pointer
+      for (unsigned out = 0; out < kPorts; ++out)
+        for (unsigned k = 0; k < kPorts && match[out] < 0; ++k) {
+          const unsigned in = (r.out[out].rr_in + k) % kPorts;
+          if (req[in][out] >= 0) match[out] = static_cast<int>(in);
+        }
+      return;
+    case Sa::islip:
+      for (unsigned it = 0; it < cfg_.sa_iterations; ++it) {
+        int grant[kPorts];  // per output: the input it grants
+        for (unsigned out = 0; out < kPorts; ++out) {
+          grant[out] = -1;
+          if (match[out] >= 0) continue;
+          for (unsigned k = 0; k < kPorts && grant[out] < 0; ++k) {
+            const unsigned in = (r.out[out].rr_in + k) % kPorts;
+            if (!in_used[in] && req[in][out] >= 0) grant[out] = static_cast<int>(in);
+          }
+        }
+        bool any = false;
+        for (unsigned in = 0; in < kPorts; ++in) {
+          if (in_used[in]) continue;
+          for (unsigned k = 0; k < kPorts; ++k) {
+            const unsigned out = (r.rr_accept[in] + k) % kPorts;
+            if (grant[out] != static_cast<int>(in)) continue;
+            match[out] = static_cast<int>(in);
+            in_used[in] = any = true;
+            if (it == 0) {  // pointers move only for first-round matches (iSLIP's rule)
+              r.out[out].rr_in = (in + 1) % kPorts;
+              r.rr_accept[in] = (out + 1) % kPorts;
+            }
+            break;
+          }
+        }
+        if (!any) break;
+      }
+      return;
+    case Sa::wavefront:
+      for (unsigned d = 0; d < kPorts; ++d) {
+        const unsigned diag = (r.wavefront + d) % kPorts;
+        for (unsigned in = 0; in < kPorts; ++in) {
+          const unsigned out = (diag + kPorts - in) % kPorts;  // the cells with in + out = diag (mod kPorts)
+          if (!in_used[in] && match[out] < 0 && req[in][out] >= 0) {
+            match[out] = static_cast<int>(in);
+            in_used[in] = true;
+          }
+        }
+      }
+      r.wavefront = (r.wavefront + 1) % kPorts;
+      return;
   }
 }
 
@@ -259,9 +319,11 @@ void FlitNetwork::step() {
       }
     }
     // Switch allocation: each input port picks one VC, each output port one input.
-    int want[kPorts];
+    // Each input port's ready VCs, by the output they want (round robin over
+    // the VCs from the port's pointer): req[in][out] is the VC, or -1.
+    int req[kPorts][kPorts];
     for (unsigned port = 0; port < kPorts; ++port) {
-      want[port] = -1;
+      for (unsigned out = 0; out < kPorts; ++out) req[port][out] = -1;
       for (unsigned k = 0; k < V; ++k) {
         const unsigned v = (r.rr_port_vc[port] + k) % V;
         InputVc& iv = r.in[port * V + v];
@@ -270,23 +332,21 @@ void FlitNetwork::step() {
           ++routers_[n].credit_stalls;
           continue;
         }
-        want[port] = static_cast<int>(v);
-        break;
+        if (req[port][iv.out_port] < 0) req[port][iv.out_port] = static_cast<int>(v);
+        if (sa_ == Sa::separable) break;  // input first: one VC per input port
       }
     }
+    // The matching: match[out] is the input port it serves, or -1.
+    int match[kPorts];
+    allocate(r, req, match);
     for (unsigned out = 0; out < kPorts; ++out) {
       Output& o = r.out[out];
-      int winner = -1;
-      for (unsigned k = 0; k < kPorts && winner < 0; ++k) {
-        const unsigned in = (o.rr_in + k) % kPorts;  // reuse as port pointer for switch allocation
-        if (want[in] >= 0 && r.in[in * V + static_cast<unsigned>(want[in])].out_port == out) winner = static_cast<int>(in);
-      }
-      if (winner < 0) continue;
+      const int winner = match[out];
       for (unsigned in = 0; in < kPorts; ++in)
-        if (in != static_cast<unsigned>(winner) && want[in] >= 0 && r.in[in * V + static_cast<unsigned>(want[in])].out_port == out)
-          ++routers_[n].allocation_stalls;
-      o.rr_in = (static_cast<unsigned>(winner) + 1) % kPorts;
-      const unsigned in_port = static_cast<unsigned>(winner), v = static_cast<unsigned>(want[in_port]);
+        if (static_cast<int>(in) != winner && req[in][out] >= 0) ++routers_[n].allocation_stalls;
+      if (winner < 0) continue;
+      if (sa_ == Sa::separable) o.rr_in = (static_cast<unsigned>(winner) + 1) % kPorts;
+      const unsigned in_port = static_cast<unsigned>(winner), v = static_cast<unsigned>(req[in_port][out]);
       r.rr_port_vc[in_port] = (v + 1) % V;
       InputVc& iv = r.in[in_port * V + v];
       Flit f = iv.buf.front();

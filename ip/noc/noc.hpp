@@ -33,7 +33,12 @@ struct NocConfig {
   unsigned link = 1;             // link traversal, cycles
   unsigned inject = 0, eject = 0;  // the injection and ejection channels' latency, cycles (BookSim's are 1)
   unsigned credit_delay = 1;     // cycles for a credit to return upstream
-  std::string vc_release = "tail";  // a VC is free again when its tail leaves ("tail") or when the tail's credit returns ("credit", BookSim)
+  std::string vc_release = "tail";
+  // Switch allocation: "separable" (input-first round robin), "islip"
+  // (sa_iterations rounds of request, grant and accept; pointers move on
+  // the first) or "wavefront" (a rotating diagonal of the request matrix).
+  std::string sa_allocator = "separable";
+  unsigned sa_iterations = 2;  // a VC is free again when its tail leaves ("tail") or when the tail's credit returns ("credit", BookSim)
   unsigned flit_bytes = 32;
   unsigned header_bytes = 16;    // request/response header carried in the head flit
   unsigned nodes() const { return width * height; }
@@ -119,6 +124,7 @@ class FlitNetwork : public Network {
 
  private:
   bool credit_release_;  // vc_release "credit"
+  enum class Sa { separable, islip, wavefront } sa_;
   struct Flit {
     std::uint32_t packet;  // index into packets_
     bool head, tail;
@@ -156,6 +162,8 @@ class FlitNetwork : public Network {
     std::vector<InputVc> in;  // port * vcs + vc
     std::vector<Output> out;  // per port
     unsigned rr_port_vc[kPorts] = {};
+    unsigned rr_accept[kPorts] = {};  // iSLIP: each input's accept pointer over outputs
+    unsigned wavefront = 0;           // wavefront: the diagonal with priority this cycle
     unsigned active = 0;      // flits held
     unsigned routing = 0;     // VCs waiting for a VC allocation
     bool needs_rc = false;    // a head may sit at the front of an idle VC
@@ -172,6 +180,8 @@ class FlitNetwork : public Network {
   };
 
   void step();
+  // Switch allocation (sa_allocator): match[out] = the input port it serves, or -1.
+  void allocate(Router& r, const int (&req)[kPorts][kPorts], int (&match)[kPorts]);
   unsigned route(unsigned node, const Packet& p, const Router& r) const;
   int neighbour(unsigned node, unsigned port) const { return Network::neighbour(cfg_, node, port); }
   // The VCs a packet may claim on the link out of `port` (class and dateline).

@@ -23,6 +23,8 @@ void Noc::Config::visit(Params& p) {
   p("inject", net.inject, "the injection channel (node to router), cycles");
   p("eject", net.eject, "the ejection channel (router to node), cycles");
   p("credit_delay", net.credit_delay, "credit return, cycles");
+  p("sa_allocator", net.sa_allocator, "switch allocation: separable (input-first round robin), islip or wavefront (flit level)");
+  p("sa_iterations", net.sa_iterations, "iSLIP's rounds of request, grant and accept");
   p("vc_release", net.vc_release, "a VC frees when its tail leaves (tail) or when the tail's credit returns (credit, BookSim; flit level)");
   p("flit_bytes", net.flit_bytes, "bytes per flit");
   p("header_bytes", net.header_bytes, "header bytes in a head flit");
