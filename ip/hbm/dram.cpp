@@ -87,13 +87,13 @@ Timing Timing::load(const std::string& file) {
   t.tREFI = cyc("tREFI");
   t.tRFCab = cyc("tRFCab");
   t.tRFCpb = cyc("tRFCpb");
-  for (auto [key, field] : {std::pair<const char*, unsigned*>{"tDQSCK", &t.tDQSCK}, {"tREFISB", &t.tREFISB}, {"tRREFD", &t.tRREFD}})
+  for (auto [key, field] : {std::pair<const char*, unsigned*>{"tDQSCK", &t.tDQSCK}, {"tREFISB", &t.tREFISB}, {"tRREFD", &t.tRREFD}, {"tCCDR", &t.tCCDR}})
     if (j.contains(key)) *field = cyc(key);
   for (auto it = j.begin(); it != j.end(); ++it) {
     static const char* const known[] = {"name", "doc", "tCK", "burst_length", "pc_width_bits", "data_rate",
                                         "tCL", "tCWL", "tRCDRD", "tRCDWR", "tRP", "tRAS", "tRC", "tCCD_S",
                                         "tCCD_L", "tRRD_S", "tRRD_L", "tFAW", "tWR", "tRTP", "tWTR_S", "tWTR_L",
-                                        "tRTW", "tREFI", "tRFCab", "tRFCpb", "tDQSCK", "tREFISB", "tRREFD"};
+                                        "tRTW", "tREFI", "tRFCab", "tRFCpb", "tDQSCK", "tREFISB", "tRREFD", "tCCDR"};
     if (std::find(std::begin(known), std::end(known), it.key()) == std::end(known)) fail(it.key(), "unknown key");
   }
   if (t.tBURST == 0 || t.tCCD_S < t.tBURST) fail("tCCD_S", "must cover a whole burst on the data bus");

@@ -4,6 +4,7 @@
 // cycles.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 
@@ -33,6 +34,9 @@ struct Timing {
   // the pseudo-channel's banks: 0 here) and the gap between per-bank
   // refreshes of different banks (tRREFD, default 0).
   unsigned tDQSCK = 0, tREFISB = 0, tRREFD = 0;
+  // Between column commands to different stack IDs (tCCDR; default: tCCD_S).
+  unsigned tCCDR = 0;
+  unsigned ccdr() const { return std::max(tCCDR, tCCD_S); }
   // The per-bank refresh interval of a pseudo-channel with `banks` banks.
   unsigned refisb(unsigned banks) const { return tREFISB ? tREFISB : tREFI / banks; }
   unsigned burst_bytes() const { return burst_length * pc_width_bits / 8; }
@@ -45,18 +49,20 @@ struct Timing {
 
 struct Org {
   unsigned stacks = 1, channels = 16, pseudo_channels = 2, bank_groups = 4, banks = 4;
+  unsigned stack_ids = 1;  // dies a pseudo-channel's banks are spread over (HBM3 12/16-high: SID), each its own bank groups
   std::uint64_t row_bytes = 1024;
   std::uint64_t rows = 32768;
-  unsigned banks_per_pc() const { return bank_groups * banks; }
+  unsigned banks_per_sid() const { return bank_groups * banks; }
+  unsigned banks_per_pc() const { return stack_ids * bank_groups * banks; }
   unsigned pcs() const { return stacks * channels * pseudo_channels; }
 };
 
 // Where one burst goes.
 struct Location {
   unsigned pc = 0;  // global pseudo-channel index
-  unsigned bg = 0, bank = 0;
+  unsigned sid = 0, bg = 0, bank = 0;
   std::uint64_t row = 0, col = 0;
-  unsigned flat_bank(const Org& o) const { return bg * o.banks + bank; }
+  unsigned flat_bank(const Org& o) const { return (sid * o.bank_groups + bg) * o.banks + bank; }
 };
 
 }  // namespace tessera::hbm

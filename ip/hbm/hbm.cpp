@@ -34,6 +34,7 @@ AddressMap::AddressMap(const std::string& layout, const Org& org, unsigned burst
                                    {'P', log2_exact(org.pseudo_channels)},
                                    {'H', log2_exact(org.channels)},
                                    {'S', log2_exact(org.stacks)},
+                                   {'D', log2_exact(org.stack_ids)},
                                    {'R', log2_exact(org.rows)}};
   for (const auto& [k, v] : need)
     if (v == ~0u) throw std::invalid_argument(fmt::format("the organisation's {} count is not a power of two", k));
@@ -41,7 +42,7 @@ AddressMap::AddressMap(const std::string& layout, const Org& org, unsigned burst
   std::istringstream in(layout);
   for (std::string tok; in >> tok;) {
     if (tok.size() < 2 || !need.count(tok[0]))
-      throw std::invalid_argument("\"" + tok + "\" is not a field (O, C, G, B, P, H, S, R followed by a bit count)");
+      throw std::invalid_argument("\"" + tok + "\" is not a field (O, C, G, B, D, P, H, S, R followed by a bit count)");
     unsigned bits = 0;
     try {
       bits = static_cast<unsigned>(std::stoul(tok.substr(1)));
@@ -73,6 +74,7 @@ Location AddressMap::decode(std::uint64_t addr) const {
   l.col = v['C'];
   l.bg = static_cast<unsigned>(v['G']);
   l.bank = static_cast<unsigned>(v['B']);
+  l.sid = static_cast<unsigned>(v['D']);
   if (xor_) {
     l.bg ^= static_cast<unsigned>(l.row & (org_.bank_groups - 1));
     l.bank ^= static_cast<unsigned>((l.row / org_.bank_groups) & (org_.banks - 1));
@@ -89,6 +91,7 @@ void Hbm::Config::visit(Params& p) {
   p("channels", org.channels, "channels per stack");
   p("pseudo_channels", org.pseudo_channels, "pseudo-channels per channel");
   p("bank_groups", org.bank_groups, "bank groups per pseudo-channel");
+  p("stack_ids", org.stack_ids, "stack IDs (dies) a pseudo-channel's banks are spread over, each with its bank groups (address field D)");
   p("banks", org.banks, "banks per bank group");
   p.size("row_bytes", org.row_bytes, "bytes per row");
   p("rows", org.rows, "rows per bank");

@@ -274,6 +274,56 @@ TEST(Hbm, StrobeDelayAndPerBankRefreshTimingsAreHonoured) {
   EXPECT_EQ(db - da, sc_time(3 * g.t.tck_ns, SC_NS));
 }
 
+TEST(Hbm, ColumnCommandsToAnotherStackIdWaitTccdr) {
+  // A pseudo-channel over two stack IDs: reads of open rows in the same
+  // bank group follow each other by tCCD_L, in another bank group by
+  // tCCD_S, on another stack ID by tCCDR (the checker knows all three).
+  Timing t = Timing::load(kTiming);
+  t.tCCDR = 9;
+  Org o;
+  o.stack_ids = 2;
+  EXPECT_EQ(o.banks_per_pc(), 32u);
+  ControllerConfig cc;
+  cc.refresh = "off";
+  cc.scheduler = "fcfs";  // in the order given
+  PseudoChannel ch(t, o, cc, [](Request&) {});
+  ch.record_commands(true);
+  std::uint64_t id = 0;
+  auto read = [&](unsigned sid, unsigned bg, unsigned col) {
+    Request r;
+    r.loc.sid = sid;
+    r.loc.bg = bg;
+    r.loc.row = 3;
+    r.loc.col = col;
+    r.id = id++;
+    ch.enqueue(r);
+  };
+  // Open the three banks first, then one read each, in order.
+  read(0, 0, 0), read(0, 1, 0), read(1, 0, 0);
+  ch.advance(1000);
+  std::vector<std::uint64_t> rd;
+  const std::size_t before = ch.commands().size();
+  read(0, 0, 1), read(0, 0, 2), read(0, 1, 1), read(1, 0, 1);
+  ch.advance(2000);
+  for (std::size_t i = before; i < ch.commands().size(); ++i)
+    if (ch.commands()[i].cmd == Cmd::RD) rd.push_back(ch.commands()[i].cycle);
+  ASSERT_EQ(rd.size(), 4u);
+  EXPECT_EQ(rd[1] - rd[0], t.tCCD_L) << "same stack ID and bank group";
+  EXPECT_EQ(rd[2] - rd[1], t.tCCD_S) << "another bank group";
+  EXPECT_EQ(rd[3] - rd[2], t.tCCDR) << "another stack ID";
+  EXPECT_EQ(ch.stats().violations, 0u);
+  TimingChecker check(t, o);
+  Location far;
+  far.sid = 1;
+  check.record(Cmd::ACT, 0, 3, 0);
+  check.record(Cmd::ACT, far.flat_bank(o), 3, 10);
+  check.record(Cmd::RD, 0, 3, 100);
+  EXPECT_NE(check.check(Cmd::RD, far.flat_bank(o), 3, 100 + t.tCCDR - 1).find("tCCDR"), std::string::npos);
+  EXPECT_EQ(check.check(Cmd::RD, far.flat_bank(o), 3, 100 + t.tCCDR), "");
+  // The address map has a field for it: D.
+  EXPECT_NO_THROW(AddressMap("O5 G2 C2 B2 D1 P1 H4 C3 R15", [] { Org x; x.stack_ids = 2; return x; }(), 32, false));
+}
+
 TEST(Hbm, StreamingReadsPerPseudoChannel) {
   std::uint64_t violations = 1;
   const double e = run_efficiency(config(true), 4, 256, 4096, false, &violations);

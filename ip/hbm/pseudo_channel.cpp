@@ -210,15 +210,16 @@ void PseudoChannel::apply(Cmd cmd, unsigned bank, std::uint64_t row, std::uint64
       break;
     case Cmd::RD:
       for (unsigned o = 0; o < banks_.size(); ++o) {
-        raise(banks_[o].next_rd, c + (o / org_.banks == bg ? t_.tCCD_L : t_.tCCD_S));
+        const bool other_sid = o / org_.banks_per_sid() != bank / org_.banks_per_sid();
+        raise(banks_[o].next_rd, c + (other_sid ? t_.ccdr() : o / org_.banks == bg ? t_.tCCD_L : t_.tCCD_S));
         raise(banks_[o].next_wr, c + t_.tRTW);
       }
       raise(b.next_pre, c + t_.tRTP);
       break;
     case Cmd::WR:
       for (unsigned o = 0; o < banks_.size(); ++o) {
-        const bool same = o / org_.banks == bg;
-        raise(banks_[o].next_wr, c + (same ? t_.tCCD_L : t_.tCCD_S));
+        const bool same = o / org_.banks == bg, other_sid = o / org_.banks_per_sid() != bank / org_.banks_per_sid();
+        raise(banks_[o].next_wr, c + (other_sid ? t_.ccdr() : same ? t_.tCCD_L : t_.tCCD_S));
         raise(banks_[o].next_rd, c + t_.tCWL + t_.tBURST + (same ? t_.tWTR_L : t_.tWTR_S));
       }
       raise(b.next_pre, c + t_.tCWL + t_.tBURST + t_.tWR);

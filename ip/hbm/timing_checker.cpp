@@ -63,11 +63,13 @@ std::string TimingChecker::check(Cmd cmd, unsigned bank, std::uint64_t row, std:
       if (!need(b.act, rd ? t_.tRCDRD : t_.tRCDWR, rd ? "tRCDRD" : "tRCDWR")) return report();
       for (unsigned o = 0; o < banks_.size(); ++o) {
         const bool same_bg = bg_of(o) == bg;
+        const bool other_sid = o / org_.banks_per_sid() != bank / org_.banks_per_sid();
+        const unsigned ccd = other_sid ? t_.ccdr() : same_bg ? t_.tCCD_L : t_.tCCD_S;
+        const char* ccd_name = other_sid ? "tCCDR" : same_bg ? "tCCD_L" : "tCCD_S";
         const Bank& x = banks_[o];
-        const bool ok = rd ? need(x.rd, same_bg ? t_.tCCD_L : t_.tCCD_S, same_bg ? "tCCD_L" : "tCCD_S") &&
+        const bool ok = rd ? need(x.rd, ccd, ccd_name) &&
                                  need(x.wr, same_bg ? wr_to_rd_l : wr_to_rd_s, same_bg ? "tWTR_L" : "tWTR_S")
-                           : need(x.wr, same_bg ? t_.tCCD_L : t_.tCCD_S, same_bg ? "tCCD_L" : "tCCD_S") &&
-                                 need(x.rd, t_.tRTW, "tRTW");
+                           : need(x.wr, ccd, ccd_name) && need(x.rd, t_.tRTW, "tRTW");
         if (!ok) return report();
       }
       return "";
