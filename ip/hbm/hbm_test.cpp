@@ -490,6 +490,7 @@ TEST(Hbm, PseudoChannelsOfAChannelTakeTurnsOnItsCommandBuses) {
       for (const auto& c : pc->commands()) (c.cmd == Cmd::ACT ? act : rd).push_back(c.cycle);
     return std::make_pair(act, rd);
   };
+  EXPECT_EQ(ControllerConfig{}.command_bus, "shared") << "the JEDEC buses by default";
   const auto [act_own, rd_own] = run("per_pc");
   ASSERT_EQ(act_own.size(), 2u);
   EXPECT_EQ(act_own[0], act_own[1]) << "a command slot each";

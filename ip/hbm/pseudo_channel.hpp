@@ -30,11 +30,12 @@ struct ControllerConfig {
   std::string refresh = "all_bank";   // all_bank, per_bank, off
   unsigned refresh_postpone = 0;      // refreshes that may be owed while requests wait
   unsigned frontend = 2;              // cycles from arrival to the queue (documented controller overhead)
-  // Command buses: "shared" (JEDEC HBM2/HBM3: a row-command bus for ACT,
-  // PRE and REF and a column-command bus for RD and WR per channel, which
-  // its pseudo-channels share) or "per_pc" (each pseudo-channel issues one
-  // command a cycle of its own). An ACT takes act_cycles on its bus (HBM2: 2).
-  std::string command_bus = "per_pc";
+  // Command buses: "shared" (the default, JEDEC HBM2/HBM3: a row-command
+  // bus for ACT, PRE and REF and a column-command bus for RD and WR per
+  // channel, which its pseudo-channels share) or "per_pc" (each
+  // pseudo-channel issues one command a cycle of its own). An ACT takes
+  // act_cycles on its bus (HBM2: 2).
+  std::string command_bus = "shared";
   unsigned act_cycles = 1;
   // "split": a read and a write queue, writes drained between the
   // watermarks; "unified": one FR-FCFS queue of both (read_queue +
