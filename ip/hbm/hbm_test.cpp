@@ -459,6 +459,21 @@ TEST(Hbm, SharedCommandBusesServeRandomReadsWithinTheirBound) {
   }
 }
 
+TEST(Hbm, CommandBusHoldsEachCycleOnceAndForgetsThePast) {
+  CommandBus b;
+  b.reserve(true, 100, 2);
+  EXPECT_EQ(b.free_at(true, 100, 1), 102u);
+  EXPECT_EQ(b.free_at(true, 99, 2), 102u) << "99-100 would overlap";
+  EXPECT_EQ(b.free_at(true, 98, 2), 98u);
+  EXPECT_EQ(b.free_at(false, 100, 1), 100u) << "the column bus is another";
+  for (std::uint64_t c = 200; c < 20000; c += 3) b.reserve(true, c, 1);  // the window moves on
+  b.reserve(true, 50, 2);    // long past (an idle stretch's precharge): nothing to hold, nothing breaks
+  b.reserve(true, 150, 100);  // partly before the window
+  EXPECT_EQ(b.free_at(true, 19997, 1), 19998u);
+  EXPECT_EQ(b.free_at(true, 19996, 2), 19998u);
+  EXPECT_EQ(b.free_at(true, 19995, 1), 19995u);
+}
+
 TEST(Hbm, PseudoChannelsOfAChannelTakeTurnsOnItsCommandBuses) {
   // Two pseudo-channels, each a read to a closed bank at cycle 0: with
   // their own command slots both ACT at once; on a shared row bus with a

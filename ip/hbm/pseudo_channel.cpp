@@ -82,16 +82,30 @@ std::uint64_t PseudoChannel::earliest(Cmd cmd, unsigned bank) const {
 }
 
 std::uint64_t CommandBus::free_at(bool row, std::uint64_t c, unsigned len) const {
-  const std::set<std::uint64_t>& b = busy_[row];
-  for (auto it = b.lower_bound(c); it != b.end() && *it < c + len; it = b.lower_bound(c)) c = *it + 1;
+  const std::deque<std::uint8_t>& b = busy_[row];
+  const std::uint64_t base = base_[row];
+  for (std::uint64_t k = c; k < c + len; ++k)
+    if (k >= base && k - base < b.size() && b[k - base]) c = k + 1, k = c - 1;  // held: start after it
   return c;
 }
 
 void CommandBus::reserve(bool row, std::uint64_t c, unsigned len) {
-  std::set<std::uint64_t>& b = busy_[row];
-  for (unsigned i = 0; i < len; ++i) b.insert(c + i);
-  // Commands issue near the present: cycles long past are no longer asked about.
-  while (!b.empty() && *b.begin() + (std::uint64_t{1} << 20) < c) b.erase(b.begin());
+  std::deque<std::uint8_t>& b = busy_[row];
+  std::uint64_t& base = base_[row];
+  if (b.empty()) base = c;
+  if (c + len <= base) return;  // before the window: earlier than anything still asked about
+  if (c < base) {
+    len -= static_cast<unsigned>(base - c);
+    c = base;
+  }
+  if (c + len - base > b.size()) b.resize(c + len - base, 0);
+  for (unsigned i = 0; i < len; ++i) b[c + i - base] = 1;
+  constexpr std::size_t kKeep = 4096;
+  if (b.size() > 2 * kKeep) {
+    const std::size_t drop = b.size() - kKeep;
+    b.erase(b.begin(), b.begin() + static_cast<std::ptrdiff_t>(drop));
+    base += drop;
+  }
 }
 
 bool PseudoChannel::row_pending(unsigned bank, std::uint64_t row, const std::vector<Request>* only) const {
@@ -141,7 +155,7 @@ bool PseudoChannel::pick(std::uint64_t, Candidate& best) {
   const bool per_bank = per_bank_;
   // Nothing can issue before this; a column command that can, oldest
   // first, is the best there is.
-  const std::uint64_t floor = std::max(now_, any_cmd_ && !bus_ ? last_cmd_ + 1 : 0);
+  const std::uint64_t floor = bus_ ? bus_->free_at(false, now_, 1) : std::max(now_, any_cmd_ ? last_cmd_ + 1 : 0);
   // Per bank, the oldest request of each kind (row hit, or not) decides:
   // a younger one needs the same command no sooner.
   std::uint64_t seen_hit = 0, seen_other = 0;

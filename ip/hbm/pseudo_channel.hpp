@@ -12,7 +12,6 @@
 #include <functional>
 #include <memory>
 #include <queue>
-#include <set>
 #include <string>
 #include <vector>
 
@@ -56,7 +55,11 @@ class CommandBus {
   void reserve(bool row, std::uint64_t c, unsigned len);
 
  private:
-  std::set<std::uint64_t> busy_[2];
+  // Cycles from base_[bus] on: 1 where a command holds the bus. Commands
+  // issue near the present, so the window keeps the last few thousand
+  // cycles and forgets older ones.
+  std::deque<std::uint8_t> busy_[2];
+  std::uint64_t base_[2] = {0, 0};
 };
 
 struct Request {
