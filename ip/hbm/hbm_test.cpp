@@ -591,6 +591,36 @@ TEST(Hbm, MixedReadsAndWritesNeverStallABank) {
   }
 }
 
+namespace {
+
+// Eight writes and then two reads to one open row of one pseudo-channel:
+// the order its column commands take and when each request arrived.
+struct EightWritesTwoReads {
+  std::string order;
+  std::vector<std::uint64_t> arrivals;
+  std::uint64_t violations = 0;
+};
+EightWritesTwoReads eight_writes_two_reads(const Timing& t, const Org& o, const ControllerConfig& cc) {
+  EightWritesTwoReads out;
+  PseudoChannel ch(t, o, cc, [&](Request& r) { out.arrivals.push_back(r.arrival); });
+  ch.record_commands(true);
+  for (std::uint64_t i = 0; i < 10; ++i) {
+    Request r;
+    r.write = i < 8;
+    r.loc.row = 5;
+    r.loc.col = i;
+    r.id = i;
+    ch.enqueue(r);
+  }
+  ch.advance(100000);
+  for (const auto& c : ch.commands())
+    if (c.cmd == Cmd::RD || c.cmd == Cmd::WR) out.order += c.cmd == Cmd::RD ? 'R' : 'W';
+  out.violations = ch.stats().violations;
+  return out;
+}
+
+}  // namespace
+
 TEST(Hbm, OneQueueAnInterfaceOfOneACycleAndInFlightLimits) {
   // One FR-FCFS queue of reads and writes serves eight writes and two
   // reads to one open row in arrival order (the split queues drain writes
@@ -605,25 +635,12 @@ TEST(Hbm, OneQueueAnInterfaceOfOneACycleAndInFlightLimits) {
   cc.refresh = "off";
   cc.queues = "unified";
   cc.interface_limit = true;
-  std::vector<std::uint64_t> arrivals;
-  PseudoChannel ch(t, o, cc, [&](Request& r) { arrivals.push_back(r.arrival); });
-  ch.record_commands(true);
-  for (std::uint64_t i = 0; i < 10; ++i) {
-    Request r;
-    r.write = i < 8;
-    r.loc.row = 5;
-    r.loc.col = i;
-    r.id = i;
-    ch.enqueue(r);
-  }
-  ch.advance(100000);
-  std::string order;
-  for (const auto& c : ch.commands())
-    if (c.cmd == Cmd::RD || c.cmd == Cmd::WR) order += c.cmd == Cmd::RD ? 'R' : 'W';
-  EXPECT_EQ(order, "WWWWWWWWRR");
+  const EightWritesTwoReads r = eight_writes_two_reads(t, o, cc);
+  EXPECT_EQ(r.order, "WWWWWWWWRR");
+  std::vector<std::uint64_t> arrivals = r.arrivals;
   std::sort(arrivals.begin(), arrivals.end());
   for (std::size_t i = 0; i < arrivals.size(); ++i) EXPECT_EQ(arrivals[i], i) << "one request a cycle";
-  EXPECT_EQ(ch.stats().violations, 0u);
+  EXPECT_EQ(r.violations, 0u);
 
   Hbm::Config limited = config(true), free = config(true);
   limited.read_inflight = 8;
@@ -751,22 +768,8 @@ TEST(Hbm, WriteDrainBetweenWatermarks) {
   cc.write_high = 6;
   cc.write_low = 2;
   cc.refresh = "off";
-  std::vector<std::uint64_t> done;
-  PseudoChannel ch(t, o, cc, [&](Request& r) { done.push_back(r.id); });
-  ch.record_commands(true);
-  for (std::uint64_t i = 0; i < 10; ++i) {
-    Request r;
-    r.write = i < 8;
-    r.loc.row = 5;
-    r.loc.col = i;
-    r.id = i;
-    ch.enqueue(r);
-  }
-  ch.advance(100000);
-  std::string order;
-  for (const auto& c : ch.commands())
-    if (c.cmd == Cmd::RD || c.cmd == Cmd::WR) order += c.cmd == Cmd::RD ? 'R' : 'W';
-  EXPECT_EQ(order, "WWWWWWRRWW");
-  EXPECT_EQ(done.size(), 10u);
-  EXPECT_EQ(ch.stats().violations, 0u);
+  const EightWritesTwoReads r = eight_writes_two_reads(t, o, cc);
+  EXPECT_EQ(r.order, "WWWWWWRRWW");
+  EXPECT_EQ(r.arrivals.size(), 10u);
+  EXPECT_EQ(r.violations, 0u);
 }
