@@ -4,27 +4,33 @@
 
 namespace tessera::noc {
 
-std::string NocConfig::check() const {
-  if (topology != "mesh" && topology != "torus" && topology != "ring") return "topology must be mesh, torus or ring";
-  if (topology == "ring" && height != 1) return "a ring has height 1";
-  if (width == 0 || height == 0 || width * height > 4096) return "width x height must be between 1 and 4096 nodes";
-  if (topology != "mesh" && (vcs % (2 * classes))) return "a torus or ring needs vcs divisible by 2 x classes (datelines)";
-  if (topology != "mesh" && routing != "xy") return "a torus or ring routes dimension order (xy)";
-  if (routing != "xy" && routing != "west_first") return "routing must be xy or west_first";
-  if (classes == 0 || vcs < classes || vcs % classes) return "vcs must be a positive multiple of classes";
-  if (buffer == 0) return "buffer must hold at least one flit";
+std::string NocConfig::check(std::string* key) const {
+  auto bad = [key](const char* k, const char* why) {
+    if (key) *key = k;
+    return std::string(why);
+  };
+  if (topology != "mesh" && topology != "torus" && topology != "ring") return bad("topology", "topology must be mesh, torus or ring");
+  if (topology == "ring" && height != 1) return bad("height", "a ring has height 1");
+  if (width == 0 || height == 0 || width * height > 4096) return bad("width", "width x height must be between 1 and 4096 nodes");
+  if (topology != "mesh" && (vcs % (2 * classes)))
+    return bad("vcs", "a torus or ring needs vcs divisible by 2 x classes (datelines)");
+  if (topology != "mesh" && routing != "xy") return bad("routing", "a torus or ring routes dimension order (xy)");
+  if (routing != "xy" && routing != "west_first") return bad("routing", "routing must be xy or west_first");
+  if (classes == 0 || vcs < classes || vcs % classes) return bad("vcs", "vcs must be a positive multiple of classes");
+  if (buffer == 0) return bad("buffer", "buffer must hold at least one flit");
   // rc may be 0: lookahead routing (the route computed a hop ahead, BookSim's default mesh).
-  if (va == 0 || sa == 0 || st == 0) return "the va, sa and st router stages take at least one cycle (rc may be 0)";
-  if (credit_delay == 0) return "credit_delay must be at least one cycle";
-  if (vc_release != "tail" && vc_release != "credit") return "vc_release must be tail or credit";
+  if (va == 0 || sa == 0 || st == 0)
+    return bad(va == 0 ? "va" : sa == 0 ? "sa" : "st", "the va, sa and st router stages take at least one cycle (rc may be 0)");
+  if (credit_delay == 0) return bad("credit_delay", "credit_delay must be at least one cycle");
+  if (vc_release != "tail" && vc_release != "credit") return bad("vc_release", "vc_release must be tail or credit");
   if (sa_allocator != "separable" && sa_allocator != "islip" && sa_allocator != "wavefront")
-    return "sa_allocator must be separable, islip or wavefront";
-  if (sa_iterations == 0 || sa_iterations > kPorts) return "sa_iterations must be 1 to 5";
-  if (inject > 1000 || eject > 1000) return "inject and eject take at most 1000 cycles";
-  if (flit_bytes == 0) return "flit_bytes must be positive";
-  if (flit_bytes > 4096) return "flit_bytes must be at most 4096";
-  if (header_bytes > flit_bytes) return "header_bytes must fit in one (head) flit: at most flit_bytes";
-  if (vcs > 64 || buffer > 1024) return "at most 64 vcs of at most 1024 flits each";
+    return bad("sa_allocator", "sa_allocator must be separable, islip or wavefront");
+  if (sa_iterations == 0 || sa_iterations > kPorts) return bad("sa_iterations", "sa_iterations must be 1 to 5");
+  if (inject > 1000 || eject > 1000) return bad(inject > 1000 ? "inject" : "eject", "inject and eject take at most 1000 cycles");
+  if (flit_bytes == 0) return bad("flit_bytes", "flit_bytes must be positive");
+  if (flit_bytes > 4096) return bad("flit_bytes", "flit_bytes must be at most 4096");
+  if (header_bytes > flit_bytes) return bad("header_bytes", "header_bytes must fit in one (head) flit: at most flit_bytes");
+  if (vcs > 64 || buffer > 1024) return bad(vcs > 64 ? "vcs" : "buffer", "at most 64 vcs of at most 1024 flits each");
   return "";
 }
 

@@ -46,7 +46,7 @@ struct NocConfig {
   unsigned per_hop() const { return rc + va + sa + st; }
   // Flits for a packet of `payload` bytes (header in the head flit).
   unsigned flits_for(unsigned payload) const { return (payload + header_bytes + flit_bytes - 1) / flit_bytes; }
-  std::string check() const;  // "" or what is wrong
+  std::string check(std::string* key = nullptr) const;  // "" or what is wrong (and `key`: which parameter)
 };
 
 struct Packet {

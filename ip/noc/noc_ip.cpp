@@ -34,7 +34,8 @@ void Noc::Config::visit(Params& p) {
 }
 
 void Noc::Config::validate(const Params& p) const {
-  if (const std::string e = net.check(); !e.empty()) p.fail("topology", e);
+  std::string key;
+  if (const std::string e = net.check(&key); !e.empty()) p.fail(key, e);
   if (model != "flit" && model != "packet") p.fail("model", "must be flit or packet");
   if (bus_node >= net.nodes()) p.fail("bus_node", "is not a node of the network");
 }

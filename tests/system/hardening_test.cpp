@@ -149,7 +149,7 @@ TEST(Hardening, SilentlyAcceptedMistakesAreErrors) {
   expect_refused("-p " + platform_with(R"({"name": "mem", "type": "ram", "base": 0, "size": "4KiB"},
                                          {"name": "MEM", "type": "ram", "base": "64KiB", "size": "4KiB"})"),
                  "MEM.name: another instance's name differs from it only in case");
-  expect_refused("-p " + kT1 + " --set noc.header_bytes=64", "noc.topology: header_bytes must fit in one (head) flit");
+  expect_refused("-p " + kT1 + " --set noc.header_bytes=64", "noc.header_bytes: header_bytes must fit in one (head) flit");
   expect_refused("-p " + kT1 + " --set hbm0.page_size=3000", "hbm0.page_size: must be a power of two");
   expect_refused("-p " + kT1 + " --gdb 70000", "--gdb 70000: a TCP port is 1 to 65535");
   expect_refused("-p " + kT1 + " --gdb 0", "--gdb 0: a TCP port is 1 to 65535");
