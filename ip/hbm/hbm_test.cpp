@@ -593,14 +593,24 @@ TEST(Hbm, MixedReadsAndWritesNeverStallABank) {
 
 namespace {
 
-// Eight writes and then two reads to one open row of one pseudo-channel:
-// the order its column commands take and when each request arrived.
+// Eight writes and then two reads to one open row of one pseudo-channel
+// (write queue 8, watermarks 6 and 2, refresh off; `queues` split or
+// unified): the order its column commands take and when each request arrived.
 struct EightWritesTwoReads {
   std::string order;
   std::vector<std::uint64_t> arrivals;
   std::uint64_t violations = 0;
 };
-EightWritesTwoReads eight_writes_two_reads(const Timing& t, const Org& o, const ControllerConfig& cc) {
+EightWritesTwoReads eight_writes_two_reads(const std::string& queues, bool interface_limit) {
+  const Timing t = Timing::load(kTiming);
+  const Org o;
+  ControllerConfig cc;
+  cc.write_queue = 8;
+  cc.write_high = 6;
+  cc.write_low = 2;
+  cc.refresh = "off";
+  cc.queues = queues;
+  cc.interface_limit = interface_limit;
   EightWritesTwoReads out;
   PseudoChannel ch(t, o, cc, [&](Request& r) { out.arrivals.push_back(r.arrival); });
   ch.record_commands(true);
@@ -626,16 +636,7 @@ TEST(Hbm, OneQueueAnInterfaceOfOneACycleAndInFlightLimits) {
   // reads to one open row in arrival order (the split queues drain writes
   // first: WriteDrainBetweenWatermarks); the interface takes a request a
   // cycle; the stack holds no more transactions of a kind than it may.
-  const Timing t = Timing::load(kTiming);
-  const Org o;
-  ControllerConfig cc;
-  cc.write_queue = 8;
-  cc.write_high = 6;
-  cc.write_low = 2;
-  cc.refresh = "off";
-  cc.queues = "unified";
-  cc.interface_limit = true;
-  const EightWritesTwoReads r = eight_writes_two_reads(t, o, cc);
+  const EightWritesTwoReads r = eight_writes_two_reads("unified", true);
   EXPECT_EQ(r.order, "WWWWWWWWRR");
   std::vector<std::uint64_t> arrivals = r.arrivals;
   std::sort(arrivals.begin(), arrivals.end());
@@ -761,14 +762,7 @@ TEST(Hbm, WriteDrainBetweenWatermarks) {
   // Eight writes and two reads to one open row: with write_high 6 and
   // write_low 2 the controller drains writes down to two, then serves the
   // reads, then the last writes.
-  const Timing t = Timing::load(kTiming);
-  const Org o;
-  ControllerConfig cc;
-  cc.write_queue = 8;
-  cc.write_high = 6;
-  cc.write_low = 2;
-  cc.refresh = "off";
-  const EightWritesTwoReads r = eight_writes_two_reads(t, o, cc);
+  const EightWritesTwoReads r = eight_writes_two_reads("split", false);
   EXPECT_EQ(r.order, "WWWWWWRRWW");
   EXPECT_EQ(r.arrivals.size(), 10u);
   EXPECT_EQ(r.violations, 0u);
