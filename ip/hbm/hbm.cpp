@@ -49,7 +49,7 @@ AddressMap::AddressMap(const std::string& layout, const Org& org, unsigned burst
     } catch (const std::exception&) {
       throw std::invalid_argument("\"" + tok + "\" has no bit count");
     }
-    fields_.push_back({tok[0], bits});
+    fields_.push_back({tok[0], bits, slot(tok[0])});
     got[tok[0]] += bits;
   }
   if (fields_.empty() || fields_[0].kind != 'O') throw std::invalid_argument("must start with the burst offset O");
@@ -61,25 +61,26 @@ AddressMap::AddressMap(const std::string& layout, const Org& org, unsigned burst
 }
 
 Location AddressMap::decode(std::uint64_t addr) const {
-  std::uint64_t v[256] = {};
-  unsigned filled[256] = {};
+  std::uint64_t v[kKinds] = {};
+  unsigned filled[kKinds] = {};
   for (const Field& f : fields_) {
     const std::uint64_t part = addr & ((1ull << f.bits) - 1);
     addr >>= f.bits;
-    v[static_cast<unsigned char>(f.kind)] |= part << filled[static_cast<unsigned char>(f.kind)];
-    filled[static_cast<unsigned char>(f.kind)] += f.bits;
+    v[f.slot] |= part << filled[f.slot];
+    filled[f.slot] += f.bits;
   }
+  auto at = [&v](char k) { return v[slot(k)]; };
   Location l;
-  l.row = v['R'];
-  l.col = v['C'];
-  l.bg = static_cast<unsigned>(v['G']);
-  l.bank = static_cast<unsigned>(v['B']);
-  l.sid = static_cast<unsigned>(v['D']);
+  l.row = at('R');
+  l.col = at('C');
+  l.bg = static_cast<unsigned>(at('G'));
+  l.bank = static_cast<unsigned>(at('B'));
+  l.sid = static_cast<unsigned>(at('D'));
   if (xor_) {
     l.bg ^= static_cast<unsigned>(l.row & (org_.bank_groups - 1));
     l.bank ^= static_cast<unsigned>((l.row / org_.bank_groups) & (org_.banks - 1));
   }
-  l.pc = static_cast<unsigned>((v['S'] * org_.channels + v['H']) * org_.pseudo_channels + v['P']);
+  l.pc = static_cast<unsigned>((at('S') * org_.channels + at('H')) * org_.pseudo_channels + at('P'));
   return l;
 }
 
@@ -111,6 +112,7 @@ void Hbm::Config::visit(Params& p) {
   p("command_bus", ctrl.command_bus, "shared (a row and a column command bus per channel, as JEDEC) or per_pc (a command a cycle per pseudo-channel)");
   p("act_cycles", ctrl.act_cycles, "cycles an ACT holds its command bus (HBM2: 2)");
   p("queues", ctrl.queues, "split (a read and a write queue, writes drained between the watermarks) or unified (one FR-FCFS queue)");
+  p("write_response", ctrl.write_response, "posted (a write is answered once its queue takes it) or on_write (once its data is in the DRAM)");
   p("interface_limit", ctrl.interface_limit, "each pseudo-channel's controller takes one request and gives one response a cycle");
   p("read_inflight", read_inflight, "read transactions the stack holds at once (0: no limit); more wait to be accepted");
   p("write_inflight", write_inflight, "write transactions the stack holds at once (0: no limit)");
@@ -140,6 +142,10 @@ void Hbm::Config::validate(const Params& p) const {
   if (ctrl.read_queue == 0 || ctrl.write_queue == 0) p.fail("read_queue", "queues need room for one request");
   if (ctrl.command_bus != "shared" && ctrl.command_bus != "per_pc") p.fail("command_bus", "must be shared or per_pc");
   if (ctrl.queues != "split" && ctrl.queues != "unified") p.fail("queues", "must be split or unified");
+  if (ctrl.write_response != "posted" && ctrl.write_response != "on_write")
+    p.fail("write_response", "must be posted or on_write");
+  if (mode == "fast" && ctrl.write_response != "posted")
+    p.fail("write_response", "fast mode answers writes when the controller takes them (posted); on_write needs mode detailed");
   if (ctrl.act_cycles == 0 || ctrl.act_cycles > 4) p.fail("act_cycles", "must be 1 to 4");
   if (ctrl.write_low >= ctrl.write_high || ctrl.write_high > ctrl.write_queue)
     p.fail("write_high", "needs write_low < write_high <= write_queue");
@@ -246,7 +252,10 @@ Hbm::Hbm(const sc_core::sc_module_name& n, const Config& c)
     FastChannel& f = fast_[pc];
     f.bank_ready.assign(c.org.banks_per_pc(), 0);
     f.pre_ready.assign(c.org.banks_per_pc(), 0);
+    f.opened.assign(c.org.banks_per_pc(), 0);
     f.open_row.assign(c.org.banks_per_pc(), -1);
+    f.prev_row.assign(c.org.banks_per_pc(), -1);
+    f.queued.assign(c.ctrl.read_queue, 0);
     f.refresh_due = c.t.tREFI;
   }
 }
@@ -371,67 +380,172 @@ void Hbm::fast(tlm::tlm_generic_payload& trans, sc_core::sc_time& delay) {
   const unsigned bb = t.burst_bytes();
   const std::uint64_t addr = trans.get_address(), end = addr + trans.get_data_length();
   const bool write = trans.is_write();
-  std::uint64_t done = arrival;
+  const std::uint64_t start = arrival + config_.ctrl.frontend;
+  std::uint64_t done = start;
   for (std::uint64_t a = addr & ~std::uint64_t(bb - 1); a < end; a += bb) {
     const Location l = map_.decode(a);
     FastChannel& f = fast_[l.pc];
-    const unsigned b = l.flat_bank(config_.org);
-    std::uint64_t start = arrival + config_.ctrl.frontend;
-    // Refresh: every tREFI the channel closes its banks and stops for tRFC.
-    while (config_.ctrl.refresh != "off" && f.refresh_due <= std::max(start, f.bus_free)) {
-      const std::uint64_t end = std::max(f.bus_free, f.refresh_due) + t.tRFCab;
-      f.bus_free = f.act_bucket = f.cmd_bucket = std::max(f.act_bucket, end);
-      std::fill(f.open_row.begin(), f.open_row.end(), -1);
-      for (auto& r : f.bank_ready) r = std::max(r, end);
-      f.refresh_due += t.tREFI;
-      ++f.refreshes;
-      meter_->charge(energy::refresh, 1, clk_->edge(end, tck_));
+    fast_refresh(f, start);
+    fast_idle_writes(f, start);
+    if (write) {
+      // Posted: the write is answered once held; the controller writes it
+      // when the reads leave the bus idle or the held writes reach the
+      // high watermark (then down to the low one), as the detailed one does.
+      f.writes.push_back({l, start});
+      if (f.writes.size() >= config_.ctrl.write_high) fast_drain(f, start, config_.ctrl.write_low);
+      continue;
     }
-    // Throughput: buckets for the data bus, the activation rate (tRRD_S,
-    // tFAW) and the command bus (one command a cycle) advance by what each
-    // burst uses, so a busy bank delays its own burst, not the ones behind.
-    // Latency: the burst's own ACT/RD chain against its bank.
-    std::uint64_t cas;
-    unsigned commands = 1;
-    if (f.open_row[b] == static_cast<std::int64_t>(l.row)) {
-      cas = start;
-      ++f.hits;
-    } else {
-      // A busy bank (tRC, tRAS) is waited for only a fraction of the time:
-      // the detailed scheduler serves other banks meanwhile. The fraction
-      // (fast_bank_wait) is calibrated against the detailed mode.
-      const double w = config_.fast_bank_wait;
-      auto wait_for = [&](std::uint64_t ready) {
-        return start + static_cast<std::uint64_t>(w * static_cast<double>(std::max(start, ready) - start));
-      };
-      std::uint64_t act = wait_for(f.bank_ready[b]);
-      if (f.open_row[b] >= 0) {
-        act = std::max(act, wait_for(f.pre_ready[b])) + t.tRP;
-        ++f.conflicts;
-        commands = 3;
-      } else {
-        ++f.misses;
-        commands = 2;
-      }
-      const std::uint64_t act_slot = std::max(f.act_bucket, start);
-      f.act_bucket = act_slot + std::max<std::uint64_t>(t.tRRD_S, (t.tFAW + 3) / 4);
-      act = std::max(act, act_slot);
-      f.bank_ready[b] = act + t.tRC;
-      f.pre_ready[b] = act + t.tRAS;
-      f.open_row[b] = static_cast<std::int64_t>(l.row);
-      meter_->charge(energy::activate, 1, clk_->edge(act, tck_));
-      cas = act + (write ? t.tRCDWR : t.tRCDRD);
-    }
-    const std::uint64_t cmd_slot = std::max(f.cmd_bucket, start);
-    f.cmd_bucket = cmd_slot + commands;
-    const std::uint64_t bus_slot = std::max(f.bus_free, start);
-    f.bus_free = bus_slot + t.tCCD_S;
-    cas = std::max({cas, bus_slot, cmd_slot + commands - 1});
-    f.busy += t.tBURST;
-    ++(write ? f.writes : f.reads);
-    done = std::max(done, cas + (write ? t.tCWL : t.tCL + t.tDQSCK) + t.tBURST);
+    // The read queue holds read_queue bursts: one enters when the
+    // earliest of the last read_queue leaves.
+    const std::uint64_t enter = std::max(start, *std::min_element(f.queued.begin(), f.queued.end()));
+    const std::uint64_t cas = fast_burst(f, l, false, enter);
+    f.queued[f.next_queued] = cas;
+    f.next_queued = (f.next_queued + 1) % f.queued.size();
+    done = std::max(done, cas + t.tCL + t.tDQSCK + t.tBURST);
   }
   delay = clk_->edge(done, tck_) - sc_core::sc_time_stamp();
+}
+
+void Hbm::fast_refresh(FastChannel& f, std::uint64_t cycle) {
+  // Every tREFI the channel closes its banks and stops for tRFC: what was
+  // booked after the refresh falls due moves behind it.
+  const Timing& t = config_.t;
+  while (config_.ctrl.refresh != "off" && f.refresh_due <= cycle) {
+    const std::uint64_t due = f.refresh_due;
+    for (std::uint64_t* b : {&f.bus_free, &f.act_bucket, &f.cmd_bucket}) *b = std::max(*b, due) + t.tRFCab;
+    std::fill(f.open_row.begin(), f.open_row.end(), -1);
+    for (auto& r : f.bank_ready) r = std::max(r, f.act_bucket);
+    f.refresh_due += t.tREFI;
+    ++f.refreshes;
+    meter_->charge(energy::refresh, 1, clk_->edge(due + t.tRFCab, tck_));
+  }
+}
+
+void Hbm::fast_idle_writes(FastChannel& f, std::uint64_t cycle) {
+  // The detailed controller writes when no read waits: here, while the
+  // data bus and the last read are done before `cycle`.
+  f.now = cycle;
+  while (!f.writes.empty() && std::max(f.bus_free, f.last_read + config_.t.tCL) <= cycle) fast_write_one(f);
+}
+
+void Hbm::fast_drain(FastChannel& f, std::uint64_t cycle, std::size_t down_to) {
+  f.now = cycle;
+  while (f.writes.size() > down_to) fast_write_one(f);
+}
+
+void Hbm::fast_write_one(FastChannel& f) {
+  // While it writes the controller does nothing else, so each write is
+  // chosen as the detailed one chooses it: FR-FCFS over the held writes
+  // (the one whose WR can go first, a row hit on a tie, then the oldest),
+  // each bank waited for in full and the activations at the times they
+  // issue.
+  std::size_t pick = 0;
+  FastPlan best;
+  for (std::size_t i = 0; i < f.writes.size(); ++i) {
+    const FastPlan p = fast_plan(f, f.writes[i].loc, true, std::max(f.writes[i].arrival, f.bus_free), true);
+    if (i == 0 || p.cas < best.cas || (p.cas == best.cas && p.commands < best.commands)) best = p, pick = i;
+  }
+  const Location l = f.writes[pick].loc;
+  f.writes.erase(f.writes.begin() + static_cast<std::ptrdiff_t>(pick));
+  fast_commit(f, l, true, best, true);
+}
+
+std::uint64_t Hbm::fast_burst(FastChannel& f, const Location& l, bool write, std::uint64_t start) {
+  return fast_commit(f, l, write, fast_plan(f, l, write, start, false), false);
+}
+
+Hbm::FastPlan Hbm::fast_plan(const FastChannel& f, const Location& l, bool write, std::uint64_t start,
+                             bool in_drain) const {
+  const Timing& t = config_.t;
+  const unsigned b = l.flat_bank(config_.org);
+  // Throughput: buckets for the data bus, the activation rate (tRRD_S,
+  // tFAW) and the command bus (one command a cycle) advance by what each
+  // burst uses, so a busy bank delays its own burst, not the ones behind.
+  // Latency: the burst's own ACT/RD chain against its bank.
+  FastPlan p;
+  p.start = start;
+  // Reads are booked as they arrive, their rows opened ahead of the
+  // present; the detailed controller drains writes before the reads
+  // still queued. A drained write to the row its bank had open before a
+  // row opened after the drain began is a hit, as it is there.
+  p.earlier_row = in_drain && f.open_row[b] != static_cast<std::int64_t>(l.row) &&
+                  f.prev_row[b] == static_cast<std::int64_t>(l.row) && f.opened[b] > f.now;
+  if (p.earlier_row) {
+    p.cas = start;
+  } else if (f.open_row[b] == static_cast<std::int64_t>(l.row)) {
+    p.cas = std::max(start, f.opened[b] + (write ? t.tRCDWR : t.tRCDRD));  // the row may still be opening
+  } else {
+    // Outside a drain a busy bank (tRC, tRAS, a write's recovery) is
+    // waited for only a fraction of the time: the detailed scheduler
+    // serves other banks meanwhile. The fraction (fast_bank_wait) is
+    // calibrated against the detailed mode. A drain has only the held
+    // writes to choose from: there the wait is whole.
+    const double w = in_drain ? 1.0 : config_.fast_bank_wait;
+    auto wait_for = [&](std::uint64_t ready) {
+      return start + static_cast<std::uint64_t>(w * static_cast<double>(std::max(start, ready) - start));
+    };
+    p.act = wait_for(f.bank_ready[b]);
+    if (f.open_row[b] >= 0) {
+      p.act = std::max(p.act, wait_for(f.pre_ready[b])) + t.tRP;
+      p.commands = 3;
+    } else {
+      p.commands = 2;
+    }
+    p.act_slot = std::max(f.act_bucket, start);
+    p.act = std::max(p.act, p.act_slot);
+    p.cas = p.act + (write ? t.tRCDWR : t.tRCDRD);
+  }
+  p.cmd_slot = std::max(f.cmd_bucket, start);
+  // Turnaround: a write waits tRTW after the last read, a read tCWL +
+  // tBURST + tWTR after the last write (a floor for every column command
+  // of the new direction), and each change of direction takes that gap,
+  // less a burst's tCCD, from the data bus's capacity.
+  p.turn = f.any && f.writing != write;
+  std::uint64_t bus_free = f.bus_free, floor = f.floor;
+  if (p.turn) {
+    const std::uint64_t gap = write ? t.tRTW : t.tCWL + t.tBURST + t.tWTR_S;
+    floor = (write ? f.last_read : f.last_write) + gap;
+    bus_free += gap - std::min<std::uint64_t>(gap, t.tCCD_S);
+  }
+  p.bus_slot = std::max(bus_free, start);
+  p.floor = floor;
+  p.cas = std::max({p.cas, p.bus_slot, p.cmd_slot + p.commands - 1, floor});
+  return p;
+}
+
+std::uint64_t Hbm::fast_commit(FastChannel& f, const Location& l, bool write, const FastPlan& p, bool in_drain) {
+  const Timing& t = config_.t;
+  const unsigned b = l.flat_bank(config_.org);
+  if (p.commands == 1) {
+    ++f.hits;
+  } else {
+    ++(p.commands == 3 ? f.conflicts : f.misses);
+    // In a drain the activations are at the times they issue; elsewhere
+    // the bucket moves by the slot the burst took.
+    f.act_bucket = (in_drain ? p.act : p.act_slot) + std::max<std::uint64_t>(t.tRRD_S, (t.tFAW + 3) / 4);
+    f.bank_ready[b] = p.act + t.tRC;
+    f.pre_ready[b] = p.act + t.tRAS;
+    f.prev_row[b] = f.open_row[b];
+    f.open_row[b] = static_cast<std::int64_t>(l.row);
+    f.opened[b] = p.act;
+    meter_->charge(energy::activate, 1, clk_->edge(p.act, tck_));
+  }
+  f.cmd_bucket = p.cmd_slot + p.commands;
+  f.bus_free = p.bus_slot + t.tCCD_S;
+  f.floor = p.floor;
+  // A write keeps its bank from precharging until its data is in.
+  if (write) {
+    f.pre_ready[b] = std::max(f.pre_ready[b], p.cas + t.tCWL + t.tBURST + t.tWR);
+    f.bank_ready[b] = std::max(f.bank_ready[b], f.pre_ready[b] + t.tRP);
+  }
+  std::uint64_t& last = write ? f.last_write : f.last_read;
+  last = std::max(last, p.cas);
+  if (p.turn) ++f.turnarounds;
+  f.writing = write;
+  f.any = true;
+  f.busy += t.tBURST;
+  ++(write ? f.writes_done : f.reads);
+  return p.cas;
 }
 
 void Hbm::move_data(tlm::tlm_generic_payload& trans) {
@@ -464,16 +578,18 @@ Hbm::Totals Hbm::totals() const {
     s.refresh_cycles += x.refresh_cycles;
     s.violations += x.violations;
     s.busy_cycles += x.busy_cycles;
+    s.turnarounds += x.turnarounds;
   }
   for (const FastChannel& f : fast_) {
     s.reads += f.reads;
-    s.writes += f.writes;
+    s.writes += f.writes_done;
     s.hits += f.hits;
     s.misses += f.misses;
     s.conflicts += f.conflicts;
     s.refreshes += f.refreshes;
     s.refresh_cycles += f.refreshes * config_.t.tRFCab;
     s.busy_cycles += f.busy;
+    s.turnarounds += f.turnarounds;
   }
   return s;
 }
@@ -494,6 +610,7 @@ void Hbm::report_stats(nlohmann::ordered_json& out) const {
   out["row_hit_rate"] = bursts ? s.hits / bursts : 0.0;
   out["row_miss_rate"] = bursts ? s.misses / bursts : 0.0;
   out["row_conflict_rate"] = bursts ? s.conflicts / bursts : 0.0;
+  out["turnarounds"] = s.turnarounds;
   out["refreshes"] = s.refreshes;
   out["refresh_time_ns"] = s.refresh_cycles * config_.t.tck_ns;
   out["timing_violations"] = s.violations;

@@ -7,9 +7,11 @@
 // 32-byte bursts, hands them to their pseudo-channels' controllers and
 // waits until the last burst's data has moved: the response time is the
 // modelled completion time, and concurrent initiators queue and contend.
-// Fast mode: the same organisation, mapping and bank state, but each burst
-// is served in arrival order with latency and bandwidth arithmetic and the
-// delay is annotated (no waiting, no commands).
+// Fast mode: the same organisation, mapping and bank state, but reads are
+// served in arrival order with latency and bandwidth arithmetic, writes
+// are held and drained between the watermarks as the detailed controller
+// drains them, and the delay is annotated (no waiting, no commands).
+// Writes are posted (answered once the controller holds them) by default.
 // Not modelled: the PHY and the NoC-side protocol, temperature-dependent
 // refresh, write data masks (byte enables are refused).
 #pragma once
@@ -47,9 +49,18 @@ class AddressMap {
   std::uint64_t capacity() const { return capacity_; }
 
  private:
+  // The field kinds, each a slot of decode()'s working array.
+  static constexpr const char* kKindLetters = "OCGBPHSDR";
+  static constexpr unsigned kKinds = 9;
+  static unsigned slot(char kind) {
+    for (unsigned i = 0; i < kKinds; ++i)
+      if (kKindLetters[i] == kind) return i;
+    return 0;
+  }
   struct Field {
     char kind;
     unsigned bits;
+    unsigned slot;
   };
   std::vector<Field> fields_;
   Org org_;
@@ -98,7 +109,7 @@ class Hbm : public Ip {
 
   struct Totals {
     std::uint64_t reads = 0, writes = 0, hits = 0, misses = 0, conflicts = 0, refreshes = 0, refresh_cycles = 0,
-                  violations = 0, busy_cycles = 0;
+                  violations = 0, busy_cycles = 0, turnarounds = 0;
   };
   Totals totals() const;
   void report_stats(nlohmann::ordered_json& out) const override;
@@ -138,13 +149,46 @@ class Hbm : public Ip {
   std::uint64_t bytes_read_ = 0, bytes_written_ = 0;
   sc_core::sc_time first_ = sc_core::SC_ZERO_TIME, last_ = sc_core::SC_ZERO_TIME;
   bool seen_ = false;
-  // Fast mode state, per pseudo-channel.
+  // Fast mode state, per pseudo-channel: buckets for the data bus, the
+  // activation rate and the command bus, each bank's row and readiness,
+  // the writes the controller holds (posted, drained between the
+  // watermarks) and the last column command of each direction.
   struct FastChannel {
     std::uint64_t bus_free = 0, act_bucket = 0, cmd_bucket = 0, refresh_due = 0;
-    std::vector<std::uint64_t> bank_ready, pre_ready;
-    std::vector<std::int64_t> open_row;  // -1 closed
-    std::uint64_t reads = 0, writes = 0, hits = 0, misses = 0, conflicts = 0, refreshes = 0, busy = 0;
+    std::uint64_t last_read = 0, last_write = 0;  // last RD and WR issue cycles
+    std::uint64_t floor = 0;                      // no column command of this direction before
+    bool writing = false, any = false;            // the last column command was a write; there was one
+    std::vector<std::uint64_t> bank_ready, pre_ready, opened;  // opened: the open row's ACT cycle
+    std::vector<std::int64_t> open_row, prev_row;  // -1 closed; the row open before it
+    std::uint64_t now = 0;                         // the cycle a drain starts at
+    std::vector<std::uint64_t> queued;             // the column cycles of the last read_queue reads (a ring)
+    std::size_t next_queued = 0;
+    struct Held {
+      Location loc;
+      std::uint64_t arrival;
+    };
+    std::deque<Held> writes;  // posted, not yet in the DRAM
+    std::uint64_t reads = 0, writes_done = 0, hits = 0, misses = 0, conflicts = 0, refreshes = 0, busy = 0,
+                  turnarounds = 0;
   };
+  // Fast mode: the column command's cycle of one burst arriving at `start`
+  // (its row opened as needed, the buckets advanced): planned, then
+  // committed (a drain plans every held write to choose one).
+  struct FastPlan {
+    std::uint64_t start = 0, act = 0, act_slot = 0, cmd_slot = 0, bus_slot = 0, floor = 0, cas = 0;
+    unsigned commands = 1;  // 1 a row hit, 2 ACT first, 3 PRE and ACT first
+    bool turn = false;      // the first column command of the other direction
+    bool earlier_row = false;  // hits the row its bank had open before reads booked later opened another
+  };
+  std::uint64_t fast_burst(FastChannel& f, const Location& l, bool write, std::uint64_t start);
+  FastPlan fast_plan(const FastChannel& f, const Location& l, bool write, std::uint64_t start, bool in_drain) const;
+  std::uint64_t fast_commit(FastChannel& f, const Location& l, bool write, const FastPlan& p, bool in_drain);
+  // Refreshes due by `cycle`; writes held while the channel idles before
+  // `cycle`; a drain down to the low watermark.
+  void fast_refresh(FastChannel& f, std::uint64_t cycle);
+  void fast_idle_writes(FastChannel& f, std::uint64_t cycle);
+  void fast_drain(FastChannel& f, std::uint64_t cycle, std::size_t down_to);
+  void fast_write_one(FastChannel& f);
   std::vector<FastChannel> fast_;
   std::unique_ptr<Regs> regs_;
 };

@@ -23,6 +23,7 @@ PseudoChannel::PseudoChannel(const Timing& t, const Org& o, const ControllerConf
   closed_ = cfg_.page_policy == "closed";
   adaptive_ = cfg_.page_policy == "adaptive";
   unified_ = cfg_.queues == "unified";
+  posted_ = cfg_.write_response == "posted";
   refresh_due_ = per_bank_ ? t_.refisb(static_cast<unsigned>(banks_.size())) : t_.tREFI;
 }
 
@@ -47,6 +48,7 @@ void PseudoChannel::refill() {
     auto& q = r.write && !unified_ ? writes_ : reads_;
     const unsigned depth = unified_ ? cfg_.read_queue + cfg_.write_queue : r.write ? cfg_.write_queue : cfg_.read_queue;
     if (q.size() >= depth) break;
+    if (posted_ && r.write) respond(r, std::max(now_, r.arrival) + cfg_.frontend);
     q.push_back(r);
     frontend_.pop_front();
   }
@@ -299,13 +301,11 @@ void PseudoChannel::issue(const Candidate& c) {
   account_queue(c.cycle);
   Request done = *r;
   done.done = c.cycle + (done.write ? t_.tCWL : t_.tCL + t_.tDQSCK) + t_.tBURST;
-  if (cfg_.interface_limit) {  // one response a cycle
-    if (any_response_) done.done = std::max(done.done, last_response_ + 1);
-    last_response_ = done.done;
-    any_response_ = true;
-  }
   stats_.busy_cycles += t_.tBURST;
   ++(done.write ? stats_.writes : stats_.reads);
+  if (any_column_ && last_column_write_ != done.write) ++stats_.turnarounds;
+  any_column_ = true;
+  last_column_write_ = done.write;
   switch (done.kind) {
     case Request::Kind::hit: ++stats_.row_hits; break;
     case Request::Kind::miss: ++stats_.row_misses; break;
@@ -320,8 +320,18 @@ void PseudoChannel::issue(const Candidate& c) {
   BankState& b = banks_[c.bank];
   if (closed_) b.close_after = true;
   else if (adaptive_) b.close_after = !row_pending(c.bank, b.row);
-  completions_.push({done.done, done});
+  if (!(posted_ && done.write)) respond(done, done.done);
   refill();
+}
+
+void PseudoChannel::respond(Request r, std::uint64_t cycle) {
+  if (cfg_.interface_limit) {  // one response a cycle
+    if (any_response_) cycle = std::max(cycle, last_response_ + 1);
+    last_response_ = cycle;
+    any_response_ = true;
+  }
+  r.done = cycle;
+  completions_.push({cycle, r});
 }
 
 void PseudoChannel::advance(std::uint64_t cycle) {

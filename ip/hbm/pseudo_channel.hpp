@@ -42,6 +42,11 @@ struct ControllerConfig {
   std::string queues = "split";
   // The controller's interface takes one request and gives one response a cycle.
   bool interface_limit = false;
+  // When a write is answered: "posted" (the default, as gem5's controller
+  // and most SoC memory controllers do it: once its queue has taken it, the
+  // queue's depth holding the writer back) or "on_write" (once its data
+  // has gone to the DRAM).
+  std::string write_response = "posted";
   bool check = true;                  // verify every command with the TimingChecker
 };
 
@@ -76,6 +81,7 @@ struct Request {
 struct ChannelStats {
   std::uint64_t reads = 0, writes = 0, row_hits = 0, row_misses = 0, row_conflicts = 0, refreshes = 0,
                 refresh_cycles = 0, violations = 0;
+  std::uint64_t turnarounds = 0;            // column commands that changed direction (RD to WR or back)
   std::vector<std::uint64_t> activations;  // per bank
   std::uint64_t busy_cycles = 0;            // data bus
   double queue_area = 0;                    // sum of queue length over cycles
@@ -140,6 +146,8 @@ class PseudoChannel {
   void issue(const Candidate& c);
   void apply(Cmd cmd, unsigned bank, std::uint64_t row, std::uint64_t cycle);
   void refill();
+  // Hands a request back at `cycle` (one response a cycle with interface_limit).
+  void respond(Request r, std::uint64_t cycle);
   // Whether a queued request (of `only`, if given; else of either queue) hits bank's row.
   bool row_pending(unsigned bank, std::uint64_t row, const std::vector<Request>* only = nullptr) const;
   void account_queue(std::uint64_t cycle);
@@ -160,10 +168,11 @@ class PseudoChannel {
   bool any_cmd_ = false;
   std::uint64_t last_refpb_ = 0;  // tRREFD between per-bank refreshes
   bool any_refpb_ = false;
-  bool unified_ = false;
+  bool unified_ = false, posted_ = false;
   std::uint64_t last_accept_ = 0, last_response_ = 0;  // interface_limit
   bool any_accept_ = false, any_response_ = false;
   bool draining_ = false;
+  bool any_column_ = false, last_column_write_ = false;
   std::uint64_t now_ = 0;
   std::uint64_t refresh_due_ = 0;
   unsigned refresh_owed_ = 0, refresh_bank_ = 0;
