@@ -463,7 +463,6 @@ Hbm::FastPlan Hbm::fast_plan(const FastChannel& f, const Location& l, bool write
   // burst uses, so a busy bank delays its own burst, not the ones behind.
   // Latency: the burst's own ACT/RD chain against its bank.
   FastPlan p;
-  p.start = start;
   // Reads are booked as they arrive, their rows opened ahead of the
   // present; the detailed controller drains writes before the reads
   // still queued. A drained write to the row its bank had open before a

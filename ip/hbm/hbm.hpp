@@ -175,7 +175,7 @@ class Hbm : public Ip {
   // (its row opened as needed, the buckets advanced): planned, then
   // committed (a drain plans every held write to choose one).
   struct FastPlan {
-    std::uint64_t start = 0, act = 0, act_slot = 0, cmd_slot = 0, bus_slot = 0, floor = 0, cas = 0;
+    std::uint64_t act = 0, act_slot = 0, cmd_slot = 0, bus_slot = 0, floor = 0, cas = 0;
     unsigned commands = 1;  // 1 a row hit, 2 ACT first, 3 PRE and ACT first
     bool turn = false;      // the first column command of the other direction
     bool earlier_row = false;  // hits the row its bank had open before reads booked later opened another
