@@ -31,6 +31,8 @@ std::string NocConfig::check(std::string* key) const {
   if (flit_bytes > 4096) return bad("flit_bytes", "flit_bytes must be at most 4096");
   if (header_bytes > flit_bytes) return bad("header_bytes", "header_bytes must fit in one (head) flit: at most flit_bytes");
   if (vcs > 64 || buffer > 1024) return bad(vcs > 64 ? "vcs" : "buffer", "at most 64 vcs of at most 1024 flits each");
+  if (std::uint64_t(nodes()) * 5 * vcs * buffer > (1u << 22))  // the routers' buffers: ~100 MB at the flit level
+    return bad(buffer > 4 ? "buffer" : "vcs", "nodes x 5 ports x vcs x buffer must be at most 4 Mi flits of buffer");
   return "";
 }
 
@@ -96,7 +98,7 @@ FlitNetwork::FlitNetwork(const NocConfig& c)
   }
 }
 
-unsigned FlitNetwork::opposite(unsigned port) {
+unsigned Network::opposite(unsigned port) {
   switch (port) {
     case kEast: return kWest;
     case kWest: return kEast;
@@ -124,7 +126,7 @@ unsigned FlitNetwork::route(unsigned node, const Packet& p, const Router& r) con
   return best;
 }
 
-void FlitNetwork::vc_range(Packet& p, unsigned node, unsigned port, unsigned& lo, unsigned& hi) const {
+void Network::vc_range(const Packet& p, unsigned node, unsigned port, unsigned& lo, unsigned& hi) const {
   lo = vc_lo(p.cls);
   hi = vc_hi(p.cls);
   if (!cfg_.wraps_around()) return;
@@ -401,10 +403,12 @@ void FlitNetwork::step() {
 
 // ---- packet level ---------------------------------------------------------------
 
-PacketNetwork::PacketNetwork(const NocConfig& c) : Network(c), busy_(c.nodes() * kPorts), inject_free_(c.nodes(), 0) {}
+PacketNetwork::PacketNetwork(const NocConfig& c)
+    : Network(c), busy_(c.nodes() * kPorts), in_busy_(c.nodes() * kPorts), inject_free_(c.nodes(), 0),
+      depth_(c.buffer), stride_(kRing + depth_), per_class_(c.vcs / c.classes),
+      lanes_(std::size_t(c.nodes()) * kPorts * c.vcs * stride_, 0), lane_rr_(std::size_t(c.nodes()) * kPorts, 0) {}
 
-void PacketNetwork::advance(Calendar& k, std::uint64_t horizon) {
-  if (horizon < k.base + 64) return;
+void PacketNetwork::advance_slow(Calendar& k, std::uint64_t horizon) {
   const std::uint64_t words = (horizon - k.base) / 64;
   std::uint64_t* w = k.words();
   if (words >= k.size) {  // everything booked is in the past
@@ -431,57 +435,87 @@ void PacketNetwork::grow(Calendar& k, std::uint64_t last) {
   k.first = 0;
 }
 
-std::uint64_t PacketNetwork::reserve(unsigned link, std::uint64_t earliest, unsigned length, std::uint64_t horizon) {
-  Calendar& k = busy_[link];
-  advance(k, horizon);
-  std::uint64_t t = std::max(earliest, k.base);
-  // Fast path: the interval lies in one word of the ring and that word has room.
-  if (const unsigned lo = static_cast<unsigned>(t % 64); lo + length <= 64 && t < k.end()) {
-    std::uint64_t& w = k.word(t);
-    const std::uint64_t mask = (length == 64 ? ~0ull : ((1ull << length) - 1)) << lo;
-    if (!(w & mask)) {
-      w |= mask;
-      return t;
-    }
-    // The first run of `length` free cycles later in the same word.
-    if (length <= 16) {
-      std::uint64_t run = ~w;
-      for (unsigned i = 1; i < length; ++i) run &= ~w >> i | (~0ull << (64 - i));  // cycles past the word count as free here
-      run &= (~0ull << lo) & (~0ull >> (length - 1));  // starts at or after lo, ends inside the word
-      if (run) {
-        const unsigned at = static_cast<unsigned>(__builtin_ctzll(run));
-        w |= (length == 64 ? ~0ull : ((1ull << length) - 1)) << at;
-        return (t & ~std::uint64_t(63)) + at;
-      }
-    }
+[[gnu::always_inline]] inline std::uint64_t PacketNetwork::free_at(Calendar& k, std::uint64_t c) {
+  for (c = std::max(c, k.base); c < k.end(); c = (c & ~std::uint64_t(63)) + 64)
+    if (const std::uint64_t free = ~k.word(c) & (~0ull << (c % 64))) return (c & ~std::uint64_t(63)) + static_cast<unsigned>(__builtin_ctzll(free));
+  return c;  // nothing is booked beyond the ring
+}
+
+[[gnu::always_inline]] inline std::uint64_t PacketNetwork::both_free(Calendar& o, Calendar& i, std::uint64_t c) {
+  for (c = std::max(c, std::max(o.base, i.base));; c = (c & ~std::uint64_t(63)) + 64) {
+    const bool in_o = c < o.end(), in_i = c < i.end();
+    if (!in_o && !in_i) return c;
+    const std::uint64_t busy = (in_o ? o.word(c) : 0) | (in_i ? i.word(c) : 0);
+    if (const std::uint64_t free = ~busy & (~0ull << (c % 64))) return (c & ~std::uint64_t(63)) + static_cast<unsigned>(__builtin_ctzll(free));
   }
-  for (;;) {
-    // Is [t, t + length) free? If not, start again after its last busy cycle.
-    const std::uint64_t end = std::min(t + length, k.end());  // nothing is booked beyond the ring
-    std::uint64_t last_busy = 0;
-    bool busy = false;
-    for (std::uint64_t c = t; c < end;) {
-      const unsigned lo = static_cast<unsigned>(c % 64);
-      const unsigned n = static_cast<unsigned>(std::min<std::uint64_t>(64 - lo, end - c));
-      const std::uint64_t mask = (n == 64 ? ~0ull : ((1ull << n) - 1)) << lo;
-      if (const std::uint64_t hit = k.word(c) & mask) {
-        busy = true;
-        last_busy = (c & ~std::uint64_t(63)) + (63 - static_cast<unsigned>(__builtin_clzll(hit)));
-      }
-      c += n;
-    }
-    if (!busy) break;
-    t = last_busy + 1;
+}
+
+[[gnu::always_inline]] inline void PacketNetwork::mark(Calendar& k, std::uint64_t from, std::uint64_t to) {
+  if (to == from + 1 && from < k.end()) {  // one cycle, the common case
+    k.word(from) |= 1ull << (from % 64);
+    return;
   }
-  // Book it.
-  if (t + length > k.end()) grow(k, t + length - 1);
-  for (std::uint64_t c = t; c < t + length;) {
+  if (to > k.end()) grow(k, to - 1);
+  for (std::uint64_t c = from; c < to;) {
     const unsigned lo = static_cast<unsigned>(c % 64);
-    const unsigned n = static_cast<unsigned>(std::min<std::uint64_t>(64 - lo, t + length - c));
+    const unsigned n = static_cast<unsigned>(std::min<std::uint64_t>(64 - lo, to - c));
     k.word(c) |= (n == 64 ? ~0ull : ((1ull << n) - 1)) << lo;
     c += n;
   }
-  return t;
+}
+
+[[gnu::always_inline]] inline void PacketNetwork::serve(unsigned out, unsigned in, std::uint64_t* time, unsigned length, std::uint64_t horizon) {
+  Calendar& o = busy_[out];
+  Calendar& i = in_busy_[in];
+  advance(o, horizon);
+  advance(i, horizon);
+  // The head is presented to the switch from the first cycle the input port
+  // is free; while it waits for the output the input port sends nothing
+  // (an input-first separable allocator's pointer stays on a VC until it
+  // wins). Body flits take turns with the port's other VCs, so a packet of
+  // L flits holds its port for 1/L of its head's wait.
+  std::uint64_t last = 0;
+  for (unsigned j = 0; j < length; ++j) {
+    // Flit by flit: each leaves in the first cycle at or after it may that
+    // both the output link and the input port are free (flits of other
+    // packets interleave, as the flit level's allocators let them).
+    const std::uint64_t c = both_free(o, i, j ? std::max(time[j], last + 1) : time[0]);
+    mark(o, c, c + 1);
+    if (j == 0 && c > time[0]) {  // the head waited
+      const std::uint64_t presented = free_at(i, time[0]);
+      mark(i, length == 1 ? presented : c - (c - presented) / length, c + 1);
+    } else {
+      mark(i, c, c + 1);
+    }
+    time[j] = last = c;
+  }
+}
+
+[[gnu::always_inline]] inline unsigned PacketNetwork::pick_lane(unsigned port_index, unsigned lo, unsigned hi, unsigned flits, std::uint64_t from) {
+  // The lane (VC) whose buffer takes the packet's flits first, counted from
+  // `from` (the head's earliest departure upstream): lanes with room by
+  // then tie, and ties go round robin, as the flit level's VC allocator's.
+  const unsigned D = depth_, n = std::min(flits, D), count = hi - lo;
+  unsigned& rr = lane_rr_[port_index];
+  unsigned best = rr, v = rr;
+  std::uint64_t room = ~0ull;
+  for (unsigned k = 0; k < count; ++k, v = v + 1 == count ? 0 : v + 1) {
+    const std::uint64_t* l = lane(port_index * cfg_.vcs + lo + v);
+    const std::uint64_t* ring = l + kRing;
+    unsigned at = static_cast<unsigned>(l[kPos]);
+    std::uint64_t r = std::max(from, ring[at]);
+    for (unsigned j = 1; j < n && r < room; ++j) {
+      at = at + 1 == D ? 0 : at + 1;
+      if (ring[at] > r + j) r = ring[at] - j;
+    }
+    if (r < room) {
+      room = r;
+      best = v;
+      if (r == from) break;
+    }
+  }
+  rr = best + 1 == count ? 0 : best + 1;
+  return port_index * cfg_.vcs + lo + best;
 }
 
 void PacketNetwork::offer(const Packet& in) {
@@ -495,17 +529,41 @@ void PacketNetwork::offer(const Packet& in) {
   }
   Packet& p = pool_[slot];
   p = in;
-  const unsigned L = p.flits;
+  const unsigned L = p.flits, D = depth_, V = cfg_.vcs;
+  if (time_.size() < L) time_.resize(L);
+  std::uint64_t* time = time_.data();
+  const unsigned class_lo = p.cls * per_class_, class_hi = class_lo + per_class_;
+  // The source queue: the head enters an empty local VC (lane).
   std::uint64_t t = std::max(p.created + cfg_.inject, inject_free_[p.src]);
+  unsigned li = 0;
+  {
+    std::uint64_t empty = ~0ull;
+    for (unsigned v = class_lo; v < class_hi; ++v) {
+      const unsigned i = (p.src * kPorts + kLocal) * V + v;
+      if (lane(i)[kDeparted] < empty) empty = lane(i)[kDeparted], li = i;
+    }
+    t = std::max(t, empty);
+  }
   inject_free_[p.src] = t + L;
   p.injected = t;
+  // No packet offered from now on books a cycle before the horizon: each
+  // enters its source router after its creation and after the packets
+  // queued there before it.
+  if (p.created >= horizon_at_ + kCalendar || p.created < horizon_at_) {
+    horizon_at_ = p.created;
+    horizon_ = ~0ull;
+    for (const std::uint64_t f : inject_free_) horizon_ = std::min(horizon_, std::max(f, p.created));
+  }
+  const std::uint64_t horizon = std::max(horizon_, p.created);
+  // time[j]: when flit j may take its next step (here: enters the source router).
+  for (unsigned j = 0; j < L; ++j) time[j] = t + j;
   // Dimension order, the short way round where the network wraps.
   const unsigned W = cfg_.width, H = cfg_.height;
   const bool wrap = cfg_.wraps_around();
   unsigned x = p.src % W, y = p.src / W;
   const unsigned tx = p.dst % W, ty = p.dst / W;
-  const unsigned front = cfg_.rc + cfg_.va, hop = cfg_.sa + cfg_.st + cfg_.link;
-  unsigned hops = 0;
+  const unsigned front = cfg_.rc + cfg_.va, hop = cfg_.sa + cfg_.st + cfg_.link, cd = cfg_.credit_delay;
+  unsigned hops = 0, in_port = kLocal;
   for (;;) {
     const unsigned node = y * W + x;
     unsigned port = kLocal;
@@ -518,15 +576,57 @@ void PacketNetwork::offer(const Packet& in) {
       port = north ? kNorth : kSouth;
       y = north ? (y + 1 == H ? 0 : y + 1) : (y == 0 ? H - 1 : y - 1);
     }
-    const std::uint64_t sa = reserve(node * kPorts + port, t + front, L, p.created);
+    std::uint64_t* here = lane(li);
+    const std::uint64_t arrived = time[0];
+    time[0] += front;  // the head is routed and given a VC
+    if (here[kArrived] <= arrived) time[0] = std::max(time[0], here[kDeparted]);  // behind the packet ahead in this VC
+    unsigned next = 0;
+    if (port != kLocal) {  // room for the flits in a VC of the next router (credits)
+      unsigned lo = class_lo, hi = class_hi;
+      if (wrap) vc_range(p, node, port, lo, hi);
+      next = pick_lane((y * W + x) * kPorts + opposite(port), lo, hi, L, time[0] > cd ? time[0] - cd : 0);
+      const std::uint64_t* l = lane(next);
+      const std::uint64_t* ring = l + kRing;
+      unsigned at = static_cast<unsigned>(l[kPos]);
+      for (unsigned j = 0; j < L; ++j) {
+        // Flit j takes the slot its lane's j-th oldest flit frees, or (beyond
+        // the buffer) the one this packet's flit j - D frees downstream.
+        std::uint64_t freed;
+        if (j < D) {
+          freed = ring[at];
+          at = at + 1 == D ? 0 : at + 1;
+        } else {
+          freed = time[j - D] + hop;
+        }
+        time[j] = std::max(time[j], freed + cd);
+      }
+    }
+    serve(node * kPorts + port, node * kPorts + in_port, time, L, horizon);
+    // The flits left this VC at time[0 .. L - 1].
+    here[kArrived] = std::max(here[kArrived], arrived);
+    here[kDeparted] = std::max(here[kDeparted], time[L - 1] + 1);
+    std::uint64_t* ring = here + kRing;
+    unsigned at = static_cast<unsigned>(here[kPos]);
+    for (unsigned j = L > D ? L - D : 0; j < L; ++j) {
+      ring[at] = time[j];
+      at = at + 1 == D ? 0 : at + 1;
+    }
+    here[kPos] = at;
     if (port == kLocal) {
-      p.delivered = sa + cfg_.sa + cfg_.st + (L - 1) + cfg_.eject;
+      p.delivered = time[L - 1] + cfg_.sa + cfg_.st + cfg_.eject;
       break;
     }
     links_[node * kPorts + port].flits += L;
     routers_[node].flits += L;
     ++hops;
-    t = sa + hop;
+    if (wrap) {
+      const std::uint8_t dim = port == kEast || port == kWest ? 1 : 2;
+      p.crossed = (p.dim == dim && p.crossed) || wraps(cfg_, node, port);
+      p.dim = dim;
+    }
+    for (unsigned j = 0; j < L; ++j) time[j] += hop;
+    in_port = opposite(port);
+    li = next;
   }
   p.hops += hops;
   routers_[p.dst].flits += L;
@@ -535,7 +635,7 @@ void PacketNetwork::offer(const Packet& in) {
   last_delivery_ = p.delivered;
   ++pending_;
   if (p.delivered < now_ + kCalendar) calendar_[p.delivered % kCalendar].push_back(slot);
-  else overflow_.emplace(p.delivered, slot);
+  else overflow_[p.delivered / kCalendar].push_back(slot);
 }
 
 void PacketNetwork::run_until(std::uint64_t until) {
@@ -544,10 +644,11 @@ void PacketNetwork::run_until(std::uint64_t until) {
       now_ = until + 1;
       break;
     }
-    // Far-future packets come into the calendar as it reaches them.
-    while (!overflow_.empty() && overflow_.top().first < now_ + kCalendar) {
-      calendar_[overflow_.top().first % kCalendar].push_back(overflow_.top().second);
-      overflow_.pop();
+    // Far-future packets come into the calendar a stretch at a time, as it
+    // reaches them.
+    if (now_ % kCalendar == 0 && !overflow_.empty() && overflow_.begin()->first == now_ / kCalendar) {
+      for (const std::uint32_t slot : overflow_.begin()->second) calendar_[pool_[slot].delivered % kCalendar].push_back(slot);
+      overflow_.erase(overflow_.begin());
     }
     std::vector<std::uint32_t>& bucket = calendar_[now_ % kCalendar];
     for (const std::uint32_t slot : bucket) {

@@ -1,7 +1,7 @@
 // Network-on-chip models: a flit-level, cycle-accurate 2D mesh (wormhole
 // switching, virtual channels, credit flow control, separable round-robin
 // allocators, XY or west-first adaptive routing) and a packet-level fast
-// model in which links and ejection ports reserve bandwidth. Pure C++,
+// model in which links, ports and VC buffers are booked per flit. Pure C++,
 // driven cycle by cycle (flit level) or packet by packet (packet level);
 // the synthetic-traffic harness (traffic.hpp) and, later, the TLM
 // front-end drive them.
@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <map>
 #include <memory>
 #include <queue>
 #include <string>
@@ -106,6 +107,11 @@ class Network {
 
  protected:
   explicit Network(const NocConfig& c) : cfg_(c), links_(c.nodes() * kPorts), routers_(c.nodes()) {}
+  // The VCs a packet may claim on the link out of `port` (class and dateline).
+  void vc_range(const Packet& p, unsigned node, unsigned port, unsigned& lo, unsigned& hi) const;
+  static unsigned opposite(unsigned port);
+  unsigned vc_lo(unsigned cls) const { return cls * (cfg_.vcs / cfg_.classes); }
+  unsigned vc_hi(unsigned cls) const { return (cls + 1) * (cfg_.vcs / cfg_.classes); }
   NocConfig cfg_;
   Delivered delivered_;
   std::vector<LinkStats> links_;
@@ -184,11 +190,6 @@ class FlitNetwork : public Network {
   void allocate(Router& r, const int (&req)[kPorts][kPorts], int (&match)[kPorts]);
   unsigned route(unsigned node, const Packet& p, const Router& r) const;
   int neighbour(unsigned node, unsigned port) const { return Network::neighbour(cfg_, node, port); }
-  // The VCs a packet may claim on the link out of `port` (class and dateline).
-  void vc_range(Packet& p, unsigned node, unsigned port, unsigned& lo, unsigned& hi) const;
-  static unsigned opposite(unsigned port);
-  unsigned vc_lo(unsigned cls) const { return cls * (cfg_.vcs / cfg_.classes); }
-  unsigned vc_hi(unsigned cls) const { return (cls + 1) * (cfg_.vcs / cfg_.classes); }
 
   bool west_first_ = cfg_.routing == "west_first";
   std::vector<Router> routers_state_;
@@ -203,13 +204,26 @@ class FlitNetwork : public Network {
   std::uint64_t in_flight_ = 0;
 };
 
-// Packet-level: each packet walks its XY path reserving every link (and
-// the ejection port) for as many cycles as it has flits, in the first gap
-// of that link's calendar from the moment its head gets there (so a packet
-// created later but arriving first is not queued behind one still on its
-// way); infinite buffers. A link's calendar is a ring bitmap of busy
-// cycles from the oldest cycle that still matters; it grows when a
-// booking lies beyond it (a saturated network).
+// Packet-level: each packet's whole path is computed when it is offered,
+// hop by hop along its dimension-order route, with the resources that
+// shape a wormhole network under load:
+// - links, ejection ports and each router's input ports are calendars (ring
+//   bitmaps of busy cycles); each flit leaves a router in the first cycle
+//   both its output and its input port are free, so flits of different
+//   packets interleave;
+// - each input port's VCs are FIFO lanes of `buffer` flits: a packet takes
+//   the lane with room first (round robin among those with room), waits
+//   behind the packet ahead of it in its lane, and a flit crosses a link
+//   only when the lane beyond has a slot for it (its credit), so a full
+//   lane holds packets back in the router before it (back-pressure), up to
+//   the source queue;
+// - while a head waits for its output it blocks its input port (an
+//   input-first separable allocator stays on a VC until it wins; for a
+//   packet of L flits, 1/L of the wait, since body flits take turns).
+// The horizon (the oldest cycle a later packet can still book) drops what
+// is behind it; a calendar grows when a booking lies beyond it. Packets are
+// computed in the order they are offered (creation order), so one created
+// later never delays one created earlier.
 class PacketNetwork : public Network {
  public:
   explicit PacketNetwork(const NocConfig& c);
@@ -232,23 +246,43 @@ class PacketNetwork : public Network {
     std::uint64_t end() const { return base + 64 * std::uint64_t(size); }
     std::uint64_t& word(std::uint64_t cycle) { return words()[(first + (cycle - base) / 64) & (size - 1)]; }
   };
-  // First cycle >= `earliest` at which `link` is free for `length` cycles;
-  // reserves it. Cycles before `horizon` no longer matter.
-  std::uint64_t reserve(unsigned link, std::uint64_t earliest, unsigned length, std::uint64_t horizon);
-  static void advance(Calendar& k, std::uint64_t horizon);
+  static std::uint64_t free_at(Calendar& k, std::uint64_t c);                // first free cycle >= c
+  static std::uint64_t both_free(Calendar& o, Calendar& i, std::uint64_t c);  // first cycle >= c free in both
+  static void mark(Calendar& k, std::uint64_t from, std::uint64_t to);        // books [from, to)
+  static void advance(Calendar& k, std::uint64_t horizon) {
+    if (horizon >= k.base + 64) advance_slow(k, horizon);
+  }
+  static void advance_slow(Calendar& k, std::uint64_t horizon);
   static void grow(Calendar& k, std::uint64_t last);  // until `last` fits
-  std::vector<Calendar> busy_;  // node * kPorts + port (kLocal: ejection)
+  std::vector<Calendar> busy_;     // node * kPorts + port (kLocal: ejection)
+  std::vector<Calendar> in_busy_;  // node * kPorts + input port (kLocal: injection)
   std::vector<std::uint64_t> inject_free_;
+  // Each input port's VCs as lanes, FIFO, `depth_` flits each: per lane
+  // `stride_` words, when its last packet's head came in (kArrived), the
+  // first cycle after that packet's tail left (kDeparted), the next entry
+  // of its ring (kPos), then the ring (kRing): when each of the last
+  // depth_ flits that entered it left.
+  enum : unsigned { kArrived, kDeparted, kPos, kRing };
+  std::uint64_t* lane(unsigned index) { return &lanes_[std::size_t(index) * stride_]; }
+  // The lane of input port `port_index` (node * kPorts + port), among VCs
+  // [lo, hi), that takes a packet of `flits` flits first from cycle `from`.
+  unsigned pick_lane(unsigned port_index, unsigned lo, unsigned hi, unsigned flits, std::uint64_t from);
+  // Books flits 0 .. length - 1 through output `out` and input port `in`,
+  // flit j no earlier than time[j]; time[j] becomes the cycle it leaves.
+  void serve(unsigned out, unsigned in, std::uint64_t* time, unsigned length, std::uint64_t horizon);
+  std::vector<std::uint64_t> time_;
+  unsigned depth_, stride_, per_class_;
+  std::vector<std::uint64_t> lanes_;  // lane (node * kPorts + port) * vcs + vc at lane * stride_
+  std::vector<unsigned> lane_rr_;        // per input port: the round-robin pointer over its VCs
   // Packets in flight live in a pool; buckets of a calendar by delivery
   // cycle hold their indices for the near future (small, so it stays in
-  // the cache), a heap by delivery cycle the rest.
+  // the cache), lists by stretch of kCalendar cycles the rest.
   static constexpr std::size_t kCalendar = 128;
   std::vector<Packet> pool_;
   std::vector<std::uint32_t> free_;
   std::vector<std::vector<std::uint32_t>> calendar_ = std::vector<std::vector<std::uint32_t>>(kCalendar);
-  std::priority_queue<std::pair<std::uint64_t, std::uint32_t>, std::vector<std::pair<std::uint64_t, std::uint32_t>>,
-                      std::greater<>>
-      overflow_;
+  std::map<std::uint64_t, std::vector<std::uint32_t>> overflow_;  // by delivery cycle / kCalendar
+  std::uint64_t horizon_ = 0, horizon_at_ = 0;  // the horizon, and the creation cycle it was computed at
   std::uint64_t pending_ = 0;
   std::uint64_t last_delivery_ = ~0ull;
   std::uint64_t now_ = 0;

@@ -12,20 +12,27 @@ unsigned log2u(unsigned n) {
 }
 }  // namespace
 
-bool known_pattern(const std::string& p) {
-  static const char* const names[] = {"uniform", "transpose", "bitcomp", "bitrev", "shuffle", "tornado", "neighbor", "hotspot"};
-  return std::find(std::begin(names), std::end(names), p) != std::end(names);
+namespace {
+// In the order of Pattern.
+constexpr const char* kPatterns[] = {"uniform", "transpose", "bitcomp", "bitrev", "shuffle",
+                                     "tornado", "neighbor", "hotspot", "fanout"};
+enum class Pattern { uniform, transpose, bitcomp, bitrev, shuffle, tornado, neighbor, hotspot, fanout, unknown };
+Pattern pattern_of(const std::string& p) {
+  for (unsigned i = 0; i < std::size(kPatterns); ++i)
+    if (p == kPatterns[i]) return static_cast<Pattern>(i);
+  return Pattern::unknown;
+}
+}  // namespace
+
+bool known_pattern(const std::string& p) { return pattern_of(p) != Pattern::unknown; }
+
+std::string pattern_names() {
+  std::string list;
+  for (const char* name : kPatterns) list += (list.empty() ? "" : ", ") + std::string(name);
+  return list;
 }
 
 namespace {
-enum class Pattern { uniform, transpose, bitcomp, bitrev, shuffle, tornado, neighbor, hotspot, unknown };
-Pattern pattern_of(const std::string& p) {
-  static const char* const names[] = {"uniform", "transpose", "bitcomp", "bitrev", "shuffle", "tornado", "neighbor", "hotspot"};
-  for (unsigned i = 0; i < 8; ++i)
-    if (p == names[i]) return static_cast<Pattern>(i);
-  return Pattern::unknown;
-}
-
 int destination(Pattern pattern, unsigned src, const NocConfig& c, const std::vector<unsigned>& hotspots,
                 std::mt19937_64& rng, bool self_traffic) {
   const unsigned n = c.nodes(), bits = log2u(n);
@@ -41,6 +48,11 @@ int destination(Pattern pattern, unsigned src, const NocConfig& c, const std::ve
       if (hotspots.empty()) return -1;
       d = hotspots[rng() % hotspots.size()];
       break;
+    case Pattern::fanout:  // the hotspots answer everyone: a memory row serving its readers
+      if (std::find(hotspots.begin(), hotspots.end(), src) == hotspots.end()) return -1;
+      d = static_cast<unsigned>((static_cast<unsigned __int128>(rng()) * (n - 1)) >> 64);
+      if (d >= src) ++d;
+      return static_cast<int>(d);
     case Pattern::transpose: d = (x % c.height) * c.width + (y % c.width); break;
     case Pattern::bitcomp: d = ~src & (n - 1); break;
     case Pattern::bitrev:

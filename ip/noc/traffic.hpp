@@ -13,7 +13,7 @@
 namespace tessera::noc {
 
 struct TrafficConfig {
-  std::string pattern = "uniform";  // uniform, transpose, bitcomp, bitrev, shuffle, tornado, neighbor, hotspot
+  std::string pattern = "uniform";  // one of pattern_names()
   double rate = 0.1;                // offered flits per node per cycle
   unsigned packet_flits = 1;
   std::uint64_t warmup = 1000, measure = 5000, drain_limit = 20000;
@@ -34,8 +34,11 @@ struct TrafficResult {
 // from there (a fixed point of a permutation).
 int destination(const std::string& pattern, unsigned src, const NocConfig& c, const std::vector<unsigned>& hotspots,
                 std::mt19937_64& rng, bool self_traffic = false);
-// A valid pattern name, or "" with the list in `error`.
+// Whether `pattern` names a pattern; pattern_names() lists them ("uniform,
+// transpose, ..."). hotspot: every node sends to the hotspots; fanout: the
+// hotspots send to every other node (a memory row answering its readers).
 bool known_pattern(const std::string& pattern);
+std::string pattern_names();
 
 TrafficResult run_traffic(Network& net, const TrafficConfig& t);
 
