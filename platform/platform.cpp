@@ -288,6 +288,22 @@ nlohmann::ordered_json Platform::stats(const std::string& prefix) const {
   return out;
 }
 
+nlohmann::ordered_json Platform::limits() const {
+  nlohmann::ordered_json out = nlohmann::ordered_json::object();
+  for (const InstanceSpec& s : spec_.instances) {
+    const Ip* ip = find(s.name);
+    if (!ip) continue;
+    nlohmann::ordered_json l = nlohmann::ordered_json::object();
+    ip->report_limits(l);
+    if (l.empty()) continue;
+    nlohmann::ordered_json e = {{"instance", s.name}, {"type", s.type}};
+    if (auto it = attach_node_.find(s.name); it != attach_node_.end()) e["noc"] = s.attach, e["node"] = it->second;
+    e.update(l);
+    out[ip->name()] = e;
+  }
+  return out;
+}
+
 std::uint64_t Platform::protocol_violations() const {
   std::uint64_t n = 0;
   for (const auto& c : checkers_) n += c->violations();

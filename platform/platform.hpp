@@ -77,6 +77,10 @@ class Platform : public sc_core::sc_module {
   // Every instance's counters; with `prefix`, only instances whose name
   // starts with it (a cheap look at a few during a run).
   nlohmann::ordered_json stats(const std::string& prefix = "") const;
+  // What each instance can do at most (Ip::report_limits), by its name as
+  // stats() gives it, with its "instance" and "type", and behind a
+  // network-on-chip the network's instance ("noc") and the "node".
+  nlohmann::ordered_json limits() const;
   std::uint64_t protocol_violations() const;
 
  private:

@@ -551,6 +551,13 @@ unsigned C2c::route_dbg(tlm::tlm_generic_payload& trans, unsigned dest, std::uin
   return p.peer->route_dbg(trans, dest, local, hops + 1);
 }
 
+void C2c::report_limits(nlohmann::ordered_json& out) const {
+  // One port's link each way, FLITs back to back on all its lanes (headers included).
+  out["port_flits_per_s"] = 1.0 / config_.link.flit_seconds(config_.link.lanes);
+  out["port_bytes_per_s"] = config_.link.flit_bytes / config_.link.flit_seconds(config_.link.lanes);
+  out["ports"] = config_.ports;
+}
+
 void C2c::report_stats(nlohmann::ordered_json& out) const {
   out["chip"] = chip_;
   out["loopback"] = local_;

@@ -100,6 +100,7 @@ class C2c : public Ip {
 
   CommEngine& comm() { return *ce_; }
   void report_stats(nlohmann::ordered_json& out) const override;
+  void report_limits(nlohmann::ordered_json& out) const override;
 
  private:
   friend class CommEngine;

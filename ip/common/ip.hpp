@@ -37,6 +37,10 @@ class Ip : public sc_core::sc_module {
 
   // Adds this IP's counters to `out` (an object); called at the end of a run.
   virtual void report_stats(nlohmann::ordered_json& out) const {}
+  // Adds what this IP can do at most, from its parameters at its nominal
+  // clocks (bytes or operations per second), for the roofline
+  // (platform/roofline.hpp); nothing when it bounds nothing.
+  virtual void report_limits(nlohmann::ordered_json& out) const {}
 
  protected:
   void expose_target(const char* port, tlm::tlm_target_socket<>& s, std::uint64_t size = 0);

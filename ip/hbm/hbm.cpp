@@ -593,10 +593,14 @@ Hbm::Totals Hbm::totals() const {
   return s;
 }
 
+double Hbm::peak_bytes_per_s() const { return config_.t.peak_bytes_per_s() * config_.org.pcs(); }
+
+void Hbm::report_limits(nlohmann::ordered_json& out) const { out["bytes_per_s"] = peak_bytes_per_s(); }
+
 void Hbm::report_stats(nlohmann::ordered_json& out) const {
   const Totals s = totals();
   const double window = (last_ - first_).to_seconds();
-  const double peak = config_.t.peak_bytes_per_s() * config_.org.pcs();
+  const double peak = peak_bytes_per_s();
   out["mode"] = config_.mode;
   out["bytes_read"] = bytes_read_;
   out["bytes_written"] = bytes_written_;

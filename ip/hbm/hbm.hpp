@@ -97,6 +97,7 @@ class Hbm : public Ip {
   ~Hbm() override;
 
   const Config& config() const { return config_; }
+  double peak_bytes_per_s() const;  // every pseudo-channel's data bus busy
   // The register block's socket (mapped through the instance's "targets").
   tlm::tlm_target_socket<>& csr_target();
   const AddressMap& address_map() const { return map_; }
@@ -113,6 +114,7 @@ class Hbm : public Ip {
   };
   Totals totals() const;
   void report_stats(nlohmann::ordered_json& out) const override;
+  void report_limits(nlohmann::ordered_json& out) const override;
 
  private:
   struct Txn {

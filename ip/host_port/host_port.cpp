@@ -55,6 +55,8 @@ void HostPort::b_transport(tlm::tlm_generic_payload& trans, sc_core::sc_time& de
 
 unsigned HostPort::transport_dbg(tlm::tlm_generic_payload& trans) { return noc_initiator->transport_dbg(trans); }
 
+void HostPort::report_limits(nlohmann::ordered_json& out) const { out["bytes_per_s"] = config_.bandwidth; }
+
 void HostPort::report_stats(nlohmann::ordered_json& out) const {
   out["transactions"] = transactions_;
   out["bytes_to_device"] = bytes_in_;

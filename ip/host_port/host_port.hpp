@@ -32,6 +32,7 @@ class HostPort : public Ip {
 
   HostPort(const sc_core::sc_module_name& n, const Config& c);
   void report_stats(nlohmann::ordered_json& out) const override;
+  void report_limits(nlohmann::ordered_json& out) const override;
 
  private:
   void b_transport(tlm::tlm_generic_payload& trans, sc_core::sc_time& delay);

@@ -80,6 +80,31 @@ bool Network::wraps(const NocConfig& c, unsigned node, unsigned port) {
          (port == kSouth && y == 0);
 }
 
+CutShare cut_share(const NocConfig& c, const std::vector<unsigned>& from, const std::vector<unsigned>& to) {
+  std::vector<double> load(std::size_t(c.nodes()) * kPorts, 0.0);
+  double flows = 0;
+  for (const unsigned s : from)
+    for (const unsigned d : to) {
+      if (s == d) continue;
+      flows += 1;
+      for (unsigned node = s;;) {
+        const unsigned port = Network::dor_port(c, node, d);
+        load[node * kPorts + port] += 1;
+        if (port == kLocal) break;
+        node = static_cast<unsigned>(Network::neighbour(c, node, port));
+      }
+    }
+  CutShare best;
+  if (flows == 0) return best;
+  for (std::size_t i = 0; i < load.size(); ++i)
+    if (load[i] / flows > best.share) {
+      best.share = load[i] / flows;
+      best.node = static_cast<unsigned>(i / kPorts);
+      best.port = static_cast<unsigned>(i % kPorts);
+    }
+  return best;
+}
+
 // ---- flit level -----------------------------------------------------------------
 
 FlitNetwork::FlitNetwork(const NocConfig& c)

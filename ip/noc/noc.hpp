@@ -118,6 +118,18 @@ class Network {
   std::vector<RouterStats> routers_;
 };
 
+// The most loaded link when every node of `from` sends the same amount to
+// every node of `to` along the network's dimension-order routes (west-first
+// adaptive routing is counted as XY): `share` is the fraction of all that
+// traffic the link carries, so the traffic's bound is one link's bandwidth
+// / share; `node` and `port` name the link (port kLocal: an ejection port).
+// share 0 when nothing flows (from and to empty, or the same single node).
+struct CutShare {
+  double share = 0;
+  unsigned node = 0, port = kLocal;
+};
+CutShare cut_share(const NocConfig& c, const std::vector<unsigned>& from, const std::vector<unsigned>& to);
+
 // Cycle-accurate, flit by flit.
 class FlitNetwork : public Network {
  public:

@@ -160,6 +160,10 @@ unsigned Noc::transport_dbg(int, tlm::tlm_generic_payload& trans) {
 
 TESSERA_REGISTER_IP("noc", Noc, "network-on-chip: mesh, torus or ring, flit or packet level");
 
+void Noc::report_limits(nlohmann::ordered_json& out) const {
+  out["link_bytes_per_s"] = static_cast<double>(config_.net.flit_bytes) * config_.clock.value;  // a flit per cycle
+}
+
 void Noc::report_stats(nlohmann::ordered_json& out) const {
   out["model"] = config_.model;
   out["transactions"] = transactions_;

@@ -53,6 +53,7 @@ class Noc : public Ip {
   Network& network() { return *net_; }
   const Config& config() const { return config_; }
   void report_stats(nlohmann::ordered_json& out) const override;
+  void report_limits(nlohmann::ordered_json& out) const override;
 
  private:
   struct Target {

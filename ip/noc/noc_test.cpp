@@ -360,6 +360,27 @@ TEST(Noc, WestFirstRoutesMinimallyAndDrains) {
   EXPECT_NEAR(r.hops_avg, 2.0 * 8 / 3, 0.15) << "minimal routes";
 }
 
+// t1's 4x4 mesh, XY: the HBM row (12-15) to the tiles (4-11). Each column's
+// link from row 3 down to row 2 carries the two tiles of that column from
+// all four stacks: 8 of the 32 flows, a quarter (4 such links: 4 x 64 GB/s).
+// Back up, each stack's ejection port takes a quarter too (8 of 32).
+TEST(Noc, CutShareOfTheHbmRowAndTheTiles) {
+  NocConfig c = mesh(4);
+  const std::vector<unsigned> hbm{12, 13, 14, 15}, tiles{4, 5, 6, 7, 8, 9, 10, 11};
+  const CutShare down = cut_share(c, hbm, tiles);
+  EXPECT_DOUBLE_EQ(down.share, 0.25);
+  EXPECT_GE(down.node, 12u);
+  EXPECT_EQ(down.port, unsigned(kSouth)) << "a link down from the HBM row";
+  const CutShare up = cut_share(c, tiles, hbm);
+  EXPECT_DOUBLE_EQ(up.share, 0.25);
+  // One stack only: its own link down carries all the flows to its column
+  // and the row-3 link beside it those to the columns beyond: 6 of 8 flows
+  // from node 12 go east first.
+  EXPECT_DOUBLE_EQ(cut_share(c, {12}, tiles).share, 0.75);
+  EXPECT_EQ(cut_share(c, {}, tiles).share, 0.0);
+  EXPECT_EQ(cut_share(c, {5}, {5}).share, 0.0);
+}
+
 TEST(Noc, ConfigurationErrors) {
   NocConfig c = mesh(4);
   EXPECT_EQ(c.check(), "");

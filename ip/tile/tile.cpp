@@ -446,6 +446,16 @@ tlm::tlm_target_socket<>& Tile::csr_target() { return regs_->csr_target; }
 
 void Tile::set_core_pc(std::uint64_t pc) { regs_->set(R::CORE_PC, pc); }
 
+void Tile::report_limits(nlohmann::ordered_json& out) const {
+  // The tensor core's peak: the array's MACs per cycle in each input format.
+  nlohmann::ordered_json macs = nlohmann::ordered_json::object();
+  for (const auto& [key, f] : {std::pair{"bf16", num::Format::BF16}, {"fp16", num::Format::FP16},
+                               {"fp8", num::Format::E4M3}, {"int8", num::Format::INT8}})
+    macs[key] = static_cast<double>(tensor::peak_macs(config_.array, f)) * config_.array_clock.value;
+  out["macs_per_s"] = macs;
+  out["dma_bytes_per_s"] = static_cast<double>(config_.dma.port_bytes) * config_.array_clock.value;
+}
+
 void Tile::report_stats(nlohmann::ordered_json& out) const {
   // Flat keys, prefixed by the part they count.
   nlohmann::ordered_json regs, spm;
@@ -486,6 +496,8 @@ void Tile::report_stats(nlohmann::ordered_json& out) const {
   out["dma_bytes_read"] = d.bytes_read;
   out["dma_bytes_written"] = d.bytes_written;
   out["dma_global_bytes"] = d.global_bytes;
+  out["dma_global_read_bytes"] = d.global_read_bytes;
+  out["dma_global_written_bytes"] = d.global_written_bytes;
   out["dma_local_bytes"] = d.local_bytes;
   out["dma_cast_elements"] = d.cast_elements;
   out["dma_busy_cycles"] = d.busy_cycles;

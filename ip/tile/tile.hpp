@@ -63,6 +63,7 @@ class Tile : public Ip {
   // Where CORE_CTRL.START runs the core from (a loader sets the entry).
   void set_core_pc(std::uint64_t pc);
   void report_stats(nlohmann::ordered_json& out) const override;
+  void report_limits(nlohmann::ordered_json& out) const override;
 
  private:
   class Regs;

@@ -164,9 +164,13 @@ int tessera::model::demo_main(int argc, char** argv) {
       return j;
     };
     std::vector<std::uint32_t> out;
+    // The work of prefill and of decode against chip 0's roofline: its
+    // counters before prefill, between the two, and at the end.
+    nlohmann::ordered_json at_prefill, at_decode, at_end;
     for (unsigned step = 0; step <= decode; ++step) {
       std::vector<std::vector<std::uint32_t>> routes;
       std::uint32_t next = 0;
+      if (step <= 1) (step ? at_decode : at_prefill) = dev.stats();
       const double t0 = dev.simulated_seconds(), j0 = energy();
       const auto logits = m.step(tokens, pos, &next, &routes);
       (step ? decode_s : prefill_s) += dev.simulated_seconds() - t0;
@@ -188,6 +192,9 @@ int tessera::model::demo_main(int argc, char** argv) {
     const double bound = c.fp8 ? 0.15 : 0.05;
     std::printf("logits vs host FP32 reference: max relative error %.3g (bound %.2g for %s), routing disagreements %u\n",
                 worst, bound, c.fp8 ? "FP8" : "BF16", disagreements);
+    at_end = dev.stats();
+    if (!decode) at_decode = at_end;
+    const roofline::Report prefill_bound = dev.roofline(at_prefill, at_decode), decode_bound = dev.roofline(at_decode, at_end);
     const auto s = cluster ? cluster->stats() : dev.stats();
     const double total = dev.simulated_seconds() - loaded;
     double tensor = 0, vector = 0, core = 0, dma = 0, dma_bytes = 0, hbm_bytes = 0, link_bytes = 0;
@@ -257,6 +264,27 @@ int tessera::model::demo_main(int argc, char** argv) {
                 cluster ? fmt::format("dispatch and combine between chips {:.0f}%, ", 100 * p.comm / total).c_str() : "",
                 100 * p.combine / total, 100 * p.head / total, 100 * (p.embed + p.argmax) / total, 100 * p.host_io / total,
                 100 * p.kernels / (p.total() - p.host_io));
+    {
+      const roofline::Limits& l = dev.limits();
+      std::printf("roofline%s: compute %.1f TMAC/s BF16, %.1f FP8 (%u tiles); HBM %.0f GB/s (%u stacks); tile ports %.0f GB/s "
+                  "each; NoC from the stacks to the tiles %.0f GB/s (busiest link %s), back %.0f GB/s; host port %.0f GB/s%s\n",
+                  cluster ? " of chip 0" : "", l.macs_per_s("bf16") / 1e12, l.macs_per_s("fp8") / 1e12, l.tiles,
+                  l.hbm_bytes_per_s() / 1e9, l.stacks, l.tile_port_bytes_per_s / 1e9, l.cut_read_bytes_per_s / 1e9,
+                  l.cut_link.c_str(), l.cut_write_bytes_per_s / 1e9, l.host_bytes_per_s / 1e9,
+                  l.link_bytes_per_s > 0 ? fmt::format("; links {:.1f} GB/s per port", l.link_bytes_per_s / 1e9).c_str() : "");
+      auto against = [](const char* what, const roofline::Report& r, double took, unsigned tokens) {
+        return fmt::format("{} {:.2f} us/token against a bound of {:.2f} ({}): {:.1f}% of the bound", what,
+                           took * 1e6 / tokens, r.seconds() * 1e6 / tokens, r.binding().resource,
+                           took > 0 ? 100 * r.seconds() / took : 0.0);
+      };
+      std::printf("%s%s\n", against("prefill", prefill_bound, prefill_s, prompt).c_str(),
+                  decode ? ("; " + against("decode", decode_bound, decode_s, decode)).c_str() : "");
+      std::string phases;
+      for (const auto& [name, b] : p.bounds)
+        phases += fmt::format("{}{} {:.0f}% ({})", phases.empty() ? "" : ", ", name,
+                              b.achieved > 0 ? 100 * b.bound / b.achieved : 0.0, b.binding_resource());
+      std::printf("phases against their bounds (binding resource): %s\n", phases.c_str());
+    }
     const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
     std::printf("wall time %.1f s\n", wall);
     if (!stats_file.empty()) {  // the run's figures and every IP's counters, as tessera-vp --stats writes them
@@ -272,6 +300,14 @@ int tessera::model::demo_main(int argc, char** argv) {
       j["prefill_j"] = prefill_j;
       j["decode_j"] = decode_j;
       j["wall_time_s"] = wall;
+      nlohmann::ordered_json phases = nlohmann::ordered_json::object();
+      for (const auto& [name, b] : p.bounds)
+        phases[name] = {{"achieved_s", b.achieved}, {"bound_s", b.bound}, {"binding", b.binding_resource()},
+                        {"bounds_s", b.by_resource}};
+      j["roofline"] = {{"limits", dev.limits().json()},
+                       {"prefill", prefill_bound.json(prefill_s)},
+                       {"decode", decode_bound.json(decode_s)},
+                       {"phases", phases}};
       j["ips"] = s;
       std::ofstream f(stats_file);
       f << j.dump(2) << "\n";

@@ -398,25 +398,43 @@ DeviceModel::DeviceModel(const std::vector<rt::Device*>& chips, const Config& c,
   qscale_ = put(std::vector<float>(std::size_t{T} * c.head_dim(), 1.0f / std::sqrt(static_cast<float>(c.head_dim()))));
 }
 
-double DeviceModel::run_phase(std::vector<std::pair<std::uint32_t, TileProgram>>& programs, double& bucket) {
+double DeviceModel::run_phase(std::vector<std::pair<std::uint32_t, TileProgram>>& programs, double& bucket,
+                              const char* name) {
   std::vector<std::pair<unsigned, TileProgram>> per_tile;
   for (auto& [t, p] : programs)
     if (!p.ops().empty()) per_tile.emplace_back(t, std::move(p));
   if (per_tile.empty()) return 0;
-  nlohmann::ordered_json before = dev_.stats("tile");
+  nlohmann::ordered_json before = dev_.stats();
   const double t0 = dev_.simulated_seconds();
   dev_.wait(dev_.run(program_, per_tile));
   const double took = dev_.simulated_seconds() - t0;
   bucket += took;
   std::vector<unsigned> tiles;
   for (const auto& [t, p] : per_tile) tiles.push_back(t);
-  count_kernels(before, took, tiles);
+  count_kernels(before, took, tiles, name);
   return took;
 }
 
-void DeviceModel::count_kernels(const nlohmann::ordered_json& before, double took, const std::vector<unsigned>& tiles) {
+void PhaseBound::add(const roofline::Report& r, double took) {
+  achieved += took;
+  bound += r.seconds();
+  for (const roofline::Bound& b : r.bounds) by_resource[b.resource] += b.seconds;
+  if (!r.bounds.empty()) binding[r.binding().resource] += r.seconds();
+}
+
+std::string PhaseBound::binding_resource() const {
+  std::string best;
+  double most = -1;
+  for (const auto& [resource, s] : binding)
+    if (s > most) most = s, best = resource;
+  return best;
+}
+
+void DeviceModel::count_kernels(const nlohmann::ordered_json& before, double took, const std::vector<unsigned>& tiles,
+                                const char* phase) {
   // The longest kernel among the phase's tiles (its core's cycles at 1 GHz).
-  const nlohmann::ordered_json after = dev_.stats("tile");
+  const nlohmann::ordered_json after = dev_.stats();
+  profile_.bounds[phase].add(dev_.roofline(before, after), took);
   double longest = 0;
   for (unsigned t : tiles) {
     const std::string k = prefix_ + "tile" + std::to_string(t);
@@ -504,7 +522,7 @@ void DeviceModel::experts_across_chips(const LayerBuffers& L, const std::vector<
       g.store(HB + 2 * D * order[i].t, send_.address + 2ull * D * i, 2 * D)
           .store(G + 4 * (2 * order[i].t + order[i].k), gates_.address + 4ull * i, 4);
     g.drain();
-    run_phase(p, profile_.comm);
+    run_phase(p, profile_.comm, "comm");
   }
   // Dispatch and combine are all-to-alls on every chip's engine; the host
   // writes the per-peer tables (a few hundred bytes).
@@ -584,7 +602,7 @@ void DeviceModel::experts_across_chips(const LayerBuffers& L, const std::vector<
       }
       g.drain();
     }
-    run_phase(p, profile_.comm);
+    run_phase(p, profile_.comm, "comm");
   }
 }
 
@@ -621,7 +639,7 @@ std::vector<float> DeviceModel::step(const std::vector<std::uint32_t>& tokens, u
       d.cast = true, d.from = Fmt::bf16, d.to = Fmt::fp32;
       p[0].second.dma(d);
     }
-    run_phase(p, profile_.embed);
+    run_phase(p, profile_.embed, "embed");
   }
   if (routes) routes->assign(c_.layers, {});
   for (unsigned l = 0; l < c_.layers; ++l) {
@@ -668,7 +686,7 @@ std::vector<float> DeviceModel::step(const std::vector<std::uint32_t>& tokens, u
         g.gemm(gemm(T, dh, N, P16, VC, O)).drain();
         g.store_rows(O, attn_.address + 4ull * hd * dh, 4 * D, T, 4 * dh).drain();
       }
-      run_phase(p, profile_.attention);
+      run_phase(p, profile_.attention, "attention");
     }
     // Wo and the residual: output columns split over tiles.
     {
@@ -691,7 +709,7 @@ std::vector<float> DeviceModel::step(const std::vector<std::uint32_t>& tokens, u
         g.drain().vec(vec(VecOp::add, T, cw, XC, OC, XC)).drain();
         g.store_rows(XC, x_.address + 4ull * j * cw, 4 * D, T, 4 * cw);
       }
-      run_phase(p, profile_.wo);
+      run_phase(p, profile_.wo, "wo");
     }
     // Router: norm, logits, top-2 and their softmax, on tile 0 (BF16).
     std::vector<std::uint32_t> chosen(2ull * T);
@@ -708,7 +726,7 @@ std::vector<float> DeviceModel::step(const std::vector<std::uint32_t>& tokens, u
       top.k = 2;
       g.vec(top).drain().vec(vec(VecOp::softmax, T, 2, TK, 0, GT)).drain();
       g.store(TK + 8 * T, topk_.address, 8 * T).store(GT, topk_.address + 8ull * T, 8 * T);
-      run_phase(p, profile_.router);
+      run_phase(p, profile_.router, "router");
       if (!device_dispatch_) {
         // The host reads the choices to dispatch the experts; the gates stay
         // on the device.
@@ -724,7 +742,7 @@ std::vector<float> DeviceModel::step(const std::vector<std::uint32_t>& tokens, u
     if (chips_.size() > 1) {
       experts_across_chips(L, chosen, T);
     } else if (device_dispatch_) {
-      nlohmann::ordered_json before = dev_.stats("tile");
+      nlohmann::ordered_json before = dev_.stats();
       const double t0 = dev_.simulated_seconds();
       const rt::Event e = dev_.launch(program_, {rt::lo(topk_.address), rt::hi(topk_.address), 0xfffffffeu,
                                                  rt::lo(hb_.address), rt::hi(hb_.address), rt::lo(L.expert_table.address),
@@ -740,7 +758,7 @@ std::vector<float> DeviceModel::step(const std::vector<std::uint32_t>& tokens, u
       profile_.experts += took;
       std::vector<unsigned> all(tiles_);
       for (unsigned t = 0; t < tiles_; ++t) all[t] = t;
-      count_kernels(before, took, all);
+      count_kernels(before, took, all, "experts");
     } else {
       Programs p = fresh();
       std::vector<std::vector<std::pair<unsigned, unsigned>>> tokens_of(E);  // (token, slot)
@@ -761,7 +779,7 @@ std::vector<float> DeviceModel::step(const std::vector<std::uint32_t>& tokens, u
         }
         expert_program(p[e % tiles_].second, L, e, rows, gates, outs);
       }
-      run_phase(p, profile_.experts);
+      run_phase(p, profile_.experts, "experts");
     }
     // Combine: x += Y0 + Y1, rows split over tiles.
     {
@@ -777,7 +795,7 @@ std::vector<float> DeviceModel::step(const std::vector<std::uint32_t>& tokens, u
         g.vec(vec(VecOp::add, rows, D, X, A, X)).vec(vec(VecOp::add, rows, D, X, B, X)).drain();
         g.store(X, x_.address + 4ull * r0 * D, 4 * rows * D);
       }
-      run_phase(p, profile_.combine);
+      run_phase(p, profile_.combine, "combine");
     }
   }
   // Head: final norm and the vocabulary split over tiles.
@@ -798,7 +816,7 @@ std::vector<float> DeviceModel::step(const std::vector<std::uint32_t>& tokens, u
       matmul(g, T, vw, D, HA, SA, bh, LG);
       g.drain().store_rows(LG, logits_.address + 4ull * j * vw, 4 * V, T, 4 * vw);
     }
-    run_phase(p, profile_.head);
+    run_phase(p, profile_.head, "head");
   }
   // Greedy: the argmax of the last token's logits.
   {
@@ -807,7 +825,7 @@ std::vector<float> DeviceModel::step(const std::vector<std::uint32_t>& tokens, u
     const std::uint32_t LG = s(4ull * V), AM = s(4);
     p[0].second.load(logits_.address + 4ull * (T - 1) * V, LG, 4 * V).drain();
     p[0].second.vec(vec(VecOp::argmax, 1, V, LG, 0, AM)).drain().store(AM, next_.address, 4);
-    run_phase(p, profile_.argmax);
+    run_phase(p, profile_.argmax, "argmax");
   }
   std::vector<float> logits(std::size_t{T} * V);
   const double t0 = dev_.simulated_seconds();

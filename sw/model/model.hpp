@@ -22,6 +22,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -90,6 +91,16 @@ class Reference {
   std::vector<std::vector<float>> kcache_, vcache_;  // per layer: heads x context x head_dim
 };
 
+// A phase's time against its roofline (platform/roofline.hpp), summed over
+// its runs: what it took, the sum of each run's bound, each resource's
+// seconds, and the bound seconds each resource was the binding one for.
+struct PhaseBound {
+  double achieved = 0, bound = 0;
+  std::map<std::string, double> by_resource, binding;
+  void add(const roofline::Report& r, double took);
+  std::string binding_resource() const;  // the one that bound the most time
+};
+
 // Where the device's time went, in simulated seconds.
 struct Profile {
   double embed = 0, attention = 0, wo = 0, router = 0, experts = 0, combine = 0, head = 0, argmax = 0;
@@ -97,6 +108,7 @@ struct Profile {
   double host_io = 0;   // the mask upload, the router's choices and the logits read back
   double kernels = 0;   // the longest tile's kernel time per phase, summed
   double total() const { return embed + attention + wo + router + experts + comm + combine + head + argmax + host_io; }
+  std::map<std::string, PhaseBound> bounds;  // by phase: embed, attention, wo, router, experts, combine, head, argmax, comm
 };
 
 class DeviceModel {
@@ -147,9 +159,11 @@ class DeviceModel {
               const Slice& b, std::uint32_t c, bool accumulate = false);
   // Turns FP32 rows into the GEMMs' A operand (BF16, or E4M3 with 1 x 128 scales).
   void to_a(rt::TileProgram& g, unsigned rows, unsigned cols, std::uint32_t src, std::uint32_t dst, std::uint32_t sa);
-  double run_phase(std::vector<std::pair<std::uint32_t, rt::TileProgram>>& programs, double& bucket);
-  // Adds the longest of `tiles`' kernel times since `before` (stats) to the profile.
-  void count_kernels(const nlohmann::ordered_json& before, double took, const std::vector<unsigned>& tiles);
+  double run_phase(std::vector<std::pair<std::uint32_t, rt::TileProgram>>& programs, double& bucket, const char* name);
+  // Adds the longest of `tiles`' kernel times since `before` (stats) to the
+  // profile, and the phase's time against its roofline.
+  void count_kernels(const nlohmann::ordered_json& before, double took, const std::vector<unsigned>& tiles,
+                     const char* phase);
 
   rt::Device& dev_;
   std::vector<rt::Device*> chips_;  // chip 0 is dev_

@@ -7,6 +7,7 @@
 #include "common/payload.hpp"
 #include "common/sim.hpp"
 #include "platform.hpp"
+#include "roofline.hpp"
 #include "tessera_platform.h"
 #include "uart16550/uart16550.hpp"
 
@@ -245,4 +246,68 @@ TEST(Platform, CpRunsAGemmOnTile0ThroughItsRegisters) {
   EXPECT_EQ(c[1], -2.0f);
   EXPECT_EQ(c[2], 10.0f);
   EXPECT_EQ(c[3], -4.0f);
+}
+
+// The roofline's limits, by hand, for the default T1: 8 tiles of a 64x64
+// array at 1.5 GHz (FP8 and INT8 pack two per element), DMA ports of 64 B
+// per cycle behind 32 B NoC links at 2 GHz, four HBM3-6400 stacks (16
+// channels x 2 pseudo-channels x 32 bits x 6.4 Gb/s), the 4x4 mesh's four
+// links down from the HBM row, a 64 GB/s host port and chip-to-chip ports
+// of 16 lanes x 112 Gb/s less 5.51% of coding.
+TEST(Platform, RooflineLimitsAreTheT1sByHand) {
+  T1 t;
+  const roofline::Limits l = roofline::limits(*t.p);
+  EXPECT_EQ(l.tiles, 8u);
+  EXPECT_DOUBLE_EQ(l.tile_macs_per_s.at("bf16"), 64.0 * 64 * 1.5e9);
+  EXPECT_DOUBLE_EQ(l.tile_macs_per_s.at("fp16"), 64.0 * 64 * 1.5e9);
+  EXPECT_DOUBLE_EQ(l.tile_macs_per_s.at("fp8"), 2 * 64.0 * 64 * 1.5e9);
+  EXPECT_DOUBLE_EQ(l.macs_per_s("bf16"), 8 * 64.0 * 64 * 1.5e9);
+  EXPECT_DOUBLE_EQ(l.tile_port_bytes_per_s, 64e9) << "the NoC link";
+  EXPECT_DOUBLE_EQ(l.tile_dma_bytes_per_s, 64 * 1.5e9) << "the DMA engine's port";
+  EXPECT_EQ(l.stacks, 4u);
+  EXPECT_DOUBLE_EQ(l.stack_bytes_per_s, 16 * 2 * 4 * 6.4e9);
+  EXPECT_DOUBLE_EQ(l.hbm_bytes_per_s(), 4 * 819.2e9);
+  EXPECT_DOUBLE_EQ(l.cut_read_bytes_per_s, 4 * 64e9);
+  EXPECT_DOUBLE_EQ(l.cut_write_bytes_per_s, 4 * 64e9);
+  EXPECT_EQ(l.cut_link, "node 12 south");
+  EXPECT_DOUBLE_EQ(l.host_bytes_per_s, 64e9);
+  EXPECT_NEAR(l.link_bytes_per_s, 16 * 112e9 * (1 - 0.0551) / 8, 1e3);
+  EXPECT_EQ(l.json()["noc_cut_read_bytes_per_s"].get<double>(), 256e9);
+}
+
+// `--set` moves the limits: a NoC at 1 GHz halves its links (32 GB/s), so
+// the tiles' NoC ports and the cut halve; a tile of 32 columns is the
+// slowest, and the tiles' compute is counted at its rate.
+TEST(Platform, RooflineLimitsFollowTheParameters) {
+  T1 t({"uart0.tx=none", "cp.reset_pc=0x8000_0000", "noc.clock=1GHz", "tile3.array_cols=32"});
+  const roofline::Limits l = roofline::limits(*t.p);
+  EXPECT_DOUBLE_EQ(l.tile_port_bytes_per_s, 32e9);
+  EXPECT_DOUBLE_EQ(l.cut_read_bytes_per_s, 4 * 32e9);
+  EXPECT_DOUBLE_EQ(l.tile_macs_per_s.at("bf16"), 64.0 * 32 * 1.5e9) << "the slowest tile";
+}
+
+// The bound of some work: one tile's second of BF16 MACs and of DMA reads
+// (64 GB at its NoC link's 64 GB/s; its DMA port would take 2/3 s), two
+// seconds of one stack's peak read, which also crosses the NoC cut (6.4 s
+// at 256 GB/s): the cut binds.
+TEST(Platform, RooflineBoundNamesTheBindingResource) {
+  T1 t;
+  const roofline::Limits l = roofline::limits(*t.p);
+  nlohmann::ordered_json before = t.p->stats(), after = before;
+  const std::string tile = t.p->find("tile0")->name(), hbm = t.p->find("hbm0")->name();
+  after[tile]["tensor_macs_bf16"] = before[tile]["tensor_macs_bf16"].get<double>() + 64.0 * 64 * 1.5e9;
+  after[tile]["dma_global_bytes"] = before[tile]["dma_global_bytes"].get<double>() + 64e9;
+  after[tile]["dma_global_read_bytes"] = before[tile]["dma_global_read_bytes"].get<double>() + 64e9;
+  after[hbm]["bytes_read"] = before[hbm]["bytes_read"].get<double>() + 2 * 819.2e9;
+  const roofline::Report r = roofline::bound(l, before, after);
+  std::map<std::string, double> s;
+  for (const auto& b : r.bounds) s[b.resource] = b.seconds;
+  EXPECT_DOUBLE_EQ(s["compute"], 1.0);
+  EXPECT_DOUBLE_EQ(s["tile ports"], 1.0);
+  EXPECT_DOUBLE_EQ(s["hbm"], 2.0);
+  EXPECT_DOUBLE_EQ(s["noc cut"], 2 * 819.2e9 / 256e9);
+  EXPECT_DOUBLE_EQ(s["host port"], 0.0);
+  EXPECT_EQ(r.binding().resource, "noc cut");
+  EXPECT_DOUBLE_EQ(r.seconds(), 6.4);
+  EXPECT_DOUBLE_EQ(r.json(12.8)["achieved_over_bound"].get<double>(), 0.5);
 }

@@ -135,6 +135,7 @@ bool Dma::access(bool local, bool write, std::uint64_t addr, std::uint8_t* data,
   else initiator->b_transport(t, delay);
   (write ? stats_.bytes_written : stats_.bytes_read) += len;
   (local ? stats_.local_bytes : stats_.global_bytes) += len;
+  if (!local) (write ? stats_.global_written_bytes : stats_.global_read_bytes) += len;
   if (t.is_response_ok()) return true;
   if (chunk_error_.empty())
     chunk_error_ = fmt::format("{} of {} bytes at {} {:#x}: {}", write ? "write" : "read", len,

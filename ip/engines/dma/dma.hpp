@@ -67,6 +67,7 @@ enum class DmaError : std::uint8_t { none, shape, range, format, bus, semaphore,
 struct DmaStats {
   std::uint64_t descriptors = 0, errors = 0, chunks = 0;
   std::uint64_t bytes_read = 0, bytes_written = 0, global_bytes = 0, local_bytes = 0, cast_elements = 0;
+  std::uint64_t global_read_bytes = 0, global_written_bytes = 0;  // global_bytes by direction
   std::uint64_t busy_cycles = 0, semaphore_wait_cycles = 0;
 };
 

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <optional>
 #include <set>
 #include <systemc>
 
@@ -167,6 +168,7 @@ struct Device::Impl {
   Options opt;
   std::unique_ptr<Session> session;  // a chip alone: its session (a Cluster's chips share the Cluster's)
   Platform* platform = nullptr;
+  std::optional<roofline::Limits> limits;  // computed on first use
   unsigned chip = 0, chips = 1;
   std::unique_ptr<HostAgent> agent;
   struct Stack {
@@ -569,6 +571,15 @@ Event Device::run(const Kernel& program_kernel, const std::vector<std::pair<unsi
 double Device::simulated_seconds() const { return sc_core::sc_time_stamp().to_seconds(); }
 
 nlohmann::ordered_json Device::stats(const std::string& prefix) const { return impl_->platform->stats(prefix); }
+
+const roofline::Limits& Device::limits() const {
+  if (!impl_->limits) impl_->limits = roofline::limits(*impl_->platform);
+  return *impl_->limits;
+}
+
+roofline::Report Device::roofline(const nlohmann::ordered_json& before, const nlohmann::ordered_json& after) const {
+  return roofline::bound(limits(), before, after);
+}
 
 Event Device::collective(std::uint32_t ce_op, const Buffer& src, const Buffer& dst, std::uint64_t count,
                          const Buffer* table, Stream stream) {

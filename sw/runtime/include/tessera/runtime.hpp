@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "common/paths.hpp"  // a program built against an SDK finds that SDK's data
+#include "roofline.hpp"  // platform/roofline.hpp
 #include "tessera/protocol.h"
 
 namespace tessera::rt {
@@ -146,6 +147,10 @@ class Device {
   double simulated_seconds() const;
   // Every instance's counters; with `prefix` ("tile"), only those instances'.
   nlohmann::ordered_json stats(const std::string& prefix = "") const;
+  // The chip's roofline (platform/roofline.hpp): what its resources can do
+  // at most, and the bound of the work done between two stats() snapshots.
+  const roofline::Limits& limits() const;
+  roofline::Report roofline(const nlohmann::ordered_json& before, const nlohmann::ordered_json& after) const;
 
  private:
   friend class Cluster;
