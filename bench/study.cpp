@@ -98,7 +98,8 @@ int fp8_accumulation(const std::string& dir) {
 }
 
 // One FFN on tile 0 (T x D by D x F, the activation, by F x D, BF16 into
-// FP32): prints "microseconds,tile_microjoules,tensor_busy,vector_busy".
+// FP32): prints "microseconds,tile_microjoules,tensor_busy,vector_busy,
+// bound_microseconds,binding" (the roofline's bound of the work it did).
 int activation_run(const std::string& act, unsigned ratio) {
   const unsigned T = 64, D = 256, F = 512;
   rt::Device::Options o;
@@ -142,16 +143,18 @@ int activation_run(const std::string& act, unsigned ratio) {
   TileProgram::Vec cast = vec(VecOp::cast_to, T, F, H1, 0, GA);
   cast.format = rt::Fmt::bf16;
   p.drain().vec(cast).drain().gemm(gemm(T, D, F, GA, W2, Y)).drain().store(Y, y.address, 4 * T * D).drain();
-  const auto before = dev.stats("tile0");
+  const auto before = dev.stats();
   power::Meter& m = power::meter("device.x");
   const double j0 = m.dynamic_joules(power::kTiles), t0 = dev.simulated_seconds();
   dev.wait(dev.run(program, p, 1));
   const double took = dev.simulated_seconds() - t0, joules = m.dynamic_joules(power::kTiles) - j0;
-  const auto after = dev.stats("tile0");
+  const auto after = dev.stats();
   auto busy = [&](const char* k) {
     return (after["device.tile0"][k].get<double>() - before["device.tile0"][k].get<double>()) / 1.5e9 / took;
   };
-  std::printf("%.3f,%.4f,%.4f,%.4f\n", took * 1e6, joules * 1e6, busy("tensor_busy_cycles"), busy("vector_busy_cycles"));
+  const roofline::Report bound = dev.roofline(before, after);
+  std::printf("%.3f,%.4f,%.4f,%.4f,%.3f,%s\n", took * 1e6, joules * 1e6, busy("tensor_busy_cycles"),
+              busy("vector_busy_cycles"), bound.seconds() * 1e6, bound.binding().resource.c_str());
   return 0;
 }
 
@@ -159,25 +162,29 @@ int activations(const std::string& self, const std::string& dir) {
   const char* acts[] = {"swiglu", "relu2", "gelu"};
   const unsigned ratios[] = {4, 16, 64};
   std::vector<bench::Series> series;
-  std::string csv = "activation,sfu_ratio,us,tile_dynamic_uJ,tensor_busy,vector_busy\n";
-  fmt::print("FFN on one tile: 64 tokens, d 256, hidden 512, BF16 in, FP32 out (dynamic energy of the tile only)\n");
-  fmt::print("{:>8} {:>10} {:>10} {:>12} {:>12} {:>12}\n", "act", "sfu_ratio", "us", "tile uJ", "tensor busy",
-             "vector busy");
+  std::string csv = "activation,sfu_ratio,us,tile_dynamic_uJ,tensor_busy,vector_busy,bound_us,binding\n";
+  fmt::print("FFN on one tile: 64 tokens, d 256, hidden 512, BF16 in, FP32 out (dynamic energy of the tile only);\n"
+             "bound: the roofline's least time for the same work (platform/roofline.hpp)\n");
+  fmt::print("{:>8} {:>10} {:>10} {:>12} {:>12} {:>12} {:>10} {:>9}  {}\n", "act", "sfu_ratio", "us", "tile uJ",
+             "tensor busy", "vector busy", "bound us", "of bound", "binding");
   for (const char* a : acts) {
     series.push_back({a, {}});
     for (unsigned r : ratios) {
       const std::string cmd = fmt::format("{} --run {} {}", self, a, r);
       std::FILE* p = popen(cmd.c_str(), "r");
       char line[256] = {};
-      double us = 0, uj = 0, tb = 0, vb = 0;
+      double us = 0, uj = 0, tb = 0, vb = 0, bus = 0;
+      char binding[64] = {};
       bool got = false;
-      while (p && std::fgets(line, sizeof line, p)) got |= std::sscanf(line, "%lf,%lf,%lf,%lf", &us, &uj, &tb, &vb) == 4;
+      while (p && std::fgets(line, sizeof line, p))
+        got |= std::sscanf(line, "%lf,%lf,%lf,%lf,%lf,%63[^\n]", &us, &uj, &tb, &vb, &bus, binding) == 6;
       if (!p || pclose(p) != 0 || !got) {
         std::fprintf(stderr, "bench_study: `%s` failed\n", cmd.c_str());
         return 1;
       }
-      fmt::print("{:>8} {:>10} {:>10.2f} {:>12.3f} {:>11.1f}% {:>11.1f}%\n", a, r, us, uj, 100 * tb, 100 * vb);
-      csv += fmt::format("{},{},{},{},{},{}\n", a, r, us, uj, tb, vb);
+      fmt::print("{:>8} {:>10} {:>10.2f} {:>12.3f} {:>11.1f}% {:>11.1f}% {:>10.2f} {:>8.1f}%  {}\n", a, r, us, uj,
+                 100 * tb, 100 * vb, bus, us > 0 ? 100 * bus / us : 0.0, binding);
+      csv += fmt::format("{},{},{},{},{},{},{},{}\n", a, r, us, uj, tb, vb, bus, binding);
       series.back().points.emplace_back(r, us);
     }
   }

@@ -45,6 +45,8 @@ nlohmann::ordered_json Limits::json() const {
   for (const char* f : kFormats) macs[f] = macs_per_s(f);
   return {{"tiles", tiles},
           {"macs_per_s", macs},
+          {"vector_ops_per_s", tiles * tile_vector_ops_per_s},
+          {"vector_special_ops_per_s", tiles * tile_special_ops_per_s},
           {"tile_port_bytes_per_s", tile_port_bytes_per_s},
           {"tile_dma_bytes_per_s", tile_dma_bytes_per_s},
           {"stacks", stacks},
@@ -70,6 +72,12 @@ Limits limits(const Platform& p) {
         const double v = number(e["macs_per_s"], f);
         l.tile_macs_per_s[f] = l.tiles == 1 ? v : std::min(l.tile_macs_per_s[f], v);
       }
+      auto slowest = [&](double& have, const char* key) {
+        const double v = number(e, key);
+        have = l.tiles == 1 ? v : std::min(have, v);
+      };
+      slowest(l.tile_vector_ops_per_s, "vector_ops_per_s");
+      slowest(l.tile_special_ops_per_s, "vector_special_ops_per_s");
       if (e.contains("node")) tile_nodes.push_back(e["node"].get<unsigned>()), noc = e["noc"].get<std::string>();
     } else if (type == "hbm") {
       ++l.stacks;
@@ -123,7 +131,7 @@ nlohmann::ordered_json Report::json(double achieved_s) const {
 }
 
 Report bound(const Limits& l, const nlohmann::ordered_json& before, const nlohmann::ordered_json& after) {
-  double compute = 0, hbm = 0, ports = 0, read = 0, written = 0, host = 0, links = 0;
+  double compute = 0, vector = 0, hbm = 0, ports = 0, read = 0, written = 0, host = 0, links = 0;
   for (const auto& [name, s] : after.items()) {
     if (s.contains("tensor_macs_bf16")) {  // a tile
       double t = 0;
@@ -133,6 +141,11 @@ Report bound(const Limits& l, const nlohmann::ordered_json& before, const nlohma
         if (macs > 0 && peak > 0) t += macs / peak;
       }
       compute = std::max(compute, t);
+      double v = 0;
+      if (l.tile_vector_ops_per_s > 0) v += grown(before, after, name, "vector_lane_ops") / l.tile_vector_ops_per_s;
+      if (l.tile_special_ops_per_s > 0)
+        v += grown(before, after, name, "vector_special_function_ops") / l.tile_special_ops_per_s;
+      vector = std::max(vector, v);
       if (l.tile_dma_bytes_per_s > 0)
         ports = std::max(ports, grown(before, after, name, "dma_global_bytes") / l.tile_dma_bytes_per_s);
       if (l.tile_port_bytes_per_s > 0)
@@ -156,7 +169,7 @@ Report bound(const Limits& l, const nlohmann::ordered_json& before, const nlohma
   const double cut = std::max(l.cut_read_bytes_per_s > 0 ? read / l.cut_read_bytes_per_s : 0.0,
                               l.cut_write_bytes_per_s > 0 ? written / l.cut_write_bytes_per_s : 0.0);
   Report r;
-  r.bounds = {{"compute", compute}, {"hbm", hbm}, {"tile ports", ports}, {"noc cut", cut}, {"host port", host}};
+  r.bounds = {{"compute", compute}, {"vector", vector}, {"hbm", hbm}, {"tile ports", ports}, {"noc cut", cut}, {"host port", host}};
   if (l.link_bytes_per_s > 0) r.bounds.push_back({"links", links});
   return r;
 }

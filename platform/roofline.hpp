@@ -8,6 +8,9 @@
 // Resources, each as seconds = work / capacity:
 //   compute     the busiest tile's MACs in each format / its tensor core's
 //               peak in that format (array MACs per cycle x array clock)
+//   vector      the busiest tile's vector lane ops / its lanes' rate, plus
+//               its special-function ops / theirs (the unit does one, then
+//               the other)
 //   hbm         the busiest stack's bytes / its peak (every data bus busy)
 //   tile ports  the busiest tile's DMA bytes to and from global memory:
 //               all of them / its DMA engine's port, or those of the busier
@@ -34,6 +37,7 @@ namespace roofline {
 struct Limits {
   unsigned tiles = 0, stacks = 0;
   std::map<std::string, double> tile_macs_per_s;  // one tile's tensor core, per format (bf16, fp16, fp8, int8)
+  double tile_vector_ops_per_s = 0, tile_special_ops_per_s = 0;  // one tile's vector unit
   double tile_port_bytes_per_s = 0;               // one tile's NoC link, each way
   double tile_dma_bytes_per_s = 0;                // one tile's DMA engine's port (both ways together)
   double stack_bytes_per_s = 0;                   // one HBM stack (the slowest, if they differ)
@@ -53,7 +57,7 @@ struct Limits {
 Limits limits(const Platform& p);
 
 struct Bound {
-  std::string resource;  // compute, hbm, tile ports, noc cut, host port, links
+  std::string resource;  // compute, vector, hbm, tile ports, noc cut, host port, links
   double seconds = 0;
 };
 

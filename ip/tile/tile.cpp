@@ -453,6 +453,10 @@ void Tile::report_limits(nlohmann::ordered_json& out) const {
                                {"fp8", num::Format::E4M3}, {"int8", num::Format::INT8}})
     macs[key] = static_cast<double>(tensor::peak_macs(config_.array, f)) * config_.array_clock.value;
   out["macs_per_s"] = macs;
+  // The vector unit: a lane op per lane and cycle, a special-function op per sfu_ratio.
+  out["vector_ops_per_s"] = static_cast<double>(config_.vector.lanes) * config_.array_clock.value;
+  out["vector_special_ops_per_s"] =
+      static_cast<double>(config_.vector.lanes) / config_.vector.sfu_ratio * config_.array_clock.value;
   out["dma_bytes_per_s"] = static_cast<double>(config_.dma.port_bytes) * config_.array_clock.value;
 }
 

@@ -266,9 +266,11 @@ int tessera::model::demo_main(int argc, char** argv) {
                 100 * p.kernels / (p.total() - p.host_io));
     {
       const roofline::Limits& l = dev.limits();
-      std::printf("roofline%s: compute %.1f TMAC/s BF16, %.1f FP8 (%u tiles); HBM %.0f GB/s (%u stacks); tile ports %.0f GB/s "
-                  "each; NoC from the stacks to the tiles %.0f GB/s (busiest link %s), back %.0f GB/s; host port %.0f GB/s%s\n",
-                  cluster ? " of chip 0" : "", l.macs_per_s("bf16") / 1e12, l.macs_per_s("fp8") / 1e12, l.tiles,
+      std::printf("roofline%s: compute %.1f TMAC/s BF16, %.1f FP8, vector %.0f G lane ops/s (%u tiles); HBM %.0f GB/s (%u "
+                  "stacks); tile ports %.0f GB/s each; NoC from the stacks to the tiles %.0f GB/s (busiest link %s), back "
+                  "%.0f GB/s; host port %.0f GB/s%s\n",
+                  cluster ? " of chip 0" : "", l.macs_per_s("bf16") / 1e12, l.macs_per_s("fp8") / 1e12,
+                  l.tiles * l.tile_vector_ops_per_s / 1e9, l.tiles,
                   l.hbm_bytes_per_s() / 1e9, l.stacks, l.tile_port_bytes_per_s / 1e9, l.cut_read_bytes_per_s / 1e9,
                   l.cut_link.c_str(), l.cut_write_bytes_per_s / 1e9, l.host_bytes_per_s / 1e9,
                   l.link_bytes_per_s > 0 ? fmt::format("; links {:.1f} GB/s per port", l.link_bytes_per_s / 1e9).c_str() : "");

@@ -262,6 +262,8 @@ TEST(Platform, RooflineLimitsAreTheT1sByHand) {
   EXPECT_DOUBLE_EQ(l.tile_macs_per_s.at("fp16"), 64.0 * 64 * 1.5e9);
   EXPECT_DOUBLE_EQ(l.tile_macs_per_s.at("fp8"), 2 * 64.0 * 64 * 1.5e9);
   EXPECT_DOUBLE_EQ(l.macs_per_s("bf16"), 8 * 64.0 * 64 * 1.5e9);
+  EXPECT_DOUBLE_EQ(l.tile_vector_ops_per_s, 64 * 1.5e9) << "64 lanes";
+  EXPECT_DOUBLE_EQ(l.tile_special_ops_per_s, 64 / 16.0 * 1.5e9) << "a special-function op per 16 lane ops";
   EXPECT_DOUBLE_EQ(l.tile_port_bytes_per_s, 64e9) << "the NoC link";
   EXPECT_DOUBLE_EQ(l.tile_dma_bytes_per_s, 64 * 1.5e9) << "the DMA engine's port";
   EXPECT_EQ(l.stacks, 4u);
@@ -287,7 +289,8 @@ TEST(Platform, RooflineLimitsFollowTheParameters) {
 }
 
 // The bound of some work: one tile's second of BF16 MACs and of DMA reads
-// (64 GB at its NoC link's 64 GB/s; its DMA port would take 2/3 s), two
+// (64 GB at its NoC link's 64 GB/s; its DMA port would take 2/3 s), a
+// second each of its vector unit's lane ops and special functions, two
 // seconds of one stack's peak read, which also crosses the NoC cut (6.4 s
 // at 256 GB/s): the cut binds.
 TEST(Platform, RooflineBoundNamesTheBindingResource) {
@@ -299,10 +302,13 @@ TEST(Platform, RooflineBoundNamesTheBindingResource) {
   after[tile]["dma_global_bytes"] = before[tile]["dma_global_bytes"].get<double>() + 64e9;
   after[tile]["dma_global_read_bytes"] = before[tile]["dma_global_read_bytes"].get<double>() + 64e9;
   after[hbm]["bytes_read"] = before[hbm]["bytes_read"].get<double>() + 2 * 819.2e9;
+  after[tile]["vector_lane_ops"] = before[tile]["vector_lane_ops"].get<double>() + 96e9;
+  after[tile]["vector_special_function_ops"] = before[tile]["vector_special_function_ops"].get<double>() + 6e9;
   const roofline::Report r = roofline::bound(l, before, after);
   std::map<std::string, double> s;
   for (const auto& b : r.bounds) s[b.resource] = b.seconds;
   EXPECT_DOUBLE_EQ(s["compute"], 1.0);
+  EXPECT_DOUBLE_EQ(s["vector"], 2.0) << "a second of lane ops, then one of special functions";
   EXPECT_DOUBLE_EQ(s["tile ports"], 1.0);
   EXPECT_DOUBLE_EQ(s["hbm"], 2.0);
   EXPECT_DOUBLE_EQ(s["noc cut"], 2 * 819.2e9 / 256e9);
