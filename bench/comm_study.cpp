@@ -27,6 +27,7 @@
 
 #include "common/log.hpp"
 #include "platform.hpp"
+#include "roofline.hpp"
 #include "c2c/c2c.hpp"
 #include "svg.hpp"
 #include "system.hpp"
@@ -55,8 +56,13 @@ struct Bench {
     for (unsigned k = 0; k < sys->size(); ++k) sys->chip(k).write_idle_loop("cpram", 0);
   }
   unsigned n() const { return sys->size(); }
-  // Every chip posts `c` (adjusted per chip); simulated time until the last one finished.
-  double run(Collective c, const std::function<void(unsigned, Collective&)>& tweak = {}) {
+  // Every chip posts `c` (adjusted per chip); simulated time until the last
+  // one finished. `bound`: the roofline's bound of the chip whose work is
+  // bound the longest (platform/roofline.hpp).
+  double run(Collective c, const std::function<void(unsigned, Collective&)>& tweak = {},
+             roofline::Report* bound = nullptr) {
+    std::vector<nlohmann::ordered_json> before(n());
+    for (unsigned k = 0; bound && k < n(); ++k) before[k] = sys->chip(k).stats();
     const sc_core::sc_time start = sc_core::sc_time_stamp();
     sc_core::sc_time last;
     unsigned left = n();
@@ -82,6 +88,10 @@ struct Bench {
     if (failed) {
       std::fprintf(stderr, "bench_comm: %s failed on some chip (error %u)\n", name(c.op), sys->fabric(0).comm().error());
       std::exit(1);
+    }
+    for (unsigned k = 0; bound && k < n(); ++k) {
+      const roofline::Report r = roofline::bound(roofline::limits(sys->chip(k)), before[k], sys->chip(k).stats());
+      if (k == 0 || r.seconds() > bound->seconds()) *bound = r;
     }
     return (last - start).to_seconds();
   }
@@ -222,11 +232,12 @@ void allreduce() {
   const double n = b.n();
   fmt::print("\nAll-reduce (FP32) on {} chips ({}): algorithm bandwidth = size / time, bus bandwidth = algbw * 2(n-1)/n\n",
              b.n(), b.spec.name);
-  fmt::print("{:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}\n", "size", "ring us", "algbw", "busbw", "tree us",
-             "algbw", "busbw");
+  fmt::print("{:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>16}\n", "size", "ring us", "algbw", "busbw", "tree us",
+             "algbw", "busbw", "ring of bound");
   std::vector<std::uint64_t> sizes;
   for (std::uint64_t size = 4 << 10; size <= (16u << 20); size *= 4) sizes.push_back(size);
   std::vector<std::array<double, 2>> t(sizes.size());
+  std::vector<roofline::Report> ring_bound(sizes.size());
   sc_core::sc_spawn([&] {
     for (std::size_t i = 0; i < sizes.size(); ++i)
       for (int a = 0; a < 2; ++a) {
@@ -236,20 +247,23 @@ void allreduce() {
         c.src = kHbm;
         c.dst = kHbm + (256u << 20);
         c.count = sizes[i] / 4;
-        t[i][a] = b.run(c);
+        t[i][a] = b.run(c, {}, a ? nullptr : &ring_bound[i]);
       }
     sc_core::sc_stop();
   });
   sc_core::sc_start();
-  std::string out = "bytes,ring_us,ring_algbw_GBps,ring_busbw_GBps,tree_us,tree_algbw_GBps,tree_busbw_GBps\n";
+  std::string out =
+      "bytes,ring_us,ring_algbw_GBps,ring_busbw_GBps,tree_us,tree_algbw_GBps,tree_busbw_GBps,ring_bound_us,ring_binding\n";
   for (std::size_t i = 0; i < sizes.size(); ++i) {
     const double alg[2] = {double(sizes[i]) / t[i][0] / 1e9, double(sizes[i]) / t[i][1] / 1e9};
     auto cell = [](double t, double v) { return t < 0 ? fmt::format("{:>10}", "-") : fmt::format("{:>10.2f}", v); };
-    fmt::print("{:>10} {} {} {} {} {} {}\n", size_text(sizes[i]), cell(t[i][0], t[i][0] * 1e6), cell(t[i][0], alg[0]),
-               cell(t[i][0], alg[0] * 2 * (n - 1) / n), cell(t[i][1], t[i][1] * 1e6), cell(t[i][1], alg[1]),
-               cell(t[i][1], alg[1] * 2 * (n - 1) / n));
-    out += fmt::format("{},{},{},{},{},{},{}\n", sizes[i], t[i][0] * 1e6, alg[0], alg[0] * 2 * (n - 1) / n, t[i][1] * 1e6,
-                       alg[1], alg[1] * 2 * (n - 1) / n);
+    const roofline::Report& rb = ring_bound[i];
+    fmt::print("{:>10} {} {} {} {} {} {} {:>7.1f}% ({}, {})\n", size_text(sizes[i]), cell(t[i][0], t[i][0] * 1e6),
+               cell(t[i][0], alg[0]), cell(t[i][0], alg[0] * 2 * (n - 1) / n), cell(t[i][1], t[i][1] * 1e6),
+               cell(t[i][1], alg[1]), cell(t[i][1], alg[1] * 2 * (n - 1) / n),
+               t[i][0] > 0 ? 100 * rb.seconds() / t[i][0] : 0.0, rb.binding().resource, rb.binding().where);
+    out += fmt::format("{},{},{},{},{},{},{},{},{}\n", sizes[i], t[i][0] * 1e6, alg[0], alg[0] * 2 * (n - 1) / n,
+                       t[i][1] * 1e6, alg[1], alg[1] * 2 * (n - 1) / n, rb.seconds() * 1e6, rb.binding().resource);
   }
   fmt::print("(-: the tree keeps whole buffers in the staging buffer, {} here; --set c2c.comm_staging=SIZE for more)\n",
              format_size(b.sys->fabric(0).comm().config().staging));

@@ -47,15 +47,16 @@ nlohmann::ordered_json Limits::json() const {
           {"macs_per_s", macs},
           {"vector_ops_per_s", tiles * tile_vector_ops_per_s},
           {"vector_special_ops_per_s", tiles * tile_special_ops_per_s},
-          {"tile_port_bytes_per_s", tile_port_bytes_per_s},
           {"tile_dma_bytes_per_s", tile_dma_bytes_per_s},
+          {"noc_port_bytes_per_s", port_bytes_per_s},
           {"stacks", stacks},
           {"hbm_bytes_per_s", hbm_bytes_per_s()},
           {"noc_cut_read_bytes_per_s", cut_read_bytes_per_s},
           {"noc_cut_write_bytes_per_s", cut_write_bytes_per_s},
           {"noc_cut_link", cut_link},
           {"host_bytes_per_s", host_bytes_per_s},
-          {"link_bytes_per_s", link_bytes_per_s}};
+          {"link_bytes_per_s", link_bytes_per_s},
+          {"reduce_bytes_per_s", reduce_bytes_per_s}};
 }
 
 Limits limits(const Platform& p) {
@@ -63,7 +64,7 @@ Limits limits(const Platform& p) {
   const nlohmann::ordered_json all = p.limits();
   std::vector<unsigned> tile_nodes, stack_nodes;
   std::string noc;
-  double noc_link = 0;
+  double noc_link = 0, noc_flits = 0;
   for (const auto& [name, e] : all.items()) {
     const std::string type = e["type"].get<std::string>();
     if (type == "tile") {
@@ -89,17 +90,19 @@ Limits limits(const Platform& p) {
     } else if (type == "c2c") {
       l.link_bytes_per_s = number(e, "port_bytes_per_s");
       l.link_flits_per_s = number(e, "port_flits_per_s");
+      l.reduce_bytes_per_s = number(e, "reduce_bytes_per_s");
     } else if (type == "noc") {
       noc_link = number(e, "link_bytes_per_s");
+      noc_flits = number(e, "link_flits_per_s");
     }
   }
-  // A tile's ports: its DMA engine's, and its NoC link's each way.
   for (const auto& [name, e] : all.items())
     if (e["type"] == "tile") {
       const double dma = number(e, "dma_bytes_per_s");
       l.tile_dma_bytes_per_s = l.tile_dma_bytes_per_s == 0 ? dma : std::min(l.tile_dma_bytes_per_s, dma);
-      if (e.contains("node")) l.tile_port_bytes_per_s = noc_link;
     }
+  l.port_bytes_per_s = noc_link;
+  l.port_flits_per_s = noc_flits;
   // The network between the stacks and the tiles, by its own routes.
   if (const auto* n = noc.empty() ? nullptr : p.get<noc::Noc>(noc); n && !stack_nodes.empty()) {
     const noc::NocConfig& c = n->config().net;
@@ -125,14 +128,22 @@ nlohmann::ordered_json Report::json(double achieved_s) const {
   const double s = seconds();
   return {{"bounds_s", b},
           {"binding", bounds.empty() ? std::string() : binding().resource},
+          {"binding_where", bounds.empty() ? std::string() : binding().where},
           {"bound_s", s},
           {"achieved_s", achieved_s},
           {"achieved_over_bound", achieved_s > 0 ? s / achieved_s : 0.0}};
 }
 
 Report bound(const Limits& l, const nlohmann::ordered_json& before, const nlohmann::ordered_json& after) {
-  double compute = 0, vector = 0, hbm = 0, ports = 0, read = 0, written = 0, host = 0, links = 0;
+  Bound compute{"compute", 0, ""}, vector{"vector", 0, ""}, hbm{"hbm", 0, ""}, ports{"tile ports", 0, ""},
+      nodes{"noc ports", 0, ""}, host{"host port", 0, ""}, links{"links", 0, ""}, reduce{"reduction", 0, ""};
+  // Keeps the longest, and where it is.
+  auto raise = [](Bound& b, double seconds, const std::string& where) {
+    if (seconds > b.seconds) b.seconds = seconds, b.where = where;
+  };
+  double read = 0, written = 0;
   for (const auto& [name, s] : after.items()) {
+    const std::string instance = name.substr(name.rfind('.') + 1);  // "device.tile3": tile3
     if (s.contains("tensor_macs_bf16")) {  // a tile
       double t = 0;
       for (const char* f : kFormats) {
@@ -140,37 +151,48 @@ Report bound(const Limits& l, const nlohmann::ordered_json& before, const nlohma
         const double peak = l.tile_macs_per_s.count(f) ? l.tile_macs_per_s.at(f) : 0.0;
         if (macs > 0 && peak > 0) t += macs / peak;
       }
-      compute = std::max(compute, t);
+      raise(compute, t, instance);
       double v = 0;
       if (l.tile_vector_ops_per_s > 0) v += grown(before, after, name, "vector_lane_ops") / l.tile_vector_ops_per_s;
       if (l.tile_special_ops_per_s > 0)
         v += grown(before, after, name, "vector_special_function_ops") / l.tile_special_ops_per_s;
-      vector = std::max(vector, v);
+      raise(vector, v, instance);
       if (l.tile_dma_bytes_per_s > 0)
-        ports = std::max(ports, grown(before, after, name, "dma_global_bytes") / l.tile_dma_bytes_per_s);
-      if (l.tile_port_bytes_per_s > 0)
-        ports = std::max(ports, std::max(grown(before, after, name, "dma_global_read_bytes"),
-                                         grown(before, after, name, "dma_global_written_bytes")) /
-                                    l.tile_port_bytes_per_s);
+        raise(ports, grown(before, after, name, "dma_global_bytes") / l.tile_dma_bytes_per_s, instance);
     } else if (s.contains("peak_GBps") && s.contains("bytes_read")) {  // an HBM stack
       const double r = grown(before, after, name, "bytes_read"), w = grown(before, after, name, "bytes_written");
       read += r;
       written += w;
-      if (l.stack_bytes_per_s > 0) hbm = std::max(hbm, (r + w) / l.stack_bytes_per_s);
+      if (l.stack_bytes_per_s > 0) raise(hbm, (r + w) / l.stack_bytes_per_s, instance);
     } else if (s.contains("bytes_to_device") && s.contains("busy_to_device_ns")) {  // the host port
-      if (l.host_bytes_per_s > 0)
-        host = std::max(grown(before, after, name, "bytes_to_device"), grown(before, after, name, "bytes_to_host")) /
-               l.host_bytes_per_s;
+      if (l.host_bytes_per_s > 0) {
+        raise(host, grown(before, after, name, "bytes_to_device") / l.host_bytes_per_s, "to the device");
+        raise(host, grown(before, after, name, "bytes_to_host") / l.host_bytes_per_s, "to the host");
+      }
+    } else if (s.contains("node_injected_flits") && l.port_flits_per_s > 0) {  // the network's endpoints
+      for (const char* key : {"node_injected_flits", "node_ejected_flits"}) {
+        const auto& now = s[key];
+        const auto b = before.find(name);
+        for (std::size_t i = 0; i < now.size(); ++i) {
+          const double was = b != before.end() && b->contains(key) && i < (*b)[key].size() ? (*b)[key][i].get<double>() : 0;
+          raise(nodes, (now[i].get<double>() - was) / l.port_flits_per_s,
+                fmt::format("node {} {}", i, key[5] == 'i' ? "out" : "in"));
+        }
+      }
     } else if (s.contains("ce_collectives")) {  // chip-to-chip ports: FLITs sent (headers and replays included)
       for (unsigned i = 0; l.link_flits_per_s > 0 && s.contains(fmt::format("port{}_tx_flits", i)); ++i)
-        links = std::max(links, grown(before, after, name, fmt::format("port{}_tx_flits", i)) / l.link_flits_per_s);
+        raise(links, grown(before, after, name, fmt::format("port{}_tx_flits", i)) / l.link_flits_per_s,
+              fmt::format("port {}", i));
+      if (l.reduce_bytes_per_s > 0) raise(reduce, grown(before, after, name, "ce_bytes_reduced") / l.reduce_bytes_per_s, instance);
     }
   }
-  const double cut = std::max(l.cut_read_bytes_per_s > 0 ? read / l.cut_read_bytes_per_s : 0.0,
-                              l.cut_write_bytes_per_s > 0 ? written / l.cut_write_bytes_per_s : 0.0);
+  Bound cut{"noc cut", 0, ""};
+  if (l.cut_read_bytes_per_s > 0) raise(cut, read / l.cut_read_bytes_per_s, l.cut_link);
+  if (l.cut_write_bytes_per_s > 0) raise(cut, written / l.cut_write_bytes_per_s, "tiles to stacks");
   Report r;
-  r.bounds = {{"compute", compute}, {"vector", vector}, {"hbm", hbm}, {"tile ports", ports}, {"noc cut", cut}, {"host port", host}};
-  if (l.link_bytes_per_s > 0) r.bounds.push_back({"links", links});
+  r.bounds = {compute, vector, hbm, ports, nodes, cut, host};
+  if (l.link_bytes_per_s > 0) r.bounds.push_back(links);
+  if (l.reduce_bytes_per_s > 0) r.bounds.push_back(reduce);
   return r;
 }
 

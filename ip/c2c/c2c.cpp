@@ -556,6 +556,7 @@ void C2c::report_limits(nlohmann::ordered_json& out) const {
   out["port_flits_per_s"] = 1.0 / config_.link.flit_seconds(config_.link.lanes);
   out["port_bytes_per_s"] = config_.link.flit_bytes / config_.link.flit_seconds(config_.link.lanes);
   out["ports"] = config_.ports;
+  out["reduce_bytes_per_s"] = config_.comm.reduce_gbps * 1e9;  // the communication engine's reduction ALU
 }
 
 void C2c::report_stats(nlohmann::ordered_json& out) const {
@@ -570,6 +571,7 @@ void C2c::report_stats(nlohmann::ordered_json& out) const {
   out["ce_collectives"] = ce.collectives;
   out["ce_bytes_sent"] = ce.bytes_sent;
   out["ce_bytes_read_remote"] = ce.bytes_read_remote;
+  out["ce_bytes_reduced"] = ce.bytes_reduced;
   out["ce_notifications"] = ce.notifications;
   out["ce_polls"] = ce.polls;
   out["ce_busy_ns"] = ce.busy.to_seconds() * 1e9;

@@ -173,6 +173,7 @@ bool CommEngine::move(std::uint64_t bytes, Place a, Place b, Place out, Place ou
       std::vector<std::uint8_t> y(len);
       if (!mem(false, static_cast<unsigned>(b.chip), b.addr + off, y.data(), len)) return false;
       combine(t, x.data(), y.data(), len);
+      stats_.bytes_reduced += len;
       const sc_core::sc_time now = sc_core::sc_time_stamp();
       alu_free_ = std::max(alu_free_, now) + sc_core::sc_time(double(len) / (cfg.reduce_gbps * 1e9), sc_core::SC_SEC);
       sc_core::wait(alu_free_ - now);

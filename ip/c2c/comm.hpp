@@ -123,6 +123,7 @@ class CommEngine : public sc_core::sc_module {
 
   struct Stats {
     std::uint64_t collectives = 0, bytes_sent = 0, bytes_read_remote = 0, notifications = 0, polls = 0;
+    std::uint64_t bytes_reduced = 0;  // output of the reduction ALU
     sc_core::sc_time busy;
   };
   const Stats& stats() const { return stats_; }

@@ -287,6 +287,7 @@ void FlitNetwork::step() {
     if (f == 0) {
       p.injected = now_;
       ++routers_[n].injected;
+      routers_[n].injected_flits += p.flits;
     }
     iv.buf.push_back(Flit{source_[n].front(), f == 0, f + 1 == p.flits, now_});
     ++r.active;
@@ -393,6 +394,7 @@ void FlitNetwork::step() {
         if (f.tail) {
           Packet& p = packets_[f.packet];
           ++routers_[n].ejected;
+          routers_[n].ejected_flits += p.flits;
           p.delivered = now_ + cfg_.sa + cfg_.st + cfg_.eject;
           --in_flight_;
           if (delivered_) delivered_(p);
@@ -657,6 +659,8 @@ void PacketNetwork::offer(const Packet& in) {
   routers_[p.dst].flits += L;
   ++routers_[p.src].injected;
   ++routers_[p.dst].ejected;
+  routers_[p.src].injected_flits += L;
+  routers_[p.dst].ejected_flits += L;
   last_delivery_ = p.delivered;
   ++pending_;
   if (p.delivered < now_ + kCalendar) calendar_[p.delivered % kCalendar].push_back(slot);

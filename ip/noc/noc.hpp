@@ -72,6 +72,7 @@ struct LinkStats {
 struct RouterStats {
   std::uint64_t flits = 0, credit_stalls = 0, allocation_stalls = 0;
   std::uint64_t injected = 0, ejected = 0;  // packets of the endpoint at this router
+  std::uint64_t injected_flits = 0, ejected_flits = 0;  // and their flits
 };
 
 // Directions of router ports.

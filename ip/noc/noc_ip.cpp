@@ -162,6 +162,7 @@ TESSERA_REGISTER_IP("noc", Noc, "network-on-chip: mesh, torus or ring, flit or p
 
 void Noc::report_limits(nlohmann::ordered_json& out) const {
   out["link_bytes_per_s"] = static_cast<double>(config_.net.flit_bytes) * config_.clock.value;  // a flit per cycle
+  out["link_flits_per_s"] = config_.clock.value;
 }
 
 void Noc::report_stats(nlohmann::ordered_json& out) const {
@@ -171,6 +172,11 @@ void Noc::report_stats(nlohmann::ordered_json& out) const {
   std::uint64_t flits = 0, credit = 0, alloc = 0;
   for (const RouterStats& r : net_->routers()) flits += r.flits, credit += r.credit_stalls, alloc += r.allocation_stalls;
   out["router_flits"] = flits;
+  // Each node's endpoint: flits it sent into the network and took out.
+  nlohmann::ordered_json in = nlohmann::ordered_json::array(), out_of = nlohmann::ordered_json::array();
+  for (const RouterStats& r : net_->routers()) in.push_back(r.injected_flits), out_of.push_back(r.ejected_flits);
+  out["node_injected_flits"] = in;
+  out["node_ejected_flits"] = out_of;
   out["credit_stalls"] = credit;
   out["allocation_stalls"] = alloc;
   const double cycles = static_cast<double>(net_->cycle());

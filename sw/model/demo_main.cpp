@@ -267,16 +267,16 @@ int tessera::model::demo_main(int argc, char** argv) {
     {
       const roofline::Limits& l = dev.limits();
       std::printf("roofline%s: compute %.1f TMAC/s BF16, %.1f FP8, vector %.0f G lane ops/s (%u tiles); HBM %.0f GB/s (%u "
-                  "stacks); tile ports %.0f GB/s each; NoC from the stacks to the tiles %.0f GB/s (busiest link %s), back "
+                  "stacks); NoC ports %.0f GB/s each way; NoC from the stacks to the tiles %.0f GB/s (busiest link %s), back "
                   "%.0f GB/s; host port %.0f GB/s%s\n",
                   cluster ? " of chip 0" : "", l.macs_per_s("bf16") / 1e12, l.macs_per_s("fp8") / 1e12,
                   l.tiles * l.tile_vector_ops_per_s / 1e9, l.tiles,
-                  l.hbm_bytes_per_s() / 1e9, l.stacks, l.tile_port_bytes_per_s / 1e9, l.cut_read_bytes_per_s / 1e9,
+                  l.hbm_bytes_per_s() / 1e9, l.stacks, l.port_bytes_per_s / 1e9, l.cut_read_bytes_per_s / 1e9,
                   l.cut_link.c_str(), l.cut_write_bytes_per_s / 1e9, l.host_bytes_per_s / 1e9,
                   l.link_bytes_per_s > 0 ? fmt::format("; links {:.1f} GB/s per port", l.link_bytes_per_s / 1e9).c_str() : "");
       auto against = [](const char* what, const roofline::Report& r, double took, unsigned tokens) {
-        return fmt::format("{} {:.2f} us/token against a bound of {:.2f} ({}): {:.1f}% of the bound", what,
-                           took * 1e6 / tokens, r.seconds() * 1e6 / tokens, r.binding().resource,
+        return fmt::format("{} {:.2f} us/token against a bound of {:.2f} ({}, {}): {:.1f}% of the bound", what,
+                           took * 1e6 / tokens, r.seconds() * 1e6 / tokens, r.binding().resource, r.binding().where,
                            took > 0 ? 100 * r.seconds() / took : 0.0);
       };
       std::printf("%s%s\n", against("prefill", prefill_bound, prefill_s, prompt).c_str(),

@@ -264,7 +264,8 @@ TEST(Platform, RooflineLimitsAreTheT1sByHand) {
   EXPECT_DOUBLE_EQ(l.macs_per_s("bf16"), 8 * 64.0 * 64 * 1.5e9);
   EXPECT_DOUBLE_EQ(l.tile_vector_ops_per_s, 64 * 1.5e9) << "64 lanes";
   EXPECT_DOUBLE_EQ(l.tile_special_ops_per_s, 64 / 16.0 * 1.5e9) << "a special-function op per 16 lane ops";
-  EXPECT_DOUBLE_EQ(l.tile_port_bytes_per_s, 64e9) << "the NoC link";
+  EXPECT_DOUBLE_EQ(l.port_bytes_per_s, 64e9) << "a node's NoC link";
+  EXPECT_DOUBLE_EQ(l.port_flits_per_s, 2e9);
   EXPECT_DOUBLE_EQ(l.tile_dma_bytes_per_s, 64 * 1.5e9) << "the DMA engine's port";
   EXPECT_EQ(l.stacks, 4u);
   EXPECT_DOUBLE_EQ(l.stack_bytes_per_s, 16 * 2 * 4 * 6.4e9);
@@ -274,6 +275,7 @@ TEST(Platform, RooflineLimitsAreTheT1sByHand) {
   EXPECT_EQ(l.cut_link, "node 12 south");
   EXPECT_DOUBLE_EQ(l.host_bytes_per_s, 64e9);
   EXPECT_NEAR(l.link_bytes_per_s, 16 * 112e9 * (1 - 0.0551) / 8, 1e3);
+  EXPECT_DOUBLE_EQ(l.reduce_bytes_per_s, 256e9);
   EXPECT_EQ(l.json()["noc_cut_read_bytes_per_s"].get<double>(), 256e9);
 }
 
@@ -283,24 +285,25 @@ TEST(Platform, RooflineLimitsAreTheT1sByHand) {
 TEST(Platform, RooflineLimitsFollowTheParameters) {
   T1 t({"uart0.tx=none", "cp.reset_pc=0x8000_0000", "noc.clock=1GHz", "tile3.array_cols=32"});
   const roofline::Limits l = roofline::limits(*t.p);
-  EXPECT_DOUBLE_EQ(l.tile_port_bytes_per_s, 32e9);
+  EXPECT_DOUBLE_EQ(l.port_bytes_per_s, 32e9);
   EXPECT_DOUBLE_EQ(l.cut_read_bytes_per_s, 4 * 32e9);
   EXPECT_DOUBLE_EQ(l.tile_macs_per_s.at("bf16"), 64.0 * 32 * 1.5e9) << "the slowest tile";
 }
 
-// The bound of some work: one tile's second of BF16 MACs and of DMA reads
-// (64 GB at its NoC link's 64 GB/s; its DMA port would take 2/3 s), a
-// second each of its vector unit's lane ops and special functions, two
-// seconds of one stack's peak read, which also crosses the NoC cut (6.4 s
-// at 256 GB/s): the cut binds.
+// The bound of some work: one tile's second of BF16 MACs and of DMA (96 GB
+// through its 96 GB/s engine port), a second each of its vector unit's
+// lane ops and special functions, three seconds of flits out of NoC node 12
+// (a flit per cycle at 2 GHz), two seconds of one stack's peak read, which
+// also crosses the NoC cut (6.4 s at 256 GB/s): the cut binds.
 TEST(Platform, RooflineBoundNamesTheBindingResource) {
   T1 t;
   const roofline::Limits l = roofline::limits(*t.p);
   nlohmann::ordered_json before = t.p->stats(), after = before;
   const std::string tile = t.p->find("tile0")->name(), hbm = t.p->find("hbm0")->name();
   after[tile]["tensor_macs_bf16"] = before[tile]["tensor_macs_bf16"].get<double>() + 64.0 * 64 * 1.5e9;
-  after[tile]["dma_global_bytes"] = before[tile]["dma_global_bytes"].get<double>() + 64e9;
-  after[tile]["dma_global_read_bytes"] = before[tile]["dma_global_read_bytes"].get<double>() + 64e9;
+  after[tile]["dma_global_bytes"] = before[tile]["dma_global_bytes"].get<double>() + 96e9;
+  const std::string noc = t.p->find("noc")->name();
+  after[noc]["node_injected_flits"][12] = before[noc]["node_injected_flits"][12].get<double>() + 6e9;
   after[hbm]["bytes_read"] = before[hbm]["bytes_read"].get<double>() + 2 * 819.2e9;
   after[tile]["vector_lane_ops"] = before[tile]["vector_lane_ops"].get<double>() + 96e9;
   after[tile]["vector_special_function_ops"] = before[tile]["vector_special_function_ops"].get<double>() + 6e9;
@@ -310,10 +313,17 @@ TEST(Platform, RooflineBoundNamesTheBindingResource) {
   EXPECT_DOUBLE_EQ(s["compute"], 1.0);
   EXPECT_DOUBLE_EQ(s["vector"], 2.0) << "a second of lane ops, then one of special functions";
   EXPECT_DOUBLE_EQ(s["tile ports"], 1.0);
+  EXPECT_DOUBLE_EQ(s["noc ports"], 3.0);
   EXPECT_DOUBLE_EQ(s["hbm"], 2.0);
   EXPECT_DOUBLE_EQ(s["noc cut"], 2 * 819.2e9 / 256e9);
   EXPECT_DOUBLE_EQ(s["host port"], 0.0);
   EXPECT_EQ(r.binding().resource, "noc cut");
+  EXPECT_EQ(r.binding().where, "node 12 south");
+  std::map<std::string, std::string> where;
+  for (const auto& b : r.bounds) where[b.resource] = b.where;
+  EXPECT_EQ(where["noc ports"], "node 12 out");
+  EXPECT_EQ(where["hbm"], "hbm0");
+  EXPECT_EQ(where["compute"], "tile0");
   EXPECT_DOUBLE_EQ(r.seconds(), 6.4);
   EXPECT_DOUBLE_EQ(r.json(12.8)["achieved_over_bound"].get<double>(), 0.5);
 }
