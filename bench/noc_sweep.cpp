@@ -2,8 +2,8 @@
 //   bench_noc                      speed: network cycles per host second, 8x8 mesh
 //   bench_noc sweep PATTERN [options]
 //       --size K (KxK mesh, default 8)  --vcs N  --buffer N  --flits N (packet size)
-//       --routing xy|west_first  --model flit|packet  --hotspots a,b,... (hotspot, fanout)
-//       --rates 0.05:0.6:0.05  --csv FILE  --heatmap FILE (router utilisation at the last rate)
+//       --routing xy|west_first  --model flit|packet|both  --hotspots a,b,... (hotspot, fanout)
+//       --rates 0.05:0.6:0.05  --csv FILE  --heatmap FILE (router utilisation at the last rate)  --svg PREFIX
 //       --self-traffic on|off (uniform: a node may pick itself, as BookSim's uniform does)
 //       --platform FILE [--instance noc]  --set KEY=VALUE ...: every parameter of the noc type
 //       (topology, width, height, routing, vcs, buffer, classes, rc, va, sa, st, link,
@@ -11,6 +11,9 @@
 //       file's instance or one by one; the short options above are applied after them
 // A sweep prints offered load, accepted throughput, average and p99 latency
 // and hops per rate, marks the first saturated rate, and writes CSV.
+// --model both runs the flit and the packet level at every rate, prints
+// the packet level's ratios to the flit level's, and with --svg PREFIX
+// writes PREFIX_latency.svg and PREFIX_accepted.svg (both curves).
 #include <fmt/format.h>
 
 #include <chrono>
@@ -23,6 +26,7 @@
 #include <vector>
 
 #include "model_params.hpp"
+#include "svg.hpp"
 #include "noc/noc.hpp"
 #include "noc/noc_ip.hpp"
 #include "noc/traffic.hpp"
@@ -79,7 +83,7 @@ int sc_main(int argc, char** argv) {
   if (std::string(argv[1]) != "sweep" || argc < 3) {
     std::fprintf(stderr, "usage: bench_noc [sweep PATTERN [--platform FILE [--instance NAME]] [--set KEY=VALUE]... "
                          "[--size K] [--vcs N] [--buffer N] [--flits N] [--routing R] [--model flit|packet] "
-                         "[--hotspots a,b] [--rates lo:hi:step] [--csv FILE] [--heatmap FILE]]\n");
+                         "[--hotspots a,b] [--rates lo:hi:step] [--csv FILE] [--heatmap FILE] [--svg PREFIX]]\n");
     return 2;
   }
   TrafficConfig t;
@@ -96,7 +100,7 @@ int sc_main(int argc, char** argv) {
   nc.net = NocConfig{};
   if (!mp.parse(args, "noc") || !mp.configure(nc)) return 2;
   NocConfig c = nc.net;
-  std::string model = nc.model, csv, heatmap;
+  std::string model = nc.model, csv, heatmap, svg;
   double lo = 0.05, hi = 0.6, step = 0.05;
   for (std::size_t i = 0; i < args.size(); i += 2) {
     if (i + 1 >= args.size()) {
@@ -118,6 +122,7 @@ int sc_main(int argc, char** argv) {
       t.self_traffic = v == "on";
     }
     else if (k == "--csv") csv = v;
+    else if (k == "--svg") svg = v;
     else if (k == "--heatmap") heatmap = v;
     else if (k == "--hotspots") {
       for (std::size_t p = 0; p < v.size();) {
@@ -136,14 +141,52 @@ int sc_main(int argc, char** argv) {
     std::fprintf(stderr, "bench_noc: %s\n", e.c_str());
     return 2;
   }
-  if (model != "flit" && model != "packet") {
-    std::fprintf(stderr, "bench_noc: --model: must be flit or packet, not %s\n", model.c_str());
+  if (model != "flit" && model != "packet" && model != "both") {
+    std::fprintf(stderr, "bench_noc: --model: must be flit, packet or both, not %s\n", model.c_str());
+    return 2;
+  }
+  if (!svg.empty() && model != "both") {
+    std::fprintf(stderr, "bench_noc: --svg plots both levels: it needs --model both\n");
     return 2;
   }
   std::ofstream out;
   if (!csv.empty()) {
     out.open(csv);
-    out << "offered,accepted,latency_avg,latency_p99,hops_avg,saturated\n";
+    out << (model == "both" ? "model," : "") << "offered,accepted,latency_avg,latency_p99,hops_avg,saturated\n";
+  }
+  if (model == "both") {
+    fmt::print("{} traffic, {}x{} {}, {} routing, {} VCs x {} flits, {}-flit packets: packet level against flit level\n",
+               t.pattern, c.width, c.height, c.topology, c.routing, c.vcs, c.buffer, t.packet_flits);
+    fmt::print("{:>8} {:>9} {:>9} {:>7} {:>10} {:>10} {:>7}\n", "offered", "accepted", "packet", "ratio", "latency",
+               "packet", "ratio");
+    std::vector<tessera::bench::Series> latency{{"flit level", {}}, {"packet level", {}}},
+        accepted{{"flit level", {}}, {"packet level", {}}};
+    for (double rate = lo; rate <= hi + 1e-9; rate += step) {
+      t.rate = rate;
+      FlitNetwork f(c);
+      PacketNetwork p(c);
+      const TrafficResult rf = run_traffic(f, t), rp = run_traffic(p, t);
+      fmt::print("{:>8.3f} {:>9.3f} {:>9.3f} {:>7.3f} {:>10.1f} {:>10.1f} {:>7.3f}{}\n", rf.offered, rf.accepted,
+                 rp.accepted, rp.accepted / rf.accepted, rf.latency_avg, rp.latency_avg, rp.latency_avg / rf.latency_avg,
+                 rf.saturated ? "   (flit level saturated)" : "");
+      for (int m = 0; m < 2; ++m) {
+        const TrafficResult& r = m ? rp : rf;
+        latency[m].points.emplace_back(rf.offered, r.latency_avg);
+        accepted[m].points.emplace_back(rf.offered, r.accepted);
+        if (out) out << (m ? "packet," : "flit,") << r.offered << ',' << r.accepted << ',' << r.latency_avg << ','
+                     << r.latency_p99 << ',' << r.hops_avg << ',' << r.saturated << '\n';
+      }
+    }
+    if (!svg.empty()) {
+      const std::string what = fmt::format("{} {}x{}, {} VCs x {}, {}-flit packets", t.pattern, c.width, c.height,
+                                           c.vcs, c.buffer, t.packet_flits);
+      tessera::bench::write_svg(svg + "_latency.svg", "mean latency: " + what, "offered load (flits/node/cycle)",
+                                "cycles", latency, false, true);
+      tessera::bench::write_svg(svg + "_accepted.svg", "accepted load: " + what, "offered load (flits/node/cycle)",
+                                "accepted (flits/node/cycle)", accepted, false, false);
+      fmt::print("(wrote {0}_latency.svg and {0}_accepted.svg)\n", svg);
+    }
+    return 0;
   }
   fmt::print("{} traffic, {}x{} {}, {} routing, {} VCs x {} flits, {}-flit packets, {} level, router pipeline "
              "{}+{}+{}+{}, link {}, credit delay {}, injection/ejection {}/{}{}\n", t.pattern, c.width, c.height, c.topology, c.routing, c.vcs,
