@@ -262,10 +262,29 @@ std::vector<float> Reference::step(const std::vector<std::uint32_t>& tokens, uns
 
 // ---- the device ------------------------------------------------------------
 
-DeviceModel::DevMatrix DeviceModel::upload(const Matrix& m, rt::Device& dev) {
+namespace {
+// Columns [c0, c0 + cols) of m as a matrix of their own (FP8: c0 and cols in
+// whole 128-column blocks, so the block scales split with them).
+Matrix columns(const Matrix& m, unsigned c0, unsigned cols) {
+  Matrix p;
+  p.rows = m.rows, p.cols = cols, p.fp8 = m.fp8;
+  for (unsigned r = 0; r < m.rows; ++r) {
+    const std::size_t at = std::size_t{r} * m.cols + c0;
+    if (m.fp8) p.codes.insert(p.codes.end(), m.codes.begin() + at, m.codes.begin() + at + cols);
+    else p.bf16.insert(p.bf16.end(), m.bf16.begin() + at, m.bf16.begin() + at + cols);
+    p.values.insert(p.values.end(), m.values.begin() + at, m.values.begin() + at + cols);
+  }
+  if (m.fp8)
+    for (unsigned br = 0; br < m.rows / 128; ++br)
+      for (unsigned bc = c0 / 128; bc < (c0 + cols) / 128; ++bc) p.scales.push_back(m.scales[br * m.block_cols() + bc]);
+  return p;
+}
+}  // namespace
+
+DeviceModel::DevMatrix DeviceModel::upload(const Matrix& m, rt::Device& dev, int at) {
   // Matrices go round-robin over the HBM stacks, so the tiles' streams
-  // spread over all of them.
-  const unsigned stack = next_stack_++ % dev.hbm_stacks();
+  // spread over all of them (or to the stack `at` names).
+  const unsigned stack = at >= 0 ? static_cast<unsigned>(at) % dev.hbm_stacks() : next_stack_++ % dev.hbm_stacks();
   DevMatrix d;
   d.rows = m.rows, d.cols = m.cols, d.fp8 = m.fp8;
   if (!m.fp8) {
@@ -365,7 +384,15 @@ DeviceModel::DeviceModel(const std::vector<rt::Device*>& chips, const Config& c,
   };
   embedding_ = upload(w.embedding);
   final_norm_ = put(w.final_norm);
-  lm_head_ = upload(w.lm_head);
+  // The LM head, the largest matrix, is read by every tile at once (its
+  // vocabulary split over them): one panel of columns per tile, the panels
+  // spread over the stacks, so no one stack's way into the NoC carries it
+  // all (the roofline named that port as the head phase's bound).
+  if (const unsigned vw = c.vocab / tiles_; !c.fp8 || vw % 128 == 0) {
+    for (unsigned j = 0; j < tiles_; ++j) lm_panels_.push_back(upload(columns(w.lm_head, j * vw, vw), dev_, static_cast<int>(j)));
+  } else {
+    lm_head_ = upload(w.lm_head);
+  }
   for (const Weights::Layer& L : w.layers) {
     LayerBuffers b;
     b.attn_norm = put(L.attn_norm), b.ffn_norm = put(L.ffn_norm);
@@ -809,7 +836,8 @@ std::vector<float> DeviceModel::step(const std::vector<std::uint32_t>& tokens, u
       const std::uint32_t SA = s(4ull * T * D / 128 + 4), WH = s(2ull * D * vw), SH = s(4ull * D / 128 * (vw / 128 + 1));
       const std::uint32_t LG = s(4ull * T * vw);
       g.load(x_.address, X, 4 * T * D).load(final_norm_.address, NW, 4 * D);
-      const Slice bh = load_b(g, lm_head_, 0, D, j * vw, vw, WH, SH);
+      const Slice bh = lm_panels_.empty() ? load_b(g, lm_head_, 0, D, j * vw, vw, WH, SH)
+                                          : load_b(g, lm_panels_[j], 0, D, 0, vw, WH, SH);
       g.drain().vec(vec(VecOp::rmsnorm, T, D, X, NW, HN));
       to_a(g, T, D, HN, HA, SA);
       g.drain();

@@ -139,7 +139,7 @@ class DeviceModel {
     DevMatrix wq, wk, wv, wo, router;
     std::vector<DevMatrix> w1, w3, w2;
   };
-  DevMatrix upload(const Matrix& m, rt::Device& d);
+  DevMatrix upload(const Matrix& m, rt::Device& d, int stack = -1);  // stack -1: the next, round robin
   DevMatrix upload(const Matrix& m) { return upload(m, dev_); }
   // One expert over n rows: row i from rows[i] (BF16), its result (FP32,
   // scaled by the gate at gates[i] when given) to outs[i].
@@ -177,6 +177,7 @@ class DeviceModel {
   unsigned next_stack_ = 0;
   bool device_dispatch_ = false;  // the experts pick their tokens on the tiles (BF16, consecutive harts)
   DevMatrix embedding_, lm_head_;
+  std::vector<DevMatrix> lm_panels_;  // the LM head by tile (its columns j * vocab / tiles ..), when it splits so
   rt::Buffer final_norm_, x_, hb_, attn_, y0_, y1_, logits_, topk_, mask_, qscale_, next_;
   std::vector<LayerBuffers> layers_;
   Profile profile_;
