@@ -73,8 +73,9 @@ Limits limits(const Platform& p) {
         const double v = number(e["macs_per_s"], f);
         l.tile_macs_per_s[f] = l.tiles == 1 ? v : std::min(l.tile_macs_per_s[f], v);
       }
+      const nlohmann::ordered_json& tile = e;  // (a lambda may not capture a structured binding in C++17)
       auto slowest = [&](double& have, const char* key) {
-        const double v = number(e, key);
+        const double v = number(tile, key);
         have = l.tiles == 1 ? v : std::min(have, v);
       };
       slowest(l.tile_vector_ops_per_s, "vector_ops_per_s");
