@@ -164,13 +164,27 @@ int tessera::model::demo_main(int argc, char** argv) {
       return j;
     };
     std::vector<std::uint32_t> out;
-    // The work of prefill and of decode against chip 0's roofline: its
+    // The work of prefill and of decode against the roofline: every chip's
     // counters before prefill, between the two, and at the end.
-    nlohmann::ordered_json at_prefill, at_decode, at_end;
+    std::vector<nlohmann::ordered_json> at_prefill(devices.size()), at_decode(devices.size()), at_end(devices.size());
+    auto snapshot = [&](std::vector<nlohmann::ordered_json>& at) {
+      for (std::size_t k = 0; k < devices.size(); ++k) at[k] = devices[k]->stats();
+    };
+    // The chip whose work is bound the longest (its name in `where` on several chips).
+    auto bound_of = [&](const std::vector<nlohmann::ordered_json>& from, const std::vector<nlohmann::ordered_json>& to) {
+      roofline::Report worst;
+      for (std::size_t k = 0; k < devices.size(); ++k) {
+        roofline::Report r = devices[k]->roofline(from[k], to[k]);
+        if (devices.size() > 1)
+          for (roofline::Bound& b : r.bounds) b.where = fmt::format("chip {} {}", k, b.where);
+        if (k == 0 || r.seconds() > worst.seconds()) worst = r;
+      }
+      return worst;
+    };
     for (unsigned step = 0; step <= decode; ++step) {
       std::vector<std::vector<std::uint32_t>> routes;
       std::uint32_t next = 0;
-      if (step <= 1) (step ? at_decode : at_prefill) = dev.stats();
+      if (step <= 1) snapshot(step ? at_decode : at_prefill);
       const double t0 = dev.simulated_seconds(), j0 = energy();
       const auto logits = m.step(tokens, pos, &next, &routes);
       (step ? decode_s : prefill_s) += dev.simulated_seconds() - t0;
@@ -192,9 +206,9 @@ int tessera::model::demo_main(int argc, char** argv) {
     const double bound = c.fp8 ? 0.15 : 0.05;
     std::printf("logits vs host FP32 reference: max relative error %.3g (bound %.2g for %s), routing disagreements %u\n",
                 worst, bound, c.fp8 ? "FP8" : "BF16", disagreements);
-    at_end = dev.stats();
+    snapshot(at_end);
     if (!decode) at_decode = at_end;
-    const roofline::Report prefill_bound = dev.roofline(at_prefill, at_decode), decode_bound = dev.roofline(at_decode, at_end);
+    const roofline::Report prefill_bound = bound_of(at_prefill, at_decode), decode_bound = bound_of(at_decode, at_end);
     const auto s = cluster ? cluster->stats() : dev.stats();
     const double total = dev.simulated_seconds() - loaded;
     double tensor = 0, vector = 0, core = 0, dma = 0, dma_bytes = 0, hbm_bytes = 0, link_bytes = 0;
@@ -269,7 +283,7 @@ int tessera::model::demo_main(int argc, char** argv) {
       std::printf("roofline%s: compute %.1f TMAC/s BF16, %.1f FP8, vector %.0f G lane ops/s (%u tiles); HBM %.0f GB/s (%u "
                   "stacks); NoC ports %.0f GB/s each way; NoC from the stacks to the tiles %.0f GB/s (busiest link %s), back "
                   "%.0f GB/s; host port %.0f GB/s%s\n",
-                  cluster ? " of chip 0" : "", l.macs_per_s("bf16") / 1e12, l.macs_per_s("fp8") / 1e12,
+                  cluster ? " of each chip" : "", l.macs_per_s("bf16") / 1e12, l.macs_per_s("fp8") / 1e12,
                   l.tiles * l.tile_vector_ops_per_s / 1e9, l.tiles,
                   l.hbm_bytes_per_s() / 1e9, l.stacks, l.port_bytes_per_s / 1e9, l.cut_read_bytes_per_s / 1e9,
                   l.cut_link.c_str(), l.cut_write_bytes_per_s / 1e9, l.host_bytes_per_s / 1e9,
@@ -285,7 +299,7 @@ int tessera::model::demo_main(int argc, char** argv) {
       for (const auto& [name, b] : p.bounds)
         phases += fmt::format("{}{} {:.0f}% ({})", phases.empty() ? "" : ", ", name,
                               b.achieved > 0 ? 100 * b.bound / b.achieved : 0.0, b.binding_resource());
-      std::printf("phases against their bounds (binding resource): %s\n", phases.c_str());
+      std::printf("phases against their bounds (binding resource%s): %s\n", cluster ? ", chip 0" : "", phases.c_str());
     }
     const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
     std::printf("wall time %.1f s\n", wall);
