@@ -17,7 +17,6 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <queue>
 #include <string>
 #include <vector>
 
@@ -283,7 +282,7 @@ class PacketNetwork : public Network {
   // Books flits 0 .. length - 1 through output `out` and input port `in`,
   // flit j no earlier than time[j]; time[j] becomes the cycle it leaves.
   void serve(unsigned out, unsigned in, std::uint64_t* time, unsigned length, std::uint64_t horizon);
-  std::vector<std::uint64_t> time_;
+  std::vector<std::uint64_t> time_;  // offer()'s scratch: each flit's time at the current hop
   unsigned depth_, stride_, per_class_;
   std::vector<std::uint64_t> lanes_;  // lane (node * kPorts + port) * vcs + vc at lane * stride_
   std::vector<unsigned> lane_rr_;        // per input port: the round-robin pointer over its VCs
