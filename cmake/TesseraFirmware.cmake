@@ -15,23 +15,33 @@
 # Multilib-matching flags (see TOOLCHAIN.md): the CP is RV64, tile cores RV32.
 set(TESSERA_RV64 -march=rv64imac -mabi=lp64 -misa-spec=2.2 -mcmodel=medany)
 set(TESSERA_RV32 -march=rv32imac -mabi=ilp32 -misa-spec=2.2)
+# With F and D in hardware and the double-float ABI (the CP is RV64GC):
+# rv64imafdc/lp64d is the toolchain's default multilib.
+set(TESSERA_RV64_FPU -march=rv64imafdc -mabi=lp64d -misa-spec=2.2 -mcmodel=medany)
+set(TESSERA_RV32_FPU -march=rv32imafdc -mabi=ilp32d -misa-spec=2.2)
 
-# tessera_bsp(<name> [XLEN 32|64] [PLATFORM_DIR dir] [DEPENDS target])
+# tessera_bsp(<name> [XLEN 32|64] [FPU] [PLATFORM_DIR dir] [DEPENDS target])
 # The BSP built for one platform's memory map (default: t1) and one XLEN
-# (default 64; any hart can be made RV32 from the platform file).
+# (default 64; any hart can be made RV32 from the platform file); with FPU,
+# for firmware that uses F and D (hard-float ABI: the FPU switched on at
+# reset, FP registers saved around trap handlers).
 function(tessera_bsp name)
-  cmake_parse_arguments(B "" "XLEN;PLATFORM_DIR" "DEPENDS" ${ARGN})
+  cmake_parse_arguments(B "FPU" "XLEN;PLATFORM_DIR" "DEPENDS" ${ARGN})
   if(NOT B_XLEN)
     set(B_XLEN 64)
+  endif()
+  set(flags ${TESSERA_RV${B_XLEN}})
+  if(B_FPU)
+    set(flags ${TESSERA_RV${B_XLEN}_FPU})
   endif()
   if(NOT B_PLATFORM_DIR)
     set(B_PLATFORM_DIR ${TESSERA_PLATFORM_HEADERS_DIR}/t1)
   endif()
   set(d ${TESSERA_BSP_DIR})
   add_library(${name} STATIC ${d}/crt0.S ${d}/trap.S ${d}/bsp.c ${d}/drivers.c)
-  target_compile_options(${name} PUBLIC ${TESSERA_RV${B_XLEN}} -ffunction-sections -fdata-sections)
+  target_compile_options(${name} PUBLIC ${flags} -ffunction-sections -fdata-sections)
   target_include_directories(${name} PUBLIC ${d} ${TESSERA_REGS_DIR} ${B_PLATFORM_DIR})
-  target_link_options(${name} PUBLIC ${TESSERA_RV${B_XLEN}} -nostartfiles -Wl,--gc-sections
+  target_link_options(${name} PUBLIC ${flags} -nostartfiles -Wl,--gc-sections
                       -L${B_PLATFORM_DIR} -T${d}/link.ld)
   set_target_properties(${name} PROPERTIES INTERFACE_LINK_DEPENDS ${d}/link.ld)
   if(B_DEPENDS)
@@ -39,17 +49,25 @@ function(tessera_bsp name)
   endif()
 endfunction()
 
-# tessera_firmware(<name> [XLEN 32|64] [BSP bsp] [DEFINES ...] SOURCES ...): <name>.elf
-# Without BSP, the default platform's BSP for the XLEN (made on first use).
+# tessera_firmware(<name> [XLEN 32|64] [FPU] [BSP bsp] [DEFINES ...] SOURCES ...): <name>.elf
+# Without BSP, the default platform's BSP for the XLEN, with or without
+# the FPU (made on first use).
 function(tessera_firmware name)
-  cmake_parse_arguments(F "" "XLEN;BSP" "SOURCES;DEFINES" ${ARGN})
+  cmake_parse_arguments(F "FPU" "XLEN;BSP" "SOURCES;DEFINES" ${ARGN})
   if(NOT F_XLEN)
     set(F_XLEN 64)
   endif()
   if(NOT F_BSP)
-    set(F_BSP bsp${F_XLEN})
-    if(NOT TARGET ${F_BSP})
-      tessera_bsp(${F_BSP} XLEN ${F_XLEN})
+    if(F_FPU)
+      set(F_BSP bsp${F_XLEN}_fpu)
+      if(NOT TARGET ${F_BSP})
+        tessera_bsp(${F_BSP} XLEN ${F_XLEN} FPU)
+      endif()
+    else()
+      set(F_BSP bsp${F_XLEN})
+      if(NOT TARGET ${F_BSP})
+        tessera_bsp(${F_BSP} XLEN ${F_XLEN})
+      endif()
     endif()
   endif()
   add_executable(${name} ${F_SOURCES})

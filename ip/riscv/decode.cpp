@@ -19,6 +19,65 @@ Decoded make(Op op, unsigned rd, unsigned rs1, unsigned rs2, std::int64_t imm) {
   return d;
 }
 
+Decoded make_fp(Op op, unsigned rd, unsigned rs1, unsigned rs2, unsigned rm, unsigned rs3 = 0) {
+  Decoded d = make(op, rd, rs1, rs2, 0);
+  d.rm = static_cast<std::uint8_t>(rm);
+  d.rs3 = static_cast<std::uint8_t>(rs3);
+  return d;
+}
+
+// OP-FP (0x53): funct7's low bit is the format (0 S, 1 D).
+Decoded decode_op_fp(std::uint32_t r, unsigned xlen) {
+  const unsigned rd = bits(r, 11, 7), f3 = bits(r, 14, 12), rs1 = bits(r, 19, 15), rs2 = bits(r, 24, 20);
+  const unsigned f7 = bits(r, 31, 25);
+  const bool dbl = f7 & 1, rv64 = xlen == 64;
+  auto pick = [dbl](Op s, Op d) { return dbl ? d : s; };
+  const Decoded illegal{};
+  switch (f7 & ~1u) {
+    case 0x00: return make_fp(pick(Op::FADD_S, Op::FADD_D), rd, rs1, rs2, f3);
+    case 0x04: return make_fp(pick(Op::FSUB_S, Op::FSUB_D), rd, rs1, rs2, f3);
+    case 0x08: return make_fp(pick(Op::FMUL_S, Op::FMUL_D), rd, rs1, rs2, f3);
+    case 0x0c: return make_fp(pick(Op::FDIV_S, Op::FDIV_D), rd, rs1, rs2, f3);
+    case 0x2c: return rs2 == 0 ? make_fp(pick(Op::FSQRT_S, Op::FSQRT_D), rd, rs1, 0, f3) : illegal;
+    case 0x10: {
+      const Op s[3] = {Op::FSGNJ_S, Op::FSGNJN_S, Op::FSGNJX_S}, d[3] = {Op::FSGNJ_D, Op::FSGNJN_D, Op::FSGNJX_D};
+      return f3 < 3 ? make_fp(dbl ? d[f3] : s[f3], rd, rs1, rs2, 0) : illegal;
+    }
+    case 0x14:
+      if (f3 > 1) return illegal;
+      return make_fp(f3 ? pick(Op::FMAX_S, Op::FMAX_D) : pick(Op::FMIN_S, Op::FMIN_D), rd, rs1, rs2, 0);
+    case 0x20:  // fcvt.s.d, fcvt.d.s
+      if (!dbl && rs2 == 1) return make_fp(Op::FCVT_S_D, rd, rs1, 0, f3);
+      if (dbl && rs2 == 0) return make_fp(Op::FCVT_D_S, rd, rs1, 0, f3);
+      return illegal;
+    case 0x50: {
+      const Op s[3] = {Op::FLE_S, Op::FLT_S, Op::FEQ_S}, d[3] = {Op::FLE_D, Op::FLT_D, Op::FEQ_D};
+      return f3 < 3 ? make_fp(dbl ? d[f3] : s[f3], rd, rs1, rs2, 0) : illegal;
+    }
+    case 0x60: {
+      const Op s[4] = {Op::FCVT_W_S, Op::FCVT_WU_S, Op::FCVT_L_S, Op::FCVT_LU_S};
+      const Op d[4] = {Op::FCVT_W_D, Op::FCVT_WU_D, Op::FCVT_L_D, Op::FCVT_LU_D};
+      if (rs2 > 3 || (rs2 > 1 && !rv64)) return illegal;
+      return make_fp(dbl ? d[rs2] : s[rs2], rd, rs1, 0, f3);
+    }
+    case 0x68: {
+      const Op s[4] = {Op::FCVT_S_W, Op::FCVT_S_WU, Op::FCVT_S_L, Op::FCVT_S_LU};
+      const Op d[4] = {Op::FCVT_D_W, Op::FCVT_D_WU, Op::FCVT_D_L, Op::FCVT_D_LU};
+      if (rs2 > 3 || (rs2 > 1 && !rv64)) return illegal;
+      return make_fp(dbl ? d[rs2] : s[rs2], rd, rs1, 0, f3);
+    }
+    case 0x70:
+      if (rs2 != 0) return illegal;
+      if (f3 == 1) return make_fp(pick(Op::FCLASS_S, Op::FCLASS_D), rd, rs1, 0, 0);
+      if (f3 == 0 && (!dbl || rv64)) return make_fp(pick(Op::FMV_X_W, Op::FMV_X_D), rd, rs1, 0, 0);
+      return illegal;
+    case 0x78:
+      if (rs2 != 0 || f3 != 0 || (dbl && !rv64)) return illegal;
+      return make_fp(pick(Op::FMV_W_X, Op::FMV_D_X), rd, rs1, 0, 0);
+  }
+  return illegal;
+}
+
 Decoded decode32(std::uint32_t r, unsigned xlen) {
   const unsigned rd = bits(r, 11, 7), f3 = bits(r, 14, 12), rs1 = bits(r, 19, 15), rs2 = bits(r, 24, 20);
   const unsigned f7 = bits(r, 31, 25);
@@ -103,6 +162,23 @@ Decoded decode32(std::uint32_t r, unsigned xlen) {
       if (f7 == 0x20 && f3 == 5) return make(Op::SRAW, rd, rs1, rs2, 0);
       return illegal;
     }
+    case 0x07:  // LOAD-FP
+      if (f3 == 2) return make(Op::FLW, rd, rs1, 0, i_imm);
+      if (f3 == 3) return make(Op::FLD, rd, rs1, 0, i_imm);
+      return illegal;
+    case 0x27:  // STORE-FP
+      if (f3 == 2) return make(Op::FSW, 0, rs1, rs2, s_imm);
+      if (f3 == 3) return make(Op::FSD, 0, rs1, rs2, s_imm);
+      return illegal;
+    case 0x43: case 0x47: case 0x4b: case 0x4f: {
+      const unsigned fmt = bits(r, 26, 25);
+      if (fmt > 1) return illegal;
+      static const Op s[4] = {Op::FMADD_S, Op::FMSUB_S, Op::FNMSUB_S, Op::FNMADD_S};
+      static const Op d[4] = {Op::FMADD_D, Op::FMSUB_D, Op::FNMSUB_D, Op::FNMADD_D};
+      const unsigned k = ((r & 0x7f) - 0x43) >> 2;
+      return make_fp(fmt ? d[k] : s[k], rd, rs1, rs2, f3, bits(r, 31, 27));
+    }
+    case 0x53: return decode_op_fp(r, xlen);
     case 0x0f:
       if (f3 == 0) return make(Op::FENCE, 0, 0, 0, 0);
       if (f3 == 1) return make(Op::FENCE_I, 0, 0, 0, 0);
@@ -160,10 +236,16 @@ Decoded decode16(std::uint32_t r, unsigned xlen) {
           const unsigned imm = (bits(r, 12, 11) << 4) | (bits(r, 10, 7) << 6) | (bits(r, 6, 6) << 2) | (bits(r, 5, 5) << 3);
           return imm ? make(Op::ADDI, rdp, 2, 0, imm) : illegal;
         }
+        case 1: return make(Op::FLD, rdp, rs1p, 0, (bits(r, 12, 10) << 3) | (bits(r, 6, 5) << 6));
         case 2: return make(Op::LW, rdp, rs1p, 0, (bits(r, 12, 10) << 3) | (bits(r, 6, 6) << 2) | (bits(r, 5, 5) << 6));
-        case 3: return rv64 ? make(Op::LD, rdp, rs1p, 0, (bits(r, 12, 10) << 3) | (bits(r, 6, 5) << 6)) : illegal;
+        case 3:
+          if (rv64) return make(Op::LD, rdp, rs1p, 0, (bits(r, 12, 10) << 3) | (bits(r, 6, 5) << 6));
+          return make(Op::FLW, rdp, rs1p, 0, (bits(r, 12, 10) << 3) | (bits(r, 6, 6) << 2) | (bits(r, 5, 5) << 6));
+        case 5: return make(Op::FSD, 0, rs1p, rdp, (bits(r, 12, 10) << 3) | (bits(r, 6, 5) << 6));
         case 6: return make(Op::SW, 0, rs1p, rdp, (bits(r, 12, 10) << 3) | (bits(r, 6, 6) << 2) | (bits(r, 5, 5) << 6));
-        case 7: return rv64 ? make(Op::SD, 0, rs1p, rdp, (bits(r, 12, 10) << 3) | (bits(r, 6, 5) << 6)) : illegal;
+        case 7:
+          if (rv64) return make(Op::SD, 0, rs1p, rdp, (bits(r, 12, 10) << 3) | (bits(r, 6, 5) << 6));
+          return make(Op::FSW, 0, rs1p, rdp, (bits(r, 12, 10) << 3) | (bits(r, 6, 6) << 2) | (bits(r, 5, 5) << 6));
       }
       return illegal;
     case 1:
@@ -215,11 +297,13 @@ Decoded decode16(std::uint32_t r, unsigned xlen) {
     case 2:
       switch (f3) {
         case 0: return (rv64 || !bits(r, 12, 12)) ? make(Op::SLLI, rd, rd, 0, shamt) : illegal;
+        case 1: return make(Op::FLD, rd, 2, 0, (bits(r, 12, 12) << 5) | (bits(r, 6, 5) << 3) | (bits(r, 4, 2) << 6));
         case 2:
           return rd ? make(Op::LW, rd, 2, 0, (bits(r, 12, 12) << 5) | (bits(r, 6, 4) << 2) | (bits(r, 3, 2) << 6)) : illegal;
         case 3:
-          return rv64 && rd ? make(Op::LD, rd, 2, 0, (bits(r, 12, 12) << 5) | (bits(r, 6, 5) << 3) | (bits(r, 4, 2) << 6))
-                            : illegal;
+          if (!rv64) return make(Op::FLW, rd, 2, 0, (bits(r, 12, 12) << 5) | (bits(r, 6, 4) << 2) | (bits(r, 3, 2) << 6));
+          return rd ? make(Op::LD, rd, 2, 0, (bits(r, 12, 12) << 5) | (bits(r, 6, 5) << 3) | (bits(r, 4, 2) << 6))
+                    : illegal;
         case 4:
           if (!bits(r, 12, 12)) {
             if (rs2 == 0) return rd ? make(Op::JALR, 0, rd, 0, 0) : illegal;
@@ -228,8 +312,11 @@ Decoded decode16(std::uint32_t r, unsigned xlen) {
           if (rd == 0 && rs2 == 0) return make(Op::EBREAK, 0, 0, 0, 0);
           if (rs2 == 0) return make(Op::JALR, 1, rd, 0, 0);
           return make(Op::ADD, rd, rd, rs2, 0);
+        case 5: return make(Op::FSD, 0, 2, rs2, (bits(r, 12, 10) << 3) | (bits(r, 9, 7) << 6));
         case 6: return make(Op::SW, 0, 2, rs2, (bits(r, 12, 9) << 2) | (bits(r, 8, 7) << 6));
-        case 7: return rv64 ? make(Op::SD, 0, 2, rs2, (bits(r, 12, 10) << 3) | (bits(r, 9, 7) << 6)) : illegal;
+        case 7:
+          if (!rv64) return make(Op::FSW, 0, 2, rs2, (bits(r, 12, 9) << 2) | (bits(r, 8, 7) << 6));
+          return make(Op::SD, 0, 2, rs2, (bits(r, 12, 10) << 3) | (bits(r, 9, 7) << 6));
       }
       return illegal;
   }
@@ -273,8 +360,37 @@ OpClass op_class(Op op) {
       return OpClass::csr;
     case Op::FENCE: case Op::FENCE_I: case Op::ECALL: case Op::EBREAK: case Op::MRET: case Op::WFI:
     case Op::ILLEGAL: return OpClass::system;
+    case Op::FLW: case Op::FLD: return OpClass::load;
+    case Op::FSW: case Op::FSD: return OpClass::store;
+    case Op::FDIV_S: case Op::FSQRT_S: case Op::FDIV_D: case Op::FSQRT_D: return OpClass::fdiv;
     default:
+      if (is_fp(op)) return OpClass::fpu;
       return op >= Op::LR_W ? OpClass::atomic : OpClass::alu;
+  }
+}
+
+bool is_double(Op op) {
+  return op == Op::FLD || op == Op::FSD || op >= Op::FMADD_D;
+}
+
+bool fp_rd(Op op) {
+  switch (op) {
+    case Op::FSW: case Op::FSD: case Op::FEQ_S: case Op::FLT_S: case Op::FLE_S: case Op::FCLASS_S:
+    case Op::FCVT_W_S: case Op::FCVT_WU_S: case Op::FCVT_L_S: case Op::FCVT_LU_S: case Op::FMV_X_W:
+    case Op::FEQ_D: case Op::FLT_D: case Op::FLE_D: case Op::FCLASS_D: case Op::FCVT_W_D: case Op::FCVT_WU_D:
+    case Op::FCVT_L_D: case Op::FCVT_LU_D: case Op::FMV_X_D:
+      return false;
+    default: return is_fp(op);
+  }
+}
+
+bool fp_rs1(Op op) {
+  switch (op) {
+    case Op::FLW: case Op::FSW: case Op::FLD: case Op::FSD: case Op::FCVT_S_W: case Op::FCVT_S_WU:
+    case Op::FCVT_S_L: case Op::FCVT_S_LU: case Op::FMV_W_X: case Op::FCVT_D_W: case Op::FCVT_D_WU:
+    case Op::FCVT_D_L: case Op::FCVT_D_LU: case Op::FMV_D_X:
+      return false;
+    default: return is_fp(op);
   }
 }
 
@@ -282,6 +398,14 @@ const char* reg_name(unsigned r) {
   static const char* const names[32] = {"zero", "ra", "sp", "gp", "tp",  "t0",  "t1", "t2", "s0", "s1", "a0",
                                         "a1",   "a2", "a3", "a4", "a5",  "a6",  "a7", "s2", "s3", "s4", "s5",
                                         "s6",   "s7", "s8", "s9", "s10", "s11", "t3", "t4", "t5", "t6"};
+  return names[r & 31];
+}
+
+const char* freg_name(unsigned r) {
+  static const char* const names[32] = {"ft0", "ft1", "ft2",  "ft3",  "ft4", "ft5", "ft6",  "ft7",
+                                        "fs0", "fs1", "fa0",  "fa1",  "fa2", "fa3", "fa4",  "fa5",
+                                        "fa6", "fa7", "fs2",  "fs3",  "fs4", "fs5", "fs6",  "fs7",
+                                        "fs8", "fs9", "fs10", "fs11", "ft8", "ft9", "ft10", "ft11"};
   return names[r & 31];
 }
 

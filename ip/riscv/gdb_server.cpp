@@ -43,7 +43,11 @@ std::uint64_t reg_value(const std::string& hex) {
   return v;
 }
 
-std::string target_xml(unsigned xlen) {
+// GDB's RISC-V register numbers: x0-x31, pc, f0-f31 (33-64), then CSRs
+// from 65 (fflags 66, frm 67, fcsr 68).
+constexpr unsigned kF0 = 33, kFflags = 66, kFrm = 67, kFcsr = 68;
+
+std::string target_xml(unsigned xlen, unsigned flen) {
   std::string x = fmt::format(
       "<?xml version=\"1.0\"?><!DOCTYPE target SYSTEM \"gdb-target.dtd\"><target version=\"1.0\">"
       "<architecture>riscv:rv{}</architecture><feature name=\"org.gnu.gdb.riscv.cpu\">",
@@ -51,8 +55,18 @@ std::string target_xml(unsigned xlen) {
   for (unsigned i = 0; i < 32; ++i)
     x += fmt::format("<reg name=\"{}\" bitsize=\"{}\" type=\"{}\"/>", i == 0 ? "zero" : reg_name(i), xlen,
                      i == 1 || i == 2 ? (i == 1 ? "code_ptr" : "data_ptr") : "int");
-  x += fmt::format("<reg name=\"pc\" bitsize=\"{}\" type=\"code_ptr\"/></feature></target>", xlen);
-  return x;
+  x += fmt::format("<reg name=\"pc\" bitsize=\"{}\" type=\"code_ptr\"/></feature>", xlen);
+  if (flen) {
+    x += "<feature name=\"org.gnu.gdb.riscv.fpu\">";
+    for (unsigned i = 0; i < 32; ++i)
+      x += fmt::format("<reg name=\"{}\" bitsize=\"{}\" type=\"{}\" regnum=\"{}\"/>", freg_name(i), flen,
+                       flen == 64 ? "ieee_double" : "ieee_single", kF0 + i);
+    x += fmt::format("<reg name=\"fflags\" bitsize=\"32\" type=\"int\" regnum=\"{}\"/>"
+                     "<reg name=\"frm\" bitsize=\"32\" type=\"int\" regnum=\"{}\"/>"
+                     "<reg name=\"fcsr\" bitsize=\"32\" type=\"int\" regnum=\"{}\"/></feature>",
+                     kFflags, kFrm, kFcsr);
+  }
+  return x + "</target>";
 }
 
 }  // namespace
@@ -211,6 +225,10 @@ std::string GdbServer::handle(const std::string& p, Action& action, bool& done) 
       const unsigned n = static_cast<unsigned>(std::stoul(p.substr(1), nullptr, 16));
       if (n < 32) return reg_hex(h.reg(n), xlen);
       if (n == 32) return reg_hex(h.pc(), xlen);
+      if (h.flen() && n >= kF0 && n < kF0 + 32) return reg_hex(h.freg(n - kF0), h.flen());
+      if (h.flen() && n == kFflags) return reg_hex(h.fcsr() & 31, 32);
+      if (h.flen() && n == kFrm) return reg_hex(h.fcsr() >> 5, 32);
+      if (h.flen() && n == kFcsr) return reg_hex(h.fcsr(), 32);
       return "E01";
     }
     case 'P': {
@@ -219,6 +237,10 @@ std::string GdbServer::handle(const std::string& p, Action& action, bool& done) 
       const std::uint64_t v = reg_value(p.substr(eq + 1));
       if (n < 32) h.set_reg(n, v);
       else if (n == 32) h.set_pc(v);
+      else if (h.flen() && n >= kF0 && n < kF0 + 32) h.set_freg(n - kF0, v);
+      else if (h.flen() && n == kFflags) h.set_fcsr((h.fcsr() & ~31ull) | (v & 31));
+      else if (h.flen() && n == kFrm) h.set_fcsr((h.fcsr() & 31) | ((v & 7) << 5));
+      else if (h.flen() && n == kFcsr) h.set_fcsr(v);
       else return "E01";
       return "OK";
     }
@@ -323,7 +345,7 @@ std::string GdbServer::handle(const std::string& p, Action& action, bool& done) 
         return hex_bytes(reinterpret_cast<const std::uint8_t*>(name.data()), name.size());
       }
       if (p.rfind("qXfer:features:read:target.xml:", 0) == 0) {
-        const std::string xml = target_xml(xlen);
+        const std::string xml = target_xml(xlen, h.flen());
         const auto args = p.substr(31);
         const auto comma = args.find(',');
         const std::size_t off = std::stoul(args.substr(0, comma), nullptr, 16);

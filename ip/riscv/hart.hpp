@@ -51,9 +51,10 @@ struct HartEnv {
   unsigned hartid = 0;
   bool dmi = true;
   bool misaligned_trap = true;
+  bool has_f = true, has_d = true;  // the F and D extensions
   std::uint64_t mtime_address = 0;
   std::uint64_t period_ticks = 1;  // clock period in time-resolution ticks
-  unsigned cpi[10] = {};           // by OpClass
+  unsigned cpi[kOpClasses] = {};   // by OpClass
   // A trap whose handler cannot start: with this set, it is reported here
   // (first cause, its pc and mtval) and the hart stops in run(); without
   // it, the run ends (the CP's behaviour).
@@ -91,6 +92,12 @@ class HartBase {
   virtual void set_reg(unsigned i, std::uint64_t v) = 0;
   virtual std::uint64_t pc() const = 0;
   virtual void set_pc(std::uint64_t pc) = 0;
+  // The FP registers (0 without F; 32 with F alone, 64 with D) and fcsr.
+  unsigned flen() const { return env_.has_d ? 64 : env_.has_f ? 32 : 0; }
+  virtual std::uint64_t freg(unsigned i) const = 0;
+  virtual void set_freg(unsigned i, std::uint64_t v) = 0;
+  virtual std::uint64_t fcsr() const = 0;
+  virtual void set_fcsr(std::uint64_t v) = 0;
 
   // ---- debugger support (the GDB server) ----
   enum class Stop { none, breakpoint, step, watchpoint };

@@ -7,6 +7,7 @@
 
 #include "common/log.hpp"
 #include "common/sim.hpp"
+#include "riscv/fpu.hpp"
 #include "riscv/hart.hpp"
 
 namespace tessera::riscv {
@@ -14,6 +15,7 @@ namespace {
 
 // CSR numbers.
 enum Csr : unsigned {
+  kFflags = 0x001, kFrm = 0x002, kFcsr = 0x003,
   kCycle = 0xc00, kTime = 0xc01, kInstret = 0xc02, kCycleH = 0xc80, kTimeH = 0xc81, kInstretH = 0xc82,
   kMstatus = 0x300, kMisa = 0x301, kMedeleg = 0x302, kMideleg = 0x303, kMie = 0x304, kMtvec = 0x305,
   kMcounteren = 0x306, kMstatusH = 0x310, kMscratch = 0x340, kMepc = 0x341, kMcause = 0x342, kMtval = 0x343,
@@ -21,7 +23,8 @@ enum Csr : unsigned {
   kMvendorid = 0xf11, kMarchid = 0xf12, kMimpid = 0xf13, kMhartid = 0xf14,
 };
 
-constexpr std::uint64_t kMIE = 1u << 3, kMPIE = 1u << 7, kMPP = 3u << 11, kMPRV = 1u << 17, kTW = 1u << 21;
+constexpr std::uint64_t kMIE = 1u << 3, kMPIE = 1u << 7, kMPP = 3u << 11, kFS = 3u << 13, kMPRV = 1u << 17,
+                        kTW = 1u << 21;
 constexpr std::uint64_t kIrqMask = (1u << kIrqMsoft) | (1u << kIrqMtimer) | (1u << kIrqMext);
 
 template <class T>
@@ -46,6 +49,8 @@ class Hart final : public HartBase {
     priv_ = Priv::M;
     mstatus_ = 0;
     mtvec_ = mepc_ = mcause_ = mtval_ = mscratch_ = mie_ = mcounteren_ = 0;
+    std::memset(f_, 0, sizeof f_);
+    frm_ = fflags_ = 0;
     update_pending();
   }
 
@@ -63,6 +68,17 @@ class Hart final : public HartBase {
   }
   std::uint64_t pc() const override { return pc_; }
   void set_pc(std::uint64_t pc) override { pc_ = static_cast<T>(pc); }
+  std::uint64_t freg(unsigned i) const override { return env_.has_d ? f_[i & 31] : f_[i & 31] & 0xffffffffu; }
+  void set_freg(unsigned i, std::uint64_t v) override {
+    f_[i & 31] = env_.has_d ? v : v | kBox;
+    fp_dirty();
+  }
+  std::uint64_t fcsr() const override { return (frm_ << 5) | fflags_; }
+  void set_fcsr(std::uint64_t v) override {
+    frm_ = (v >> 5) & 7;
+    fflags_ = v & 31;
+    fp_dirty();
+  }
 
   void run(std::uint64_t limit, bool exact, bool trace) override {
     exact_ = exact;
@@ -289,14 +305,29 @@ class Hart final : public HartBase {
       case kMvendorid: case kMarchid: case kMimpid: old = 0; return true;
       case kMhartid: old = env_.hartid; return true;
       case kMisa:
-        old = (T(kXlen == 64 ? 2 : 1) << (kXlen - 2)) | (1u << 0) | (1u << 2) | (1u << 8) | (1u << 12) | (1u << 20);
+        old = (T(kXlen == 64 ? 2 : 1) << (kXlen - 2)) | (1u << 0) | (1u << 2) | (1u << 8) | (1u << 12) | (1u << 20) |
+              (env_.has_f ? 1u << 5 : 0) | (env_.has_d ? 1u << 3 : 0);
         return true;  // writes ignored (WARL)
       case kMedeleg: case kMideleg: old = 0; return true;  // no S mode: read-only zero (WARL)
+      case kFflags: case kFrm: case kFcsr: {
+        if (!env_.has_f || !(mstatus_ & kFS)) return false;
+        old = static_cast<T>(n == kFflags ? fflags_ : n == kFrm ? frm_ : fcsr());
+        if (write) {
+          const std::uint64_t next = apply(op, old, value);
+          if (n == kFflags) fflags_ = next & 31;
+          else if (n == kFrm) frm_ = next & 7;
+          else set_fcsr(next);
+          fp_dirty();
+        }
+        return true;
+      }
       case kMstatus: {
         old = mstatus_;
         if constexpr (kXlen == 64) old |= T(2) << 32;  // UXL = 64
+        if ((mstatus_ & kFS) == kFS) old |= T(1) << (kXlen - 1);  // SD: FS dirty
         if (write) {
-          T next = apply(op, mstatus_, value) & (kMIE | kMPIE | kMPP | kMPRV | kTW);
+          const T writable = kMIE | kMPIE | kMPP | kMPRV | kTW | (env_.has_f ? kFS : 0);
+          T next = apply(op, mstatus_, value) & writable;
           if (((next >> 11) & 3) != 0 && ((next >> 11) & 3) != 3) next &= ~kMPP;  // WARL: M or U only
           mstatus_ = next;
           update_pending();
@@ -441,6 +472,110 @@ class Hart final : public HartBase {
     x_[0] = 0;
   }
 
+  // ---- F and D ---------------------------------------------------------------
+
+  static constexpr std::uint64_t kBox = 0xffffffff00000000ull;  // a binary32 in a 64-bit register
+
+  void fp_dirty() { mstatus_ |= kFS; }
+
+  // A binary32 operand: with D, a register that is not NaN-boxed reads as
+  // the canonical NaN.
+  std::uint64_t fs(unsigned r) const {
+    const std::uint64_t v = f_[r];
+    if (env_.has_d && (v & kBox) != kBox) return fpu::kCanonicalNanS;
+    return v & 0xffffffffu;
+  }
+  std::uint64_t fsrc(unsigned r, fpu::Fmt f) const { return f == fpu::Fmt::d ? f_[r] : fs(r); }
+  void fdst(unsigned r, fpu::Fmt f, std::uint64_t v) {
+    f_[r] = f == fpu::Fmt::d ? v : (v & 0xffffffffu) | kBox;
+    fp_dirty();
+  }
+  static T sext32(std::uint64_t v) { return static_cast<T>(static_cast<S>(static_cast<std::int32_t>(static_cast<std::uint32_t>(v)))); }
+
+  // Executes an F/D instruction; false after a trap (illegal: no F or D,
+  // mstatus.FS off, or a reserved rounding mode; or a load/store fault).
+  bool exec_fp(const Decoded& d, unsigned& cost) {
+    using namespace fpu;
+    if (!env_.has_f || !(mstatus_ & kFS) || (is_double(d.op) && !env_.has_d)) return illegal(d), false;
+    const Fmt fmt = is_double(d.op) ? Fmt::d : Fmt::s;
+    const std::uint64_t sign = fmt == Fmt::d ? 1ull << 63 : 1ull << 31;
+    cost = env_.cpi[static_cast<unsigned>(op_class(d.op))];
+    const T a = x_[d.rs1];
+    switch (d.op) {  // moves and memory: no rounding, no flags
+      case Op::FLW: {
+        std::uint32_t v;
+        if (!load<std::uint32_t>(a + static_cast<T>(d.imm), v)) return false;
+        fdst(d.rd, Fmt::s, v);
+        return true;
+      }
+      case Op::FLD: {
+        std::uint64_t v;
+        if (!load<std::uint64_t>(a + static_cast<T>(d.imm), v)) return false;
+        fdst(d.rd, Fmt::d, v);
+        return true;
+      }
+      case Op::FSW: return store<std::uint32_t>(a + static_cast<T>(d.imm), static_cast<std::uint32_t>(f_[d.rs2]));
+      case Op::FSD: return store<std::uint64_t>(a + static_cast<T>(d.imm), f_[d.rs2]);
+      case Op::FMV_X_W: set(d.rd, sext32(f_[d.rs1])); return true;
+      case Op::FMV_W_X: fdst(d.rd, Fmt::s, a); return true;
+      case Op::FMV_X_D: set(d.rd, static_cast<T>(f_[d.rs1])); return true;
+      case Op::FMV_D_X: fdst(d.rd, Fmt::d, a); return true;
+      case Op::FSGNJ_S: case Op::FSGNJ_D:
+        fdst(d.rd, fmt, (fsrc(d.rs1, fmt) & ~sign) | (fsrc(d.rs2, fmt) & sign));
+        return true;
+      case Op::FSGNJN_S: case Op::FSGNJN_D:
+        fdst(d.rd, fmt, (fsrc(d.rs1, fmt) & ~sign) | (~fsrc(d.rs2, fmt) & sign));
+        return true;
+      case Op::FSGNJX_S: case Op::FSGNJX_D:
+        fdst(d.rd, fmt, fsrc(d.rs1, fmt) ^ (fsrc(d.rs2, fmt) & sign));
+        return true;
+      case Op::FCLASS_S: case Op::FCLASS_D: set(d.rd, classify(fmt, fsrc(d.rs1, fmt))); return true;
+      default: break;
+    }
+    unsigned flags = 0;
+    const std::uint64_t x = fsrc(d.rs1, fmt), y = fsrc(d.rs2, fmt), z = fsrc(d.rs3, fmt);
+    switch (d.op) {  // no rounding, but flags
+      case Op::FMIN_S: case Op::FMIN_D: fdst(d.rd, fmt, fpu::min(fmt, x, y, flags)); goto done;
+      case Op::FMAX_S: case Op::FMAX_D: fdst(d.rd, fmt, fpu::max(fmt, x, y, flags)); goto done;
+      case Op::FEQ_S: case Op::FEQ_D: set(d.rd, eq(fmt, x, y, flags)); goto done;
+      case Op::FLT_S: case Op::FLT_D: set(d.rd, lt(fmt, x, y, flags)); goto done;
+      case Op::FLE_S: case Op::FLE_D: set(d.rd, le(fmt, x, y, flags)); goto done;
+      default: break;
+    }
+    {
+      const unsigned rm = d.rm == 7 ? frm_ : d.rm;
+      if (rm > kRmm) return illegal(d), false;  // reserved, in the instruction or in frm
+      switch (d.op) {
+        case Op::FADD_S: case Op::FADD_D: fdst(d.rd, fmt, add(fmt, x, y, rm, flags)); break;
+        case Op::FSUB_S: case Op::FSUB_D: fdst(d.rd, fmt, fpu::sub(fmt, x, y, rm, flags)); break;
+        case Op::FMUL_S: case Op::FMUL_D: fdst(d.rd, fmt, mul(fmt, x, y, rm, flags)); break;
+        case Op::FDIV_S: case Op::FDIV_D: fdst(d.rd, fmt, fpu::div(fmt, x, y, rm, flags)); break;
+        case Op::FSQRT_S: case Op::FSQRT_D: fdst(d.rd, fmt, fpu::sqrt(fmt, x, rm, flags)); break;
+        case Op::FMADD_S: case Op::FMADD_D: fdst(d.rd, fmt, fpu::fma(fmt, x, y, z, rm, flags)); break;
+        case Op::FMSUB_S: case Op::FMSUB_D: fdst(d.rd, fmt, fpu::fma(fmt, x, y, z ^ sign, rm, flags)); break;
+        case Op::FNMSUB_S: case Op::FNMSUB_D: fdst(d.rd, fmt, fpu::fma(fmt, x ^ sign, y, z, rm, flags)); break;
+        case Op::FNMADD_S: case Op::FNMADD_D: fdst(d.rd, fmt, fpu::fma(fmt, x ^ sign, y, z ^ sign, rm, flags)); break;
+        case Op::FCVT_W_S: case Op::FCVT_W_D: set(d.rd, sext32(to_int(fmt, x, 32, true, rm, flags))); break;
+        case Op::FCVT_WU_S: case Op::FCVT_WU_D: set(d.rd, sext32(to_int(fmt, x, 32, false, rm, flags))); break;
+        case Op::FCVT_L_S: case Op::FCVT_L_D: set(d.rd, static_cast<T>(to_int(fmt, x, 64, true, rm, flags))); break;
+        case Op::FCVT_LU_S: case Op::FCVT_LU_D: set(d.rd, static_cast<T>(to_int(fmt, x, 64, false, rm, flags))); break;
+        case Op::FCVT_S_W: case Op::FCVT_D_W: fdst(d.rd, fmt, from_int(fmt, a, 32, true, rm, flags)); break;
+        case Op::FCVT_S_WU: case Op::FCVT_D_WU: fdst(d.rd, fmt, from_int(fmt, a, 32, false, rm, flags)); break;
+        case Op::FCVT_S_L: case Op::FCVT_D_L: fdst(d.rd, fmt, from_int(fmt, a, 64, true, rm, flags)); break;
+        case Op::FCVT_S_LU: case Op::FCVT_D_LU: fdst(d.rd, fmt, from_int(fmt, a, 64, false, rm, flags)); break;
+        case Op::FCVT_S_D: fdst(d.rd, Fmt::s, convert(Fmt::s, Fmt::d, f_[d.rs1], rm, flags)); break;
+        case Op::FCVT_D_S: fdst(d.rd, Fmt::d, convert(Fmt::d, Fmt::s, fs(d.rs1), rm, flags)); break;
+        default: return illegal(d), false;
+      }
+    }
+  done:
+    if (flags) {
+      fflags_ |= flags;
+      fp_dirty();
+    }
+    return true;
+  }
+
   // ---- the loop -----------------------------------------------------------------
 
   template <bool kTrace, bool kDebug>
@@ -457,7 +592,7 @@ class Hart final : public HartBase {
       const Decoded* dp = fetch();
       if (!dp) continue;
       const Decoded& d = *dp;
-      if constexpr (kTrace) trace_before_ = x_[d.rd];
+      if constexpr (kTrace) trace_before_ = fp_rd(d.op) ? f_[d.rd] : x_[d.rd];
       T next = pc + d.len;
       const T a = x_[d.rs1], b = x_[d.rs2];
       const T imm = static_cast<T>(d.imm);
@@ -621,6 +756,10 @@ class Hart final : public HartBase {
           amo<std::uint64_t>(d);
           goto atomic;
         default:
+          if (is_fp(d.op)) {
+            if (!exec_fp(d, cost)) goto trapped;
+            break;
+          }
           illegal(d);
           goto trapped;
       }
@@ -667,8 +806,11 @@ class Hart final : public HartBase {
   void trace(T pc, const Decoded& d) {
     std::string line = fmt::format("{:#0{}x}: {:0{}x}  {}", static_cast<std::uint64_t>(pc), kXlen / 4 + 2, d.raw,
                                    d.len * 2, disassemble(d, pc));
-    if (d.rd && x_[d.rd] != trace_before_)
+    if (fp_rd(d.op)) {
+      if (f_[d.rd] != trace_before_) line += fmt::format("   {} = {:#x}", freg_name(d.rd), f_[d.rd]);
+    } else if (d.rd && x_[d.rd] != trace_before_) {
       line += fmt::format("   {} = {:#x}", reg_name(d.rd), static_cast<std::uint64_t>(x_[d.rd]));
+    }
     log::trace(env_.path, "{}", line);
   }
 
@@ -676,6 +818,8 @@ class Hart final : public HartBase {
 
   T x_[32] = {};
   T pc_ = 0;
+  std::uint64_t f_[32] = {};       // f0..f31 (binary32 values NaN-boxed)
+  std::uint64_t frm_ = 0, fflags_ = 0;
   Priv priv_ = Priv::M;
   T mstatus_ = 0, mtvec_ = 0, mepc_ = 0, mcause_ = 0, mtval_ = 0, mscratch_ = 0, mie_ = 0, mcounteren_ = 0;
   std::uint64_t mip_ = 0;
@@ -685,7 +829,7 @@ class Hart final : public HartBase {
   bool watching_ = false;
   std::uint64_t cycle_offset_ = 0;  // mcycle minus the cycle count
   std::vector<Entry> cache_;
-  T trace_before_ = 0;
+  std::uint64_t trace_before_ = 0;
   // For telling an unhandled trap: where the last trap went and what it was.
   T last_vector_ = ~T(0);
   std::uint64_t instret_at_trap_ = 0;
@@ -698,9 +842,24 @@ std::string Hart<T>::disassemble(const Decoded& d, T pc) const {
   std::string name = op_name(d.op);
   for (auto& c : name) c = c == '_' ? '.' : static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   if (d.len == 2) name = "c." + name;
-  const char* rd = reg_name(d.rd);
-  const char* rs1 = reg_name(d.rs1);
-  const char* rs2 = reg_name(d.rs2);
+  const bool fp = is_fp(d.op);
+  const char* rd = fp_rd(d.op) ? freg_name(d.rd) : reg_name(d.rd);
+  const char* rs1 = fp_rs1(d.op) ? freg_name(d.rs1) : reg_name(d.rs1);
+  const char* rs2 = fp ? freg_name(d.rs2) : reg_name(d.rs2);
+  if (fp && op_class(d.op) != OpClass::load && op_class(d.op) != OpClass::store) {
+    switch (d.op) {
+      case Op::FMADD_S: case Op::FMSUB_S: case Op::FNMSUB_S: case Op::FNMADD_S:
+      case Op::FMADD_D: case Op::FMSUB_D: case Op::FNMSUB_D: case Op::FNMADD_D:
+        return fmt::format("{} {}, {}, {}, {}", name, rd, rs1, rs2, freg_name(d.rs3));
+      case Op::FSQRT_S: case Op::FSQRT_D: case Op::FCLASS_S: case Op::FCLASS_D: case Op::FMV_X_W:
+      case Op::FMV_W_X: case Op::FMV_X_D: case Op::FMV_D_X: case Op::FCVT_S_D: case Op::FCVT_D_S:
+        return fmt::format("{} {}, {}", name, rd, rs1);
+      default:
+        if (d.op >= Op::FCVT_W_S && d.op <= Op::FCVT_S_LU) return fmt::format("{} {}, {}", name, rd, rs1);
+        if (d.op >= Op::FCVT_W_D && d.op <= Op::FCVT_D_LU) return fmt::format("{} {}, {}", name, rd, rs1);
+        return fmt::format("{} {}, {}, {}", name, rd, rs1, rs2);
+    }
+  }
   switch (op_class(d.op)) {
     case OpClass::load: return fmt::format("{} {}, {}({})", name, rd, d.imm, rs1);
     case OpClass::store: return fmt::format("{} {}, {}({})", name, rs2, d.imm, rs1);

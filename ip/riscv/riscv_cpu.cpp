@@ -14,7 +14,8 @@ namespace tessera::riscv {
 const power::Event kCpInstruction = power::declare_event("cp_instruction", "cp", 25, "an instruction of the control processor");
 
 void RiscvCpu::Config::visit(Params& p) {
-  p("xlen", xlen, "32 (RV32IMAC) or 64 (RV64IMAC)");
+  p("xlen", xlen, "32 (RV32) or 64 (RV64)");
+  p("extensions", extensions, "the ISA after rv32/rv64: imac, imafc or imafdc (g stands for imafd: gc = imafdc)");
   p("hartid", hartid, "value of mhartid");
   p("clock", clock, "core clock");
   p("quantum", quantum, "how far the hart may run ahead of simulated time (0: never past another process's next event)");
@@ -32,14 +33,26 @@ void RiscvCpu::Config::visit(Params& p) {
   p("cpi_csr", cpi_csr, "cycles of a CSR instruction");
   p("cpi_atomic", cpi_atomic, "cycles of an LR/SC/AMO, before the memory's latency");
   p("cpi_system", cpi_system, "cycles of ecall/ebreak/mret/wfi/fence and of taking a trap");
+  p("cpi_fpu", cpi_fpu, "cycles of an F/D instruction other than a load, store, division or square root");
+  p("cpi_fdiv", cpi_fdiv, "cycles of an F/D division or square root");
+}
+
+bool RiscvCpu::Config::has(char extension) const {
+  const bool g = extensions.find('g') != std::string::npos && std::string("imafd").find(extension) != std::string::npos;
+  return g || extensions.find(extension) != std::string::npos;
 }
 
 void RiscvCpu::Config::validate(const Params& p) const {
   if (xlen != 32 && xlen != 64) p.fail("xlen", "must be 32 or 64");
   if (misaligned != "trap" && misaligned != "emulate") p.fail("misaligned", "must be trap or emulate");
+  if (extensions.find_first_not_of("imafdcg") != std::string::npos)
+    p.fail("extensions", "'" + extensions + "' has a letter other than i, m, a, f, d, c and g");
+  for (char e : std::string("imac"))
+    if (!has(e)) p.fail("extensions", "'" + extensions + "' lacks " + std::string(1, e) + ": the hart always has I, M, A and C");
+  if (has('d') && !has('f')) p.fail("extensions", "'" + extensions + "' has D without F");
   if (clock.value > 100e9) p.fail("clock", "must be at most 100GHz");
   for (unsigned c : {cpi_alu, cpi_branch_taken, cpi_jump, cpi_load, cpi_store, cpi_mul, cpi_div, cpi_csr, cpi_atomic,
-                     cpi_system})
+                     cpi_system, cpi_fpu, cpi_fdiv})
     if (c == 0 || c > 1000) p.fail("cpi_*", "cycle counts must be between 1 and 1000");
 }
 
@@ -57,10 +70,13 @@ RiscvCpu::RiscvCpu(const sc_core::sc_module_name& n, const Config& c)
   env.hartid = c.hartid;
   env.dmi = c.dmi;
   env.misaligned_trap = c.misaligned == "trap";
+  env.has_f = c.has('f');
+  env.has_d = c.has('d');
   env.mtime_address = c.mtime_address;
   env.period_ticks = std::max<std::uint64_t>(1, c.clock.period().value());
-  const unsigned cpi[] = {c.cpi_alu, c.cpi_branch_taken, c.cpi_jump, c.cpi_load, c.cpi_store,
-                          c.cpi_mul, c.cpi_div,          c.cpi_csr,  c.cpi_atomic, c.cpi_system};
+  const unsigned cpi[kOpClasses] = {c.cpi_alu, c.cpi_branch_taken, c.cpi_jump,   c.cpi_load,   c.cpi_store,
+                                    c.cpi_mul, c.cpi_div,          c.cpi_csr,    c.cpi_atomic, c.cpi_system,
+                                    c.cpi_fpu, c.cpi_fdiv};
   std::copy(std::begin(cpi), std::end(cpi), env.cpi);
   hart_ = make_hart(c.xlen, env);
   hart_->reset(c.reset_pc);

@@ -1,6 +1,7 @@
-// A RISC-V hart as an IP: RV64IMAC_Zicsr_Zifencei for the control
+// A RISC-V hart as an IP: RV64GC (IMAFDC_Zicsr_Zifencei) for the control
 // processor, RV32IMAC_Zicsr for the tile cores (one interpreter,
-// parameterised by XLEN), machine and user modes.
+// parameterised by XLEN, the extensions a parameter), machine and user
+// modes.
 //
 // Timing: each instruction costs a configurable number of cycles by class
 // (ALU, branch taken, jump, load, store, multiply, divide, CSR, atomic,
@@ -10,7 +11,8 @@
 // decoupling: the hart runs ahead of simulated time by up to `quantum`;
 // quantum 0 means it never runs past the next event of any other process.
 // WFI sleeps until an interrupt is pending; a sleeping hart costs no host
-// time. Not modelled: PMP, S mode, virtual memory, F/D, the misaligned
+// time. F and D follow IEEE 754 exactly (fpu.hpp). Not modelled: PMP, S
+// mode, virtual memory, the misaligned
 // fetch exception (impossible with C), performance counters beyond
 // mcycle/minstret.
 #pragma once
@@ -48,9 +50,11 @@ class RiscvCpu : public Ip {
     bool dmi = true;
     std::uint64_t reset_pc = 0x1000;
     std::string misaligned = "trap";  // trap, or emulate (perform the access)
+    std::string extensions = "imafdc";  // after rv32/rv64: imac, imafc or imafdc (g = imafd)
     std::uint64_t mtime_address = 0x200bff8;  // where the time CSR reads from (0: no time CSR)
     unsigned cpi_alu = 1, cpi_branch_taken = 2, cpi_jump = 2, cpi_load = 1, cpi_store = 1, cpi_mul = 3,
-             cpi_div = 20, cpi_csr = 2, cpi_atomic = 4, cpi_system = 2;
+             cpi_div = 20, cpi_csr = 2, cpi_atomic = 4, cpi_system = 2, cpi_fpu = 3, cpi_fdiv = 20;
+    bool has(char extension) const;  // in `extensions`, with g standing for imafd
     void visit(Params& p);
     void validate(const Params& p) const;
   };

@@ -5,6 +5,6 @@
 
 namespace tessera::riscv {
 
-TESSERA_REGISTER_IP("riscv", RiscvCpu, "RISC-V hart: RV64IMAC (CP) or RV32IMAC (tile core), M and U modes");
+TESSERA_REGISTER_IP("riscv", RiscvCpu, "RISC-V hart: RV64GC (CP) or RV32IMAC (tile core), M and U modes");
 
 }  // namespace tessera::riscv

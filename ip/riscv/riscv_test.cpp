@@ -57,7 +57,7 @@ TEST(Decode, CompressedExpansions) {
   EXPECT_EQ(d.rd, 10);
   EXPECT_EQ(decode(0x2005, 64).op, Op::ILLEGAL);  // c.addiw with rd = 0 is reserved
   EXPECT_EQ(decode(0x6108, 64).op, Op::LD);  // c.ld a0, 0(a0)
-  EXPECT_EQ(decode(0x6108, 32).op, Op::ILLEGAL);  // c.flw: no F
+  EXPECT_EQ(decode(0x6108, 32).op, Op::FLW);  // c.flw (illegal at execution on a hart without F)
   EXPECT_EQ(decode(0x0000, 64).op, Op::ILLEGAL);  // the all-zero halfword
   d = decode(0x1141, 64);  // c.addi sp, -16
   EXPECT_EQ(d.op, Op::ADDI);
@@ -136,4 +136,46 @@ TEST(RiscvCpu, HonoursDmiInvalidation) {
   EXPECT_EQ(cpu.hart().reg(6), 0x55u) << "the load saw the new memory after the invalidation";
   EXPECT_TRUE(cpu.hart().sleeping());
   EXPECT_GT(cpu.hart().instret(), 100u) << "it polled through DMI until then";
+}
+
+TEST(Decode, FloatingPoint) {
+  Decoded d = decode(0x002091d3, 64);  // fadd.s ft3, ft1, ft2, rtz
+  EXPECT_EQ(d.op, Op::FADD_S);
+  EXPECT_EQ(d.rd, 3);
+  EXPECT_EQ(d.rs1, 1);
+  EXPECT_EQ(d.rs2, 2);
+  EXPECT_EQ(d.rm, 1);
+  d = decode(0x6ac5b543, 32);  // fmadd.d fa0, fa1, fa2, fa3, rup
+  EXPECT_EQ(d.op, Op::FMADD_D);
+  EXPECT_EQ(d.rs3, 13);
+  EXPECT_EQ(d.rm, 3);
+  EXPECT_TRUE(is_double(d.op));
+  d = decode(0xfe512e27, 64);  // fsw ft5, -4(sp)
+  EXPECT_EQ(d.op, Op::FSW);
+  EXPECT_EQ(d.imm, -4);
+  EXPECT_EQ(d.rs2, 5);
+  EXPECT_EQ(decode(0xc0200553, 64).op, Op::FCVT_L_S);
+  EXPECT_EQ(decode(0xc0200553, 32).op, Op::ILLEGAL);  // no fcvt.l.s on RV32
+  EXPECT_EQ(decode(0xe20785d3, 64).op, Op::FMV_X_D);
+  EXPECT_EQ(decode(0xe20785d3, 32).op, Op::ILLEGAL);  // nor fmv.x.d
+  EXPECT_EQ(decode(0x42008053, 64).op, Op::FCVT_D_S);
+  EXPECT_EQ(decode(0x6ac5b543 ^ (3u << 25), 64).op, Op::ILLEGAL);  // fmt 2 (H) and 3 (Q): not here
+  EXPECT_EQ(decode(0x5800f0d3 | (1u << 20), 64).op, Op::ILLEGAL);  // fsqrt.s with rs2 != 0
+  // Compressed: c.fld, c.fsdsp on both; c.flw/c.fsw only on RV32 (RV64's c.ld/c.sd).
+  d = decode(0x2900, 64);  // c.fld fs0, 16(a0)
+  EXPECT_EQ(d.op, Op::FLD);
+  EXPECT_EQ(d.rd, 8);
+  EXPECT_EQ(d.imm, 16);
+  d = decode(0xac22, 32);  // c.fsdsp fs0, 24(sp)
+  EXPECT_EQ(d.op, Op::FSD);
+  EXPECT_EQ(d.imm, 24);
+  EXPECT_EQ(decode(0x6118, 64).op, Op::LD);   // c.ld a4, 0(a0)
+  EXPECT_EQ(decode(0x6118, 32).op, Op::FLW);  // c.flw fa4, 0(a0)
+  // Which operands are f registers.
+  EXPECT_TRUE(fp_rd(Op::FCVT_S_W));
+  EXPECT_FALSE(fp_rs1(Op::FCVT_S_W));
+  EXPECT_FALSE(fp_rd(Op::FEQ_D));
+  EXPECT_TRUE(fp_rs1(Op::FEQ_D));
+  EXPECT_EQ(op_class(Op::FDIV_D), OpClass::fdiv);
+  EXPECT_EQ(op_class(Op::FLD), OpClass::load);
 }

@@ -409,6 +409,7 @@ Tile::Tile(const sc_core::sc_module_name& n, const Config& c) : Ip(n), config_(c
   if (c.core) {
     riscv::RiscvCpu::Config cc;
     cc.xlen = 32;
+    cc.extensions = "imac";
     cc.hartid = c.hartid;
     cc.clock = c.core_clock;
     cc.quantum = c.core_quantum;

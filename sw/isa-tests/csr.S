@@ -9,12 +9,12 @@ TEST_BEGIN
   CHECK(4); csrrwi t0, mscratch, 5; EXPECT(t0, 0x120f); csrr t0, mscratch; EXPECT(t0, 5)
   CHECK(5); csrrsi t0, mscratch, 0x18; csrr t0, mscratch; EXPECT(t0, 0x1d)
   CHECK(6); csrrci t0, mscratch, 1; csrr t0, mscratch; EXPECT(t0, 0x1c)
-  /* misa: MXL and the extensions A, C, I, M, U. */
+  /* misa: MXL and the extensions A, C, D, F, I, M, U. */
 #if __riscv_xlen == 64
-  CHECK(7); csrr t0, misa; EXPECT(t0, 0x8000000000101105)
+  CHECK(7); csrr t0, misa; EXPECT(t0, 0x800000000010112d)
   CHECK(8); csrr t0, mstatus; srli t0, t0, 32; andi t0, t0, 3; EXPECT(t0, 2)  /* UXL = 64 */
 #else
-  CHECK(7); csrr t0, misa; EXPECT(t0, 0x40101105)
+  CHECK(7); csrr t0, misa; EXPECT(t0, 0x4010112d)
 #endif
   CHECK(9); csrr t0, mhartid; EXPECT(t0, 0)
   CHECK(10); csrr t0, mvendorid; EXPECT(t0, 0)

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
@@ -22,8 +23,46 @@ TEST(Firmware, HelloWorld) {
   Outcome r = run("--firmware " + kFirmware + "/hello.elf");
   EXPECT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(r.out.substr(0, r.out.find("running at")),
-            "Hello from the Tessera T1 control processor!\nhart 0, RV64ACIMU, ");
+            "Hello from the Tessera T1 control processor!\nhart 0, RV64ACDFIMU, ");
   EXPECT_TRUE(r.err.empty()) << r.err;
+}
+
+// Firmware built for RV64GC with the hard-float ABI: picolibc's printf and
+// libm, <fenv.h> rounding modes and flags, and timer interrupts whose
+// handler computes in FP while main does (the BSP saves the FP registers).
+TEST(Firmware, FloatingPointWithTheHardFloatAbi) {
+  Outcome r = run("--firmware " + kFirmware + "/fp_demo.elf --max-time 100ms");
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out,
+            "sqrt(2) = 1.4142135623730951\n"
+            "1/3 = 0.3333333333333333, as float 0.333333343\n"
+            "1/3 rounded up = 0.33333333333333337\n"
+            "inexact 1, overflow 0\n"
+            "exp(1) = 2.71828182845905, sin(1) = 0.841470984807897\n"
+            "H(20000) = 10.48072821722932, the same with 20 interrupts\n");
+}
+
+// Every F/D instruction that computes, in every rounding mode, on
+// thousands of operands chosen for the hard cases: the CP's results and
+// fflags hash the same as QEMU's (SoftFloat's), line for line.
+TEST(Firmware, FloatingPointAgreesWithQemuBitForBit) {
+  const std::string isa = kFirmware + "/../isa-tests";
+  for (const std::string xlen : {"64", "32"}) {
+    const std::string qemu = "qemu-riscv" + xlen;
+    if (std::system(("command -v " + qemu + " >/dev/null 2>&1").c_str()) != 0)
+      GTEST_SKIP() << qemu << " is not installed (Debian's qemu-user; ./tools/test installs it)";
+    const std::string want = local("qemu" + xlen);
+    ASSERT_EQ(std::system(("timeout 120 " + qemu + " " + isa + "/rv" + xlen + "-fpu_diff_linux.elf >" + want).c_str()), 0);
+    Outcome r = run("--firmware " + isa + "/rv" + xlen + "-fpu_diff.elf --set cp.xlen=" + xlen + " --max-time 10s");
+    EXPECT_EQ(r.code, 0) << r.err;
+    const std::string reference = slurp(want);
+    EXPECT_GT(std::count(reference.begin(), reference.end(), '\n'), xlen == "64" ? 220 : 170);
+    std::istringstream a(r.out), b(reference);
+    for (std::string mine, theirs; std::getline(b, theirs);) {
+      std::getline(a, mine);
+      EXPECT_EQ(mine, theirs) << "RV" << xlen << ": the first word is the instruction and its rounding mode";
+    }
+  }
 }
 
 TEST(Firmware, InterruptDrivenTimerAndUartReceive) {

@@ -112,6 +112,24 @@ TEST(Gdb, BreakStepPrintWatchContinue) {
   EXPECT_EQ(slurp("gdb_test.vp.out"), "gdb demo: total 30\n");
 }
 
+// The FP registers through GDB: the target description's fpu feature, a
+// double returned in fa0, fcsr, and a register written by the debugger.
+TEST(Gdb, FloatingPointRegisters) {
+  const std::string elf = std::string(TESSERA_FIRMWARE_DIR) + "/fp_demo.elf";
+  const std::string port_s = std::to_string(20000 + static_cast<unsigned>((::getpid() + 7) % 20000));
+  Child vp(spawn_vp(elf, port_s, "gdb_fp_test"));
+  const std::string gdb = run_capture(
+      "timeout -k 5 60 gdb-multiarch -batch -nx -ex 'set confirm off' -ex 'file " + elf + "' -ex 'target remote 127.0.0.1:" +
+      port_s + "' -ex 'break harmonic' -ex 'continue' -ex 'finish' -ex 'print $fcsr' -ex 'set $fa1 = 2.5'"
+      " -ex 'print $fa1' -ex 'info registers frm' -ex 'delete' -ex 'continue' 2>&1");
+  EXPECT_EQ(vp.wait(30), 0) << slurp("gdb_fp_test.vp.err");
+  EXPECT_NE(gdb.find("Value returned is $1 = 10.48072821722932"), std::string::npos) << gdb;
+  EXPECT_NE(gdb.find("$2 = 1"), std::string::npos) << "fcsr: inexact " << gdb;
+  EXPECT_NE(gdb.find("$3 = {float = 0, double = 2.5}"), std::string::npos) << "fa1, as a union: " << gdb;
+  EXPECT_NE(gdb.find("frm "), std::string::npos) << gdb;
+  EXPECT_NE(gdb.find("exited normally"), std::string::npos) << gdb;
+}
+
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>

@@ -1,9 +1,16 @@
-/* Reset entry of CP firmware: global pointer, stack, trap vector, data
+/* Reset entry of CP firmware: the FPU (if built with one), global
+ * pointer, stack, trap vector, data
  * copied from its load address, bss cleared, thread pointer for picolibc's
  * TLS, then main() and exit() with its result. */
 	.section .text.init.enter, "ax"
 	.global _start
 _start:
+#ifdef __riscv_flen
+	/* Built with F/D: the FPU on (mstatus.FS = initial), fcsr cleared. */
+	li	t0, 0x2000
+	csrs	mstatus, t0
+	fscsr	zero
+#endif
 	.option push
 	.option norelax
 	la	gp, __global_pointer$
