@@ -190,6 +190,8 @@ Decoded decode32(std::uint32_t r, unsigned xlen) {
           if (r == 0x00100073) return make(Op::EBREAK, 0, 0, 0, 0);
           if (r == 0x30200073) return make(Op::MRET, 0, 0, 0, 0);
           if (r == 0x10500073) return make(Op::WFI, 0, 0, 0, 0);
+          if (r == 0x10200073) return make(Op::SRET, 0, 0, 0, 0);
+          if (f7 == 0x09 && rd == 0) return make(Op::SFENCE_VMA, 0, rs1, rs2, 0);
           return illegal;
         case 1: return make(Op::CSRRW, rd, rs1, 0, r >> 20);
         case 2: return make(Op::CSRRS, rd, rs1, 0, r >> 20);
@@ -359,7 +361,7 @@ OpClass op_class(Op op) {
     case Op::CSRRW: case Op::CSRRS: case Op::CSRRC: case Op::CSRRWI: case Op::CSRRSI: case Op::CSRRCI:
       return OpClass::csr;
     case Op::FENCE: case Op::FENCE_I: case Op::ECALL: case Op::EBREAK: case Op::MRET: case Op::WFI:
-    case Op::ILLEGAL: return OpClass::system;
+    case Op::SRET: case Op::SFENCE_VMA: case Op::ILLEGAL: return OpClass::system;
     case Op::FLW: case Op::FLD: return OpClass::load;
     case Op::FSW: case Op::FSD: return OpClass::store;
     case Op::FDIV_S: case Op::FSQRT_S: case Op::FDIV_D: case Op::FSQRT_D: return OpClass::fdiv;

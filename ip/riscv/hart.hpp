@@ -19,10 +19,11 @@
 #include <vector>
 
 #include "riscv/decode.hpp"
+#include "riscv/mmu.hpp"
 
 namespace tessera::riscv {
 
-enum class Priv : unsigned { U = 0, M = 3 };
+enum class Priv : unsigned { U = 0, S = 1, M = 3 };
 
 // Trap causes (privileged specification, mcause).
 enum Cause : unsigned {
@@ -35,9 +36,16 @@ enum Cause : unsigned {
   kMisalignedStore = 6,
   kStoreAccess = 7,
   kEcallU = 8,
+  kEcallS = 9,
   kEcallM = 11,
+  kFetchPage = 12,
+  kLoadPage = 13,
+  kStorePage = 15,
+  kIrqSsoft = 1,
   kIrqMsoft = 3,
+  kIrqStimer = 5,
   kIrqMtimer = 7,
+  kIrqSext = 9,
   kIrqMext = 11,
 };
 const char* cause_name(unsigned cause, bool interrupt);
@@ -52,6 +60,8 @@ struct HartEnv {
   bool dmi = true;
   bool misaligned_trap = true;
   bool has_f = true, has_d = true;  // the F and D extensions
+  bool has_s = true;                // S mode (with Sv39 on RV64)
+  unsigned pmp_entries = 16;
   std::uint64_t mtime_address = 0;
   std::uint64_t period_ticks = 1;  // clock period in time-resolution ticks
   unsigned cpi[kOpClasses] = {};   // by OpClass
@@ -138,7 +148,7 @@ class HartBase {
   void synced() { synced_ = cycle_; }
 
   // Statistics.
-  std::uint64_t traps = 0, interrupts = 0, dmi_accesses = 0, bus_accesses = 0, wfi_sleeps = 0;
+  std::uint64_t traps = 0, interrupts = 0, dmi_accesses = 0, bus_accesses = 0, wfi_sleeps = 0, page_walks = 0;
 
  protected:
   // The data side of the memory path. Each returns false on a bus error

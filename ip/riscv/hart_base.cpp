@@ -23,6 +23,9 @@ const char* cause_name(unsigned cause, bool interrupt) {
       case kIrqMsoft: return "machine software interrupt";
       case kIrqMtimer: return "machine timer interrupt";
       case kIrqMext: return "machine external interrupt";
+      case kIrqSsoft: return "supervisor software interrupt";
+      case kIrqStimer: return "supervisor timer interrupt";
+      case kIrqSext: return "supervisor external interrupt";
       default: return "interrupt";
     }
   }
@@ -37,13 +40,17 @@ const char* cause_name(unsigned cause, bool interrupt) {
                                       "ecall from U-mode",
                                       "ecall from S-mode",
                                       "reserved",
-                                      "ecall from M-mode"};
-  return cause < 12 ? names[cause] : "reserved";
+                                      "ecall from M-mode",
+                                      "instruction page fault",
+                                      "load page fault",
+                                      "reserved",
+                                      "store/AMO page fault"};
+  return cause < 16 ? names[cause] : "reserved";
 }
 
 void HartBase::invalidate_dmi(std::uint64_t start, std::uint64_t end) {
   auto overlaps = [&](const DmiRegion& r) { return r.limit && r.base <= end && start <= r.base + r.limit - 1; };
-  if (overlaps(fetch_)) fetch_ = DmiRegion{};
+  fetch_ = DmiRegion{};  // (it may be a virtual page's window)
   regions_.erase(std::remove_if(regions_.begin(), regions_.end(), overlaps), regions_.end());
   last_read_ = last_write_ = &none_;
   // A target that invalidates may grant again: forget denials too.

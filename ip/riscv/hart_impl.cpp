@@ -17,15 +17,26 @@ namespace {
 enum Csr : unsigned {
   kFflags = 0x001, kFrm = 0x002, kFcsr = 0x003,
   kCycle = 0xc00, kTime = 0xc01, kInstret = 0xc02, kCycleH = 0xc80, kTimeH = 0xc81, kInstretH = 0xc82,
+  kSstatus = 0x100, kSie = 0x104, kStvec = 0x105, kScounteren = 0x106, kSenvcfg = 0x10a, kSscratch = 0x140,
+  kSepc = 0x141, kScause = 0x142, kStval = 0x143, kSip = 0x144, kSatp = 0x180,
+  kMenvcfg = 0x30a, kMenvcfgH = 0x31a, kMcountinhibit = 0x320, kMconfigptr = 0xf15,
+  kPmpcfg0 = 0x3a0, kPmpaddr0 = 0x3b0,
   kMstatus = 0x300, kMisa = 0x301, kMedeleg = 0x302, kMideleg = 0x303, kMie = 0x304, kMtvec = 0x305,
   kMcounteren = 0x306, kMstatusH = 0x310, kMscratch = 0x340, kMepc = 0x341, kMcause = 0x342, kMtval = 0x343,
   kMip = 0x344, kMcycle = 0xb00, kMinstret = 0xb02, kMcycleH = 0xb80, kMinstretH = 0xb82,
   kMvendorid = 0xf11, kMarchid = 0xf12, kMimpid = 0xf13, kMhartid = 0xf14,
 };
 
-constexpr std::uint64_t kMIE = 1u << 3, kMPIE = 1u << 7, kMPP = 3u << 11, kFS = 3u << 13, kMPRV = 1u << 17,
-                        kTW = 1u << 21;
-constexpr std::uint64_t kIrqMask = (1u << kIrqMsoft) | (1u << kIrqMtimer) | (1u << kIrqMext);
+constexpr std::uint64_t kSIE = 1u << 1, kMIE = 1u << 3, kSPIE = 1u << 5, kMPIE = 1u << 7, kSPP = 1u << 8,
+                        kMPP = 3u << 11, kFS = 3u << 13, kMPRV = 1u << 17, kSUM = 1u << 18, kMXR = 1u << 19,
+                        kTVM = 1u << 20, kTW = 1u << 21, kTSR = 1u << 22;
+// What sstatus shows of mstatus (besides UXL and SD).
+constexpr std::uint64_t kSstatusMask = kSIE | kSPIE | kSPP | kFS | kSUM | kMXR;
+constexpr std::uint64_t kMIrqs = (1u << kIrqMsoft) | (1u << kIrqMtimer) | (1u << kIrqMext);
+constexpr std::uint64_t kSIrqs = (1u << kIrqSsoft) | (1u << kIrqStimer) | (1u << kIrqSext);
+// Exceptions medeleg can delegate: all but ecall from M (and the reserved 10 and 14).
+constexpr std::uint64_t kDelegable = 0xb3ff;
+constexpr unsigned kTlbEntries = 256;
 
 template <class T>
 class Hart final : public HartBase {
@@ -39,7 +50,8 @@ class Hart final : public HartBase {
   };
 
  public:
-  explicit Hart(const HartEnv& env) : HartBase(env), cache_(1u << kCacheBits) {}
+  explicit Hart(const HartEnv& env)
+      : HartBase(env), pmp_(env.pmp_entries, kXlen), tlb_(kTlbEntries), cache_(1u << kCacheBits) {}
 
   unsigned xlen() const override { return kXlen; }
 
@@ -51,10 +63,14 @@ class Hart final : public HartBase {
     mtvec_ = mepc_ = mcause_ = mtval_ = mscratch_ = mie_ = mcounteren_ = 0;
     std::memset(f_, 0, sizeof f_);
     frm_ = fflags_ = 0;
-    update_pending();
+    stvec_ = sepc_ = scause_ = stval_ = sscratch_ = satp_ = medeleg_ = mideleg_ = scounteren_ = 0;
+    mip_sw_ = 0;
+    pmp_ = Pmp(env_.pmp_entries, kXlen);
+    flush_tlb();
+    update_mode();
   }
 
-  bool wfi_wakeup() const override { return (mip_ & mie_ & kIrqMask) != 0; }
+  bool wfi_wakeup() const override { return (mip() & mie_ & irqs()) != 0; }
 
   void set_irq(unsigned bit, bool level) override {
     if (level) mip_ |= 1ull << bit;
@@ -92,14 +108,23 @@ class Hart final : public HartBase {
  private:
   // ---- interrupts and traps ------------------------------------------------
 
-  void update_pending() {
-    const bool enabled = priv_ == Priv::U || (mstatus_ & kMIE);
-    pending_ = (mip_ & mie_ & kIrqMask) && enabled;
+  std::uint64_t mip() const { return mip_ | mip_sw_; }
+  std::uint64_t irqs() const { return env_.has_s ? kMIrqs | kSIrqs : kMIrqs; }
+
+  // The interrupts that trap now: M-level ones (not delegated) below M or
+  // with MIE; delegated ones below S or in S with SIE, never in M.
+  std::uint64_t takeable() const {
+    const std::uint64_t p = mip() & mie_ & irqs();
+    const bool m_on = priv_ != Priv::M || (mstatus_ & kMIE);
+    const bool s_on = priv_ == Priv::U || (priv_ == Priv::S && (mstatus_ & kSIE));
+    return (m_on ? p & ~mideleg_ : 0) | (s_on ? p & mideleg_ : 0);
   }
 
+  void update_pending() { pending_ = takeable() != 0; }
+
   bool take_interrupt() {
-    const std::uint64_t p = mip_ & mie_;
-    for (unsigned cause : {kIrqMext, kIrqMsoft, kIrqMtimer})  // priority order
+    const std::uint64_t p = takeable();
+    for (unsigned cause : {kIrqMext, kIrqMsoft, kIrqMtimer, kIrqSext, kIrqSsoft, kIrqStimer})  // priority order
       if (p & (1ull << cause)) {
         ++interrupts;
         trap(cause, 0, true);
@@ -111,7 +136,10 @@ class Hart final : public HartBase {
   void trap(unsigned cause, std::uint64_t tval, bool interrupt = false) {
     ++traps;
     trapped_ = true;
-    const T handler = static_cast<T>((mtvec_ & ~T(3)) + ((mtvec_ & 1) && interrupt ? 4 * cause : 0));
+    // To S when delegated and not in M.
+    const bool to_s = env_.has_s && priv_ != Priv::M && (((interrupt ? mideleg_ : medeleg_) >> cause) & 1);
+    const T tvec = to_s ? stvec_ : mtvec_;
+    const T handler = static_cast<T>((tvec & ~T(3)) + ((tvec & 1) && interrupt ? 4 * cause : 0));
     if (!interrupt && pc_ == last_vector_ && instret_ == instret_at_trap_ && traps > 1) {
       unhandled(cause, tval);
       return;
@@ -119,16 +147,26 @@ class Hart final : public HartBase {
     last_cause_ = cause;
     last_pc_ = pc_;
     last_tval_ = tval;
-    mepc_ = pc_;
-    mcause_ = static_cast<T>(cause) | (interrupt ? T(1) << (kXlen - 1) : 0);
-    mtval_ = static_cast<T>(tval);
-    mstatus_ = (mstatus_ & ~(kMPIE | kMPP)) | ((mstatus_ & kMIE) ? kMPIE : 0) | (static_cast<T>(priv_) << 11);
-    mstatus_ &= ~kMIE;
-    priv_ = Priv::M;
+    const T code = static_cast<T>(cause) | (interrupt ? T(1) << (kXlen - 1) : 0);
+    if (to_s) {
+      sepc_ = pc_;
+      scause_ = code;
+      stval_ = static_cast<T>(tval);
+      mstatus_ = (mstatus_ & ~(kSPIE | kSPP | kSIE)) | ((mstatus_ & kSIE) ? kSPIE : 0) |
+                 (priv_ == Priv::S ? kSPP : 0);
+      priv_ = Priv::S;
+    } else {
+      mepc_ = pc_;
+      mcause_ = code;
+      mtval_ = static_cast<T>(tval);
+      mstatus_ = (mstatus_ & ~(kMPIE | kMPP)) | ((mstatus_ & kMIE) ? kMPIE : 0) | (static_cast<T>(priv_) << 11);
+      mstatus_ &= ~kMIE;
+      priv_ = Priv::M;
+    }
     pc_ = handler;
     last_vector_ = handler;
     instret_at_trap_ = instret_;
-    update_pending();
+    update_mode();
     cycle_ += env_.cpi[static_cast<unsigned>(OpClass::system)];
   }
 
@@ -158,20 +196,56 @@ class Hart final : public HartBase {
 
   // ---- memory --------------------------------------------------------------
 
+  // The fast paths, inlined into the loop: no translation or PMP, no
+  // watchpoint, aligned, and in the DMI region hit last. Everything else
+  // goes to the full paths.
   template <class U>
-  bool load(T addr, U& v) {
+  __attribute__((always_inline)) bool load(T addr, U& v) {
+    const DmiRegion* r = last_read_;
+    const std::uint64_t off = static_cast<std::uint64_t>(addr) - r->base;
+    if (data_plain_ && !watching_ && !(addr & (sizeof(U) - 1)) && off < r->limit && r->limit - off >= sizeof(U)) {
+      std::memcpy(&v, r->ptr + off, sizeof(U));
+      cycle_ += r->read_cycles;
+      ++dmi_accesses;
+      last_pa_ = addr;
+      return true;
+    }
+    return load_full(addr, v);
+  }
+  template <class U>
+  __attribute__((always_inline)) bool store(T addr, U v) {
+    const DmiRegion* r = last_write_;
+    const std::uint64_t off = static_cast<std::uint64_t>(addr) - r->base;
+    if (data_plain_ && !watching_ && !g_reservations && !(addr & (sizeof(U) - 1)) && off < r->limit &&
+        r->limit - off >= sizeof(U)) {
+      std::memcpy(r->ptr + off, &v, sizeof(U));
+      cycle_ += r->write_cycles;
+      ++dmi_accesses;
+      return true;
+    }
+    return store_full(addr, v);
+  }
+
+  template <class U>
+  __attribute__((noinline)) bool load_full(T addr, U& v) {
     if (sizeof(U) > 1 && (addr & (sizeof(U) - 1)) && env_.misaligned_trap) {
       trap(kMisalignedLoad, addr);
       return false;
     }
     if (watching_) watch(addr, sizeof(U), false);
+    std::uint64_t pa = addr;
+    if (!data_plain_) {
+      if (sizeof(U) > 1 && crosses_page(addr, sizeof(U)) && translating(data_priv())) return split_load(addr, v);
+      if (!translate(addr, sizeof(U), kRead, data_priv(), pa)) return false;
+    }
+    last_pa_ = pa;
     const DmiRegion* r = last_read_;
-    std::uint64_t off = addr - r->base;
+    std::uint64_t off = pa - r->base;
     if (off >= r->limit || r->limit - off < sizeof(U)) {
-      r = find_dmi(addr, sizeof(U), false);
-      if (!r) return load_bus(addr, v);
+      r = find_dmi(pa, sizeof(U), false);
+      if (!r) return load_bus(addr, pa, v);
       last_read_ = const_cast<DmiRegion*>(r);
-      off = addr - r->base;
+      off = pa - r->base;
     }
     std::memcpy(&v, r->ptr + off, sizeof(U));
     cycle_ += r->read_cycles;
@@ -180,8 +254,8 @@ class Hart final : public HartBase {
   }
 
   template <class U>
-  bool load_bus(T addr, U& v) {
-    if (!bus_read(addr, &v, sizeof(U))) {
+  bool load_bus(T addr, std::uint64_t pa, U& v) {
+    if (!bus_read(pa, &v, sizeof(U))) {
       trap(kLoadAccess, addr);
       return false;
     }
@@ -190,18 +264,23 @@ class Hart final : public HartBase {
   }
 
   template <class U>
-  bool store(T addr, U v) {
+  __attribute__((noinline)) bool store_full(T addr, U v) {
     if (sizeof(U) > 1 && (addr & (sizeof(U) - 1)) && env_.misaligned_trap) {
       trap(kMisalignedStore, addr);
       return false;
     }
     if (watching_) watch(addr, sizeof(U), true);
+    std::uint64_t pa = addr;
+    if (!data_plain_) {
+      if (sizeof(U) > 1 && crosses_page(addr, sizeof(U)) && translating(data_priv())) return split_store(addr, v);
+      if (!translate(addr, sizeof(U), kWrite, data_priv(), pa)) return false;
+    }
     const DmiRegion* r = last_write_;
-    std::uint64_t off = addr - r->base;
+    std::uint64_t off = pa - r->base;
     if (off >= r->limit || r->limit - off < sizeof(U)) {
-      r = find_dmi(addr, sizeof(U), true);
+      r = find_dmi(pa, sizeof(U), true);
       if (!r) {
-        if (!bus_write(addr, &v, sizeof(U))) {
+        if (!bus_write(pa, &v, sizeof(U))) {
           trap(kStoreAccess, addr);
           return false;
         }
@@ -209,12 +288,113 @@ class Hart final : public HartBase {
         return true;
       }
       last_write_ = const_cast<DmiRegion*>(r);
-      off = addr - r->base;
+      off = pa - r->base;
     }
     std::memcpy(r->ptr + off, &v, sizeof(U));
     cycle_ += r->write_cycles;
     ++dmi_accesses;
-    if (g_reservations) store_seen(addr, sizeof(U));
+    if (g_reservations) store_seen(pa, sizeof(U));
+    return true;
+  }
+
+  // A misaligned access across a page boundary (misaligned=emulate, with
+  // translation): byte by byte, each byte translated.
+  static bool crosses_page(T addr, unsigned len) { return ((addr & 0xfff) + len) > 0x1000; }
+  template <class U>
+  bool split_load(T addr, U& v) {
+    std::uint8_t b[sizeof(U)];
+    for (unsigned i = 0; i < sizeof(U); ++i)
+      if (!load<std::uint8_t>(static_cast<T>(addr + i), b[i])) return false;
+    std::memcpy(&v, b, sizeof(U));
+    return true;
+  }
+  template <class U>
+  bool split_store(T addr, U v) {
+    std::uint8_t b[sizeof(U)];
+    std::memcpy(b, &v, sizeof(U));
+    for (unsigned i = 0; i < sizeof(U); ++i)  // (a fault on the second page leaves the first written)
+      if (!store<std::uint8_t>(static_cast<T>(addr + i), b[i])) return false;
+    return true;
+  }
+
+  // ---- translation and protection ------------------------------------------
+
+  // The privilege data accesses use: MPP under MPRV in M mode.
+  Priv data_priv() const {
+    return (mstatus_ & kMPRV) && priv_ == Priv::M ? static_cast<Priv>((mstatus_ >> 11) & 3) : priv_;
+  }
+  bool translating(Priv p) const {
+    return kXlen == 64 && p != Priv::M && (static_cast<std::uint64_t>(satp_) >> 60) == 8;
+  }
+
+  // After a change of privilege, mstatus, satp or PMP: which paths may skip
+  // translation and protection, and the fetch window (a virtual page's off
+  // the plain path) dropped.
+  void update_mode() {
+    const Priv dp = data_priv();
+    data_plain_ = !translating(dp) && !pmp_.active(dp == Priv::M);
+    const bool plain = !translating(priv_) && !pmp_.active(priv_ == Priv::M);
+    if (!plain || !fetch_plain_) fetch_ = DmiRegion{};
+    fetch_plain_ = plain;
+    for (auto& page : pmp_page_) page = ~0ull;
+    update_pending();
+  }
+  void flush_tlb() {
+    for (auto& e : tlb_) e.vpn = ~0ull;
+    fetch_ = DmiRegion{};
+  }
+
+  // PMP, with the last page found wholly allowed remembered per access type.
+  bool pmp_ok(std::uint64_t pa, unsigned len, unsigned access, bool machine) {
+    std::uint64_t& page = pmp_page_[access == kExec ? 2 : access == kWrite ? 1 : 0];
+    if ((pa >> 12) == page && ((pa + len - 1) >> 12) == page) return true;
+    if (!pmp_.allows(pa, len, access, machine)) return false;
+    if (pmp_.allows(pa & ~0xfffull, 4096, access, machine)) page = pa >> 12;
+    return true;
+  }
+
+  // va to pa for an access of `len` bytes (one Access bit) at privilege p:
+  // the TLB or a walk, then PMP. A fault traps (page fault, or access fault
+  // for PMP and for a PTE the bus refuses) and returns false.
+  bool translate(T va, unsigned len, unsigned access, Priv p, std::uint64_t& pa) {
+    std::uint64_t a = va;
+    if (translating(p)) {
+      const bool user = p == Priv::U, sum = mstatus_ & kSUM, mxr = mstatus_ & kMXR;
+      const std::uint64_t vpn = static_cast<std::uint64_t>(va) >> 12;
+      TlbEntry& e = tlb_[vpn & (kTlbEntries - 1)];
+      if (e.vpn == vpn && pte_allows(e.pte, access, user, sum, mxr)) {
+        a = (e.ppn << 12) | (a & 0xfff);
+      } else {
+        const Walk w = sv39_walk(satp_, a, access, user, sum, mxr,
+                                 [this](std::uint64_t pte_pa, std::uint64_t& v) { return read_pte(pte_pa, v); });
+        if (w.result != Walk::ok) return fault(access, va, w.result == Walk::page_fault), false;
+        e.vpn = vpn;
+        e.ppn = w.pa >> 12;
+        e.pte = w.pte;
+        a = w.pa;
+        ++page_walks;
+      }
+    }
+    if (!pmp_ok(a, len, access, p == Priv::M)) return fault(access, va, false), false;
+    pa = a;
+    return true;
+  }
+
+  void fault(unsigned access, T va, bool page) {
+    if (access == kExec) trap(page ? kFetchPage : kFetchAccess, va);
+    else if (access == kWrite) trap(page ? kStorePage : kStoreAccess, va);
+    else trap(page ? kLoadPage : kLoadAccess, va);
+  }
+
+  // The walker's reads: S-mode accesses for PMP, through DMI or the bus.
+  bool read_pte(std::uint64_t pa, std::uint64_t& v) {
+    if (!pmp_.allows(pa, 8, kRead, false)) return false;
+    if (const DmiRegion* r = find_dmi(pa, 8, false)) {
+      std::memcpy(&v, r->ptr + (pa - r->base), 8);
+      return true;
+    }
+    if (!bus_read(pa, &v, 8)) return false;
+    after_bus();
     return true;
   }
 
@@ -247,11 +427,13 @@ class Hart final : public HartBase {
     std::uint16_t half[2] = {0, 0};
     for (unsigned i = 0; i < 2; ++i) {
       const T a = static_cast<T>(pc_ + 2 * i);
-      if (fetch_window(a)) {
+      std::uint64_t pa = a;
+      if (!fetch_plain_ && !translate(a, 2, kExec, priv_, pa)) return false;
+      if (fetch_window_at(a, pa)) {
         std::memcpy(&half[i], fetch_.ptr + (a - fetch_.base), 2);
       } else {
         const std::uint64_t saved = cycle_;  // fetch latency is not modelled (ideal I-cache)
-        const bool ok = bus_read(a, &half[i], 2);
+        const bool ok = bus_read(pa, &half[i], 2);
         cycle_ = saved;
         if (!ok) {
           trap(kFetchAccess, a);
@@ -265,6 +447,23 @@ class Hart final : public HartBase {
     // Keep the fast path only for windows that hold the whole instruction.
     if (!(static_cast<std::uint64_t>(pc_) - fetch_.base < fetch_.limit && fetch_.limit - (pc_ - fetch_.base) >= 4))
       fetch_ = DmiRegion{};
+    return true;
+  }
+
+  // The fetch window for va at pa: the DMI region itself on the plain path;
+  // otherwise va's page, where the page is DMI memory and PMP lets this
+  // privilege execute all of it.
+  bool fetch_window_at(T va, std::uint64_t pa) {
+    if (fetch_plain_) return fetch_window(pa);
+    const DmiRegion* r = find_dmi(pa, 2, false);
+    if (!r) return false;
+    const std::uint64_t page = pa & ~0xfffull;
+    if (page < r->base || page + 4096 > r->base + r->limit) return false;
+    if (!pmp_.allows(page, 4096, kExec, priv_ == Priv::M)) return false;
+    fetch_ = *r;
+    fetch_.base = va & ~T(0xfff);
+    fetch_.limit = 4096;
+    fetch_.ptr = r->ptr + (page - r->base);
     return true;
   }
 
@@ -282,8 +481,13 @@ class Hart final : public HartBase {
   bool csr(unsigned n, T& old, T value, Op op, bool write) {
     if (static_cast<unsigned>(priv_) < ((n >> 8) & 3)) return false;
     if (write && (n >> 10) == 3) return false;
+    // Below M, mcounteren allows a counter; in U with S mode, scounteren too.
+    auto allowed = [&](unsigned bit) {
+      if (priv_ != Priv::M && !((mcounteren_ >> bit) & 1)) return false;
+      return !(priv_ == Priv::U && env_.has_s && !((scounteren_ >> bit) & 1));
+    };
     auto counter = [&](std::uint64_t v, bool high, unsigned bit) {
-      if (priv_ == Priv::U && !((mcounteren_ >> bit) & 1)) return false;
+      if (!allowed(bit)) return false;
       if (high && kXlen != 32) return false;
       old = static_cast<T>(high ? v >> 32 : v);
       return true;
@@ -298,7 +502,7 @@ class Hart final : public HartBase {
       case kTime:
       case kTimeH: {
         std::uint64_t t = 0;
-        if (priv_ == Priv::U && !((mcounteren_ >> 1) & 1)) return false;
+        if (!allowed(1)) return false;
         if (!read_time(t)) return false;
         return counter(t, n == kTimeH, 1);
       }
@@ -306,9 +510,88 @@ class Hart final : public HartBase {
       case kMhartid: old = env_.hartid; return true;
       case kMisa:
         old = (T(kXlen == 64 ? 2 : 1) << (kXlen - 2)) | (1u << 0) | (1u << 2) | (1u << 8) | (1u << 12) | (1u << 20) |
-              (env_.has_f ? 1u << 5 : 0) | (env_.has_d ? 1u << 3 : 0);
+              (env_.has_f ? 1u << 5 : 0) | (env_.has_d ? 1u << 3 : 0) | (env_.has_s ? 1u << 18 : 0);
         return true;  // writes ignored (WARL)
-      case kMedeleg: case kMideleg: old = 0; return true;  // no S mode: read-only zero (WARL)
+      case kMedeleg:
+        if (!env_.has_s) return old = 0, true;  // without S mode: read-only zero (WARL)
+        reg = &medeleg_;
+        mask = kDelegable;
+        break;
+      case kMideleg:
+        if (!env_.has_s) return old = 0, true;
+        reg = &mideleg_;
+        mask = kSIrqs;
+        break;
+      case kMenvcfg: case kMcountinhibit: case kMconfigptr: old = 0; return true;  // hardwired zero
+      case kMenvcfgH:
+        if (kXlen != 32) return false;
+        old = 0;
+        return true;
+      // ---- S mode ----
+      case kSstatus: {
+        if (!env_.has_s) return false;
+        old = mstatus_ & kSstatusMask;
+        if constexpr (kXlen == 64) old |= T(2) << 32;                // UXL = 64
+        if ((mstatus_ & kFS) == kFS) old |= T(1) << (kXlen - 1);  // SD
+        if (write) {
+          const T writable = kSIE | kSPIE | kSPP | kSUM | kMXR | (env_.has_f ? kFS : 0);
+          mstatus_ = (mstatus_ & ~writable) | (apply(op, old, value) & writable);
+          update_mode();
+        }
+        return true;
+      }
+      case kSie:
+        if (!env_.has_s) return false;
+        old = static_cast<T>(mie_ & mideleg_);
+        if (write) {
+          mie_ = (mie_ & ~mideleg_) | (apply(op, old, value) & mideleg_ & kSIrqs);
+          update_pending();
+        }
+        return true;
+      case kSip:
+        if (!env_.has_s) return false;
+        old = static_cast<T>(mip() & mideleg_);
+        if (write) {  // S may set and clear only SSIP, and only when delegated
+          const std::uint64_t w = mideleg_ & (1u << kIrqSsoft);
+          mip_sw_ = (mip_sw_ & ~w) | (apply(op, old, value) & w);
+          update_pending();
+        }
+        return true;
+      case kStvec:
+        if (!env_.has_s) return false;
+        old = stvec_;
+        if (write) {
+          T next = apply(op, stvec_, value);
+          if ((next & 3) >= 2) next &= ~T(3);
+          stvec_ = next & ~T(2);
+        }
+        return true;
+      case kSscratch: if (!env_.has_s) return false; reg = &sscratch_; break;
+      case kSepc: if (!env_.has_s) return false; reg = &sepc_; mask = ~T(1); break;
+      case kScause: if (!env_.has_s) return false; reg = &scause_; break;
+      case kStval: if (!env_.has_s) return false; reg = &stval_; break;
+      case kScounteren: if (!env_.has_s) return false; reg = &scounteren_; mask = 7; break;
+      case kSenvcfg: if (!env_.has_s) return false; old = 0; return true;
+      case kSatp: {
+        if (!env_.has_s || (priv_ == Priv::S && (mstatus_ & kTVM))) return false;
+        old = satp_;
+        if (write) {
+          const std::uint64_t v = apply(op, old, value);
+          // Bare or Sv39 on RV64 (ASID not implemented: 0), Bare on RV32;
+          // a write of another mode has no effect at all.
+          if constexpr (kXlen == 64) {
+            const std::uint64_t mode = v >> 60;
+            if (mode != 0 && mode != 8) return true;
+            satp_ = static_cast<T>(v & ((0xfull << 60) | ((1ull << 44) - 1)));
+          } else {
+            if (v >> 31) return true;
+            satp_ = static_cast<T>(v & 0x3fffff);
+          }
+          flush_tlb();
+          update_mode();
+        }
+        return true;
+      }
       case kFflags: case kFrm: case kFcsr: {
         if (!env_.has_f || !(mstatus_ & kFS)) return false;
         old = static_cast<T>(n == kFflags ? fflags_ : n == kFrm ? frm_ : fcsr());
@@ -323,14 +606,16 @@ class Hart final : public HartBase {
       }
       case kMstatus: {
         old = mstatus_;
-        if constexpr (kXlen == 64) old |= T(2) << 32;  // UXL = 64
+        if constexpr (kXlen == 64) old |= (T(2) << 32) | (env_.has_s ? T(2) << 34 : 0);  // UXL (and SXL) = 64
         if ((mstatus_ & kFS) == kFS) old |= T(1) << (kXlen - 1);  // SD: FS dirty
         if (write) {
-          const T writable = kMIE | kMPIE | kMPP | kMPRV | kTW | (env_.has_f ? kFS : 0);
+          const T writable = kMIE | kMPIE | kMPP | kMPRV | kTW | (env_.has_f ? kFS : 0) |
+                             (env_.has_s ? kSIE | kSPIE | kSPP | kSUM | kMXR | kTVM | kTSR : 0);
           T next = apply(op, mstatus_, value) & writable;
-          if (((next >> 11) & 3) != 0 && ((next >> 11) & 3) != 3) next &= ~kMPP;  // WARL: M or U only
+          const unsigned mpp = (next >> 11) & 3;
+          if (mpp == 2 || (mpp == 1 && !env_.has_s)) next = (next & ~kMPP) | (mstatus_ & kMPP);  // WARL: keep
           mstatus_ = next;
-          update_pending();
+          update_mode();
         }
         return true;
       }
@@ -346,8 +631,14 @@ class Hart final : public HartBase {
           mtvec_ = next & ~T(2);
         }
         return true;
-      case kMie: reg = &mie_; mask = kIrqMask; break;
-      case kMip: old = static_cast<T>(mip_); return true;  // the bits follow the interrupt lines
+      case kMie: reg = &mie_; mask = static_cast<T>(irqs()); break;
+      case kMip:  // MEIP, MTIP, MSIP follow the lines; M writes SEIP, STIP, SSIP
+        old = static_cast<T>(mip());
+        if (write && env_.has_s) {
+          mip_sw_ = apply(op, old, value) & kSIrqs;
+          update_pending();
+        }
+        return true;
       case kMcounteren: reg = &mcounteren_; mask = 7; break;
       case kMscratch: reg = &mscratch_; break;
       case kMepc: reg = &mepc_; mask = ~T(1); break;
@@ -374,7 +665,26 @@ class Hart final : public HartBase {
         }
         return true;
       }
-      default: return false;
+      default:
+        if (n >= kPmpcfg0 && n < kPmpcfg0 + 16) {
+          std::uint64_t v;
+          if (!pmp_.read_cfg(n - kPmpcfg0, v)) return false;
+          old = static_cast<T>(v);
+          if (write) pmp_.write_cfg(n - kPmpcfg0, apply(op, old, value)), pmp_changed();
+          return true;
+        }
+        if (n >= kPmpaddr0 && n < kPmpaddr0 + 64) {
+          old = static_cast<T>(pmp_.read_addr(n - kPmpaddr0));
+          if (write) pmp_.write_addr(n - kPmpaddr0, apply(op, old, value)), pmp_changed();
+          return true;
+        }
+        // hpmcounter3-31 (and their high halves): none; mcounteren keeps them from S and U.
+        if ((n >= 0xc03 && n <= 0xc1f) || (kXlen == 32 && n >= 0xc83 && n <= 0xc9f))
+          return counter(0, false, n & 31);
+        // mhpmcounter3-31, mhpmevent3-31: hardwired zero.
+        if ((n >= 0xb03 && n <= 0xb1f) || (kXlen == 32 && n >= 0xb83 && n <= 0xb9f) || (n >= 0x323 && n <= 0x33f))
+          return old = 0, true;
+        return false;
     }
     old = *reg;
     if (write) {
@@ -382,6 +692,11 @@ class Hart final : public HartBase {
       update_pending();
     }
     return true;
+  }
+
+  void pmp_changed() {
+    flush_tlb();  // walks were checked against the old entries
+    update_mode();
   }
 
   static T apply(Op op, T old, T v) {
@@ -424,13 +739,15 @@ class Hart final : public HartBase {
   // The read half of an AMO faults as a store (cause 7).
   template <class U>
   bool load_for_amo(T addr, U& v) {
-    const DmiRegion* r = find_dmi(addr, sizeof(U), true);
+    std::uint64_t pa = addr;
+    if (!data_plain_ && !translate(addr, sizeof(U), kWrite, data_priv(), pa)) return false;
+    const DmiRegion* r = find_dmi(pa, sizeof(U), true);
     if (r) {
-      std::memcpy(&v, r->ptr + (addr - r->base), sizeof(U));
+      std::memcpy(&v, r->ptr + (pa - r->base), sizeof(U));
       cycle_ += r->read_cycles;
       return true;
     }
-    if (!bus_read(addr, &v, sizeof(U))) {
+    if (!bus_read(pa, &v, sizeof(U))) {
       trap(kStoreAccess, addr);
       return false;
     }
@@ -449,7 +766,7 @@ class Hart final : public HartBase {
     if (!load(addr, v)) return;
     using SU = std::make_signed_t<U>;
     set(d.rd, static_cast<T>(static_cast<S>(static_cast<SU>(v))));
-    reservation_ = addr & ~7ull;
+    reservation_ = last_pa_ & ~7ull;
     register_reservation(this, true);
   }
 
@@ -460,7 +777,9 @@ class Hart final : public HartBase {
       trap(kMisalignedStore, addr);
       return;
     }
-    const bool ok = reservation_ == (addr & ~7ull);
+    std::uint64_t pa = addr;
+    if (!data_plain_ && !translate(addr, sizeof(U), kWrite, data_priv(), pa)) return;
+    const bool ok = reservation_ == (pa & ~7ull);
     reservation_ = ~0ull;
     register_reservation(this, false);
     if (ok && !store(addr, static_cast<U>(x_[d.rs2]))) return;
@@ -704,7 +1023,7 @@ class Hart final : public HartBase {
           for (auto& e : cache_) e.pc = ~0ull;
           fetch_ = DmiRegion{};
           break;
-        case Op::ECALL: trap(priv_ == Priv::U ? kEcallU : kEcallM, 0); goto trapped;
+        case Op::ECALL: trap(priv_ == Priv::U ? kEcallU : priv_ == Priv::S ? kEcallS : kEcallM, 0); goto trapped;
         case Op::EBREAK: trap(kBreakpoint, pc); goto trapped;
         case Op::MRET: {
           if (priv_ != Priv::M) {
@@ -713,18 +1032,39 @@ class Hart final : public HartBase {
           }
           priv_ = static_cast<Priv>((mstatus_ >> 11) & 3);
           mstatus_ = (mstatus_ & ~(kMIE | kMPP)) | ((mstatus_ & kMPIE) ? kMIE : 0) | kMPIE;
+          if (priv_ != Priv::M) mstatus_ &= ~kMPRV;
           next = mepc_;
-          update_pending();
+          update_mode();
           cost = env_.cpi[static_cast<unsigned>(OpClass::system)];
           break;
         }
+        case Op::SRET: {
+          if (!env_.has_s || priv_ == Priv::U || (priv_ == Priv::S && (mstatus_ & kTSR))) {
+            illegal(d);
+            goto trapped;
+          }
+          priv_ = (mstatus_ & kSPP) ? Priv::S : Priv::U;
+          mstatus_ = (mstatus_ & ~(kSIE | kSPP | kMPRV)) | ((mstatus_ & kSPIE) ? kSIE : 0) | kSPIE;
+          next = sepc_;
+          update_mode();
+          cost = env_.cpi[static_cast<unsigned>(OpClass::system)];
+          break;
+        }
+        case Op::SFENCE_VMA:
+          if (!env_.has_s || priv_ == Priv::U || (priv_ == Priv::S && (mstatus_ & kTVM))) {
+            illegal(d);
+            goto trapped;
+          }
+          flush_tlb();
+          cost = env_.cpi[static_cast<unsigned>(OpClass::system)];
+          break;
         case Op::WFI:
-          if (priv_ == Priv::U && (mstatus_ & kTW)) {
+          if (priv_ != Priv::M && (mstatus_ & kTW)) {
             illegal(d);
             goto trapped;
           }
           cost = env_.cpi[static_cast<unsigned>(OpClass::system)];
-          if (!(mip_ & mie_ & kIrqMask)) {
+          if (!(mip() & mie_ & irqs())) {
             sleeping_ = true;  // the thread waits for an interrupt
             yield_ = true;
             ++wfi_sleeps;
@@ -822,7 +1162,18 @@ class Hart final : public HartBase {
   std::uint64_t frm_ = 0, fflags_ = 0;
   Priv priv_ = Priv::M;
   T mstatus_ = 0, mtvec_ = 0, mepc_ = 0, mcause_ = 0, mtval_ = 0, mscratch_ = 0, mie_ = 0, mcounteren_ = 0;
-  std::uint64_t mip_ = 0;
+  T stvec_ = 0, sepc_ = 0, scause_ = 0, stval_ = 0, sscratch_ = 0, satp_ = 0, scounteren_ = 0;
+  T medeleg_ = 0, mideleg_ = 0;
+  std::uint64_t mip_ = 0;     // the interrupt lines (MSIP, MTIP, MEIP)
+  std::uint64_t mip_sw_ = 0;  // SSIP, STIP, SEIP as software wrote them
+  Pmp pmp_;
+  struct TlbEntry {
+    std::uint64_t vpn = ~0ull, ppn = 0, pte = 0;
+  };
+  std::vector<TlbEntry> tlb_;  // direct-mapped by the 4 KiB VPN (superpages fill one entry per page used)
+  bool data_plain_ = true, fetch_plain_ = true;  // no translation and no PMP on that path
+  std::uint64_t pmp_page_[3] = {~0ull, ~0ull, ~0ull};
+  std::uint64_t last_pa_ = 0;  // the physical address of the last load
   bool pending_ = false;
   bool exact_ = false;
   bool trapped_ = false;

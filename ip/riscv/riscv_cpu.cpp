@@ -16,6 +16,8 @@ const power::Event kCpInstruction = power::declare_event("cp_instruction", "cp",
 void RiscvCpu::Config::visit(Params& p) {
   p("xlen", xlen, "32 (RV32) or 64 (RV64)");
   p("extensions", extensions, "the ISA after rv32/rv64: imac, imafc or imafdc (g stands for imafd: gc = imafdc)");
+  p("s_mode", s_mode, "supervisor mode, with Sv39 paging on RV64 (without: machine and user modes only)");
+  p("pmp_entries", pmp_entries, "physical memory protection entries: 0, 16 or 64");
   p("hartid", hartid, "value of mhartid");
   p("clock", clock, "core clock");
   p("quantum", quantum, "how far the hart may run ahead of simulated time (0: never past another process's next event)");
@@ -50,6 +52,7 @@ void RiscvCpu::Config::validate(const Params& p) const {
   for (char e : std::string("imac"))
     if (!has(e)) p.fail("extensions", "'" + extensions + "' lacks " + std::string(1, e) + ": the hart always has I, M, A and C");
   if (has('d') && !has('f')) p.fail("extensions", "'" + extensions + "' has D without F");
+  if (pmp_entries != 0 && pmp_entries != 16 && pmp_entries != 64) p.fail("pmp_entries", "must be 0, 16 or 64");
   if (clock.value > 100e9) p.fail("clock", "must be at most 100GHz");
   for (unsigned c : {cpi_alu, cpi_branch_taken, cpi_jump, cpi_load, cpi_store, cpi_mul, cpi_div, cpi_csr, cpi_atomic,
                      cpi_system, cpi_fpu, cpi_fdiv})
@@ -72,6 +75,8 @@ RiscvCpu::RiscvCpu(const sc_core::sc_module_name& n, const Config& c)
   env.misaligned_trap = c.misaligned == "trap";
   env.has_f = c.has('f');
   env.has_d = c.has('d');
+  env.has_s = c.s_mode;
+  env.pmp_entries = c.pmp_entries;
   env.mtime_address = c.mtime_address;
   env.period_ticks = std::max<std::uint64_t>(1, c.clock.period().value());
   const unsigned cpi[kOpClasses] = {c.cpi_alu, c.cpi_branch_taken, c.cpi_jump,   c.cpi_load,   c.cpi_store,
@@ -215,6 +220,7 @@ void RiscvCpu::report_stats(nlohmann::ordered_json& out) const {
   out["wfi_sleeps"] = hart_->wfi_sleeps;
   out["dmi_accesses"] = hart_->dmi_accesses;
   out["bus_accesses"] = hart_->bus_accesses;
+  out["page_walks"] = hart_->page_walks;
 }
 
 }  // namespace tessera::riscv

@@ -1,7 +1,7 @@
-// A RISC-V hart as an IP: RV64GC (IMAFDC_Zicsr_Zifencei) for the control
-// processor, RV32IMAC_Zicsr for the tile cores (one interpreter,
-// parameterised by XLEN, the extensions a parameter), machine and user
-// modes.
+// A RISC-V hart as an IP: RV64GC (IMAFDC_Zicsr_Zifencei) with M, S and
+// U modes, Sv39 and PMP for the control processor, RV32IMAC_Zicsr with M
+// and U modes for the tile cores (one interpreter, parameterised by XLEN;
+// the extensions, S mode and PMP are parameters).
 //
 // Timing: each instruction costs a configurable number of cycles by class
 // (ALU, branch taken, jump, load, store, multiply, divide, CSR, atomic,
@@ -11,8 +11,8 @@
 // decoupling: the hart runs ahead of simulated time by up to `quantum`;
 // quantum 0 means it never runs past the next event of any other process.
 // WFI sleeps until an interrupt is pending; a sleeping hart costs no host
-// time. F and D follow IEEE 754 exactly (fpu.hpp). Not modelled: PMP, S
-// mode, virtual memory, the misaligned
+// time. F and D follow IEEE 754 exactly (fpu.hpp); PMP and Sv39 in
+// mmu.hpp. Not modelled: the misaligned
 // fetch exception (impossible with C), performance counters beyond
 // mcycle/minstret.
 #pragma once
@@ -51,6 +51,8 @@ class RiscvCpu : public Ip {
     std::uint64_t reset_pc = 0x1000;
     std::string misaligned = "trap";  // trap, or emulate (perform the access)
     std::string extensions = "imafdc";  // after rv32/rv64: imac, imafc or imafdc (g = imafd)
+    bool s_mode = true;                 // supervisor mode (Sv39 on RV64)
+    unsigned pmp_entries = 16;          // 0, 16 or 64
     std::uint64_t mtime_address = 0x200bff8;  // where the time CSR reads from (0: no time CSR)
     unsigned cpi_alu = 1, cpi_branch_taken = 2, cpi_jump = 2, cpi_load = 1, cpi_store = 1, cpi_mul = 3,
              cpi_div = 20, cpi_csr = 2, cpi_atomic = 4, cpi_system = 2, cpi_fpu = 3, cpi_fdiv = 20;

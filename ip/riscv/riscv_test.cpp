@@ -69,8 +69,9 @@ TEST(Decode, CompressedExpansions) {
 }
 
 TEST(Decode, ReservedSystemEncodingsAreIllegal) {
-  EXPECT_EQ(decode(0x10200073, 64).op, Op::ILLEGAL);  // sret: no S mode
-  EXPECT_EQ(decode(0x12000073, 64).op, Op::ILLEGAL);  // sfence.vma
+  EXPECT_EQ(decode(0x10200073, 64).op, Op::SRET);  // (illegal at execution without S mode)
+  EXPECT_EQ(decode(0x12000073, 64).op, Op::SFENCE_VMA);
+  EXPECT_EQ(decode(0x12000173, 64).op, Op::ILLEGAL);  // sfence.vma with rd != 0
   EXPECT_EQ(decode(0x00004073, 64).op, Op::ILLEGAL);  // funct3 4 of SYSTEM
   EXPECT_EQ(decode(0xffffffff, 64).op, Op::ILLEGAL);
 }
@@ -178,4 +179,72 @@ TEST(Decode, FloatingPoint) {
   EXPECT_TRUE(fp_rs1(Op::FEQ_D));
   EXPECT_EQ(op_class(Op::FDIV_D), OpClass::fdiv);
   EXPECT_EQ(op_class(Op::FLD), OpClass::load);
+}
+
+#include "riscv/mmu.hpp"
+
+TEST(Pmp, RegionsLocksAndMatching) {
+  Pmp p(16, 64);
+  EXPECT_TRUE(p.allows(0x1000, 4, kRead, true));    // nothing set: M may
+  EXPECT_FALSE(p.allows(0x1000, 4, kRead, false));  // S/U may not
+  // Entry 0 NAPOT 64 KiB at 0x80000000 RW; entry 1 TOR [0x80000000, 0x80010000) X (shadowed by 0).
+  p.write_addr(0, (0x80000000ull >> 2) | ((0x10000 / 8) - 1));
+  p.write_addr(1, 0x80010000ull >> 2);
+  p.write_cfg(0, 0x18 | 3 | ((0x08 | 4) << 8));
+  EXPECT_TRUE(p.allows(0x8000fff8, 8, kWrite, false));
+  EXPECT_FALSE(p.allows(0x80000000, 4, kExec, false));  // the lowest matching entry decides
+  EXPECT_FALSE(p.allows(0x8000fffc, 8, kRead, false));  // partly inside: fails, also for M
+  EXPECT_FALSE(p.allows(0x8000fffc, 8, kRead, true));
+  EXPECT_FALSE(p.allows(0x90000000, 4, kRead, false));  // no match
+  // Locking entry 1 (TOR) locks pmpaddr0 too, and binds M.
+  std::uint64_t cfg;
+  p.write_cfg(0, 0x18 | 3 | ((0x80 | 0x08 | 4) << 8));
+  p.write_addr(0, 0);
+  EXPECT_EQ(p.read_addr(0), (0x80000000ull >> 2) | ((0x10000 / 8) - 1));
+  p.write_cfg(0, 0);
+  ASSERT_TRUE(p.read_cfg(0, cfg));
+  EXPECT_EQ(cfg, (0x80u | 0x08u | 4u) << 8);  // entry 0 cleared, entry 1 kept
+  EXPECT_TRUE(p.active(true));
+  // Entry 1 is TOR from pmpaddr0's raw value (0x80007ffc) to 0x80010000, X only, locked: M may not read.
+  EXPECT_FALSE(p.allows(0x8000fff0, 4, kRead, true));
+  EXPECT_TRUE(p.allows(0x8000fff0, 4, kExec, true));
+  EXPECT_TRUE(p.allows(0x80000000, 4, kRead, true));  // below it: no match
+  EXPECT_FALSE(p.read_cfg(1, cfg));  // odd pmpcfg on RV64
+  // NA4 and the NAPOT of every address.
+  Pmp q(16, 32);
+  q.write_addr(0, 0x1000 >> 2);
+  q.write_cfg(0, 0x10 | 1);
+  EXPECT_TRUE(q.allows(0x1000, 4, kRead, false));
+  EXPECT_FALSE(q.allows(0x1004, 4, kRead, false));
+  q.write_addr(1, 0xffffffffu);
+  q.write_cfg(0, (0x10 | 1) | ((0x18 | 7) << 8));
+  EXPECT_TRUE(q.allows(0xfffffffcull, 4, kWrite, false));
+}
+
+TEST(Sv39, WalkThroughAGigapageAndFourLevels) {
+  // Tables in a map standing for memory: root at 0x1000.
+  std::uint64_t mem[4][512] = {};
+  auto read = [&](std::uint64_t pa, std::uint64_t& v) {
+    if (pa < 0x1000 || pa >= 0x5000) return false;
+    v = mem[(pa - 0x1000) / 4096][(pa % 4096) / 8];
+    return true;
+  };
+  const std::uint64_t satp = (8ull << 60) | 1;
+  mem[0][2] = ((0x80000000ull >> 12) << 10) | 0xcf;  // 1 GiB RWX A D
+  mem[0][1] = ((0x2000ull >> 12) << 10) | 1;          // -> l1 at 0x2000
+  mem[1][0] = ((0x3000ull >> 12) << 10) | 1;          // -> l0 at 0x3000
+  mem[2][5] = ((0x12345000ull >> 12) << 10) | 0x43;   // R A
+  Walk w = sv39_walk(satp, 0x80001234, kExec, false, false, false, read);
+  EXPECT_EQ(w.result, Walk::ok);
+  EXPECT_EQ(w.pa, 0x80001234u);
+  EXPECT_EQ(w.level, 2u);
+  w = sv39_walk(satp, 0x40005678, kRead, false, false, false, read);
+  EXPECT_EQ(w.result, Walk::ok);
+  EXPECT_EQ(w.pa, 0x12345678u);
+  EXPECT_EQ(sv39_walk(satp, 0x40005678, kWrite, false, false, false, read).result, Walk::page_fault);
+  EXPECT_EQ(sv39_walk(satp, 0x40005678, kRead, true, false, false, read).result, Walk::page_fault);  // not U
+  EXPECT_EQ(sv39_walk(satp, 0x40006000, kRead, false, false, false, read).result, Walk::page_fault);  // invalid
+  EXPECT_EQ(sv39_walk(satp, 0x4000000000ull, kRead, false, false, false, read).result, Walk::page_fault);
+  mem[0][3] = ((0x9000ull >> 12) << 10) | 1;  // a table the bus refuses
+  EXPECT_EQ(sv39_walk(satp, 0xc0000000ull, kRead, false, false, false, read).result, Walk::access_fault);
 }

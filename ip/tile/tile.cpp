@@ -409,7 +409,9 @@ Tile::Tile(const sc_core::sc_module_name& n, const Config& c) : Ip(n), config_(c
   if (c.core) {
     riscv::RiscvCpu::Config cc;
     cc.xlen = 32;
-    cc.extensions = "imac";
+    cc.extensions = "imac";  // a tile's core: RV32IMAC, M and U modes, no PMP
+    cc.s_mode = false;
+    cc.pmp_entries = 0;
     cc.hartid = c.hartid;
     cc.clock = c.core_clock;
     cc.quantum = c.core_quantum;

@@ -3,6 +3,8 @@
  * the run through HTIF with tohost = (gp << 1) | 1, so tessera-vp exits with
  * that number; passing everything writes tohost = 1 (exit code 0).
  *
+ * PMP entry 0 allows every access (PMP_ALLOW_ALL, at the start).
+ *
  * Traps: a check that expects a trap sets EXPECT_TRAP(cause, resume); the
  * handler checks mcause, keeps mepc in s7 and mtval in s9, and resumes at
  * `resume` in M mode with interrupts disabled. Any other trap fails the
@@ -27,10 +29,24 @@
   .section .text.init, "ax";        \
   .global _start;                   \
   _start:                           \
+  PMP_ALLOW_ALL;                    \
   la t0, harness_trap;              \
   csrw mtvec, t0;                   \
   li s10, -1;                       \
   li gp, 0;
+
+/* With PMP, S and U may access nothing until an entry allows it: entry 0
+ * allows everything (NAPOT over all addresses, RWX), as the official
+ * tests' start-up does; a hart without PMP CSRs skips it by trapping. */
+#define PMP_ALLOW_ALL               \
+  la t0, 1f;                        \
+  csrw mtvec, t0;                   \
+  li t0, -1;                        \
+  csrw pmpaddr0, t0;                \
+  li t0, 0x1f;                      \
+  csrw pmpcfg0, t0;                 \
+  .align 2;                         \
+1:
 
 #define TEST_END                    \
   j test_pass;                      \

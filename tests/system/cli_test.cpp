@@ -65,7 +65,7 @@ void expect_config_error(const std::string& json, const std::string& message, co
 TEST(Cli, OptionsWithoutFirmwareBootHelloWorld) {
   Outcome r = vp("-p " + kT1);
   EXPECT_EQ(r.code, 0) << r.err;
-  EXPECT_EQ(r.out.rfind("Hello from the Tessera T1 control processor!\nhart 0, RV64ACDFIMU", 0), 0u) << r.out;
+  EXPECT_EQ(r.out.rfind("Hello from the Tessera T1 control processor!\nhart 0, RV64ACDFIMSU", 0), 0u) << r.out;
   EXPECT_NE(r.err.find("0x0000000080000000 - 0x0000000080ffffff     16MiB  cpram"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("0x0000000010000000 - 0x00000000100000ff       256  uart0"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("tessera-vp summary"), std::string::npos);

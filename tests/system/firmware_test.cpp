@@ -23,7 +23,7 @@ TEST(Firmware, HelloWorld) {
   Outcome r = run("--firmware " + kFirmware + "/hello.elf");
   EXPECT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(r.out.substr(0, r.out.find("running at")),
-            "Hello from the Tessera T1 control processor!\nhart 0, RV64ACDFIMU, ");
+            "Hello from the Tessera T1 control processor!\nhart 0, RV64ACDFIMSU, ");
   EXPECT_TRUE(r.err.empty()) << r.err;
 }
 
