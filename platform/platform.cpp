@@ -195,21 +195,71 @@ void Platform::load(const ElfImage& elf) {
                                  cpu->config().xlen));
     cpu->set_reset_pc(elf.entry);
   }
-  for (const auto& seg : elf.segments) {
-    std::uint64_t a = seg.addr;
-    const std::uint64_t end = seg.addr + seg.memsz;  // exclusive; parse() refused wrap-around
-    while (a < end) {
-      const Router::Range* r = bus_->decode(a);
-      const Ip* ip = r ? find(r->name.substr(0, r->name.find('.'))) : nullptr;
-      // Memories, and overlays such as HTIF's tohost inside a program's data.
-      if (!ip || !(dynamic_cast<const Memory*>(ip) || r->overlay))
-        throw ElfError(fmt::format("{}: segment [{:#x}, {:#x}) lies outside any memory ({} at {:#x})", elf.file,
-                                   seg.addr, end, r ? r->name + " is no memory" : std::string("nothing"), a));
-      if (r->last() >= end - 1) break;
-      a = r->last() + 1;
-    }
-  }
+  for (const auto& seg : elf.segments)
+    check_in_memory(fmt::format("{}: segment", elf.file), seg.addr, seg.memsz);
   pending_elf_ = &elf;
+}
+
+void Platform::check_in_memory(const std::string& what, std::uint64_t addr, std::uint64_t size) const {
+  std::uint64_t a = addr;
+  const std::uint64_t end = addr + size;  // exclusive; callers refused wrap-around
+  while (a < end) {
+    const Router::Range* r = bus_->decode(a);
+    const Ip* ip = r ? find(r->name.substr(0, r->name.find('.'))) : nullptr;
+    // Memories, and overlays such as HTIF's tohost inside a program's data.
+    if (!ip || !(dynamic_cast<const Memory*>(ip) || r->overlay))
+      throw ElfError(fmt::format("{} [{:#x}, {:#x}) lies outside any memory ({} at {:#x})", what, addr, end,
+                                 r ? r->name + " is no memory" : std::string("nothing"), a));
+    if (r->last() >= end - 1) break;
+    a = r->last() + 1;
+  }
+}
+
+void Platform::load_image(const std::string& what, std::uint64_t addr, std::vector<std::uint8_t> bytes) {
+  if (bytes.empty()) return;
+  if (addr + bytes.size() < addr) throw ElfError(fmt::format("{}: [{:#x}, +{:#x}) wraps around", what, addr, bytes.size()));
+  check_in_memory(what, addr, bytes.size());
+  images_.push_back(Image{what, addr, std::move(bytes)});
+}
+
+void Platform::boot_vector(std::uint64_t entry, std::uint64_t next, const std::vector<std::uint8_t>& dtb) {
+  if (spec_.boot.empty()) throw ConfigError(spec_.file + ": --boot needs a boot processor (the platform's \"boot\")");
+  auto* cpu = get<riscv::RiscvCpu>(spec_.boot);
+  const std::uint64_t at = cpu->config().reset_pc;
+  const bool rv64 = cpu->config().xlen == 64;
+  // auipc t0, 0; csrr a0, mhartid; l[dw] a1, 32(t0); l[dw] a2, 40(t0)... in the
+  // words below: the DTB's address at +32, fw_dynamic_info's at +40, entry at +48.
+  const std::uint32_t ld = rv64 ? 3 : 2;
+  auto load = [&](unsigned rd, unsigned off) { return (off << 20) | (5u << 15) | (ld << 12) | (rd << 7) | 0x03u; };
+  const std::uint32_t code[8] = {0x00000297u, 0xf1402573u, load(11, 32), load(12, 40), load(5, 48), 0x00028067u, 0, 0};
+  const std::uint64_t dtb_at = at + 64, info_at = (dtb_at + dtb.size() + 7) & ~7ull;
+  std::vector<std::uint8_t> rom(64, 0);
+  std::memcpy(rom.data(), code, sizeof code);
+  auto put = [&](std::size_t off, std::uint64_t v) { std::memcpy(rom.data() + off, &v, rv64 ? 8 : 4); };
+  if (!rv64) {  // 32-bit words: re-encode the loads for 4-byte slots at +32, +36, +40
+    const std::uint32_t code32[6] = {0x00000297u, 0xf1402573u, load(11, 32), load(12, 36), load(5, 40), 0x00028067u};
+    std::memcpy(rom.data(), code32, sizeof code32);
+    put(32, dtb_at), put(36, info_at), put(40, entry);
+  } else {
+    put(32, dtb_at), put(40, info_at), put(48, entry);
+  }
+  rom.insert(rom.end(), dtb.begin(), dtb.end());
+  rom.resize(info_at - at, 0);
+  // OpenSBI's struct fw_dynamic_info: magic "OSBI", version 2, next_addr,
+  // next_mode (1: S), options, boot_hart (-1: any).
+  const std::uint64_t info[6] = {0x4942534f, 2, next, 1, 0, ~0ull};
+  for (std::uint64_t v : info) {
+    const std::size_t off = rom.size();
+    rom.resize(off + (rv64 ? 8 : 4));
+    put(off, v);
+  }
+  try {
+    check_in_memory("--boot: the reset vector and device tree", at, rom.size());
+  } catch (const ElfError& e) {
+    throw ConfigError(e.what());
+  }
+  images_.push_back(Image{"--boot: the reset vector and device tree", at, std::move(rom)});
+  cpu->set_reset_pc(at);
 }
 
 void Platform::load_kernel(const std::string& name, const ElfImage& elf) {
@@ -232,8 +282,16 @@ void Platform::load_kernel(const std::string& name, const ElfImage& elf) {
 }
 
 void Platform::start_of_simulation() {
-  if (!pending_elf_) return;
-  const ElfImage& elf = *pending_elf_;
+  if (pending_elf_ && !write_elf(*pending_elf_)) return;
+  for (const Image& im : images_)  // after the ELF: a --load over a segment wins
+    if (debug_write(im.addr, im.bytes.data(), im.bytes.size()) != im.bytes.size()) {
+      load_error_ = fmt::format("{} [{:#x}, {:#x}) could not be written", im.what, im.addr, im.addr + im.bytes.size());
+      sc_core::sc_stop();
+      return;
+    }
+}
+
+bool Platform::write_elf(const ElfImage& elf) {
   // The file's bytes, then the zeros up to memsz in pieces, written only
   // where the memory does not read as zero already: a large bss costs no
   // host memory (a sparse memory's untouched pages stay unallocated).
@@ -251,10 +309,11 @@ void Platform::start_of_simulation() {
         load_error_ = fmt::format("{}: segment [{:#x}, {:#x}) lies outside any memory (nothing at {:#x})", elf.file,
                                   seg.addr, seg.addr + seg.memsz, seg.addr + off + done);
         sc_core::sc_stop();
-        return;
+        return false;
       }
       off += n;
     }
+  return true;
 }
 
 void Platform::write_idle_loop(const std::string& memory, std::uint64_t offset) {

@@ -61,6 +61,16 @@ class Platform : public sc_core::sc_module {
   // suit the boot processor.
   void load(const ElfImage& elf);
   const std::string& load_error() const { return load_error_; }
+  // A raw image (--load FILE@ADDR), written with the ELF's segments.
+  // `what` names it in errors. Throws ElfError when it leaves memory.
+  void load_image(const std::string& what, std::uint64_t addr, std::vector<std::uint8_t> bytes);
+  // Starts the boot processor as QEMU does: at its reset_pc, a reset
+  // vector puts the hart id in a0, the device tree's address in a1 and a
+  // fw_dynamic_info (next stage `next`, in S mode) in a2, and jumps to
+  // `entry`; the vector and the device tree go into the memory at
+  // reset_pc. After load(). Throws ConfigError (no boot processor, no
+  // memory there, no room).
+  void boot_vector(std::uint64_t entry, std::uint64_t next, const std::vector<std::uint8_t>& dtb);
   // Places a tile kernel (an RV32 program linked for the tile core's local
   // map, its scratchpad at Tile::kLocalSpm) in the scratchpad of tile
   // instance `tile` and sets its CORE_PC to the entry point; the core runs
@@ -114,6 +124,14 @@ class Platform : public sc_core::sc_module {
 
   const PlatformSpec& spec_;
   const ElfImage* pending_elf_ = nullptr;
+  struct Image {
+    std::string what;
+    std::uint64_t addr;
+    std::vector<std::uint8_t> bytes;
+  };
+  std::vector<Image> images_;  // written after the ELF
+  void check_in_memory(const std::string& what, std::uint64_t addr, std::uint64_t size) const;
+  bool write_elf(const ElfImage& elf);  // false: load_error_ says why
   std::map<std::string, unsigned> attach_node_;  // instances behind a network-on-chip: their node
   std::string load_error_;
   bool checker_;

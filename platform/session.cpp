@@ -73,6 +73,13 @@ struct Session::Impl {
   std::optional<SystemSpec> system_spec;  // or a system
   std::optional<ElfImage> elf;
   std::map<unsigned, ElfImage> chip_elfs;
+  struct Load {
+    std::string what;
+    std::uint64_t addr;
+    std::vector<std::uint8_t> bytes;
+  };
+  std::vector<Load> loads;       // --load
+  std::vector<std::uint8_t> dtb;  // --boot
   sc_core::sc_time max_time = sc_core::SC_ZERO_TIME;
   std::unique_ptr<Platform> single;
   std::unique_ptr<System> system;
@@ -147,6 +154,38 @@ struct Session::Impl {
       spec = PlatformSpec::parse(file, raw);
       name = spec.name;
     }
+    if ((!o.loads.empty() || o.boot || !o.dtb.empty()) && system_spec)
+      usage("--load, --boot and --dtb: " + file + " is a system; they start one chip");
+    for (const std::string& l : o.loads) {
+      const auto at = l.rfind('@');
+      std::uint64_t addr = 0;
+      try {
+        if (at == std::string::npos || at == 0) throw UnitError("");
+        addr = parse_uint(l.substr(at + 1));
+      } catch (const UnitError&) {
+        usage("--load " + cut(l) + ": expected FILE@ADDRESS, e.g. u-boot.bin@0x80200000");
+      }
+      const std::string path = l.substr(0, at);
+      std::ifstream in(path, std::ios::binary);
+      if (!in) usage("--load " + cut(l) + ": cannot read " + cut(path));
+      std::vector<std::uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      if (bytes.empty()) usage("--load " + cut(l) + ": " + cut(path) + " is empty");
+      loads.push_back(Load{"--load " + cut(path), addr, std::move(bytes)});
+    }
+    if (!o.dtb.empty()) {
+      std::ifstream in(o.dtb, std::ios::binary);
+      if (!in) usage("--dtb " + cut(o.dtb) + ": cannot read the file");
+      dtb.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+      if (dtb.size() < 4 || dtb[0] != 0xd0 || dtb[1] != 0x0d || dtb[2] != 0xfe || dtb[3] != 0xed)
+        usage("--dtb " + cut(o.dtb) + ": not a flattened device tree (no magic 0xd00dfeed)");
+    } else if (o.boot) {
+      try {
+        dtb = compile_device_tree(spec.device_tree());
+      } catch (const ConfigError& e) {
+        usage(e.what());
+      }
+    }
+    if ((o.boot || !o.dtb.empty()) && !elf && loads.empty()) usage("--boot: nothing to start (give --firmware or --load)");
     // Programs built for other facts are refused before anything elaborates.
     for (unsigned k = 0; k < (system_spec ? system_spec->chips : 1); ++k) {
       auto own = chip_elfs.find(k);
@@ -193,6 +232,15 @@ struct Session::Impl {
       auto own = chip_elfs.find(k);
       if (own != chip_elfs.end()) chips[k]->load(own->second);
       else if (elf) chips[k]->load(*elf);
+    }
+    for (Load& l : loads) chips.front()->load_image(l.what, l.addr, std::move(l.bytes));
+    if (o.boot || !o.dtb.empty()) {
+      // The ELF's entry, else the first image's; fw_dynamic's next stage: the first image apart from that.
+      const std::uint64_t entry = elf ? elf->entry : loads.front().addr;
+      std::uint64_t next = 0;
+      for (const Load& l : loads)
+        if (l.addr != entry && !next) next = l.addr;
+      chips.front()->boot_vector(entry, next, dtb);
     }
     if (!o.signature.empty() && !(elf && elf->symbol("begin_signature") && elf->symbol("end_signature")))
       throw ConfigError("--signature: the firmware has no begin_signature and end_signature symbols");
@@ -302,6 +350,8 @@ bool Session::is_system() const { return impl_->system_spec.has_value(); }
 const std::string& Session::file() const { return impl_->file; }
 unsigned Session::chips() const { return impl_->system_spec ? impl_->system_spec->chips : 1; }
 const PlatformSpec& Session::chip_spec(unsigned k) const { return impl_->chip_spec(k); }
+
+std::string Session::device_tree() const { return impl_->chip_spec(0).device_tree(); }
 
 nlohmann::ordered_json Session::effective() const {
   if (!impl_->system_spec) return impl_->spec.effective();

@@ -36,6 +36,9 @@ struct SessionOptions {
   std::vector<std::string> sets;           // instance.key=value (chipK.instance.key=value: chip K of a system)
   std::string firmware;                    // the boot processor's ELF, on every chip; empty: none
   std::vector<std::string> chip_firmware;  // in a system: K=ELF runs ELF on chip K instead
+  std::vector<std::string> loads;          // FILE@ADDR: raw images (one chip)
+  bool boot = false;                       // start as QEMU does: reset vector, a0 = hart id, a1 = device tree
+  std::string dtb;                         // with boot: this device tree instead of the generated one
   std::string top;                         // the top module's name; empty: the platform's own
   bool protocol_checker = false;           // a TLM-2.0 checker on every binding
   bool reports = false;                    // Tessera's report handler (one line per message)
@@ -94,6 +97,7 @@ class Session {
   unsigned chips() const;
   const PlatformSpec& chip_spec(unsigned k = 0) const;
   nlohmann::ordered_json effective() const;  // the effective configuration (--dump-config)
+  std::string device_tree() const;           // chip 0's device tree source (--dump-dts)
   // The firmware-facing views of chip 0: memory-map header, linker symbols.
   // Rewritten only on change. Throws SessionError.
   void write_header(const std::string& path) const;

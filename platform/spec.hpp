@@ -99,6 +99,14 @@ struct PlatformSpec {
   // The memory-map header and linker symbols for firmware.
   std::string c_header() const;
   std::string linker_symbols() const;
+  // The device tree source (QEMU virt's conventions: the harts, memory,
+  // CLINT, PLIC, UART, test device, stdout-path), for OpenSBI, U-Boot and
+  // Linux (device_tree.cpp).
+  std::string device_tree() const;
 };
+
+// dtc's binary of a device tree source. Throws ConfigError (dtc missing, or
+// refusing the source, with its message).
+std::vector<std::uint8_t> compile_device_tree(const std::string& dts);
 
 }  // namespace tessera

@@ -45,7 +45,7 @@ int sc_main(int argc, char** argv) {
   tessera::SessionOptions o;
   std::string firmware, gen_header, gen_linker, checker;
   int gdb = 0;
-  bool dump_config = false, quiet = false, list_types = false;
+  bool dump_config = false, dump_dts = false, quiet = false, list_types = false;
   po::options_description desc(
       "Usage: tessera-vp [options] [FIRMWARE.elf]\n"
       "       tessera-vp demo [--tiny] [--prompt N] [--decode N] [--seed S] [--set inst.key=value]\n\n"
@@ -63,6 +63,12 @@ int sc_main(int argc, char** argv) {
                                          "(default: the hello-world firmware of this build; none: no firmware)")
     ("chip-firmware", po::value(&o.chip_firmware)->composing(), "in a system: K=ELF runs ELF on chip K instead of --firmware (repeatable)")
     ("set,s", po::value(&o.sets)->composing(), "override a platform value: instance.key=value (repeatable)")
+    ("load", po::value(&o.loads)->composing(), "FILE@ADDRESS: put a raw binary at that address, e.g. u-boot.bin@0x80200000 (repeatable)")
+    ("boot", po::bool_switch(&o.boot), "start as QEMU does: a reset vector at the boot processor's reset PC passes a0 = hart id, "
+                                       "a1 = the device tree (generated from the platform with dtc), a2 = OpenSBI's fw_dynamic_info, "
+                                       "and jumps to the firmware's entry (or the first --load)")
+    ("dtb", po::value(&o.dtb), "with --boot: pass this device tree blob instead of the generated one (implies --boot)")
+    ("dump-dts", po::bool_switch(&dump_dts), "print the platform's device tree source and exit")
     ("dump-config", po::bool_switch(&dump_config), "print the effective configuration as JSON and exit")
     ("list-types", po::bool_switch(&list_types), "list the IP types with their parameters and defaults")
     ("log", po::value(&o.logs)->composing(), "verbosity: LEVEL or instance=LEVEL (quiet, error, warning, info, debug, trace)")
@@ -112,9 +118,9 @@ int sc_main(int argc, char** argv) {
     std::cout << tessera::Session::list_types();
     return 0;
   }
-  const bool runs = !dump_config && gen_header.empty() && gen_linker.empty();  // the default firmware only for a run
+  const bool runs = !dump_config && !dump_dts && gen_header.empty() && gen_linker.empty();  // the default firmware only for a run
   if (const std::string hello = tessera::Session::default_firmware();
-      !vm.count("firmware") && runs && ::access(hello.c_str(), R_OK) == 0)
+      !vm.count("firmware") && runs && o.loads.empty() && ::access(hello.c_str(), R_OK) == 0)
     firmware = hello;
   if (firmware != "none") o.firmware = firmware;
   if (vm.count("gdb")) o.gdb_port = gdb;
@@ -124,6 +130,10 @@ int sc_main(int argc, char** argv) {
     tessera::Session session(o);
     if (dump_config) {
       std::cout << session.effective().dump(2) << "\n";
+      return 0;
+    }
+    if (dump_dts) {
+      std::cout << session.device_tree();
       return 0;
     }
     if (!gen_header.empty() || !gen_linker.empty()) {

@@ -8,6 +8,7 @@ TESSERA_PACKAGES=(
   g++ make cmake ninja-build pkg-config ccache
   libsystemc-dev libboost-program-options-dev libboost-filesystem-dev nlohmann-json3-dev libfmt-dev libgtest-dev
   verilator gcc-riscv64-unknown-elf picolibc-riscv64-unknown-elf gdb-multiarch qemu-user
+  opensbi u-boot-qemu device-tree-compiler
   clang-14 libclang-rt-14-dev libfuzzer-14-dev
 )
 

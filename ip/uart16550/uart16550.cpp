@@ -27,6 +27,8 @@ void Uart16550::Config::visit(Params& p) {
   p("tx", tx, "where transmitted bytes go: stdout, stderr, none, or a file");
   p("rx", rx, "where received bytes come from: none, stdin, or a file");
   p("rx_interval", rx_interval, "time between two received bytes from rx");
+  p("rx_prompt", rx_prompt, "when set, each line of rx is sent only once the transmitted text shows this prompt again "
+                            "(as someone typing at a prompt would), e.g. \"=> \" for U-Boot");
 }
 
 void Uart16550::Config::validate(const Params& p) const {
@@ -154,8 +156,15 @@ void Uart16550::rx_thread() {
       if (config_.rx != "stdin") return;  // the file is exhausted
       continue;
     }
+    if (rx_line_start_ && !config_.rx_prompt.empty()) {  // wait for the prompt
+      const std::size_t at = tx_.written().find(config_.rx_prompt, prompt_seen_);
+      if (at == std::string::npos) continue;
+      prompt_seen_ = at + config_.rx_prompt.size();
+      rx_line_start_ = false;
+    }
     const std::size_t capacity = fifo_enabled_ ? config_.fifo_depth : 1;
     if (rx_fifo_.size() < capacity) {  // the sender waits for room (flow control)
+      rx_line_start_ = rx_pending_.front() == '\n';
       deliver(rx_pending_.front());
       rx_pending_.pop_front();
     }

@@ -27,6 +27,7 @@ class Uart16550 : public MmioTarget {
     std::string tx = "stdout";  // stdout, stderr, none, or a file
     std::string rx = "none";    // none, stdin, or a file
     sc_core::sc_time rx_interval = sc_core::sc_time(10, sc_core::SC_US);
+    std::string rx_prompt;      // each line of rx waits until the transmitted text shows this again
     void visit(Params& p);
     void validate(const Params& p) const;
   };
@@ -50,6 +51,8 @@ class Uart16550 : public MmioTarget {
 
   Config config_;
   std::deque<std::uint8_t> rx_fifo_, rx_pending_;
+  bool rx_line_start_ = true;      // the next byte from rx begins a line
+  std::size_t prompt_seen_ = 0;    // where in the transmitted text to look for rx_prompt next
   bool fifo_enabled_ = false;
   bool thre_pending_ = false;
   bool overrun_ = false;

@@ -302,3 +302,47 @@ TEST(Cli, StrictTurnsGuestErrorsIntoFailure) {
   EXPECT_EQ(strict.code, 4) << strict.err;
   EXPECT_NE(strict.err.find("--strict: 2 guest error(s)"), std::string::npos) << strict.err;
 }
+
+// --boot: a raw program (--load) starts from the reset vector with a0 = 0
+// (the hart id), a1 = the generated device tree (its magic 0xd00dfeed)
+// and a2 = OpenSBI's fw_dynamic_info ("OSBI"), and passes; --dump-dts
+// prints a source dtc compiles; bad uses are refused with one line.
+TEST(Cli, BootPassesTheHartIdTheDeviceTreeAndFwDynamicInfo) {
+  // lwu t0,0(a1); li t1,0xedfe0dd0; bne t0,t1,fail; bnez a0,fail; lwu t0,0(a2); li t1,0x4942534f;
+  // bne t0,t1,fail; finisher <- 0x5555; ... fail: finisher <- (7 << 16) | 0x3333
+  const unsigned char program[] = {
+      0x83, 0xe2, 0x05, 0x00, 0x37, 0xe3, 0x0e, 0x00, 0x05, 0x33, 0x32, 0x03, 0x13, 0x03, 0x03, 0xdd, 0x63, 0x93,
+      0x62, 0x02, 0x0d, 0xe1, 0x83, 0x62, 0x06, 0x00, 0x37, 0x53, 0x42, 0x49, 0x1b, 0x03, 0xf3, 0x34, 0x63, 0x9a,
+      0x62, 0x00, 0xb7, 0x02, 0x10, 0x00, 0x15, 0x63, 0x1b, 0x03, 0x53, 0x55, 0x23, 0xa0, 0x62, 0x00, 0x01, 0xa0,
+      0xb7, 0x02, 0x10, 0x00, 0x37, 0x33, 0x07, 0x00, 0x1b, 0x03, 0x33, 0x33, 0x23, 0xa0, 0x62, 0x00, 0xfd, 0xb7};
+  std::ofstream(local("prog.bin"), std::ios::binary).write(reinterpret_cast<const char*>(program), sizeof program);
+  Outcome r = vp("-q -p " + kT1 + " --load " + local("prog.bin") + "@0x80000000 --boot --max-time 1ms");
+  EXPECT_EQ(r.code, 0) << r.err;
+  // --dump-dts: the source, which dtc compiles.
+  r = vp("-p " + kT1 + " --dump-dts");
+  EXPECT_EQ(r.code, 0) << r.err;
+  for (const char* want : {"riscv,isa = \"rv64imafdc_zicsr_zifencei\"", "mmu-type = \"riscv,sv39\"",
+                           "compatible = \"sifive,clint0\", \"riscv,clint0\"", "interrupts-extended = <&cpu0_intc 3 &cpu0_intc 7>",
+                           "compatible = \"ns16550a\"", "stdout-path = \"/soc/serial@10000000\"",
+                           "reg = <0x0 0x80000000 0x0 0x1000000>", "timebase-frequency = <10000000>"})
+    EXPECT_NE(r.out.find(want), std::string::npos) << want << "\n" << r.out;
+  std::ofstream(local("t1.dts")) << r.out;
+  if (std::system("command -v dtc >/dev/null 2>&1") == 0) {
+    EXPECT_EQ(std::system(("dtc -q -I dts -O dtb -o " + local("t1.dtb") + " " + local("t1.dts")).c_str()), 0);
+    r = vp("-q -p " + kT1 + " --load " + local("prog.bin") + "@0x80000000 --dtb " + local("t1.dtb") + " --max-time 1ms");
+    EXPECT_EQ(r.code, 0) << "--dtb FILE passes that tree: " << r.err;
+  }
+  // Refusals, each one line, exit 2.
+  const std::pair<std::string, std::string> bad[] = {
+      {"--load " + local("prog.bin"), "expected FILE@ADDRESS"},
+      {"--load nothere.bin@0x80000000", "cannot read nothere.bin"},
+      {"--load " + local("prog.bin") + "@0x40000000", "lies outside any memory"},
+      {"--load " + local("prog.bin") + "@0x80000000 --dtb " + local("prog.bin"), "not a flattened device tree"},
+      {"--firmware none --boot", "nothing to start"},
+  };
+  for (const auto& [args, why] : bad) {
+    r = vp("-q -p " + kT1 + " " + args + " --max-time 1ms");
+    EXPECT_EQ(r.code, 2) << args << ": " << r.err;
+    EXPECT_NE(r.err.find(why), std::string::npos) << args << ": " << r.err;
+  }
+}

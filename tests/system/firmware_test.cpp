@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <fstream>
@@ -63,6 +65,45 @@ TEST(Firmware, FloatingPointAgreesWithQemuBitForBit) {
       EXPECT_EQ(mine, theirs) << "RV" << xlen << ": the first word is the instruction and its rounding mode";
     }
   }
+}
+
+// Debian's firmware, unmodified: OpenSBI's fw_jump with U-Boot in S mode,
+// booted as QEMU boots them (a device tree generated from the platform,
+// a0 = hart id, a1 = its address), U-Boot's commands typed at its prompt.
+namespace {
+const std::string kOpenSbi = "/usr/lib/riscv64-linux-gnu/opensbi/generic/fw_jump.elf";
+const std::string kUbootS = "/usr/lib/u-boot/qemu-riscv64_smode/u-boot.bin";
+const std::string kUbootM = "/usr/lib/u-boot/qemu-riscv64/u-boot.bin";
+const std::string kBoot = " --boot --set cpram.size=256MiB --set 'uart0.rx_prompt==> '";
+}  // namespace
+
+TEST(Firmware, OpenSbiBootsUbootToItsPrompt) {
+  for (const std::string& f : {kOpenSbi, kUbootS})
+    if (::access(f.c_str(), R_OK) != 0) GTEST_SKIP() << f << " is missing (Debian's opensbi and u-boot-qemu; ./tools/test installs them)";
+  std::ofstream(local("rx")) << "version\nmd.l 0x80200000 4\nprintenv bootdelay\npoweroff\n";
+  Outcome r = run("--firmware " + kOpenSbi + " --load " + kUbootS + "@0x80200000" + kBoot + " --set uart0.rx=" +
+                  local("rx") + " --max-time 10s");
+  EXPECT_EQ(r.code, 0) << "poweroff ends the run through OpenSBI's SBI reset and the test device: " << r.err;
+  r.out.erase(std::remove(r.out.begin(), r.out.end(), '\r'), r.out.end());  // U-Boot ends its lines with CR LF
+  for (const char* want : {"OpenSBI v1.1", "Platform Name             : Tessera t1", "Boot HART Base ISA        : rv64imafdc",
+                           "Boot HART PMP Count       : 16", "Domain0 Next Mode         : S-mode",
+                           "U-Boot 2023.01", "CPU:   rv64imafdc_zicsr_zifencei", "DRAM:  256 MiB",
+                           "=> version\nU-Boot 2023.01",
+                           "=> md.l 0x80200000 4\n80200000: 84ae822a 00000193 00085297 db02b283",
+                           "=> printenv bootdelay\nbootdelay=2\n", "=> poweroff\npoweroff ..."})
+    EXPECT_NE(r.out.find(want), std::string::npos) << want << "\n" << r.out;
+  EXPECT_TRUE(r.err.empty()) << r.err;
+}
+
+TEST(Firmware, UbootInMachineModeOnItsOwn) {
+  if (::access(kUbootM.c_str(), R_OK) != 0) GTEST_SKIP() << kUbootM << " is missing (./tools/test installs u-boot-qemu)";
+  std::ofstream(local("rx")) << "bdinfo\n";
+  Outcome r = run("--load " + kUbootM + "@0x80000000" + kBoot + " --set uart0.rx=" + local("rx") + " --max-time 2600ms");
+  EXPECT_EQ(r.code, 3) << "it runs until --max-time: " << r.err;
+  r.out.erase(std::remove(r.out.begin(), r.out.end(), '\r'), r.out.end());
+  for (const char* want : {"U-Boot 2023.01", "Hit any key to stop autoboot", "=> bdinfo\nboot_params = ",
+                           "-> size     = 0x0000000010000000"})
+    EXPECT_NE(r.out.find(want), std::string::npos) << want << "\n" << r.out;
 }
 
 TEST(Firmware, InterruptDrivenTimerAndUartReceive) {
