@@ -8,6 +8,7 @@
 #include <map>
 
 #include "common/log.hpp"
+#include "common/sim.hpp"
 #include "common/memory.hpp"
 #include "common/payload.hpp"
 #include "common/trace.hpp"
@@ -281,7 +282,38 @@ void Platform::load_kernel(const std::string& name, const ElfImage& elf) {
   tile->set_core_pc(elf.entry);
 }
 
+void Platform::start_kernel(const std::string& name, const ElfImage& elf, bool end_run) {
+  load_kernel(name, elf);
+  kernels_.push_back(name);
+  kernels_end_run_ = kernels_end_run_ || end_run;
+}
+
+void Platform::idle_boot_processor() {
+  if (spec_.boot.empty()) return;
+  const std::uint64_t pc = get<riscv::RiscvCpu>(spec_.boot)->config().reset_pc;
+  for (const InstanceSpec& s : spec_.instances)
+    if (s.base && pc >= *s.base && pc <= s.last() && dynamic_cast<const Memory*>(find(s.name))) {
+      write_idle_loop(s.name, pc - *s.base);
+      return;
+    }
+  throw ConfigError(fmt::format("{}: no memory at {}'s reset PC {:#x} for an idle loop", spec_.file, spec_.boot, pc));
+}
+
+void Platform::run_kernels() {
+  for (const std::string& name : kernels_) get<tile::Tile>(name)->start_core();
+  if (!kernels_end_run_) return;
+  int code = 0;
+  for (const std::string& name : kernels_) {
+    tile::Tile* t = get<tile::Tile>(name);
+    sc_core::wait(t->core_stopped());
+    if (!code) code = t->core_faulted() ? 1 : static_cast<int>(t->core_exit());
+  }
+  sim::request_exit(code, name(), kernels_.size() == 1 ? "the kernel stopped" : "every kernel stopped",
+                    sc_core::sc_time_stamp());
+}
+
 void Platform::start_of_simulation() {
+  if (!kernels_.empty()) sc_core::sc_spawn([this] { run_kernels(); }, "kernels");
   if (pending_elf_ && !write_elf(*pending_elf_)) return;
   for (const Image& im : images_)  // after the ELF: a --load over a segment wins
     if (debug_write(im.addr, im.bytes.data(), im.bytes.size()) != im.bytes.size()) {

@@ -77,6 +77,13 @@ class Platform : public sc_core::sc_module {
   // it on CORE_CTRL.START. Throws ConfigError (no such tile, no core) or
   // ElfError (not RV32, a segment outside the scratchpad).
   void load_kernel(const std::string& tile, const ElfImage& elf);
+  // load_kernel, then the core starts at time 0 as CORE_CTRL.START would
+  // start it (tessera-vp --kernel). With `end_run`, the run ends when every
+  // kernel started so has stopped: exit 0, a kernel's nonzero CORE_EXIT
+  // value, or 1 for a fault.
+  void start_kernel(const std::string& tile, const ElfImage& elf, bool end_run);
+  // Keeps the boot processor asleep (an idle loop at its reset PC).
+  void idle_boot_processor();
 
   // Puts an idle loop (wfi; j .-4) at `offset` of memory instance `memory`,
   // through its target socket, so it works during elaboration: tests and
@@ -130,6 +137,9 @@ class Platform : public sc_core::sc_module {
     std::vector<std::uint8_t> bytes;
   };
   std::vector<Image> images_;  // written after the ELF
+  std::vector<std::string> kernels_;  // started at time 0
+  bool kernels_end_run_ = false;
+  void run_kernels();
   void check_in_memory(const std::string& what, std::uint64_t addr, std::uint64_t size) const;
   bool write_elf(const ElfImage& elf);  // false: load_error_ says why
   std::map<std::string, unsigned> attach_node_;  // instances behind a network-on-chip: their node

@@ -26,6 +26,7 @@
 #include "rtl/waves_fst.hpp"
 #include "spec.hpp"
 #include "system.hpp"
+#include "tile/tile.hpp"
 
 namespace tessera {
 
@@ -79,12 +80,13 @@ struct Session::Impl {
     std::vector<std::uint8_t> bytes;
   };
   std::vector<Load> loads;       // --load
+  std::vector<std::pair<std::string, ElfImage>> kernels;  // --kernel
   std::vector<std::uint8_t> dtb;  // --boot
   sc_core::sc_time max_time = sc_core::SC_ZERO_TIME;
   std::unique_ptr<Platform> single;
   std::unique_ptr<System> system;
   std::vector<Platform*> chips;
-  std::unique_ptr<riscv::GdbServer> gdb;
+  std::unique_ptr<riscv::GdbServer> gdb, gdb_tiles;
   bool outputs_open = false, closed = false;
 
   const PlatformSpec& chip_spec(unsigned k) const { return system_spec ? system_spec->chip_specs.at(k) : spec; }
@@ -108,6 +110,10 @@ struct Session::Impl {
       }
     if (o.gdb_port && (*o.gdb_port < 1 || *o.gdb_port > 65535))
       usage(fmt::format("--gdb {}: a TCP port is 1 to 65535", *o.gdb_port));
+    if (o.gdb_tiles_port && (*o.gdb_tiles_port < 1 || *o.gdb_tiles_port > 65535))
+      usage(fmt::format("--gdb-tiles {}: a TCP port is 1 to 65535", *o.gdb_tiles_port));
+    if (o.gdb_port && o.gdb_tiles_port && *o.gdb_port == *o.gdb_tiles_port)
+      usage("--gdb and --gdb-tiles: two servers need two ports");
     // Outputs written at the end are opened now: a run never ends in a file it cannot write.
     for (const auto& [flag, path] : {std::pair{"--stats", o.stats}, std::pair{"--signature", o.signature}})
       if (!path.empty()) {
@@ -154,8 +160,18 @@ struct Session::Impl {
       spec = PlatformSpec::parse(file, raw);
       name = spec.name;
     }
-    if ((!o.loads.empty() || o.boot || !o.dtb.empty()) && system_spec)
-      usage("--load, --boot and --dtb: " + file + " is a system; they start one chip");
+    if ((!o.loads.empty() || o.boot || !o.dtb.empty() || !o.kernels.empty()) && system_spec)
+      usage("--load, --boot, --dtb and --kernel: " + file + " is a system; they start one chip");
+    for (const std::string& k : o.kernels) {
+      const auto eq = k.find('=');
+      if (eq == std::string::npos || eq == 0) usage("--kernel " + cut(k) + ": expected TILE=ELF, e.g. tile0=gemm.elf");
+      const std::string tile = k.substr(0, eq);
+      const InstanceSpec* t = spec.find(tile);
+      if (!t || t->type != "tile") usage("--kernel " + cut(k) + ": " + file + " has no tile named " + cut(tile));
+      for (const auto& [other, e] : kernels)
+        if (other == tile) usage("--kernel " + cut(k) + ": a second kernel for " + tile);
+      kernels.emplace_back(tile, ElfImage::read(k.substr(eq + 1)));
+    }
     for (const std::string& l : o.loads) {
       const auto at = l.rfind('@');
       std::uint64_t addr = 0;
@@ -234,6 +250,10 @@ struct Session::Impl {
       else if (elf) chips[k]->load(*elf);
     }
     for (Load& l : loads) chips.front()->load_image(l.what, l.addr, std::move(l.bytes));
+    // Kernels on their own (no firmware): the CP idles and the run ends with them.
+    const bool kernels_only = !elf && loads.empty();
+    for (const auto& [tile, k] : kernels) chips.front()->start_kernel(tile, k, kernels_only);
+    if (!kernels.empty() && kernels_only) chips.front()->idle_boot_processor();
     if (o.boot || !o.dtb.empty()) {
       // The ELF's entry, else the first image's; fw_dynamic's next stage: the first image apart from that.
       const std::uint64_t entry = elf ? elf->entry : loads.front().addr;
@@ -264,6 +284,27 @@ struct Session::Impl {
         }
     if (gdb->harts().empty()) usage("--gdb: the platform has no processor");
     std::fprintf(stderr, "GDB server on localhost:%d%s\n", *o.gdb_port, o.gdb_wait ? ", waiting for a connection" : "");
+  }
+
+  // The tiles' RV32 cores on a server of their own (GDB cannot mix RV32 and
+  // RV64 threads in one target): each core a thread; with --gdb-wait the
+  // first one waits for the debugger at time 0.
+  void attach_gdb_tiles() {
+    if (!o.gdb_tiles_port) return;
+    try {
+      gdb_tiles = std::make_unique<riscv::GdbServer>(static_cast<unsigned>(*o.gdb_tiles_port));
+    } catch (const std::runtime_error& e) {
+      usage(e.what());
+    }
+    for (Platform* c : chips)
+      for (const InstanceSpec& s : c->spec().instances)
+        if (auto* t = c->get<tile::Tile>(s.name); t && t->core()) {
+          t->core()->attach_debugger(gdb_tiles.get(), o.gdb_wait && gdb_tiles->harts().empty());
+          gdb_tiles->add_hart(t->core());
+        }
+    if (gdb_tiles->harts().empty()) usage("--gdb-tiles: the platform has no tile with a core");
+    std::fprintf(stderr, "GDB server for the tile cores on localhost:%d (%zu threads)%s\n", *o.gdb_tiles_port,
+                 gdb_tiles->harts().size(), o.gdb_wait ? ", waiting for a connection" : "");
   }
 
   // Nothing can happen any more. A hart asleep in wfi then waits for an
@@ -382,6 +423,7 @@ void Session::elaborate() {
     throw SessionError(e.what(), false);
   }
   s.attach_gdb();
+  s.attach_gdb_tiles();
 }
 
 Platform& Session::chip(unsigned k) { return *impl_->chips.at(k); }
@@ -437,6 +479,7 @@ nlohmann::ordered_json Session::finish(RunResult& r) {
   Impl& s = *impl_;
   s.close_outputs();
   if (s.gdb) s.gdb->exited(r.code);
+  if (s.gdb_tiles) s.gdb_tiles->exited(r.code);
   if (!s.o.signature.empty()) s.dump_signature();
   if (r.code == 0 && log::strict() && log::guest_error_count() > 0) {
     r.code = sim::kExitStrict;

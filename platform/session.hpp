@@ -37,6 +37,7 @@ struct SessionOptions {
   std::string firmware;                    // the boot processor's ELF, on every chip; empty: none
   std::vector<std::string> chip_firmware;  // in a system: K=ELF runs ELF on chip K instead
   std::vector<std::string> loads;          // FILE@ADDR: raw images (one chip)
+  std::vector<std::string> kernels;        // TILE=ELF: a kernel started on that tile's core at time 0 (one chip)
   bool boot = false;                       // start as QEMU does: reset vector, a0 = hart id, a1 = device tree
   std::string dtb;                         // with boot: this device tree instead of the generated one
   std::string top;                         // the top module's name; empty: the platform's own
@@ -50,6 +51,7 @@ struct SessionOptions {
   std::string trace, trace_categories, trace_sockets;  // Chrome/Perfetto trace; comma-separated lists
   std::string waves, waves_preset, waves_window;       // VCD or FST waveforms
   std::optional<int> gdb_port;             // a GDB remote server on localhost:PORT (1-65535)
+  std::optional<int> gdb_tiles_port;       // another for the tiles' RV32 cores
   bool gdb_wait = false;                   // with gdb_port: halt at reset until GDB connects
 };
 

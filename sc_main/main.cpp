@@ -44,7 +44,7 @@ int sc_main(int argc, char** argv) {
   if (std::string(argv[1]) == "demo") return run_demo(argc - 1, argv + 1);
   tessera::SessionOptions o;
   std::string firmware, gen_header, gen_linker, checker;
-  int gdb = 0;
+  int gdb = 0, gdb_tiles = 0;
   bool dump_config = false, dump_dts = false, quiet = false, list_types = false;
   po::options_description desc(
       "Usage: tessera-vp [options] [FIRMWARE.elf]\n"
@@ -78,7 +78,10 @@ int sc_main(int argc, char** argv) {
     ("signature", po::value(&o.signature), "at the end, dump memory from begin_signature to end_signature "
                                            "(riscv-arch-test format)")
     ("gdb", po::value(&gdb), "GDB remote server on localhost:PORT; every hart is a thread")
-    ("gdb-wait", po::bool_switch(&o.gdb_wait), "with --gdb: halt at reset until GDB connects")
+    ("gdb-wait", po::bool_switch(&o.gdb_wait), "with --gdb or --gdb-tiles: halt at reset until GDB connects")
+    ("gdb-tiles", po::value(&gdb_tiles), "a second GDB server, on localhost:PORT, for the tiles' RV32 cores (each a thread)")
+    ("kernel", po::value(&o.kernels)->composing(), "TILE=ELF: load a tile kernel and start it at time 0 (repeatable); "
+                                                   "without --firmware the CP idles and the run ends with the kernels")
     ("gen-header", po::value(&gen_header), "write the firmware memory-map header and exit")
     ("gen-linker", po::value(&gen_linker), "write the linker-script symbols and exit")
     ("protocol-checker", po::value(&checker), "on|off: TLM-2.0 protocol checker on every binding")
@@ -120,10 +123,11 @@ int sc_main(int argc, char** argv) {
   }
   const bool runs = !dump_config && !dump_dts && gen_header.empty() && gen_linker.empty();  // the default firmware only for a run
   if (const std::string hello = tessera::Session::default_firmware();
-      !vm.count("firmware") && runs && o.loads.empty() && ::access(hello.c_str(), R_OK) == 0)
+      !vm.count("firmware") && runs && o.loads.empty() && o.kernels.empty() && ::access(hello.c_str(), R_OK) == 0)
     firmware = hello;
   if (firmware != "none") o.firmware = firmware;
   if (vm.count("gdb")) o.gdb_port = gdb;
+  if (vm.count("gdb-tiles")) o.gdb_tiles_port = gdb_tiles;
   o.protocol_checker = checker.empty() ? TESSERA_CHECKER_DEFAULT : checker == "on";
   o.reports = true;
   try {

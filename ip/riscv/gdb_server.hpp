@@ -1,9 +1,11 @@
 // GDB remote serial protocol server for the RISC-V harts of a platform,
 // on a TCP port of localhost (`tessera-vp --gdb PORT`, `--gdb-wait`).
 //
-// Every hart of the platform is a GDB thread (thread 1 is the first hart,
-// usually the CP; tile cores follow in platform order), all with one
-// memory view per hart (the hart's own bus, through transport_dbg).
+// Each hart given to a server is a GDB thread (`--gdb`: the platform's
+// riscv instances, thread 1 the first, usually the CP; `--gdb-tiles`: the
+// tiles' RV32 cores, on a server of their own, since one GDB target has one
+// XLEN), with one memory view per hart (its own bus, through
+// transport_dbg: a tile core sees its local scratchpad at 0x8000_0000).
 // Supported: ?, g/G, p/P, m/M/X, Z0/Z1 breakpoints, Z2/Z3/Z4 watchpoints,
 // s, c, vCont (c, s), Ctrl-C, qSupported, the target description (XML with
 // riscv:rv32 or riscv:rv64), thread queries, H, T, k (ends the run), D.

@@ -161,12 +161,7 @@ class Tile::Regs : public MmioTarget {
         core->halt();
         core_state_ = 0;
       }
-      if (w.data & R::CORE_CTRL_f::START_MASK) {
-        core->start(regs_.get(R::CORE_PC));
-        core_state_ = 1;
-        kernel_start_ = now();
-        kernel_pc_ = regs_.get(R::CORE_PC);
-      }
+      if (w.data & R::CORE_CTRL_f::START_MASK) start_core();
       return true;
     });
     regs_.on_write(R::CORE_EXIT, [this](RegisterBank::Write& w) {
@@ -174,6 +169,9 @@ class Tile::Regs : public MmioTarget {
         tile_.core_->halt();
         core_state_ = 2;
         ++kernels_done_;
+        tile_.core_exit_ = static_cast<std::uint32_t>(w.next);
+        tile_.core_faulted_ = false;
+        tile_.core_stopped_.notify(sc_core::SC_ZERO_TIME);
         if (trace::on(kTrace))
           trace::slice(kTrace, tile_.path() + ".core", fmt::format("kernel {:#x}", kernel_pc_), kernel_start_, now(),
                        {{"exit", w.next}});
@@ -187,6 +185,13 @@ class Tile::Regs : public MmioTarget {
     });
   }
 
+  void start_core() {
+    tile_.core_->start(regs_.get(R::CORE_PC));
+    core_state_ = 1;
+    kernel_start_ = now();
+    kernel_pc_ = regs_.get(R::CORE_PC);
+  }
+
   // The tile core stopped on a fault (its trap handler reported one, or a
   // trap could not be handled at all).
   void core_fault(unsigned cause, std::uint64_t pc, std::uint64_t tval) {
@@ -197,6 +202,8 @@ class Tile::Regs : public MmioTarget {
     tile_.core_->halt();
     core_state_ = 3;
     ++kernel_faults_;
+    tile_.core_faulted_ = true;
+    tile_.core_stopped_.notify(sc_core::SC_ZERO_TIME);
     log::guest_error(tile_.path(), "tile/core-fault", "tile core fault: mcause {:#x} at pc {:#x}, mtval {:#x}", cause,
                      pc, tval);
     raise(R::IRQ_STATUS_f::CORE_FAULT_MASK);
@@ -448,6 +455,7 @@ Tile::~Tile() = default;
 tlm::tlm_target_socket<>& Tile::csr_target() { return regs_->csr_target; }
 
 void Tile::set_core_pc(std::uint64_t pc) { regs_->set(R::CORE_PC, pc); }
+void Tile::start_core() { regs_->start_core(); }
 
 void Tile::report_limits(nlohmann::ordered_json& out) const {
   // The tensor core's peak: the array's MACs per cycle in each input format.

@@ -62,6 +62,13 @@ class Tile : public Ip {
   riscv::RiscvCpu* core() { return core_.get(); }
   // Where CORE_CTRL.START runs the core from (a loader sets the entry).
   void set_core_pc(std::uint64_t pc);
+  // What CORE_CTRL.START does, from outside (tessera-vp --kernel); during
+  // simulation. core_stopped() fires when the kernel exits or faults;
+  // core_exit() is its CORE_EXIT value, core_faulted() whether it faulted.
+  void start_core();
+  const sc_core::sc_event& core_stopped() const { return core_stopped_; }
+  std::uint32_t core_exit() const { return core_exit_; }
+  bool core_faulted() const { return core_faulted_; }
   void report_stats(nlohmann::ordered_json& out) const override;
   void report_limits(nlohmann::ordered_json& out) const override;
 
@@ -78,6 +85,9 @@ class Tile : public Ip {
   std::unique_ptr<dma::Dma> dma_;
   std::unique_ptr<Regs> regs_;
   std::unique_ptr<riscv::RiscvCpu> core_;
+  sc_core::sc_event core_stopped_;
+  std::uint32_t core_exit_ = 0;
+  bool core_faulted_ = false;
   std::unique_ptr<LocalBus> local_;
   IrqIn tc_irq_, vu_irq_, dma_irq_;
   IrqOut core_irq_;

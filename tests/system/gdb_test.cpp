@@ -14,6 +14,7 @@
 #include <fstream>
 #include <sstream>
 #include <thread>
+#include <vector>
 
 #include "elf_builder.hpp"
 
@@ -38,10 +39,10 @@ std::string run_capture(const std::string& cmd) {
   return out;
 }
 
-// Starts tessera-vp waiting for a debugger on `port`, its output in
-// `<stem>.vp.out` and `<stem>.vp.err`; returns once the server listens
-// (or after 5 s). 0 if it could not be started.
-pid_t spawn_vp(const std::string& elf, const std::string& port, const std::string& stem) {
+// Starts tessera-vp with `args`, its output in `<stem>.vp.out` and
+// `<stem>.vp.err`; returns once stderr shows `ready` (or after 5 s). 0 if it
+// could not be started.
+pid_t spawn_vp_args(const std::vector<std::string>& args, const std::string& stem, const std::string& ready) {
   const std::string out = stem + ".vp.out", err = stem + ".vp.err";
   std::ofstream(err).close();
   pid_t vp = 0;
@@ -49,13 +50,20 @@ pid_t spawn_vp(const std::string& elf, const std::string& port, const std::strin
   posix_spawn_file_actions_init(&io);
   posix_spawn_file_actions_addopen(&io, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
   posix_spawn_file_actions_addopen(&io, 2, err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  const char* argv[] = {TESSERA_VP, "-q", "--firmware", elf.c_str(), "--gdb", port.c_str(), "--gdb-wait", nullptr};
-  const int rc = posix_spawn(&vp, TESSERA_VP, &io, nullptr, const_cast<char**>(argv), environ);
+  std::vector<const char*> argv = {TESSERA_VP};
+  for (const std::string& a : args) argv.push_back(a.c_str());
+  argv.push_back(nullptr);
+  const int rc = posix_spawn(&vp, TESSERA_VP, &io, nullptr, const_cast<char**>(argv.data()), environ);
   posix_spawn_file_actions_destroy(&io);
   if (rc != 0) return 0;
-  for (int i = 0; i < 200 && slurp(err).find("GDB server on") == std::string::npos; ++i)
+  for (int i = 0; i < 200 && slurp(err).find(ready) == std::string::npos; ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(25));
   return vp;
+}
+
+// tessera-vp running `elf`, waiting for a debugger on `port`.
+pid_t spawn_vp(const std::string& elf, const std::string& port, const std::string& stem) {
+  return spawn_vp_args({"-q", "--firmware", elf, "--gdb", port, "--gdb-wait"}, stem, "GDB server on");
 }
 
 // The spawned tessera-vp: waited for with a deadline, and killed if it
@@ -128,6 +136,47 @@ TEST(Gdb, FloatingPointRegisters) {
   EXPECT_NE(gdb.find("$3 = {float = 0, double = 2.5}"), std::string::npos) << "fa1, as a union: " << gdb;
   EXPECT_NE(gdb.find("frm "), std::string::npos) << gdb;
   EXPECT_NE(gdb.find("exited normally"), std::string::npos) << gdb;
+}
+
+// A tile kernel and the CP in one run, each through its own server: GDB
+// breaks in the kernel (on tile0's RV32 core), steps, finishes a function,
+// reads the core's registers and the scratchpad, writes a variable there;
+// the CP's session meanwhile reads its registers. The whole simulation
+// stands still while either holds a core.
+TEST(Gdb, TileKernelAndTheCpInOneRun) {
+  const std::string kernel = std::string(TESSERA_TARGET_DIR) + "/kernels/debug_demo.elf";
+  const unsigned base = 20000 + static_cast<unsigned>((::getpid() + 13) % 20000);
+  const std::string cp_port = std::to_string(base), tile_port = std::to_string(base + 1);
+  Child vp(spawn_vp_args({"-q", "--kernel", "tile0=" + kernel, "--gdb", cp_port, "--gdb-tiles", tile_port, "--gdb-wait"},
+                         "gdb_tile_test", "GDB server for the tile cores"));
+  // The tile session, in the background: it is served once the CP's session lets the simulation go.
+  const std::string tile_out = "gdb_tile_test.tile.out";
+  std::ofstream(tile_out).close();
+  const std::string tile_cmd =
+      "timeout -k 5 60 gdb-multiarch -batch -nx -ex 'set confirm off' -ex 'set remotetimeout 30' -ex 'file " + kernel +
+      "' -ex 'target remote 127.0.0.1:" + tile_port + "' -ex 'info threads' -ex 'break square' -ex 'continue'"
+      " -ex 'print i' -ex 'finish' -ex 'next' -ex 'print table[0]' -ex 'print/x $pc' -ex 'info registers sp'"
+      " -ex 'x/2wx &table' -ex 'delete' -ex 'set var table[0] = 5' -ex 'continue' >" + tile_out + " 2>&1 &";
+  ASSERT_EQ(std::system(tile_cmd.c_str()), 0);
+  const std::string cp = run_capture(
+      "timeout -k 5 60 gdb-multiarch -batch -nx -ex 'set confirm off' -ex 'target remote 127.0.0.1:" + cp_port +
+      "' -ex 'print/x $pc' -ex 'info registers mstatus' -ex 'continue' 2>&1");
+  const int code = vp.wait(60);
+  std::string tile;
+  for (int i = 0; i < 200 && (tile = slurp(tile_out)).find("exited") == std::string::npos; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  // table[0] = 5 instead of 1: the kernel's sum is wrong, so it exits 1.
+  EXPECT_EQ(code, 1) << slurp("gdb_tile_test.vp.err") << cp << tile;
+  EXPECT_NE(cp.find("$1 = 0x1000"), std::string::npos) << "the CP at its reset PC: " << cp;
+  EXPECT_NE(cp.find("exited with code 01"), std::string::npos) << cp;
+  EXPECT_NE(tile.find("Thread 8 (t1.tile7.core)"), std::string::npos) << "every tile core is a thread: " << tile;
+  EXPECT_NE(tile.find("Thread 1 hit Breakpoint 1, square (i=i@entry=1)"), std::string::npos) << tile;
+  EXPECT_NE(tile.find("Value returned is $2 = 1"), std::string::npos) << tile;
+  EXPECT_NE(tile.find("$3 = 1"), std::string::npos) << "table[0] in the scratchpad: " << tile;
+  EXPECT_NE(tile.find("sp             0x8"), std::string::npos) << "the stack in the tile's local scratchpad: " << tile;
+  EXPECT_NE(tile.find("Thread 1 hit Breakpoint 1, square (i=i@entry=2)"), std::string::npos) << "next: " << tile;
+  EXPECT_NE(tile.find("<table>:\t0x00000001\t0x00000000"), std::string::npos) << tile;
+  EXPECT_NE(tile.find("exited with code 01"), std::string::npos) << tile;
 }
 
 #include <arpa/inet.h>
