@@ -278,6 +278,9 @@ std::string GdbServer::handle(const std::string& p, Action& action, bool& done) 
       const bool insert = p[0] == 'Z';
       for (RiscvCpu* c : harts_) {  // breakpoints and watchpoints apply to every hart
         HartBase& t = c->hart();
+        // Hardware breakpoints and watchpoints on the hart's triggers where
+        // one is free, else (and software breakpoints always) in the lists.
+        if (type >= 1 && type <= 4 && t.debug_trigger(insert, type, addr, std::max<std::uint64_t>(len, 1))) continue;
         if (type <= 1) {
           auto& v = t.breakpoints;
           if (insert) v.push_back(addr);

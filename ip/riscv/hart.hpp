@@ -110,7 +110,7 @@ class HartBase {
   virtual void set_fcsr(std::uint64_t v) = 0;
 
   // ---- debugger support (the GDB server) ----
-  enum class Stop { none, breakpoint, step, watchpoint };
+  enum class Stop { none, breakpoint, hw_breakpoint, step, watchpoint };
   struct Watch {
     std::uint64_t addr, len;
     bool read, write;
@@ -122,7 +122,13 @@ class HartBase {
   Stop debug_stop() const { return debug_stop_; }
   std::uint64_t watch_address() const { return watch_address_; }
   void clear_debug_stop() { debug_stop_ = Stop::none; }
-  bool debugging() const { return stepping || !breakpoints.empty() || !watchpoints.empty(); }
+  bool debugging() const { return stepping || !breakpoints.empty() || !watchpoints.empty() || exec_triggers_; }
+  // A debugger's hardware breakpoint (kind 1) or watchpoint (2 write, 3
+  // read, 4 access) on a trigger of its own (dmode = 1, action: enter debug
+  // mode, which the server stands for); false when no trigger is free or
+  // the range suits none (the server falls back to its own lists), or, on
+  // removal, when no trigger holds it.
+  virtual bool debug_trigger(bool insert, unsigned kind, std::uint64_t addr, std::uint64_t len) = 0;
   // Memory as this hart sees it, without side effects; bytes done.
   unsigned debug_access(std::uint64_t addr, std::uint8_t* data, unsigned len, bool write);
 
@@ -178,6 +184,7 @@ class HartBase {
 
   HartEnv env_;
   Stop debug_stop_ = Stop::none;
+  bool exec_triggers_ = false, data_triggers_ = false;  // enabled triggers that match fetches, loads or stores
   bool watch_hit_ = false;
   std::uint64_t watch_address_ = 0;
   std::uint64_t cycle_ = 0, synced_ = 0, instret_ = 0;

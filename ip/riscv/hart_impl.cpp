@@ -21,6 +21,7 @@ enum Csr : unsigned {
   kSepc = 0x141, kScause = 0x142, kStval = 0x143, kSip = 0x144, kSatp = 0x180,
   kMenvcfg = 0x30a, kMenvcfgH = 0x31a, kMcountinhibit = 0x320, kMconfigptr = 0xf15,
   kPmpcfg0 = 0x3a0, kPmpaddr0 = 0x3b0,
+  kTselect = 0x7a0, kTdata1 = 0x7a1, kTdata2 = 0x7a2, kTdata3 = 0x7a3, kTinfo = 0x7a4, kTcontrol = 0x7a5,
   kMstatus = 0x300, kMisa = 0x301, kMedeleg = 0x302, kMideleg = 0x303, kMie = 0x304, kMtvec = 0x305,
   kMcounteren = 0x306, kMstatusH = 0x310, kMscratch = 0x340, kMepc = 0x341, kMcause = 0x342, kMtval = 0x343,
   kMip = 0x344, kMcycle = 0xb00, kMinstret = 0xb02, kMcycleH = 0xb80, kMinstretH = 0xb82,
@@ -37,6 +38,11 @@ constexpr std::uint64_t kSIrqs = (1u << kIrqSsoft) | (1u << kIrqStimer) | (1u <<
 // Exceptions medeleg can delegate: all but ecall from M (and the reserved 10 and 14).
 constexpr std::uint64_t kDelegable = 0xb3ff;
 constexpr unsigned kTlbEntries = 256;
+// Sdtrig: mcontrol6 (type 6) triggers; tdata1's fields.
+constexpr unsigned kTriggers = 4;
+constexpr std::uint64_t kTrLoad = 1, kTrStore = 2, kTrExec = 4, kTrU = 8, kTrS = 16, kTrM = 64, kTrMatch = 0xfu << 7,
+                        kTrAction = 0xfu << 12, kTrHit0 = 1u << 22;
+constexpr std::uint64_t kMTE = 1u << 3, kMPTE = 1u << 7;  // tcontrol
 
 template <class T>
 class Hart final : public HartBase {
@@ -65,6 +71,11 @@ class Hart final : public HartBase {
     frm_ = fflags_ = 0;
     stvec_ = sepc_ = scause_ = stval_ = sscratch_ = satp_ = medeleg_ = mideleg_ = scounteren_ = 0;
     mip_sw_ = 0;
+    for (auto& t : triggers_)  // the debugger's stay across a core's restart
+      if (!dmode(t)) t = Trigger{};
+    tselect_ = 0;
+    tcontrol_ = 0;
+    update_triggers();
     pmp_ = Pmp(env_.pmp_entries, kXlen);
     flush_tlb();
     update_mode();
@@ -99,7 +110,7 @@ class Hart final : public HartBase {
   void run(std::uint64_t limit, bool exact, bool trace) override {
     exact_ = exact;
     yield_ = false;
-    watching_ = !watchpoints.empty();
+    watching_ = !watchpoints.empty() || data_triggers_;
     if (debugging()) loop<true, true>(limit);
     else if (trace) loop<true, false>(limit);
     else loop<false, false>(limit);
@@ -162,6 +173,7 @@ class Hart final : public HartBase {
       mstatus_ = (mstatus_ & ~(kMPIE | kMPP)) | ((mstatus_ & kMIE) ? kMPIE : 0) | (static_cast<T>(priv_) << 11);
       mstatus_ &= ~kMIE;
       priv_ = Priv::M;
+      tcontrol_ = (tcontrol_ & kMTE) ? kMPTE : 0;  // MPTE = MTE, MTE = 0
     }
     pc_ = handler;
     last_vector_ = handler;
@@ -232,7 +244,7 @@ class Hart final : public HartBase {
       trap(kMisalignedLoad, addr);
       return false;
     }
-    if (watching_) watch(addr, sizeof(U), false);
+    if (watching_ && !watch_data(addr, sizeof(U), false)) return false;
     std::uint64_t pa = addr;
     if (!data_plain_) {
       if (sizeof(U) > 1 && crosses_page(addr, sizeof(U)) && translating(data_priv())) return split_load(addr, v);
@@ -269,7 +281,7 @@ class Hart final : public HartBase {
       trap(kMisalignedStore, addr);
       return false;
     }
-    if (watching_) watch(addr, sizeof(U), true);
+    if (watching_ && !watch_data(addr, sizeof(U), true)) return false;
     std::uint64_t pa = addr;
     if (!data_plain_) {
       if (sizeof(U) > 1 && crosses_page(addr, sizeof(U)) && translating(data_priv())) return split_store(addr, v);
@@ -666,6 +678,7 @@ class Hart final : public HartBase {
         return true;
       }
       default:
+        if (n >= kTselect && n <= kTcontrol) return csr_trigger(n, old, value, op, write);
         if (n >= kPmpcfg0 && n < kPmpcfg0 + 16) {
           std::uint64_t v;
           if (!pmp_.read_cfg(n - kPmpcfg0, v)) return false;
@@ -694,6 +707,137 @@ class Hart final : public HartBase {
     return true;
   }
 
+  // ---- Sdtrig -------------------------------------------------------------------
+
+  struct Trigger {
+    std::uint64_t tdata1 = 15ull << 60;  // type 15: disabled (the field's top bits, kept as 64-bit)
+    std::uint64_t tdata2 = 0;
+  };
+  static unsigned type(const Trigger& t) { return static_cast<unsigned>(t.tdata1 >> 60); }
+  static bool dmode(const Trigger& t) { return (t.tdata1 >> 59) & 1; }
+  // tdata1 as the guest sees it (type and dmode at the top of XLEN).
+  T tdata1_view(const Trigger& t) const {
+    return static_cast<T>((static_cast<std::uint64_t>(type(t)) << (kXlen - 4)) |
+                          (static_cast<std::uint64_t>(dmode(t)) << (kXlen - 5)) | (t.tdata1 & ((1ull << 27) - 1)));
+  }
+  void update_triggers() {
+    const bool had = exec_triggers_;
+    exec_triggers_ = data_triggers_ = false;
+    for (const Trigger& t : triggers_)
+      if (type(t) == 6) {
+        exec_triggers_ = exec_triggers_ || (t.tdata1 & kTrExec);
+        data_triggers_ = data_triggers_ || (t.tdata1 & (kTrLoad | kTrStore));
+      }
+    watching_ = !watchpoints.empty() || data_triggers_;
+    if (exec_triggers_ && !had) yield_ = true;  // run() picks the loop that checks fetches
+  }
+  // The first trigger that fires for an access of `kind` (kTrExec, kTrLoad,
+  // kTrStore) to [addr, addr + len) in this mode: it matches if any byte
+  // accessed does. -1 for none.
+  int trigger_hit(std::uint64_t kind, std::uint64_t addr, unsigned len) {
+    const std::uint64_t mode = priv_ == Priv::M ? kTrM : priv_ == Priv::S ? kTrS : kTrU;
+    for (unsigned i = 0; i < kTriggers; ++i) {
+      Trigger& t = triggers_[i];
+      if (type(t) != 6 || !(t.tdata1 & kind) || !(t.tdata1 & mode)) continue;
+      // M-mode breakpoint exceptions need tcontrol.MTE (the handler is not re-triggered).
+      if (!dmode(t) && priv_ == Priv::M && !(tcontrol_ & kMTE)) continue;
+      const std::uint64_t last = addr + len - 1, v = t.tdata2;
+      bool hit = false;
+      switch ((t.tdata1 & kTrMatch) >> 7) {
+        case 0: hit = v >= addr && v <= last; break;  // equal
+        case 1: {                                      // NAPOT: the trailing ones give the size
+          const unsigned ones = static_cast<unsigned>(__builtin_ctzll(~v));
+          const std::uint64_t size = ones >= 63 ? ~0ull : 2ull << ones, lo = v & ~(size - 1);
+          hit = last >= lo && addr <= lo + (size - 1);
+          break;
+        }
+        case 2: hit = last >= v; break;  // greater or equal
+        case 3: hit = addr < v; break;   // less than
+      }
+      if (hit) {
+        t.tdata1 |= kTrHit0;
+        return static_cast<int>(i);
+      }
+    }
+    return -1;
+  }
+  // Before a load or store: a guest trigger raises a breakpoint exception
+  // (false: the access does not happen); a debugger's trigger, or a
+  // software watchpoint, stops the hart after the instruction.
+  bool watch_data(T addr, unsigned len, bool write) {
+    if (data_triggers_) {
+      const int t = trigger_hit(write ? kTrStore : kTrLoad, addr, len);
+      if (t >= 0 && !dmode(triggers_[t])) return trap(kBreakpoint, addr), false;
+      if (t >= 0) {
+        watch_hit_ = true;
+        watch_address_ = triggers_[t].tdata2 & ~((triggers_[t].tdata1 & kTrMatch) ? (1ull << __builtin_ctzll(~triggers_[t].tdata2)) - 1 : 0);
+      }
+    }
+    if (!watchpoints.empty()) watch(addr, len, write);
+    return true;
+  }
+  bool csr_trigger(unsigned n, T& old, T value, Op op, bool write) {
+    Trigger& t = triggers_[tselect_];
+    switch (n) {
+      case kTselect:
+        old = static_cast<T>(tselect_);
+        if (write && static_cast<std::uint64_t>(apply(op, old, value)) < kTriggers) tselect_ = static_cast<unsigned>(apply(op, old, value));
+        return true;
+      case kTdata1: {
+        old = tdata1_view(t);
+        if (!write || dmode(t)) return true;  // the debugger's triggers are read-only here
+        const std::uint64_t v = apply(op, old, value);
+        const unsigned ty = static_cast<unsigned>(v >> (kXlen - 4)) & 15;
+        if (ty != 6) {
+          t.tdata1 = 15ull << 60;  // any other type: disabled
+        } else {
+          std::uint64_t f = v & (kTrLoad | kTrStore | kTrExec | kTrU | kTrS | kTrM | kTrMatch | kTrHit0);
+          if (!env_.has_s) f &= ~kTrS;
+          if (((f & kTrMatch) >> 7) > 3) f &= ~kTrMatch;  // match: equal, NAPOT, >=, < (WARL)
+          t.tdata1 = (6ull << 60) | f;  // dmode 0, action 0 (breakpoint exception), select 0, size any, no chain
+        }
+        update_triggers();
+        return true;
+      }
+      case kTdata2:
+        old = static_cast<T>(t.tdata2);
+        if (write && !dmode(t)) t.tdata2 = apply(op, old, value);
+        return true;
+      case kTdata3: old = 0; return true;
+      case kTinfo: old = (1u << 6) | (1u << 15); return true;  // mcontrol6, disabled (writes ignored: WARL)
+      case kTcontrol:
+        old = static_cast<T>(tcontrol_);
+        if (write) tcontrol_ = apply(op, old, value) & (kMTE | kMPTE);
+        return true;
+      default: return false;
+    }
+  }
+
+ public:
+  bool debug_trigger(bool insert, unsigned kind, std::uint64_t addr, std::uint64_t len) override {
+    std::uint64_t bits = kind == 1 ? kTrExec : kind == 2 ? kTrStore : kind == 3 ? kTrLoad : kTrLoad | kTrStore;
+    std::uint64_t match = 0, tdata2 = addr;
+    if (kind != 1 && len > 1) {  // NAPOT over an aligned power-of-two range
+      if ((len & (len - 1)) || (addr & (len - 1))) return false;
+      match = 1, tdata2 = addr | (len / 2 - 1);
+    }
+    const std::uint64_t tdata1 = (6ull << 60) | (1ull << 59) | (1ull << 12) | (match << 7) | bits | kTrM | kTrS | kTrU;
+    for (Trigger& t : triggers_) {
+      if (insert && type(t) == 15) {
+        t.tdata1 = tdata1, t.tdata2 = tdata2;
+        update_triggers();
+        return true;
+      }
+      if (!insert && dmode(t) && (t.tdata1 & ~kTrHit0) == tdata1 && t.tdata2 == tdata2) {
+        t = Trigger{};
+        update_triggers();
+        return true;
+      }
+    }
+    return false;
+  }
+
+ private:
   void pmp_changed() {
     flush_tlb();  // walks were checked against the old entries
     update_mode();
@@ -903,6 +1047,19 @@ class Hart final : public HartBase {
     while (cycle_ < limit && !yield_) {
       if constexpr (kDebug) {
         if (debug_check(pc_, progressed)) break;
+        if (exec_triggers_) {
+          const int t = trigger_hit(kTrExec, pc_, 2);
+          if (t >= 0 && dmode(triggers_[t])) {
+            if (progressed) {
+              debug_stop_ = Stop::hw_breakpoint;
+              break;
+            }
+          } else if (t >= 0) {
+            trap(kBreakpoint, pc_);  // before the instruction: mepc = mtval = its address
+            progressed = true;
+            continue;
+          }
+        }
         progressed = true;
       }
       if (pending_ && take_interrupt()) continue;
@@ -1033,6 +1190,7 @@ class Hart final : public HartBase {
           priv_ = static_cast<Priv>((mstatus_ >> 11) & 3);
           mstatus_ = (mstatus_ & ~(kMIE | kMPP)) | ((mstatus_ & kMPIE) ? kMIE : 0) | kMPIE;
           if (priv_ != Priv::M) mstatus_ &= ~kMPRV;
+          tcontrol_ = (tcontrol_ & kMPTE) ? kMPTE | kMTE : 0;
           next = mepc_;
           update_mode();
           cost = env_.cpi[static_cast<unsigned>(OpClass::system)];
@@ -1174,6 +1332,9 @@ class Hart final : public HartBase {
   bool data_plain_ = true, fetch_plain_ = true;  // no translation and no PMP on that path
   std::uint64_t pmp_page_[3] = {~0ull, ~0ull, ~0ull};
   std::uint64_t last_pa_ = 0;  // the physical address of the last load
+  Trigger triggers_[kTriggers];
+  unsigned tselect_ = 0;
+  std::uint64_t tcontrol_ = 0;
   bool pending_ = false;
   bool exact_ = false;
   bool trapped_ = false;

@@ -187,6 +187,7 @@ void RiscvCpu::thread() {
     if (gdb_) {
       switch (hart_->debug_stop()) {
         case HartBase::Stop::breakpoint: debug_stop(5, "swbreak:;"); break;
+        case HartBase::Stop::hw_breakpoint: debug_stop(5, "hwbreak:;"); break;
         case HartBase::Stop::watchpoint: debug_stop(5, fmt::format("watch:{:x};", hart_->watch_address())); break;
         case HartBase::Stop::step: debug_stop(5, ""); break;
         case HartBase::Stop::none:

@@ -130,6 +130,18 @@ TEST(Firmware, SameOutputAndTimeWhateverTheQuantum) {
 
 #include <nlohmann/json.hpp>
 
+// The integer mix in S mode through Sv39 computes what it computes in M mode.
+TEST(Firmware, PagingDoesNotChangeTheAnswer) {
+  Outcome m = run("--firmware " + kFirmware + "/intmix_rv64.elf");
+  Outcome s = run("--firmware " + kFirmware + "/intmix_sv39.elf --stats " + local("stats.json"));
+  EXPECT_EQ(m.code, 0) << m.err;
+  EXPECT_EQ(s.code, 0) << s.err;
+  EXPECT_EQ(s.out, m.out);
+  EXPECT_NE(s.out.find("intmix: 5 iterations, checksum"), std::string::npos) << s.out;
+  const nlohmann::json st = nlohmann::json::parse(slurp(local("stats.json")));
+  EXPECT_GT(st["ips"]["t1.cp"]["page_walks"].get<std::uint64_t>(), 0u) << "it did translate";
+}
+
 TEST(Firmware, FastModesDoNotChangeTheAnswer) {
   for (const char* xlen : {"64", "32"}) {
     const std::string elf = kFirmware + "/intmix_rv" + xlen + ".elf";

@@ -139,7 +139,8 @@ TEST(Gdb, FloatingPointRegisters) {
 }
 
 // A tile kernel and the CP in one run, each through its own server: GDB
-// breaks in the kernel (on tile0's RV32 core), steps, finishes a function,
+// breaks in the kernel (on tile0's RV32 core, a hardware breakpoint on one
+// of its triggers), steps, finishes a function,
 // reads the core's registers and the scratchpad, writes a variable there;
 // the CP's session meanwhile reads its registers. The whole simulation
 // stands still while either holds a core.
@@ -154,7 +155,7 @@ TEST(Gdb, TileKernelAndTheCpInOneRun) {
   std::ofstream(tile_out).close();
   const std::string tile_cmd =
       "timeout -k 5 60 gdb-multiarch -batch -nx -ex 'set confirm off' -ex 'set remotetimeout 30' -ex 'file " + kernel +
-      "' -ex 'target remote 127.0.0.1:" + tile_port + "' -ex 'info threads' -ex 'break square' -ex 'continue'"
+      "' -ex 'target remote 127.0.0.1:" + tile_port + "' -ex 'info threads' -ex 'hbreak square' -ex 'continue'"
       " -ex 'print i' -ex 'finish' -ex 'next' -ex 'print table[0]' -ex 'print/x $pc' -ex 'info registers sp'"
       " -ex 'x/2wx &table' -ex 'delete' -ex 'set var table[0] = 5' -ex 'continue' >" + tile_out + " 2>&1 &";
   ASSERT_EQ(std::system(tile_cmd.c_str()), 0);
@@ -170,6 +171,7 @@ TEST(Gdb, TileKernelAndTheCpInOneRun) {
   EXPECT_NE(cp.find("$1 = 0x1000"), std::string::npos) << "the CP at its reset PC: " << cp;
   EXPECT_NE(cp.find("exited with code 01"), std::string::npos) << cp;
   EXPECT_NE(tile.find("Thread 8 (t1.tile7.core)"), std::string::npos) << "every tile core is a thread: " << tile;
+  EXPECT_NE(tile.find("Hardware assisted breakpoint 1 at 0x"), std::string::npos) << "hbreak, on a trigger: " << tile;
   EXPECT_NE(tile.find("Thread 1 hit Breakpoint 1, square (i=i@entry=1)"), std::string::npos) << tile;
   EXPECT_NE(tile.find("Value returned is $2 = 1"), std::string::npos) << tile;
   EXPECT_NE(tile.find("$3 = 1"), std::string::npos) << "table[0] in the scratchpad: " << tile;

@@ -1,7 +1,8 @@
 /* A compute-bound integer mix for speed measurements and for checking that
  * fast simulation modes do not change the answer: CRC-32, quicksort, an
  * integer matrix product and recursive calls, ITERATIONS times. Prints a
- * checksum that does not depend on the simulation mode. */
+ * checksum that does not depend on the simulation mode. With SV39, it runs
+ * in S mode with paging on. */
 #include <stdint.h>
 #include <stdio.h>
 
@@ -58,12 +59,31 @@ static void matmul(const int32_t A[N][N], const int32_t B[N][N], int32_t C[N][N]
 
 static uint32_t fib(unsigned n) { return n < 2 ? n : fib(n - 1) + fib(n - 2); }
 
+#ifdef SV39
+/* The rest of the program in S mode through Sv39 (RV64): identity 1 GiB
+ * pages over the devices (0-1 GiB) and RAM (2-3 GiB), PMP entry 0
+ * allowing everything. */
+static uint64_t root[512] __attribute__((aligned(4096)));
+static void enter_sv39(void) {
+  root[0] = (0x0ull >> 12) << 10 | 0xcf;          /* V R W X A D */
+  root[2] = (0x80000000ull >> 12) << 10 | 0xcf;
+  const uint64_t satp = (8ull << 60) | ((uintptr_t)root >> 12);
+  __asm__ volatile(
+      "csrw pmpaddr0, %0\n csrw pmpcfg0, %1\n csrw satp, %2\n sfence.vma\n"
+      "la t0, 1f\n csrw mepc, t0\n li t0, 0x1800\n csrc mstatus, t0\n li t0, 0x800\n csrs mstatus, t0\n mret\n1:\n"
+      : : "r"(-1L), "r"(0x1fL), "r"(satp) : "t0", "memory");
+}
+#endif
+
 static uint8_t bytes[1024];
 static int32_t values[256];
 static int32_t A[N][N], B[N][N], C[N][N];
 
 int main(void) {
   uart_init();
+#ifdef SV39
+  enter_sv39();
+#endif
   uint32_t sum = 0;
   for (int it = 0; it < ITERATIONS; ++it) {
     for (unsigned i = 0; i < sizeof bytes; ++i) bytes[i] = (uint8_t)lcg();
