@@ -129,8 +129,15 @@ class HartBase {
   // the range suits none (the server falls back to its own lists), or, on
   // removal, when no trigger holds it.
   virtual bool debug_trigger(bool insert, unsigned kind, std::uint64_t addr, std::uint64_t len) = 0;
-  // Memory as this hart sees it, without side effects; bytes done.
+  // Memory as this hart sees it, without side effects; bytes done. With
+  // paging on for the hart's data accesses, addresses are virtual and
+  // translate through its page tables (no faults: an unmapped page ends it).
   unsigned debug_access(std::uint64_t addr, std::uint8_t* data, unsigned len, bool write);
+  // va to pa as debug_access translates; false where nothing is mapped.
+  virtual bool debug_translate(std::uint64_t va, std::uint64_t& pa) const {
+    pa = va;
+    return true;
+  }
 
   bool sleeping() const { return sleeping_; }
   void set_bus(tlm::tlm_fw_transport_if<>* bus) { env_.bus = bus; }

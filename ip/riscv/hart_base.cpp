@@ -131,9 +131,20 @@ bool HartBase::bus_write(std::uint64_t addr, const void* data, unsigned len) {
 }
 
 unsigned HartBase::debug_access(std::uint64_t addr, std::uint8_t* data, unsigned len, bool write) {
-  tlm::tlm_generic_payload t;
-  set_access(t, write ? tlm::TLM_WRITE_COMMAND : tlm::TLM_READ_COMMAND, addr, data, len);
-  return env_.bus ? env_.bus->transport_dbg(t) : 0;
+  if (!env_.bus) return 0;
+  unsigned done = 0;
+  while (done < len) {  // page by page: each page translates on its own
+    const std::uint64_t va = addr + done;
+    const unsigned chunk = static_cast<unsigned>(std::min<std::uint64_t>(len - done, 0x1000 - (va & 0xfff)));
+    std::uint64_t pa;
+    if (!debug_translate(va, pa)) break;
+    tlm::tlm_generic_payload t;
+    set_access(t, write ? tlm::TLM_WRITE_COMMAND : tlm::TLM_READ_COMMAND, pa, data + done, chunk);
+    const unsigned n = env_.bus->transport_dbg(t);
+    done += n;
+    if (n < chunk) break;
+  }
+  return done;
 }
 
 void HartBase::store_seen(std::uint64_t addr, unsigned len) {

@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "common/log.hpp"
+#include "common/payload.hpp"
 #include "common/sim.hpp"
 #include "riscv/fpu.hpp"
 #include "riscv/hart.hpp"
@@ -814,6 +815,19 @@ class Hart final : public HartBase {
   }
 
  public:
+  bool debug_translate(std::uint64_t va, std::uint64_t& pa) const override {
+    if (!translating(data_priv())) return pa = va, true;
+    auto read = [this](std::uint64_t pte_pa, std::uint64_t& v) {
+      tlm::tlm_generic_payload t;
+      set_access(t, tlm::TLM_READ_COMMAND, pte_pa, reinterpret_cast<unsigned char*>(&v), 8);
+      return env_.bus->transport_dbg(t) == 8;
+    };
+    const Walk w = sv39_walk(satp_, va, kRead, false, true, true, read, true);
+    if (w.result != Walk::ok) return false;
+    pa = w.pa;
+    return true;
+  }
+
   bool debug_trigger(bool insert, unsigned kind, std::uint64_t addr, std::uint64_t len) override {
     std::uint64_t bits = kind == 1 ? kTrExec : kind == 2 ? kTrStore : kind == 3 ? kTrLoad : kTrLoad | kTrStore;
     std::uint64_t match = 0, tdata2 = addr;

@@ -66,10 +66,12 @@ struct Walk {
 };
 
 // Walks the Sv39 tables from satp for va. `read_pte(pa, value)` reads a
-// PTE (false: an access fault, PMP's or the bus's).
+// PTE (false: an access fault, PMP's or the bus's). With `debugger`, any
+// valid leaf translates (a debugger reads what the page holds, whatever
+// its permissions and A/D bits).
 template <class ReadPte>
 Walk sv39_walk(std::uint64_t satp, std::uint64_t va, unsigned access, bool user, bool sum, bool mxr,
-               ReadPte&& read_pte) {
+               ReadPte&& read_pte, bool debugger = false) {
   Walk w;
   // Bits 63..39 must all equal bit 38.
   const std::int64_t sva = static_cast<std::int64_t>(va << 25) >> 25;
@@ -88,7 +90,7 @@ Walk sv39_walk(std::uint64_t satp, std::uint64_t va, unsigned access, bool user,
       continue;
     }
     if (level > 0 && (ppn & ((1ull << (9 * level)) - 1))) return w.result = Walk::page_fault, w;  // misaligned superpage
-    if (!pte_allows(pte, access, user, sum, mxr)) return w.result = Walk::page_fault, w;
+    if (!debugger && !pte_allows(pte, access, user, sum, mxr)) return w.result = Walk::page_fault, w;
     const std::uint64_t offset_mask = (1ull << (12 + 9 * level)) - 1;
     w.pa = ((ppn << 12) & ~offset_mask) | (va & offset_mask);
     w.pte = pte;

@@ -45,7 +45,9 @@ TEST_BEGIN
   EXPECT_REG(t0, t1)
   /* S through page A, read back through its alias B. */
   CHECK(3); EXPECT_TRAP(9, 1f); ENTER_S(2f)
-2: li a3, VA(0); li t1, 0x1234; sd t1, 0(a3); li a4, VA(1); ld t0, 0(a4); ecall
+2: li a3, VA(0); li t1, 0x1234; sd t1, 0(a3); li a4, VA(1); ld t0, 0(a4)
+  .global s_mode_stored      /* (for the GDB test: memory there is virtual) */
+s_mode_stored: ecall
 1: EXPECT(t0, 0x1234); la t1, data_a; ld t0, 0(t1); EXPECT(t0, 0x1234)
   CHECK(4); EXPECT_TRAP(15, 1f); ENTER_S(2f)                 /* B is read-only */
 2: li a4, VA(1); sd zero, 0(a4); j test_fail

@@ -181,6 +181,23 @@ TEST(Gdb, TileKernelAndTheCpInOneRun) {
   EXPECT_NE(tile.find("exited with code 01"), std::string::npos) << tile;
 }
 
+// With paging on, GDB's memory is the hart's virtual memory: in S mode,
+// 0x40000000 and its alias 0x40001000 read the frame they map.
+TEST(Gdb, MemoryThroughThePageTables) {
+  const std::string elf = std::string(TESSERA_TARGET_DIR) + "/isa-tests/rv64-sv39.elf";
+  const std::string port_s = std::to_string(20000 + static_cast<unsigned>((::getpid() + 29) % 20000));
+  Child vp(spawn_vp(elf, port_s, "gdb_sv39_test"));
+  const std::string gdb = run_capture(
+      "timeout -k 5 60 gdb-multiarch -batch -nx -ex 'set confirm off' -ex 'file " + elf + "' -ex 'target remote 127.0.0.1:" +
+      port_s + "' -ex 'break s_mode_stored' -ex 'continue' -ex 'x/gx 0x40000000' -ex 'x/gx 0x40001000'"
+      " -ex 'x/gx 0x40006000' -ex 'delete' -ex 'continue' 2>&1");
+  EXPECT_EQ(vp.wait(30), 0) << slurp("gdb_sv39_test.vp.err");
+  EXPECT_NE(gdb.find("0x40000000:\t0x0000000000001234"), std::string::npos) << gdb;
+  EXPECT_NE(gdb.find("0x40001000:\t0x0000000000001234"), std::string::npos) << gdb;
+  EXPECT_NE(gdb.find("Cannot access memory at address 0x40006000"), std::string::npos) << "an invalid PTE: " << gdb;
+  EXPECT_NE(gdb.find("exited normally"), std::string::npos) << gdb;
+}
+
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
