@@ -269,13 +269,17 @@ struct Session::Impl {
       if (!msg.empty()) usage(msg);
   }
 
-  void attach_gdb() {
-    if (!o.gdb_port) return;
+  std::unique_ptr<riscv::GdbServer> open_gdb(int port) {
     try {
-      gdb = std::make_unique<riscv::GdbServer>(static_cast<unsigned>(*o.gdb_port));
+      return std::make_unique<riscv::GdbServer>(static_cast<unsigned>(port));
     } catch (const std::runtime_error& e) {
       usage(e.what());
     }
+  }
+
+  void attach_gdb() {
+    if (!o.gdb_port) return;
+    gdb = open_gdb(*o.gdb_port);
     for (Platform* c : chips)
       for (const InstanceSpec& s : c->spec().instances)
         if (auto* cpu = c->get<riscv::RiscvCpu>(s.name)) {
@@ -291,11 +295,7 @@ struct Session::Impl {
   // first one waits for the debugger at time 0.
   void attach_gdb_tiles() {
     if (!o.gdb_tiles_port) return;
-    try {
-      gdb_tiles = std::make_unique<riscv::GdbServer>(static_cast<unsigned>(*o.gdb_tiles_port));
-    } catch (const std::runtime_error& e) {
-      usage(e.what());
-    }
+    gdb_tiles = open_gdb(*o.gdb_tiles_port);
     for (Platform* c : chips)
       for (const InstanceSpec& s : c->spec().instances)
         if (auto* t = c->get<tile::Tile>(s.name); t && t->core()) {

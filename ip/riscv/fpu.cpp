@@ -199,18 +199,6 @@ auto on_host(int mode, unsigned& host_flags, F op) {
   return r;
 }
 
-float as_float(std::uint64_t v) {
-  const auto b = static_cast<std::uint32_t>(v);
-  float f;
-  std::memcpy(&f, &b, 4);
-  return f;
-}
-double as_double(std::uint64_t v) {
-  double d;
-  std::memcpy(&d, &v, 8);
-  return d;
-}
-
 enum class HostOp { add, mul, div, sqrt, fma };
 
 template <class W>

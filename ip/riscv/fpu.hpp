@@ -18,6 +18,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 
 namespace tessera::riscv::fpu {
 
@@ -28,6 +29,29 @@ enum class Fmt { s, d };
 constexpr std::uint64_t kCanonicalNanS = 0x7fc00000u;
 constexpr std::uint64_t kCanonicalNanD = 0x7ff8000000000000ull;
 constexpr std::uint64_t canonical_nan(Fmt f) { return f == Fmt::s ? kCanonicalNanS : kCanonicalNanD; }
+
+// Between host values and raw bits (binary32 in the low 32 bits).
+inline std::uint64_t bits(float f) {
+  std::uint32_t b;
+  std::memcpy(&b, &f, 4);
+  return b;
+}
+inline std::uint64_t bits(double d) {
+  std::uint64_t b;
+  std::memcpy(&b, &d, 8);
+  return b;
+}
+inline float as_float(std::uint64_t v) {
+  const auto b = static_cast<std::uint32_t>(v);
+  float f;
+  std::memcpy(&f, &b, 4);
+  return f;
+}
+inline double as_double(std::uint64_t v) {
+  double d;
+  std::memcpy(&d, &v, 8);
+  return d;
+}
 
 std::uint64_t add(Fmt f, std::uint64_t a, std::uint64_t b, unsigned rm, unsigned& flags);
 std::uint64_t sub(Fmt f, std::uint64_t a, std::uint64_t b, unsigned rm, unsigned& flags);

@@ -18,28 +18,6 @@ using namespace tessera::riscv::fpu;
 
 namespace {
 
-std::uint64_t bits(float f) {
-  std::uint32_t b;
-  std::memcpy(&b, &f, 4);
-  return b;
-}
-std::uint64_t bits(double d) {
-  std::uint64_t b;
-  std::memcpy(&b, &d, 8);
-  return b;
-}
-float as_f(std::uint64_t b) {
-  const auto u = static_cast<std::uint32_t>(b);
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
-double as_d(std::uint64_t b) {
-  double d;
-  std::memcpy(&d, &b, 8);
-  return d;
-}
-
 constexpr int kHostMode[4] = {FE_TONEAREST, FE_TOWARDZERO, FE_DOWNWARD, FE_UPWARD};
 
 unsigned host_flags(int raised) {
@@ -101,9 +79,9 @@ void against_host(Fmt fmt) {
     const unsigned rm = static_cast<unsigned>(rng() % 4);
     F fa, fb, fc;
     if constexpr (sizeof(F) == 4) {
-      fa = as_f(a), fb = as_f(b), fc = as_f(c);
+      fa = as_float(a), fb = as_float(b), fc = as_float(c);
     } else {
-      fa = as_d(a), fb = as_d(b), fc = as_d(c);
+      fa = as_double(a), fb = as_double(b), fc = as_double(c);
     }
     std::fesetround(kHostMode[rm]);
     std::feclearexcept(FE_ALL_EXCEPT);
@@ -162,7 +140,7 @@ TEST(Fpu, ConversionsAgreeWithTheHost) {
     EXPECT_EQ(from_int(Fmt::d, static_cast<std::uint64_t>(s), 64, true, rm, flags), bits(static_cast<double>(d)));
     EXPECT_EQ(flags & kNX, want & kNX) << s;
     // Back to integers: the host's rint in the same mode, where it fits.
-    const double x = as_d(pick<double, std::uint64_t>(rng));
+    const double x = as_double(pick<double, std::uint64_t>(rng));
     if (!std::isfinite(x) || std::fabs(x) > 9e18) continue;
     std::fesetround(kHostMode[rm]);
     std::feclearexcept(FE_ALL_EXCEPT);
@@ -178,7 +156,7 @@ TEST(Fpu, ConversionsAgreeWithTheHost) {
     std::fesetround(kHostMode[rm]);
     std::feclearexcept(FE_ALL_EXCEPT);
     const std::uint64_t y = pick<double, std::uint64_t>(rng);
-    volatile double yv = as_d(y);
+    volatile double yv = as_double(y);
     volatile float yf = static_cast<float>(yv);
     const unsigned yflags = host_flags(std::fetestexcept(FE_ALL_EXCEPT));
     std::fesetround(FE_TONEAREST);
