@@ -1077,7 +1077,6 @@ class Hart final : public HartBase {
         progressed = true;
       }
       if (pending_ && take_interrupt()) continue;
-      trapped_ = false;
       const T pc = pc_;
       const Decoded* dp = fetch();
       if (!dp) continue;
@@ -1255,16 +1254,18 @@ class Hart final : public HartBase {
           cost = env_.cpi[static_cast<unsigned>(OpClass::csr)];
           break;
         }
-        case Op::LR_W: load_reserved<std::uint32_t>(d); goto atomic;
-        case Op::SC_W: store_conditional<std::uint32_t>(d); goto atomic;
+        case Op::LR_W: trapped_ = false; load_reserved<std::uint32_t>(d); goto atomic;
+        case Op::SC_W: trapped_ = false; store_conditional<std::uint32_t>(d); goto atomic;
         case Op::AMOSWAP_W: case Op::AMOADD_W: case Op::AMOXOR_W: case Op::AMOAND_W: case Op::AMOOR_W:
         case Op::AMOMIN_W: case Op::AMOMAX_W: case Op::AMOMINU_W: case Op::AMOMAXU_W:
+          trapped_ = false;
           amo<std::uint32_t>(d);
           goto atomic;
-        case Op::LR_D: load_reserved<std::uint64_t>(d); goto atomic;
-        case Op::SC_D: store_conditional<std::uint64_t>(d); goto atomic;
+        case Op::LR_D: trapped_ = false; load_reserved<std::uint64_t>(d); goto atomic;
+        case Op::SC_D: trapped_ = false; store_conditional<std::uint64_t>(d); goto atomic;
         case Op::AMOSWAP_D: case Op::AMOADD_D: case Op::AMOXOR_D: case Op::AMOAND_D: case Op::AMOOR_D:
         case Op::AMOMIN_D: case Op::AMOMAX_D: case Op::AMOMINU_D: case Op::AMOMAXU_D:
+          trapped_ = false;
           amo<std::uint64_t>(d);
           goto atomic;
         default:
