@@ -114,7 +114,7 @@ std::vector<std::uint8_t> compile_device_tree(const std::string& dts) {
   if (!::mkdtemp(dir)) throw ConfigError("--boot: cannot make a temporary folder for the device tree");
   const std::string src = std::string(dir) + "/t.dts", out = std::string(dir) + "/t.dtb", err = std::string(dir) + "/err";
   std::ofstream(src) << dts;
-  const std::string cmd = "dtc -q -I dts -O dtb -o " + out + " " + src + " 2>" + err;
+  const std::string cmd = "timeout 60 dtc -q -I dts -O dtb -o " + out + " " + src + " 2>" + err;
   const int rc = std::system(cmd.c_str());
   std::ifstream in(out, std::ios::binary);
   std::vector<std::uint8_t> dtb((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());

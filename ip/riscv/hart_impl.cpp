@@ -220,7 +220,6 @@ class Hart final : public HartBase {
       std::memcpy(&v, r->ptr + off, sizeof(U));
       cycle_ += r->read_cycles;
       ++dmi_accesses;
-      last_pa_ = addr;
       return true;
     }
     return load_full(addr, v);
@@ -924,7 +923,7 @@ class Hart final : public HartBase {
     if (!load(addr, v)) return;
     using SU = std::make_signed_t<U>;
     set(d.rd, static_cast<T>(static_cast<S>(static_cast<SU>(v))));
-    reservation_ = last_pa_ & ~7ull;
+    reservation_ = (data_plain_ ? static_cast<std::uint64_t>(addr) : last_pa_) & ~7ull;  // physical
     register_reservation(this, true);
   }
 
@@ -1346,7 +1345,7 @@ class Hart final : public HartBase {
   std::vector<TlbEntry> tlb_;  // direct-mapped by the 4 KiB VPN (superpages fill one entry per page used)
   bool data_plain_ = true, fetch_plain_ = true;  // no translation and no PMP on that path
   std::uint64_t pmp_page_[3] = {~0ull, ~0ull, ~0ull};
-  std::uint64_t last_pa_ = 0;  // the physical address of the last load
+  std::uint64_t last_pa_ = 0;  // the physical address of the last load off the plain path
   Trigger triggers_[kTriggers];
   unsigned tselect_ = 0;
   std::uint64_t tcontrol_ = 0;

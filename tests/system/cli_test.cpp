@@ -328,7 +328,7 @@ TEST(Cli, BootPassesTheHartIdTheDeviceTreeAndFwDynamicInfo) {
     EXPECT_NE(r.out.find(want), std::string::npos) << want << "\n" << r.out;
   std::ofstream(local("t1.dts")) << r.out;
   if (std::system("command -v dtc >/dev/null 2>&1") == 0) {
-    EXPECT_EQ(std::system(("dtc -q -I dts -O dtb -o " + local("t1.dtb") + " " + local("t1.dts")).c_str()), 0);
+    EXPECT_EQ(std::system(("timeout 60 dtc -q -I dts -O dtb -o " + local("t1.dtb") + " " + local("t1.dts")).c_str()), 0);
     r = vp("-q -p " + kT1 + " --load " + local("prog.bin") + "@0x80000000 --dtb " + local("t1.dtb") + " --max-time 1ms");
     EXPECT_EQ(r.code, 0) << "--dtb FILE passes that tree: " << r.err;
   }
