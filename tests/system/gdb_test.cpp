@@ -3,7 +3,10 @@
 // end of the program.
 #include <gtest/gtest.h>
 
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -37,6 +40,22 @@ std::string run_capture(const std::string& cmd) {
     ::pclose(p);
   }
   return out;
+}
+
+// A TCP port of localhost that no one listens on now (the kernel's
+// choice): tests running at the same time do not collide.
+unsigned free_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t n = sizeof a;
+  unsigned port = 0;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &n) == 0)
+    port = ntohs(a.sin_port);
+  ::close(fd);
+  return port;
 }
 
 // Starts tessera-vp with `args`, its output in `<stem>.vp.out` and
@@ -99,7 +118,7 @@ class Child {
 
 TEST(Gdb, BreakStepPrintWatchContinue) {
   const std::string elf = std::string(TESSERA_FIRMWARE_DIR) + "/gdb_demo.elf";
-  const unsigned port = 20000 + static_cast<unsigned>(::getpid() % 20000);
+  const unsigned port = free_port();
   const std::string port_s = std::to_string(port);
   // tessera-vp waits for the debugger at reset.
   Child vp(spawn_vp(elf, port_s, "gdb_test"));
@@ -124,7 +143,7 @@ TEST(Gdb, BreakStepPrintWatchContinue) {
 // double returned in fa0, fcsr, and a register written by the debugger.
 TEST(Gdb, FloatingPointRegisters) {
   const std::string elf = std::string(TESSERA_FIRMWARE_DIR) + "/fp_demo.elf";
-  const std::string port_s = std::to_string(20000 + static_cast<unsigned>((::getpid() + 7) % 20000));
+  const std::string port_s = std::to_string(free_port());
   Child vp(spawn_vp(elf, port_s, "gdb_fp_test"));
   const std::string gdb = run_capture(
       "timeout -k 5 60 gdb-multiarch -batch -nx -ex 'set confirm off' -ex 'file " + elf + "' -ex 'target remote 127.0.0.1:" +
@@ -146,8 +165,10 @@ TEST(Gdb, FloatingPointRegisters) {
 // stands still while either holds a core.
 TEST(Gdb, TileKernelAndTheCpInOneRun) {
   const std::string kernel = std::string(TESSERA_TARGET_DIR) + "/kernels/debug_demo.elf";
-  const unsigned base = 20000 + static_cast<unsigned>((::getpid() + 13) % 20000);
-  const std::string cp_port = std::to_string(base), tile_port = std::to_string(base + 1);
+  const unsigned a = free_port();
+  unsigned b = free_port();
+  while (b == a) b = free_port();
+  const std::string cp_port = std::to_string(a), tile_port = std::to_string(b);
   Child vp(spawn_vp_args({"-q", "--kernel", "tile0=" + kernel, "--gdb", cp_port, "--gdb-tiles", tile_port, "--gdb-wait"},
                          "gdb_tile_test", "GDB server for the tile cores"));
   // The tile session, in the background: it is served once the CP's session lets the simulation go.
@@ -185,7 +206,7 @@ TEST(Gdb, TileKernelAndTheCpInOneRun) {
 // 0x40000000 and its alias 0x40001000 read the frame they map.
 TEST(Gdb, MemoryThroughThePageTables) {
   const std::string elf = std::string(TESSERA_TARGET_DIR) + "/isa-tests/rv64-sv39.elf";
-  const std::string port_s = std::to_string(20000 + static_cast<unsigned>((::getpid() + 29) % 20000));
+  const std::string port_s = std::to_string(free_port());
   Child vp(spawn_vp(elf, port_s, "gdb_sv39_test"));
   const std::string gdb = run_capture(
       "timeout -k 5 60 gdb-multiarch -batch -nx -ex 'set confirm off' -ex 'file " + elf + "' -ex 'target remote 127.0.0.1:" +
@@ -198,9 +219,6 @@ TEST(Gdb, MemoryThroughThePageTables) {
   EXPECT_NE(gdb.find("exited normally"), std::string::npos) << gdb;
 }
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 
 namespace {
 
@@ -255,7 +273,7 @@ TEST(Gdb, RemoteProtocolPacketsAndCtrlC) {
   tessera::testing::ElfSpec spin;  // j . for ever
   spin.segments.push_back({0x80000000, {0x6f, 0, 0, 0}, 4});
   const std::string elf = tessera::testing::write_elf("gdb_rsp.spin.elf", tessera::testing::build_elf(spin));
-  const unsigned port = 20000 + static_cast<unsigned>((::getpid() + 7919) % 20000);
+  const unsigned port = free_port();
   const std::string port_s = std::to_string(port);
   Child vp(spawn_vp(elf, port_s, "gdb_rsp"));
   {
