@@ -45,9 +45,22 @@ std::uint64_t reg_value(const std::string& hex) {
 
 // GDB's RISC-V register numbers: x0-x31, pc, f0-f31 (33-64), then CSRs
 // from 65 (fflags 66, frm 67, fcsr 68).
-constexpr unsigned kF0 = 33, kFflags = 66, kFrm = 67, kFcsr = 68;
+constexpr unsigned kF0 = 33, kFflags = 66, kFrm = 67, kFcsr = 68, kCsr0 = 65;
 
-std::string target_xml(unsigned xlen, unsigned flen) {
+// The CSRs the target description names (the csr feature), by number.
+struct CsrName {
+  unsigned number;
+  const char* name;
+};
+constexpr CsrName kCsrs[] = {
+    {0x300, "mstatus"}, {0x301, "misa"},     {0x302, "medeleg"},  {0x303, "mideleg"}, {0x304, "mie"},
+    {0x305, "mtvec"},   {0x306, "mcounteren"}, {0x340, "mscratch"}, {0x341, "mepc"},  {0x342, "mcause"},
+    {0x343, "mtval"},   {0x344, "mip"},      {0x3a0, "pmpcfg0"},  {0x3b0, "pmpaddr0"}, {0x100, "sstatus"},
+    {0x104, "sie"},     {0x105, "stvec"},    {0x106, "scounteren"}, {0x140, "sscratch"}, {0x141, "sepc"},
+    {0x142, "scause"},  {0x143, "stval"},    {0x144, "sip"},      {0x180, "satp"},    {0x7a0, "tselect"},
+    {0x7a1, "tdata1"},  {0x7a2, "tdata2"},   {0xb00, "mcycle"},   {0xb02, "minstret"}, {0xf14, "mhartid"}};
+
+std::string target_xml(const HartBase& h, unsigned xlen, unsigned flen) {
   std::string x = fmt::format(
       "<?xml version=\"1.0\"?><!DOCTYPE target SYSTEM \"gdb-target.dtd\"><target version=\"1.0\">"
       "<architecture>riscv:rv{}</architecture><feature name=\"org.gnu.gdb.riscv.cpu\">",
@@ -66,7 +79,14 @@ std::string target_xml(unsigned xlen, unsigned flen) {
                      "<reg name=\"fcsr\" bitsize=\"32\" type=\"int\" regnum=\"{}\"/></feature>",
                      kFflags, kFrm, kFcsr);
   }
-  return x + "</target>";
+  // The CSRs this hart has (an S-mode CSR only with S mode).
+  x += "<feature name=\"org.gnu.gdb.riscv.csr\">";
+  for (const CsrName& c : kCsrs) {
+    std::uint64_t v;
+    if (const_cast<HartBase&>(h).debug_csr(c.number, v))
+      x += fmt::format("<reg name=\"{}\" bitsize=\"{}\" type=\"int\" regnum=\"{}\"/>", c.name, xlen, kCsr0 + c.number);
+  }
+  return x + "</feature></target>";
 }
 
 }  // namespace
@@ -229,6 +249,7 @@ std::string GdbServer::handle(const std::string& p, Action& action, bool& done) 
       if (h.flen() && n == kFflags) return reg_hex(h.fcsr() & 31, 32);
       if (h.flen() && n == kFrm) return reg_hex(h.fcsr() >> 5, 32);
       if (h.flen() && n == kFcsr) return reg_hex(h.fcsr(), 32);
+      if (std::uint64_t v; n >= kCsr0 && n < kCsr0 + 4096 && h.debug_csr(n - kCsr0, v)) return reg_hex(v, xlen);
       return "E01";
     }
     case 'P': {
@@ -241,7 +262,7 @@ std::string GdbServer::handle(const std::string& p, Action& action, bool& done) 
       else if (h.flen() && n == kFflags) h.set_fcsr((h.fcsr() & ~31ull) | (v & 31));
       else if (h.flen() && n == kFrm) h.set_fcsr((h.fcsr() & 31) | ((v & 7) << 5));
       else if (h.flen() && n == kFcsr) h.set_fcsr(v);
-      else return "E01";
+      else if (!(n >= kCsr0 && n < kCsr0 + 4096 && h.debug_set_csr(n - kCsr0, v))) return "E01";
       return "OK";
     }
     case 'm': {
@@ -348,7 +369,7 @@ std::string GdbServer::handle(const std::string& p, Action& action, bool& done) 
         return hex_bytes(reinterpret_cast<const std::uint8_t*>(name.data()), name.size());
       }
       if (p.rfind("qXfer:features:read:target.xml:", 0) == 0) {
-        const std::string xml = target_xml(xlen, h.flen());
+        const std::string xml = target_xml(h, xlen, h.flen());
         const auto args = p.substr(31);
         const auto comma = args.find(',');
         const std::size_t off = std::stoul(args.substr(0, comma), nullptr, 16);

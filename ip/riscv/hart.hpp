@@ -133,6 +133,11 @@ class HartBase {
   // paging on for the hart's data accesses, addresses are virtual and
   // translate through its page tables (no faults: an unmapped page ends it).
   unsigned debug_access(std::uint64_t addr, std::uint8_t* data, unsigned len, bool write);
+  // A CSR as M mode sees it, for the debugger (false: no such CSR here;
+  // the time CSRs, which read the bus, are left out). Writing has the
+  // CSR's effects (satp flushes the TLB, and so on).
+  virtual bool debug_csr(unsigned n, std::uint64_t& v) = 0;
+  virtual bool debug_set_csr(unsigned n, std::uint64_t v) = 0;
   // va to pa as debug_access translates; false where nothing is mapped.
   virtual bool debug_translate(std::uint64_t va, std::uint64_t& pa) const {
     pa = va;

@@ -814,6 +814,27 @@ class Hart final : public HartBase {
   }
 
  public:
+  bool debug_csr(unsigned n, std::uint64_t& v) override {
+    if (n == kTime || n == kTimeH) return false;
+    const Priv saved = priv_;
+    priv_ = Priv::M;
+    T old = 0;
+    const bool ok = csr(n, old, 0, Op::CSRRS, false);
+    priv_ = saved;
+    v = old;
+    return ok;
+  }
+  bool debug_set_csr(unsigned n, std::uint64_t v) override {
+    if (n == kTime || n == kTimeH || (n >> 10) == 3) return false;
+    const Priv saved = priv_;
+    priv_ = Priv::M;
+    T old = 0;
+    const bool ok = csr(n, old, static_cast<T>(v), Op::CSRRW, true);
+    priv_ = saved;
+    update_mode();
+    return ok;
+  }
+
   bool debug_translate(std::uint64_t va, std::uint64_t& pa) const override {
     if (!translating(data_priv())) return pa = va, true;
     auto read = [this](std::uint64_t pte_pa, std::uint64_t& v) {

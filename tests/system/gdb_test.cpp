@@ -203,7 +203,8 @@ TEST(Gdb, TileKernelAndTheCpInOneRun) {
 }
 
 // With paging on, GDB's memory is the hart's virtual memory: in S mode,
-// 0x40000000 and its alias 0x40001000 read the frame they map.
+// 0x40000000 and its alias 0x40001000 read the frame they map. And the
+// CSRs are GDB registers (satp read, mscratch written).
 TEST(Gdb, MemoryThroughThePageTables) {
   const std::string elf = std::string(TESSERA_TARGET_DIR) + "/isa-tests/rv64-sv39.elf";
   const std::string port_s = std::to_string(free_port());
@@ -211,11 +212,14 @@ TEST(Gdb, MemoryThroughThePageTables) {
   const std::string gdb = run_capture(
       "timeout -k 5 60 gdb-multiarch -batch -nx -ex 'set confirm off' -ex 'file " + elf + "' -ex 'target remote 127.0.0.1:" +
       port_s + "' -ex 'break s_mode_stored' -ex 'continue' -ex 'x/gx 0x40000000' -ex 'x/gx 0x40001000'"
-      " -ex 'x/gx 0x40006000' -ex 'delete' -ex 'continue' 2>&1");
+      " -ex 'x/gx 0x40006000' -ex 'print/x $satp' -ex 'set $mscratch = 0x55' -ex 'print/x $mscratch'"
+      " -ex 'delete' -ex 'continue' 2>&1");
   EXPECT_EQ(vp.wait(30), 0) << slurp("gdb_sv39_test.vp.err");
   EXPECT_NE(gdb.find("0x40000000:\t0x0000000000001234"), std::string::npos) << gdb;
   EXPECT_NE(gdb.find("0x40001000:\t0x0000000000001234"), std::string::npos) << gdb;
   EXPECT_NE(gdb.find("Cannot access memory at address 0x40006000"), std::string::npos) << "an invalid PTE: " << gdb;
+  EXPECT_NE(gdb.find("= 0x800000000008"), std::string::npos) << "satp (Sv39, the root's PPN), from the csr feature: " << gdb;
+  EXPECT_NE(gdb.find("= 0x55"), std::string::npos) << "mscratch written by GDB: " << gdb;
   EXPECT_NE(gdb.find("exited normally"), std::string::npos) << gdb;
 }
 
