@@ -6,8 +6,6 @@
  * handler and resumes at s8 in S mode. */
 #include "test.h"
 
-/* M: continue at label in S mode. */
-#define ENTER_S(label) la t0, label; csrw mepc, t0; li t0, 0x1800; csrc mstatus, t0; li t0, 0x800; csrs mstatus, t0; mret
 /* S: continue at label in U mode (SPIE cleared: sret leaves SIE off). */
 #define S_ENTER_U(label) la t0, label; csrw sepc, t0; li t0, 0x120; csrc sstatus, t0; sret
 #define MPP_MASK 0x1800
@@ -122,20 +120,4 @@ TEST_BEGIN
 1: csrw medeleg, zero
 TEST_END
 
-  /* S mode's trap handler: the expected cause, then resume at s8 in S
-   * with SIE off (s6: sstatus at the trap). */
-  .text
-  .align 2
-s_trap:
-  csrr t5, scause
-  bne t5, s10, test_fail
-  csrr s6, sstatus
-  csrr s7, sepc
-  csrr s9, stval
-  csrw sepc, s8
-  li s10, -1
-  li t5, SPP
-  csrs sstatus, t5
-  li t5, SPIE
-  csrc sstatus, t5
-  sret
+S_TRAP_HANDLER

@@ -8,7 +8,6 @@
  * delegated. */
 #include "test.h"
 
-#define ENTER_S(label) la t0, label; csrw mepc, t0; li t0, 0x1800; csrc mstatus, t0; li t0, 0x800; csrs mstatus, t0; mret
 #define S_ENTER_U(va) li t0, va; csrw sepc, t0; li t0, 0x120; csrc sstatus, t0; sret
 /* t0 = the leaf or pointer PTE for physical address `reg` with flags. */
 #define PTE(reg, flags) srli reg, reg, 12; slli reg, reg, 10; ori reg, reg, flags
@@ -110,18 +109,7 @@ s_mode_stored: ecall
 #endif
 TEST_END
 
-  .text
-  .align 2
-s_trap:                       /* S's handler: the expected cause, resume at s8 in S */
-  csrr t5, scause
-  bne t5, s10, test_fail
-  csrr s7, sepc
-  csrr s9, stval
-  csrw sepc, s8
-  li s10, -1
-  li t5, 0x100
-  csrs sstatus, t5
-  sret
+S_TRAP_HANDLER
 
   .section .text.upage, "ax"
   .align 12

@@ -112,6 +112,28 @@ fromhost: .dword 0;
 
 /* Enters U mode at `label`. */
 #define ENTER_U(label) la t0, label; csrw mepc, t0; li t0, 0x1800; csrc mstatus, t0; mret
+/* Enters S mode at `label`. */
+#define ENTER_S(label) la t0, label; csrw mepc, t0; li t0, 0x1800; csrc mstatus, t0; li t0, 0x800; csrs mstatus, t0; mret
+
+/* S mode's trap handler, for traps delegated to S (set stvec to s_trap):
+ * like the M handler, the expected cause in s10, then resume at s8 in S
+ * with SIE off (s6: sstatus at the trap, s7: sepc, s9: stval). */
+#define S_TRAP_HANDLER              \
+  .text;                            \
+  .align 2;                         \
+s_trap:                             \
+  csrr t5, scause;                  \
+  bne t5, s10, test_fail;           \
+  csrr s6, sstatus;                 \
+  csrr s7, sepc;                    \
+  csrr s9, stval;                   \
+  csrw sepc, s8;                    \
+  li s10, -1;                       \
+  li t5, 0x100;                     \
+  csrs sstatus, t5;                 \
+  li t5, 0x20;                      \
+  csrc sstatus, t5;                 \
+  sret
 
 /* The next instruction must trap with `cause`; execution resumes at label. */
 #define EXPECT_TRAP(cause, resume) li s10, cause; la s8, resume

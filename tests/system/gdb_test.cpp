@@ -42,6 +42,17 @@ std::string run_capture(const std::string& cmd) {
   return out;
 }
 
+// gdb-multiarch in batch mode, bounded in time: the ELF's symbols (none for
+// an empty elf), connected to 127.0.0.1:port (not localhost: a machine
+// without /etc/hosts cannot resolve the name), then `commands` in order.
+std::string gdb_batch(const std::string& elf, const std::string& port, const std::vector<std::string>& commands) {
+  std::string c = "timeout -k 5 60 gdb-multiarch -batch -nx -ex 'set confirm off' -ex 'set remotetimeout 30'";
+  if (!elf.empty()) c += " -ex 'file " + elf + "'";
+  c += " -ex 'target remote 127.0.0.1:" + port + "'";
+  for (const std::string& cmd : commands) c += " -ex '" + cmd + "'";
+  return c;
+}
+
 // A TCP port of localhost that no one listens on now (the kernel's
 // choice): tests running at the same time do not collide.
 unsigned free_port() {
@@ -123,11 +134,10 @@ TEST(Gdb, BreakStepPrintWatchContinue) {
   // tessera-vp waits for the debugger at reset.
   Child vp(spawn_vp(elf, port_s, "gdb_test"));
 
-  // 127.0.0.1, not localhost: a machine without /etc/hosts cannot resolve the name.
-  const std::string gdb = run_capture(
-      "timeout -k 5 60 gdb-multiarch -batch -nx -ex 'set confirm off' -ex 'file " + elf + "' -ex 'target remote 127.0.0.1:" + port_s +
-      "' -ex 'break main' -ex 'continue' -ex 'next' -ex 'next' -ex 'print counter' -ex 'print $pc'"
-      " -ex 'step' -ex 'watch counter' -ex 'continue' -ex 'delete' -ex 'continue' 2>&1");
+  const std::string gdb = run_capture(gdb_batch(elf, port_s, {"break main", "continue", "next", "next", "print counter",
+                                                              "print $pc", "step", "watch counter", "continue", "delete",
+                                                              "continue"}) +
+                                       " 2>&1");
   EXPECT_EQ(vp.wait(30), 0) << slurp("gdb_test.vp.err");
   EXPECT_NE(gdb.find("Breakpoint 1, main ()"), std::string::npos) << gdb;
   EXPECT_NE(gdb.find("16\t    counter = total;"), std::string::npos) << "next, next: " << gdb;
@@ -145,10 +155,10 @@ TEST(Gdb, FloatingPointRegisters) {
   const std::string elf = std::string(TESSERA_FIRMWARE_DIR) + "/fp_demo.elf";
   const std::string port_s = std::to_string(free_port());
   Child vp(spawn_vp(elf, port_s, "gdb_fp_test"));
-  const std::string gdb = run_capture(
-      "timeout -k 5 60 gdb-multiarch -batch -nx -ex 'set confirm off' -ex 'file " + elf + "' -ex 'target remote 127.0.0.1:" +
-      port_s + "' -ex 'break harmonic' -ex 'continue' -ex 'finish' -ex 'print $fcsr' -ex 'set $fa1 = 2.5'"
-      " -ex 'print $fa1' -ex 'info registers frm' -ex 'delete' -ex 'continue' 2>&1");
+  const std::string gdb = run_capture(gdb_batch(elf, port_s, {"break harmonic", "continue", "finish", "print $fcsr",
+                                                              "set $fa1 = 2.5", "print $fa1", "info registers frm",
+                                                              "delete", "continue"}) +
+                                       " 2>&1");
   EXPECT_EQ(vp.wait(30), 0) << slurp("gdb_fp_test.vp.err");
   EXPECT_NE(gdb.find("Value returned is $1 = 10.48072821722932"), std::string::npos) << gdb;
   EXPECT_NE(gdb.find("$2 = 1"), std::string::npos) << "fcsr: inexact " << gdb;
@@ -175,14 +185,12 @@ TEST(Gdb, TileKernelAndTheCpInOneRun) {
   const std::string tile_out = "gdb_tile_test.tile.out";
   std::ofstream(tile_out).close();
   const std::string tile_cmd =
-      "timeout -k 5 60 gdb-multiarch -batch -nx -ex 'set confirm off' -ex 'set remotetimeout 30' -ex 'file " + kernel +
-      "' -ex 'target remote 127.0.0.1:" + tile_port + "' -ex 'info threads' -ex 'hbreak square' -ex 'continue'"
-      " -ex 'print i' -ex 'finish' -ex 'next' -ex 'print table[0]' -ex 'print/x $pc' -ex 'info registers sp'"
-      " -ex 'x/2wx &table' -ex 'delete' -ex 'set var table[0] = 5' -ex 'continue' >" + tile_out + " 2>&1 &";
+      gdb_batch(kernel, tile_port, {"info threads", "hbreak square", "continue", "print i", "finish", "next",
+                                    "print table[0]", "print/x $pc", "info registers sp", "x/2wx &table", "delete",
+                                    "set var table[0] = 5", "continue"}) +
+      " >" + tile_out + " 2>&1 &";
   ASSERT_EQ(std::system(tile_cmd.c_str()), 0);
-  const std::string cp = run_capture(
-      "timeout -k 5 60 gdb-multiarch -batch -nx -ex 'set confirm off' -ex 'target remote 127.0.0.1:" + cp_port +
-      "' -ex 'print/x $pc' -ex 'info registers mstatus' -ex 'continue' 2>&1");
+  const std::string cp = run_capture(gdb_batch("", cp_port, {"print/x $pc", "info registers mstatus", "continue"}) + " 2>&1");
   const int code = vp.wait(60);
   std::string tile;
   for (int i = 0; i < 200 && (tile = slurp(tile_out)).find("exited") == std::string::npos; ++i)
@@ -209,11 +217,11 @@ TEST(Gdb, MemoryThroughThePageTables) {
   const std::string elf = std::string(TESSERA_TARGET_DIR) + "/isa-tests/rv64-sv39.elf";
   const std::string port_s = std::to_string(free_port());
   Child vp(spawn_vp(elf, port_s, "gdb_sv39_test"));
-  const std::string gdb = run_capture(
-      "timeout -k 5 60 gdb-multiarch -batch -nx -ex 'set confirm off' -ex 'file " + elf + "' -ex 'target remote 127.0.0.1:" +
-      port_s + "' -ex 'break s_mode_stored' -ex 'continue' -ex 'x/gx 0x40000000' -ex 'x/gx 0x40001000'"
-      " -ex 'x/gx 0x40006000' -ex 'print/x $satp' -ex 'set $mscratch = 0x55' -ex 'print/x $mscratch'"
-      " -ex 'delete' -ex 'continue' 2>&1");
+  const std::string gdb = run_capture(gdb_batch(elf, port_s, {"break s_mode_stored", "continue", "x/gx 0x40000000",
+                                                              "x/gx 0x40001000", "x/gx 0x40006000", "print/x $satp",
+                                                              "set $mscratch = 0x55", "print/x $mscratch", "delete",
+                                                              "continue"}) +
+                                       " 2>&1");
   EXPECT_EQ(vp.wait(30), 0) << slurp("gdb_sv39_test.vp.err");
   EXPECT_NE(gdb.find("0x40000000:\t0x0000000000001234"), std::string::npos) << gdb;
   EXPECT_NE(gdb.find("0x40001000:\t0x0000000000001234"), std::string::npos) << gdb;
