@@ -3,9 +3,13 @@
 // RV64). Private to riscv_cpu.cpp and the tests.
 //
 // Speed: instructions are fetched through a DMI window and decoded once
-// into a direct-mapped cache keyed by pc and checked against the raw
-// instruction bits, so self-modifying code and code written by DMA always
-// run what memory holds. Data accesses go through the last DMI region hit,
+// into a direct-mapped cache keyed by pc. An entry keeps the host address
+// its bits came from; on a hit they are compared with what memory holds
+// there now, so self-modifying code and code written by DMA always run
+// what memory holds. Anything that may move the pc's mapping to host
+// memory (a DMI grant withdrawn, satp, SFENCE.VMA, a change of privilege
+// or PMP off the plain path) drops every such address at once (a new
+// fetch generation). Data accesses go through the last DMI region hit,
 // then a few cached regions, then b_transport.
 #pragma once
 
@@ -155,6 +159,13 @@ class HartBase {
     sleeping_ = false;
   }
   void invalidate_dmi(std::uint64_t start, std::uint64_t end);
+  // The fetch window dropped, and with it every host pointer the decode
+  // cache holds (a DMI grant withdrawn, or the pc's translation or
+  // protection changed).
+  void drop_fetch() {
+    fetch_ = DmiRegion{};
+    if (++fetch_gen_ == 0) restart_fetch_gen();
+  }
   // Leave run() at the next instruction boundary (the core is halted from
   // inside an access).
   void request_yield() { yield_ = true; }
@@ -175,6 +186,8 @@ class HartBase {
   bool bus_write(std::uint64_t addr, const void* data, unsigned len);
   bool fetch_window(std::uint64_t pc);  // sets the fetch window for pc; false: no DMI
   DmiRegion* find_dmi(std::uint64_t addr, unsigned len, bool write);
+  // After 2^32 drops: forget every host pointer, and start again at 1.
+  virtual void restart_fetch_gen() = 0;
   void store_seen(std::uint64_t addr, unsigned len);  // clears other harts' reservations
 
   // Returns true when the debugger must take over before the next
@@ -205,6 +218,7 @@ class HartBase {
   tlm::tlm_response_status status_ = tlm::TLM_OK_RESPONSE;
 
   DmiRegion fetch_;                  // instruction window
+  std::uint32_t fetch_gen_ = 1;      // the decode cache's host pointers are those of this generation
   DmiRegion* last_read_ = &none_;    // data regions hit last
   DmiRegion* last_write_ = &none_;
   DmiRegion none_;

@@ -50,7 +50,7 @@ const char* cause_name(unsigned cause, bool interrupt) {
 
 void HartBase::invalidate_dmi(std::uint64_t start, std::uint64_t end) {
   auto overlaps = [&](const DmiRegion& r) { return r.limit && r.base <= end && start <= r.base + r.limit - 1; };
-  fetch_ = DmiRegion{};  // (it may be a virtual page's window)
+  drop_fetch();  // (it may be a virtual page's window)
   regions_.erase(std::remove_if(regions_.begin(), regions_.end(), overlaps), regions_.end());
   last_read_ = last_write_ = &none_;
   // A target that invalidates may grant again: forget denials too.

@@ -45,14 +45,27 @@ constexpr std::uint64_t kTrLoad = 1, kTrStore = 2, kTrExec = 4, kTrU = 8, kTrS =
                         kTrAction = 0xfu << 12, kTrHit0 = 1u << 22;
 constexpr std::uint64_t kMTE = 1u << 3, kMPTE = 1u << 7;  // tcontrol
 
+// The loads (operation, memory type, the type it extends as) and the
+// stores (operation, memory type), for both loops' switches.
+#define TESSERA_RISCV_LOADS(X)                                                                            \
+  X(LB, std::int8_t, S) X(LH, std::int16_t, S) X(LW, std::int32_t, S) X(LD, std::uint64_t, T) \
+  X(LBU, std::uint8_t, T) X(LHU, std::uint16_t, T) X(LWU, std::uint32_t, T)
+#define TESSERA_RISCV_STORES(X) X(SB, std::uint8_t) X(SH, std::uint16_t) X(SW, std::uint32_t) X(SD, std::uint64_t)
+
 template <class T>
 class Hart final : public HartBase {
   using S = std::make_signed_t<T>;
   static constexpr unsigned kXlen = sizeof(T) * 8;
   static constexpr unsigned kCacheBits = 14;
 
+  // A decoded instruction, and where its bits were fetched from: while
+  // the fetch generation stands (the pc's mapping to host memory holds),
+  // a hit costs one compare of those bits with what memory holds now.
   struct Entry {
     std::uint64_t pc = ~0ull;
+    const std::uint8_t* host = nullptr;  // 4 readable bytes at the instruction
+    std::uint32_t mask = 0;              // the instruction's bits of those 4 bytes
+    std::uint32_t gen = 0;               // 0: no host pointer (fetched the slow way each time)
     Decoded d;
   };
 
@@ -114,7 +127,7 @@ class Hart final : public HartBase {
     watching_ = !watchpoints.empty() || data_triggers_;
     if (debugging()) loop<true, true>(limit);
     else if (trace) loop<true, false>(limit);
-    else loop<false, false>(limit);
+    else loop_fast(limit);
   }
 
  private:
@@ -212,11 +225,16 @@ class Hart final : public HartBase {
   // The fast paths, inlined into the loop: no translation or PMP, no
   // watchpoint, aligned, and in the DMI region hit last. Everything else
   // goes to the full paths.
+  // An aligned access of len bytes at addr wholly inside r, at offset off.
+  static bool dmi_hit(const DmiRegion* r, T addr, unsigned len, std::uint64_t& off) {
+    off = static_cast<std::uint64_t>(addr) - r->base;
+    return !(addr & (len - 1)) && off < r->limit && r->limit - off >= len;
+  }
   template <class U>
   __attribute__((always_inline)) bool load(T addr, U& v) {
     const DmiRegion* r = last_read_;
-    const std::uint64_t off = static_cast<std::uint64_t>(addr) - r->base;
-    if (data_plain_ && !watching_ && !(addr & (sizeof(U) - 1)) && off < r->limit && r->limit - off >= sizeof(U)) {
+    std::uint64_t off;
+    if (data_plain_ && !watching_ && dmi_hit(r, addr, sizeof(U), off)) {
       std::memcpy(&v, r->ptr + off, sizeof(U));
       cycle_ += r->read_cycles;
       ++dmi_accesses;
@@ -227,9 +245,8 @@ class Hart final : public HartBase {
   template <class U>
   __attribute__((always_inline)) bool store(T addr, U v) {
     const DmiRegion* r = last_write_;
-    const std::uint64_t off = static_cast<std::uint64_t>(addr) - r->base;
-    if (data_plain_ && !watching_ && !g_reservations && !(addr & (sizeof(U) - 1)) && off < r->limit &&
-        r->limit - off >= sizeof(U)) {
+    std::uint64_t off;
+    if (data_plain_ && !watching_ && !g_reservations && dmi_hit(r, addr, sizeof(U), off)) {
       std::memcpy(r->ptr + off, &v, sizeof(U));
       cycle_ += r->write_cycles;
       ++dmi_accesses;
@@ -346,14 +363,14 @@ class Hart final : public HartBase {
     const Priv dp = data_priv();
     data_plain_ = !translating(dp) && !pmp_.active(dp == Priv::M);
     const bool plain = !translating(priv_) && !pmp_.active(priv_ == Priv::M);
-    if (!plain || !fetch_plain_) fetch_ = DmiRegion{};
+    if (!plain || !fetch_plain_) drop_fetch();
     fetch_plain_ = plain;
     for (auto& page : pmp_page_) page = ~0ull;
     update_pending();
   }
   void flush_tlb() {
     for (auto& e : tlb_) e.vpn = ~0ull;
-    fetch_ = DmiRegion{};
+    drop_fetch();
   }
 
   // PMP, with the last page found wholly allowed remembered per access type.
@@ -416,20 +433,38 @@ class Hart final : public HartBase {
   }
 
   // Fetches and decodes the instruction at pc_; nullptr after a fetch trap.
-  const Decoded* fetch() {
-    const std::uint64_t off = static_cast<std::uint64_t>(pc_) - fetch_.base;
+  __attribute__((always_inline)) const Decoded* fetch() {
+    Entry& e = cache_[(pc_ >> 1) & ((1u << kCacheBits) - 1)];
+    if (e.pc == pc_ && e.gen == fetch_gen_) {
+      std::uint32_t raw;
+      std::memcpy(&raw, e.host, 4);
+      if ((raw & e.mask) == e.d.raw) return &e.d;
+    }
+    return fetch_miss(e);
+  }
+  void restart_fetch_gen() override {
+    for (Entry& e : cache_) e.gen = 0;
+    fetch_gen_ = 1;
+  }
+  __attribute__((noinline)) const Decoded* fetch_miss(Entry& e) {
+    std::uint64_t off = static_cast<std::uint64_t>(pc_) - fetch_.base;
     std::uint32_t raw;
     if (off < fetch_.limit && fetch_.limit - off >= 4) {
       std::memcpy(&raw, fetch_.ptr + off, 4);
     } else if (!fetch_slow(raw)) {
       return nullptr;
     }
-    if ((raw & 3) != 3) raw &= 0xffff;
-    Entry& e = cache_[(pc_ >> 1) & ((1u << kCacheBits) - 1)];
+    const std::uint32_t mask = (raw & 3) == 3 ? ~0u : 0xffffu;
+    raw &= mask;
     if (e.pc != pc_ || e.d.raw != raw) {
       e.pc = pc_;
       e.d = decode(raw, kXlen);
     }
+    off = static_cast<std::uint64_t>(pc_) - fetch_.base;
+    const bool windowed = off < fetch_.limit && fetch_.limit - off >= 4;
+    e.host = windowed ? fetch_.ptr + off : nullptr;
+    e.mask = mask;
+    e.gen = windowed ? fetch_gen_ : 0;
     return &e.d;
   }
 
@@ -1075,6 +1110,8 @@ class Hart final : public HartBase {
 
   // ---- the loop -----------------------------------------------------------------
 
+  // The loop with a debugger attached or tracing on: every instruction
+  // through execute().
   template <bool kTrace, bool kDebug>
   void loop(std::uint64_t limit) {
     [[maybe_unused]] bool progressed = false;
@@ -1097,221 +1134,230 @@ class Hart final : public HartBase {
         progressed = true;
       }
       if (pending_ && take_interrupt()) continue;
-      const T pc = pc_;
-      const Decoded* dp = fetch();
-      if (!dp) continue;
-      const Decoded& d = *dp;
-      if constexpr (kTrace) trace_before_ = fp_rd(d.op) ? f_[d.rd] : x_[d.rd];
-      T next = pc + d.len;
-      const T a = x_[d.rs1], b = x_[d.rs2];
-      const T imm = static_cast<T>(d.imm);
-      unsigned cost = env_.cpi[static_cast<unsigned>(OpClass::alu)];
-      switch (d.op) {
-        case Op::LUI: set(d.rd, imm); break;
-        case Op::AUIPC: set(d.rd, pc + imm); break;
-        case Op::JAL: set(d.rd, next); next = pc + imm; cost = env_.cpi[static_cast<unsigned>(OpClass::jump)]; break;
-        case Op::JALR: {
-          const T target = (a + imm) & ~T(1);
-          set(d.rd, next);
-          next = target;
-          cost = env_.cpi[static_cast<unsigned>(OpClass::jump)];
-          break;
-        }
-#define TESSERA_BRANCH(OP, COND)                                      \
-  case Op::OP:                                                        \
-    if (COND) {                                                       \
-      next = pc + imm;                                                \
-      cost = env_.cpi[static_cast<unsigned>(OpClass::branch)];        \
-    }                                                                 \
-    break;
-        TESSERA_BRANCH(BEQ, a == b)
-        TESSERA_BRANCH(BNE, a != b)
-        TESSERA_BRANCH(BLT, static_cast<S>(a) < static_cast<S>(b))
-        TESSERA_BRANCH(BGE, static_cast<S>(a) >= static_cast<S>(b))
-        TESSERA_BRANCH(BLTU, a < b)
-        TESSERA_BRANCH(BGEU, a >= b)
-#undef TESSERA_BRANCH
-#define TESSERA_LOAD(OP, U, EXT)                                          \
-  case Op::OP: {                                                          \
-    U v;                                                                  \
-    if (!load<U>(a + imm, v)) goto trapped;                               \
-    set(d.rd, static_cast<T>(static_cast<EXT>(v)));                       \
-    cost = env_.cpi[static_cast<unsigned>(OpClass::load)];                \
-    break;                                                                \
+      if (const Decoded* d = fetch()) execute<kTrace>(*d);
+    }
   }
-        TESSERA_LOAD(LB, std::int8_t, S)
-        TESSERA_LOAD(LH, std::int16_t, S)
-        TESSERA_LOAD(LW, std::int32_t, S)
-        TESSERA_LOAD(LD, std::uint64_t, T)
-        TESSERA_LOAD(LBU, std::uint8_t, T)
-        TESSERA_LOAD(LHU, std::uint16_t, T)
-        TESSERA_LOAD(LWU, std::uint32_t, T)
+
+  // The loop without: the pc, the cycle count and instret in registers,
+  // the integer instructions and DMI hits inline, anything else (a decode
+  // cache miss, a trap, a CSR, a system or FP instruction, an access off
+  // the DMI fast path) through execute() on the members. Only that path
+  // can raise an interrupt, ask to yield, or change what is copied into
+  // registers here.
+  void loop_fast(std::uint64_t limit) {
+    constexpr std::uint64_t kIndex = (1u << kCacheBits) - 1;
+    while (!yield_ && cycle_ < limit) {
+      if (pending_ && take_interrupt()) continue;
+      T pc = pc_;
+      std::uint64_t instret = instret_;
+      std::int64_t left = static_cast<std::int64_t>(limit - cycle_);  // cycles to the limit (one register for two)
+      Entry* const cache = cache_.data();
+      const std::uint32_t gen = fetch_gen_;
+      // The DMI regions the inline accesses may use (none_ where they must not).
+      const bool plain = data_plain_ && !watching_;
+      const DmiRegion* const rr = plain ? last_read_ : &none_;
+      const DmiRegion* const rw = plain && !g_reservations ? last_write_ : &none_;
+      const unsigned* const cpi = env_.cpi;
+      const Decoded* slow = nullptr;
+      while (left > 0) {
+        const Entry& e = cache[(pc >> 1) & kIndex];
+        if (e.pc != pc || e.gen != gen) goto off;
+        {
+          std::uint32_t raw;
+          std::memcpy(&raw, e.host, 4);
+          if ((raw & e.mask) != e.d.raw) goto off;
+        }
+        {
+          const Decoded& d = e.d;
+          T next = pc + d.len;
+          const T a = x_[d.rs1], b = x_[d.rs2];
+          const T imm = static_cast<T>(d.imm);
+          unsigned cost = cpi[static_cast<unsigned>(OpClass::alu)];
+          switch (d.op) {
+#include "riscv/hart_integer_ops.inc"
+#define TESSERA_LOAD(OP, U, EXT)                                \
+  case Op::OP: {                                                \
+    std::uint64_t off;                                          \
+    if (!dmi_hit(rr, a + imm, sizeof(U), off)) {                \
+      slow = &d;                                                \
+      goto off;                                                 \
+    }                                                           \
+    U v;                                                        \
+    std::memcpy(&v, rr->ptr + off, sizeof(U));                  \
+    left -= rr->read_cycles;                                    \
+    ++dmi_accesses;                                             \
+    set(d.rd, static_cast<T>(static_cast<EXT>(v)));             \
+    cost = cpi[static_cast<unsigned>(OpClass::load)];           \
+    break;                                                      \
+  }
+            TESSERA_RISCV_LOADS(TESSERA_LOAD)
 #undef TESSERA_LOAD
-#define TESSERA_STORE(OP, U)                                              \
-  case Op::OP:                                                            \
-    if (!store<U>(a + imm, static_cast<U>(b))) goto trapped;              \
-    cost = env_.cpi[static_cast<unsigned>(OpClass::store)];               \
-    break;
-        TESSERA_STORE(SB, std::uint8_t)
-        TESSERA_STORE(SH, std::uint16_t)
-        TESSERA_STORE(SW, std::uint32_t)
-        TESSERA_STORE(SD, std::uint64_t)
+#define TESSERA_STORE(OP, U)                                    \
+  case Op::OP: {                                                \
+    std::uint64_t off;                                          \
+    if (!dmi_hit(rw, a + imm, sizeof(U), off)) {                \
+      slow = &d;                                                \
+      goto off;                                                 \
+    }                                                           \
+    const U v = static_cast<U>(b);                              \
+    std::memcpy(rw->ptr + off, &v, sizeof(U));                  \
+    left -= rw->write_cycles;                                   \
+    ++dmi_accesses;                                             \
+    cost = cpi[static_cast<unsigned>(OpClass::store)];          \
+    break;                                                      \
+  }
+            TESSERA_RISCV_STORES(TESSERA_STORE)
 #undef TESSERA_STORE
-        case Op::ADDI: set(d.rd, a + imm); break;
-        case Op::SLTI: set(d.rd, static_cast<S>(a) < static_cast<S>(imm)); break;
-        case Op::SLTIU: set(d.rd, a < imm); break;
-        case Op::XORI: set(d.rd, a ^ imm); break;
-        case Op::ORI: set(d.rd, a | imm); break;
-        case Op::ANDI: set(d.rd, a & imm); break;
-        case Op::SLLI: set(d.rd, a << d.imm); break;
-        case Op::SRLI: set(d.rd, a >> d.imm); break;
-        case Op::SRAI: set(d.rd, static_cast<T>(static_cast<S>(a) >> d.imm)); break;
-        case Op::ADD: set(d.rd, a + b); break;
-        case Op::SUB: set(d.rd, a - b); break;
-        case Op::SLL: set(d.rd, a << (b & (kXlen - 1))); break;
-        case Op::SLT: set(d.rd, static_cast<S>(a) < static_cast<S>(b)); break;
-        case Op::SLTU: set(d.rd, a < b); break;
-        case Op::XOR: set(d.rd, a ^ b); break;
-        case Op::SRL: set(d.rd, a >> (b & (kXlen - 1))); break;
-        case Op::SRA: set(d.rd, static_cast<T>(static_cast<S>(a) >> (b & (kXlen - 1)))); break;
-        case Op::OR: set(d.rd, a | b); break;
-        case Op::AND: set(d.rd, a & b); break;
-        case Op::ADDIW: set(d.rd, w(a + imm)); break;
-        case Op::SLLIW: set(d.rd, w(a << d.imm)); break;
-        case Op::SRLIW: set(d.rd, w(static_cast<std::uint32_t>(a) >> d.imm)); break;
-        case Op::SRAIW: set(d.rd, w(static_cast<std::uint32_t>(static_cast<std::int32_t>(a) >> d.imm))); break;
-        case Op::ADDW: set(d.rd, w(a + b)); break;
-        case Op::SUBW: set(d.rd, w(a - b)); break;
-        case Op::SLLW: set(d.rd, w(static_cast<std::uint32_t>(a) << (b & 31))); break;
-        case Op::SRLW: set(d.rd, w(static_cast<std::uint32_t>(a) >> (b & 31))); break;
-        case Op::SRAW: set(d.rd, w(static_cast<std::uint32_t>(static_cast<std::int32_t>(a) >> (b & 31)))); break;
-        case Op::MUL: set(d.rd, a * b); cost = env_.cpi[static_cast<unsigned>(OpClass::mul)]; break;
-        case Op::MULH: set(d.rd, mulh(a, b, true, true)); cost = env_.cpi[static_cast<unsigned>(OpClass::mul)]; break;
-        case Op::MULHSU: set(d.rd, mulh(a, b, true, false)); cost = env_.cpi[static_cast<unsigned>(OpClass::mul)]; break;
-        case Op::MULHU: set(d.rd, mulh(a, b, false, false)); cost = env_.cpi[static_cast<unsigned>(OpClass::mul)]; break;
-        case Op::MULW: set(d.rd, w(a * b)); cost = env_.cpi[static_cast<unsigned>(OpClass::mul)]; break;
-        case Op::DIV: set(d.rd, div<S, T>(a, b)); cost = env_.cpi[static_cast<unsigned>(OpClass::div)]; break;
-        case Op::DIVU: set(d.rd, b ? a / b : ~T(0)); cost = env_.cpi[static_cast<unsigned>(OpClass::div)]; break;
-        case Op::REM: set(d.rd, rem<S, T>(a, b)); cost = env_.cpi[static_cast<unsigned>(OpClass::div)]; break;
-        case Op::REMU: set(d.rd, b ? a % b : a); cost = env_.cpi[static_cast<unsigned>(OpClass::div)]; break;
-        case Op::DIVW: set(d.rd, w(static_cast<std::uint32_t>(div<std::int32_t, std::uint32_t>(a, b)))); cost = env_.cpi[static_cast<unsigned>(OpClass::div)]; break;
-        case Op::DIVUW: {
-          const auto x = static_cast<std::uint32_t>(a), y = static_cast<std::uint32_t>(b);
-          set(d.rd, w(y ? x / y : ~0u));
-          cost = env_.cpi[static_cast<unsigned>(OpClass::div)];
-          break;
+            case Op::FENCE: break;
+            default:
+              slow = &d;
+              goto off;
+          }
+          pc = next;
+          ++instret;
+          left -= cost;
         }
-        case Op::REMW: set(d.rd, w(static_cast<std::uint32_t>(rem<std::int32_t, std::uint32_t>(a, b)))); cost = env_.cpi[static_cast<unsigned>(OpClass::div)]; break;
-        case Op::REMUW: {
-          const auto x = static_cast<std::uint32_t>(a), y = static_cast<std::uint32_t>(b);
-          set(d.rd, w(y ? x % y : x));
-          cost = env_.cpi[static_cast<unsigned>(OpClass::div)];
-          break;
-        }
-        case Op::FENCE: break;
-        case Op::FENCE_I:
-          for (auto& e : cache_) e.pc = ~0ull;
-          fetch_ = DmiRegion{};
-          break;
-        case Op::ECALL: trap(priv_ == Priv::U ? kEcallU : priv_ == Priv::S ? kEcallS : kEcallM, 0); goto trapped;
-        case Op::EBREAK: trap(kBreakpoint, pc); goto trapped;
-        case Op::MRET: {
-          if (priv_ != Priv::M) {
-            illegal(d);
-            goto trapped;
-          }
-          priv_ = static_cast<Priv>((mstatus_ >> 11) & 3);
-          mstatus_ = (mstatus_ & ~(kMIE | kMPP)) | ((mstatus_ & kMPIE) ? kMIE : 0) | kMPIE;
-          if (priv_ != Priv::M) mstatus_ &= ~kMPRV;
-          tcontrol_ = (tcontrol_ & kMPTE) ? kMPTE | kMTE : 0;
-          next = mepc_;
-          update_mode();
-          cost = env_.cpi[static_cast<unsigned>(OpClass::system)];
-          break;
-        }
-        case Op::SRET: {
-          if (!env_.has_s || priv_ == Priv::U || (priv_ == Priv::S && (mstatus_ & kTSR))) {
-            illegal(d);
-            goto trapped;
-          }
-          priv_ = (mstatus_ & kSPP) ? Priv::S : Priv::U;
-          mstatus_ = (mstatus_ & ~(kSIE | kSPP | kMPRV)) | ((mstatus_ & kSPIE) ? kSIE : 0) | kSPIE;
-          next = sepc_;
-          update_mode();
-          cost = env_.cpi[static_cast<unsigned>(OpClass::system)];
-          break;
-        }
-        case Op::SFENCE_VMA:
-          if (!env_.has_s || priv_ == Priv::U || (priv_ == Priv::S && (mstatus_ & kTVM))) {
-            illegal(d);
-            goto trapped;
-          }
-          flush_tlb();
-          cost = env_.cpi[static_cast<unsigned>(OpClass::system)];
-          break;
-        case Op::WFI:
-          if (priv_ != Priv::M && (mstatus_ & kTW)) {
-            illegal(d);
-            goto trapped;
-          }
-          cost = env_.cpi[static_cast<unsigned>(OpClass::system)];
-          if (!(mip() & mie_ & irqs())) {
-            sleeping_ = true;  // the thread waits for an interrupt
-            yield_ = true;
-            ++wfi_sleeps;
-          }
-          break;
-        case Op::CSRRW: case Op::CSRRS: case Op::CSRRC: case Op::CSRRWI: case Op::CSRRSI: case Op::CSRRCI: {
-          const bool imm_form = d.op >= Op::CSRRWI;
-          const T value = imm_form ? T(d.rs1) : a;
-          const bool write = d.op == Op::CSRRW || d.op == Op::CSRRWI || d.rs1 != 0;
-          T old = 0;
-          if (!csr(static_cast<unsigned>(d.imm), old, value, d.op, write)) {
-            illegal(d);
-            goto trapped;
-          }
-          set(d.rd, old);
-          cost = env_.cpi[static_cast<unsigned>(OpClass::csr)];
-          break;
-        }
-        case Op::LR_W: trapped_ = false; load_reserved<std::uint32_t>(d); goto atomic;
-        case Op::SC_W: trapped_ = false; store_conditional<std::uint32_t>(d); goto atomic;
-        case Op::AMOSWAP_W: case Op::AMOADD_W: case Op::AMOXOR_W: case Op::AMOAND_W: case Op::AMOOR_W:
-        case Op::AMOMIN_W: case Op::AMOMAX_W: case Op::AMOMINU_W: case Op::AMOMAXU_W:
-          trapped_ = false;
-          amo<std::uint32_t>(d);
-          goto atomic;
-        case Op::LR_D: trapped_ = false; load_reserved<std::uint64_t>(d); goto atomic;
-        case Op::SC_D: trapped_ = false; store_conditional<std::uint64_t>(d); goto atomic;
-        case Op::AMOSWAP_D: case Op::AMOADD_D: case Op::AMOXOR_D: case Op::AMOAND_D: case Op::AMOOR_D:
-        case Op::AMOMIN_D: case Op::AMOMAX_D: case Op::AMOMINU_D: case Op::AMOMAXU_D:
-          trapped_ = false;
-          amo<std::uint64_t>(d);
-          goto atomic;
-        default:
-          if (is_fp(d.op)) {
-            if (!exec_fp(d, cost)) goto trapped;
-            break;
-          }
+      }
+    off:
+      pc_ = pc;
+      cycle_ = limit - static_cast<std::uint64_t>(left);
+      instret_ = instret;
+      if (!slow && left <= 0) break;
+      if (!slow && !(slow = fetch_miss(cache_[(pc >> 1) & kIndex]))) continue;
+      execute<false>(*slow);
+    }
+  }
+
+  // Executes d, the instruction at pc_, on the members.
+  template <bool kTrace>
+  void execute(const Decoded& d) {
+    const T pc = pc_;
+    if constexpr (kTrace) trace_before_ = fp_rd(d.op) ? f_[d.rd] : x_[d.rd];
+    T next = pc + d.len;
+    const T a = x_[d.rs1], b = x_[d.rs2];
+    const T imm = static_cast<T>(d.imm);
+    const unsigned* const cpi = env_.cpi;
+    unsigned cost = cpi[static_cast<unsigned>(OpClass::alu)];
+    switch (d.op) {
+#include "riscv/hart_integer_ops.inc"
+#define TESSERA_LOAD(OP, U, EXT)                            \
+  case Op::OP: {                                            \
+    U v;                                                    \
+    if (!load<U>(a + imm, v)) goto trapped;                 \
+    set(d.rd, static_cast<T>(static_cast<EXT>(v)));         \
+    cost = cpi[static_cast<unsigned>(OpClass::load)];       \
+    break;                                                  \
+  }
+      TESSERA_RISCV_LOADS(TESSERA_LOAD)
+#undef TESSERA_LOAD
+#define TESSERA_STORE(OP, U)                                  \
+  case Op::OP:                                                \
+    if (!store<U>(a + imm, static_cast<U>(b))) goto trapped;  \
+    cost = cpi[static_cast<unsigned>(OpClass::store)];        \
+    break;
+      TESSERA_RISCV_STORES(TESSERA_STORE)
+#undef TESSERA_STORE
+      case Op::FENCE: break;
+      case Op::FENCE_I:
+        drop_fetch();
+        break;
+      case Op::ECALL: trap(priv_ == Priv::U ? kEcallU : priv_ == Priv::S ? kEcallS : kEcallM, 0); goto trapped;
+      case Op::EBREAK: trap(kBreakpoint, pc); goto trapped;
+      case Op::MRET: {
+        if (priv_ != Priv::M) {
           illegal(d);
           goto trapped;
+        }
+        priv_ = static_cast<Priv>((mstatus_ >> 11) & 3);
+        mstatus_ = (mstatus_ & ~(kMIE | kMPP)) | ((mstatus_ & kMPIE) ? kMIE : 0) | kMPIE;
+        if (priv_ != Priv::M) mstatus_ &= ~kMPRV;
+        tcontrol_ = (tcontrol_ & kMPTE) ? kMPTE | kMTE : 0;
+        next = mepc_;
+        update_mode();
+        cost = cpi[static_cast<unsigned>(OpClass::system)];
+        break;
       }
-      pc_ = next;
-      ++instret_;
-      cycle_ += cost;
-      if constexpr (kTrace) trace(pc, d);
-      continue;
-    atomic:
-      if (trapped_) continue;
-      pc_ = next;
-      ++instret_;
-      cycle_ += env_.cpi[static_cast<unsigned>(OpClass::atomic)];
-      if constexpr (kTrace) trace(pc, d);
-      continue;
-    trapped:
-      if constexpr (kTrace) log::trace(env_.path, "{:#010x}: trap {:#x}", static_cast<std::uint64_t>(pc), mcause_);
-      continue;
+      case Op::SRET: {
+        if (!env_.has_s || priv_ == Priv::U || (priv_ == Priv::S && (mstatus_ & kTSR))) {
+          illegal(d);
+          goto trapped;
+        }
+        priv_ = (mstatus_ & kSPP) ? Priv::S : Priv::U;
+        mstatus_ = (mstatus_ & ~(kSIE | kSPP | kMPRV)) | ((mstatus_ & kSPIE) ? kSIE : 0) | kSPIE;
+        next = sepc_;
+        update_mode();
+        cost = cpi[static_cast<unsigned>(OpClass::system)];
+        break;
+      }
+      case Op::SFENCE_VMA:
+        if (!env_.has_s || priv_ == Priv::U || (priv_ == Priv::S && (mstatus_ & kTVM))) {
+          illegal(d);
+          goto trapped;
+        }
+        flush_tlb();
+        cost = cpi[static_cast<unsigned>(OpClass::system)];
+        break;
+      case Op::WFI:
+        if (priv_ != Priv::M && (mstatus_ & kTW)) {
+          illegal(d);
+          goto trapped;
+        }
+        cost = cpi[static_cast<unsigned>(OpClass::system)];
+        if (!(mip() & mie_ & irqs())) {
+          sleeping_ = true;  // the thread waits for an interrupt
+          yield_ = true;
+          ++wfi_sleeps;
+        }
+        break;
+      case Op::CSRRW: case Op::CSRRS: case Op::CSRRC: case Op::CSRRWI: case Op::CSRRSI: case Op::CSRRCI: {
+        const bool imm_form = d.op >= Op::CSRRWI;
+        const T value = imm_form ? T(d.rs1) : a;
+        const bool write = d.op == Op::CSRRW || d.op == Op::CSRRWI || d.rs1 != 0;
+        T old = 0;
+        if (!csr(static_cast<unsigned>(d.imm), old, value, d.op, write)) {
+          illegal(d);
+          goto trapped;
+        }
+        set(d.rd, old);
+        cost = cpi[static_cast<unsigned>(OpClass::csr)];
+        break;
+      }
+      case Op::LR_W: trapped_ = false; load_reserved<std::uint32_t>(d); goto atomic;
+      case Op::SC_W: trapped_ = false; store_conditional<std::uint32_t>(d); goto atomic;
+      case Op::AMOSWAP_W: case Op::AMOADD_W: case Op::AMOXOR_W: case Op::AMOAND_W: case Op::AMOOR_W:
+      case Op::AMOMIN_W: case Op::AMOMAX_W: case Op::AMOMINU_W: case Op::AMOMAXU_W:
+        trapped_ = false;
+        amo<std::uint32_t>(d);
+        goto atomic;
+      case Op::LR_D: trapped_ = false; load_reserved<std::uint64_t>(d); goto atomic;
+      case Op::SC_D: trapped_ = false; store_conditional<std::uint64_t>(d); goto atomic;
+      case Op::AMOSWAP_D: case Op::AMOADD_D: case Op::AMOXOR_D: case Op::AMOAND_D: case Op::AMOOR_D:
+      case Op::AMOMIN_D: case Op::AMOMAX_D: case Op::AMOMINU_D: case Op::AMOMAXU_D:
+        trapped_ = false;
+        amo<std::uint64_t>(d);
+        goto atomic;
+      default:
+        if (is_fp(d.op)) {
+          if (!exec_fp(d, cost)) goto trapped;
+          break;
+        }
+        illegal(d);
+        goto trapped;
     }
+    pc_ = next;
+    ++instret_;
+    cycle_ += cost;
+    if constexpr (kTrace) trace(pc, d);
+    return;
+  atomic:
+    if (trapped_) return;
+    pc_ = next;
+    ++instret_;
+    cycle_ += cpi[static_cast<unsigned>(OpClass::atomic)];
+    if constexpr (kTrace) trace(pc, d);
+    return;
+  trapped:
+    if constexpr (kTrace) log::trace(env_.path, "{:#010x}: trap {:#x}", static_cast<std::uint64_t>(pc), mcause_);
   }
 
   static T w(T v) { return static_cast<T>(static_cast<S>(static_cast<std::int32_t>(static_cast<std::uint32_t>(v)))); }

@@ -13,6 +13,11 @@ TEST_BEGIN
   sw t1, 0(t0); j 2f
 1: sh t1, 0(t0); srli t1, t1, 16; sh t1, 2(t0)
 2: fence.i; call patchable; EXPECT(a0, 7)
+  /* And to 9 without FENCE.I: the decoded instruction is checked against
+   * memory on every execution. */
+  CHECK(4); la t0, patchable; li t1, 0x00900513
+  sh t1, 0(t0); srli t1, t1, 16; sh t1, 2(t0)
+  call patchable; EXPECT(a0, 9)
 TEST_END
   .section .text.patch, "awx"
   .option push
