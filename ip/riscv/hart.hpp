@@ -6,10 +6,10 @@
 // into a direct-mapped cache keyed by pc. An entry keeps the host address
 // its bits came from; on a hit they are compared with what memory holds
 // there now, so self-modifying code and code written by DMA always run
-// what memory holds. Anything that may move the pc's mapping to host
-// memory (a DMI grant withdrawn, satp, SFENCE.VMA, a change of privilege
-// or PMP off the plain path) drops every such address at once (a new
-// fetch generation). Data accesses go through the last DMI region hit,
+// what memory holds. Host addresses are kept per fetch context (the plain
+// path, or a privilege and satp): entering another context switches to
+// its generation, and anything that may move a mapping (a DMI grant
+// withdrawn, satp, SFENCE.VMA, PMP) drops every context's at once. Data accesses go through the last DMI region hit,
 // then a few cached regions, then b_transport.
 #pragma once
 
@@ -160,12 +160,9 @@ class HartBase {
   }
   void invalidate_dmi(std::uint64_t start, std::uint64_t end);
   // The fetch window dropped, and with it every host pointer the decode
-  // cache holds (a DMI grant withdrawn, or the pc's translation or
-  // protection changed).
-  void drop_fetch() {
-    fetch_ = DmiRegion{};
-    if (++fetch_gen_ == 0) restart_fetch_gen();
-  }
+  // cache holds, in every fetch context (a DMI grant withdrawn, satp,
+  // SFENCE.VMA, PMP written).
+  void drop_fetch();
   // Leave run() at the next instruction boundary (the core is halted from
   // inside an access).
   void request_yield() { yield_ = true; }
@@ -186,7 +183,17 @@ class HartBase {
   bool bus_write(std::uint64_t addr, const void* data, unsigned len);
   bool fetch_window(std::uint64_t pc);  // sets the fetch window for pc; false: no DMI
   DmiRegion* find_dmi(std::uint64_t addr, unsigned len, bool write);
-  // After 2^32 drops: forget every host pointer, and start again at 1.
+  // What the pc's mapping to host memory depends on: one key for the plain
+  // path (no translation, no PMP); otherwise the privilege, and satp where
+  // it translates. Entries decoded in a context carry its generation, and
+  // a context met again since the last drop_fetch() gets its generation
+  // back (a trap into M and back to S keeps S's decoded code).
+  struct FetchKey {
+    std::uint64_t priv = ~0ull, satp = ~0ull;
+    bool operator==(const FetchKey& o) const { return priv == o.priv && satp == o.satp; }
+  };
+  void enter_fetch_context(const FetchKey& key);
+  // After 2^32 generations: every entry's generation to 0 (none).
   virtual void restart_fetch_gen() = 0;
   void store_seen(std::uint64_t addr, unsigned len);  // clears other harts' reservations
 
@@ -218,7 +225,17 @@ class HartBase {
   tlm::tlm_response_status status_ = tlm::TLM_OK_RESPONSE;
 
   DmiRegion fetch_;                  // instruction window
-  std::uint32_t fetch_gen_ = 1;      // the decode cache's host pointers are those of this generation
+  std::uint32_t fetch_gen_ = 1;      // the current fetch context's generation
+  FetchKey fetch_key_;
+  struct FetchContext {
+    FetchKey key;
+    std::uint32_t gen = 0;
+  };
+  static constexpr unsigned kFetchContexts = 4;
+  FetchContext contexts_[kFetchContexts];
+  unsigned next_context_ = 0;
+  std::uint32_t last_gen_ = 1;
+  std::uint32_t new_fetch_gen();
   DmiRegion* last_read_ = &none_;    // data regions hit last
   DmiRegion* last_write_ = &none_;
   DmiRegion none_;

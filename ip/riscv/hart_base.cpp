@@ -57,6 +57,36 @@ void HartBase::invalidate_dmi(std::uint64_t start, std::uint64_t end) {
   denied_.clear();
 }
 
+void HartBase::drop_fetch() {
+  fetch_ = DmiRegion{};
+  for (FetchContext& c : contexts_) c = FetchContext{};
+  fetch_gen_ = new_fetch_gen();
+  contexts_[0] = {fetch_key_, fetch_gen_};
+  next_context_ = 1;
+}
+
+void HartBase::enter_fetch_context(const FetchKey& key) {
+  if (key == fetch_key_) return;
+  fetch_key_ = key;
+  for (const FetchContext& c : contexts_)
+    if (c.gen && c.key == key) {
+      fetch_gen_ = c.gen;
+      return;
+    }
+  fetch_gen_ = new_fetch_gen();
+  contexts_[next_context_] = {key, fetch_gen_};
+  next_context_ = (next_context_ + 1) % kFetchContexts;
+}
+
+std::uint32_t HartBase::new_fetch_gen() {
+  if (++last_gen_ == 0) {
+    restart_fetch_gen();
+    for (FetchContext& c : contexts_) c = FetchContext{};
+    last_gen_ = 1;
+  }
+  return last_gen_;
+}
+
 DmiRegion* HartBase::find_dmi(std::uint64_t addr, unsigned len, bool write) {
   for (auto& r : regions_)
     if (addr - r.base < r.limit && r.limit - (addr - r.base) >= len && (write ? r.write : r.read)) return &r;

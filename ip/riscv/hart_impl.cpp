@@ -71,7 +71,9 @@ class Hart final : public HartBase {
 
  public:
   explicit Hart(const HartEnv& env)
-      : HartBase(env), pmp_(env.pmp_entries, kXlen), tlb_(kTlbEntries), cache_(1u << kCacheBits) {}
+      : HartBase(env), pmp_(env.pmp_entries, kXlen), tlb_(kTlbEntries), cache_(1u << kCacheBits) {
+    forget_pmp_pages();
+  }
 
   unsigned xlen() const override { return kXlen; }
 
@@ -363,9 +365,11 @@ class Hart final : public HartBase {
     const Priv dp = data_priv();
     data_plain_ = !translating(dp) && !pmp_.active(dp == Priv::M);
     const bool plain = !translating(priv_) && !pmp_.active(priv_ == Priv::M);
-    if (!plain || !fetch_plain_) drop_fetch();
+    if (!plain || !fetch_plain_) fetch_ = DmiRegion{};
     fetch_plain_ = plain;
-    for (auto& page : pmp_page_) page = ~0ull;
+    enter_fetch_context(plain ? FetchKey{0, 0}
+                              : FetchKey{1 + static_cast<unsigned>(priv_), translating(priv_) ? static_cast<std::uint64_t>(satp_) : 0});
+    forget_pmp_pages();
     update_pending();
   }
   void flush_tlb() {
@@ -373,9 +377,13 @@ class Hart final : public HartBase {
     drop_fetch();
   }
 
-  // PMP, with the last page found wholly allowed remembered per access type.
+  // PMP, with pages found wholly allowed remembered per access type.
+  void forget_pmp_pages() {
+    for (auto& pages : pmp_page_)
+      for (auto& page : pages) page = ~0ull;
+  }
   bool pmp_ok(std::uint64_t pa, unsigned len, unsigned access, bool machine) {
-    std::uint64_t& page = pmp_page_[access == kExec ? 2 : access == kWrite ? 1 : 0];
+    std::uint64_t& page = pmp_page_[access == kExec ? 2 : access == kWrite ? 1 : 0][(pa >> 12) % kPmpPages];
     if ((pa >> 12) == page && ((pa + len - 1) >> 12) == page) return true;
     if (!pmp_.allows(pa, len, access, machine)) return false;
     if (pmp_.allows(pa & ~0xfffull, 4096, access, machine)) page = pa >> 12;
@@ -444,7 +452,6 @@ class Hart final : public HartBase {
   }
   void restart_fetch_gen() override {
     for (Entry& e : cache_) e.gen = 0;
-    fetch_gen_ = 1;
   }
   __attribute__((noinline)) const Decoded* fetch_miss(Entry& e) {
     std::uint64_t off = static_cast<std::uint64_t>(pc_) - fetch_.base;
@@ -1258,9 +1265,7 @@ class Hart final : public HartBase {
       TESSERA_RISCV_STORES(TESSERA_STORE)
 #undef TESSERA_STORE
       case Op::FENCE: break;
-      case Op::FENCE_I:
-        drop_fetch();
-        break;
+      case Op::FENCE_I: break;  // every execution checks the decoded bits against memory
       case Op::ECALL: trap(priv_ == Priv::U ? kEcallU : priv_ == Priv::S ? kEcallS : kEcallM, 0); goto trapped;
       case Op::EBREAK: trap(kBreakpoint, pc); goto trapped;
       case Op::MRET: {
@@ -1411,7 +1416,8 @@ class Hart final : public HartBase {
   };
   std::vector<TlbEntry> tlb_;  // direct-mapped by the 4 KiB VPN (superpages fill one entry per page used)
   bool data_plain_ = true, fetch_plain_ = true;  // no translation and no PMP on that path
-  std::uint64_t pmp_page_[3] = {~0ull, ~0ull, ~0ull};
+  static constexpr unsigned kPmpPages = 16;
+  std::uint64_t pmp_page_[3][kPmpPages];  // by access type, direct-mapped by page: pages wholly allowed
   std::uint64_t last_pa_ = 0;  // the physical address of the last load off the plain path
   Trigger triggers_[kTriggers];
   unsigned tselect_ = 0;

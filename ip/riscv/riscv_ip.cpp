@@ -5,6 +5,6 @@
 
 namespace tessera::riscv {
 
-TESSERA_REGISTER_IP("riscv", RiscvCpu, "RISC-V hart: RV64GC (CP) or RV32IMAC (tile core), M and U modes");
+TESSERA_REGISTER_IP("riscv", RiscvCpu, "RISC-V hart: RV64GC with S mode, Sv39 and PMP (CP) or RV32IMAC, M and U modes (tile core)");
 
 }  // namespace tessera::riscv
