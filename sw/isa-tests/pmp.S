@@ -2,7 +2,8 @@
  * RV64), R=0 W=1 reserved, NA4, TOR and NAPOT regions enforced on U's
  * loads, stores and fetches (access faults with the address in mtval),
  * an access partly inside an entry, no matching entry (S/U fail, M
- * succeeds), MPRV applying U's permissions to M's data accesses, and a
+ * succeeds), MPRV applying U's permissions to M's data accesses, X taken
+ * from code U has already run, and a
  * locked entry that binds M and ignores writes (last: locks hold until
  * reset).
  *
@@ -62,12 +63,19 @@ TEST_BEGIN
   CHECK(11); CFG_ENTRIES(0, TOR | 3, NA4 | 1, 0); EXPECT_TRAP(1, 1f); ENTER_U(2f)
 2: j test_fail
 1: la t1, 2b; EXPECT_REG(s9, t1); la a0, nx_page; lw t0, 8(a0); EXPECT(t0, 77)
+  /* Code U has run loses X: the next run of the same instruction faults
+   * (decoded instructions and remembered pages do not outlive a PMP write). */
+  CHECK(12); CFG_ENTRIES(0, TOR | 3, NA4 | 1, NAPOT | 7); EXPECT_TRAP(8, 1f); ENTER_U(ucode)
+1: la t0, ucode; srli t0, t0, 2; ori t0, t0, 0x1ff; csrw pmpaddr2, t0   /* NAPOT: ucode's 4 KiB page */
+  CFG_ENTRIES(0, TOR | 3, NAPOT | 3, NAPOT | 7); EXPECT_TRAP(1, 1f); ENTER_U(ucode)
+1: la t1, ucode; EXPECT_REG(s9, t1)
+  la t0, word_ro; srli t0, t0, 2; csrw pmpaddr2, t0
   /* A locked entry binds M, and its configuration and address ignore writes. */
-  CHECK(12); CFG_ENTRIES(0, TOR | 3, LOCK | NA4 | 1, NAPOT | 7); EXPECT_TRAP(7, 1f)
+  CHECK(13); CFG_ENTRIES(0, TOR | 3, LOCK | NA4 | 1, NAPOT | 7); EXPECT_TRAP(7, 1f)
   la a1, word_ro; sw zero, 0(a1); j test_fail
 1: CFG_ENTRIES(0, TOR | 3, NAPOT | 7, NAPOT | 7); csrr t0, pmpcfg0; srli t0, t0, 16; andi t0, t0, 0xff
   EXPECT(t0, LOCK | NA4 | 1)
-  CHECK(13); csrr t1, pmpaddr2; csrw pmpaddr2, zero; csrr t0, pmpaddr2; EXPECT_REG(t0, t1)
+  CHECK(14); csrr t1, pmpaddr2; csrw pmpaddr2, zero; csrr t0, pmpaddr2; EXPECT_REG(t0, t1)
 TEST_END
 
   .data
@@ -75,3 +83,9 @@ TEST_END
 nx_page: .space 4096
   .align 3
 word_ro: .word 0x5a5a5a5a, 0
+
+  .section .text.ucode, "ax"
+  .align 12
+ucode:
+  ecall
+  .align 12
