@@ -9,8 +9,9 @@
 // what memory holds. Host addresses are kept per fetch context (the plain
 // path, or a privilege and satp): entering another context switches to
 // its generation, and anything that may move a mapping (a DMI grant
-// withdrawn, satp, SFENCE.VMA, PMP) drops every context's at once. Data accesses go through the last DMI region hit,
-// then a few cached regions, then b_transport.
+// withdrawn, satp, SFENCE.VMA, PMP) drops every context's at once. Data
+// accesses go through the last DMI region hit, then a few cached regions,
+// then b_transport.
 #pragma once
 
 #include <cstdint>
