@@ -219,7 +219,7 @@ class Hbm::Regs : public MmioTarget {
 // ---- the stack ----------------------------------------------------------------------
 
 Hbm::Hbm(const sc_core::sc_module_name& n, const Config& c)
-    : Ip(n), mem_target("mem_target"), config_(c), map_(c.address_map, c.org, c.t.burst_bytes(), c.xor_hash),
+    : Ip(n), mem_target("mem_target"), config_(c), fast_mode_(c.mode == "fast"), map_(c.address_map, c.org, c.t.burst_bytes(), c.xor_hash),
       tck_(std::max<std::uint64_t>(1, sc_core::sc_time(c.t.tck_ns, sc_core::SC_NS).value())), store_(c.page_size),
       rng_(c.seed) {
   mem_target.register_b_transport(this, &Hbm::b_transport);
@@ -334,7 +334,7 @@ void Hbm::b_transport(tlm::tlm_generic_payload& trans, sc_core::sc_time& delay) 
         injected_.erase(a);
   }
   if (!seen_) first_ = sc_core::sc_time_stamp() + delay, seen_ = true;
-  if (config_.mode == "fast") fast(trans, delay);
+  if (fast_mode_) fast(trans, delay);
   else detailed(trans, delay);
   last_ = std::max(last_, sc_core::sc_time_stamp() + delay);
   trans.set_response_status(ok ? tlm::TLM_OK_RESPONSE : tlm::TLM_GENERIC_ERROR_RESPONSE);

@@ -132,6 +132,7 @@ class Hbm : public Ip {
   std::uint64_t cycle_of(const sc_core::sc_time& t) const { return clk_->cycle(t, tck_); }
 
   Config config_;
+  bool fast_mode_;  // mode "fast"
   AddressMap map_;
   std::uint64_t tck_;  // ticks of the time resolution per cycle
   power::Meter* meter_ = &power::meter(name());

@@ -606,6 +606,55 @@ TEST(Hbm, PseudoChannelsOfAChannelTakeTurnsOnItsCommandBuses) {
   EXPECT_EQ(rd[0], act[0] + t.tRCDRD);
 }
 
+TEST(Hbm, NoTwoCommandsHoldASharedBusCycle) {
+  // Two pseudo-channels on shared buses with a two-cycle ACT, random reads
+  // and writes arriving over time, refresh on: every cycle of the row bus
+  // (ACT two cycles, PRE and REF one) and of the column bus is held by one
+  // command at most. A command may not issue before its request's
+  // frontend cycles, and that later cycle must be free on the bus too.
+  const Timing t = Timing::load(kTiming);
+  const Org o;
+  ControllerConfig cc;
+  cc.act_cycles = 2;
+  cc.queues = "unified";
+  auto shared = std::make_shared<CommandBus>();
+  std::vector<std::unique_ptr<PseudoChannel>> pcs;
+  for (unsigned i = 0; i < 2; ++i) {
+    pcs.push_back(std::make_unique<PseudoChannel>(t, o, cc, [](Request&) {}));
+    pcs.back()->record_commands(true);
+    pcs.back()->set_command_bus(shared);
+  }
+  std::mt19937_64 rng(7);
+  std::uint64_t id = 0;
+  for (std::uint64_t c = 0; c < 40000; ++c) {
+    for (unsigned i = 0; i < 2; ++i)
+      if (rng() % 8 == 0) {
+        Request r;
+        r.loc.bank = static_cast<unsigned>(rng() % o.banks);
+        r.loc.bg = static_cast<unsigned>(rng() % o.bank_groups);
+        r.loc.row = rng() % 4;
+        r.write = rng() % 3 == 0;
+        r.arrival = c;
+        r.id = id++;
+        pcs[i]->advance(c);
+        pcs[i]->enqueue(r);
+      }
+    for (auto& pc : pcs) pc->advance(c);
+  }
+  std::map<std::uint64_t, int> row_bus, column_bus;
+  std::size_t commands = 0;
+  for (auto& pc : pcs)
+    for (const auto& c : pc->commands()) {
+      ++commands;
+      if (!CommandBus::row(c.cmd)) ++column_bus[c.cycle];
+      else
+        for (unsigned k = 0; k < (c.cmd == Cmd::ACT ? cc.act_cycles : 1u); ++k) ++row_bus[c.cycle + k];
+    }
+  EXPECT_GT(commands, 10000u);
+  for (const auto* bus : {&row_bus, &column_bus})
+    for (const auto& [cycle, held] : *bus) EXPECT_EQ(held, 1) << (bus == &row_bus ? "row" : "column") << " bus, cycle " << cycle;
+}
+
 TEST(Hbm, LongRandomRunsBreakNoConstraint) {
   // Mixed reads and writes at random addresses, under every scheduler, page
   // policy and refresh mode; the checker sees every command.

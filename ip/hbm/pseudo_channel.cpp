@@ -31,6 +31,7 @@ bool PseudoChannel::idle() const { return reads_.empty() && writes_.empty() && f
 
 void PseudoChannel::enqueue(const Request& in) {
   pending_valid_ = false;
+  ++generation_;
   Request r = in;
   if (cfg_.interface_limit) {  // one request a cycle
     if (any_accept_) r.arrival = std::max(r.arrival, last_accept_ + 1);
@@ -61,7 +62,7 @@ void PseudoChannel::account_queue(std::uint64_t cycle) {
   }
 }
 
-std::uint64_t PseudoChannel::earliest(Cmd cmd, unsigned bank) const {
+std::uint64_t PseudoChannel::earliest(Cmd cmd, unsigned bank, std::uint64_t from) const {
   const BankState& b = banks_[bank];
   std::uint64_t e = 0;
   switch (cmd) {
@@ -77,36 +78,38 @@ std::uint64_t PseudoChannel::earliest(Cmd cmd, unsigned bank) const {
       for (const BankState& x : banks_) e = std::max(e, x.next_act);
       break;
   }
-  e = std::max(e, now_);
+  e = std::max({e, now_, from});
   if (bus_) return bus_->free_at(CommandBus::row(cmd), e, cmd == Cmd::ACT ? cfg_.act_cycles : 1);
   if (any_cmd_) e = std::max(e, last_cmd_ + 1);  // one command per cycle
   return e;
 }
 
 std::uint64_t CommandBus::free_at(bool row, std::uint64_t c, unsigned len) const {
-  const std::deque<std::uint8_t>& b = busy_[row];
-  const std::uint64_t base = base_[row];
+  const Window& w = bus_[row];
   for (std::uint64_t k = c; k < c + len; ++k)
-    if (k >= base && k - base < b.size() && b[k - base]) c = k + 1, k = c - 1;  // held: start after it
+    if (w.held(k)) c = k + 1, k = c - 1;  // held: start after it
   return c;
 }
 
 void CommandBus::reserve(bool row, std::uint64_t c, unsigned len) {
-  std::deque<std::uint8_t>& b = busy_[row];
-  std::uint64_t& base = base_[row];
-  if (b.empty()) base = c;
-  if (c + len <= base) return;  // before the window: earlier than anything still asked about
-  if (c < base) {
-    len -= static_cast<unsigned>(base - c);
-    c = base;
+  Window& w = bus_[row];
+  ++generation_;
+  if (w.end == w.base) w.base = w.end = c, w.words.clear();
+  if (c + len <= w.base) return;  // before the window: earlier than anything still asked about
+  if (c < w.base) {
+    len -= static_cast<unsigned>(w.base - c);
+    c = w.base;
   }
-  if (c + len - base > b.size()) b.resize(c + len - base, 0);
-  for (unsigned i = 0; i < len; ++i) b[c + i - base] = 1;
-  constexpr std::size_t kKeep = 4096;
-  if (b.size() > 2 * kKeep) {
-    const std::size_t drop = b.size() - kKeep;
-    b.erase(b.begin(), b.begin() + static_cast<std::ptrdiff_t>(drop));
-    base += drop;
+  if (c + len > w.end) {
+    w.end = c + len;
+    w.words.resize((w.end - 1) / 64 - w.base / 64 + 1, 0);
+  }
+  for (std::uint64_t k = c; k < c + len; ++k) w.words[k / 64 - w.base / 64] |= 1ull << (k % 64);
+  constexpr std::uint64_t kKeep = 4096;
+  if (w.end - w.base > 2 * kKeep) {
+    const std::uint64_t base = w.end - kKeep;
+    w.words.erase(w.words.begin(), w.words.begin() + static_cast<std::ptrdiff_t>(base / 64 - w.base / 64));
+    w.base = base;
   }
 }
 
@@ -135,12 +138,25 @@ PseudoChannel::Candidate PseudoChannel::next_for(const Request& r) const {
   } else {
     c.cmd = Cmd::ACT;
   }
-  c.cycle = std::max(earliest(c.cmd, c.bank), r.arrival + cfg_.frontend);
+  c.cycle = earliest(c.cmd, c.bank, r.arrival + cfg_.frontend);
   c.age = r.id;
   return c;
 }
 
 bool PseudoChannel::pick(std::uint64_t, Candidate& best) {
+  const std::uint64_t bus = bus_ ? bus_->generation() : 0;
+  if (picked_generation_ == generation_ && picked_bus_ == bus && (!picked_found_ || now_ <= picked_.cycle)) {
+    best = picked_;
+    return picked_found_;
+  }
+  picked_found_ = pick_now(best);
+  picked_ = best;
+  picked_generation_ = generation_;
+  picked_bus_ = bus;
+  return picked_found_;
+}
+
+bool PseudoChannel::pick_now(Candidate& best) {
   best = Candidate{};
   auto better = [](const Candidate& a, const Candidate& b) {
     if (a.cycle != b.cycle) return a.cycle < b.cycle;
@@ -193,14 +209,13 @@ bool PseudoChannel::pick(std::uint64_t, Candidate& best) {
   Candidate r{};
   if (per_bank) {
     const unsigned b = refresh_bank_;
-    r = banks_[b].open ? Candidate{Cmd::PRE, b, earliest(Cmd::PRE, b), -2, 0, 0}
-                       : Candidate{Cmd::REFPB, b, earliest(Cmd::REFPB, b), -2, 0, 0};
+    r = banks_[b].open ? Candidate{Cmd::PRE, b, earliest(Cmd::PRE, b, refresh_due_), -2, 0, 0}
+                       : Candidate{Cmd::REFPB, b, earliest(Cmd::REFPB, b, refresh_due_), -2, 0, 0};
   } else {
     for (unsigned b = 0; b < banks_.size() && r.cycle == ~0ull; ++b)
-      if (banks_[b].open) r = Candidate{Cmd::PRE, b, earliest(Cmd::PRE, b), -2, 0, 0};
-    if (r.cycle == ~0ull) r = Candidate{Cmd::REFAB, 0, earliest(Cmd::REFAB, 0), -2, 0, 0};
+      if (banks_[b].open) r = Candidate{Cmd::PRE, b, earliest(Cmd::PRE, b, refresh_due_), -2, 0, 0};
+    if (r.cycle == ~0ull) r = Candidate{Cmd::REFAB, 0, earliest(Cmd::REFAB, 0, refresh_due_), -2, 0, 0};
   }
-  r.cycle = std::max(r.cycle, refresh_due_);
   if (best.cycle == ~0ull || best.cycle >= r.cycle || (!per_bank && best.cycle >= refresh_due_)) best = r;
   return best.cycle != ~0ull;
 }
@@ -262,6 +277,7 @@ void PseudoChannel::apply(Cmd cmd, unsigned bank, std::uint64_t row, std::uint64
 
 void PseudoChannel::issue(const Candidate& c) {
   now_ = c.cycle;
+  ++generation_;
   std::uint64_t row = banks_[c.bank].row;
   Request* r = nullptr;
   if (c.queue >= 0) {
@@ -340,6 +356,7 @@ void PseudoChannel::advance(std::uint64_t cycle) {
   if (!refresh_off_ && reads_.empty() && writes_.empty() && frontend_.empty()) {
     const std::uint64_t period = per_bank_ ? t_.refisb(static_cast<unsigned>(banks_.size())) : t_.tREFI;
     if (refresh_due_ + 4 * period < cycle) {
+      ++generation_;
       const std::uint64_t skip = (cycle - refresh_due_) / period - 2;
       const unsigned tRFC = per_bank_ ? t_.tRFCpb : t_.tRFCab;
       stats_.refreshes += skip;
@@ -349,7 +366,7 @@ void PseudoChannel::advance(std::uint64_t cycle) {
       // The last skipped refresh ended long ago: only the open rows change.
       for (unsigned b = 0; b < banks_.size(); ++b)
         if (banks_[b].open) {
-          const std::uint64_t at = std::max(earliest(Cmd::PRE, b), refresh_due_ - period);
+          const std::uint64_t at = earliest(Cmd::PRE, b, refresh_due_ - period);
           if (cfg_.check) checker_.record(Cmd::PRE, b, banks_[b].row, at);
           apply(Cmd::PRE, b, 0, at);
         }
@@ -359,6 +376,7 @@ void PseudoChannel::advance(std::uint64_t cycle) {
   // Refreshes may be owed (postponed) while requests wait.
   while (!refresh_off_ && refresh_due_ <= cycle && refresh_owed_ < cfg_.refresh_postpone &&
          !(reads_.empty() && writes_.empty())) {
+    ++generation_;
     ++refresh_owed_;
     refresh_due_ += per_bank_ ? t_.refisb(static_cast<unsigned>(banks_.size())) : t_.tREFI;
   }

@@ -58,13 +58,23 @@ class CommandBus {
   // The first cycle at or after `c` from which `len` cycles of the bus are free.
   std::uint64_t free_at(bool row, std::uint64_t c, unsigned len) const;
   void reserve(bool row, std::uint64_t c, unsigned len);
+  // Counts reservations: a pseudo-channel's decision stands while it is unchanged.
+  std::uint64_t generation() const { return generation_; }
 
  private:
-  // Cycles from base_[bus] on: 1 where a command holds the bus. Commands
-  // issue near the present, so the window keeps the last few thousand
-  // cycles and forgets older ones.
-  std::deque<std::uint8_t> busy_[2];
-  std::uint64_t base_[2] = {0, 0};
+  // Cycles [base, end) of each bus, a bit each (1: a command holds it),
+  // in words of 64 cycles from word base / 64. Commands issue near the
+  // present, so the window keeps the last few thousand cycles and forgets
+  // older ones (free, as is everything outside it).
+  struct Window {
+    std::vector<std::uint64_t> words;
+    std::uint64_t base = 0, end = 0;
+    bool held(std::uint64_t k) const {
+      return k >= base && k < end && (words[k / 64 - base / 64] >> (k % 64) & 1);
+    }
+  };
+  Window bus_[2];
+  std::uint64_t generation_ = 0;
 };
 
 struct Request {
@@ -141,8 +151,11 @@ class PseudoChannel {
 
   // The command a request needs next and the earliest cycle it may issue.
   Candidate next_for(const Request& r) const;
-  std::uint64_t earliest(Cmd cmd, unsigned bank) const;
-  bool pick(std::uint64_t now, Candidate& best);
+  // The earliest cycle, `from` on, the command may issue to the bank (its
+  // command bus free then).
+  std::uint64_t earliest(Cmd cmd, unsigned bank, std::uint64_t from = 0) const;
+  bool pick(std::uint64_t now, Candidate& best);  // pick_now(), or its answer while that stands
+  bool pick_now(Candidate& best);
   void issue(const Candidate& c);
   void apply(Cmd cmd, unsigned bank, std::uint64_t row, std::uint64_t cycle);
   void refill();
@@ -192,6 +205,14 @@ class PseudoChannel {
   // The decision the last advance() left pending (valid until a new request).
   std::uint64_t pending_cycle_ = ~0ull;
   bool pending_valid_ = false;
+  // pick()'s last answer. It stands while nothing it read has changed (the
+  // queues, the banks, the refresh state: generation_; the shared buses'
+  // reservations) and the present has not passed it: every candidate it
+  // weighed issues no earlier than the best, so a later present up to the
+  // best's cycle changes none of them.
+  std::uint64_t generation_ = 0, picked_generation_ = ~0ull, picked_bus_ = 0;
+  Candidate picked_;
+  bool picked_found_ = false;
 };
 
 }  // namespace tessera::hbm

@@ -100,6 +100,7 @@ std::uint64_t TrafficGen::address(std::uint64_t i) {
 void TrafficGen::stream(unsigned id) {
   if (id == 0 && autostart_) start();
   std::vector<std::uint8_t>& buf = buffers_[id];
+  tlm::tlm_generic_payload t;  // one per stream, reused: set_access sets every field a request uses
   for (;;) {
     sc_core::wait(go_);
     if (id >= regs_.get(R::OUTSTANDING)) continue;
@@ -107,7 +108,6 @@ void TrafficGen::stream(unsigned id) {
     while (next_ < regs_.get(R::COUNT)) {
       const std::uint64_t i = next_++;
       const bool read = (rng_() % 100) < regs_.get(R::READ_PERCENT);
-      tlm::tlm_generic_payload t;
       set_access(t, read ? tlm::TLM_READ_COMMAND : tlm::TLM_WRITE_COMMAND, address(i), buf.data(),
                  static_cast<unsigned>(buf.size()));
       const sc_core::sc_time sent = sc_core::sc_time_stamp();
