@@ -1,6 +1,6 @@
 // HBM model speed: simulated 32-byte requests per host second on one
 // pseudo-channel, streaming and random, detailed and fast mode, driven by
-// the traffic generator IP, with the bandwidth each reached. Each case runs in its own process (SystemC
+// the traffic generator IP, with the bandwidth and the mean latency each reached. Each case runs in its own process (SystemC
 // elaborates once per process): `bench_hbm` runs them all and prints a
 // table; `bench_hbm CASE` runs one.
 //   bench_hbm [--platform FILE [--instance hbm0]] [--set KEY=VALUE]... [--traffic KEY=VALUE]... [CASE]
@@ -57,7 +57,8 @@ int sc_main(int argc, char** argv) {
   if (!hp.parse(args, "hbm0") || !tp.parse(args, "tgen0", "--traffic")) return 2;
   const unsigned cases = sizeof kCases / sizeof kCases[0];
   if (args.empty()) {
-    fmt::print("{:<24} {:>12} {:>10} {:>14} {:>11}\n", "case (one pseudo-channel)", "requests", "host s", "requests/s", "efficiency");
+    fmt::print("{:<24} {:>12} {:>10} {:>14} {:>11} {:>11}\n", "case (one pseudo-channel)", "requests", "host s", "requests/s", "efficiency",
+               "latency ns");
     std::fflush(stdout);
     std::string rest;
     for (int i = 1; i < argc; ++i) rest += std::string(" '") + argv[i] + "'";
@@ -115,6 +116,9 @@ int sc_main(int argc, char** argv) {
   const double host = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const double requests = static_cast<double>(tgen.requests_done()) * std::max(1u, g.request_bytes / cfg.t.burst_bytes());
   const double eff = tgen.bandwidth() / (cfg.t.peak_bytes_per_s() * cfg.org.pcs());
-  fmt::print("{:<24} {:>12.0f} {:>10.3f} {:>14.3g} {:>10.1f}%\n", c.name, requests, host, requests / host, 100 * eff);
+  nlohmann::ordered_json st;
+  tgen.report_stats(st);
+  fmt::print("{:<24} {:>12.0f} {:>10.3f} {:>14.3g} {:>10.1f}% {:>11.1f}\n", c.name, requests, host, requests / host, 100 * eff,
+             st["latency_avg_ns"].get<double>());
   return 0;
 }
