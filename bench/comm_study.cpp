@@ -2,7 +2,8 @@
 // communication engines driven directly (the CPs idle):
 //   bench_comm alltoall   push versus pull all-to-all, 1 KiB to 16 MiB per
 //                         chip, on 4 chips (ring) and 8 chips (4 x 2 torus),
-//                         with the crossover point
+//                         with the crossover point and each one's share of
+//                         the roofline bound with its binding resource
 //   bench_comm allreduce  all-reduce algorithm and bus bandwidth against
 //                         size, ring and tree, as nccl-tests reports them
 //   bench_comm links      per-link activity after a 4 MiB all-reduce and
@@ -138,22 +139,24 @@ void alltoall(const std::string& file) {
   fmt::print("\nAll-to-all on {} chips ({}), per-chip buffer split evenly among the chips; notify latency {}, "
              "poll interval {}\n",
              b.n(), b.spec.name, cc.notify_latency.to_string(), cc.poll_interval.to_string());
-  fmt::print("{:>10} {:>12} {:>12} {:>10} {:>10}  {}\n", "size", "push us", "pull us", "push GB/s", "pull GB/s", "faster");
+  fmt::print("{:>10} {:>12} {:>12} {:>10} {:>10}  {:<18} {}\n", "size", "push us", "pull us", "push GB/s", "pull GB/s", "faster",
+             "of bound: push, pull (binding resource)");
   std::vector<std::uint64_t> sizes;
   for (std::uint64_t size = 1 << 10; size <= (16u << 20); size *= 4) sizes.push_back(size);
   sizes.push_back(16u << 20);
   sizes.erase(std::unique(sizes.begin(), sizes.end()), sizes.end());
   std::vector<std::array<double, 2>> t(sizes.size());
+  std::vector<std::array<roofline::Report, 2>> bound(sizes.size());
   sc_core::sc_spawn([&] {
     for (std::size_t i = 0; i < sizes.size(); ++i) {
       const std::uint64_t per = sizes[i] / b.n() / 64 * 64;
       b.table(kHbm + (512u << 20), per);
-      for (int m = 0; m < 2; ++m) t[i][m] = b.run(all_to_all(m ? CommMode::pull : CommMode::push));
+      for (int m = 0; m < 2; ++m) t[i][m] = b.run(all_to_all(m ? CommMode::pull : CommMode::push), {}, &bound[i][m]);
     }
     sc_core::sc_stop();
   });
   sc_core::sc_start();
-  std::string out = "bytes_per_chip,push_us,pull_us\n";
+  std::string out = "bytes_per_chip,push_us,pull_us,push_bound_us,pull_bound_us,push_binding,pull_binding\n";
   // The crossover: the smallest size from which the other mode wins at every larger size too.
   const bool push_first = t[0][0] <= t[0][1];
   std::size_t from = sizes.size();
@@ -161,10 +164,15 @@ void alltoall(const std::string& file) {
   for (std::size_t i = 0; i < sizes.size(); ++i) {
     const std::uint64_t moved = sizes[i] / b.n() / 64 * 64 * b.n();
     const bool push_wins = t[i][0] <= t[i][1];
-    fmt::print("{:>10} {:>12.2f} {:>12.2f} {:>10.1f} {:>10.1f}  {} by {:.1f}%\n", size_text(sizes[i]), t[i][0] * 1e6,
-               t[i][1] * 1e6, double(moved) / t[i][0] / 1e9, double(moved) / t[i][1] / 1e9, push_wins ? "push" : "pull",
-               100 * std::abs(t[i][0] - t[i][1]) / std::max(t[i][0], t[i][1]));
-    out += fmt::format("{},{},{}\n", sizes[i], t[i][0] * 1e6, t[i][1] * 1e6);
+    const roofline::Report* rb = bound[i].data();
+    fmt::print("{:>10} {:>12.2f} {:>12.2f} {:>10.1f} {:>10.1f}  {:<18} {:.1f}%, {:.1f}% ({}, {})\n", size_text(sizes[i]),
+               t[i][0] * 1e6, t[i][1] * 1e6, double(moved) / t[i][0] / 1e9, double(moved) / t[i][1] / 1e9,
+               fmt::format("{} by {:.1f}%", push_wins ? "push" : "pull",
+                           100 * std::abs(t[i][0] - t[i][1]) / std::max(t[i][0], t[i][1])),
+               100 * rb[0].seconds() / t[i][0], 100 * rb[1].seconds() / t[i][1], rb[0].binding().resource,
+               rb[0].binding().where);
+    out += fmt::format("{},{},{},{},{},{},{}\n", sizes[i], t[i][0] * 1e6, t[i][1] * 1e6, rb[0].seconds() * 1e6,
+                       rb[1].seconds() * 1e6, rb[0].binding().resource, rb[1].binding().resource);
   }
   if (from < sizes.size())
     fmt::print("crossover: {} is faster up to {}, {} from {} on\n", push_first ? "push" : "pull",

@@ -491,7 +491,9 @@ void PacketNetwork::grow(Calendar& k, std::uint64_t last) {
   }
 }
 
-[[gnu::always_inline]] inline void PacketNetwork::serve(unsigned out, unsigned in, std::uint64_t* time, unsigned length, std::uint64_t horizon) {
+template <unsigned kL>
+[[gnu::always_inline]] inline void PacketNetwork::serve(unsigned out, unsigned in, std::uint64_t* time, unsigned flits, std::uint64_t horizon) {
+  const unsigned length = kL ? kL : flits;
   Calendar& o = busy_[out];
   Calendar& i = in_busy_[in];
   advance(o, horizon);
@@ -556,9 +558,23 @@ void PacketNetwork::offer(const Packet& in) {
   }
   Packet& p = pool_[slot];
   p = in;
-  const unsigned L = p.flits, D = depth_, V = cfg_.vcs;
-  if (time_.size() < L) time_.resize(L);
-  std::uint64_t* time = time_.data();
+  // The common sizes with their flit count known to the compiler (the
+  // per-flit loops unrolled, the flits' times in registers).
+  switch (p.flits) {
+    case 1: return offer_as<1>(p, slot);
+    case 2: return offer_as<2>(p, slot);
+    case 3: return offer_as<3>(p, slot);
+    case 4: return offer_as<4>(p, slot);
+    default: return offer_as<0>(p, slot);
+  }
+}
+
+template <unsigned kL>
+void PacketNetwork::offer_as(Packet& p, std::uint32_t slot) {
+  const unsigned L = kL ? kL : p.flits, D = depth_, V = cfg_.vcs;
+  std::uint64_t fixed[kL ? kL : 1];
+  if (!kL && time_.size() < L) time_.resize(L);
+  std::uint64_t* time = kL ? fixed : time_.data();
   const unsigned class_lo = p.cls * per_class_, class_hi = class_lo + per_class_;
   // The source queue: the head enters an empty local VC (lane).
   std::uint64_t t = std::max(p.created + cfg_.inject, inject_free_[p.src]);
@@ -628,7 +644,7 @@ void PacketNetwork::offer(const Packet& in) {
         time[j] = std::max(time[j], freed + cd);
       }
     }
-    serve(node * kPorts + port, node * kPorts + in_port, time, L, horizon);
+    serve<kL>(node * kPorts + port, node * kPorts + in_port, time, L, horizon);
     // The flits left this VC at time[0 .. L - 1].
     here[kArrived] = std::max(here[kArrived], arrived);
     here[kDeparted] = std::max(here[kDeparted], time[L - 1] + 1);

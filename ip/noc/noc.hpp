@@ -281,7 +281,11 @@ class PacketNetwork : public Network {
   unsigned pick_lane(unsigned port_index, unsigned lo, unsigned hi, unsigned flits, std::uint64_t from);
   // Books flits 0 .. length - 1 through output `out` and input port `in`,
   // flit j no earlier than time[j]; time[j] becomes the cycle it leaves.
-  void serve(unsigned out, unsigned in, std::uint64_t* time, unsigned length, std::uint64_t horizon);
+  template <unsigned kL>  // kL: the flit count, or 0 (then `flits`)
+  void serve(unsigned out, unsigned in, std::uint64_t* time, unsigned flits, std::uint64_t horizon);
+  // offer() for a packet of kL flits (0: any count).
+  template <unsigned kL>
+  void offer_as(Packet& p, std::uint32_t slot);
   std::vector<std::uint64_t> time_;  // offer()'s scratch: each flit's time at the current hop
   unsigned depth_, stride_, per_class_;
   std::vector<std::uint64_t> lanes_;  // lane (node * kPorts + port) * vcs + vc at lane * stride_
