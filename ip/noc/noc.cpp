@@ -502,7 +502,12 @@ template <unsigned kL>
   // is free; while it waits for the output the input port sends nothing
   // (an input-first separable allocator's pointer stays on a VC until it
   // wins). Body flits take turns with the port's other VCs, so a packet of
-  // L flits holds its port for 1/L of its head's wait.
+  // L flits holds its port for 1/L of its head's wait; at an injection
+  // port, for 2/(L + 1) (calibrated against the flit level on the HBM row's
+  // fanout, where the stacks' injection ports meet through traffic on both
+  // sides: with 1/L there the sources queued half as long as at the flit
+  // level).
+  const unsigned share_num = in % kPorts == kLocal ? 2 : 1, share_den = in % kPorts == kLocal ? length + 1 : length;
   std::uint64_t last = 0;
   for (unsigned j = 0; j < length; ++j) {
     // Flit by flit: each leaves in the first cycle at or after it may that
@@ -512,7 +517,7 @@ template <unsigned kL>
     mark(o, c, c + 1);
     if (j == 0 && c > time[0]) {  // the head waited
       const std::uint64_t presented = free_at(i, time[0]);
-      mark(i, length == 1 ? presented : c - (c - presented) / length, c + 1);
+      mark(i, c - (c - presented) * share_num / share_den, c + 1);
     } else {
       mark(i, c, c + 1);
     }
