@@ -219,7 +219,8 @@ class Hbm::Regs : public MmioTarget {
 // ---- the stack ----------------------------------------------------------------------
 
 Hbm::Hbm(const sc_core::sc_module_name& n, const Config& c)
-    : Ip(n), mem_target("mem_target"), config_(c), fast_mode_(c.mode == "fast"), map_(c.address_map, c.org, c.t.burst_bytes(), c.xor_hash),
+    : Ip(n), mem_target("mem_target"), config_(c), fast_mode_(c.mode == "fast"), refresh_off_(c.ctrl.refresh == "off"),
+      per_bank_refresh_(c.ctrl.refresh == "per_bank"), map_(c.address_map, c.org, c.t.burst_bytes(), c.xor_hash),
       tck_(std::max<std::uint64_t>(1, sc_core::sc_time(c.t.tck_ns, sc_core::SC_NS).value())), store_(c.page_size),
       rng_(c.seed) {
   mem_target.register_b_transport(this, &Hbm::b_transport);
@@ -256,7 +257,7 @@ Hbm::Hbm(const sc_core::sc_module_name& n, const Config& c)
     f.open_row.assign(c.org.banks_per_pc(), -1);
     f.prev_row.assign(c.org.banks_per_pc(), -1);
     f.queued.assign(c.ctrl.read_queue, 0);
-    f.refresh_due = c.t.tREFI;
+    f.refresh_due = per_bank_refresh_ ? c.t.refisb(c.org.banks_per_pc()) : c.t.tREFI;
   }
 }
 
@@ -348,8 +349,15 @@ void Hbm::detailed(tlm::tlm_generic_payload& trans, sc_core::sc_time& delay) {
   const bool write = trans.is_write();
   const unsigned limit = write ? config_.write_inflight : config_.read_inflight;
   unsigned& held = write ? writes_held_ : reads_held_;
-  while (limit && held >= limit) sc_core::wait(slot_freed_);
-  ++held;
+  if (limit && held >= limit) {
+    // Accepted in arrival order: the transaction that leaves hands its slot
+    // to the oldest one waiting (held stays as it is).
+    sc_core::sc_event slot;
+    waiting_[write].push_back(&slot);
+    sc_core::wait(slot);
+  } else {
+    ++held;
+  }
   peak_held_[write] = std::max(peak_held_[write], held);
   const std::uint64_t now = cycle_of(sc_core::sc_time_stamp());
   const unsigned bb = config_.t.burst_bytes();
@@ -370,16 +378,29 @@ void Hbm::detailed(tlm::tlm_generic_payload& trans, sc_core::sc_time& delay) {
   }
   for (unsigned pc : touched) kick(pc);
   while (txn.remaining) sc_core::wait(txn.done);
-  --held;
-  slot_freed_.notify(sc_core::SC_ZERO_TIME);
+  if (waiting_[write].empty()) {
+    --held;
+  } else {
+    waiting_[write].front()->notify(sc_core::SC_ZERO_TIME);
+    waiting_[write].pop_front();
+  }
 }
 
 void Hbm::fast(tlm::tlm_generic_payload& trans, sc_core::sc_time& delay) {
   const Timing& t = config_.t;
-  const std::uint64_t arrival = cycle_of(sc_core::sc_time_stamp() + delay);
+  const bool write = trans.is_write();
+  std::uint64_t arrival = cycle_of(sc_core::sc_time_stamp() + delay);
+  // The stack holds at most `limit` transactions of the kind: this one is
+  // accepted once the first of the last `limit` is done, as the detailed
+  // mode makes it wait.
+  const unsigned limit = write ? config_.write_inflight : config_.read_inflight;
+  auto& held = fast_held_[write];
+  if (limit && held.size() >= limit) {
+    arrival = std::max(arrival, held.top());
+    held.pop();
+  }
   const unsigned bb = t.burst_bytes();
   const std::uint64_t addr = trans.get_address(), end = addr + trans.get_data_length();
-  const bool write = trans.is_write();
   const std::uint64_t start = arrival + config_.ctrl.frontend;
   std::uint64_t done = start;
   for (std::uint64_t a = addr & ~std::uint64_t(bb - 1); a < end; a += bb) {
@@ -403,21 +424,48 @@ void Hbm::fast(tlm::tlm_generic_payload& trans, sc_core::sc_time& delay) {
     f.next_queued = (f.next_queued + 1) % f.queued.size();
     done = std::max(done, cas + t.tCL + t.tDQSCK + t.tBURST);
   }
+  if (limit) held.push(done);
   delay = clk_->edge(done, tck_) - sc_core::sc_time_stamp();
 }
 
 void Hbm::fast_refresh(FastChannel& f, std::uint64_t cycle) {
-  // Every tREFI the channel closes its banks and stops for tRFC: what was
-  // booked after the refresh falls due moves behind it.
+  // All-bank: every tREFI the channel closes its banks and stops for tRFCab;
+  // what was booked after the refresh falls due moves behind it. Per-bank:
+  // every tREFISB the next bank in turn closes and stops for tRFCpb while
+  // the others carry on.
   const Timing& t = config_.t;
-  while (config_.ctrl.refresh != "off" && f.refresh_due <= cycle) {
-    const std::uint64_t due = f.refresh_due;
-    for (std::uint64_t* b : {&f.bus_free, &f.act_bucket, &f.cmd_bucket}) *b = std::max(*b, due) + t.tRFCab;
+  if (refresh_off_) return;
+  const unsigned banks = static_cast<unsigned>(f.bank_ready.size());
+  const std::uint64_t period = per_bank_refresh_ ? t.refisb(banks) : t.tREFI;
+  const unsigned tRFC = per_bank_refresh_ ? t.tRFCpb : t.tRFCab;
+  // A long idle stretch: the refreshes that fell due long before `cycle`
+  // leave nothing behind them but closed banks; they are counted in bulk.
+  if (f.refresh_due + 4 * period < cycle) {
+    const std::uint64_t skip = (cycle - f.refresh_due) / period - 2;
+    meter_->charge(energy::refresh, static_cast<double>(skip), clk_->edge(f.refresh_due, tck_),
+                   clk_->edge(f.refresh_due + (skip - 1) * period + tRFC, tck_));
+    f.refreshes += skip;
+    f.refresh_bank = static_cast<unsigned>((f.refresh_bank + skip) % banks);
+    f.refresh_due += skip * period;
     std::fill(f.open_row.begin(), f.open_row.end(), -1);
-    for (auto& r : f.bank_ready) r = std::max(r, f.act_bucket);
-    f.refresh_due += t.tREFI;
+  }
+  while (f.refresh_due <= cycle) {
+    const std::uint64_t due = f.refresh_due;
+    if (per_bank_refresh_) {
+      const unsigned b = f.refresh_bank;
+      // An open row is precharged first.
+      const std::uint64_t from = f.open_row[b] >= 0 ? std::max(due, f.pre_ready[b]) + t.tRP : std::max(due, f.bank_ready[b]);
+      f.bank_ready[b] = std::max(f.bank_ready[b], from + tRFC);
+      f.open_row[b] = -1;
+      f.refresh_bank = (b + 1) % banks;
+    } else {
+      for (std::uint64_t* k : {&f.bus_free, &f.act_bucket, &f.cmd_bucket}) *k = std::max(*k, due) + tRFC;
+      std::fill(f.open_row.begin(), f.open_row.end(), -1);
+      for (auto& r : f.bank_ready) r = std::max(r, f.act_bucket);
+    }
+    f.refresh_due += period;
     ++f.refreshes;
-    meter_->charge(energy::refresh, 1, clk_->edge(due + t.tRFCab, tck_));
+    meter_->charge(energy::refresh, 1, clk_->edge(due + tRFC, tck_));
   }
 }
 
@@ -586,7 +634,7 @@ Hbm::Totals Hbm::totals() const {
     s.misses += f.misses;
     s.conflicts += f.conflicts;
     s.refreshes += f.refreshes;
-    s.refresh_cycles += f.refreshes * config_.t.tRFCab;
+    s.refresh_cycles += f.refreshes * (per_bank_refresh_ ? config_.t.tRFCpb : config_.t.tRFCab);
     s.busy_cycles += f.busy;
     s.turnarounds += f.turnarounds;
   }

@@ -20,6 +20,7 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <queue>
 #include <random>
 #include <string>
 #include <tlm_utils/simple_target_socket.h>
@@ -133,6 +134,7 @@ class Hbm : public Ip {
 
   Config config_;
   bool fast_mode_;  // mode "fast"
+  bool refresh_off_, per_bank_refresh_;  // refresh "off", "per_bank"
   AddressMap map_;
   std::uint64_t tck_;  // ticks of the time resolution per cycle
   power::Meter* meter_ = &power::meter(name());
@@ -141,7 +143,7 @@ class Hbm : public Ip {
   std::vector<std::unique_ptr<sc_core::sc_event>> wake_;
   unsigned reads_held_ = 0, writes_held_ = 0;  // transactions in the detailed controllers
   unsigned peak_held_[2] = {0, 0};             // the most at once: reads, writes
-  sc_core::sc_event slot_freed_;
+  std::deque<sc_core::sc_event*> waiting_[2];  // transactions waiting for a slot: reads, writes
   PageStore store_;
   // The data side of an access (reads fill the payload, writes store it).
   void move_data(tlm::tlm_generic_payload& trans);
@@ -158,6 +160,7 @@ class Hbm : public Ip {
   // watermarks) and the last column command of each direction.
   struct FastChannel {
     std::uint64_t bus_free = 0, act_bucket = 0, cmd_bucket = 0, refresh_due = 0;
+    unsigned refresh_bank = 0;  // per-bank refresh: the bank next in turn
     std::uint64_t last_read = 0, last_write = 0;  // last RD and WR issue cycles
     std::uint64_t floor = 0;                      // no column command of this direction before
     bool writing = false, any = false;            // the last column command was a write; there was one
@@ -193,6 +196,10 @@ class Hbm : public Ip {
   void fast_drain(FastChannel& f, std::uint64_t cycle, std::size_t down_to);
   void fast_write_one(FastChannel& f);
   std::vector<FastChannel> fast_;
+  // Fast mode's in-flight limits (read_inflight, write_inflight): when each
+  // of the last `limit` transactions of the kind completes (a min-heap:
+  // a new one enters when the first of them is done).
+  std::priority_queue<std::uint64_t, std::vector<std::uint64_t>, std::greater<std::uint64_t>> fast_held_[2];
   std::unique_ptr<Regs> regs_;
 };
 
