@@ -191,13 +191,14 @@ void Meter::bin(Domain d, double joules, const sc_core::sc_time& start, const sc
     windows_.resize((windows_.size() + 1) / 2);
     set_window_length(window_ * 2.0);
   }
-  const double s = start.to_seconds() * per_window_;  // in windows
-  const std::size_t first = static_cast<std::size_t>(s);
   if (end <= start) {  // at one moment: one window
+    const std::size_t first = static_cast<std::size_t>(start.value() / window_.value());
     if (first >= windows_.size()) windows_.resize(first + 1, std::array<double, kMaxDomains>{});
     windows_[first][d] += joules;
     return;
   }
+  const double s = start.to_seconds() * per_window_;  // in windows
+  const std::size_t first = static_cast<std::size_t>(s);
   const double e = end.to_seconds() * per_window_;
   std::size_t last = static_cast<std::size_t>(e);
   if (static_cast<double>(last) == e && last > first) --last;  // ends on a boundary

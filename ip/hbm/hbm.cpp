@@ -58,29 +58,33 @@ AddressMap::AddressMap(const std::string& layout, const Org& org, unsigned burst
       throw std::invalid_argument(fmt::format("{} needs {} bits for this organisation, the layout gives {}", k, v, got[k]));
   capacity_ = 1;
   for (const Field& f : fields_) capacity_ <<= f.bits;
+  // Where each field's bits come from in the address and go to in its value.
+  unsigned from = 0, filled[kKinds] = {};
+  for (Field& f : fields_) {
+    f.from = from;
+    f.to = filled[f.slot];
+    f.mask = f.bits >= 64 ? ~0ull : (1ull << f.bits) - 1;
+    from += f.bits;
+    filled[f.slot] += f.bits;
+  }
 }
 
 Location AddressMap::decode(std::uint64_t addr) const {
   std::uint64_t v[kKinds] = {};
-  unsigned filled[kKinds] = {};
-  for (const Field& f : fields_) {
-    const std::uint64_t part = addr & ((1ull << f.bits) - 1);
-    addr >>= f.bits;
-    v[f.slot] |= part << filled[f.slot];
-    filled[f.slot] += f.bits;
-  }
-  auto at = [&v](char k) { return v[slot(k)]; };
+  for (const Field& f : fields_) v[f.slot] |= ((addr >> f.from) & f.mask) << f.to;
+  constexpr unsigned R = slot('R'), C = slot('C'), G = slot('G'), B = slot('B'), D = slot('D'), S = slot('S'), H = slot('H'),
+                     P = slot('P');
   Location l;
-  l.row = at('R');
-  l.col = at('C');
-  l.bg = static_cast<unsigned>(at('G'));
-  l.bank = static_cast<unsigned>(at('B'));
-  l.sid = static_cast<unsigned>(at('D'));
+  l.row = v[R];
+  l.col = v[C];
+  l.bg = static_cast<unsigned>(v[G]);
+  l.bank = static_cast<unsigned>(v[B]);
+  l.sid = static_cast<unsigned>(v[D]);
   if (xor_) {
     l.bg ^= static_cast<unsigned>(l.row & (org_.bank_groups - 1));
     l.bank ^= static_cast<unsigned>((l.row / org_.bank_groups) & (org_.banks - 1));
   }
-  l.pc = static_cast<unsigned>((at('S') * org_.channels + at('H')) * org_.pseudo_channels + at('P'));
+  l.pc = static_cast<unsigned>((v[S] * org_.channels + v[H]) * org_.pseudo_channels + v[P]);
   return l;
 }
 
@@ -256,7 +260,7 @@ Hbm::Hbm(const sc_core::sc_module_name& n, const Config& c)
     f.opened.assign(c.org.banks_per_pc(), 0);
     f.open_row.assign(c.org.banks_per_pc(), -1);
     f.prev_row.assign(c.org.banks_per_pc(), -1);
-    f.queued.assign(c.ctrl.read_queue, 0);
+    f.window.resize(c.ctrl.read_queue + 1);
     f.refresh_due = per_bank_refresh_ ? c.t.refisb(c.org.banks_per_pc()) : c.t.tREFI;
   }
 }
@@ -276,6 +280,7 @@ void Hbm::kick(unsigned pc) {
 
 bool Hbm::check_ecc(std::uint64_t addr, unsigned len) {
   if (!config_.ecc) return true;
+  if (injected_.empty() && config_.ecc_single_rate <= 0 && config_.ecc_double_rate <= 0) return true;  // nothing to find
   bool ok = true;
   for (std::uint64_t a = addr & ~std::uint64_t(kEccWord - 1); a < addr + len; a += kEccWord) {
     unsigned bits = 0;
@@ -321,23 +326,28 @@ void Hbm::b_transport(tlm::tlm_generic_payload& trans, sc_core::sc_time& delay) 
   // Data first (byte-exact, in the sparse store), then time.
   move_data(trans);
   bool ok = true;
+  const sc_core::sc_time now = sc_core::sc_time_stamp(), arrival = now + delay;
   if (trans.is_read()) {
     ok = check_ecc(addr, len);
     bytes_read_ += len;
-    meter_->charge(energy::read_byte, len, sc_core::sc_time_stamp() + delay);
+    meter_->charge(energy::read_byte, len, arrival);
   } else {
     bytes_written_ += len;
-    meter_->charge(energy::write_byte, len, sc_core::sc_time_stamp() + delay);
+    meter_->charge(energy::write_byte, len, arrival);
     // Writing a whole 64-bit word writes its check bits anew.
     if (!injected_.empty())
       for (std::uint64_t a = (addr + kEccWord - 1) & ~std::uint64_t(kEccWord - 1); a + kEccWord <= addr + len;
            a += kEccWord)
         injected_.erase(a);
   }
-  if (!seen_) first_ = sc_core::sc_time_stamp() + delay, seen_ = true;
-  if (fast_mode_) fast(trans, delay);
-  else detailed(trans, delay);
-  last_ = std::max(last_, sc_core::sc_time_stamp() + delay);
+  if (!seen_) first_ = arrival, seen_ = true;
+  if (fast_mode_) {
+    fast(trans, now, delay);
+    last_ = std::max(last_, now + delay);
+  } else {
+    detailed(trans, delay);
+    last_ = std::max(last_, sc_core::sc_time_stamp() + delay);
+  }
   trans.set_response_status(ok ? tlm::TLM_OK_RESPONSE : tlm::TLM_GENERIC_ERROR_RESPONSE);
 }
 
@@ -386,10 +396,10 @@ void Hbm::detailed(tlm::tlm_generic_payload& trans, sc_core::sc_time& delay) {
   }
 }
 
-void Hbm::fast(tlm::tlm_generic_payload& trans, sc_core::sc_time& delay) {
+void Hbm::fast(tlm::tlm_generic_payload& trans, const sc_core::sc_time& now, sc_core::sc_time& delay) {
   const Timing& t = config_.t;
   const bool write = trans.is_write();
-  std::uint64_t arrival = cycle_of(sc_core::sc_time_stamp() + delay);
+  std::uint64_t arrival = cycle_of(now + delay);
   // The stack holds at most `limit` transactions of the kind: this one is
   // accepted once the first of the last `limit` is done, as the detailed
   // mode makes it wait.
@@ -418,14 +428,13 @@ void Hbm::fast(tlm::tlm_generic_payload& trans, sc_core::sc_time& delay) {
     }
     // The read queue holds read_queue bursts: one enters when the
     // earliest of the last read_queue leaves.
-    const std::uint64_t enter = std::max(start, *std::min_element(f.queued.begin(), f.queued.end()));
+    const std::uint64_t enter = std::max(start, f.reads_booked < config_.ctrl.read_queue ? 0 : f.queue_free());
     const std::uint64_t cas = fast_burst(f, l, false, enter);
-    f.queued[f.next_queued] = cas;
-    f.next_queued = (f.next_queued + 1) % f.queued.size();
+    f.queue(cas, config_.ctrl.read_queue);
     done = std::max(done, cas + t.tCL + t.tDQSCK + t.tBURST);
   }
   if (limit) held.push(done);
-  delay = clk_->edge(done, tck_) - sc_core::sc_time_stamp();
+  delay = clk_->edge(done, tck_) - now;
 }
 
 void Hbm::fast_refresh(FastChannel& f, std::uint64_t cycle) {

@@ -53,7 +53,7 @@ class AddressMap {
   // The field kinds, each a slot of decode()'s working array.
   static constexpr const char* kKindLetters = "OCGBPHSDR";
   static constexpr unsigned kKinds = 9;
-  static unsigned slot(char kind) {
+  static constexpr unsigned slot(char kind) {
     for (unsigned i = 0; i < kKinds; ++i)
       if (kKindLetters[i] == kind) return i;
     return 0;
@@ -62,6 +62,8 @@ class AddressMap {
     char kind;
     unsigned bits;
     unsigned slot;
+    unsigned from = 0, to = 0;  // its first bit in the address, in its kind's value
+    std::uint64_t mask = 0;     // bits ones
   };
   std::vector<Field> fields_;
   Org org_;
@@ -126,7 +128,7 @@ class Hbm : public Ip {
   void b_transport(tlm::tlm_generic_payload& trans, sc_core::sc_time& delay);
   unsigned transport_dbg(tlm::tlm_generic_payload& trans);
   void detailed(tlm::tlm_generic_payload& trans, sc_core::sc_time& delay);
-  void fast(tlm::tlm_generic_payload& trans, sc_core::sc_time& delay);
+  void fast(tlm::tlm_generic_payload& trans, const sc_core::sc_time& now, sc_core::sc_time& delay);  // now: sc_time_stamp()
   // ECC on the bursts of a read: false if an uncorrectable error was hit.
   bool check_ecc(std::uint64_t addr, unsigned len);
   void kick(unsigned pc);
@@ -167,8 +169,26 @@ class Hbm : public Ip {
     std::vector<std::uint64_t> bank_ready, pre_ready, opened;  // opened: the open row's ACT cycle
     std::vector<std::int64_t> open_row, prev_row;  // -1 closed; the row open before it
     std::uint64_t now = 0;                         // the cycle a drain starts at
-    std::vector<std::uint64_t> queued;             // the column cycles of the last read_queue reads (a ring)
-    std::size_t next_queued = 0;
+    // The earliest column cycle among the last read_queue reads, kept as a
+    // sliding window's minimum: the reads (their number, their cycle) whose
+    // cycle no later read in the window undercuts, oldest first; a ring of
+    // read_queue + 1 entries.
+    struct Queued {
+      std::uint64_t read, cycle;
+    };
+    std::vector<Queued> window;
+    std::size_t front = 0, back = 0;  // [front, back) in the ring
+    std::uint64_t reads_booked = 0;   // reads booked so far (the next one's number)
+    std::uint64_t queue_free() const { return front == back ? 0 : window[front].cycle; }
+    void queue(std::uint64_t cycle, std::uint64_t depth) {
+      const std::size_t n = window.size();
+      while (front != back && window[(back + n - 1) % n].cycle >= cycle) back = (back + n - 1) % n;
+      window[back] = {reads_booked, cycle};
+      back = (back + 1) % n;
+      ++reads_booked;
+      // The read `depth` back (and any older) has left the window.
+      while (window[front].read + depth < reads_booked) front = (front + 1) % n;
+    }
     struct Held {
       Location loc;
       std::uint64_t arrival;

@@ -27,6 +27,16 @@ class TrafficGen : public MmioTarget {
     std::uint64_t base = 0, size = 1 << 20;
     unsigned request_bytes = 64, stride = 4096, count = 1000, outstanding = 4, read_percent = 100, seed = 1;
     sc_core::sc_time interval = sc_core::SC_ZERO_TIME;
+    // "threads": a SystemC thread per stream, each waiting for its
+    // response (any target). "one_thread": one thread issues every
+    // stream's requests in time order, annotating each one's time instead
+    // of waiting for it, up to `quantum` ahead of simulated time: the same
+    // order of requests for a target that answers without waiting (a
+    // loosely-timed model such as the fast HBM), without a thread switch
+    // per request. A target that waits in b_transport stops such a run
+    // with an error (STATUS.ERROR).
+    std::string driver = "threads";
+    sc_core::sc_time quantum = sc_core::sc_time(1, sc_core::SC_US);
     bool autostart = false;
     void visit(Params& p);
     void validate(const Params& p) const;
@@ -48,8 +58,19 @@ class TrafficGen : public MmioTarget {
 
  private:
   void stream(unsigned id);
+  void one_thread();  // driver "one_thread": every stream of a run
+  // The run's next request from stream `id`, issued `delay` ahead of
+  // simulated time: when it is done (the stream may issue again), at least
+  // its issue slot after its response.
+  sc_core::sc_time request(unsigned id, tlm::tlm_generic_payload& t, sc_core::sc_time delay);
+  // Counts a request done at `done`; its error stops the run.
+  void finish(unsigned id, const tlm::tlm_generic_payload& t, const sc_core::sc_time& done);
   std::uint64_t address(std::uint64_t i);
 
+  bool one_thread_;
+  sc_core::sc_time quantum_;
+  const sc_core::sc_time slot_{kIssueSlotNs, sc_core::SC_NS};
+  std::vector<sc_core::sc_time> sent_ = std::vector<sc_core::sc_time>(64);  // per stream: its request's issue time
   std::mt19937_64 rng_;
   // One data buffer per stream, owned here: the stream threads never
   // return, so a buffer on a thread's stack would never be freed.

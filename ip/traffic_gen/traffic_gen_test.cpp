@@ -128,3 +128,58 @@ TEST(TrafficGen, HugeRequestsAreRefusedAndFailingRunsStopAtTheFirstError) {
   EXPECT_EQ(read_dbg(fw_of(b.tgen.csr_target), 0x4, 4), 6u) << "STATUS: done, error";
   EXPECT_LE(read_dbg(fw_of(b.tgen.csr_target), 0x40, 8), 64u) << "DONE_REQUESTS: the streams stopped at the error";
 }
+
+// driver one_thread issues every stream's requests from one thread in time
+// order: against a target that answers at once (the fast HBM) the run is
+// the one the streams' threads give; a target that waits stops it.
+TEST(TrafficGen, OneThreadDrivesAFastTargetAsItsThreadsDoAndRefusesOneThatWaits) {
+  struct Run {
+    hbm::Hbm hbm;
+    TrafficGen tgen;
+    TestInitiator csr;
+    IrqIn done;
+    Run(const std::string& name, const std::string& mode, const std::string& driver)
+        : hbm((name + "_hbm").c_str(), config(mode)), tgen((name + "_tgen").c_str(), traffic(driver)),
+          csr((name + "_csr").c_str()) {
+      tgen.bus_initiator.bind(hbm.mem_target);
+      csr.socket.bind(hbm.csr_target());
+      tgen.irq_out.bind(done);
+    }
+    static hbm::Hbm::Config config(const std::string& mode) {
+      hbm::Hbm::Config c = one_pc();
+      c.mode = mode;
+      return c;
+    }
+    static TrafficGen::Config traffic(const std::string& driver) {
+      TrafficGen::Config c;
+      c.pattern = "mixed";
+      c.read_percent = 67;
+      c.size = 16 << 20;
+      c.request_bytes = 32;
+      c.count = 20000;
+      c.outstanding = 64;
+      c.driver = driver;
+      c.autostart = true;
+      return c;
+    }
+  };
+  Run threads("threads", "fast", "threads"), one("one", "fast", "one_thread"), waits("waits", "detailed", "one_thread");
+  // Each traffic generator's CSR socket needs an initiator bound.
+  TestInitiator c1("c1"), c2("c2"), c3("c3");
+  c1.socket.bind(threads.tgen.csr_target), c2.socket.bind(one.tgen.csr_target), c3.socket.bind(waits.tgen.csr_target);
+  sc_core::sc_start();
+  nlohmann::ordered_json a, b;
+  threads.tgen.report_stats(a);
+  one.tgen.report_stats(b);
+  std::printf("threads: %.2f GB/s, %.1f ns; one_thread: %.2f GB/s, %.1f ns\n", threads.tgen.bandwidth() / 1e9,
+              a["latency_avg_ns"].get<double>(), one.tgen.bandwidth() / 1e9, b["latency_avg_ns"].get<double>());
+  EXPECT_EQ(one.tgen.requests_done(), 20000u);
+  EXPECT_TRUE(one.done.level());
+  EXPECT_EQ(b["errors"], 0u);
+  EXPECT_NEAR(one.tgen.bandwidth(), threads.tgen.bandwidth(), 0.02 * threads.tgen.bandwidth());
+  EXPECT_NEAR(b["latency_avg_ns"].get<double>(), a["latency_avg_ns"].get<double>(), 0.05 * a["latency_avg_ns"].get<double>());
+  EXPECT_EQ(one.hbm.totals().reads + one.hbm.totals().writes, threads.hbm.totals().reads + threads.hbm.totals().writes);
+  EXPECT_TRUE(waits.done.level()) << "the run against a waiting target ended";
+  EXPECT_EQ(read_dbg(fw_of(waits.tgen.csr_target), 0x4, 4), 6u) << "STATUS: done, error";
+  EXPECT_LE(waits.tgen.requests_done(), 1u);
+}
