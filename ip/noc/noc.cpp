@@ -431,73 +431,74 @@ void FlitNetwork::step() {
 // ---- packet level ---------------------------------------------------------------
 
 PacketNetwork::PacketNetwork(const NocConfig& c)
-    : Network(c), busy_(c.nodes() * kPorts), in_busy_(c.nodes() * kPorts), inject_free_(c.nodes(), 0),
-      depth_(c.buffer), stride_(kRing + depth_), per_class_(c.vcs / c.classes),
-      lanes_(std::size_t(c.nodes()) * kPorts * c.vcs * stride_, 0), lane_rr_(std::size_t(c.nodes()) * kPorts, 0) {}
-
-void PacketNetwork::advance_slow(Calendar& k, std::uint64_t horizon) {
-  const std::uint64_t words = (horizon - k.base) / 64;
-  std::uint64_t* w = k.words();
-  if (words >= k.size) {  // everything booked is in the past
-    std::fill(w, w + k.size, 0);
-    k.first = 0;
-    k.base = horizon & ~std::uint64_t(63);
-    return;
-  }
-  for (std::uint64_t i = 0; i < words; ++i) {
-    w[k.first] = 0;
-    k.first = (k.first + 1) & (k.size - 1);
-  }
-  k.base += 64 * words;
+    : Network(c), inject_free_(c.nodes(), 0), depth_(c.buffer), stride_(kRing + depth_), per_class_(c.vcs / c.classes),
+      lanes_(std::size_t(c.nodes()) * kPorts * c.vcs * stride_, 0), lane_rr_(std::size_t(c.nodes()) * kPorts, 0) {
+  inputs_ = c.nodes() * kPorts;
+  cal_.assign(std::size_t(2) * inputs_ * ring_, 0);
 }
 
-void PacketNetwork::grow(Calendar& k, std::uint64_t last) {
-  std::uint32_t size = k.size;
-  while (k.base + 64 * std::uint64_t(size) <= last) size *= 2;
-  auto words = std::make_unique<std::uint64_t[]>(size);  // zeroed
-  const std::uint64_t* old = k.words();
-  for (std::uint32_t i = 0; i < k.size; ++i) words[i] = old[(k.first + i) & (k.size - 1)];
-  k.heap = std::move(words);
-  k.size = size;
-  k.first = 0;
+void PacketNetwork::raise_floor(std::uint64_t word) {
+  if (word <= floor_) return;
+  // The words behind the new floor are never read again: their slots start afresh.
+  const std::uint64_t last = std::min(word, floor_ + ring_);
+  for (std::size_t k = 0; k < cal_.size(); k += ring_)
+    for (std::uint64_t w = floor_; w < last; ++w) cal_[k + (w & mask_)] = 0;
+  floor_ = word;
 }
 
-[[gnu::always_inline]] inline std::uint64_t PacketNetwork::free_at(Calendar& k, std::uint64_t c) {
-  for (c = std::max(c, k.base); c < k.end(); c = (c & ~std::uint64_t(63)) + 64)
-    if (const std::uint64_t free = ~k.word(c) & (~0ull << (c % 64))) return (c & ~std::uint64_t(63)) + static_cast<unsigned>(__builtin_ctzll(free));
-  return c;  // nothing is booked beyond the ring
+void PacketNetwork::grow(std::uint64_t word) {
+  std::uint64_t ring = ring_;
+  while (word - floor_ >= ring) ring *= 2;
+  std::vector<std::uint64_t> grown(cal_.size() / ring_ * ring, 0);
+  for (std::size_t k = 0; k < cal_.size() / ring_; ++k)
+    for (std::uint64_t w = floor_; w < floor_ + ring_; ++w) grown[k * ring + (w & (ring - 1))] = cal_[k * ring_ + (w & mask_)];
+  cal_ = std::move(grown);
+  ring_ = ring;
+  mask_ = ring - 1;
 }
 
-[[gnu::always_inline]] inline std::uint64_t PacketNetwork::both_free(Calendar& o, Calendar& i, std::uint64_t c) {
-  for (c = std::max(c, std::max(o.base, i.base));; c = (c & ~std::uint64_t(63)) + 64) {
-    const bool in_o = c < o.end(), in_i = c < i.end();
-    if (!in_o && !in_i) return c;
-    const std::uint64_t busy = (in_o ? o.word(c) : 0) | (in_i ? i.word(c) : 0);
-    if (const std::uint64_t free = ~busy & (~0ull << (c % 64))) return (c & ~std::uint64_t(63)) + static_cast<unsigned>(__builtin_ctzll(free));
+[[gnu::always_inline]] inline std::uint64_t PacketNetwork::free_at(unsigned k, std::uint64_t c) const {
+  c = std::max(c, floor_ * 64);  // nothing before the floor is kept
+  const std::uint64_t* r = &cal_[std::size_t(k) * ring_];
+  std::uint64_t m = ~0ull << (c % 64);
+  for (std::uint64_t w = c / 64;; ++w, m = ~0ull) {
+    if (w - floor_ >= ring_) return std::max(c, w * 64);  // nothing is booked beyond the rings
+    if (const std::uint64_t free = ~r[w & mask_] & m) return w * 64 + static_cast<unsigned>(__builtin_ctzll(free));
   }
 }
 
-[[gnu::always_inline]] inline void PacketNetwork::mark(Calendar& k, std::uint64_t from, std::uint64_t to) {
-  if (to == from + 1 && from < k.end()) {  // one cycle, the common case
-    k.word(from) |= 1ull << (from % 64);
-    return;
+[[gnu::always_inline]] inline std::uint64_t PacketNetwork::both_free(unsigned o, unsigned i, std::uint64_t c) const {
+  c = std::max(c, floor_ * 64);
+  const std::uint64_t* ro = &cal_[std::size_t(o) * ring_];
+  const std::uint64_t* ri = &cal_[std::size_t(i) * ring_];
+  std::uint64_t m = ~0ull << (c % 64);
+  for (std::uint64_t w = c / 64;; ++w, m = ~0ull) {
+    if (w - floor_ >= ring_) return std::max(c, w * 64);
+    if (const std::uint64_t free = ~(ro[w & mask_] | ri[w & mask_]) & m)
+      return w * 64 + static_cast<unsigned>(__builtin_ctzll(free));
   }
-  if (to > k.end()) grow(k, to - 1);
+}
+
+[[gnu::always_inline]] inline void PacketNetwork::book(unsigned k, std::uint64_t c) {
+  const std::uint64_t w = c / 64;
+  if (w - floor_ >= ring_) grow(w);
+  cal_[std::size_t(k) * ring_ + (w & mask_)] |= 1ull << (c % 64);
+}
+
+void PacketNetwork::book(unsigned k, std::uint64_t from, std::uint64_t to) {
+  if ((to - 1) / 64 - floor_ >= ring_) grow((to - 1) / 64);
   for (std::uint64_t c = from; c < to;) {
     const unsigned lo = static_cast<unsigned>(c % 64);
     const unsigned n = static_cast<unsigned>(std::min<std::uint64_t>(64 - lo, to - c));
-    k.word(c) |= (n == 64 ? ~0ull : ((1ull << n) - 1)) << lo;
+    cal_[std::size_t(k) * ring_ + ((c / 64) & mask_)] |= (n == 64 ? ~0ull : ((1ull << n) - 1)) << lo;
     c += n;
   }
 }
 
 template <unsigned kL>
-[[gnu::always_inline]] inline void PacketNetwork::serve(unsigned out, unsigned in, std::uint64_t* time, unsigned flits, std::uint64_t horizon) {
+[[gnu::always_inline]] inline void PacketNetwork::serve(unsigned out, unsigned in, std::uint64_t* time, unsigned flits) {
   const unsigned length = kL ? kL : flits;
-  Calendar& o = busy_[out];
-  Calendar& i = in_busy_[in];
-  advance(o, horizon);
-  advance(i, horizon);
+  const unsigned i = inputs_ + in;
   // The head is presented to the switch from the first cycle the input port
   // is free; while it waits for the output the input port sends nothing
   // (an input-first separable allocator's pointer stays on a VC until it
@@ -513,13 +514,13 @@ template <unsigned kL>
     // Flit by flit: each leaves in the first cycle at or after it may that
     // both the output link and the input port are free (flits of other
     // packets interleave, as the flit level's allocators let them).
-    const std::uint64_t c = both_free(o, i, j ? std::max(time[j], last + 1) : time[0]);
-    mark(o, c, c + 1);
+    const std::uint64_t c = both_free(out, i, j ? std::max(time[j], last + 1) : time[0]);
+    book(out, c);
     if (j == 0 && c > time[0]) {  // the head waited
       const std::uint64_t presented = free_at(i, time[0]);
-      mark(i, c - (c - presented) * share_num / share_den, c + 1);
+      book(i, c - (c - presented) * share_num / share_den, c + 1);
     } else {
-      mark(i, c, c + 1);
+      book(i, c);
     }
     time[j] = last = c;
   }
@@ -602,7 +603,7 @@ void PacketNetwork::offer_as(Packet& p, std::uint32_t slot) {
     horizon_ = ~0ull;
     for (const std::uint64_t f : inject_free_) horizon_ = std::min(horizon_, std::max(f, p.created));
   }
-  const std::uint64_t horizon = std::max(horizon_, p.created);
+  raise_floor(std::max(horizon_, p.created) / 64);
   // time[j]: when flit j may take its next step (here: enters the source router).
   for (unsigned j = 0; j < L; ++j) time[j] = t + j;
   // Dimension order, the short way round where the network wraps.
@@ -649,7 +650,7 @@ void PacketNetwork::offer_as(Packet& p, std::uint32_t slot) {
         time[j] = std::max(time[j], freed + cd);
       }
     }
-    serve<kL>(node * kPorts + port, node * kPorts + in_port, time, L, horizon);
+    serve<kL>(node * kPorts + port, node * kPorts + in_port, time, L);
     // The flits left this VC at time[0 .. L - 1].
     here[kArrived] = std::max(here[kArrived], arrived);
     here[kDeparted] = std::max(here[kDeparted], time[L - 1] + 1);

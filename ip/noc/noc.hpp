@@ -219,8 +219,8 @@ class FlitNetwork : public Network {
 // Packet-level: each packet's whole path is computed when it is offered,
 // hop by hop along its dimension-order route, with the resources that
 // shape a wormhole network under load:
-// - links, ejection ports and each router's input ports are calendars (ring
-//   bitmaps of busy cycles); each flit leaves a router in the first cycle
+// - links, ejection ports and each router's input ports are calendars
+//   (ring bitmaps of busy cycles); each flit leaves a router in the first cycle
 //   both its output and its input port are free, so flits of different
 //   packets interleave;
 // - each input port's VCs are FIFO lanes of `buffer` flits: a packet takes
@@ -247,27 +247,23 @@ class PacketNetwork : public Network {
   std::uint64_t scheduled_delivery() const override { return last_delivery_; }
 
  private:
-  // One cache line while the ring has four words (256 cycles), on the heap beyond.
-  struct alignas(64) Calendar {
-    std::uint64_t base = 0;    // first cycle of the ring (a multiple of 64), in words()[first]
-    std::uint32_t first = 0;   // ring index of that word
-    std::uint32_t size = 4;    // words, a power of two
-    std::unique_ptr<std::uint64_t[]> heap;
-    std::uint64_t local[4] = {};
-    std::uint64_t* words() { return heap ? heap.get() : local; }
-    std::uint64_t end() const { return base + 64 * std::uint64_t(size); }
-    std::uint64_t& word(std::uint64_t cycle) { return words()[(first + (cycle - base) / 64) & (size - 1)]; }
-  };
-  static std::uint64_t free_at(Calendar& k, std::uint64_t c);                // first free cycle >= c
-  static std::uint64_t both_free(Calendar& o, Calendar& i, std::uint64_t c);  // first cycle >= c free in both
-  static void mark(Calendar& k, std::uint64_t from, std::uint64_t to);        // books [from, to)
-  static void advance(Calendar& k, std::uint64_t horizon) {
-    if (horizon >= k.base + 64) advance_slow(k, horizon);
-  }
-  static void advance_slow(Calendar& k, std::uint64_t horizon);
-  static void grow(Calendar& k, std::uint64_t last);  // until `last` fits
-  std::vector<Calendar> busy_;     // node * kPorts + port (kLocal: ejection)
-  std::vector<Calendar> in_busy_;  // node * kPorts + input port (kLocal: injection)
+  // The calendars of links and ejection ports (k = node * kPorts + port)
+  // and of input ports (k = inputs_ + node * kPorts + port; kLocal: the
+  // injection port): bitmaps of busy cycles, each a ring of ring_ words of
+  // 64 cycles, all indexed alike (word w of calendar k at
+  // cal_[k * ring_ + w % ring_]). Every booking lies within ring_ words of
+  // the floor (the horizon's word) and no search starts below it, so a
+  // ring never aliases; the words the floor leaves behind are cleared as
+  // it moves, and a booking beyond the rings doubles them all.
+  std::uint64_t free_at(unsigned k, std::uint64_t c) const;                // first free cycle >= c
+  std::uint64_t both_free(unsigned o, unsigned i, std::uint64_t c) const;  // first cycle >= c free in both
+  void book(unsigned k, std::uint64_t c);                                  // books cycle c
+  void book(unsigned k, std::uint64_t from, std::uint64_t to);             // books [from, to)
+  void raise_floor(std::uint64_t word);
+  void grow(std::uint64_t word);  // until `word` lies within the rings
+  std::vector<std::uint64_t> cal_;
+  std::uint64_t ring_ = 4, mask_ = 3, floor_ = 0;
+  unsigned inputs_;
   std::vector<std::uint64_t> inject_free_;
   // Each input port's VCs as lanes, FIFO, `depth_` flits each: per lane
   // `stride_` words, when its last packet's head came in (kArrived), the
@@ -282,7 +278,7 @@ class PacketNetwork : public Network {
   // Books flits 0 .. length - 1 through output `out` and input port `in`,
   // flit j no earlier than time[j]; time[j] becomes the cycle it leaves.
   template <unsigned kL>  // kL: the flit count, or 0 (then `flits`)
-  void serve(unsigned out, unsigned in, std::uint64_t* time, unsigned flits, std::uint64_t horizon);
+  void serve(unsigned out, unsigned in, std::uint64_t* time, unsigned flits);
   // offer() for a packet of kL flits (0: any count).
   template <unsigned kL>
   void offer_as(Packet& p, std::uint32_t slot);
