@@ -508,7 +508,6 @@ template <unsigned kL>
   // fanout, where the stacks' injection ports meet through traffic on both
   // sides: with 1/L there the sources queued half as long as at the flit
   // level).
-  const unsigned share_num = in % kPorts == kLocal ? 2 : 1, share_den = in % kPorts == kLocal ? length + 1 : length;
   std::uint64_t last = 0;
   for (unsigned j = 0; j < length; ++j) {
     // Flit by flit: each leaves in the first cycle at or after it may that
@@ -518,7 +517,8 @@ template <unsigned kL>
     book(out, c);
     if (j == 0 && c > time[0]) {  // the head waited
       const std::uint64_t presented = free_at(i, time[0]);
-      book(i, c - (c - presented) * share_num / share_den, c + 1);
+      const bool injection = in % kPorts == kLocal;
+      book(i, c - (c - presented) * (injection ? 2 : 1) / (injection ? length + 1 : length), c + 1);
     } else {
       book(i, c);
     }

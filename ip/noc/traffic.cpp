@@ -35,7 +35,7 @@ std::string pattern_names() {
 namespace {
 int destination(Pattern pattern, unsigned src, const NocConfig& c, const std::vector<unsigned>& hotspots,
                 std::mt19937_64& rng, bool self_traffic) {
-  const unsigned n = c.nodes(), bits = log2u(n);
+  const unsigned n = c.nodes();
   const unsigned x = src % c.width, y = src / c.width;
   unsigned d = src;
   switch (pattern) {
@@ -55,12 +55,18 @@ int destination(Pattern pattern, unsigned src, const NocConfig& c, const std::ve
       return static_cast<int>(d);
     case Pattern::transpose: d = (x % c.height) * c.width + (y % c.width); break;
     case Pattern::bitcomp: d = ~src & (n - 1); break;
-    case Pattern::bitrev:
+    case Pattern::bitrev: {
+      const unsigned bits = log2u(n);
       d = 0;
       for (unsigned b = 0; b < bits; ++b)
         if (src & (1u << b)) d |= 1u << (bits - 1 - b);
       break;
-    case Pattern::shuffle: d = ((src << 1) | (src >> (bits - 1))) & (n - 1); break;
+    }
+    case Pattern::shuffle: {
+      const unsigned bits = log2u(n);
+      d = ((src << 1) | (src >> (bits - 1))) & (n - 1);
+      break;
+    }
     case Pattern::tornado: d = y * c.width + (x + (c.width + 1) / 2 - 1) % c.width; break;
     case Pattern::neighbor: d = y * c.width + (x + 1) % c.width; break;
     case Pattern::unknown: return -1;
