@@ -18,7 +18,8 @@
 //                     busy at once) under caps from 50% to 120% of the sum of
 //                     the domains' peaks: the manager's control loop against
 //                     clocks fixed so the worst case fits (reserved headroom);
-//                     throughput, which domain throttles, energy per token
+//                     throughput, which domain throttles, energy per token,
+//                     the share of the roofline's bound each run reaches
 // The chip-to-chip one, push versus pull against message size and
 // notification latency, is `bench_comm push-vs-pull`.
 #include <fmt/format.h>
@@ -312,6 +313,8 @@ int headroom_run(const std::vector<std::string>& sets) {
     d.write(tables.back(), t.data(), t.size() * 8);
   }
   const double t0 = cluster.simulated_seconds();
+  std::vector<nlohmann::ordered_json> before(kHrChips);
+  for (unsigned k = 0; k < kHrChips; ++k) before[k] = cluster.chip(k).stats();
   std::vector<double> j0(kHrChips);
   for (unsigned k = 0; k < kHrChips; ++k) j0[k] = power::meter(fmt::format("chip{}.x", k)).total_joules(sc_core::sc_time(t0, sc_core::SC_SEC));
   for (unsigned l = 0; l < kHrLayers; ++l) {
@@ -327,6 +330,15 @@ int headroom_run(const std::vector<std::string>& sets) {
   const auto stats = cluster.stats();
   nlohmann::ordered_json out;
   out["seconds"] = t1 - t0;
+  // The roofline's bound of the busiest chip's work, at the platform's
+  // nominal clocks (what a cap's lower clocks are measured against).
+  roofline::Report bound;
+  for (unsigned k = 0; k < kHrChips; ++k) {
+    const roofline::Report r = cluster.chip(k).roofline(before[k], cluster.chip(k).stats());
+    if (k == 0 || r.seconds() > bound.seconds()) bound = r;
+  }
+  out["bound_seconds"] = bound.seconds();
+  out["binding"] = bound.binding().resource + ", " + bound.binding().where;
   out["tokens"] = kHrLayers * kHrTokens * 8 * kHrChips;
   double joules = 0;
   for (unsigned k = 0; k < kHrChips; ++k)
@@ -390,6 +402,9 @@ int power_headroom(const std::string& self, const std::string& dir) {
     fmt::print(" {} {:.2f} W", n, free_run["peak_w"][n].get<double>());
   }
   fmt::print("; sum {:.2f} W\n", sum_peaks);
+  fmt::print("the roofline's bound of the busiest chip's work, at nominal clocks: {:.2f} us ({}); uncapped: {:.1f}% of it\n",
+             free_run["bound_seconds"].get<double>() * 1e6, free_run["binding"].get<std::string>(),
+             100 * free_run["bound_seconds"].get<double>() / free_run["seconds"].get<double>());
   // Reserving headroom: clocks fixed so that every domain at its peak at
   // once stays under the cap (the same greedy as the manager's loop: the
   // step that saves the most first), no control loop.
@@ -416,13 +431,13 @@ int power_headroom(const std::string& self, const std::string& dir) {
     return s;
   };
   const double tokens = free_run["tokens"].get<double>();
-  std::string csv = "cap_percent,cap_w,policy,us,tokens_per_s,uj_per_token,chip0_avg_w,chip0_max_avg_w";
+  std::string csv = "cap_percent,cap_w,policy,us,of_bound,tokens_per_s,uj_per_token,chip0_avg_w,chip0_max_avg_w";
   for (const char* n : names) csv += fmt::format(",{0}_throttles,{0}_mean_clock", n);
   csv += "\n";
   std::vector<bench::Series> series = {{"dynamic (cap + control loop)", {}}, {"reserved (clocks fixed for the worst case)", {}}};
   std::vector<bench::Series> energy = series;
-  fmt::print("{:>5} {:>7} {:>9} {:>9} {:>11} {:>9} {:>8} {:>8}  {}\n", "cap", "cap W", "policy", "us", "Mtok/s",
-             "uJ/tok", "avg W", "max10 W", "mean clock (throttles) tiles/noc/hbm/links/cp");
+  fmt::print("{:>5} {:>7} {:>9} {:>9} {:>8} {:>11} {:>9} {:>8} {:>8}  {}\n", "cap", "cap W", "policy", "us", "of bound",
+             "Mtok/s", "uJ/tok", "avg W", "max10 W", "mean clock (throttles) tiles/noc/hbm/links/cp");
   for (int pct = 50; pct <= 120; pct += 10) {
     const double cap = sum_peaks * pct / 100.0;
     for (int policy = 0; policy < 2; ++policy) {
@@ -445,8 +460,9 @@ int power_headroom(const std::string& self, const std::string& dir) {
         worst = std::max(worst, sum / span);
       }
       std::string clocks;
-      csv += fmt::format("{},{},{},{},{},{},{},{}", pct, cap, policy ? "reserved" : "dynamic", secs * 1e6, tokens / secs,
-                         joules / tokens * 1e6, avg, worst);
+      const double of_bound = r["bound_seconds"].get<double>() / secs;
+      csv += fmt::format("{},{},{},{},{},{},{},{},{}", pct, cap, policy ? "reserved" : "dynamic", secs * 1e6, of_bound,
+                         tokens / secs, joules / tokens * 1e6, avg, worst);
       for (unsigned d = 0; d < kDomains; ++d) {
         double clock = 0;
         const auto& res = r["residency"][names[d]];
@@ -455,9 +471,9 @@ int power_headroom(const std::string& self, const std::string& dir) {
         csv += fmt::format(",{},{}", r["throttles"][names[d]].get<int>(), clock);
       }
       csv += "\n";
-      fmt::print("{:>4}% {:>7.2f} {:>9} {:>9.2f} {:>11.3f} {:>9.3f} {:>8.2f} {:>8.2f}  {}\n", pct, cap,
-                 policy ? "reserved" : "dynamic", secs * 1e6, tokens / secs / 1e6, joules / tokens * 1e6, avg,
-                 worst, clocks);
+      fmt::print("{:>4}% {:>7.2f} {:>9} {:>9.2f} {:>7.1f}% {:>11.3f} {:>9.3f} {:>8.2f} {:>8.2f}  {}\n", pct, cap,
+                 policy ? "reserved" : "dynamic", secs * 1e6, 100 * of_bound, tokens / secs / 1e6, joules / tokens * 1e6,
+                 avg, worst, clocks);
       series[policy].points.emplace_back(pct, tokens / secs / 1e6);
       energy[policy].points.emplace_back(pct, joules / tokens * 1e6);
     }
