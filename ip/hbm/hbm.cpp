@@ -448,15 +448,18 @@ void Hbm::fast_refresh(FastChannel& f, std::uint64_t cycle) {
   const std::uint64_t period = per_bank_refresh_ ? t.refisb(banks) : t.tREFI;
   const unsigned tRFC = per_bank_refresh_ ? t.tRFCpb : t.tRFCab;
   // A long idle stretch: the refreshes that fell due long before `cycle`
-  // leave nothing behind them but closed banks; they are counted in bulk.
+  // leave nothing behind them but the banks they closed; they are counted
+  // in bulk.
   if (f.refresh_due + 4 * period < cycle) {
     const std::uint64_t skip = (cycle - f.refresh_due) / period - 2;
     meter_->charge(energy::refresh, static_cast<double>(skip), clk_->edge(f.refresh_due, tck_),
                    clk_->edge(f.refresh_due + (skip - 1) * period + tRFC, tck_));
+    if (!per_bank_refresh_ || skip >= banks) std::fill(f.open_row.begin(), f.open_row.end(), -1);
+    else
+      for (std::uint64_t k = 0; k < skip; ++k) f.open_row[(f.refresh_bank + k) % banks] = -1;
     f.refreshes += skip;
     f.refresh_bank = static_cast<unsigned>((f.refresh_bank + skip) % banks);
     f.refresh_due += skip * period;
-    std::fill(f.open_row.begin(), f.open_row.end(), -1);
   }
   while (f.refresh_due <= cycle) {
     const std::uint64_t due = f.refresh_due;

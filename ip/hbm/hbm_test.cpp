@@ -521,6 +521,42 @@ TEST(Hbm, FastModeKeepsTheInFlightLimitsAndPerBankRefresh) {
   EXPECT_LT(fast[0], 0.66 * fast[3]) << "eight reads in flight hold the fast mode back too";
 }
 
+TEST(Hbm, FastModeCountsTheRefreshesOfALongIdleStretch) {
+  // One read, 1 ms idle, one read to the same row: all-bank refresh every
+  // tREFI and per-bank refresh every tREFISB are all counted (in bulk, not
+  // one by one), and the refreshes closed the row: the second read opens it
+  // again.
+  const Timing t = Timing::load(kTiming);
+  Hbm::Config all = config(true, "fast"), per = config(true, "fast");
+  per.ctrl.refresh = "per_bank";
+  Hbm a("fast_all", all), b("fast_per", per);
+  tessera::testing::TestInitiator ia("ia"), ib("ib"), ca("fca"), cb("fcb");
+  ia.socket.bind(a.mem_target), ib.socket.bind(b.mem_target);
+  ca.socket.bind(a.csr_target()), cb.socket.bind(b.csr_target());
+  sc_time took[2][2];
+  struct Seq : sc_core::sc_module {
+    Seq(const sc_core::sc_module_name& n, tessera::testing::TestInitiator& i, sc_time (&took)[2]) : sc_core::sc_module(n) {
+      sc_core::sc_spawn([&i, &took] {
+        std::uint64_t v[4];
+        for (int k = 0; k < 2; ++k) {
+          sc_time d;
+          const sc_time t0 = sc_core::sc_time_stamp();
+          i.transport(tlm::TLM_READ_COMMAND, 0x40, v, 32, &d);
+          took[k] = sc_core::sc_time_stamp() + d - t0;
+          sc_core::wait(1, sc_core::SC_MS);
+        }
+      });
+    }
+  } sa("fsa", ia, took[0]), sb("fsb", ib, took[1]);
+  sc_core::sc_start();
+  const double tck = t.tck_ns, ms = 1e6 / tck;  // cycles in 1 ms
+  EXPECT_NEAR(static_cast<double>(a.totals().refreshes), ms / t.tREFI, 3);
+  EXPECT_NEAR(static_cast<double>(b.totals().refreshes), ms / t.refisb(all.org.banks_per_pc()), 3);
+  for (int k = 0; k < 2; ++k)
+    EXPECT_DOUBLE_EQ(took[k][1].to_seconds(), took[k][0].to_seconds()) << (k ? "per-bank" : "all-bank")
+                                                                       << ": the row was closed again, as at first";
+}
+
 TEST(Hbm, WritesArePostedOrAnsweredOnceWritten) {
   // A posted write is answered once its queue has taken it (frontend
   // cycles); with write_response on_write, once its data is in the DRAM:

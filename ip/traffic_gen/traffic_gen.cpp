@@ -1,6 +1,5 @@
 #include "traffic_gen/traffic_gen.hpp"
 
-
 #include "common/log.hpp"
 #include "common/payload.hpp"
 #include "common/registry.hpp"
