@@ -30,7 +30,6 @@ PseudoChannel::PseudoChannel(const Timing& t, const Org& o, const ControllerConf
 bool PseudoChannel::idle() const { return reads_.empty() && writes_.empty() && frontend_.empty() && completions_.empty(); }
 
 void PseudoChannel::enqueue(const Request& in) {
-  pending_valid_ = false;
   ++generation_;
   Request r = in;
   if (cfg_.interface_limit) {  // one request a cycle
@@ -380,11 +379,7 @@ void PseudoChannel::advance(std::uint64_t cycle) {
     ++refresh_owed_;
     refresh_due_ += per_bank_ ? t_.refisb(static_cast<unsigned>(banks_.size())) : t_.tREFI;
   }
-  Candidate best;
-  bool found;
-  while ((found = pick(now_, best)) && best.cycle <= cycle) issue(best);
-  pending_cycle_ = found && !(reads_.empty() && writes_.empty()) ? best.cycle : ~0ull;
-  pending_valid_ = true;
+  for (Candidate best; pick(now_, best) && best.cycle <= cycle;) issue(best);
   while (!completions_.empty() && completions_.top().cycle <= cycle) {
     Request r = completions_.top().r;
     completions_.pop();
@@ -396,8 +391,7 @@ void PseudoChannel::advance(std::uint64_t cycle) {
 std::uint64_t PseudoChannel::next_event() const {
   std::uint64_t next = ~0ull;
   if (!completions_.empty()) next = completions_.top().cycle;
-  if (!reads_.empty() || !writes_.empty()) {
-    if (pending_valid_) return std::min(next, pending_cycle_);
+  if (!reads_.empty() || !writes_.empty()) {  // pick() answers from its last decision while that stands
     Candidate best;
     if (const_cast<PseudoChannel*>(this)->pick(now_, best)) next = std::min(next, best.cycle);
   }

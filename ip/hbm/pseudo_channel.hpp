@@ -202,9 +202,6 @@ class PseudoChannel {
   std::uint64_t tck_ = 1;
   bool record_ = false;
   std::vector<Issued> issued_;
-  // The decision the last advance() left pending (valid until a new request).
-  std::uint64_t pending_cycle_ = ~0ull;
-  bool pending_valid_ = false;
   // pick()'s last answer. It stands while nothing it read has changed (the
   // queues, the banks, the refresh state: generation_; the shared buses'
   // reservations) and the present has not passed it: every candidate it
