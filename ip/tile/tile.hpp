@@ -53,6 +53,7 @@ class Tile : public Ip {
 
   Tile(const sc_core::sc_module_name& n, const Config& c);
   ~Tile() override;
+  const Config& config() const { return config_; }
   scratchpad::Scratchpad& scratchpad() { return *spm_; }
   tlm::tlm_target_socket<>& csr_target();
   tensor::TensorCore& tensor_core() { return *tc_; }

@@ -27,7 +27,7 @@ using namespace tessera;
 
 namespace {
 int usage(const char* why) {
-  std::fprintf(stderr, "tessera demo: %s\nusage: tessera-vp demo [--tiny] [--fp8] [--device-dispatch] [--chips 1|4|8] [--prompt N] [--decode N] [--seed S] [--speculate K [--acceptance A]] [--trace FILE.json] [--waves FILE.vcd] [--stats FILE.json] [--set inst.key=value ...]\n", why);
+  std::fprintf(stderr, "tessera demo: %s\nusage: tessera-vp demo [--tiny] [--fp8] [--launches] [--device-dispatch] [--chips 1|4|8] [--prompt N] [--decode N] [--seed S] [--speculate K [--acceptance A]] [--trace FILE.json] [--waves FILE.vcd] [--stats FILE.json] [--set inst.key=value ...]\n", why);
   return 2;
 }
 bool number(const char* s, unsigned& out) {
@@ -42,6 +42,7 @@ bool number(const char* s, unsigned& out) {
 int tessera::model::demo_main(int argc, char** argv) {
   model::Config c;
   unsigned prompt = 32, decode = 32, seed = 1, speculate = 0, chips = 1;
+  bool launches = false;  // a launch per phase, waited for, instead of a graph per step
   double acceptance = -1;  // steer the draft to this acceptance (speculative.hpp); < 0: the draft as it is
   rt::Device::Options opt;
   std::string stats_file;
@@ -53,6 +54,7 @@ int tessera::model::demo_main(int argc, char** argv) {
     else if (a == "--decode") { if (!value(decode)) return usage("--decode takes a number of tokens"); }
     else if (a == "--fp8") c.fp8 = true;
     else if (a == "--device-dispatch") c.device_dispatch = true;
+    else if (a == "--launches") launches = true;
     else if (a == "--seed") { if (!value(seed)) return usage("--seed takes a number"); }
     else if (a == "--speculate") { if (!value(speculate) || !speculate || speculate > 16) return usage("--speculate takes a draft length of 1 to 16"); }
     else if (a == "--acceptance") {
@@ -92,6 +94,10 @@ int tessera::model::demo_main(int argc, char** argv) {
   if (chips > 1 && speculate) return usage("--speculate runs on one chip");
   if (acceptance >= 0 && !speculate) return usage("--acceptance needs --speculate K");
   if (chips > 1 && c.device_dispatch) return usage("--device-dispatch runs on one chip (on several the host dispatches)");
+  // A step is one graph where it can be (BF16 on one chip: the tiles
+  // dispatch the experts); --launches, FP8 and several chips run a launch
+  // per phase.
+  if (!launches && !c.fp8 && chips == 1) c.graph = c.device_dispatch = true;
   if (chips > 1) {
     const std::string dir = rt::Device::default_platform().substr(0, rt::Device::default_platform().rfind('/'));
     opt.platform = dir + (chips == 4 ? "/t1x4-ring.json" : "/t1x8-torus.json");
@@ -102,7 +108,9 @@ int tessera::model::demo_main(int argc, char** argv) {
     std::printf("Tessera T1: MoE decoder, %u layers, d_model %u, %u heads, %u experts (top-2, SwiGLU %u), vocabulary %u, %s\n",
                 c.layers, c.d_model, c.heads, c.experts, c.hidden, c.vocab,
                 c.fp8 ? "FP8 weights and GEMM inputs (E4M3, block scales)" : "BF16");
-    std::printf("experts dispatched by the %s\n", c.device_dispatch ? "tiles (from the router's output)" : "host (it reads the router's choices)");
+    std::printf("experts dispatched by the %s; %s\n", c.device_dispatch ? "tiles (from the router's output)" : "host (it reads the router's choices)",
+                c.graph ? "each step one graph: its phases run on the device with barriers between them, one launch a step"
+                        : "a launch per phase, each waited for by the host");
     if (chips > 1)
       std::printf("%u chips (%s): expert parallel, expert e on chip e %% %u; routed rows go out and results come back "
                   "through the chips' communication engines (all-to-all, push)\n",
@@ -272,11 +280,12 @@ int tessera::model::demo_main(int argc, char** argv) {
                 "(they overlap)\n",
                 core > 0 ? 100 * tensor / core : 0.0, core > 0 ? 100 * vector / core : 0.0, core > 0 ? 100 * dma / core : 0.0);
     std::printf("where the time went: attention %.0f%%, Wo %.0f%%, router %.0f%%, experts %.0f%%, %scombine %.0f%%, head %.0f%%, "
-                "embed+argmax %.0f%%, host I/O %.0f%%; of the phases, kernels ran %.0f%% of the time, launches and "
+                "embed+argmax %.0f%%, host I/O %.0f%%%s; of the phases, kernels ran %.0f%% of the time, launches and "
                 "synchronisation (firmware, host) the rest\n",
                 100 * p.attention / total, 100 * p.wo / total, 100 * p.router / total, 100 * p.experts / total,
                 cluster ? fmt::format("dispatch and combine between chips {:.0f}%, ", 100 * p.comm / total).c_str() : "",
                 100 * p.combine / total, 100 * p.head / total, 100 * (p.embed + p.argmax) / total, 100 * p.host_io / total,
+                p.upload > 0 ? fmt::format(" (the graphs' upload {:.0f}%)", 100 * p.upload / total).c_str() : "",
                 100 * p.kernels / (p.total() - p.host_io));
     {
       const roofline::Limits& l = dev.limits();

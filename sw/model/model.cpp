@@ -414,7 +414,8 @@ DeviceModel::DeviceModel(const std::vector<rt::Device*>& chips, const Config& c,
   x_ = dev_.alloc(4ull * T * D), hb_ = dev_.alloc(2ull * T * D), attn_ = dev_.alloc(4ull * T * D);
   y0_ = dev_.alloc(4ull * T * D), y1_ = dev_.alloc(4ull * T * D);
   logits_ = dev_.alloc(4ull * T * c.vocab), topk_ = dev_.alloc(4ull * T * 2 * 3), mask_ = dev_.alloc(4ull * T * c.context);
-  next_ = dev_.alloc(4);
+  // The next token, then (graph mode) every layer's routing, read in one go.
+  next_ = dev_.alloc(8 + 8ull * T * c.layers);
   // Expert dispatch on the device needs BF16 and tiles whose harts follow
   // each other (the kernel finds its experts by its hart id).
   if (c.device_dispatch && c.fp8) throw rt::UsageError("model: device dispatch runs BF16 experts only, not FP8");
@@ -423,6 +424,9 @@ DeviceModel::DeviceModel(const std::vector<rt::Device*>& chips, const Config& c,
     if (dev_.tile_hart(t) != dev_.tile_hart(0) + t)
       throw rt::UsageError("model: device dispatch needs tile cores with consecutive hart ids");
   qscale_ = put(std::vector<float>(std::size_t{T} * c.head_dim(), 1.0f / std::sqrt(static_cast<float>(c.head_dim()))));
+  if (c.graph && !device_dispatch_)
+    throw rt::UsageError("model: a step as one graph needs the experts dispatched on the device (BF16, one chip)");
+  graph_mode_ = c.graph;
 }
 
 double DeviceModel::run_phase(std::vector<std::pair<std::uint32_t, TileProgram>>& programs, double& bucket,
@@ -431,6 +435,11 @@ double DeviceModel::run_phase(std::vector<std::pair<std::uint32_t, TileProgram>>
   for (auto& [t, p] : programs)
     if (!p.ops().empty()) per_tile.emplace_back(t, std::move(p));
   if (per_tile.empty()) return 0;
+  if (graph_) {
+    graph_->node(node_prefix_ + name, std::move(per_tile));
+    graph_buckets_.push_back(&bucket);
+    return 0;
+  }
   nlohmann::ordered_json before = dev_.stats();
   const double t0 = dev_.simulated_seconds();
   dev_.wait(dev_.run(program_, per_tile));
@@ -657,6 +666,10 @@ std::vector<float> DeviceModel::step(const std::vector<std::uint32_t>& tokens, u
     dev_.write(mask_, mask.data(), mask.size() * 4);
     profile_.host_io += dev_.simulated_seconds() - t0;
   }
+  rt::Graph graph;
+  graph_buckets_.clear();
+  node_prefix_.clear();
+  graph_ = graph_mode_ ? &graph : nullptr;
   // Embed: rows of the BF16 table, cast to FP32, into x.
   {
     Programs p = fresh();
@@ -671,6 +684,7 @@ std::vector<float> DeviceModel::step(const std::vector<std::uint32_t>& tokens, u
   if (routes) routes->assign(c_.layers, {});
   for (unsigned l = 0; l < c_.layers; ++l) {
     const LayerBuffers& L = layers_[l];
+    node_prefix_ = fmt::format("layer{}.", l);
     // Attention: a head per tile.
     {
       Programs p = fresh();
@@ -753,6 +767,7 @@ std::vector<float> DeviceModel::step(const std::vector<std::uint32_t>& tokens, u
       top.k = 2;
       g.vec(top).drain().vec(vec(VecOp::softmax, T, 2, TK, 0, GT)).drain();
       g.store(TK + 8 * T, topk_.address, 8 * T).store(GT, topk_.address + 8ull * T, 8 * T);
+      if (graph_) g.store(TK + 8 * T, next_.address + 8 + 8ull * T * l, 8 * T);  // read with the next token
       run_phase(p, profile_.router, "router");
       if (!device_dispatch_) {
         // The host reads the choices to dispatch the experts; the gates stay
@@ -768,6 +783,14 @@ std::vector<float> DeviceModel::step(const std::vector<std::uint32_t>& tokens, u
     // the choices back for the reference, while the experts run.
     if (chips_.size() > 1) {
       experts_across_chips(L, chosen, T);
+    } else if (graph_) {
+      Programs p = fresh();
+      for (auto& [t, g] : p)
+        g.moe({rt::lo(topk_.address), rt::hi(topk_.address), 0xfffffffeu, rt::lo(hb_.address), rt::hi(hb_.address),
+               rt::lo(L.expert_table.address), rt::hi(L.expert_table.address), D, F, fc, E | T << 16, tiles_,
+               dev_.tile_hart(0), rt::lo(y0_.address), rt::hi(y0_.address),
+               static_cast<std::uint32_t>(y1_.address - y0_.address)});
+      run_phase(p, profile_.experts, "experts");
     } else if (device_dispatch_) {
       nlohmann::ordered_json before = dev_.stats();
       const double t0 = dev_.simulated_seconds();
@@ -825,6 +848,7 @@ std::vector<float> DeviceModel::step(const std::vector<std::uint32_t>& tokens, u
       run_phase(p, profile_.combine, "combine");
     }
   }
+  node_prefix_.clear();
   // Head: final norm and the vocabulary split over tiles.
   {
     Programs p = fresh();
@@ -855,10 +879,42 @@ std::vector<float> DeviceModel::step(const std::vector<std::uint32_t>& tokens, u
     p[0].second.vec(vec(VecOp::argmax, 1, V, LG, 0, AM)).drain().store(AM, next_.address, 4);
     run_phase(p, profile_.argmax, "argmax");
   }
+  if (graph_) {
+    // The step's graph: written to the device, launched once, waited for;
+    // each node's time from the device's marks.
+    graph_ = nullptr;
+    double t0 = dev_.simulated_seconds();
+    const rt::GraphExec x = dev_.instantiate(graph);
+    const double upload = dev_.simulated_seconds() - t0;
+    profile_.upload += upload, profile_.host_io += upload;
+    const nlohmann::ordered_json before = dev_.stats();
+    t0 = dev_.simulated_seconds();
+    try {
+      dev_.wait(dev_.launch_graph(program_, x));
+    } catch (...) {
+      dev_.free(x);
+      throw;
+    }
+    const double took = dev_.simulated_seconds() - t0;
+    const std::vector<double> nodes = dev_.node_seconds(x);
+    dev_.free(x);
+    // The nodes' times as the device measured them, scaled to the launch
+    // (which also holds the start and the end of the kernel).
+    double sum = 0;
+    for (double n : nodes) sum += n;
+    for (std::size_t k = 0; k < nodes.size(); ++k) *graph_buckets_[k] += sum > 0 ? nodes[k] / sum * took : 0;
+    std::vector<unsigned> all(tiles_);
+    for (unsigned t = 0; t < tiles_; ++t) all[t] = t;
+    count_kernels(before, took, all, "graph");
+  }
   std::vector<float> logits(std::size_t{T} * V);
   const double t0 = dev_.simulated_seconds();
   dev_.read(logits_, logits.data(), logits.size() * 4);
-  dev_.read(next_, next, 4);
+  std::vector<std::uint32_t> tail(2 + 2ull * T * c_.layers);
+  dev_.read(next_, tail.data(), graph_mode_ ? tail.size() * 4 : 4);
+  *next = tail[0];
+  if (graph_mode_ && routes)
+    for (unsigned l = 0; l < c_.layers; ++l) (*routes)[l].assign(tail.begin() + 2 + 2ull * T * l, tail.begin() + 2 + 2ull * T * (l + 1));
   profile_.host_io += dev_.simulated_seconds() - t0;
   return logits;
 }

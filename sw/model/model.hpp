@@ -42,6 +42,10 @@ struct Config {
   // The tiles find their experts' tokens from the router's output (BF16
   // only) instead of the host reading the choices and dispatching.
   bool device_dispatch = false;
+  // A step is one graph (rt::Graph): its phases run on the device one after
+  // another with a barrier between them and one launch, with no host round
+  // trip (needs device_dispatch, one chip).
+  bool graph = false;
   unsigned head_dim() const { return d_model / heads; }
   std::string check() const;  // empty when the device runner can take it
 };
@@ -106,7 +110,8 @@ struct Profile {
   double embed = 0, attention = 0, wo = 0, router = 0, experts = 0, combine = 0, head = 0, argmax = 0;
   double comm = 0;      // several chips: dispatching tokens to the experts' chips and their results back
   double host_io = 0;   // the mask upload, the router's choices and the logits read back
-  double kernels = 0;   // the longest tile's kernel time per phase, summed
+  double kernels = 0;   // the longest tile's kernel time per phase (per graph, in graph mode), summed
+  double upload = 0;    // graph mode: the steps' graphs written to the device (included in host_io)
   double total() const { return embed + attention + wo + router + experts + comm + combine + head + argmax + host_io; }
   std::map<std::string, PhaseBound> bounds;  // by phase: embed, attention, wo, router, experts, combine, head, argmax, comm
 };
@@ -159,6 +164,8 @@ class DeviceModel {
               const Slice& b, std::uint32_t c, bool accumulate = false);
   // Turns FP32 rows into the GEMMs' A operand (BF16, or E4M3 with 1 x 128 scales).
   void to_a(rt::TileProgram& g, unsigned rows, unsigned cols, std::uint32_t src, std::uint32_t dst, std::uint32_t sa);
+  // Runs a phase (one launch, waited for), or in graph mode adds it to the
+  // step's graph.
   double run_phase(std::vector<std::pair<std::uint32_t, rt::TileProgram>>& programs, double& bucket, const char* name);
   // Adds the longest of `tiles`' kernel times since `before` (stats) to the
   // profile, and the phase's time against its roofline.
@@ -176,6 +183,10 @@ class DeviceModel {
   unsigned tiles_;
   unsigned next_stack_ = 0;
   bool device_dispatch_ = false;  // the experts pick their tokens on the tiles (BF16, consecutive harts)
+  bool graph_mode_ = false;       // Config::graph, where it applies
+  rt::Graph* graph_ = nullptr;    // the step's graph being built (graph mode)
+  std::vector<double*> graph_buckets_;  // by node: where its time goes
+  std::string node_prefix_;       // "layer2." while a layer's phases are built
   DevMatrix embedding_, lm_head_;
   std::vector<DevMatrix> lm_panels_;  // the LM head by tile (its columns j * vocab / tiles ..), when it splits so
   rt::Buffer final_norm_, x_, hb_, attn_, y0_, y1_, logits_, topk_, mask_, qscale_, next_;

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 
 #include "model.hpp"
 
@@ -145,6 +146,51 @@ TEST(Model, ExpertsDispatchedOnTheDeviceGiveTheSameLogits) {
   EXPECT_LT(worst, 0.03);
   EXPECT_EQ(disagreements, 0u);
   EXPECT_GT(dev.stats()["device.tile0"]["kernels_done"].get<std::uint64_t>(), 0u);
+}
+
+// A step as one graph: the same operations as the device-dispatched
+// launches, so bit-identical logits and tokens, with one launch a step
+// instead of one a phase (and less simulated time).
+TEST(Model, AStepAsOneGraphGivesTheLaunchesLogitsBitForBit) {
+  Config c = tiny();
+  c.device_dispatch = true;
+  Config g = c;
+  g.graph = true;
+  const Weights w = Weights::random(c);
+  rt::Device dev;
+  DeviceModel launches(dev, c, w), graph(dev, g, w);
+  std::vector<std::uint32_t> tokens = {1, 17, 42, 200, 5};
+  unsigned pos = 0;
+  double t_launches = 0, t_graph = 0;
+  for (unsigned step = 0; step < 3; ++step) {
+    std::uint32_t a = 0, b = 0;
+    std::vector<std::vector<std::uint32_t>> ra, rb;
+    double t0 = dev.simulated_seconds();
+    const auto la = launches.step(tokens, pos, &a, &ra);
+    t_launches += dev.simulated_seconds() - t0;
+    t0 = dev.simulated_seconds();
+    const auto lb = graph.step(tokens, pos, &b, &rb);
+    t_graph += dev.simulated_seconds() - t0;
+    ASSERT_EQ(la.size(), lb.size());
+    EXPECT_EQ(std::memcmp(la.data(), lb.data(), la.size() * 4), 0) << "step " << step;
+    EXPECT_EQ(a, b) << "step " << step;
+    EXPECT_EQ(ra, rb) << "step " << step << ": the routes read back with the token";
+    pos += static_cast<unsigned>(tokens.size());
+    tokens = {a};
+  }
+  std::printf("tiny MoE, 3 steps: %.1f us with a launch per phase, %.1f us as a graph a step\n", t_launches * 1e6,
+              t_graph * 1e6);
+  EXPECT_LT(t_graph, t_launches);
+  const Profile& p = graph.profile();
+  EXPECT_GT(p.attention, 0);
+  EXPECT_GT(p.experts, 0);
+  EXPECT_GT(p.head, 0);
+  EXPECT_GT(p.upload, 0);
+  // The phases' times come from the device's marks, scaled to the launch: with the host's I/O they make the steps.
+  EXPECT_NEAR(p.total(), t_graph, 1e-9);
+  c.graph = true;
+  c.device_dispatch = false;
+  EXPECT_THROW(DeviceModel(dev, c, w), rt::UsageError) << "a graph needs the experts dispatched on the device";
 }
 
 // Expert parallel on the four-chip ring: expert e on chip e % 4, routed rows

@@ -643,3 +643,141 @@ TEST(Runtime, GemmsRunOnTheRtlArrayInTheLoop) {
     EXPECT_EQ(wrong, 0u) << "gemm kernel mode " << mode;
   }
 }
+
+// Graphs: nodes of per-tile programs that the device runs one after
+// another with one launch. Node 0: tile t copies its word after t x 40
+// dummy copies (so the tiles finish it far apart); node 1: each tile copies
+// its neighbour's word, which only the barrier between the nodes makes
+// safe; node 2: tile 0 gathers the eight words with a program longer than
+// the program area holds (streamed through it in halves).
+TEST(Runtime, GraphsRunTheirNodesInOrderWithOneLaunch) {
+  Device dev;
+  const Kernel k = dev.load_kernel(kKernels + "/program.elf", 0xff);
+  const Buffer src = dev.alloc(4096), mid = dev.alloc(4096), out = dev.alloc(4096), fin = dev.alloc(4096);
+  const Buffer junk = dev.alloc(4096);
+  std::vector<std::uint32_t> words(1024);
+  for (unsigned i = 0; i < words.size(); ++i) words[i] = 1000 + i * 7;
+  dev.write(src, words.data(), 4096);
+  Graph g;
+  std::vector<std::pair<unsigned, TileProgram>> first, second, third;
+  for (unsigned t = 0; t < 8; ++t) {
+    TileProgram p;
+    for (unsigned i = 0; i < 40 * t; ++i) p.load(junk.address, 0x20000, 64);
+    p.drain().load(src.address + 4 * t, 0x10000, 4).drain().store(0x10000, mid.address + 4 * t, 4);
+    first.emplace_back(t, std::move(p));
+    TileProgram q;
+    q.load(mid.address + 4 * ((t + 1) % 8), 0x10000, 4).drain().store(0x10000, out.address + 4 * t, 4);
+    second.emplace_back(t, std::move(q));
+  }
+  TileProgram gather;
+  for (unsigned i = 0; i < 700; ++i) gather.load(junk.address, 0x20000, 64);
+  for (unsigned t = 0; t < 8; ++t) gather.load(out.address + 4 * t, 0x10000 + 4 * t, 4);
+  gather.drain().store(0x10000, fin.address, 32);
+  third.emplace_back(0, std::move(gather));
+  g.node("spread", std::move(first)).node("shift", std::move(second)).node("gather", std::move(third));
+  const GraphExec x = dev.instantiate(g);
+  EXPECT_EQ(x.tiles, 0xffu);
+  EXPECT_EQ(x.names, (std::vector<std::string>{"spread", "shift", "gather"}));
+  EXPECT_GT(x.starts[0].back(), TKP_MAX_OPS) << "tile 0's program is longer than the program area";
+  for (int run = 0; run < 2; ++run) {
+    const std::vector<std::uint32_t> zero(8, 0);
+    dev.write(fin, zero.data(), 32);
+    const double t0 = dev.simulated_seconds();
+    dev.wait(dev.launch_graph(k, x));
+    const double took = dev.simulated_seconds() - t0;
+    std::vector<std::uint32_t> got(8);
+    dev.read(fin, got.data(), 32);
+    for (unsigned t = 0; t < 8; ++t) EXPECT_EQ(got[t], words[(t + 1) % 8]) << "run " << run << ", tile " << t;
+    const std::vector<double> nodes = dev.node_seconds(x);
+    ASSERT_EQ(nodes.size(), 3u);
+    double sum = 0;
+    for (double s : nodes) EXPECT_GT(s, 0), sum += s;
+    EXPECT_LT(sum, took) << "the nodes lie within the launch";
+    EXPECT_GT(nodes[0], nodes[1]) << "the spread waits for tile 7's 280 copies";
+    std::printf("a graph of 3 nodes on 8 tiles: %.2f us (nodes %.2f, %.2f, %.2f us)\n", took * 1e6, nodes[0] * 1e6,
+                nodes[1] * 1e6, nodes[2] * 1e6);
+  }
+  dev.free(x);
+  EXPECT_NE(usage_error([&] { dev.instantiate(Graph{}); }).find("an empty graph"), std::string::npos);
+  Graph bad;
+  std::vector<std::pair<unsigned, TileProgram>> reserved;
+  reserved.emplace_back(2, TileProgram{});
+  reserved[0].second.load(src.address, 0x10000, 4).wait(TKP_FETCH_SEM);
+  bad.node("reserved", std::move(reserved));
+  EXPECT_NE(usage_error([&] { dev.instantiate(bad); }).find("node 0 'reserved', tile 2, operation 1: semaphores"),
+            std::string::npos);
+  Graph nine;
+  std::vector<std::pair<unsigned, TileProgram>> far;
+  far.emplace_back(9, TileProgram{});
+  nine.node("far", std::move(far));
+  EXPECT_NE(usage_error([&] { dev.instantiate(nine); }).find("tile 9 does not exist"), std::string::npos);
+}
+
+// A graph whose operation fails comes back as a DeviceError naming the
+// node, the tile and the operation: an engine error (a DMA from nowhere),
+// a bad operation, a semaphore that never comes (the watchdog); after each
+// the next graph runs.
+TEST(Runtime, AGraphsFailingOperationNamesItsNodeAndTheNextGraphRuns) {
+  Device dev;
+  const Kernel k = dev.load_kernel(kKernels + "/program.elf", 0xff);
+  const Buffer buf = dev.alloc(4096);
+  auto graph = [&](unsigned tile, const TileProgram& broken) {
+    Graph g;
+    std::vector<std::pair<unsigned, TileProgram>> a, b;
+    for (unsigned t = 0; t < 4; ++t) {
+      TileProgram p;
+      p.load(buf.address, 0x10000, 64).drain();
+      a.emplace_back(t, p);
+      b.emplace_back(t, t == tile ? broken : p);
+    }
+    g.node("fine", std::move(a)).node("broken", std::move(b));
+    return g;
+  };
+  auto good = [&] {
+    TileProgram p;
+    p.load(buf.address, 0x10000, 64);
+    const GraphExec x = dev.instantiate(graph(0, p));
+    EXPECT_EQ(dev.wait(dev.launch_graph(k, x)).status, TP_OK);
+    dev.free(x);
+  };
+  good();
+  struct Case {
+    const char* what;
+    unsigned tile;
+    TileProgram program;
+    std::uint32_t status;
+    int op;
+  };
+  std::vector<Case> cases;
+  {
+    TileProgram p;
+    p.load(buf.address, 0x10000, 64).load(buf.address, 0x10100, 64).load(0x7000'0000'0000ull, 0x10000, 64).drain();
+    cases.push_back({"a DMA from nowhere", 3, p, TP_KERNEL_ERROR, 2});
+  }
+  {
+    TileProgram p;
+    tkp_op o;
+    std::memset(&o, 0, sizeof o);
+    o.kind = 42;
+    p.load(buf.address, 0x10000, 64).raw(o);
+    cases.push_back({"an unknown operation", 1, p, TP_KERNEL_ERROR, 1});
+  }
+  {
+    TileProgram p;
+    p.load(buf.address, 0x10000, 64).drain().wait(3);
+    cases.push_back({"a semaphore nobody signals", 2, p, TP_TIMEOUT, 2});
+  }
+  for (const Case& c : cases) {
+    const GraphExec x = dev.instantiate(graph(c.tile, c.program));
+    const DeviceError e = thrown<DeviceError>([&] { dev.wait(dev.launch_graph(k, x, 500)); });
+    dev.free(x);
+    std::printf("%s: %s\n", c.what, e.what());
+    EXPECT_EQ(e.status(), c.status) << c.what << ": " << e.what();
+    EXPECT_EQ(e.completion.tile, c.tile) << c.what;
+    EXPECT_EQ(e.node, "broken") << c.what << ": " << e.what();
+    EXPECT_EQ(e.op, c.op) << c.what << ": " << e.what();
+    EXPECT_NE(std::string(e.what()).find("graph node 1 'broken', operation " + std::to_string(c.op)), std::string::npos)
+        << e.what();
+    good();
+  }
+}

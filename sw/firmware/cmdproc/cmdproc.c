@@ -173,6 +173,11 @@ static void post(const struct tp_completion* in) {
 }
 
 static int tile_running(unsigned t) { return (TR(t, CORE_STATUS) & TILE_CORE_STATUS_STATE_MASK) == 1; }
+/* Stopped with a fault or a nonzero exit code. */
+static int tile_failed(unsigned t) {
+  const uint32_t state = TR(t, CORE_STATUS) & TILE_CORE_STATUS_STATE_MASK;
+  return state == 3 || (state == 2 && TR(t, CORE_EXIT));
+}
 
 /* Starts a launch; 0 if it was refused (r says why). */
 static int launch(const struct tp_command* c, struct tp_completion* r, struct inflight* f) {
@@ -263,13 +268,25 @@ static unsigned reap(void) {
     for (unsigned t = 0; t < TILES && running < 0; ++t)
       if ((f->tiles >> t & 1) && tile_running(t)) running = (int)t;
     if (running >= 0 && now < f->deadline) {
+      /* A tile of the launch that stopped with a fault or an error ends it:
+       * the others are halted (they may be waiting for it, as a graph's
+       * tiles at their barriers do). */
+      int failed = 0;
       for (unsigned t = 0; t < TILES; ++t)
-        if ((f->tiles >> t & 1) && (tile_news >> t & 1)) {
-          tile_news &= ~(1u << t);
-          TW(t, IRQ_STATUS, ~0u);
-          TW(t, IRQ_ENABLE, TILE_IRQ_ENABLE_CORE_DONE_MASK | TILE_IRQ_ENABLE_CORE_FAULT_MASK);
-        }
-      continue;
+        if ((f->tiles >> t & 1) && (tile_news >> t & 1) && !tile_running(t) && tile_failed(t)) failed = 1;
+      if (failed) {
+        for (unsigned t = 0; t < TILES; ++t)
+          if ((f->tiles >> t & 1) && tile_running(t)) TW(t, CORE_CTRL, TILE_CORE_CTRL_HALT_MASK);
+        running = -1;
+      } else {
+        for (unsigned t = 0; t < TILES; ++t)
+          if ((f->tiles >> t & 1) && (tile_news >> t & 1)) {
+            tile_news &= ~(1u << t);
+            TW(t, IRQ_STATUS, ~0u);
+            TW(t, IRQ_ENABLE, TILE_IRQ_ENABLE_CORE_DONE_MASK | TILE_IRQ_ENABLE_CORE_FAULT_MASK);
+          }
+        continue;
+      }
     }
     if (running >= 0) {
       for (unsigned t = 0; t < TILES; ++t)

@@ -7,14 +7,25 @@
  * number of operations; or, with word 2 = 0xffffffff, 0-1 a table of
  * programs indexed by the core's mhartid (16 bytes each: address lo, hi,
  * count, 0) and 3 the table's length, so one launch runs a different
- * program on each tile; with word 2 = 0xfffffffe, the MoE experts below. Exit codes: 0 done, 2 a bad program (too long, an
- * unknown kind, a semaphore number past 15), 3 an engine error (the tile's
- * error registers say which command: ids are operation indices). */
+ * program on each tile; with word 2 = 0xfffffffd, the same table for a
+ * graph (the runtime's Graph): a program may then be longer than
+ * TKP_MAX_OPS (it is streamed through the program area in halves, the next
+ * fetched while the current one runs), a failure's exit code names the
+ * operation: code | (index + 1) << 8, and the word at TKP_CURSOR_OFFSET
+ * holds the index of the operation the core is at (for a fault or a
+ * timeout); with word 2 = 0xfffffffe, the MoE
+ * experts below. Exit codes: 0 done, 2 a bad program (too long, an
+ * unknown kind, a semaphore number past 15, a bad barrier or mark), 3 an
+ * engine error (the tile's error registers say which command: ids are
+ * operation indices). */
 #include "tessera_kernel.h"
 #include "tessera_program.h"
 
+static uint32_t op_index; /* the operation being pushed: its engine command's id */
+
 static void dma(const struct tkp_op* o) {
   struct tk_dma d = {0};
+  d.id = op_index;
   d.src = o->w[0] | (uint64_t)o->w[1] << 32;
   d.dst = o->w[2] | (uint64_t)o->w[3] << 32;
   d.flags = o->w[4];
@@ -82,13 +93,14 @@ static uint32_t entry[4];
 static uint32_t moe_choice[2 * MOE_MAX_T], moe_gate[2 * MOE_MAX_T], moe_weights[6];
 static uint32_t moe_token[2 * MOE_MAX_T], moe_slot[2 * MOE_MAX_T], moe_scale[2 * MOE_MAX_T];
 
-static int moe_experts(void) {
-  const uint64_t router = tk_arg64(0), rows = tk_arg64(3), table = tk_arg64(5), y0 = tk_arg64(13);
-  const uint32_t D = tk_arg(7), F = tk_arg(8), fc = tk_arg(9), E = tk_arg(10) & 0xffff, T = tk_arg(10) >> 16;
-  const uint32_t tiles = tk_arg(11), stride = tk_arg(15);
+#define ARG64(a, i) ((a)[i] | (uint64_t)(a)[(i) + 1] << 32)
+static int moe_experts(const uint32_t* a) {
+  const uint64_t router = ARG64(a, 0), rows = ARG64(a, 3), table = ARG64(a, 5), y0 = ARG64(a, 13);
+  const uint32_t D = a[7], F = a[8], fc = a[9], E = a[10] & 0xffff, T = a[10] >> 16;
+  const uint32_t tiles = a[11], stride = a[15];
   uint32_t hart;
   __asm__ volatile("csrr %0, mhartid" : "=r"(hart));
-  const uint32_t tile = hart - tk_arg(12);
+  const uint32_t tile = hart - a[12];
   if (!T || T > MOE_MAX_T || !tiles || !fc || F % fc || tile >= tiles) return 2;
   struct tk_dma r = {0};
   r.src = router, r.dst = tk_off(moe_choice), r.flags = TK_DMA_DST_LOCAL, r.len0 = 8 * T;
@@ -163,11 +175,113 @@ static int moe_experts(void) {
   return 0;
 }
 
+static int barrier(const struct tkp_op* o) {
+  const uint32_t n = o->w[0], self = o->w[1], sem = o->w[2];
+  if (!n || n > TKP_BARRIER_MAX || self >= n || sem > 15) return 2;
+  if (tk_drain()) return 3;
+  for (uint32_t i = 0; i < n; ++i)
+    if (i != self) tk_remote_signal(o->w[3 + i], sem);
+  for (uint32_t i = 1; i < n; ++i)
+    if (tk_sem_wait(sem)) return 3;
+  return 0;
+}
+
+static int mark(const struct tkp_op* o) {
+  if (o->w[0] < TKP_MARKS_OFFSET || o->w[0] > TKP_MARKS_OFFSET + 8 * (TKP_MARKS_MAX - 1) || o->w[0] % 8) return 2;
+  uint32_t lo, hi, again;
+  do {
+    __asm__ volatile("csrr %0, cycleh" : "=r"(hi));
+    __asm__ volatile("csrr %0, cycle" : "=r"(lo));
+    __asm__ volatile("csrr %0, cycleh" : "=r"(again));
+  } while (hi != again);
+  volatile uint32_t* at = (volatile uint32_t*)tk_ptr(o->w[0]);
+  at[0] = lo;
+  at[1] = hi;
+  return 0;
+}
+
+/* Runs one operation; nonzero: the exit code. */
+static int run_op(const struct tkp_op* o) {
+  switch (o->kind) {
+    case TKP_DMA: dma(o); return 0;
+    case TKP_GEMM: gemm(o); return 0;
+    case TKP_VEC: vec(o); return 0;
+    case TKP_WAIT:
+      if (o->w[0] > 15) return 2;
+      return tk_sem_wait(o->w[0]) ? 3 : 0;
+    case TKP_SIGNAL:
+      if (o->w[1] > 15) return 2;
+      if (o->w[0]) tk_remote_signal(o->w[0], o->w[1]);
+      else tk_sem_signal(o->w[1], 1);
+      return 0;
+    case TKP_DRAIN: return tk_drain() ? 3 : 0;
+    case TKP_BARRIER: return barrier(o);
+    case TKP_MARK: return mark(o);
+    case TKP_MOE: return moe_experts(o->w);
+    default: return 2;
+  }
+}
+
+/* The operation an engine error belongs to (its engine's error id), or
+ * `at` when no engine names one. */
+static uint32_t failed_op(uint32_t at) {
+  if (TK_R(STATUS) & TILE_STATUS_ERROR_MASK) return TK_R(ERROR_ID);
+  if (TK_R(VSTATUS) & TILE_VSTATUS_ERROR_MASK) return TK_R(VERROR_ID);
+  if (TK_R(DMA_STATUS) & TILE_DMA_STATUS_ERROR_MASK) return TK_R(DMA_ERROR_ID);
+  return at;
+}
+
+/* A graph's program: any length, streamed through the program area in
+ * halves of TKP_MAX_OPS / 2 operations; the fetch of the next half runs
+ * while the current one does (signalling TKP_FETCH_SEM). */
+#define HALF (TKP_MAX_OPS / 2u)
+static int run_long(uint64_t program, uint32_t count) {
+  struct tkp_op* area = (struct tkp_op*)tk_ptr(TKP_PROGRAM_OFFSET);
+  volatile uint32_t* cursor = (volatile uint32_t*)tk_ptr(TKP_CURSOR_OFFSET);
+  struct tk_dma fetch = {0};
+  fetch.flags = TK_DMA_DST_LOCAL;
+  fetch.src = program, fetch.dst = TKP_PROGRAM_OFFSET;
+  fetch.len0 = (count < HALF ? count : HALF) * (uint32_t)sizeof(struct tkp_op);
+  tk_dma_push(&fetch);
+  if (tk_drain()) return 3 | 1u << 8;
+  for (uint32_t base = 0; base < count; base += HALF) {
+    const uint32_t half = base / HALF % 2, n = count - base < HALF ? count - base : HALF;
+    if (base) {
+      if (tk_sem_wait(TKP_FETCH_SEM)) return 3 | (failed_op(base) + 1) << 8;
+    }
+    if (base + HALF < count) {
+      const uint32_t next = count - base - HALF < HALF ? count - base - HALF : HALF;
+      fetch.src = program + (uint64_t)(base + HALF) * sizeof(struct tkp_op);
+      fetch.dst = TKP_PROGRAM_OFFSET + (1 - half) * HALF * (uint32_t)sizeof(struct tkp_op);
+      fetch.len0 = next * (uint32_t)sizeof(struct tkp_op);
+      fetch.sem = TK_SEM(TK_NONE, TKP_FETCH_SEM, TK_NONE);
+      fetch.id = base + HALF;
+      tk_dma_push(&fetch);
+    }
+    const struct tkp_op* ops = area + half * HALF;
+    for (uint32_t j = 0; j < n; ++j) {
+      const uint32_t i = base + j;
+      *cursor = i;
+      op_index = i;
+      TK_W(CMD_ID, i), TK_W(VCMD_ID, i);
+      if (ops[j].kind == TKP_END) return tk_drain() ? 3 | (failed_op(i) + 1) << 8 : 0;
+      const int r = run_op(&ops[j]);
+      if (r) return r | (r == 3 ? failed_op(i) + 1 : i + 1) << 8;
+    }
+  }
+  return tk_drain() ? 3 | (failed_op(count) + 1) << 8 : 0;
+}
+
 int main(void) {
   uint64_t program = tk_arg64(0);
   uint32_t count = tk_arg(2);
-  if (count == 0xfffffffeu) return moe_experts();
-  if (count == 0xffffffffu) {
+  if (count == 0xfffffffeu) {
+    uint32_t a[16];
+    for (unsigned i = 0; i < 16; ++i) a[i] = tk_arg(i);
+    return moe_experts(a);
+  }
+  const int graph = count == 0xfffffffdu;
+  if (count == 0xffffffffu || graph) {
     uint32_t hart;
     __asm__ volatile("csrr %0, mhartid" : "=r"(hart));
     if (hart >= tk_arg(3)) return 2;
@@ -177,6 +291,7 @@ int main(void) {
     if (tk_drain()) return 3;
     program = entry[0] | (uint64_t)entry[1] << 32;
     count = entry[2];
+    if (graph) return run_long(program, count);
   }
   if (count > TKP_MAX_OPS) return 2;
   const struct tkp_op* ops = (const struct tkp_op*)tk_ptr(TKP_PROGRAM_OFFSET);
@@ -189,25 +304,11 @@ int main(void) {
   }
   for (uint32_t i = 0; i < count; ++i) {
     const struct tkp_op* o = &ops[i];
-    TK_W(CMD_ID, i), TK_W(VCMD_ID, i), TK_W(DMA_ID, i);
-    switch (o->kind) {
-      case TKP_END: i = count; break;
-      case TKP_DMA: dma(o); break;
-      case TKP_GEMM: gemm(o); break;
-      case TKP_VEC: vec(o); break;
-      case TKP_WAIT:
-        if (o->w[0] > 15 || tk_sem_wait(o->w[0])) return o->w[0] > 15 ? 2 : 3;
-        break;
-      case TKP_SIGNAL:
-        if (o->w[1] > 15) return 2;
-        if (o->w[0]) tk_remote_signal(o->w[0], o->w[1]);
-        else tk_sem_signal(o->w[1], 1);
-        break;
-      case TKP_DRAIN:
-        if (tk_drain()) return 3;
-        break;
-      default: return 2;
-    }
+    op_index = i;
+    TK_W(CMD_ID, i), TK_W(VCMD_ID, i);
+    if (o->kind == TKP_END) break;
+    const int r = run_op(o);
+    if (r) return r;
   }
   return tk_drain() ? 3 : 0;
 }

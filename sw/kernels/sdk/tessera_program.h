@@ -20,7 +20,22 @@ enum tkp_kind {
   TKP_SIGNAL = 5, /* the core signals semaphore w[1] of the tile whose registers are at w[0]
                      (a global address; 0: this tile) */
   TKP_DRAIN = 6,  /* the core waits until every engine is idle */
+  TKP_BARRIER = 7, /* drain, then a barrier of w[0] tiles (at most TKP_BARRIER_MAX), this one being number w[1]:
+                      each signals semaphore w[2] of every other (whose registers are at the global addresses
+                      w[3 + i]) and takes w[0] - 1 from its own. Two barriers in a row must use different
+                      semaphores (tiles can be one barrier apart): graphs alternate TKP_BARRIER_SEM and the one below */
+  TKP_MARK = 8,    /* the core writes its cycle counter (64 bits) at scratchpad offset w[0], one of the
+                      TKP_MARKS_MAX slots at TKP_MARKS_OFFSET */
+  TKP_MOE = 9,     /* the MoE experts dispatched on the device; w[0..15] as the launch arguments of the kernel's
+                      MoE mode (sw/kernels/program/program.c) */
 };
+#define TKP_BARRIER_MAX 19u
+/* Semaphores of long programs (more than TKP_MAX_OPS operations, streamed
+ * into the program area in halves): the fetch of the next half signals
+ * TKP_FETCH_SEM; graphs' barriers use TKP_BARRIER_SEM and TKP_BARRIER_SEM - 1.
+ * Their operations must leave these three alone. */
+#define TKP_FETCH_SEM 15u
+#define TKP_BARRIER_SEM 14u
 
 struct tkp_op { /* 96 bytes */
   uint32_t kind;
@@ -30,6 +45,9 @@ struct tkp_op { /* 96 bytes */
 
 #define TKP_MAX_OPS 640u                 /* 60 KiB of program */
 #define TKP_PROGRAM_OFFSET 0x1f0000u     /* where the kernel keeps it: the scratchpad's last 64 KiB */
+#define TKP_MARKS_OFFSET 0x1ff000u       /* the last 4 KiB of that: not program (graphs put their marks there) */
+#define TKP_MARKS_MAX 511u
+#define TKP_CURSOR_OFFSET (TKP_MARKS_OFFSET + 8u * TKP_MARKS_MAX) /* a graph's program: the operation it is at */
 
 #ifdef __cplusplus
 static_assert(sizeof(struct tkp_op) == 96, "an operation is 96 bytes");

@@ -1,5 +1,7 @@
 #include "tessera/program.hpp"
 
+#include <fmt/format.h>
+
 #include <cstring>
 
 #include "tile_regs.hpp"
@@ -104,6 +106,19 @@ TileProgram& TileProgram::signal(unsigned sem, std::uint32_t tile_regs) {
 
 TileProgram& TileProgram::drain() {
   ops_.push_back(op(TKP_DRAIN));
+  return *this;
+}
+
+TileProgram& TileProgram::moe(const std::vector<std::uint32_t>& args) {
+  if (args.size() != 16) throw UsageError(fmt::format("moe: 16 argument words, not {}", args.size()));
+  tkp_op o = op(TKP_MOE);
+  for (unsigned i = 0; i < 16; ++i) o.w[i] = args[i];
+  ops_.push_back(o);
+  return *this;
+}
+
+Graph& Graph::node(std::string name, std::vector<std::pair<unsigned, TileProgram>> per_tile) {
+  nodes_.push_back({std::move(name), std::move(per_tile)});
   return *this;
 }
 

@@ -182,6 +182,14 @@ struct Device::Impl {
   std::map<std::uint32_t, tp_command> commands;  // submitted, by id
   std::set<std::uint32_t> reported;              // completions wait() has returned or thrown
   std::map<std::uint32_t, Buffer> program_buffers;  // freed once their command has completed
+  struct TileFacts {
+    std::uint64_t regs = 0, spm = 0;  // the register window's and the scratchpad's global addresses
+    double period = 1e-9;             // the core's clock period, seconds
+    unsigned hart = 0;
+  };
+  std::vector<TileFacts> tile_facts;  // by tile index
+  std::map<std::uint32_t, GraphExec> graph_launches;  // by command id: what names a failure
+  std::map<std::uint64_t, std::uint32_t> graph_last;   // a graph (its programs' address): its last completed launch
 
   // Elaboration: the HBM stacks, the tiles and the host's agent of chip `p`.
   void attach(Platform& p, const PlatformSpec& s, const std::string& agent_name) {
@@ -191,6 +199,18 @@ struct Device::Impl {
       if (i.type == "tile") ++tiles;
     }
     if (stacks.empty()) throw ConfigError(s.file + ": the runtime needs an HBM stack (type hbm)");
+    tile_facts.resize(tiles);
+    for (unsigned t = 0; t < tiles; ++t)
+      for (const InstanceSpec& i : s.instances) {
+        if (i.name != "tile" + std::to_string(t)) continue;
+        for (const auto& [target, base] : i.targets)
+          if (target == "csr_target") tile_facts[t].regs = base;
+        if (i.base) tile_facts[t].spm = *i.base;
+        if (tile::Tile* tile = p.get<tile::Tile>(i.name)) {
+          tile_facts[t].period = 1.0 / tile->config().core_clock.value;
+          if (tile->core()) tile_facts[t].hart = tile->core()->config().hartid;
+        }
+      }
     std::sort(stacks.begin(), stacks.end(), [](const auto& a, const auto& b) { return a.base < b.base; });
     stacks[0].free[stacks[0].base + TP_RESERVED] = stacks[0].size - TP_RESERVED;
     for (std::size_t i = 1; i < stacks.size(); ++i) stacks[i].free[stacks[i].base] = stacks[i].size;
@@ -209,6 +229,55 @@ struct Device::Impl {
                         : std::string("its boot (the command processor's ready doorbell)"));
     if (agent->version != TP_VERSION)
       throw UsageError(fmt::format("the firmware speaks protocol {:#x}, the runtime {:#x}", agent->version, TP_VERSION));
+  }
+
+  // A graph launch failed on completion c's tile: which node, which
+  // operation (the exit code names it; after a fault or a timeout, the
+  // word the program kernel keeps at TKP_CURSOR_OFFSET).
+  void name_graph_failure(const GraphExec& g, const tp_completion& c, DeviceError& error) {
+    unsigned tile = c.tile;
+    auto cursor = [&](unsigned t) {
+      std::uint32_t at = 0;
+      return platform->debug_read(tile_facts[t].spm + TKP_CURSOR_OFFSET, &at, 4) == 4 ? std::int64_t{at} : -1;
+    };
+    std::int64_t at = -1;
+    if (c.status == TP_TIMEOUT) {
+      // The watchdog names the first tile still running; the one to blame
+      // is the first not waiting at one of the graph's barriers (node k's
+      // barrier closes its part of node k, before the timing tile's mark).
+      for (unsigned t = 0; t < g.starts.size() && at < 0; ++t) {
+        if (g.starts[t].empty()) continue;
+        const std::int64_t here = cursor(t);
+        bool at_barrier = false;
+        for (std::size_t k = 1; k < g.starts[t].size(); ++k)
+          at_barrier |= here == std::int64_t{g.starts[t][k]} - (t == g.timer ? 2 : 1);
+        if (here >= 0 && !at_barrier) tile = t, at = here;
+      }
+    }
+    if (tile >= g.starts.size() || g.starts[tile].empty()) return;
+    if (c.status == TP_KERNEL_ERROR && c.detail >> 8) at = (c.detail >> 8) - 1;
+    if (c.status == TP_KERNEL_FAULT) at = cursor(tile);
+    if (at < 0) return;
+    const std::vector<std::uint32_t>& starts = g.starts[tile];
+    std::size_t n = 0;
+    while (n + 1 < starts.size() && starts[n + 1] <= at) ++n;
+    if (n >= g.names.size()) return;  // past the last node: the closing barrier
+    error.node = g.names[n];
+    error.op = static_cast<int>(at - starts[n]);
+    static const char* const codes[] = {"", "", "a bad operation", "an engine error"};
+    const char* why = c.status == TP_KERNEL_ERROR && (c.detail & 0xff) < 4 ? codes[c.detail & 0xff] : "";
+    // A timeout blamed on another tile than the watchdog's first runner: say so.
+    const std::string base = tile == c.tile ? std::string(error.what())
+                                            : fmt::format("command {} (launch): timeout after {} us (the other tiles "
+                                                          "waited at a barrier)", c.id, c.detail);
+    const std::string what = fmt::format("{}; graph node {} '{}', operation {} of its program on tile {}{}{}", base, n,
+                                         error.node, error.op, tile, *why ? ": " : "", why);
+    tp_completion blamed = c;
+    blamed.tile = tile;
+    DeviceError named(what, blamed);
+    named.node = error.node;
+    named.op = error.op;
+    error = named;
   }
 
   // Runs the simulation until `done()` holds, failing after the timeout.
@@ -450,7 +519,16 @@ tp_completion Device::wait(Event e) {
         break;
       default: where = fmt::format(" ({:#x})", c.detail); break;
     }
-    throw DeviceError(fmt::format("command {} ({}): {}{}", c.id, op, status_name(c.status), where), c);
+    DeviceError error(fmt::format("command {} ({}): {}{}", c.id, op, status_name(c.status), where), c);
+    if (auto g = d.graph_launches.find(e.id); g != d.graph_launches.end()) {
+      d.name_graph_failure(g->second, c, error);
+      d.graph_launches.erase(g);
+    }
+    throw error;
+  }
+  if (auto g = d.graph_launches.find(e.id); g != d.graph_launches.end()) {
+    d.graph_last[g->second.programs.address] = e.id;
+    d.graph_launches.erase(g);
   }
   return c;
 }
@@ -465,6 +543,8 @@ void Device::synchronize() {
   // Failures nobody has seen yet, the first one.
   for (const tp_completion& c : d.agent->order)
     if (c.status != TP_OK && !d.reported.count(c.id)) wait(Event{c.id});
+  for (const auto& [id, g] : d.graph_launches) d.graph_last[g.programs.address] = id;
+  d.graph_launches.clear();
 }
 
 Kernel Device::load_kernel(const std::string& path, std::uint32_t tiles) {
@@ -566,6 +646,120 @@ Event Device::run(const Kernel& program_kernel, const std::vector<std::pair<unsi
   const Event e = launch(program_kernel, {lo(b.address), hi(b.address), 0xffffffffu, harts}, mask, timeout_us, stream);
   d.program_buffers[e.id] = b;
   return e;
+}
+
+GraphExec Device::instantiate(const Graph& g) {
+  Impl& d = *impl_;
+  const auto& nodes = g.nodes();
+  if (nodes.empty()) throw UsageError("instantiate: an empty graph");
+  if (nodes.size() > TKP_MARKS_MAX - 1)
+    throw UsageError(fmt::format("instantiate: a graph holds at most {} nodes, not {}", TKP_MARKS_MAX - 1, nodes.size()));
+  GraphExec x;
+  for (std::size_t k = 0; k < nodes.size(); ++k) {
+    std::uint32_t seen = 0;
+    for (const auto& [t, p] : nodes[k].per_tile) {
+      if (t >= d.tiles)
+        throw UsageError(fmt::format("instantiate: node {} '{}': tile {} does not exist (the device has {})", k,
+                                     nodes[k].name, t, d.tiles));
+      if (seen >> t & 1) throw UsageError(fmt::format("instantiate: node {} '{}': two programs for tile {}", k, nodes[k].name, t));
+      seen |= 1u << t;
+      for (std::size_t i = 0; i < p.ops().size(); ++i) {
+        const tkp_op& o = p.ops()[i];
+        auto reserved = [](std::uint32_t field) { return field == TKP_FETCH_SEM + 1 || field == TKP_BARRIER_SEM + 1 ||
+                                                         field == TKP_BARRIER_SEM; };
+        const bool bad = o.kind == TKP_END || o.kind == TKP_BARRIER || o.kind == TKP_MARK ||
+                         ((o.kind == TKP_DMA || o.kind == TKP_GEMM || o.kind == TKP_VEC) &&
+                          (reserved(o.sem & 0x1f) || reserved(o.sem >> 8 & 0x1f) || reserved(o.sem >> 16 & 0x1f))) ||
+                         (o.kind == TKP_WAIT && reserved(o.w[0] + 1)) || (o.kind == TKP_SIGNAL && reserved(o.w[1] + 1));
+        if (bad)
+          throw UsageError(fmt::format("instantiate: node {} '{}', tile {}, operation {}: {}", k, nodes[k].name, t, i,
+                                       o.kind == TKP_END || o.kind == TKP_BARRIER || o.kind == TKP_MARK
+                                           ? "ends, barriers and marks are the graph's own"
+                                           : fmt::format("semaphores {}, {} and {} are the graph's own", TKP_FETCH_SEM,
+                                                         TKP_BARRIER_SEM, TKP_BARRIER_SEM - 1)));
+      }
+      x.tiles |= 1u << t;
+    }
+    x.names.push_back(nodes[k].name);
+  }
+  if (!x.tiles) throw UsageError("instantiate: no node has a tile program");
+  std::vector<unsigned> members;
+  for (unsigned t = 0; t < d.tiles; ++t)
+    if (x.tiles >> t & 1) members.push_back(t);
+  if (members.size() > TKP_BARRIER_MAX)
+    throw UsageError(fmt::format("instantiate: a graph spans at most {} tiles, not {}", TKP_BARRIER_MAX, members.size()));
+  x.timer = members[0];
+  for (unsigned t : members) x.harts = std::max(x.harts, d.tile_facts[t].hart + 1);
+  // Each tile's program: its part of every node, then the barrier that
+  // ends the node (the timing tile marks the start and each barrier).
+  x.starts.assign(d.tiles, {});
+  std::vector<std::vector<tkp_op>> program(d.tiles);
+  auto append = [](std::vector<tkp_op>& to, std::uint32_t kind, std::initializer_list<std::uint32_t> words) {
+    tkp_op o;
+    std::memset(&o, 0, sizeof o);
+    o.kind = kind;
+    std::size_t i = 0;
+    for (std::uint32_t w : words) o.w[i++] = w;
+    to.push_back(o);
+  };
+  for (unsigned self = 0; self < members.size(); ++self) {
+    const unsigned t = members[self];
+    std::vector<tkp_op>& ops = program[t];
+    if (t == x.timer) append(ops, TKP_MARK, {TKP_MARKS_OFFSET});
+    for (std::size_t k = 0; k < nodes.size(); ++k) {
+      x.starts[t].push_back(static_cast<std::uint32_t>(ops.size()));
+      for (const auto& [tile, p] : nodes[k].per_tile)
+        if (tile == t) ops.insert(ops.end(), p.ops().begin(), p.ops().end());
+      tkp_op b;
+      std::memset(&b, 0, sizeof b);
+      b.kind = TKP_BARRIER;
+      b.w[0] = static_cast<std::uint32_t>(members.size()), b.w[1] = self, b.w[2] = TKP_BARRIER_SEM - k % 2;
+      for (std::size_t i = 0; i < members.size(); ++i) b.w[3 + i] = static_cast<std::uint32_t>(d.tile_facts[members[i]].regs);
+      ops.push_back(b);
+      if (t == x.timer) append(ops, TKP_MARK, {static_cast<std::uint32_t>(TKP_MARKS_OFFSET + 8 * (k + 1))});
+    }
+    x.starts[t].push_back(static_cast<std::uint32_t>(ops.size()));  // the end
+  }
+  const std::uint64_t table_bytes = 16ull * x.harts;
+  std::uint64_t bytes = table_bytes;
+  for (unsigned t : members) bytes += program[t].size() * sizeof(tkp_op);
+  x.programs = alloc(bytes);
+  std::vector<std::uint8_t> image(bytes, 0);
+  std::uint64_t at = table_bytes;
+  for (unsigned t : members) {
+    const std::uint32_t entry[4] = {lo(x.programs.address + at), hi(x.programs.address + at),
+                                    static_cast<std::uint32_t>(program[t].size()), 0};
+    std::memcpy(&image[16ull * d.tile_facts[t].hart], entry, 16);
+    std::memcpy(&image[at], program[t].data(), program[t].size() * sizeof(tkp_op));
+    at += program[t].size() * sizeof(tkp_op);
+  }
+  write(x.programs, image.data(), image.size());
+  return x;
+}
+
+Event Device::launch_graph(const Kernel& program_kernel, const GraphExec& g, std::uint32_t timeout_us, Stream stream) {
+  if (!g.tiles || !g.programs.size) throw UsageError("launch_graph: a graph that was not instantiated");
+  impl_->check_range(g.programs, g.programs.size, 0, "launch_graph");
+  const Event e = launch(program_kernel, {lo(g.programs.address), hi(g.programs.address), 0xfffffffdu, g.harts}, g.tiles,
+                         timeout_us, stream);
+  impl_->graph_launches[e.id] = g;
+  return e;
+}
+
+void Device::free(const GraphExec& g) {
+  impl_->graph_last.erase(g.programs.address);
+  free(g.programs);
+}
+
+std::vector<double> Device::node_seconds(const GraphExec& g) const {
+  const Impl& d = *impl_;
+  if (!d.graph_last.count(g.programs.address)) throw UsageError("node_seconds: the graph has no completed launch");
+  std::vector<std::uint64_t> marks(g.names.size() + 1);
+  const Impl::TileFacts& f = d.tile_facts.at(g.timer);
+  d.platform->debug_read(f.spm + TKP_MARKS_OFFSET, marks.data(), marks.size() * 8);
+  std::vector<double> out;
+  for (std::size_t k = 0; k + 1 < marks.size(); ++k) out.push_back(static_cast<double>(marks[k + 1] - marks[k]) * f.period);
+  return out;
 }
 
 double Device::simulated_seconds() const { return sc_core::sc_time_stamp().to_seconds(); }

@@ -11,6 +11,8 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "tessera/runtime.hpp"
@@ -74,6 +76,9 @@ class TileProgram {
   TileProgram& wait(unsigned sem);
   TileProgram& signal(unsigned sem, std::uint32_t tile_regs = 0);  // 0: this tile
   TileProgram& drain();
+  // The MoE experts dispatched on the tiles (the program kernel's MoE mode,
+  // sw/kernels/program/program.c): the 16 words its launch would take.
+  TileProgram& moe(const std::vector<std::uint32_t>& args);
   // An operation as it is, unchecked (for tests of the program kernel).
   TileProgram& raw(const tkp_op& o) {
     ops_.push_back(o);
@@ -84,6 +89,39 @@ class TileProgram {
 
  private:
   std::vector<tkp_op> ops_;
+};
+
+// A graph of tile programs, as CUDA Graphs have kernels: nodes, each a
+// tile program per tile (a phase of a model), that the device runs one
+// after another with one launch and no host round trip between them. Node
+// k + 1 starts on any tile once node k has finished on every tile of the
+// graph: the tiles meet at a barrier (semaphores signalled over the NoC)
+// between nodes. Device::instantiate() puts it in HBM once;
+// Device::launch_graph() runs it; a failing operation comes back as a DeviceError
+// naming its node. Programs in a graph may be longer than TKP_MAX_OPS and
+// must leave the semaphores TKP_FETCH_SEM, TKP_BARRIER_SEM and the one
+// below it alone.
+class Graph {
+ public:
+  struct Node {
+    std::string name;
+    std::vector<std::pair<unsigned, TileProgram>> per_tile;  // (tile, program); tiles without one just meet
+  };
+  Graph& node(std::string name, std::vector<std::pair<unsigned, TileProgram>> per_tile);
+  const std::vector<Node>& nodes() const { return nodes_; }
+
+ private:
+  std::vector<Node> nodes_;
+};
+
+// A graph on a device: its programs in HBM, and what names its failures.
+struct GraphExec {
+  Buffer programs;
+  std::uint32_t tiles = 0;                // the tiles it runs on (bit i: tile i)
+  unsigned harts = 0;                     // the program table's length
+  unsigned timer = 0;                     // the tile whose marks time the nodes
+  std::vector<std::string> names;         // by node
+  std::vector<std::vector<std::uint32_t>> starts;  // by tile: where each node's operations begin
 };
 
 }  // namespace tessera::rt

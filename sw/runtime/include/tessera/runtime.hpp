@@ -33,6 +33,10 @@ struct DeviceError : std::runtime_error {
   DeviceError(const std::string& what, const tp_completion& c) : std::runtime_error(what), completion(c) {}
   tp_completion completion;  // id, opcode, status (tp_status), tile, detail, detail2
   std::uint32_t status() const { return completion.status; }
+  // A graph's launch: the node that failed (empty if not known), and the
+  // operation within the node's program on completion.tile (-1: not known).
+  std::string node;
+  int op = -1;
 };
 
 // Misuse of the API on the host side (a freed buffer, a copy past its end,
@@ -65,6 +69,8 @@ struct Stream {
 };
 
 class TileProgram;  // tessera/program.hpp
+class Graph;
+struct GraphExec;
 class Cluster;
 
 class Device {
@@ -115,6 +121,13 @@ class Device {
   // (a table indexed by the tile cores' hart ids).
   Event run(const Kernel& program_kernel, const std::vector<std::pair<unsigned, TileProgram>>& per_tile,
             std::uint32_t timeout_us = 0, Stream stream = {});
+  // Graphs (tessera/program.hpp): put in HBM once, launched as often as
+  // wanted, each launch one command; the program kernel must be loaded on
+  // the graph's tiles. free() gives the memory back (not while a launch of
+  // it runs).
+  GraphExec instantiate(const Graph& g);
+  Event launch_graph(const Kernel& program_kernel, const GraphExec& g, std::uint32_t timeout_us = 0, Stream stream = {});
+  void free(const GraphExec& g);
   // Waits for a command; throws DeviceError if it failed.
   tp_completion wait(Event e);
   // Waits for every command submitted so far; throws the first failure
@@ -151,6 +164,10 @@ class Device {
   // at most, and the bound of the work done between two stats() snapshots.
   const roofline::Limits& limits() const;
   roofline::Report roofline(const nlohmann::ordered_json& before, const nlohmann::ordered_json& after) const;
+  // Each node's time in the graph's last completed launch (simulated
+  // seconds between the barriers that end the nodes, on the graph's timing
+  // tile, from its marks).
+  std::vector<double> node_seconds(const GraphExec& g) const;
 
  private:
   friend class Cluster;
