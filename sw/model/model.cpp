@@ -263,8 +263,9 @@ std::vector<float> Reference::step(const std::vector<std::uint32_t>& tokens, uns
 // ---- the device ------------------------------------------------------------
 
 namespace {
-// Columns [c0, c0 + cols) of m as a matrix of their own (FP8: c0 and cols in
-// whole 128-column blocks, so the block scales split with them).
+// Columns [c0, c0 + cols) of m as a matrix of their own (FP8: whole
+// 128-column blocks, or a part of one block, so the block scales split with
+// them).
 Matrix columns(const Matrix& m, unsigned c0, unsigned cols) {
   Matrix p;
   p.rows = m.rows, p.cols = cols, p.fp8 = m.fp8;
@@ -276,7 +277,7 @@ Matrix columns(const Matrix& m, unsigned c0, unsigned cols) {
   }
   if (m.fp8)
     for (unsigned br = 0; br < m.rows / 128; ++br)
-      for (unsigned bc = c0 / 128; bc < (c0 + cols) / 128; ++bc) p.scales.push_back(m.scales[br * m.block_cols() + bc]);
+      for (unsigned bc = c0 / 128; bc <= (c0 + cols - 1) / 128; ++bc) p.scales.push_back(m.scales[br * m.block_cols() + bc]);
   return p;
 }
 }  // namespace
@@ -382,6 +383,7 @@ DeviceModel::DeviceModel(const std::vector<rt::Device*>& chips, const Config& c,
     dev_.write(b, v.data(), v.size() * sizeof(v[0]));
     return b;
   };
+  if (c.device_dispatch) plan_experts();
   embedding_ = upload(w.embedding);
   final_norm_ = put(w.final_norm);
   // The LM head, the largest matrix, is read by every tile at once (its
@@ -396,37 +398,106 @@ DeviceModel::DeviceModel(const std::vector<rt::Device*>& chips, const Config& c,
   for (const Weights::Layer& L : w.layers) {
     LayerBuffers b;
     b.attn_norm = put(L.attn_norm), b.ffn_norm = put(L.ffn_norm);
-    b.wq = upload(L.wq), b.wk = upload(L.wk), b.wv = upload(L.wv), b.wo = upload(L.wo), b.router = upload(L.router);
-    for (unsigned e = 0; e < c.experts; ++e) {
-      rt::Device& home = *chips_[e % N];  // expert e lives on chip e % chips
-      b.w1.push_back(upload(L.w1[e], home)), b.w3.push_back(upload(L.w3[e], home)), b.w2.push_back(upload(L.w2[e], home));
+    // Memory planning: each tile's share of a matrix is a panel of its own,
+    // contiguous, in the stack nearest that tile (the heads' Q, K and V
+    // columns, the output projection's columns), so the tiles stream their
+    // weights over their own columns of the NoC and from every stack at once.
+    for (unsigned h = 0; h < c.heads; ++h) {
+      const int near = static_cast<int>(dev_.stack_near(h % tiles_));
+      const unsigned dh = c.head_dim();
+      b.wq.push_back(upload(columns(L.wq, h * dh, dh), dev_, near));
+      b.wk.push_back(upload(columns(L.wk, h * dh, dh), dev_, near));
+      b.wv.push_back(upload(columns(L.wv, h * dh, dh), dev_, near));
+      b.kcache.push_back(dev_.alloc(2ull * c.context * dh, static_cast<unsigned>(near)));
+      b.vcache.push_back(dev_.alloc(2ull * c.context * dh, static_cast<unsigned>(near)));
     }
-    if (!c.fp8 && N == 1) {
+    for (unsigned j = 0; j < tiles_; ++j)
+      b.wo.push_back(upload(columns(L.wo, j * (D / tiles_), D / tiles_), dev_, static_cast<int>(dev_.stack_near(j))));
+    b.router = upload(L.router);
+    if (device_dispatch_) {
+      // The experts in slices of their hidden layer, slice s in stack
+      // moe_stacks_[s % stacks]: the tiles near that stack run it.
       std::vector<std::uint64_t> table;
+      const unsigned Fs = c.hidden / moe_slices_;
       for (unsigned e = 0; e < c.experts; ++e)
-        table.insert(table.end(), {b.w1[e].data.address, b.w3[e].data.address, b.w2[e].data.address});
+        for (unsigned sl = 0; sl < moe_slices_; ++sl) {
+          const int stack = static_cast<int>(moe_stacks_[sl % moe_stacks_.size()]);
+          Matrix w2;
+          w2.rows = Fs, w2.cols = D;
+          w2.bf16.assign(L.w2[e].bf16.begin() + std::size_t{sl} * Fs * D, L.w2[e].bf16.begin() + std::size_t{sl + 1} * Fs * D);
+          const DevMatrix a = upload(columns(L.w1[e], sl * Fs, Fs), dev_, stack);
+          const DevMatrix g = upload(columns(L.w3[e], sl * Fs, Fs), dev_, stack);
+          const DevMatrix d = upload(w2, dev_, stack);
+          table.insert(table.end(), {a.data.address, g.data.address, d.data.address});
+        }
       b.expert_table = put(table);
+    } else {
+      for (unsigned e = 0; e < c.experts; ++e) {
+        rt::Device& home = *chips_[e % N];  // expert e lives on chip e % chips
+        b.w1.push_back(upload(L.w1[e], home)), b.w3.push_back(upload(L.w3[e], home)), b.w2.push_back(upload(L.w2[e], home));
+      }
     }
-    b.kcache = dev_.alloc(2ull * c.heads * c.context * c.head_dim());
-    b.vcache = dev_.alloc(2ull * c.heads * c.context * c.head_dim());
     layers_.push_back(std::move(b));
   }
+  if (device_dispatch_) partials_ = dev_.alloc(4ull * moe_slices_ * 2 * T * D);
   x_ = dev_.alloc(4ull * T * D), hb_ = dev_.alloc(2ull * T * D), attn_ = dev_.alloc(4ull * T * D);
   y0_ = dev_.alloc(4ull * T * D), y1_ = dev_.alloc(4ull * T * D);
   logits_ = dev_.alloc(4ull * T * c.vocab), topk_ = dev_.alloc(4ull * T * 2 * 3), mask_ = dev_.alloc(4ull * T * c.context);
   // The next token, then (graph mode) every layer's routing, read in one go.
   next_ = dev_.alloc(8 + 8ull * T * c.layers);
-  // Expert dispatch on the device needs BF16 and tiles whose harts follow
-  // each other (the kernel finds its experts by its hart id).
-  if (c.device_dispatch && c.fp8) throw rt::UsageError("model: device dispatch runs BF16 experts only, not FP8");
-  device_dispatch_ = c.device_dispatch && y1_.address > y0_.address;
-  for (unsigned t = 0; t < tiles_ && device_dispatch_; ++t)
-    if (dev_.tile_hart(t) != dev_.tile_hart(0) + t)
-      throw rt::UsageError("model: device dispatch needs tile cores with consecutive hart ids");
   qscale_ = put(std::vector<float>(std::size_t{T} * c.head_dim(), 1.0f / std::sqrt(static_cast<float>(c.head_dim()))));
   if (c.graph && !device_dispatch_)
     throw rt::UsageError("model: a step as one graph needs the experts dispatched on the device (BF16, one chip)");
   graph_mode_ = c.graph;
+}
+
+void DeviceModel::plan_experts() {
+  // Expert dispatch on the device (BF16, one chip): each expert in S slices
+  // of its hidden layer, spread over the stacks that are some tile's
+  // nearest, each slice run by a tile near its stack. S: a multiple of those
+  // stacks, the least whose buffers fit a scratchpad (two of each, for the
+  // kernel's pipeline; sw/kernels/program/program.c).
+  if (c_.fp8) throw rt::UsageError("model: device dispatch runs BF16 experts only, not FP8");
+  if (chips_.size() > 1) throw rt::UsageError("model: on several chips the host dispatches the experts");
+  device_dispatch_ = true;
+  std::vector<unsigned> near(tiles_);
+  for (unsigned t = 0; t < tiles_; ++t) {
+    near[t] = dev_.stack_near(t);
+    if (std::find(moe_stacks_.begin(), moe_stacks_.end(), near[t]) == moe_stacks_.end()) moe_stacks_.push_back(near[t]);
+  }
+  std::sort(moe_stacks_.begin(), moe_stacks_.end());
+  const std::uint64_t D = c_.d_model, T = kMaxBlock, room = TKP_PROGRAM_OFFSET - 0x10000;
+  auto need = [&](std::uint64_t Fs) {
+    auto r = [](std::uint64_t b) { return (b + 255) & ~std::uint64_t{255}; };
+    return 2 * (r(2 * T * D) + 2 * r(2 * D * Fs) + r(2 * Fs * D) + r(4 * T * D)) + 2 * r(4 * T * Fs) + r(2 * T * Fs);
+  };
+  const unsigned Q = static_cast<unsigned>(moe_stacks_.size());
+  for (unsigned m = 1;; ++m) {
+    const unsigned S = Q * m;
+    if (S > c_.hidden || c_.experts * S > 256)
+      throw rt::UsageError(fmt::format("model: no split of the experts' hidden layer ({}) fits the scratchpad", c_.hidden));
+    if (c_.hidden % S == 0 && need(c_.hidden / S) <= room) {
+      moe_slices_ = S;
+      break;
+    }
+  }
+  moe_words_.assign(tiles_, {0, 0});
+  for (unsigned t = 0; t < tiles_; ++t) {
+    unsigned lanes = 0, lane = 0;
+    for (unsigned u = 0; u < tiles_; ++u)
+      if (near[u] == near[t]) lane = u == t ? lanes : lane, ++lanes;
+    const unsigned q = static_cast<unsigned>(std::find(moe_stacks_.begin(), moe_stacks_.end(), near[t]) - moe_stacks_.begin());
+    moe_words_[t] = {q, lanes | lane << 16};
+  }
+}
+
+TileProgram DeviceModel::experts_on_tile(const LayerBuffers& L, unsigned t, unsigned T) const {
+  TileProgram g;
+  g.moe({rt::lo(topk_.address), rt::hi(topk_.address), rt::lo(hb_.address), rt::hi(hb_.address),
+         rt::lo(L.expert_table.address), rt::hi(L.expert_table.address), c_.d_model, c_.hidden / moe_slices_,
+         c_.experts | T << 16, moe_slices_, static_cast<std::uint32_t>(moe_stacks_.size()), moe_words_[t].first,
+         moe_words_[t].second, rt::lo(partials_.address), rt::hi(partials_.address)});
+  return g;
 }
 
 double DeviceModel::run_phase(std::vector<std::pair<std::uint32_t, TileProgram>>& programs, double& bucket,
@@ -645,7 +716,7 @@ void DeviceModel::experts_across_chips(const LayerBuffers& L, const std::vector<
 std::vector<float> DeviceModel::step(const std::vector<std::uint32_t>& tokens, unsigned pos, std::uint32_t* next,
                                      std::vector<std::vector<std::uint32_t>>* routes) {
   const unsigned T = static_cast<unsigned>(tokens.size()), D = c_.d_model, H = c_.heads, dh = c_.head_dim();
-  const unsigned N = pos + T, E = c_.experts, F = c_.hidden, fc = c_.hidden_chunk, V = c_.vocab;
+  const unsigned N = pos + T, E = c_.experts, V = c_.vocab;
   const unsigned ab = c_.fp8 ? 1 : 2;  // bytes of an A-operand element
   if (!T || T > kMaxBlock) throw rt::UsageError(fmt::format("model: {} tokens in one step (1 to {})", T, kMaxBlock));
   if (N > c_.context) throw rt::UsageError(fmt::format("model: position {} is past the context of {}", N, c_.context));
@@ -698,12 +769,12 @@ std::vector<float> DeviceModel::step(const std::vector<std::uint32_t>& tokens, u
         const std::uint32_t Q = s(4ull * T * dh), K = s(4ull * T * dh), Vv = s(4ull * T * dh), QS = s(4ull * T * dh);
         const std::uint32_t Q16 = s(2ull * T * dh), KC = s(2ull * c_.context * dh), VC = s(2ull * c_.context * dh);
         const std::uint32_t S = s(4ull * T * N), M = s(4ull * T * N), P16 = s(2ull * T * N), O = s(4ull * T * dh);
-        const std::uint64_t kc = L.kcache.address + 2ull * hd * c_.context * dh, vc = L.vcache.address + 2ull * hd * c_.context * dh;
+        const std::uint64_t kc = L.kcache[hd].address, vc = L.vcache[hd].address;
         g.load(x_.address, X, 4 * T * D).load(L.attn_norm.address, NW, 4 * D).load(qscale_.address, QS, 4 * T * dh);
         g.load_rows(mask_.address, 4 * c_.context, M, T, 4 * N);
         if (pos) g.load(kc, KC, 2 * pos * dh).load(vc, VC, 2 * pos * dh);
-        const Slice bq = load_b(g, L.wq, 0, D, hd * dh, dh, WQ, SQ), bk = load_b(g, L.wk, 0, D, hd * dh, dh, WK, SK);
-        const Slice bv = load_b(g, L.wv, 0, D, hd * dh, dh, WV, SV);
+        const Slice bq = load_b(g, L.wq[hd], 0, D, 0, dh, WQ, SQ), bk = load_b(g, L.wk[hd], 0, D, 0, dh, WK, SK);
+        const Slice bv = load_b(g, L.wv[hd], 0, D, 0, dh, WV, SV);
         g.drain().vec(vec(VecOp::rmsnorm, T, D, X, NW, HN));
         to_a(g, T, D, HN, HA, SA);
         g.drain();
@@ -744,7 +815,7 @@ std::vector<float> DeviceModel::step(const std::vector<std::uint32_t>& tokens, u
         a.from = Fmt::fp32, a.to = c_.fp8 ? Fmt::e4m3 : Fmt::bf16;
         if (c_.fp8) a.group = 128, a.scales = SA, a.scales_local = true;
         g.dma(a);
-        const Slice bo = load_b(g, L.wo, 0, D, j * cw, cw, WO, SO);
+        const Slice bo = load_b(g, L.wo[j], 0, D, 0, cw, WO, SO);
         g.load_rows(x_.address + 4ull * j * cw, 4 * D, XC, T, 4 * cw).drain();
         matmul(g, T, cw, D, AA, SA, bo, OC);
         g.drain().vec(vec(VecOp::add, T, cw, XC, OC, XC)).drain();
@@ -783,32 +854,17 @@ std::vector<float> DeviceModel::step(const std::vector<std::uint32_t>& tokens, u
     // the choices back for the reference, while the experts run.
     if (chips_.size() > 1) {
       experts_across_chips(L, chosen, T);
-    } else if (graph_) {
-      Programs p = fresh();
-      for (auto& [t, g] : p)
-        g.moe({rt::lo(topk_.address), rt::hi(topk_.address), 0xfffffffeu, rt::lo(hb_.address), rt::hi(hb_.address),
-               rt::lo(L.expert_table.address), rt::hi(L.expert_table.address), D, F, fc, E | T << 16, tiles_,
-               dev_.tile_hart(0), rt::lo(y0_.address), rt::hi(y0_.address),
-               static_cast<std::uint32_t>(y1_.address - y0_.address)});
-      run_phase(p, profile_.experts, "experts");
     } else if (device_dispatch_) {
-      nlohmann::ordered_json before = dev_.stats();
-      const double t0 = dev_.simulated_seconds();
-      const rt::Event e = dev_.launch(program_, {rt::lo(topk_.address), rt::hi(topk_.address), 0xfffffffeu,
-                                                 rt::lo(hb_.address), rt::hi(hb_.address), rt::lo(L.expert_table.address),
-                                                 rt::hi(L.expert_table.address), D, F, fc, E | T << 16, tiles_,
-                                                 dev_.tile_hart(0), rt::lo(y0_.address), rt::hi(y0_.address),
-                                                 static_cast<std::uint32_t>(y1_.address - y0_.address)});
-      if (routes) {
+      Programs p;
+      for (unsigned t = 0; t < tiles_; ++t) p.emplace_back(t, experts_on_tile(L, t, T));
+      run_phase(p, profile_.experts, "experts");
+      if (routes && !graph_) {
+        // The choices are still the router's (the next layer's router overwrites them).
+        const double t0 = dev_.simulated_seconds();
         dev_.read(topk_, chosen.data(), 8ull * T);
+        profile_.host_io += dev_.simulated_seconds() - t0;
         (*routes)[l] = chosen;
       }
-      dev_.wait(e);
-      const double took = dev_.simulated_seconds() - t0;
-      profile_.experts += took;
-      std::vector<unsigned> all(tiles_);
-      for (unsigned t = 0; t < tiles_; ++t) all[t] = t;
-      count_kernels(before, took, all, "experts");
     } else {
       Programs p = fresh();
       std::vector<std::vector<std::pair<unsigned, unsigned>>> tokens_of(E);  // (token, slot)
@@ -840,8 +896,22 @@ std::vector<float> DeviceModel::step(const std::vector<std::uint32_t>& tokens, u
         TileProgram& g = p[j].second;
         Spm s;
         const std::uint32_t X = s(4ull * rows * D), A = s(4ull * rows * D), B = s(4ull * rows * D);
-        g.load(x_.address + 4ull * r0 * D, X, 4 * rows * D).load(y0_.address + 4ull * r0 * D, A, 4 * rows * D);
-        g.load(y1_.address + 4ull * r0 * D, B, 4 * rows * D).drain();
+        g.load(x_.address + 4ull * r0 * D, X, 4 * rows * D);
+        if (device_dispatch_) {
+          // Y0 and Y1 are the sums of the experts' slices (slice by slice, in order).
+          std::vector<std::uint32_t> part(2ull * moe_slices_);
+          for (unsigned k = 0; k < 2; ++k)
+            for (unsigned sl = 0; sl < moe_slices_; ++sl) {
+              part[k * moe_slices_ + sl] = sl == 0 ? (k ? B : A) : s(4ull * rows * D);
+              g.load(partials_.address + 4ull * ((sl * 2 + k) * T + r0) * D, part[k * moe_slices_ + sl], 4 * rows * D);
+            }
+          g.drain();
+          for (unsigned k = 0; k < 2; ++k)
+            for (unsigned sl = 1; sl < moe_slices_; ++sl)
+              g.vec(vec(VecOp::add, rows, D, k ? B : A, part[k * moe_slices_ + sl], k ? B : A));
+        } else {
+          g.load(y0_.address + 4ull * r0 * D, A, 4 * rows * D).load(y1_.address + 4ull * r0 * D, B, 4 * rows * D).drain();
+        }
         g.vec(vec(VecOp::add, rows, D, X, A, X)).vec(vec(VecOp::add, rows, D, X, B, X)).drain();
         g.store(X, x_.address + 4ull * r0 * D, 4 * rows * D);
       }

@@ -139,9 +139,12 @@ class DeviceModel {
     bool fp8 = false;
   };
   struct LayerBuffers {
-    rt::Buffer attn_norm, ffn_norm, kcache, vcache;
-    rt::Buffer expert_table;  // (w1, w3, w2) addresses per expert, for dispatch on the device
-    DevMatrix wq, wk, wv, wo, router;
+    rt::Buffer attn_norm, ffn_norm;
+    std::vector<rt::Buffer> kcache, vcache;  // by head, in the stack nearest its tile
+    rt::Buffer expert_table;  // device dispatch: (w1, w3, w2) addresses of each expert's slices
+    std::vector<DevMatrix> wq, wk, wv;  // by head: its columns, near its tile
+    std::vector<DevMatrix> wo;          // by tile: its output columns, near it
+    DevMatrix router;
     std::vector<DevMatrix> w1, w3, w2;
   };
   DevMatrix upload(const Matrix& m, rt::Device& d, int stack = -1);  // stack -1: the next, round robin
@@ -182,7 +185,17 @@ class DeviceModel {
   rt::Kernel program_;
   unsigned tiles_;
   unsigned next_stack_ = 0;
-  bool device_dispatch_ = false;  // the experts pick their tokens on the tiles (BF16, consecutive harts)
+  // Expert dispatch on the device: the tiles pick their experts' tokens
+  // from the router's output; each expert in moe_slices_ slices of its
+  // hidden layer, slice s in stack moe_stacks_[s % size], run by a tile
+  // near that stack; their partial sums in partials_ (slice, slot, token).
+  void plan_experts();
+  rt::TileProgram experts_on_tile(const LayerBuffers& L, unsigned t, unsigned T) const;
+  bool device_dispatch_ = false;
+  unsigned moe_slices_ = 0;
+  std::vector<unsigned> moe_stacks_;
+  std::vector<std::pair<std::uint32_t, std::uint32_t>> moe_words_;  // by tile: its stack's index, lanes | lane << 16
+  rt::Buffer partials_;
   bool graph_mode_ = false;       // Config::graph, where it applies
   rt::Graph* graph_ = nullptr;    // the step's graph being built (graph mode)
   std::vector<double*> graph_buckets_;  // by node: where its time goes

@@ -13,8 +13,7 @@
  * fetched while the current one runs), a failure's exit code names the
  * operation: code | (index + 1) << 8, and the word at TKP_CURSOR_OFFSET
  * holds the index of the operation the core is at (for a fault or a
- * timeout); with word 2 = 0xfffffffe, the MoE
- * experts below. Exit codes: 0 done, 2 a bad program (too long, an
+ * timeout). Exit codes: 0 done, 2 a bad program (too long, an
  * unknown kind, a semaphore number past 15, a bad barrier or mark), 3 an
  * engine error (the tile's error registers say which command: ids are
  * operation indices). */
@@ -80,99 +79,132 @@ static void vec(const struct tkp_op* o) {
 
 static uint32_t entry[4];
 
-/* MoE experts decided on the device (BF16): each tile takes the experts
- * e = tile, tile + tiles, ..., finds the tokens the router sent to each
- * (its top-2 output), gathers their rows, runs the SwiGLU FFN in chunks of
- * the hidden layer, scales the rows by their gates and writes them to slot
- * 0 or 1 of the expert outputs. Arguments: 0-1 the router's output (T x 2
- * expert ids, then T x 2 FP32 gates), 2 = 0xfffffffe, 3-4 the normed rows
- * (T x D BF16), 5-6 a table of (w1, w3, w2) addresses per expert, 7 D,
- * 8 F, 9 the hidden chunk, 10 E | T << 16, 11 tiles, 12 tile 0's hart id,
- * 13-14 slot 0's rows, 15 bytes from slot 0 to slot 1. */
-#define MOE_MAX_T 64u
-static uint32_t moe_choice[2 * MOE_MAX_T], moe_gate[2 * MOE_MAX_T], moe_weights[6];
-static uint32_t moe_token[2 * MOE_MAX_T], moe_slot[2 * MOE_MAX_T], moe_scale[2 * MOE_MAX_T];
-
+/* MoE experts decided on the device (BF16), each expert split in S slices
+ * of its hidden layer: slice s is columns [s Fs, (s + 1) Fs) of w1 and w3
+ * and the same rows of w2, each a contiguous matrix of its own (the host
+ * places slice s in HBM stack s % stacks). Every tile reads the router's
+ * output (T x 2 expert ids, then T x 2 FP32 gates), lists the active
+ * experts in order, and takes the slices of its stack (s % stacks = its
+ * stack) of active expert a whose lane (a m + s / stacks) % R is its own
+ * (m = S / stacks; R tiles share the stack, this one being lane r). For
+ * each slice it gathers the expert's tokens' rows, runs the SwiGLU FFN over
+ * the slice's columns, the down projection of those, scales the rows by
+ * their gates and writes them to the partial sums P[s][k][t] (FP32 rows of
+ * D: the slice's share of token t's output from its slot-k expert); the
+ * combine adds the slices. Pipelined: the next slice's rows and weights
+ * load while this one computes (two buffers of each), the engines ordered
+ * by semaphores 0-6 (left at zero). Words: 0-1 the router's output, 2-3 the
+ * normed rows (T x D BF16), 4-5 the slices' table (w1, w3, w2 addresses,
+ * by expert, then slice), 6 D, 7 Fs, 8 E | T << 16, 9 S, 10 stacks, 11 this
+ * tile's stack, 12 R | r << 16, 13-14 P. */
 #define ARG64(a, i) ((a)[i] | (uint64_t)(a)[(i) + 1] << 32)
+#define MOE_MAX_T 64u
+#define MOE_MAX_SLICES 256u /* E x S */
+static uint32_t moe_choice[2 * MOE_MAX_T], moe_gate[2 * MOE_MAX_T], moe_table[6 * MOE_MAX_SLICES];
+static uint32_t moe_token[2 * MOE_MAX_T], moe_slot[2 * MOE_MAX_T], moe_scale[2 * MOE_MAX_T];
+static uint32_t moe_expert[MOE_MAX_T * 2], moe_first[MOE_MAX_T * 2], moe_count[MOE_MAX_T * 2];
+static uint32_t moe_item_a[MOE_MAX_SLICES], moe_item_s[MOE_MAX_SLICES];
+enum { SEM_W1 = 0, SEM_W3, SEM_W2, SEM_G, SEM_V, SEM_D, SEM_Z };
+
 static int moe_experts(const uint32_t* a) {
-  const uint64_t router = ARG64(a, 0), rows = ARG64(a, 3), table = ARG64(a, 5), y0 = ARG64(a, 13);
-  const uint32_t D = a[7], F = a[8], fc = a[9], E = a[10] & 0xffff, T = a[10] >> 16;
-  const uint32_t tiles = a[11], stride = a[15];
-  uint32_t hart;
-  __asm__ volatile("csrr %0, mhartid" : "=r"(hart));
-  const uint32_t tile = hart - a[12];
-  if (!T || T > MOE_MAX_T || !tiles || !fc || F % fc || tile >= tiles) return 2;
-  struct tk_dma r = {0};
-  r.src = router, r.dst = tk_off(moe_choice), r.flags = TK_DMA_DST_LOCAL, r.len0 = 8 * T;
-  tk_dma_push(&r);
-  r.src = router + 8ull * T, r.dst = tk_off(moe_gate);
-  tk_dma_push(&r);
+  const uint64_t router = ARG64(a, 0), rows = ARG64(a, 2), table = ARG64(a, 4), partials = ARG64(a, 13);
+  const uint32_t D = a[6], Fs = a[7], E = a[8] & 0xffff, T = a[8] >> 16, S = a[9], stacks = a[10], me = a[11];
+  const uint32_t R = a[12] & 0xffff, r = a[12] >> 16;
+  if (!T || T > MOE_MAX_T || !E || !S || !stacks || S % stacks || E * S > MOE_MAX_SLICES || me >= stacks || !R ||
+      r >= R || !D || !Fs)
+    return 2;
+  const uint32_t m = S / stacks;
+  struct tk_dma r0 = {0};
+  r0.id = op_index, r0.flags = TK_DMA_DST_LOCAL;
+  r0.src = router, r0.dst = tk_off(moe_choice), r0.len0 = 8 * T;
+  tk_dma_push(&r0);
+  r0.src = router + 8ull * T, r0.dst = tk_off(moe_gate);
+  tk_dma_push(&r0);
+  r0.src = table, r0.dst = tk_off(moe_table), r0.len0 = 24 * E * S;
+  tk_dma_push(&r0);
   if (tk_drain()) return 3;
-  uint32_t at = 0x10000;
-#define MOE_BUF(bytes) (at += ((bytes) + 255u) & ~255u, at - (((bytes) + 255u) & ~255u))
-  const uint32_t XB = MOE_BUF(2 * MOE_MAX_T * D), W1 = MOE_BUF(2 * D * fc), W3 = MOE_BUF(2 * D * fc);
-  const uint32_t W2 = MOE_BUF(2 * fc * D), H1 = MOE_BUF(4 * MOE_MAX_T * fc), H3 = MOE_BUF(4 * MOE_MAX_T * fc);
-  const uint32_t G16 = MOE_BUF(2 * MOE_MAX_T * fc), Y = MOE_BUF(4 * MOE_MAX_T * D);
-  if (at > TKP_PROGRAM_OFFSET) return 2;
-  for (uint32_t e = tile; e < E; e += tiles) {
-    uint32_t n = 0;
+  /* The active experts in order, each with its (token, slot, gate) list. */
+  uint32_t active = 0, at = 0;
+  for (uint32_t i = 0; i < 2 * T; ++i)
+    if (moe_choice[i] >= E) return 2;
+  for (uint32_t e = 0; e < E; ++e) {
+    const uint32_t first = at;
     for (uint32_t t = 0; t < T; ++t)
       for (uint32_t k = 0; k < 2; ++k)
-        if (moe_choice[2 * t + k] == e) moe_token[n] = t, moe_slot[n] = k, moe_scale[n] = moe_gate[2 * t + k], ++n;
-    if (!n) continue;
-    struct tk_dma w = {0};
-    w.src = table + 24ull * e, w.dst = tk_off(moe_weights), w.flags = TK_DMA_DST_LOCAL, w.len0 = 24;
-    tk_dma_push(&w);
-    for (uint32_t i = 0; i < n; ++i) {
+        if (moe_choice[2 * t + k] == e) moe_token[at] = t, moe_slot[at] = k, moe_scale[at] = moe_gate[2 * t + k], ++at;
+    if (at > first) moe_expert[active] = e, moe_first[active] = first, moe_count[active] = at - first, ++active;
+  }
+  uint32_t items = 0;
+  for (uint32_t x = 0; x < active; ++x)
+    for (uint32_t j = 0; j < m; ++j)
+      if ((x * m + j) % R == r) moe_item_a[items] = x, moe_item_s[items] = j * stacks + me, ++items;
+  if (!items) return 0;
+  uint32_t top = 0x10000;
+#define MOE_BUF(bytes) (top += ((bytes) + 255u) & ~255u, top - (((bytes) + 255u) & ~255u))
+  uint32_t XB[2], W1[2], W3[2], W2[2], Y[2];
+  for (unsigned p = 0; p < 2; ++p) {
+    XB[p] = MOE_BUF(2 * T * D), W1[p] = MOE_BUF(2 * D * Fs), W3[p] = MOE_BUF(2 * D * Fs);
+    W2[p] = MOE_BUF(2 * Fs * D), Y[p] = MOE_BUF(4 * T * D);
+  }
+  const uint32_t H1 = MOE_BUF(4 * T * Fs), H3 = MOE_BUF(4 * T * Fs), G16 = MOE_BUF(2 * T * Fs);
+  if (top > TKP_PROGRAM_OFFSET) return 2;
+  for (uint32_t i = 0; i <= items; ++i) {
+    /* Loads of slice i (while slice i - 1 computes), then slice i - 1's
+     * stores, which wait for its result. */
+    if (i < items) {
+      const uint32_t x = moe_item_a[i], sl = moe_item_s[i], p = i & 1, e = moe_expert[x];
+      const uint32_t* w = &moe_table[6 * (e * S + sl)];
       struct tk_dma g = {0};
-      g.src = rows + 2ull * moe_token[i] * D, g.dst = XB + 2 * i * D, g.flags = TK_DMA_DST_LOCAL, g.len0 = 2 * D;
+      g.id = op_index, g.flags = TK_DMA_DST_LOCAL, g.len0 = 2 * D;
+      for (uint32_t q = 0; q < moe_count[x]; ++q) {
+        g.src = rows + 2ull * moe_token[moe_first[x] + q] * D, g.dst = XB[p] + 2 * q * D;
+        tk_dma_push(&g);
+      }
+      g.len0 = 2 * D * Fs;
+      g.src = w[0] | (uint64_t)w[1] << 32, g.dst = W1[p], g.sem = TK_SEM(TK_NONE, SEM_W1, TK_NONE);
+      tk_dma_push(&g);
+      g.src = w[2] | (uint64_t)w[3] << 32, g.dst = W3[p], g.sem = TK_SEM(TK_NONE, SEM_W3, TK_NONE);
+      tk_dma_push(&g);
+      g.src = w[4] | (uint64_t)w[5] << 32, g.dst = W2[p], g.sem = TK_SEM(TK_NONE, SEM_W2, TK_NONE);
       tk_dma_push(&g);
     }
-    if (tk_drain()) return 3;
-    const uint64_t w1 = moe_weights[0] | (uint64_t)moe_weights[1] << 32, w3 = moe_weights[2] | (uint64_t)moe_weights[3] << 32;
-    const uint64_t w2 = moe_weights[4] | (uint64_t)moe_weights[5] << 32;
-    for (uint32_t c0 = 0; c0 < F; c0 += fc) {
-      struct tk_dma b = {0};
-      b.flags = TK_DMA_DST_LOCAL, b.len0 = 2 * fc, b.count1 = D, b.sstride1 = 2 * F;
-      b.src = w1 + 2ull * c0, b.dst = W1;
-      tk_dma_push(&b);
-      b.src = w3 + 2ull * c0, b.dst = W3;
-      tk_dma_push(&b);
-      struct tk_dma d = {0};
-      d.flags = TK_DMA_DST_LOCAL, d.src = w2 + 2ull * c0 * D, d.dst = W2, d.len0 = 2 * fc * D;
-      tk_dma_push(&d);
-      if (tk_drain()) return 3;
-      struct tk_gemm g = {0};
-      g.m = n, g.n = fc, g.k = D, g.a = XB, g.b = W1, g.c = H1, g.input = TK_BF16;
-      tk_gemm_push(&g);
-      g.b = W3, g.c = H3;
-      tk_gemm_push(&g);
-      if (tk_drain()) return 3;
-      struct tk_vec v = {0};
-      v.op = TK_VSWIGLU, v.rows = n, v.cols = fc, v.src0 = H1, v.src1 = H3, v.dst = H1;
-      tk_vec_push(&v);
-      v.op = TK_VCAST_TO, v.src0 = H1, v.src1 = 0, v.dst = G16, v.format = TK_BF16;
-      tk_vec_push(&v);
-      if (tk_drain()) return 3;
-      struct tk_gemm down = {0};
-      down.m = n, down.n = D, down.k = fc, down.a = G16, down.b = W2, down.c = Y, down.input = TK_BF16;
-      down.accumulate = c0 > 0;
-      tk_gemm_push(&down);
-      if (tk_drain()) return 3;
+    if (i > 0) {
+      const uint32_t x = moe_item_a[i - 1], sl = moe_item_s[i - 1], p = (i - 1) & 1, n = moe_count[x];
+      for (uint32_t q = 0; q < n; ++q) {
+        const uint32_t at2 = moe_first[x] + q;
+        struct tk_dma o = {0};
+        o.id = op_index, o.flags = TK_DMA_SRC_LOCAL, o.len0 = 4 * D, o.src = Y[p] + 4 * q * D;
+        o.dst = partials + ((uint64_t)(sl * 2 + moe_slot[at2]) * T + moe_token[at2]) * D * 4;
+        if (q == 0) o.sem = TK_SEM(SEM_Z, TK_NONE, TK_NONE);
+        tk_dma_push(&o);
+      }
     }
+    if (i == items) break;
+    /* Slice i's arithmetic, each engine waiting for what it needs. */
+    const uint32_t x = moe_item_a[i], p = i & 1, n = moe_count[x];
+    struct tk_gemm g = {0};
+    g.id = op_index, g.m = n, g.n = Fs, g.k = D, g.a = XB[p], g.b = W1[p], g.c = H1, g.input = TK_BF16;
+    g.sem = TK_SEM(SEM_W1, TK_NONE, TK_NONE);
+    tk_gemm_push(&g);
+    g.b = W3[p], g.c = H3, g.sem = TK_SEM(SEM_W3, SEM_G, TK_NONE);
+    tk_gemm_push(&g);
+    struct tk_vec v = {0};
+    v.id = op_index, v.op = TK_VSWIGLU, v.rows = n, v.cols = Fs, v.src0 = H1, v.src1 = H3, v.dst = H1;
+    v.sem = TK_SEM(SEM_G, TK_NONE, TK_NONE);
+    tk_vec_push(&v);
+    v.op = TK_VCAST_TO, v.src0 = H1, v.src1 = 0, v.dst = G16, v.format = TK_BF16;
+    v.sem = TK_SEM(SEM_W2, SEM_V, TK_NONE);
+    tk_vec_push(&v);
+    struct tk_gemm down = {0};
+    down.id = op_index, down.m = n, down.n = D, down.k = Fs, down.a = G16, down.b = W2[p], down.c = Y[p];
+    down.input = TK_BF16, down.sem = TK_SEM(SEM_V, SEM_D, TK_NONE);
+    tk_gemm_push(&down);
     struct tk_vec sc = {0};
-    sc.op = TK_VSCALE_ROWS, sc.rows = n, sc.cols = D, sc.src0 = Y, sc.src1 = tk_off(moe_scale), sc.dst = Y;
+    sc.id = op_index, sc.op = TK_VSCALE_ROWS, sc.rows = n, sc.cols = D, sc.src0 = Y[p];
+    sc.src1 = tk_off(&moe_scale[moe_first[x]]), sc.dst = Y[p], sc.sem = TK_SEM(SEM_D, SEM_Z, TK_NONE);
     tk_vec_push(&sc);
-    if (tk_drain()) return 3;
-    for (uint32_t i = 0; i < n; ++i) {
-      struct tk_dma o = {0};
-      o.src = Y + 4 * i * D, o.flags = TK_DMA_SRC_LOCAL, o.len0 = 4 * D;
-      o.dst = y0 + (moe_slot[i] ? stride : 0) + 4ull * moe_token[i] * D;
-      tk_dma_push(&o);
-    }
-    if (tk_drain()) return 3;
   }
-  return 0;
+  return tk_drain() ? 3 : 0;
 }
 
 static int barrier(const struct tkp_op* o) {
@@ -275,11 +307,6 @@ static int run_long(uint64_t program, uint32_t count) {
 int main(void) {
   uint64_t program = tk_arg64(0);
   uint32_t count = tk_arg(2);
-  if (count == 0xfffffffeu) {
-    uint32_t a[16];
-    for (unsigned i = 0; i < 16; ++i) a[i] = tk_arg(i);
-    return moe_experts(a);
-  }
   const int graph = count == 0xfffffffdu;
   if (count == 0xffffffffu || graph) {
     uint32_t hart;

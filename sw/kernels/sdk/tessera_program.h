@@ -26,8 +26,8 @@ enum tkp_kind {
                       semaphores (tiles can be one barrier apart): graphs alternate TKP_BARRIER_SEM and the one below */
   TKP_MARK = 8,    /* the core writes its cycle counter (64 bits) at scratchpad offset w[0], one of the
                       TKP_MARKS_MAX slots at TKP_MARKS_OFFSET */
-  TKP_MOE = 9,     /* the MoE experts dispatched on the device; w[0..15] as the launch arguments of the kernel's
-                      MoE mode (sw/kernels/program/program.c) */
+  TKP_MOE = 9,     /* this tile's share of the MoE experts dispatched on the device: w[0..14] as the program
+                      kernel describes them (sw/kernels/program/program.c); uses semaphores 0-6, left at zero */
 };
 #define TKP_BARRIER_MAX 19u
 /* Semaphores of long programs (more than TKP_MAX_OPS operations, streamed

@@ -19,6 +19,8 @@
 #include "system.hpp"
 #include "tessera/program.hpp"
 #include "c2c/c2c.hpp"
+#include "noc/noc.hpp"
+#include "noc/noc_ip.hpp"
 #include "tile/tile.hpp"
 
 namespace tessera::rt {
@@ -190,6 +192,7 @@ struct Device::Impl {
   std::vector<TileFacts> tile_facts;  // by tile index
   std::map<std::uint32_t, GraphExec> graph_launches;  // by command id: what names a failure
   std::map<std::uint64_t, std::uint32_t> graph_last;   // a graph (its programs' address): its last completed launch
+  mutable std::vector<unsigned> near;                   // by tile: stack_near(), computed on first use
 
   // Elaboration: the HBM stacks, the tiles and the host's agent of chip `p`.
   void attach(Platform& p, const PlatformSpec& s, const std::string& agent_name) {
@@ -760,6 +763,41 @@ std::vector<double> Device::node_seconds(const GraphExec& g) const {
   std::vector<double> out;
   for (std::size_t k = 0; k + 1 < marks.size(); ++k) out.push_back(static_cast<double>(marks[k + 1] - marks[k]) * f.period);
   return out;
+}
+
+unsigned Device::stack_near(unsigned t) const {
+  const Impl& d = *impl_;
+  if (t >= d.tiles) throw UsageError(fmt::format("stack_near: tile {} does not exist (the device has {})", t, d.tiles));
+  if (d.near.empty()) {
+    // The tiles' and the stacks' NoC nodes, from the platform's limits.
+    const nlohmann::ordered_json all = d.platform->limits();
+    std::vector<int> stack_node(d.stacks.size(), -1);
+    std::string noc;
+    std::map<std::string, unsigned> tile_node;
+    for (const auto& [key, e] : all.items()) {
+      const std::string name = e["instance"].get<std::string>();
+      if (e["type"] == "tile" && e.contains("node")) tile_node[name] = e["node"].get<unsigned>();
+      if (e["type"] == "hbm" && e.contains("node"))
+        for (const InstanceSpec& i : d.platform->spec().instances)
+          if (i.name == name && i.base)
+            for (std::size_t k = 0; k < d.stacks.size(); ++k)
+              if (d.stacks[k].base == *i.base) stack_node[k] = e["node"].get<int>(), noc = e["noc"].get<std::string>();
+    }
+    const noc::Noc* n = noc.empty() ? nullptr : d.platform->get<noc::Noc>(noc);
+    d.near.assign(d.tiles, 0);
+    for (unsigned tile = 0; tile < d.tiles; ++tile) {
+      const auto it = tile_node.find("tile" + std::to_string(tile));
+      if (!n || it == tile_node.end()) continue;
+      const unsigned node = it->second;
+      unsigned best = ~0u;
+      for (std::size_t k = 0; k < d.stacks.size(); ++k) {
+        if (stack_node[k] < 0) continue;
+        const unsigned h = noc::Network::hops(n->config().net, static_cast<unsigned>(stack_node[k]), node);
+        if (h < best) best = h, d.near[tile] = static_cast<unsigned>(k);
+      }
+    }
+  }
+  return d.near[t];
 }
 
 double Device::simulated_seconds() const { return sc_core::sc_time_stamp().to_seconds(); }

@@ -76,8 +76,9 @@ class TileProgram {
   TileProgram& wait(unsigned sem);
   TileProgram& signal(unsigned sem, std::uint32_t tile_regs = 0);  // 0: this tile
   TileProgram& drain();
-  // The MoE experts dispatched on the tiles (the program kernel's MoE mode,
-  // sw/kernels/program/program.c): the 16 words its launch would take.
+  // This tile's share of the MoE experts dispatched on the tiles, each
+  // expert split in slices of its hidden layer: the 15 words the program
+  // kernel's moe_experts() takes (sw/kernels/program/program.c).
   TileProgram& moe(const std::vector<std::uint32_t>& args);
   // An operation as it is, unchecked (for tests of the program kernel).
   TileProgram& raw(const tkp_op& o) {

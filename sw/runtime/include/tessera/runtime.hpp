@@ -97,6 +97,9 @@ class Device {
   unsigned hbm_stacks() const;
   // The mhartid of tile t's core (kernels that pick their work by it).
   unsigned tile_hart(unsigned t) const;
+  // The HBM stack (alloc's numbering) fewest NoC hops from tile t, the
+  // lowest of those tied: where to place what tile t reads most.
+  unsigned stack_near(unsigned t) const;
 
   // HBM buffers: 4 KiB aligned, first fit, in the given stack.
   Buffer alloc(std::uint64_t bytes, unsigned stack = 0);
