@@ -27,7 +27,7 @@ using namespace tessera;
 
 namespace {
 int usage(const char* why) {
-  std::fprintf(stderr, "tessera demo: %s\nusage: tessera-vp demo [--tiny] [--fp8] [--launches] [--device-dispatch] [--chips 1|4|8] [--prompt N] [--decode N] [--seed S] [--speculate K [--acceptance A]] [--trace FILE.json] [--waves FILE.vcd] [--stats FILE.json] [--set inst.key=value ...]\n", why);
+  std::fprintf(stderr, "tessera demo: %s\nusage: tessera-vp demo [--tiny] [--fp8] [--launches] [--device-dispatch] [--batch B] [--chips 1|4|8] [--prompt N] [--decode N] [--seed S] [--speculate K [--acceptance A]] [--trace FILE.json] [--waves FILE.vcd] [--stats FILE.json] [--set inst.key=value ...]\n", why);
   return 2;
 }
 bool number(const char* s, unsigned& out) {
@@ -43,6 +43,7 @@ int tessera::model::demo_main(int argc, char** argv) {
   model::Config c;
   unsigned prompt = 32, decode = 32, seed = 1, speculate = 0, chips = 1;
   bool launches = false;  // a launch per phase, waited for, instead of a graph per step
+  unsigned batch = 1;     // sequences decoded at once
   double acceptance = -1;  // steer the draft to this acceptance (speculative.hpp); < 0: the draft as it is
   rt::Device::Options opt;
   std::string stats_file;
@@ -55,6 +56,7 @@ int tessera::model::demo_main(int argc, char** argv) {
     else if (a == "--fp8") c.fp8 = true;
     else if (a == "--device-dispatch") c.device_dispatch = true;
     else if (a == "--launches") launches = true;
+    else if (a == "--batch") { if (!value(batch) || !batch || batch > 64) return usage("--batch takes 1 to 64 sequences"); }
     else if (a == "--seed") { if (!value(seed)) return usage("--seed takes a number"); }
     else if (a == "--speculate") { if (!value(speculate) || !speculate || speculate > 16) return usage("--speculate takes a draft length of 1 to 16"); }
     else if (a == "--acceptance") {
@@ -92,6 +94,8 @@ int tessera::model::demo_main(int argc, char** argv) {
   if (!prompt || prompt > 64) return usage("--prompt must be 1 to 64 tokens");
   if (!stats_file.empty() && !std::ofstream(stats_file, std::ios::app)) return usage("--stats: cannot write the file");
   if (chips > 1 && speculate) return usage("--speculate runs on one chip");
+  if (batch > 1 && speculate) return usage("--speculate decodes one sequence (no --batch)");
+  c.max_sequences = batch;
   if (acceptance >= 0 && !speculate) return usage("--acceptance needs --speculate K");
   if (chips > 1 && c.device_dispatch) return usage("--device-dispatch runs on one chip (on several the host dispatches)");
   // A step is one graph where it can be (BF16 on one chip: the tiles
@@ -154,14 +158,22 @@ int tessera::model::demo_main(int argc, char** argv) {
       std::printf("tokens identical to plain greedy decoding: %s\n", spec.tokens == plain.tokens ? "yes" : "NO");
       return spec.tokens == plain.tokens ? 0 : 1;
     }
-    model::Reference ref(c, w);
-    std::vector<std::uint32_t> tokens(prompt);
-    for (unsigned i = 0; i < prompt; ++i) tokens[i] = (i * 2654435761u + seed) % c.vocab;
-    const std::vector<std::uint32_t> tokens_in = tokens;
+    // B sequences (sequence 0's prompt is the one a single run takes), each
+    // checked against its own reference.
+    std::vector<model::Reference> refs;
+    std::vector<std::vector<std::uint32_t>> prompts(batch);
+    for (unsigned b = 0; b < batch; ++b) {
+      refs.emplace_back(c, w);
+      for (unsigned i = 0; i < prompt; ++i) prompts[b].push_back((i * 2654435761u + seed + 7919u * b) % c.vocab);
+    }
+    const std::vector<std::uint32_t> tokens_in = prompts[0];
     std::printf("prompt:");
-    for (auto t : tokens) std::printf(" %u", t);
+    for (auto t : prompts[0]) std::printf(" %u", t);
     std::printf("\n");
-    unsigned pos = 0, disagreements = 0;
+    if (batch > 1)
+      std::printf("batch of %u sequences (their own prompts and paged KV caches): prefilled %u at a time, decoded together\n",
+                  batch, std::max(1u, 64 / prompt));
+    unsigned disagreements = 0;
     double worst = 0, prefill_s = 0, decode_s = 0, prefill_j = 0, decode_j = 0;
     // Energy of every chip (dynamic from the IPs' activity, leakage over time), in joules.
     auto meter_of = [&](unsigned k) -> power::Meter& { return power::meter(cluster ? fmt::format("chip{}.x", k) : "device.x"); };
@@ -189,23 +201,50 @@ int tessera::model::demo_main(int argc, char** argv) {
       }
       return worst;
     };
-    for (unsigned step = 0; step <= decode; ++step) {
+    // Prefill (the sequences in groups of at most 64 tokens), then `decode`
+    // steps of every sequence at once; the last step's tokens are not kept.
+    std::vector<unsigned> pos(batch, 0);
+    std::vector<std::uint32_t> last(batch);
+    auto run = [&](const std::vector<model::DeviceModel::Seq>& step, bool prefilling) {
       std::vector<std::vector<std::uint32_t>> routes;
-      std::uint32_t next = 0;
-      if (step <= 1) snapshot(step ? at_decode : at_prefill);
+      std::vector<std::uint32_t> next;
       const double t0 = dev.simulated_seconds(), j0 = energy();
-      const auto logits = m.step(tokens, pos, &next, &routes);
-      (step ? decode_s : prefill_s) += dev.simulated_seconds() - t0;
-      (step ? decode_j : prefill_j) += energy() - j0;
-      const auto want = ref.step(tokens, pos, routes, &disagreements);
-      double err = 0, scale = 0;
-      for (std::size_t i = 0; i < want.size(); ++i)
-        err = std::max(err, double(std::fabs(logits[i] - want[i]))), scale = std::max(scale, double(std::fabs(want[i])));
-      worst = std::max(worst, err / scale);
-      if (step < decode) out.push_back(next);
-      pos += static_cast<unsigned>(tokens.size());
-      tokens = {next};
-      if (step == decode) break;
+      const auto logits = batch > 1 ? m.step(step, &next, &routes) : m.step(step[0].tokens, step[0].pos, &last[0], &routes);
+      if (batch == 1) next = {last[0]};
+      (prefilling ? prefill_s : decode_s) += dev.simulated_seconds() - t0;
+      (prefilling ? prefill_j : decode_j) += energy() - j0;
+      unsigned row = 0;
+      for (std::size_t i = 0; i < step.size(); ++i) {
+        const unsigned b = step[i].seq, rows = static_cast<unsigned>(step[i].tokens.size());
+        std::vector<std::vector<std::uint32_t>> own(routes.size());
+        for (std::size_t l = 0; l < routes.size(); ++l)
+          own[l].assign(routes[l].begin() + 2 * row, routes[l].begin() + 2 * (row + rows));
+        const auto want = refs[b].step(step[i].tokens, step[i].pos, own, &disagreements);
+        double err = 0, scale = 0;
+        for (std::size_t k = 0; k < want.size(); ++k) {
+          const float got = logits[std::size_t{row} * c.vocab + k];
+          err = std::max(err, double(std::fabs(got - want[k]))), scale = std::max(scale, double(std::fabs(want[k])));
+        }
+        worst = std::max(worst, err / scale);
+        pos[b] += rows;
+        last[b] = next[i];
+        row += rows;
+      }
+    };
+    snapshot(at_prefill);
+    for (unsigned b0 = 0; b0 < batch;) {
+      std::vector<model::DeviceModel::Seq> group;
+      unsigned rows = 0;
+      for (; b0 < batch && (group.empty() || rows + prompt <= 64); ++b0) group.push_back({b0, prompts[b0], 0}), rows += prompt;
+      run(group, true);
+    }
+    if (decode) out.push_back(last[0]);
+    snapshot(at_decode);
+    for (unsigned step = 1; step <= decode; ++step) {
+      std::vector<model::DeviceModel::Seq> all;
+      for (unsigned b = 0; b < batch; ++b) all.push_back({b, {last[b]}, pos[b]});
+      run(all, false);
+      if (step < decode) out.push_back(last[0]);
     }
     std::printf("decoded:");
     for (auto t : out) std::printf(" %u", t);
@@ -240,9 +279,14 @@ int tessera::model::demo_main(int argc, char** argv) {
           if (it.key().size() > 9 && it.key().substr(it.key().size() - 9) == "_tx_bytes") link_bytes += it.value().get<double>();
     }
     const auto& p = m.profile();
-    std::printf("virtual time: boot %.1f us, weights %.1f us; prefill %.1f us (%.2f us/token), decode %.1f us (%.1f us/token, %.0f tokens/s)\n",
-                boot * 1e6, (loaded - boot) * 1e6, prefill_s * 1e6, prefill_s * 1e6 / prompt, decode_s * 1e6,
-                decode ? decode_s * 1e6 / decode : 0.0, decode ? decode / decode_s : 0.0);
+    // Per token: prefill over every prompt token; decode per step, which is
+    // each sequence's time per output token (a batch's steps make one token
+    // of every sequence).
+    const unsigned prompt_tokens = prompt * batch;
+    std::printf("virtual time: boot %.1f us, weights %.1f us; prefill %.1f us (%.2f us/token), decode %.1f us (%.1f us/token%s, %.0f tokens/s)\n",
+                boot * 1e6, (loaded - boot) * 1e6, prefill_s * 1e6, prefill_s * 1e6 / prompt_tokens, decode_s * 1e6,
+                decode ? decode_s * 1e6 / decode : 0.0, batch > 1 ? fmt::format(" of each of {} sequences", batch).c_str() : "",
+                decode ? decode * batch / decode_s : 0.0);
     {
       // Average power per domain over the whole run (boot and weights included).
       double dyn[power::kMaxDomains] = {}, stat[power::kMaxDomains] = {};
@@ -260,7 +304,7 @@ int tessera::model::demo_main(int argc, char** argv) {
         per += fmt::format("{}{} {:.2f}", per.empty() ? "" : ", ", power::domain_name(d), w);
       }
       std::printf("energy: prefill %.1f uJ/token, decode %.1f uJ/token; average power %.2f W (%s W; leakage %.0f%%)\n",
-                  prefill_j * 1e6 / prompt, decode ? decode_j * 1e6 / decode : 0.0, watts, per.c_str(),
+                  prefill_j * 1e6 / prompt_tokens, decode ? decode_j * 1e6 / (decode * batch) : 0.0, watts, per.c_str(),
                   100 * (watts - std::accumulate(dyn, dyn + power::kMaxDomains, 0.0) / seconds) / watts);
     }
     std::printf("utilisation over %u tiles%s: tensor cores %.1f%%, vector units %.1f%%, tile cores running kernels %.1f%%\n",
@@ -302,7 +346,7 @@ int tessera::model::demo_main(int argc, char** argv) {
                            took * 1e6 / tokens, r.seconds() * 1e6 / tokens, r.binding().resource, r.binding().where,
                            took > 0 ? 100 * r.seconds() / took : 0.0);
       };
-      std::printf("%s%s\n", against("prefill", prefill_bound, prefill_s, prompt).c_str(),
+      std::printf("%s%s\n", against("prefill", prefill_bound, prefill_s, prompt_tokens).c_str(),
                   decode ? ("; " + against("decode", decode_bound, decode_s, decode)).c_str() : "");
       std::string phases;
       for (const auto& [name, b] : p.bounds)
@@ -320,6 +364,7 @@ int tessera::model::demo_main(int argc, char** argv) {
       j["max_relative_error"] = worst;
       j["routing_disagreements"] = disagreements;
       j["simulated_time_s"] = dev.simulated_seconds();
+      j["batch"] = batch;
       j["prefill_s"] = prefill_s;
       j["decode_s"] = decode_s;
       j["prefill_j"] = prefill_j;

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -23,6 +24,7 @@ using rt::VecOp;
 namespace {
 
 constexpr unsigned kMaxBlock = 64;  // tokens per step
+constexpr unsigned kPage = 64;      // positions per page of the KV cache
 
 // BF16 is the upper half of an FP32: its value is exact as a float.
 float bf16_value(std::uint16_t code) {
@@ -395,6 +397,17 @@ DeviceModel::DeviceModel(const std::vector<rt::Device*>& chips, const Config& c,
   } else {
     lm_head_ = upload(w.lm_head);
   }
+  // The KV cache in pages of kPage positions, a pool per layer and head
+  // (a page holds its K rows, then its V rows, so one DMA moves both); page
+  // i is the same in every pool (a sequence's page table holds one list).
+  if (!c.max_sequences) throw rt::UsageError("model: max_sequences must be at least 1");
+  const unsigned pages = c.max_sequences * ((c.context + kPage - 1) / kPage);
+  pages_.assign(c.max_sequences, {});
+  for (unsigned i = pages; i-- > 0;) free_pages_.push_back(i);
+  // The experts' partial sums, a block (slot, token) a slice, in the
+  // slice's stack (its tiles write near, the combine reads from them all).
+  for (unsigned sl = 0; sl < moe_slices_ && device_dispatch_; ++sl)
+    partials_.push_back(dev_.alloc(4ull * 2 * kMaxBlock * D, moe_stacks_[sl % moe_stacks_.size()]));
   for (const Weights::Layer& L : w.layers) {
     LayerBuffers b;
     b.attn_norm = put(L.attn_norm), b.ffn_norm = put(L.ffn_norm);
@@ -408,8 +421,7 @@ DeviceModel::DeviceModel(const std::vector<rt::Device*>& chips, const Config& c,
       b.wq.push_back(upload(columns(L.wq, h * dh, dh), dev_, near));
       b.wk.push_back(upload(columns(L.wk, h * dh, dh), dev_, near));
       b.wv.push_back(upload(columns(L.wv, h * dh, dh), dev_, near));
-      b.kcache.push_back(dev_.alloc(2ull * c.context * dh, static_cast<unsigned>(near)));
-      b.vcache.push_back(dev_.alloc(2ull * c.context * dh, static_cast<unsigned>(near)));
+      b.kv.push_back(dev_.alloc(2ull * 2 * pages * kPage * dh, static_cast<unsigned>(near)));
     }
     for (unsigned j = 0; j < tiles_; ++j)
       b.wo.push_back(upload(columns(L.wo, j * (D / tiles_), D / tiles_), dev_, static_cast<int>(dev_.stack_near(j))));
@@ -417,7 +429,7 @@ DeviceModel::DeviceModel(const std::vector<rt::Device*>& chips, const Config& c,
     if (device_dispatch_) {
       // The experts in slices of their hidden layer, slice s in stack
       // moe_stacks_[s % stacks]: the tiles near that stack run it.
-      std::vector<std::uint64_t> table;
+      std::vector<std::uint64_t> table;  // by expert, then slice: w1, w3, w2, the slice's partial sums
       const unsigned Fs = c.hidden / moe_slices_;
       for (unsigned e = 0; e < c.experts; ++e)
         for (unsigned sl = 0; sl < moe_slices_; ++sl) {
@@ -428,23 +440,33 @@ DeviceModel::DeviceModel(const std::vector<rt::Device*>& chips, const Config& c,
           const DevMatrix a = upload(columns(L.w1[e], sl * Fs, Fs), dev_, stack);
           const DevMatrix g = upload(columns(L.w3[e], sl * Fs, Fs), dev_, stack);
           const DevMatrix d = upload(w2, dev_, stack);
-          table.insert(table.end(), {a.data.address, g.data.address, d.data.address});
+          table.insert(table.end(), {a.data.address, g.data.address, d.data.address, partials_[sl].address});
         }
       b.expert_table = put(table);
     } else {
       for (unsigned e = 0; e < c.experts; ++e) {
-        rt::Device& home = *chips_[e % N];  // expert e lives on chip e % chips
-        b.w1.push_back(upload(L.w1[e], home)), b.w3.push_back(upload(L.w3[e], home)), b.w2.push_back(upload(L.w2[e], home));
+        // Expert e lives on chip e % chips, near the tile that mostly runs it
+        // there (its place among the chip's experts, round robin over the tiles).
+        rt::Device& home = *chips_[e % N];
+        const int near = static_cast<int>(home.stack_near(e / N % home.tiles()));
+        b.w1.push_back(upload(L.w1[e], home, near)), b.w3.push_back(upload(L.w3[e], home, near));
+        b.w2.push_back(upload(L.w2[e], home, near));
       }
     }
     layers_.push_back(std::move(b));
   }
-  if (device_dispatch_) partials_ = dev_.alloc(4ull * moe_slices_ * 2 * T * D);
-  x_ = dev_.alloc(4ull * T * D), hb_ = dev_.alloc(2ull * T * D), attn_ = dev_.alloc(4ull * T * D);
-  y0_ = dev_.alloc(4ull * T * D), y1_ = dev_.alloc(4ull * T * D);
-  logits_ = dev_.alloc(4ull * T * c.vocab), topk_ = dev_.alloc(4ull * T * 2 * 3), mask_ = dev_.alloc(4ull * T * c.context);
-  // The next token, then (graph mode) every layer's routing, read in one go.
-  next_ = dev_.alloc(8 + 8ull * T * c.layers);
+
+  // The activations, each read by every tile in some phase, spread over the
+  // stacks so no one stack's way into the NoC carries them all.
+  const unsigned stacks = dev_.hbm_stacks();
+  x_ = dev_.alloc(4ull * T * D, 1 % stacks), hb_ = dev_.alloc(2ull * T * D, 2 % stacks);
+  attn_ = dev_.alloc(4ull * T * D, 3 % stacks);
+  y0_ = dev_.alloc(4ull * T * D, 1 % stacks), y1_ = dev_.alloc(4ull * T * D, 2 % stacks);
+  logits_ = dev_.alloc(4ull * T * c.vocab, 3 % stacks), topk_ = dev_.alloc(4ull * T * 2 * 3);
+  mask_ = dev_.alloc(4ull * T * c.context, 2 % stacks);
+  // The next tokens (one a sequence), then (graph mode) every layer's
+  // routing, read in one go.
+  next_ = dev_.alloc(4ull * T + 8ull * T * c.layers);
   qscale_ = put(std::vector<float>(std::size_t{T} * c.head_dim(), 1.0f / std::sqrt(static_cast<float>(c.head_dim()))));
   if (c.graph && !device_dispatch_)
     throw rt::UsageError("model: a step as one graph needs the experts dispatched on the device (BF16, one chip)");
@@ -469,7 +491,8 @@ void DeviceModel::plan_experts() {
   const std::uint64_t D = c_.d_model, T = kMaxBlock, room = TKP_PROGRAM_OFFSET - 0x10000;
   auto need = [&](std::uint64_t Fs) {
     auto r = [](std::uint64_t b) { return (b + 255) & ~std::uint64_t{255}; };
-    return 2 * (r(2 * T * D) + 2 * r(2 * D * Fs) + r(2 * Fs * D) + r(4 * T * D)) + 2 * r(4 * T * Fs) + r(2 * T * Fs);
+    const std::uint64_t books = 7 * r(4 * 2 * T) + r(4 * 8 * 256) + 2 * r(4 * 256);  // the kernel's lists and table
+    return books + 2 * (r(2 * T * D) + 2 * r(2 * D * Fs) + r(2 * Fs * D) + r(4 * T * D)) + 2 * r(4 * T * Fs) + r(2 * T * Fs);
   };
   const unsigned Q = static_cast<unsigned>(moe_stacks_.size());
   for (unsigned m = 1;; ++m) {
@@ -496,7 +519,7 @@ TileProgram DeviceModel::experts_on_tile(const LayerBuffers& L, unsigned t, unsi
   g.moe({rt::lo(topk_.address), rt::hi(topk_.address), rt::lo(hb_.address), rt::hi(hb_.address),
          rt::lo(L.expert_table.address), rt::hi(L.expert_table.address), c_.d_model, c_.hidden / moe_slices_,
          c_.experts | T << 16, moe_slices_, static_cast<std::uint32_t>(moe_stacks_.size()), moe_words_[t].first,
-         moe_words_[t].second, rt::lo(partials_.address), rt::hi(partials_.address)});
+         moe_words_[t].second});
   return g;
 }
 
@@ -715,28 +738,103 @@ void DeviceModel::experts_across_chips(const LayerBuffers& L, const std::vector<
 
 std::vector<float> DeviceModel::step(const std::vector<std::uint32_t>& tokens, unsigned pos, std::uint32_t* next,
                                      std::vector<std::vector<std::uint32_t>>* routes) {
-  const unsigned T = static_cast<unsigned>(tokens.size()), D = c_.d_model, H = c_.heads, dh = c_.head_dim();
-  const unsigned N = pos + T, E = c_.experts, V = c_.vocab;
+  std::vector<std::uint32_t> nexts;
+  std::vector<float> logits = step(std::vector<Seq>{{0, tokens, pos}}, &nexts, routes);
+  if (next) *next = nexts.at(0);
+  return logits;
+}
+
+void DeviceModel::release(unsigned seq) {
+  if (seq >= pages_.size()) return;
+  for (unsigned page : pages_[seq]) free_pages_.push_back(page);
+  pages_[seq].clear();
+}
+
+std::vector<float> DeviceModel::step(const std::vector<Seq>& batch, std::vector<std::uint32_t>* next,
+                                     std::vector<std::vector<std::uint32_t>>* routes) {
+  const unsigned D = c_.d_model, H = c_.heads, dh = c_.head_dim(), E = c_.experts, V = c_.vocab;
   const unsigned ab = c_.fp8 ? 1 : 2;  // bytes of an A-operand element
-  if (!T || T > kMaxBlock) throw rt::UsageError(fmt::format("model: {} tokens in one step (1 to {})", T, kMaxBlock));
-  if (N > c_.context) throw rt::UsageError(fmt::format("model: position {} is past the context of {}", N, c_.context));
-  for (std::uint32_t t : tokens)
-    if (t >= c_.vocab) throw rt::UsageError(fmt::format("model: token {} is not in the vocabulary of {}", t, c_.vocab));
+  // The batch's rows: each sequence's tokens in turn.
+  struct Part {
+    unsigned seq, row0, rows, pos;
+  };
+  std::vector<Part> parts;
+  std::vector<std::uint32_t> tokens;
+  if (batch.empty()) throw rt::UsageError("model: a step of no sequences");
+  for (const Seq& q : batch) {
+    if (q.seq >= c_.max_sequences)
+      throw rt::UsageError(fmt::format("model: sequence {} (the model holds {})", q.seq, c_.max_sequences));
+    for (const Part& o : parts)
+      if (o.seq == q.seq) throw rt::UsageError(fmt::format("model: sequence {} twice in one step", q.seq));
+    if (q.tokens.empty()) throw rt::UsageError(fmt::format("model: sequence {} has no tokens in the step", q.seq));
+    if (q.pos + q.tokens.size() > c_.context)
+      throw rt::UsageError(fmt::format("model: sequence {}: position {} is past the context of {}", q.seq,
+                                       q.pos + q.tokens.size(), c_.context));
+    if (q.pos > pages_[q.seq].size() * kPage)
+      throw rt::UsageError(fmt::format("model: sequence {} resumes at position {}, but holds {} positions", q.seq,
+                                       q.pos, pages_[q.seq].size() * kPage));
+    for (std::uint32_t t : q.tokens)
+      if (t >= c_.vocab) throw rt::UsageError(fmt::format("model: token {} is not in the vocabulary of {}", t, c_.vocab));
+    parts.push_back({q.seq, static_cast<unsigned>(tokens.size()), static_cast<unsigned>(q.tokens.size()), q.pos});
+    tokens.insert(tokens.end(), q.tokens.begin(), q.tokens.end());
+  }
+  const unsigned T = static_cast<unsigned>(tokens.size());
+  if (T > kMaxBlock) throw rt::UsageError(fmt::format("model: {} tokens in one step (1 to {})", T, kMaxBlock));
+  // The paged KV cache: each sequence's pages cover its positions (the host
+  // keeps the page tables, as a serving scheduler does).
+  for (const Part& q : parts) {
+    std::vector<unsigned>& own = pages_[q.seq];
+    if (q.pos == 0) release(q.seq);
+    while (own.size() * kPage < q.pos + q.rows) {
+      if (free_pages_.empty()) throw rt::UsageError("model: the KV cache's pages are all taken");
+      own.push_back(free_pages_.back());
+      free_pages_.pop_back();
+    }
+  }
   using Programs = std::vector<std::pair<std::uint32_t, TileProgram>>;
   auto fresh = [&] {
     Programs p;
     for (unsigned t = 0; t < tiles_; ++t) p.emplace_back(t, TileProgram{});
     return p;
   };
-  // The causal mask of this step: token t sees positions 0 .. pos + t.
-  {
+  // The causal mask of the sequences with several tokens: token t of a
+  // sequence at pos sees positions 0 .. pos + t.
+  bool masked = false;
+  for (const Part& q : parts) masked |= q.rows > 1;
+  if (masked) {
     std::vector<float> mask(std::size_t{T} * c_.context, 0.0f);
-    for (unsigned t = 0; t < T; ++t)
-      for (unsigned j = pos + t + 1; j < N; ++j) mask[t * c_.context + j] = -INFINITY;
+    for (const Part& q : parts)
+      for (unsigned t = 0; t < q.rows; ++t)
+        for (unsigned j = q.pos + t + 1; j < q.pos + q.rows; ++j) mask[(q.row0 + t) * c_.context + j] = -INFINITY;
     const double t0 = dev_.simulated_seconds();
     dev_.write(mask_, mask.data(), mask.size() * 4);
     profile_.host_io += dev_.simulated_seconds() - t0;
   }
+  const std::uint64_t xcur = x_.address;  // the residual stream
+  // Prefetch: a tile's first head's Q, K and V panels for a layer load in
+  // the phase before its attention (the embedding, or the previous layer's
+  // combine), into the top of the scratchpad, which nothing in between uses;
+  // the attention then starts on them.
+  const std::uint64_t panel = 2ull * D * dh, scales = 4ull * D / 128 + 16;
+  auto up = [](std::uint64_t b) { return (b + 255) & ~std::uint64_t{255}; };
+  const std::uint32_t pf = static_cast<std::uint32_t>(TKP_PROGRAM_OFFSET - 3 * (up(panel) + up(scales)));
+  Spm fixed;  // the attention's buffers before its KV cache: they must lie below
+  fixed(4ull * T * D), fixed(4ull * D), fixed(4ull * T * D), fixed(ab * T * D), fixed(4ull * T * D / 128 + 4);
+  for (int i = 0; i < 3; ++i) fixed(panel), fixed(scales);
+  for (int i = 0; i < 6; ++i) fixed(4ull * T * dh);
+  const bool prefetch = fixed.at <= pf;
+  std::vector<std::array<Slice, 3>> pre(tiles_);
+  auto prefetch_attention = [&](std::vector<std::pair<std::uint32_t, TileProgram>>& p, unsigned l) {
+    const LayerBuffers& L = layers_[l];
+    for (unsigned j = 0; j < std::min(H, tiles_); ++j) {
+      std::uint32_t at = pf;
+      const DevMatrix* m[3] = {&L.wq[j], &L.wk[j], &L.wv[j]};
+      for (unsigned i = 0; i < 3; ++i) {
+        pre[j][i] = load_b(p[j].second, *m[i], 0, D, 0, dh, at, static_cast<std::uint32_t>(at + up(panel)));
+        at += static_cast<std::uint32_t>(up(panel) + up(scales));
+      }
+    }
+  };
   rt::Graph graph;
   graph_buckets_.clear();
   node_prefix_.clear();
@@ -746,17 +844,21 @@ std::vector<float> DeviceModel::step(const std::vector<std::uint32_t>& tokens, u
     Programs p = fresh();
     for (unsigned t = 0; t < T; ++t) {
       TileProgram::Dma d;
-      d.src = embedding_.data.address + 2ull * tokens[t] * D, d.dst = x_.address + 4ull * t * D, d.len0 = D;
+      d.src = embedding_.data.address + 2ull * tokens[t] * D, d.dst = xcur + 4ull * t * D, d.len0 = D;
       d.cast = true, d.from = Fmt::bf16, d.to = Fmt::fp32;
       p[0].second.dma(d);
     }
+    if (prefetch) prefetch_attention(p, 0);
     run_phase(p, profile_.embed, "embed");
   }
   if (routes) routes->assign(c_.layers, {});
+  const std::uint32_t page_bytes = 2 * kPage * dh;
   for (unsigned l = 0; l < c_.layers; ++l) {
+    // Layer 0's attention weights, prefetched during the embedding (the
+    // later layers' during the combine before them).
     const LayerBuffers& L = layers_[l];
     node_prefix_ = fmt::format("layer{}.", l);
-    // Attention: a head per tile.
+    // Attention: a head per tile; each sequence over its own cache.
     {
       Programs p = fresh();
       for (unsigned hd = 0; hd < H; ++hd) {
@@ -767,14 +869,13 @@ std::vector<float> DeviceModel::step(const std::vector<std::uint32_t>& tokens, u
         const std::uint32_t WQ = s(2ull * D * dh), WK = s(2ull * D * dh), WV = s(2ull * D * dh);
         const std::uint32_t SQ = s(4ull * D / 128 + 16), SK = s(4ull * D / 128 + 16), SV = s(4ull * D / 128 + 16);
         const std::uint32_t Q = s(4ull * T * dh), K = s(4ull * T * dh), Vv = s(4ull * T * dh), QS = s(4ull * T * dh);
-        const std::uint32_t Q16 = s(2ull * T * dh), KC = s(2ull * c_.context * dh), VC = s(2ull * c_.context * dh);
-        const std::uint32_t S = s(4ull * T * N), M = s(4ull * T * N), P16 = s(2ull * T * N), O = s(4ull * T * dh);
-        const std::uint64_t kc = L.kcache[hd].address, vc = L.vcache[hd].address;
-        g.load(x_.address, X, 4 * T * D).load(L.attn_norm.address, NW, 4 * D).load(qscale_.address, QS, 4 * T * dh);
-        g.load_rows(mask_.address, 4 * c_.context, M, T, 4 * N);
-        if (pos) g.load(kc, KC, 2 * pos * dh).load(vc, VC, 2 * pos * dh);
-        const Slice bq = load_b(g, L.wq[hd], 0, D, 0, dh, WQ, SQ), bk = load_b(g, L.wk[hd], 0, D, 0, dh, WK, SK);
-        const Slice bv = load_b(g, L.wv[hd], 0, D, 0, dh, WV, SV);
+        const std::uint32_t Q16 = s(2ull * T * dh), O = s(4ull * T * dh);
+        const std::uint64_t pool = L.kv[hd].address;
+        g.load(xcur, X, 4 * T * D).load(L.attn_norm.address, NW, 4 * D).load(qscale_.address, QS, 4 * T * dh);
+        const bool ready = prefetch && hd < tiles_;  // the panels are already here
+        const Slice bq = ready ? pre[hd][0] : load_b(g, L.wq[hd], 0, D, 0, dh, WQ, SQ);
+        const Slice bk = ready ? pre[hd][1] : load_b(g, L.wk[hd], 0, D, 0, dh, WK, SK);
+        const Slice bv = ready ? pre[hd][2] : load_b(g, L.wv[hd], 0, D, 0, dh, WV, SV);
         g.drain().vec(vec(VecOp::rmsnorm, T, D, X, NW, HN));
         to_a(g, T, D, HN, HA, SA);
         g.drain();
@@ -782,20 +883,88 @@ std::vector<float> DeviceModel::step(const std::vector<std::uint32_t>& tokens, u
         matmul(g, T, dh, D, HA, SA, bk, K);
         matmul(g, T, dh, D, HA, SA, bv, Vv);
         g.drain();
-        for (unsigned t = 0; t < T; ++t) {
-          TileProgram::Vec rq = vec(VecOp::rope, 1, dh, Q + 4 * t * dh, 0, Q + 4 * t * dh), rk = rq;
-          rq.position = rk.position = pos + t;
-          rk.src0 = rk.dst = K + 4 * t * dh;
-          g.vec(rq).vec(rk);
-        }
+        for (const Part& q : parts)
+          for (unsigned t = 0; t < q.rows; ++t) {
+            const unsigned row = q.row0 + t;
+            TileProgram::Vec rq = vec(VecOp::rope, 1, dh, Q + 4 * row * dh, 0, Q + 4 * row * dh), rk = rq;
+            rq.position = rk.position = q.pos + t;
+            rk.src0 = rk.dst = K + 4 * row * dh;
+            g.vec(rq).vec(rk);
+          }
         g.vec(vec(VecOp::mul, T, dh, Q, QS, Q)).vec(cast_bf16(T, dh, Q, Q16));
-        g.vec(cast_bf16(T, dh, K, KC + 2 * pos * dh)).vec(cast_bf16(T, dh, Vv, VC + 2 * pos * dh)).drain();
-        g.store(KC + 2 * pos * dh, kc + 2ull * pos * dh, 2 * T * dh).store(VC + 2 * pos * dh, vc + 2ull * pos * dh, 2 * T * dh);
-        TileProgram::Gemm sc = gemm(T, N, dh, Q16, KC, S);
-        sc.trans_b = true;
-        g.gemm(sc).drain();
-        g.vec(vec(VecOp::add, T, N, S, M, S)).vec(vec(VecOp::softmax, T, N, S, 0, S)).vec(cast_bf16(T, N, S, P16)).drain();
-        g.gemm(gemm(T, dh, N, P16, VC, O)).drain();
+        // The sequences in groups whose caches fit the scratchpad at once:
+        // each group's pages load together, then its scores, softmaxes and
+        // outputs run back to back on the engines.
+        for (std::size_t first = 0; first < parts.size();) {
+          Spm gs = s;
+          struct Buffers {
+            std::uint32_t kc, vc, sc, m, p16;
+          };
+          std::vector<Buffers> bufs;
+          std::size_t last = first;
+          for (; last < parts.size(); ++last) {
+            const Part& q = parts[last];
+            const std::uint64_t n = q.pos + q.rows;
+            const std::uint64_t want = 2 * (2 * n * dh) + q.rows * n * (4 + (q.rows > 1 ? 4 : 0) + 2) + 5 * 256;
+            if (last > first && gs.at + want > TKP_PROGRAM_OFFSET) break;
+            Buffers b;
+            b.kc = gs(2 * n * dh), b.vc = gs(2 * n * dh), b.sc = gs(4 * q.rows * n);
+            b.m = q.rows > 1 ? gs(4 * q.rows * n) : 0;
+            b.p16 = gs(2 * q.rows * n);
+            bufs.push_back(b);
+          }
+          // The cached positions, page by page; the new rows cast into place.
+          for (std::size_t i = first; i < last; ++i) {
+            const Part& q = parts[i];
+            const Buffers& b = bufs[i - first];
+            const std::vector<unsigned>& own = pages_[q.seq];
+            for (unsigned at = 0; at < q.pos; at += kPage) {
+              TileProgram::Dma d;  // the page's K rows and its V rows
+              d.src = pool + 2ull * own[at / kPage] * page_bytes, d.sstride1 = page_bytes;
+              d.dst = b.kc + 2 * at * dh, d.dst_local = true, d.dstride1 = b.vc - b.kc;
+              d.len0 = 2 * std::min(kPage, q.pos - at) * dh, d.count1 = 2;
+              g.dma(d);
+            }
+            if (q.rows > 1) g.load_rows(mask_.address + 4ull * q.row0 * c_.context, 4 * c_.context, b.m, q.rows, 4 * (q.pos + q.rows));
+            g.vec(cast_bf16(q.rows, dh, K + 4 * q.row0 * dh, b.kc + 2 * q.pos * dh));
+            g.vec(cast_bf16(q.rows, dh, Vv + 4 * q.row0 * dh, b.vc + 2 * q.pos * dh));
+          }
+          g.drain();
+          // The new rows to their pages; the scores.
+          for (std::size_t i = first; i < last; ++i) {
+            const Part& q = parts[i];
+            const Buffers& b = bufs[i - first];
+            const std::vector<unsigned>& own = pages_[q.seq];
+            for (unsigned at = q.pos; at < q.pos + q.rows;) {
+              const unsigned n = std::min(kPage - at % kPage, q.pos + q.rows - at);
+              TileProgram::Dma d;
+              d.src = b.kc + 2 * at * dh, d.src_local = true, d.sstride1 = b.vc - b.kc;
+              d.dst = pool + 2ull * own[at / kPage] * page_bytes + 2ull * (at % kPage) * dh, d.dstride1 = page_bytes;
+              d.len0 = 2 * n * dh, d.count1 = 2;
+              g.dma(d);
+              at += n;
+            }
+            TileProgram::Gemm sc = gemm(q.rows, q.pos + q.rows, dh, Q16 + 2 * q.row0 * dh, b.kc, b.sc);
+            sc.trans_b = true;
+            g.gemm(sc);
+          }
+          g.drain();
+          for (std::size_t i = first; i < last; ++i) {
+            const Part& q = parts[i];
+            const Buffers& b = bufs[i - first];
+            const unsigned n = q.pos + q.rows;
+            if (q.rows > 1) g.vec(vec(VecOp::add, q.rows, n, b.sc, b.m, b.sc));
+            g.vec(vec(VecOp::softmax, q.rows, n, b.sc, 0, b.sc)).vec(cast_bf16(q.rows, n, b.sc, b.p16));
+          }
+          g.drain();
+          for (std::size_t i = first; i < last; ++i) {
+            const Part& q = parts[i];
+            const Buffers& b = bufs[i - first];
+            g.gemm(gemm(q.rows, dh, q.pos + q.rows, b.p16, b.vc, O + 4 * q.row0 * dh));
+          }
+          g.drain();
+          first = last;
+        }
         g.store_rows(O, attn_.address + 4ull * hd * dh, 4 * D, T, 4 * dh).drain();
       }
       run_phase(p, profile_.attention, "attention");
@@ -816,10 +985,10 @@ std::vector<float> DeviceModel::step(const std::vector<std::uint32_t>& tokens, u
         if (c_.fp8) a.group = 128, a.scales = SA, a.scales_local = true;
         g.dma(a);
         const Slice bo = load_b(g, L.wo[j], 0, D, 0, cw, WO, SO);
-        g.load_rows(x_.address + 4ull * j * cw, 4 * D, XC, T, 4 * cw).drain();
+        g.load_rows(xcur + 4ull * j * cw, 4 * D, XC, T, 4 * cw).drain();
         matmul(g, T, cw, D, AA, SA, bo, OC);
         g.drain().vec(vec(VecOp::add, T, cw, XC, OC, XC)).drain();
-        g.store_rows(XC, x_.address + 4ull * j * cw, 4 * D, T, 4 * cw);
+        g.store_rows(XC, xcur + 4ull * j * cw, 4 * D, T, 4 * cw);
       }
       run_phase(p, profile_.wo, "wo");
     }
@@ -831,14 +1000,14 @@ std::vector<float> DeviceModel::step(const std::vector<std::uint32_t>& tokens, u
       Spm s;
       const std::uint32_t X = s(4ull * T * D), NW = s(4ull * D), HN = s(4ull * T * D), HB = s(2ull * T * D);
       const std::uint32_t WR = s(2ull * D * E), RL = s(4ull * T * E), TK = s(16ull * T), GT = s(8ull * T);
-      g.load(x_.address, X, 4 * T * D).load(L.ffn_norm.address, NW, 4 * D).load(L.router.data.address, WR, 2 * D * E).drain();
+      g.load(xcur, X, 4 * T * D).load(L.ffn_norm.address, NW, 4 * D).load(L.router.data.address, WR, 2 * D * E).drain();
       g.vec(vec(VecOp::rmsnorm, T, D, X, NW, HN)).vec(cast_bf16(T, D, HN, HB)).drain();
       g.store(HB, hb_.address, 2 * T * D).gemm(gemm(T, E, D, HB, WR, RL)).drain();
       TileProgram::Vec top = vec(VecOp::topk, T, E, RL, 0, TK);
       top.k = 2;
       g.vec(top).drain().vec(vec(VecOp::softmax, T, 2, TK, 0, GT)).drain();
       g.store(TK + 8 * T, topk_.address, 8 * T).store(GT, topk_.address + 8ull * T, 8 * T);
-      if (graph_) g.store(TK + 8 * T, next_.address + 8 + 8ull * T * l, 8 * T);  // read with the next token
+      if (graph_) g.store(TK + 8 * T, next_.address + 4 * kMaxBlock + 8ull * T * l, 8 * T);  // read with the tokens
       run_phase(p, profile_.router, "router");
       if (!device_dispatch_) {
         // The host reads the choices to dispatch the experts; the gates stay
@@ -896,14 +1065,14 @@ std::vector<float> DeviceModel::step(const std::vector<std::uint32_t>& tokens, u
         TileProgram& g = p[j].second;
         Spm s;
         const std::uint32_t X = s(4ull * rows * D), A = s(4ull * rows * D), B = s(4ull * rows * D);
-        g.load(x_.address + 4ull * r0 * D, X, 4 * rows * D);
+        g.load(xcur + 4ull * r0 * D, X, 4 * rows * D);
         if (device_dispatch_) {
           // Y0 and Y1 are the sums of the experts' slices (slice by slice, in order).
           std::vector<std::uint32_t> part(2ull * moe_slices_);
           for (unsigned k = 0; k < 2; ++k)
             for (unsigned sl = 0; sl < moe_slices_; ++sl) {
               part[k * moe_slices_ + sl] = sl == 0 ? (k ? B : A) : s(4ull * rows * D);
-              g.load(partials_.address + 4ull * ((sl * 2 + k) * T + r0) * D, part[k * moe_slices_ + sl], 4 * rows * D);
+              g.load(partials_[sl].address + 4ull * (k * T + r0) * D, part[k * moe_slices_ + sl], 4 * rows * D);
             }
           g.drain();
           for (unsigned k = 0; k < 2; ++k)
@@ -913,8 +1082,9 @@ std::vector<float> DeviceModel::step(const std::vector<std::uint32_t>& tokens, u
           g.load(y0_.address + 4ull * r0 * D, A, 4 * rows * D).load(y1_.address + 4ull * r0 * D, B, 4 * rows * D).drain();
         }
         g.vec(vec(VecOp::add, rows, D, X, A, X)).vec(vec(VecOp::add, rows, D, X, B, X)).drain();
-        g.store(X, x_.address + 4ull * r0 * D, 4 * rows * D);
+        g.store(X, xcur + 4ull * r0 * D, 4 * rows * D);
       }
+      if (prefetch && l + 1 < c_.layers) prefetch_attention(p, l + 1);
       run_phase(p, profile_.combine, "combine");
     }
   }
@@ -929,7 +1099,7 @@ std::vector<float> DeviceModel::step(const std::vector<std::uint32_t>& tokens, u
       const std::uint32_t X = s(4ull * T * D), NW = s(4ull * D), HN = s(4ull * T * D), HA = s(ab * T * D);
       const std::uint32_t SA = s(4ull * T * D / 128 + 4), WH = s(2ull * D * vw), SH = s(4ull * D / 128 * (vw / 128 + 1));
       const std::uint32_t LG = s(4ull * T * vw);
-      g.load(x_.address, X, 4 * T * D).load(final_norm_.address, NW, 4 * D);
+      g.load(xcur, X, 4 * T * D).load(final_norm_.address, NW, 4 * D);
       const Slice bh = lm_panels_.empty() ? load_b(g, lm_head_, 0, D, j * vw, vw, WH, SH)
                                           : load_b(g, lm_panels_[j], 0, D, 0, vw, WH, SH);
       g.drain().vec(vec(VecOp::rmsnorm, T, D, X, NW, HN));
@@ -940,13 +1110,16 @@ std::vector<float> DeviceModel::step(const std::vector<std::uint32_t>& tokens, u
     }
     run_phase(p, profile_.head, "head");
   }
-  // Greedy: the argmax of the last token's logits.
+  // Greedy: the argmax of each sequence's last logits, a sequence per tile in turn.
   {
     Programs p = fresh();
-    Spm s;
-    const std::uint32_t LG = s(4ull * V), AM = s(4);
-    p[0].second.load(logits_.address + 4ull * (T - 1) * V, LG, 4 * V).drain();
-    p[0].second.vec(vec(VecOp::argmax, 1, V, LG, 0, AM)).drain().store(AM, next_.address, 4);
+    for (std::size_t i = 0; i < parts.size(); ++i) {
+      TileProgram& g = p[i % tiles_].second;
+      Spm s;
+      const std::uint32_t LG = s(4ull * V), AM = s(4);
+      g.load(logits_.address + 4ull * (parts[i].row0 + parts[i].rows - 1) * V, LG, 4 * V).drain();
+      g.vec(vec(VecOp::argmax, 1, V, LG, 0, AM)).drain().store(AM, next_.address + 4 * i, 4).drain();
+    }
     run_phase(p, profile_.argmax, "argmax");
   }
   if (graph_) {
@@ -980,11 +1153,13 @@ std::vector<float> DeviceModel::step(const std::vector<std::uint32_t>& tokens, u
   std::vector<float> logits(std::size_t{T} * V);
   const double t0 = dev_.simulated_seconds();
   dev_.read(logits_, logits.data(), logits.size() * 4);
-  std::vector<std::uint32_t> tail(2 + 2ull * T * c_.layers);
-  dev_.read(next_, tail.data(), graph_mode_ ? tail.size() * 4 : 4);
-  *next = tail[0];
+  const std::size_t at = kMaxBlock;  // the routes (graph mode) follow the tokens
+  std::vector<std::uint32_t> tail(at + 2ull * T * c_.layers);
+  dev_.read(next_, tail.data(), graph_mode_ ? tail.size() * 4 : 4 * parts.size());
+  if (next) next->assign(tail.begin(), tail.begin() + static_cast<std::ptrdiff_t>(parts.size()));
   if (graph_mode_ && routes)
-    for (unsigned l = 0; l < c_.layers; ++l) (*routes)[l].assign(tail.begin() + 2 + 2ull * T * l, tail.begin() + 2 + 2ull * T * (l + 1));
+    for (unsigned l = 0; l < c_.layers; ++l)
+      (*routes)[l].assign(tail.begin() + at + 2ull * T * l, tail.begin() + at + 2ull * T * (l + 1));
   profile_.host_io += dev_.simulated_seconds() - t0;
   return logits;
 }

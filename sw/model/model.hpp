@@ -46,6 +46,8 @@ struct Config {
   // another with a barrier between them and one launch, with no host round
   // trip (needs device_dispatch, one chip).
   bool graph = false;
+  // Sequences the device holds at once (each its own paged KV cache).
+  unsigned max_sequences = 1;
   unsigned head_dim() const { return d_model / heads; }
   std::string check() const;  // empty when the device runner can take it
 };
@@ -128,6 +130,21 @@ class DeviceModel {
   // device's argmax of the last row; `routes` gets the experts chosen.
   std::vector<float> step(const std::vector<std::uint32_t>& tokens, unsigned pos, std::uint32_t* next,
                           std::vector<std::vector<std::uint32_t>>* routes);
+  // A batch: several sequences' tokens in one step (64 tokens at most in
+  // all), each sequence at its own position of its own KV cache (sequence
+  // ids below Config::max_sequences; position 0 starts a sequence afresh).
+  // Returns the logits of every token, in the batch's order; `next` gets
+  // each sequence's greedy token, `routes` the experts chosen per layer
+  // (2 per token, in the batch's order).
+  struct Seq {
+    unsigned seq = 0;
+    std::vector<std::uint32_t> tokens;
+    unsigned pos = 0;
+  };
+  std::vector<float> step(const std::vector<Seq>& batch, std::vector<std::uint32_t>* next,
+                          std::vector<std::vector<std::uint32_t>>* routes);
+  // Gives a finished sequence's pages back.
+  void release(unsigned seq);
   const Profile& profile() const { return profile_; }
   const Config& config() const { return c_; }
 
@@ -140,7 +157,7 @@ class DeviceModel {
   };
   struct LayerBuffers {
     rt::Buffer attn_norm, ffn_norm;
-    std::vector<rt::Buffer> kcache, vcache;  // by head, in the stack nearest its tile
+    std::vector<rt::Buffer> kv;  // by head, in the stack nearest its tile: its KV cache's pool of pages
     rt::Buffer expert_table;  // device dispatch: (w1, w3, w2) addresses of each expert's slices
     std::vector<DevMatrix> wq, wk, wv;  // by head: its columns, near its tile
     std::vector<DevMatrix> wo;          // by tile: its output columns, near it
@@ -188,14 +205,14 @@ class DeviceModel {
   // Expert dispatch on the device: the tiles pick their experts' tokens
   // from the router's output; each expert in moe_slices_ slices of its
   // hidden layer, slice s in stack moe_stacks_[s % size], run by a tile
-  // near that stack; their partial sums in partials_ (slice, slot, token).
+  // near that stack; their partial sums in partials_ (by slice: slot, token).
   void plan_experts();
   rt::TileProgram experts_on_tile(const LayerBuffers& L, unsigned t, unsigned T) const;
   bool device_dispatch_ = false;
   unsigned moe_slices_ = 0;
   std::vector<unsigned> moe_stacks_;
   std::vector<std::pair<std::uint32_t, std::uint32_t>> moe_words_;  // by tile: its stack's index, lanes | lane << 16
-  rt::Buffer partials_;
+  std::vector<rt::Buffer> partials_;
   bool graph_mode_ = false;       // Config::graph, where it applies
   rt::Graph* graph_ = nullptr;    // the step's graph being built (graph mode)
   std::vector<double*> graph_buckets_;  // by node: where its time goes
@@ -204,6 +221,8 @@ class DeviceModel {
   std::vector<DevMatrix> lm_panels_;  // the LM head by tile (its columns j * vocab / tiles ..), when it splits so
   rt::Buffer final_norm_, x_, hb_, attn_, y0_, y1_, logits_, topk_, mask_, qscale_, next_;
   std::vector<LayerBuffers> layers_;
+  std::vector<std::vector<unsigned>> pages_;  // by sequence: its KV cache's pages, in position order
+  std::vector<unsigned> free_pages_;
   Profile profile_;
 };
 

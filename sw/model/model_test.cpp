@@ -193,6 +193,64 @@ TEST(Model, AStepAsOneGraphGivesTheLaunchesLogitsBitForBit) {
   EXPECT_THROW(DeviceModel(dev, c, w), rt::UsageError) << "a graph needs the experts dispatched on the device";
 }
 
+// Batching: three sequences (prompts of 5, 3 and 4 tokens) prefilled in
+// one step and decoded together give bit for bit the logits and tokens of
+// three runs of one sequence each; each sequence keeps its own paged KV
+// cache. Every row's arithmetic is its own (GEMMs, norms, the experts'
+// slices), so nothing may differ.
+TEST(Model, ABatchGivesTheTokensOfSingleSequenceRuns) {
+  Config c = tiny();
+  c.device_dispatch = c.graph = true;
+  c.max_sequences = 3;
+  const Weights w = Weights::random(c);
+  rt::Device dev;
+  DeviceModel single(dev, c, w), batched(dev, c, w);
+  const std::vector<std::vector<std::uint32_t>> prompts = {{1, 17, 42, 200, 5}, {9, 8, 7}, {250, 3, 99, 64}};
+  const unsigned steps = 4;  // the prefill, then three decode steps
+  // One sequence at a time: its logits per step (the last row's), its tokens.
+  std::vector<std::vector<std::vector<float>>> want(3);
+  std::vector<std::vector<std::uint32_t>> want_tokens(3);
+  for (unsigned b = 0; b < 3; ++b) {
+    std::vector<std::uint32_t> tokens = prompts[b];
+    unsigned pos = 0;
+    for (unsigned step = 0; step < steps; ++step) {
+      std::vector<std::uint32_t> next;
+      const auto logits = single.step({{b, tokens, pos}}, &next, nullptr);
+      want[b].emplace_back(logits.end() - c.vocab, logits.end());
+      want_tokens[b].push_back(next.at(0));
+      pos += static_cast<unsigned>(tokens.size());
+      tokens = {next[0]};
+    }
+  }
+  std::vector<DeviceModel::Seq> batch;
+  for (unsigned b = 0; b < 3; ++b) batch.push_back({b, prompts[b], 0});
+  for (unsigned step = 0; step < steps; ++step) {
+    std::vector<std::uint32_t> next;
+    std::vector<std::vector<std::uint32_t>> routes;
+    const auto logits = batched.step(batch, &next, &routes);
+    ASSERT_EQ(next.size(), 3u);
+    unsigned row = 0;
+    for (unsigned b = 0; b < 3; ++b) {
+      row += static_cast<unsigned>(batch[b].tokens.size());
+      EXPECT_EQ(std::memcmp(&logits[std::size_t{row - 1} * c.vocab], want[b][step].data(), c.vocab * 4), 0)
+          << "sequence " << b << ", step " << step;
+      EXPECT_EQ(next[b], want_tokens[b][step]) << "sequence " << b << ", step " << step;
+      batch[b].pos += static_cast<unsigned>(batch[b].tokens.size());
+      batch[b].tokens = {next[b]};
+    }
+    EXPECT_EQ(routes.size(), c.layers);
+    EXPECT_EQ(routes[0].size(), 2u * row) << "two experts a token";
+  }
+  // The sequences' own positions: one may run on while another restarts.
+  batched.release(1);
+  std::vector<std::uint32_t> next;
+  const auto again = batched.step({{1, prompts[1], 0}, {2, {want_tokens[2][steps - 1]}, batch[2].pos}}, &next, nullptr);
+  EXPECT_EQ(std::memcmp(&again[2ull * c.vocab], want[1][0].data(), c.vocab * 4), 0) << "sequence 1 afresh";
+  EXPECT_THROW(batched.step({{3, {1}, 0}}, &next, nullptr), rt::UsageError) << "past max_sequences";
+  EXPECT_THROW(batched.step({{0, {1}, 0}, {0, {2}, 0}}, &next, nullptr), rt::UsageError) << "a sequence twice";
+  EXPECT_THROW(batched.step({{0, {1}, 90}}, &next, nullptr), rt::UsageError) << "past the context";
+}
+
 // Expert parallel on the four-chip ring: expert e on chip e % 4, routed rows
 // out and results back through the communication engines. The same model
 // and prompt as the single-chip test above: the same error bound, and

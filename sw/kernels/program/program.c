@@ -89,38 +89,50 @@ static uint32_t entry[4];
  * (m = S / stacks; R tiles share the stack, this one being lane r). For
  * each slice it gathers the expert's tokens' rows, runs the SwiGLU FFN over
  * the slice's columns, the down projection of those, scales the rows by
- * their gates and writes them to the partial sums P[s][k][t] (FP32 rows of
- * D: the slice's share of token t's output from its slot-k expert); the
- * combine adds the slices. Pipelined: the next slice's rows and weights
+ * their gates and writes them to the slice's partial sums P_s[k][t] (FP32
+ * rows of D: the slice's share of token t's output from its slot-k
+ * expert); the combine adds the slices. Pipelined: the next slice's rows and weights
  * load while this one computes (two buffers of each), the engines ordered
  * by semaphores 0-6 (left at zero). Words: 0-1 the router's output, 2-3 the
- * normed rows (T x D BF16), 4-5 the slices' table (w1, w3, w2 addresses,
- * by expert, then slice), 6 D, 7 Fs, 8 E | T << 16, 9 S, 10 stacks, 11 this
- * tile's stack, 12 R | r << 16, 13-14 P. */
+ * normed rows (T x D BF16), 4-5 the slices' table (w1, w3, w2 and P_s
+ * addresses, by expert, then slice), 6 D, 7 Fs, 8 E | T << 16, 9 S, 10
+ * stacks, 11 this tile's stack, 12 R | r << 16. */
 #define ARG64(a, i) ((a)[i] | (uint64_t)(a)[(i) + 1] << 32)
 #define MOE_MAX_T 64u
 #define MOE_MAX_SLICES 256u /* E x S */
-static uint32_t moe_choice[2 * MOE_MAX_T], moe_gate[2 * MOE_MAX_T], moe_table[6 * MOE_MAX_SLICES];
-static uint32_t moe_token[2 * MOE_MAX_T], moe_slot[2 * MOE_MAX_T], moe_scale[2 * MOE_MAX_T];
-static uint32_t moe_expert[MOE_MAX_T * 2], moe_first[MOE_MAX_T * 2], moe_count[MOE_MAX_T * 2];
-static uint32_t moe_item_a[MOE_MAX_SLICES], moe_item_s[MOE_MAX_SLICES];
 enum { SEM_W1 = 0, SEM_W3, SEM_W2, SEM_G, SEM_V, SEM_D, SEM_Z };
 
 static int moe_experts(const uint32_t* a) {
-  const uint64_t router = ARG64(a, 0), rows = ARG64(a, 2), table = ARG64(a, 4), partials = ARG64(a, 13);
+  const uint64_t router = ARG64(a, 0), rows = ARG64(a, 2), table = ARG64(a, 4);
   const uint32_t D = a[6], Fs = a[7], E = a[8] & 0xffff, T = a[8] >> 16, S = a[9], stacks = a[10], me = a[11];
   const uint32_t R = a[12] & 0xffff, r = a[12] >> 16;
-  if (!T || T > MOE_MAX_T || !E || !S || !stacks || S % stacks || E * S > MOE_MAX_SLICES || me >= stacks || !R ||
+  if (!T || T > MOE_MAX_T || !E || E > 2 * MOE_MAX_T || !S || !stacks || S % stacks || E * S > MOE_MAX_SLICES || me >= stacks || !R ||
       r >= R || !D || !Fs)
     return 2;
   const uint32_t m = S / stacks;
+  /* The bookkeeping lives in the scratchpad, not in .bss (which the
+   * start-up code clears at every launch, word by word). */
+  uint32_t top = 0x10000;
+#define MOE_BUF(bytes) (top += ((bytes) + 255u) & ~255u, top - (((bytes) + 255u) & ~255u))
+#define MOE_ARRAY(words) ((uint32_t*)tk_ptr(MOE_BUF(4u * (words))))
+  uint32_t* const moe_choice = MOE_ARRAY(2 * MOE_MAX_T);
+  uint32_t* const moe_gate = MOE_ARRAY(2 * MOE_MAX_T);
+  uint32_t* const moe_table = MOE_ARRAY(8 * MOE_MAX_SLICES);
+  uint32_t* const moe_token = MOE_ARRAY(2 * MOE_MAX_T);
+  uint32_t* const moe_slot = MOE_ARRAY(2 * MOE_MAX_T);
+  uint32_t* const moe_scale = MOE_ARRAY(2 * MOE_MAX_T);
+  uint32_t* const moe_expert = MOE_ARRAY(2 * MOE_MAX_T);
+  uint32_t* const moe_first = MOE_ARRAY(2 * MOE_MAX_T);
+  uint32_t* const moe_count = MOE_ARRAY(2 * MOE_MAX_T);
+  uint32_t* const moe_item_a = MOE_ARRAY(MOE_MAX_SLICES);
+  uint32_t* const moe_item_s = MOE_ARRAY(MOE_MAX_SLICES);
   struct tk_dma r0 = {0};
   r0.id = op_index, r0.flags = TK_DMA_DST_LOCAL;
   r0.src = router, r0.dst = tk_off(moe_choice), r0.len0 = 8 * T;
   tk_dma_push(&r0);
   r0.src = router + 8ull * T, r0.dst = tk_off(moe_gate);
   tk_dma_push(&r0);
-  r0.src = table, r0.dst = tk_off(moe_table), r0.len0 = 24 * E * S;
+  r0.src = table, r0.dst = tk_off(moe_table), r0.len0 = 32 * E * S;
   tk_dma_push(&r0);
   if (tk_drain()) return 3;
   /* The active experts in order, each with its (token, slot, gate) list. */
@@ -139,8 +151,6 @@ static int moe_experts(const uint32_t* a) {
     for (uint32_t j = 0; j < m; ++j)
       if ((x * m + j) % R == r) moe_item_a[items] = x, moe_item_s[items] = j * stacks + me, ++items;
   if (!items) return 0;
-  uint32_t top = 0x10000;
-#define MOE_BUF(bytes) (top += ((bytes) + 255u) & ~255u, top - (((bytes) + 255u) & ~255u))
   uint32_t XB[2], W1[2], W3[2], W2[2], Y[2];
   for (unsigned p = 0; p < 2; ++p) {
     XB[p] = MOE_BUF(2 * T * D), W1[p] = MOE_BUF(2 * D * Fs), W3[p] = MOE_BUF(2 * D * Fs);
@@ -153,7 +163,7 @@ static int moe_experts(const uint32_t* a) {
      * stores, which wait for its result. */
     if (i < items) {
       const uint32_t x = moe_item_a[i], sl = moe_item_s[i], p = i & 1, e = moe_expert[x];
-      const uint32_t* w = &moe_table[6 * (e * S + sl)];
+      const uint32_t* w = &moe_table[8 * (e * S + sl)];
       struct tk_dma g = {0};
       g.id = op_index, g.flags = TK_DMA_DST_LOCAL, g.len0 = 2 * D;
       for (uint32_t q = 0; q < moe_count[x]; ++q) {
@@ -170,11 +180,13 @@ static int moe_experts(const uint32_t* a) {
     }
     if (i > 0) {
       const uint32_t x = moe_item_a[i - 1], sl = moe_item_s[i - 1], p = (i - 1) & 1, n = moe_count[x];
+      const uint32_t* w = &moe_table[8 * (moe_expert[x] * S + sl)];
+      const uint64_t partials = w[6] | (uint64_t)w[7] << 32;
       for (uint32_t q = 0; q < n; ++q) {
         const uint32_t at2 = moe_first[x] + q;
         struct tk_dma o = {0};
         o.id = op_index, o.flags = TK_DMA_SRC_LOCAL, o.len0 = 4 * D, o.src = Y[p] + 4 * q * D;
-        o.dst = partials + ((uint64_t)(sl * 2 + moe_slot[at2]) * T + moe_token[at2]) * D * 4;
+        o.dst = partials + ((uint64_t)moe_slot[at2] * T + moe_token[at2]) * D * 4;
         if (q == 0) o.sem = TK_SEM(SEM_Z, TK_NONE, TK_NONE);
         tk_dma_push(&o);
       }

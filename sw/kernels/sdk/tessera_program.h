@@ -26,7 +26,7 @@ enum tkp_kind {
                       semaphores (tiles can be one barrier apart): graphs alternate TKP_BARRIER_SEM and the one below */
   TKP_MARK = 8,    /* the core writes its cycle counter (64 bits) at scratchpad offset w[0], one of the
                       TKP_MARKS_MAX slots at TKP_MARKS_OFFSET */
-  TKP_MOE = 9,     /* this tile's share of the MoE experts dispatched on the device: w[0..14] as the program
+  TKP_MOE = 9,     /* this tile's share of the MoE experts dispatched on the device: w[0..12] as the program
                       kernel describes them (sw/kernels/program/program.c); uses semaphores 0-6, left at zero */
 };
 #define TKP_BARRIER_MAX 19u

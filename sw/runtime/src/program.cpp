@@ -110,9 +110,9 @@ TileProgram& TileProgram::drain() {
 }
 
 TileProgram& TileProgram::moe(const std::vector<std::uint32_t>& args) {
-  if (args.size() != 15) throw UsageError(fmt::format("moe: 15 words, not {}", args.size()));
+  if (args.size() != 13) throw UsageError(fmt::format("moe: 13 words, not {}", args.size()));
   tkp_op o = op(TKP_MOE);
-  for (unsigned i = 0; i < 15; ++i) o.w[i] = args[i];
+  for (unsigned i = 0; i < 13; ++i) o.w[i] = args[i];
   ops_.push_back(o);
   return *this;
 }

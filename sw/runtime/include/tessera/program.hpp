@@ -77,7 +77,7 @@ class TileProgram {
   TileProgram& signal(unsigned sem, std::uint32_t tile_regs = 0);  // 0: this tile
   TileProgram& drain();
   // This tile's share of the MoE experts dispatched on the tiles, each
-  // expert split in slices of its hidden layer: the 15 words the program
+  // expert split in slices of its hidden layer: the 13 words the program
   // kernel's moe_experts() takes (sw/kernels/program/program.c).
   TileProgram& moe(const std::vector<std::uint32_t>& args);
   // An operation as it is, unchecked (for tests of the program kernel).
@@ -117,7 +117,8 @@ class Graph {
 
 // A graph on a device: its programs in HBM, and what names its failures.
 struct GraphExec {
-  Buffer programs;
+  Buffer programs;                        // the program table, and the programs of the tiles near its stack
+  std::vector<Buffer> near;               // the other tiles' programs, each in the stack nearest them
   std::uint32_t tiles = 0;                // the tiles it runs on (bit i: tile i)
   unsigned harts = 0;                     // the program table's length
   unsigned timer = 0;                     // the tile whose marks time the nodes
