@@ -724,45 +724,35 @@ GraphExec Device::instantiate(const Graph& g) {
     x.starts[t].push_back(static_cast<std::uint32_t>(ops.size()));  // the end
   }
   // In HBM: each tile's program in the stack nearest it (the tiles fetch
-  // their programs as they run, all at once), the table with the first
-  // tile's.
+  // their programs as they run, all at once); the table in the first
+  // tile's stack, ahead of the programs there.
   const std::uint64_t table_bytes = 16ull * x.harts;
   std::map<unsigned, std::vector<unsigned>> by_stack;
   for (unsigned t : members) by_stack[stack_near(t)].push_back(t);
   const unsigned first_stack = stack_near(members[0]);
-  std::vector<std::uint8_t> table(table_bytes, 0);
+  std::map<unsigned, Buffer> buffers;
   for (const auto& [stack, tiles] : by_stack) {
     std::uint64_t bytes = stack == first_stack ? table_bytes : 0;
     for (unsigned t : tiles) bytes += program[t].size() * sizeof(tkp_op);
-    const Buffer b = alloc(bytes, stack);
-    (stack == first_stack ? x.programs : x.near.emplace_back()) = b;
-    std::vector<std::uint8_t> image(bytes, 0);
-    std::uint64_t at = stack == first_stack ? table_bytes : 0;
+    buffers[stack] = alloc(bytes, stack);
+    if (stack == first_stack) x.programs = buffers[stack];
+    else x.near.push_back(buffers[stack]);
+  }
+  std::vector<std::uint8_t> table(table_bytes, 0);
+  std::map<unsigned, std::vector<std::uint8_t>> images;
+  for (const auto& [stack, tiles] : by_stack) {
+    std::vector<std::uint8_t>& image = images[stack];
+    image.assign(stack == first_stack ? table_bytes : 0, 0);
     for (unsigned t : tiles) {
-      const std::uint32_t entry[4] = {lo(b.address + at), hi(b.address + at), static_cast<std::uint32_t>(program[t].size()), 0};
+      const std::uint64_t at = buffers[stack].address + image.size();
+      const std::uint32_t entry[4] = {lo(at), hi(at), static_cast<std::uint32_t>(program[t].size()), 0};
       std::memcpy(&table[16ull * d.tile_facts[t].hart], entry, 16);
-      std::memcpy(&image[at], program[t].data(), program[t].size() * sizeof(tkp_op));
-      at += program[t].size() * sizeof(tkp_op);
+      const auto* ops = reinterpret_cast<const std::uint8_t*>(program[t].data());
+      image.insert(image.end(), ops, ops + program[t].size() * sizeof(tkp_op));
     }
-    if (stack == first_stack) {
-      x.near.insert(x.near.begin(), b);  // written last, with the table complete
-      continue;
-    }
-    write(b, image.data(), image.size());
   }
-  // The first stack's buffer: the table (now that every entry is known), then its tiles' programs.
-  {
-    const Buffer b = x.programs;
-    std::vector<std::uint8_t> image(b.size, 0);
-    std::memcpy(image.data(), table.data(), table_bytes);
-    std::uint64_t at = table_bytes;
-    for (unsigned t : by_stack[first_stack]) {
-      std::memcpy(&image[at], program[t].data(), program[t].size() * sizeof(tkp_op));
-      at += program[t].size() * sizeof(tkp_op);
-    }
-    write(b, image.data(), at);
-  }
-  x.near.erase(x.near.begin());
+  std::memcpy(images[first_stack].data(), table.data(), table_bytes);
+  for (const auto& [stack, image] : images) write(buffers[stack], image.data(), image.size());
   return x;
 }
 
