@@ -27,7 +27,7 @@ using namespace tessera;
 
 namespace {
 int usage(const char* why) {
-  std::fprintf(stderr, "tessera demo: %s\nusage: tessera-vp demo [--tiny] [--fp8] [--launches] [--device-dispatch] [--batch B] [--chips 1|4|8] [--prompt N] [--decode N] [--seed S] [--speculate K [--acceptance A]] [--trace FILE.json] [--waves FILE.vcd] [--stats FILE.json] [--set inst.key=value ...]\n", why);
+  std::fprintf(stderr, "tessera demo: %s\nusage: tessera-vp demo [--tiny] [--fp8] [--launches] [--device-dispatch] [--batch B] [--chips 1|4|8] [--prompt N (1-256)] [--decode N] [--seed S] [--speculate K [--acceptance A]] [--trace FILE.json] [--waves FILE.vcd] [--stats FILE.json] [--set inst.key=value ...]\n", why);
   return 2;
 }
 bool number(const char* s, unsigned& out) {
@@ -91,7 +91,7 @@ int tessera::model::demo_main(int argc, char** argv) {
     std::fprintf(stderr, "tessera demo: %s\n", e.what());
     return 2;
   }
-  if (!prompt || prompt > 64) return usage("--prompt must be 1 to 64 tokens");
+  if (!prompt || prompt > 256) return usage("--prompt must be 1 to 256 tokens (longer than 64: prefilled 64 at a time)");
   if (!stats_file.empty() && !std::ofstream(stats_file, std::ios::app)) return usage("--stats: cannot write the file");
   if (chips > 1 && speculate) return usage("--speculate runs on one chip");
   if (batch > 1 && speculate) return usage("--speculate decodes one sequence (no --batch)");
@@ -232,7 +232,15 @@ int tessera::model::demo_main(int argc, char** argv) {
       }
     };
     snapshot(at_prefill);
-    for (unsigned b0 = 0; b0 < batch;) {
+    if (prompt > 64) {
+      // A long prompt: each sequence's in steps of 64 tokens.
+      for (unsigned b = 0; b < batch; ++b)
+        for (unsigned at = 0; at < prompt; at += 64) {
+          const unsigned n = std::min(64u, prompt - at);
+          run({{b, std::vector<std::uint32_t>(prompts[b].begin() + at, prompts[b].begin() + at + n), at}}, true);
+        }
+    }
+    for (unsigned b0 = 0; b0 < batch && prompt <= 64;) {
       std::vector<model::DeviceModel::Seq> group;
       unsigned rows = 0;
       for (; b0 < batch && (group.empty() || rows + prompt <= 64); ++b0) group.push_back({b0, prompts[b0], 0}), rows += prompt;

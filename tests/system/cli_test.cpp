@@ -78,9 +78,16 @@ TEST(Cli, DemoSubcommandRunsTheModelAndChecksIt) {
   EXPECT_NE(r.out.find("logits vs host FP32 reference: max relative error"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("us/token"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("where the time went"), std::string::npos) << r.out;
+  Outcome batch = vp("demo --tiny --batch 3 --prompt 4 --decode 2 --seed 3");
+  EXPECT_EQ(batch.code, 0) << batch.err;
+  EXPECT_NE(batch.out.find("batch of 3 sequences"), std::string::npos) << batch.out;
+  EXPECT_NE(batch.out.find("of each of 3 sequences"), std::string::npos) << batch.out;
+  Outcome big = vp("demo --tiny --batch 65");
+  EXPECT_EQ(big.code, 2);
+  EXPECT_NE(big.err.find("--batch takes 1 to 64 sequences"), std::string::npos) << big.err;
   Outcome bad = vp("demo --prompt 0");
   EXPECT_EQ(bad.code, 2);
-  EXPECT_NE(bad.err.find("--prompt must be 1 to 64 tokens"), std::string::npos) << bad.err;
+  EXPECT_NE(bad.err.find("--prompt must be 1 to 256 tokens"), std::string::npos) << bad.err;
 }
 
 TEST(Cli, NoArgumentsRunsTheMainJob) {
