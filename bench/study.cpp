@@ -28,6 +28,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <random>
 #include <string>
@@ -49,7 +50,13 @@ namespace {
 void write_outputs(const std::string& dir, const std::string& name, const std::string& csv, const std::string& title,
                    const std::string& xlabel, const std::string& ylabel, const std::vector<bench::Series>& series,
                    bool logx, bool logy) {
-  std::ofstream(dir + "/" + name + ".csv") << csv;
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  std::ofstream out(dir + "/" + name + ".csv");
+  if (!(out << csv)) {
+    fmt::print(stderr, "bench_study: cannot write {}/{}.csv\n", dir, name);
+    std::exit(1);
+  }
   bench::write_svg(dir + "/" + name + ".svg", title, xlabel, ylabel, series, logx, logy);
   fmt::print("(wrote {0}/{1}.csv and {0}/{1}.svg)\n", dir, name);
 }
@@ -198,8 +205,12 @@ int activations(const std::string& self, const std::string& dir) {
 
 // One `tessera-vp demo --tiny` speculative run: acceptance, speculative and
 // plain tokens/s (false when it failed).
+struct SpecCosts {
+  double c = 0, verify = 0, measured = 0, expected = 0;  // draft and verifying steps in plain steps; decode speed-ups
+  double a = 0;                                          // the per-token acceptance the analytic speed-up takes
+};
 bool spec_run(unsigned k, double steer, unsigned prompt, unsigned decode, double& acceptance, double& spec_tps,
-              double& plain_tps) {
+              double& plain_tps, SpecCosts& costs) {
   std::string cmd = fmt::format("{} demo --tiny --speculate {} --prompt {} --decode {}", TESSERA_VP, k, prompt, decode);
   if (steer >= 0) cmd += fmt::format(" --acceptance {}", steer);
   std::FILE* p = popen((cmd + " 2>&1").c_str(), "r");
@@ -212,6 +223,11 @@ bool spec_run(unsigned k, double steer, unsigned prompt, unsigned decode, double
     if (const char* at = std::strstr(line, "): acceptance ")) std::sscanf(at, "): acceptance %lf", &acceptance);
     std::sscanf(line, "target steps %u against %u plain; virtual time %lf us against %lf us plain: speed-up %lfx", &steps,
                 &plain_steps, &spec_us, &plain_us, &speedup);
+    if (const char* at = std::strstr(line, "(c = ")) std::sscanf(at, "(c = %lf", &costs.c);
+    if (const char* at = std::strstr(line, "verifying ")) std::sscanf(at, "verifying %*u tokens %*f us (%lf plain steps)", &costs.verify);
+    if (const char* at = std::strstr(line, "), a = ")) std::sscanf(at, "), a = %lf", &costs.a);
+    if (const char* at = std::strstr(line, "measured ")) std::sscanf(at, "measured %lfx", &costs.measured);
+    if (const char* at = std::strstr(line, "(1 + k c) ")) std::sscanf(at, "(1 + k c) %lfx", &costs.expected);
   }
   if (pclose(p) != 0 || acceptance < 0 || spec_us <= 0) {
     std::fprintf(stderr, "bench_study: `%s` failed or printed no result\n", cmd.c_str());
@@ -228,17 +244,27 @@ int spec_decode(const std::string& dir) {
   series[0].name = "one-layer draft";
   for (std::size_t i = 0; i < std::size(steered); ++i) series[1 + i].name = fmt::format("draft steered to {:.1f}", steered[i]);
   series.back().name = "plain greedy";
-  std::string csv = "k,draft,measured_acceptance,spec_tokens_per_s,plain_tokens_per_s,speedup\n";
+  std::string csv = "k,draft,measured_acceptance,spec_tokens_per_s,plain_tokens_per_s,speedup,draft_cost,verify_cost,"
+                    "decode_speedup,analytic_speedup\n";
+  csv.replace(csv.find("draft_cost"), 0, "per_token_acceptance,");
   fmt::print("Speculative decoding, tiny model (2 layers), one-layer draft, {} tokens decoded after a {}-token prompt;\n"
              "then the same draft steered to a per-token acceptance rate (its proposals replaced by the target's\n"
              "choice with that probability: a better draft at this draft's cost)\n", decode, prompt);
-  fmt::print("{:>3} {:>10} {:>11} {:>14} {:>14} {:>9}\n", "k", "draft", "acceptance", "spec tok/s", "plain tok/s", "speed-up");
+  fmt::print("{:>3} {:>10} {:>11} {:>14} {:>14} {:>9} {:>7} {:>7} {:>7} {:>9} {:>9}\n", "k", "draft", "acceptance", "spec tok/s",
+             "plain tok/s", "speed-up", "a", "c", "verify", "decode", "analytic");
+  double c_sum = 0, v_sum = 0, worst_gap = 0;
+  unsigned runs = 0;
   auto one = [&](unsigned k, double steer, std::size_t s) {
     double acc = 0, spec = 0, plain = 0;
-    if (!spec_run(k, steer, prompt, decode, acc, spec, plain)) return false;
+    SpecCosts costs;
+    if (!spec_run(k, steer, prompt, decode, acc, spec, plain, costs)) return false;
     const std::string draft = steer < 0 ? "own" : fmt::format("{:.1f}", steer);
-    fmt::print("{:>3} {:>10} {:>11.2f} {:>14.0f} {:>14.0f} {:>8.2f}x\n", k, draft, acc, spec, plain, spec / plain);
-    csv += fmt::format("{},{},{},{},{},{}\n", k, draft, acc, spec, plain, spec / plain);
+    fmt::print("{:>3} {:>10} {:>11.2f} {:>14.0f} {:>14.0f} {:>8.2f}x {:>7.3f} {:>7.3f} {:>7.2f} {:>8.2f}x {:>8.2f}x\n", k, draft,
+               acc, spec, plain, spec / plain, costs.a, costs.c, costs.verify, costs.measured, costs.expected);
+    csv += fmt::format("{},{},{},{},{},{},{},{},{},{},{}\n", k, draft, acc, spec, plain, spec / plain, costs.a, costs.c,
+                       costs.verify, costs.measured, costs.expected);
+    c_sum += costs.c, v_sum += costs.verify, ++runs;
+    if (costs.expected > 0) worst_gap = std::max(worst_gap, std::fabs(costs.measured / costs.expected - 1));
     series[s].points.emplace_back(k, spec);
     if (s == 0) series.back().points.emplace_back(k, plain);
     return true;
@@ -248,9 +274,12 @@ int spec_decode(const std::string& dir) {
   for (std::size_t i = 0; i < std::size(steered); ++i)
     for (unsigned k : {1u, 2u, 4u, 8u})
       if (!one(k, steered[i], 1 + i)) return 1;
-  fmt::print("The one-layer draft of this random-weight model agrees with the target rarely, and less the further it\n"
-             "guesses ahead. Each draft step here costs about what a target step costs (both are launch-bound at\n"
-             "batch 1), so speculation pays only with a draft that is right most of the time, and then with short drafts.\n");
+  fmt::print("Measured here: a draft step costs {:.2f} of a plain decoding step on average (c), a verifying step of\n"
+             "k + 1 tokens {:.2f} plain steps; the measured decode speed-ups lie within {:.0f}% of the analytic\n"
+             "(1 - a^(k+1)) / (1 - a) / (1 + k c), a being the per-token acceptance that gives the accepted proposals a\n"
+             "round measured (the formula counts a verifying step as one plain step). The one-layer draft of this\n"
+             "random-weight model agrees with the target rarely, and less the further it guesses ahead.\n",
+             runs ? c_sum / runs : 0.0, runs ? v_sum / runs : 0.0, 100 * worst_gap);
   write_outputs(dir, "spec_decode", csv, "Speculative decoding: tokens/s against draft length and acceptance",
                 "draft length k", "tokens per second (virtual)", series, false, false);
   return 0;

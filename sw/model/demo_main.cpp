@@ -155,6 +155,31 @@ int tessera::model::demo_main(int argc, char** argv) {
       std::printf("target steps %u against %u plain; virtual time %.1f us against %.1f us plain: speed-up %.2fx\n",
                   spec.target_steps, plain.target_steps, spec.seconds * 1e6, plain.seconds * 1e6,
                   plain.seconds / spec.seconds);
+      // Against the analytic expectation: with acceptance a and a draft step
+      // costing c plain steps, a verifying step yields (1 - a^(k+1)) / (1 - a)
+      // tokens for the cost of 1 + k c plain steps.
+      const double step = plain.target_seconds / std::max(1u, plain.target_steps - 1);
+      const double c_draft = spec.draft_seconds / std::max(1u, spec.draft_steps - 1) / step;
+      const double verify = spec.target_seconds / std::max(1u, spec.target_steps - 1) / step;
+      // The formula's a is the chance each proposal is right given the ones
+      // before it were: the per-token rate whose rounds accept, on average,
+      // a + a^2 + ... + a^k proposals, as measured.
+      const double k = speculate, per_round = static_cast<double>(spec.accepted) / std::max(1u, spec.target_steps - 1);
+      auto accepted_at = [&](double x) {
+        double sum = 0, p = 1;
+        for (unsigned i = 0; i < speculate; ++i) p *= x, sum += p;
+        return sum;
+      };
+      double lo = 0, hi = 1;
+      for (int i = 0; i < 60; ++i) (accepted_at((lo + hi) / 2) < per_round ? lo : hi) = (lo + hi) / 2;
+      const double a = (lo + hi) / 2;
+      const double expected = (a < 1 - 1e-9 ? (1 - std::pow(a, k + 1)) / (1 - a) : k + 1) / (1 + k * c_draft);
+      const double measured = (plain.target_seconds) / (spec.target_seconds + spec.draft_seconds);
+      std::printf("step costs: plain decoding %.1f us; draft %.1f us (c = %.3f of a plain step); verifying %u tokens %.1f us "
+                  "(%.2f plain steps)\n", step * 1e6, c_draft * step * 1e6, c_draft, speculate + 1, verify * step * 1e6, verify);
+      std::printf("decode speed-up (after the prompt): measured %.2fx, analytic (1 - a^(k+1)) / (1 - a) / (1 + k c) "
+                  "%.2fx (%+.0f%%), a = %.3f a token (%.2f proposals accepted a round)\n",
+                  measured, expected, 100 * (measured / expected - 1), a, per_round);
       std::printf("tokens identical to plain greedy decoding: %s\n", spec.tokens == plain.tokens ? "yes" : "NO");
       return spec.tokens == plain.tokens ? 0 : 1;
     }

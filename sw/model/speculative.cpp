@@ -34,7 +34,9 @@ Decoded greedy(rt::Device& dev, DeviceModel& target, const std::vector<std::uint
   while (d.tokens.size() < n) {
     d.tokens.push_back(next);
     if (d.tokens.size() == n) break;
+    const double s0 = dev.simulated_seconds();
     target.step({next}, pos++, &next, nullptr);
+    d.target_seconds += dev.simulated_seconds() - s0;
     ++d.target_steps;
   }
   d.seconds = dev.simulated_seconds() - t0;
@@ -63,7 +65,9 @@ Decoded speculative(rt::Device& dev, DeviceModel& target, DeviceModel& draft, co
     unsigned dpos = pos - static_cast<unsigned>(behind.size());
     for (unsigned i = 0; i < want; ++i) {
       std::uint32_t t = 0;
+      const double s0 = dev.simulated_seconds();
       draft.step(input, dpos, &t, nullptr);
+      d.draft_seconds += dev.simulated_seconds() - s0;
       ++d.draft_steps;
       if (steer && steer->reference) {
         // Output index of this proposal: after the tokens so far and the proposals before it.
@@ -82,7 +86,9 @@ Decoded speculative(rt::Device& dev, DeviceModel& target, DeviceModel& draft, co
     std::vector<std::uint32_t> block = {cur};
     block.insert(block.end(), proposal.begin(), proposal.end());
     std::uint32_t last = 0;
+    const double s0 = dev.simulated_seconds();
     const std::vector<float> logits = target.step(block, pos, &last, nullptr);
+    d.target_seconds += dev.simulated_seconds() - s0;
     ++d.target_steps;
     d.proposed += want;
     unsigned agreed = 0;

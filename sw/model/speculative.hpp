@@ -20,6 +20,9 @@ struct Decoded {
   std::vector<std::uint32_t> tokens;  // generated after the prompt
   double seconds = 0;                 // virtual time of the generation (prefill included)
   unsigned target_steps = 0, draft_steps = 0, proposed = 0, accepted = 0;
+  // The virtual time of the steps after the prompt's: the target's (plain
+  // decoding's steps, or the verifying ones) and the draft's.
+  double target_seconds = 0, draft_seconds = 0;
   double acceptance() const { return proposed ? static_cast<double>(accepted) / proposed : 0.0; }
 };
 
