@@ -1,5 +1,6 @@
 // Studies that answer one question each with a table, a CSV and an SVG plot
-// (issue 10, section 4). Usage: bench_study fp8-accumulation|activations|spec-decode [--out DIR]
+// (issue 10, section 4). Usage: bench_study fp8-accumulation|activations|spec-decode|expert-parallel|power-headroom
+// [--out DIR]
 //   fp8-accumulation  GEMM error against K for E4M3 inputs with FP32
 //                     accumulation, the limited accumulation of current
 //                     FP8 tensor cores (13 mantissa bits kept, truncating),
@@ -14,6 +15,9 @@
 //                     draft's own, and the draft steered to 0.5, 0.7, 0.9),
 //                     next to plain greedy decoding: `tessera-vp demo --tiny
 //                     --speculate k [--acceptance A]`, one run each
+//   expert-parallel   decode tokens/s of the MoE decoder on 1, 4 and 8 chips
+//                     (experts spread over the chips) against batch size:
+//                     `tessera-vp demo --launches --chips C --batch B`
 //   power-headroom    a fused MoE layer on four chips (compute, HBM and links
 //                     busy at once) under caps from 50% to 120% of the sum of
 //                     the domains' peaks: the manager's control loop against
@@ -30,6 +34,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <random>
 #include <string>
 #include <vector>
@@ -286,6 +291,66 @@ int spec_decode(const std::string& dir) {
 }
 
 
+// ---- expert-parallel -----------------------------------------------------
+
+// One `tessera-vp demo --launches --chips C --batch B` run: decode tokens/s,
+// its share of the roofline's bound, and the share of the time the
+// exchanges between chips took (false when it failed).
+bool ep_run(unsigned chips, unsigned batch, unsigned prompt, unsigned decode, double& tps, double& of_bound,
+            double& exchanges) {
+  const std::string cmd = fmt::format("{} demo --launches --chips {} --batch {} --prompt {} --decode {}", TESSERA_VP, chips,
+                                      batch, prompt, decode);
+  std::FILE* p = popen((cmd + " 2>&1").c_str(), "r");
+  if (!p) return false;
+  char line[4096];
+  tps = of_bound = -1, exchanges = 0;
+  while (std::fgets(line, sizeof line, p)) {
+    if (const char* at = std::strstr(line, " tokens/s)")) {
+      const char* from = at;
+      while (from > line && from[-1] != ' ') --from;
+      tps = std::atof(from);
+    }
+    if (const char* at = std::strstr(line, "; decode ")) {
+      if (const char* pc = std::strstr(at, "): ")) std::sscanf(pc, "): %lf%%", &of_bound);
+    }
+    if (const char* at = std::strstr(line, "dispatch and combine between chips ")) {
+      std::sscanf(at, "dispatch and combine between chips %lf%%", &exchanges);
+    }
+  }
+  if (pclose(p) != 0 || tps < 0 || of_bound < 0) {
+    std::fprintf(stderr, "bench_study: `%s` failed or printed no result\n", cmd.c_str());
+    return false;
+  }
+  return true;
+}
+
+int expert_parallel(const std::string& dir) {
+  const unsigned prompt = 8, decode = 8;
+  const unsigned chip_counts[] = {1, 4, 8}, batches[] = {1, 8, 32};
+  std::vector<bench::Series> series(std::size(chip_counts));
+  std::string csv = "chips,batch,decode_tokens_per_s,percent_of_bound,percent_in_exchanges\n";
+  fmt::print("Expert parallelism: the default MoE decoder, expert e on chip e % C, a launch per phase on every chip\n"
+             "(`tessera-vp demo --launches --chips C --batch B`, {}-token prompts, {} decode steps); decode tokens/s\n",
+             prompt, decode);
+  fmt::print("{:>6} {:>6} {:>12} {:>12} {:>12}\n", "chips", "batch", "tokens/s", "% of bound", "% exchanges");
+  std::map<unsigned, double> single;
+  for (std::size_t ci = 0; ci < std::size(chip_counts); ++ci) {
+    series[ci].name = fmt::format("{} chip{}", chip_counts[ci], chip_counts[ci] > 1 ? "s" : "");
+    for (unsigned b : batches) {
+      double tps = 0, bound = 0, ex = 0;
+      if (!ep_run(chip_counts[ci], b, prompt, decode, tps, bound, ex)) return 1;
+      if (chip_counts[ci] == 1) single[b] = tps;
+      fmt::print("{:>6} {:>6} {:>12.0f} {:>11.1f}% {:>11.0f}%{}\n", chip_counts[ci], b, tps, bound, ex,
+                 chip_counts[ci] > 1 && single.count(b) ? fmt::format("  ({:.2f}x one chip)", tps / single[b]) : "");
+      csv += fmt::format("{},{},{},{},{}\n", chip_counts[ci], b, tps, bound, ex);
+      series[ci].points.emplace_back(b, tps);
+    }
+  }
+  write_outputs(dir, "expert_parallel", csv, "Expert parallelism: decode tokens/s against batch size", "batch (sequences)",
+                "tokens per second (virtual)", series, true, true);
+  return 0;
+}
+
 // ---- power-headroom ----------------------------------------------------
 // A fused MoE layer on four chips (platform/t1x4-ring.json), compute, HBM
 // and links busy at once: each of a chip's 8 tiles streams expert weight
@@ -530,6 +595,7 @@ int main(int argc, char** argv) {
   }
   if (what == "fp8-accumulation") return fp8_accumulation(dir);
   if (what == "spec-decode") return spec_decode(dir);
+  if (what == "expert-parallel") return expert_parallel(dir);
   if (what == "activations") return activations(argv[0], dir);
   if (what == "power-headroom") {
     try {
@@ -539,6 +605,6 @@ int main(int argc, char** argv) {
       return 1;
     }
   }
-  std::fprintf(stderr, "usage: bench_study fp8-accumulation|activations|spec-decode|power-headroom [--out DIR]\n");
+  std::fprintf(stderr, "usage: bench_study fp8-accumulation|activations|spec-decode|expert-parallel|power-headroom [--out DIR]\n");
   return 2;
 }
