@@ -6,8 +6,8 @@
 //     embed       DMA rows of the BF16 table into x (cast to FP32)
 //     per layer:
 //       attention  one head per tile (heads round-robin over tiles):
-//                  RMSNorm, Q K V projections, RoPE, the new K/V rows
-//                  appended to the layer's KV cache in HBM, causal
+//                  RMSNorm, Q K V projections, RoPE, per sequence the new
+//                  K/V rows appended to its KV cache's pages in HBM, causal
 //                  attention over the cache, the head's output columns
 //       Wo         output columns split over tiles, added to x
 //       router     RMSNorm, router logits, top-2, softmax of the two
@@ -16,9 +16,14 @@
 //                  written to its slot's row of Y0 / Y1
 //       combine    x += Y0 + Y1
 //     head         final RMSNorm, the vocabulary split over tiles
-//     argmax       of the last token's logits, on a tile
-// The host waits between phases (a launch per phase); it reads back the
-// router's choices to dispatch the experts, and the logits to check them.
+//     argmax       of each sequence's last logits, a sequence per tile
+// With Config::graph a step is one rt::Graph: the phases run back to back
+// on the tiles with barriers between them and the experts dispatched on
+// the tiles (each expert in slices of its hidden layer, over all tiles);
+// the host reads the logits, the tokens and the routing at the end.
+// Otherwise the host waits between phases (a launch per phase) and reads
+// back the router's choices to dispatch the experts. A step may hold
+// several sequences (a batch), each with its own paged KV cache.
 #pragma once
 
 #include <cstdint>
