@@ -21,13 +21,14 @@
 #include <fstream>
 
 #include "model.hpp"
+#include "serve.hpp"
 #include "speculative.hpp"
 
 using namespace tessera;
 
 namespace {
 int usage(const char* why) {
-  std::fprintf(stderr, "tessera demo: %s\nusage: tessera-vp demo [--tiny] [--fp8] [--launches] [--device-dispatch] [--batch B] [--chips 1|4|8] [--prompt N (1-256)] [--decode N] [--seed S] [--speculate K [--acceptance A]] [--trace FILE.json] [--waves FILE.vcd] [--stats FILE.json] [--set inst.key=value ...]\n", why);
+  std::fprintf(stderr, "tessera demo: %s\nusage: tessera-vp demo [--tiny] [--fp8] [--launches] [--device-dispatch] [--batch B] [--serve RATE [--requests N]] [--chips 1|4|8] [--prompt N (1-256)] [--decode N] [--seed S] [--speculate K [--acceptance A]] [--trace FILE.json] [--waves FILE.vcd] [--stats FILE.json] [--set inst.key=value ...]\n", why);
   return 2;
 }
 bool number(const char* s, unsigned& out) {
@@ -44,6 +45,8 @@ int tessera::model::demo_main(int argc, char** argv) {
   unsigned prompt = 32, decode = 32, seed = 1, speculate = 0, chips = 1;
   bool launches = false;  // a launch per phase, waited for, instead of a graph per step
   unsigned batch = 1;     // sequences decoded at once
+  double serve_rate = 0;  // --serve: requests a second
+  unsigned requests = 32;
   double acceptance = -1;  // steer the draft to this acceptance (speculative.hpp); < 0: the draft as it is
   rt::Device::Options opt;
   std::string stats_file;
@@ -57,6 +60,12 @@ int tessera::model::demo_main(int argc, char** argv) {
     else if (a == "--device-dispatch") c.device_dispatch = true;
     else if (a == "--launches") launches = true;
     else if (a == "--batch") { if (!value(batch) || !batch || batch > 64) return usage("--batch takes 1 to 64 sequences"); }
+    else if (a == "--serve") {
+      char* end = nullptr;
+      if (i + 1 >= argc || (serve_rate = std::strtod(argv[++i], &end), *end) || !(serve_rate > 0 && serve_rate <= 1e9))
+        return usage("--serve takes a rate of requests a second (above 0)");
+    }
+    else if (a == "--requests") { if (!value(requests) || !requests) return usage("--requests takes a number of requests"); }
     else if (a == "--seed") { if (!value(seed)) return usage("--seed takes a number"); }
     else if (a == "--speculate") { if (!value(speculate) || !speculate || speculate > 16) return usage("--speculate takes a draft length of 1 to 16"); }
     else if (a == "--acceptance") {
@@ -95,6 +104,9 @@ int tessera::model::demo_main(int argc, char** argv) {
   if (!stats_file.empty() && !std::ofstream(stats_file, std::ios::app)) return usage("--stats: cannot write the file");
   if (chips > 1 && speculate) return usage("--speculate runs on one chip");
   if (batch > 1 && speculate) return usage("--speculate decodes one sequence (no --batch)");
+  if (serve_rate > 0 && speculate) return usage("--serve and --speculate do not go together");
+  if (serve_rate > 0 && batch == 1) batch = 16;  // serving: up to 16 requests at once unless --batch says
+  if (serve_rate > 0 && c.context < 64) return usage("--serve needs a context of 64 (prompts and outputs up to 32 each)");
   c.max_sequences = batch;
   if (acceptance >= 0 && !speculate) return usage("--acceptance needs --speculate K");
   if (chips > 1 && c.device_dispatch) return usage("--device-dispatch runs on one chip (on several the host dispatches)");
@@ -195,7 +207,7 @@ int tessera::model::demo_main(int argc, char** argv) {
     std::printf("prompt:");
     for (auto t : prompts[0]) std::printf(" %u", t);
     std::printf("\n");
-    if (batch > 1)
+    if (batch > 1 && serve_rate <= 0)
       std::printf("batch of %u sequences (their own prompts and paged KV caches): prefilled %u at a time, decoded together\n",
                   batch, std::max(1u, 64 / prompt));
     unsigned disagreements = 0;
@@ -208,6 +220,26 @@ int tessera::model::demo_main(int argc, char** argv) {
         j += meter_of(k).total_joules(sc_core::sc_time(dev.simulated_seconds(), sc_core::SC_SEC));
       return j;
     };
+    if (serve_rate > 0) {
+      // Continuous batching of a seeded Poisson stream of requests (serve.hpp).
+      const auto reqs = model::poisson_requests(requests, serve_rate, 8, 32, 8, 32, c.vocab, seed);
+      std::printf("serving %u requests arriving at %.0f a second (Poisson, seed %u; prompts of 8-32 tokens, 8-32 outputs), "
+                  "up to %u at once, 64 tokens a step\n", requests, serve_rate, seed, batch);
+      model::Served sv = model::serve(dev, m, reqs, energy);
+      // The idle stretches the serving loop skipped: the chip leaks through them.
+      double leakage_w = 0;
+      for (unsigned d = 0; d < power::domain_count(); ++d) leakage_w += meter_of(0).table().static_power(static_cast<power::Domain>(d));
+      sv.joules += leakage_w * sv.idle;
+      std::printf("served in %.1f us of virtual time (%.1f us of it idle, skipped), %u steps: %.0f output tokens/s (%u "
+                  "outputs, %u prompt tokens); energy %.1f uJ per output token (idle leakage included)\n",
+                  sv.seconds * 1e6, sv.idle * 1e6, sv.steps, sv.tokens_per_s(), sv.output_tokens, sv.prompt_tokens,
+                  sv.output_tokens ? sv.joules * 1e6 / sv.output_tokens : 0.0);
+      std::printf("time to first token: p50 %.1f us, p99 %.1f us; time per output token: p50 %.1f us, p99 %.1f us\n",
+                  model::quantile(sv.ttft, 0.5) * 1e6, model::quantile(sv.ttft, 0.99) * 1e6,
+                  model::quantile(sv.tpot, 0.5) * 1e6, model::quantile(sv.tpot, 0.99) * 1e6);
+      std::printf("wall time %.1f s\n", std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count());
+      return 0;
+    }
     std::vector<std::uint32_t> out;
     // The work of prefill and of decode against the roofline: every chip's
     // counters before prefill, between the two, and at the end.

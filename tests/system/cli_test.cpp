@@ -82,6 +82,15 @@ TEST(Cli, DemoSubcommandRunsTheModelAndChecksIt) {
   EXPECT_EQ(batch.code, 0) << batch.err;
   EXPECT_NE(batch.out.find("batch of 3 sequences"), std::string::npos) << batch.out;
   EXPECT_NE(batch.out.find("of each of 3 sequences"), std::string::npos) << batch.out;
+  // Serving a seeded stream: the same report from a fresh process, byte for byte (but the wall time).
+  auto served = [&] {
+    Outcome r = vp("demo --tiny --serve 20000 --requests 6 --batch 3");
+    EXPECT_EQ(r.code, 0) << r.err;
+    return r.out.substr(0, r.out.find("wall time"));
+  };
+  const std::string serve1 = served();
+  EXPECT_NE(serve1.find("time to first token: p50"), std::string::npos) << serve1;
+  EXPECT_EQ(serve1, served());
   Outcome big = vp("demo --tiny --batch 65");
   EXPECT_EQ(big.code, 2);
   EXPECT_NE(big.err.find("--batch takes 1 to 64 sequences"), std::string::npos) << big.err;
