@@ -21,6 +21,15 @@ Config tiny() {
   return c;
 }
 
+// The tiny configuration as a step of graphs with the experts on the
+// device, holding `sequences` sequences at once.
+Config tiny_batched(unsigned sequences) {
+  Config c = tiny();
+  c.device_dispatch = c.graph = true;
+  c.max_sequences = sequences;
+  return c;
+}
+
 // Prefills `prompt` and decodes greedily for `steps` - 1 more steps on the
 // device and in the reference; returns the worst relative logit error of
 // any step. The device's greedy choice must be the argmax of its logits.
@@ -200,9 +209,7 @@ TEST(Model, AStepAsOneGraphGivesTheLaunchesLogitsBitForBit) {
 // cache. Every row's arithmetic is its own (GEMMs, norms, the experts'
 // slices), so nothing may differ.
 TEST(Model, ABatchGivesTheTokensOfSingleSequenceRuns) {
-  Config c = tiny();
-  c.device_dispatch = c.graph = true;
-  c.max_sequences = 3;
+  const Config c = tiny_batched(3);
   const Weights w = Weights::random(c);
   rt::Device dev;
   DeviceModel single(dev, c, w), batched(dev, c, w);
@@ -257,9 +264,7 @@ TEST(Model, ABatchGivesTheTokensOfSingleSequenceRuns) {
 // device went idle), at most three at once: every request gets its
 // outputs, each exactly what greedy decoding of its prompt alone gives.
 TEST(Model, ServingBatchesRequestsAsTheyArriveAndGivesEachItsGreedyTokens) {
-  Config c = tiny();
-  c.device_dispatch = c.graph = true;
-  c.max_sequences = 3;
+  const Config c = tiny_batched(3);
   const Weights w = Weights::random(c);
   rt::Device dev;
   DeviceModel m(dev, c, w), alone(dev, c, w);
