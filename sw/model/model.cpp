@@ -818,10 +818,20 @@ std::vector<float> DeviceModel::step(const std::vector<Seq>& batch, std::vector<
   const std::uint64_t panel = 2ull * D * dh, scales = 4ull * D / 128 + 16;
   auto up = [](std::uint64_t b) { return (b + 255) & ~std::uint64_t{255}; };
   const std::uint32_t pf = static_cast<std::uint32_t>(TKP_PROGRAM_OFFSET - 3 * (up(panel) + up(scales)));
-  Spm fixed;  // the attention's buffers before its KV cache: they must lie below
-  fixed(4ull * T * D), fixed(4ull * D), fixed(4ull * T * D), fixed(ab * T * D), fixed(4ull * T * D / 128 + 4);
-  for (int i = 0; i < 3; ++i) fixed(panel), fixed(scales);
-  for (int i = 0; i < 6; ++i) fixed(4ull * T * dh);
+  // A head's buffers before its KV cache, in its tile's scratchpad.
+  struct HeadBuffers {
+    std::uint32_t X, NW, HN, HA, SA, WQ, WK, WV, SQ, SK, SV, Q, K, Vv, QS, Q16, O;
+  };
+  auto head_buffers = [&](Spm& s) {
+    HeadBuffers b;
+    b.X = s(4ull * T * D), b.NW = s(4ull * D), b.HN = s(4ull * T * D), b.HA = s(ab * T * D), b.SA = s(4ull * T * D / 128 + 4);
+    b.WQ = s(panel), b.WK = s(panel), b.WV = s(panel), b.SQ = s(scales), b.SK = s(scales), b.SV = s(scales);
+    b.Q = s(4ull * T * dh), b.K = s(4ull * T * dh), b.Vv = s(4ull * T * dh), b.QS = s(4ull * T * dh);
+    b.Q16 = s(2ull * T * dh), b.O = s(4ull * T * dh);
+    return b;
+  };
+  Spm fixed;  // they must lie below the prefetched panels
+  head_buffers(fixed);
   const bool prefetch = fixed.at <= pf;
   std::vector<std::array<Slice, 3>> pre(tiles_);
   auto prefetch_attention = [&](std::vector<std::pair<std::uint32_t, TileProgram>>& p, unsigned l) {
@@ -864,12 +874,9 @@ std::vector<float> DeviceModel::step(const std::vector<Seq>& batch, std::vector<
       for (unsigned hd = 0; hd < H; ++hd) {
         TileProgram& g = p[hd % tiles_].second;
         Spm s;  // each head reuses the tile's buffers after a drain
-        const std::uint32_t X = s(4ull * T * D), NW = s(4ull * D), HN = s(4ull * T * D), HA = s(ab * T * D);
-        const std::uint32_t SA = s(4ull * T * D / 128 + 4);
-        const std::uint32_t WQ = s(2ull * D * dh), WK = s(2ull * D * dh), WV = s(2ull * D * dh);
-        const std::uint32_t SQ = s(4ull * D / 128 + 16), SK = s(4ull * D / 128 + 16), SV = s(4ull * D / 128 + 16);
-        const std::uint32_t Q = s(4ull * T * dh), K = s(4ull * T * dh), Vv = s(4ull * T * dh), QS = s(4ull * T * dh);
-        const std::uint32_t Q16 = s(2ull * T * dh), O = s(4ull * T * dh);
+        const HeadBuffers hb = head_buffers(s);
+        const std::uint32_t X = hb.X, NW = hb.NW, HN = hb.HN, HA = hb.HA, SA = hb.SA, WQ = hb.WQ, WK = hb.WK, WV = hb.WV;
+        const std::uint32_t SQ = hb.SQ, SK = hb.SK, SV = hb.SV, Q = hb.Q, K = hb.K, Vv = hb.Vv, QS = hb.QS, Q16 = hb.Q16, O = hb.O;
         const std::uint64_t pool = L.kv[hd].address;
         g.load(xcur, X, 4 * T * D).load(L.attn_norm.address, NW, 4 * D).load(qscale_.address, QS, 4 * T * dh);
         const bool ready = prefetch && hd < tiles_;  // the panels are already here
