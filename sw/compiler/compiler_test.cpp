@@ -1,0 +1,232 @@
+// The compiler's passes on their own (no device): fusion's groups, tiling
+// that covers every output element exactly once, scratchpad and HBM plans
+// that never overlap two live buffers, the IR's refusals and the host
+// reference's arithmetic.
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "ir.hpp"
+#include "passes.hpp"
+#include "reference.hpp"
+
+using namespace tessera::compiler;
+
+namespace {
+
+std::vector<float> ramp(std::size_t n, float scale = 0.01f) {
+  std::vector<float> v(n);
+  for (std::size_t i = 0; i < n; ++i) v[i] = scale * static_cast<float>(static_cast<int>(i % 13) - 6);
+  return v;
+}
+
+// x (rows x d) -> rmsnorm -> matmul + bias -> gelu -> matmul + x
+Graph mlp(unsigned rows, unsigned d, unsigned hidden) {
+  Graph g;
+  const int x = g.input("x", {rows, d});
+  const int n = g.rmsnorm(x, g.weight("norm", {d}, std::vector<float>(d, 1.0f)), 1e-6f, "norm_x");
+  const int h = g.matmul(n, g.weight("w1", {d, hidden}, ramp(std::size_t{d} * hidden), DType::bf16), DType::bf16, "up");
+  const int b = g.binary(OpKind::add, h, g.weight("b1", {hidden}, ramp(hidden, 0.1f)), "bias");
+  const int a = g.unary(OpKind::gelu, b, "act");
+  const int y = g.matmul(a, g.weight("w2", {hidden, d}, ramp(std::size_t{hidden} * d), DType::bf16), DType::bf16, "down");
+  g.output(g.binary(OpKind::add, y, x, "residual"));
+  return g;
+}
+
+// Every output element of a group's anchor covered by exactly one part.
+void expect_exact_cover(const Graph& g, const Group& grp, const Tiling& t, unsigned tiles) {
+  const Op& anchor = g.ops()[static_cast<std::size_t>(grp.ops[0])];
+  const Tensor& view = anchor.kind == OpKind::argmax ? g.tensor(anchor.in[0]) : g.tensor(anchor.out);
+  const std::uint64_t rows = view.rows(), cols = view.cols();
+  std::vector<int> seen(rows * cols, 0);
+  std::vector<int> tile_used(tiles, 0);
+  ASSERT_LE(t.parts.size(), tiles);
+  for (const Part& p : t.parts) {
+    ASSERT_LT(p.tile, tiles);
+    EXPECT_EQ(tile_used[p.tile]++, 0) << "tile " << p.tile << " has two parts";
+    ASSERT_LE(p.r1, rows);
+    ASSERT_LE(p.c1, cols);
+    for (unsigned r = p.r0; r < p.r1; ++r)
+      for (unsigned c = p.c0; c < p.c1; ++c) ++seen[r * cols + c];
+  }
+  for (std::size_t i = 0; i < seen.size(); ++i) ASSERT_EQ(seen[i], 1) << anchor.name << ": element " << i;
+  EXPECT_GE(t.mb, 1u);
+  EXPECT_GE(t.nb, 1u);
+}
+
+}  // namespace
+
+TEST(Compiler, FusionPutsElementwiseChainsBehindTheirProducers) {
+  const Graph g = mlp(4, 64, 128);
+  const std::vector<Group> groups = fuse(g);
+  ASSERT_EQ(groups.size(), 3u);  // norm | up+bias+act | down+residual
+  EXPECT_EQ(groups[0].ops.size(), 1u);
+  EXPECT_EQ(groups[1].ops.size(), 3u);
+  EXPECT_EQ(groups[2].ops.size(), 2u);
+  EXPECT_EQ(g.tensor(groups[2].out).name, "residual");
+  EXPECT_EQ(fuse(g, false).size(), g.ops().size());
+}
+
+TEST(Compiler, FusionStopsAtOutputsSharedValuesAndLaterOperands) {
+  Graph g;
+  const int x = g.input("x", {2, 8});
+  const int a = g.unary(OpKind::exp, x, "a");
+  g.output(a);
+  const int b = g.unary(OpKind::neg, a, "b");  // a is an output: b starts a group
+  const int c = g.unary(OpKind::relu, b, "c");
+  const int d = g.binary(OpKind::mul, b, c, "d");  // b has two readers: c starts a group
+  const int e = g.unary(OpKind::tanh, x, "e");     // made after d's chain starts
+  g.output(g.binary(OpKind::add, d, e, "f"));
+  const std::vector<Group> groups = fuse(g);
+  std::vector<std::string> anchors;
+  for (const Group& grp : groups) anchors.push_back(g.ops()[static_cast<std::size_t>(grp.ops[0])].name);
+  EXPECT_EQ(anchors, (std::vector<std::string>{"a", "b", "c", "e"}));
+  EXPECT_EQ(groups[2].ops.size(), 2u);  // c, d: not f, whose other operand e comes later
+  EXPECT_EQ(groups[3].ops.size(), 2u);  // e, f
+}
+
+TEST(Compiler, TilingCoversEveryOutputElementExactlyOnce) {
+  std::mt19937 rng(5);
+  for (int trial = 0; trial < 60; ++trial) {
+    const unsigned rows = 1 + rng() % 300, k = 16 * (1 + rng() % 40), n = 1 + rng() % 700;
+    Graph g;
+    const int x = g.input("x", {rows, k});
+    const int y = g.matmul(x, g.weight("w", {k, n}, std::vector<float>(std::size_t{k} * n, 0.5f), DType::bf16));
+    const int s = g.softmax(y);
+    const int z = g.unary(OpKind::silu, s);
+    g.output(g.argmax(z));
+    g.output(z);
+    for (unsigned tiles : {1u, 3u, 8u}) {
+      Target t;
+      t.tiles = tiles;
+      for (const Group& grp : fuse(g)) {
+        const Tiling tl = tile(g, grp, t);
+        SCOPED_TRACE(testing::Message() << rows << "x" << k << "x" << n << " on " << tiles << " tiles");
+        expect_exact_cover(g, grp, tl, tiles);
+        EXPECT_LE(plan_spm(g, grp, tl, t.spm_base).end, t.spm_end);
+      }
+    }
+  }
+}
+
+TEST(Compiler, TilingFollowsTheTargetsResources) {
+  auto parts = [](unsigned rows, const Target& t) {
+    Graph g;
+    const int x = g.input("x", {rows, 512});
+    g.output(g.matmul(x, g.weight("w", {512, 4096}, std::vector<float>(512 * 4096, 0.25f), DType::bf16)));
+    return tile(g, fuse(g)[0], t).parts;
+  };
+  // Decode: every tile streams its eighth of the weights' columns.
+  Target t;
+  const std::vector<Part> decode = parts(1, t);
+  ASSERT_EQ(decode.size(), 8u);
+  for (const Part& p : decode) EXPECT_EQ(p.c1 - p.c0, 512u);
+  // Prefill where the cut binds hard: fewer tiles re-read A less; where it
+  // does not bind, every tile computes.
+  t.cut_read_bytes_per_s = t.cut_write_bytes_per_s = 16e9;
+  EXPECT_LT(parts(512, t).size(), 8u);
+  t.cut_read_bytes_per_s = t.cut_write_bytes_per_s = 1e15;
+  EXPECT_EQ(parts(512, t).size(), 8u);
+  // Half the tiles: half the parts.
+  t.tiles = 4;
+  EXPECT_EQ(parts(1, t).size(), 4u);
+}
+
+TEST(Compiler, ScratchpadPlansNeverOverlapTwoBuffers) {
+  const Graph g = mlp(96, 256, 1024);
+  Target t;
+  for (const Group& grp : fuse(g)) {
+    const SpmPlan p = plan_spm(g, grp, tile(g, grp, t), t.spm_base);
+    for (std::size_t i = 0; i < p.buffers.size(); ++i) {
+      EXPECT_GE(p.buffers[i].offset, t.spm_base);
+      EXPECT_LE(p.buffers[i].offset + p.buffers[i].bytes, p.end);
+      for (std::size_t j = i + 1; j < p.buffers.size(); ++j) {
+        const SpmBuffer &a = p.buffers[i], &b = p.buffers[j];
+        EXPECT_TRUE(a.offset + a.bytes <= b.offset || b.offset + b.bytes <= a.offset) << a.name << " and " << b.name;
+      }
+    }
+  }
+}
+
+TEST(Compiler, HbmPlansNeverOverlapTwoLiveBuffersAndReuseDeadOnes) {
+  std::mt19937 rng(11);
+  for (int trial = 0; trial < 40; ++trial) {
+    Graph g;
+    std::vector<int> live{g.input("x", {8, 64})};
+    const unsigned ops = 5 + rng() % 30;
+    for (unsigned i = 0; i < ops; ++i) {
+      const int a = live[rng() % live.size()], b = live[rng() % live.size()];
+      live.push_back(rng() % 2 ? g.unary(OpKind::exp, a) : g.binary(OpKind::add, a, b));
+      if (rng() % 5 == 0) g.output(live.back());
+    }
+    g.output(live.back());
+    for (unsigned stacks : {1u, 4u}) {
+      const std::vector<Group> groups = fuse(g, trial % 2);
+      const HbmPlan p = plan_hbm(g, groups, stacks);
+      ASSERT_EQ(p.slots.size(), groups.size());
+      std::uint64_t sum = 0;
+      for (std::size_t i = 0; i < p.slots.size(); ++i) {
+        const HbmSlot& a = p.slots[i];
+        sum += a.bytes;
+        EXPECT_LE(a.offset + a.bytes, p.arena[a.stack]);
+        for (std::size_t j = i + 1; j < p.slots.size(); ++j) {
+          const HbmSlot& b = p.slots[j];
+          const bool live_together = a.first <= b.last && b.first <= a.last;
+          if (a.stack == b.stack && live_together) {
+            EXPECT_TRUE(a.offset + a.bytes <= b.offset || b.offset + b.bytes <= a.offset)
+                << g.tensor(a.tensor).name << " and " << g.tensor(b.tensor).name;
+          }
+        }
+        if (g.is_output(a.tensor)) {
+          EXPECT_EQ(a.last, groups.size());
+        }
+      }
+      std::uint64_t arena = 0;
+      for (std::uint64_t s : p.arena) arena += s;
+      EXPECT_LE(arena, sum);
+    }
+  }
+  // A long chain whose values die at once needs two places, not twenty.
+  Graph g;
+  int x = g.input("x", {16, 256});
+  for (int i = 0; i < 20; ++i) x = g.unary(OpKind::exp, x);
+  g.output(x);
+  const HbmPlan p = plan_hbm(g, fuse(g, false), 1);
+  EXPECT_EQ(p.arena[0], 2u * 16 * 256 * 4);
+}
+
+TEST(Compiler, TheIrRefusesMisshapenOperationsByName) {
+  Graph g;
+  const int x = g.input("x", {4, 64});
+  const int w = g.weight("w", {32, 16}, std::vector<float>(32 * 16, 1.0f), DType::bf16);
+  try {
+    g.matmul(x, w, DType::bf16, "proj");
+    FAIL();
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("proj"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("disagree on K"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(g.matmul(x, g.weight("w2", {64, 8}, std::vector<float>(512, 1.0f)), DType::f32), std::invalid_argument);
+  EXPECT_THROW(g.binary(OpKind::add, x, g.input("y", {4, 32})), std::invalid_argument);
+  EXPECT_THROW(g.rope(x, 6, 0), std::invalid_argument);
+  EXPECT_THROW(g.weight("short", {4}, {1, 2, 3}), std::invalid_argument);
+  EXPECT_THROW(g.input("x", {2}), std::invalid_argument);  // a second 'x'
+  EXPECT_THROW(g.output(x), std::invalid_argument);
+  EXPECT_THROW(reference(g, {}), std::invalid_argument);  // the inputs are missing
+}
+
+TEST(Compiler, TheReferenceRoundsOperandsAndAccumulatesInFp32) {
+  Graph g;
+  const int x = g.input("x", {1, 3});
+  // 1 + 2^-9 is not a BF16 value: the matmul sees 1.
+  const int y = g.matmul(x, g.weight("w", {3, 1}, {1.0f, 1.0f, 1.0f}, DType::bf16));
+  g.output(y);
+  const int c = g.cast(x, DType::e4m3);
+  g.output(c);
+  g.output(g.argmax(x));
+  const auto v = reference(g, {{"x", {1.0f + 1.0f / 512, 1e8f, -1e8f}}});
+  // In FP32 order: 1, then 1 + B (B = 1e8 in BF16) rounds to B, then B - B.
+  EXPECT_EQ(v[static_cast<std::size_t>(y)][0], 0.0f);
+  EXPECT_EQ(v[static_cast<std::size_t>(c)][1], 448.0f);  // E4M3 saturates
+  EXPECT_EQ(v.back()[0], 1.0f);
+}

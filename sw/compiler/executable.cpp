@@ -1,0 +1,440 @@
+#include "executable.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstring>
+#include <optional>
+#include <stdexcept>
+
+#include "reference.hpp"
+
+namespace tessera::compiler {
+
+using rt::Fmt;
+using rt::Sem;
+using rt::TileProgram;
+using rt::VecOp;
+
+namespace {
+
+// The tile semaphores a node's programs use (the graph's own are 13-15):
+constexpr int kLoaded = 0;  // a load is done: the GEMM or vector op that reads it may start
+constexpr int kFreed = 1;   // a GEMM is done with its B buffer: the load two chunks on may start
+constexpr int kGemmed = 2;  // a block's last GEMM is done: its epilogue (or its store) may start
+constexpr int kDone = 3;    // a block's last vector op is done: its store may start
+
+Fmt fmt_of(DType t) {
+  switch (t) {
+    case DType::f32: return Fmt::fp32;
+    case DType::bf16: return Fmt::bf16;
+    case DType::f16: return Fmt::fp16;
+    case DType::e4m3: return Fmt::e4m3;
+    case DType::e5m2: return Fmt::e5m2;
+    case DType::i32: return Fmt::int32;
+  }
+  return Fmt::fp32;
+}
+
+VecOp vec_of(OpKind k) {
+  switch (k) {
+    case OpKind::add: return VecOp::add;
+    case OpKind::sub: return VecOp::sub;
+    case OpKind::mul: return VecOp::mul;
+    case OpKind::max: return VecOp::max;
+    case OpKind::min: return VecOp::min;
+    case OpKind::swiglu: return VecOp::swiglu;
+    case OpKind::relu: return VecOp::relu;
+    case OpKind::relu2: return VecOp::relu2;
+    case OpKind::exp: return VecOp::exp;
+    case OpKind::log: return VecOp::log;
+    case OpKind::tanh: return VecOp::tanh;
+    case OpKind::sigmoid: return VecOp::sigmoid;
+    case OpKind::silu: return VecOp::silu;
+    case OpKind::gelu: return VecOp::gelu;
+    case OpKind::neg: return VecOp::neg;
+    case OpKind::abs: return VecOp::abs;
+    case OpKind::rsqrt: return VecOp::rsqrt;
+    case OpKind::recip: return VecOp::recip;
+    case OpKind::rmsnorm: return VecOp::rmsnorm;
+    case OpKind::layernorm: return VecOp::layernorm;
+    case OpKind::softmax: return VecOp::softmax;
+    case OpKind::rope: return VecOp::rope;
+    case OpKind::cast: return VecOp::cast_to;
+    case OpKind::argmax: return VecOp::argmax;
+    case OpKind::matmul: break;
+  }
+  throw std::logic_error("compiler: a matmul is no vector operation");
+}
+
+// Values as `dt` stores them, little-endian.
+std::vector<std::uint8_t> encode(const std::vector<float>& v, DType dt) {
+  const unsigned eb = bytes(dt);
+  std::vector<std::uint8_t> out(v.size() * eb);
+  num::Convert conv;
+  conv.saturate = true;
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    std::uint32_t code;
+    if (dt == DType::f32) std::memcpy(&code, &v[i], 4);
+    else code = num::encode(format(dt), v[i], conv);
+    std::memcpy(out.data() + i * eb, &code, eb);
+  }
+  return out;
+}
+
+// Rows x cols of a global matrix (rows `pitch` bytes apart, elements of
+// `from`) into packed rows of `to` at a scratchpad offset.
+void load_block(TileProgram& p, std::uint64_t src, std::uint32_t pitch, DType from, std::uint32_t dst, DType to,
+                unsigned rows, unsigned cols, Sem s = {}) {
+  TileProgram::Dma d;
+  d.src = src, d.dst = dst, d.dst_local = true, d.count1 = rows, d.sstride1 = rows > 1 ? pitch : 0;
+  if (from == to) {
+    d.len0 = cols * bytes(from);
+  } else {
+    d.cast = true, d.from = fmt_of(from), d.to = fmt_of(to), d.len0 = cols;
+  }
+  p.dma(d, s);
+}
+
+}  // namespace
+
+Target target(const rt::Device& dev, unsigned tiles) {
+  const roofline::Limits& l = dev.limits();
+  Target t;
+  t.tiles = tiles ? std::min(tiles, dev.tiles()) : dev.tiles();
+  t.spm_base = 0x10000, t.spm_end = TKP_PROGRAM_OFFSET;
+  if (l.tile_dma_bytes_per_s > 0) t.tile_bytes_per_s = l.tile_dma_bytes_per_s;
+  const auto m = l.tile_macs_per_s.find("bf16");
+  if (m != l.tile_macs_per_s.end() && m->second > 0) t.tile_macs_per_s = m->second;
+  if (l.cut_read_bytes_per_s > 0) t.cut_read_bytes_per_s = l.cut_read_bytes_per_s;
+  if (l.cut_write_bytes_per_s > 0) t.cut_write_bytes_per_s = l.cut_write_bytes_per_s;
+  return t;
+}
+
+struct Executable::Impl {
+  std::vector<rt::Buffer> owned;
+  std::map<int, rt::Buffer> plain;                          // inputs and weights, as they are
+  std::map<std::pair<std::size_t, unsigned>, rt::Buffer> panels;   // (group, first column): a matmul's B columns
+  std::map<std::pair<std::size_t, int>, rt::Buffer> replicas;      // (group, weight): a row, mb times
+  std::vector<rt::Buffer> arenas;                           // by stack: the groups' outputs
+  rt::GraphExec exec;
+  bool instantiated = false;
+
+  rt::Buffer alloc(rt::Device& d, std::uint64_t bytes, unsigned stack) {
+    owned.push_back(d.alloc(std::max<std::uint64_t>(bytes, 64), stack));
+    return owned.back();
+  }
+};
+
+namespace {
+
+// Builds one group's tile programs.
+class Emitter {
+ public:
+  Emitter(const Graph& g, const Group& grp, std::size_t gi, const Tiling& t, const SpmPlan& spm,
+          std::function<std::uint64_t(int)> addr, const std::map<std::pair<std::size_t, unsigned>, rt::Buffer>& panels,
+          const std::map<std::pair<std::size_t, int>, rt::Buffer>& replicas)
+      : g_(g), grp_(grp), gi_(gi), t_(t), spm_(spm), addr_(std::move(addr)), panels_(panels), replicas_(replicas),
+        sides_(side_operands(g, grp)), out_(g.tensor(grp.out)) {}
+
+  TileProgram part(const Part& p) {
+    TileProgram prog;
+    const Op& anchor = op(0);
+    if (anchor.kind == OpKind::matmul) matmul(prog, p);
+    else rows(prog, p);
+    flush(prog);
+    return prog;
+  }
+
+ private:
+  const Op& op(std::size_t j) const { return g_.ops()[static_cast<std::size_t>(grp_.ops[j])]; }
+
+  // A side operand's block (rows m0.., columns n0..) into its buffer.
+  void load_side(TileProgram& p, std::size_t j, unsigned par, unsigned m0, unsigned mr, unsigned n0, unsigned nr,
+                 Sem s = {}) {
+    const Tensor& T = g_.tensor(sides_[j]);
+    const std::uint32_t dst = spm_.at(fmt::format("s{}.{}", j, par));
+    const auto rep = replicas_.find({gi_, sides_[j]});
+    if (rep != replicas_.end())  // a weight row, read from its replica's first mr rows
+      load_block(p, rep->second.address + std::uint64_t{n0} * 4, out_cols() * 4, DType::f32, dst, DType::f32, mr, nr, s);
+    else
+      load_block(p, addr_(sides_[j]) + (std::uint64_t{m0} * T.cols() + n0) * bytes(T.dtype), T.cols() * bytes(T.dtype),
+                 T.dtype, dst, DType::f32, mr, nr, s);
+  }
+  unsigned out_cols() const { return out_.cols(); }
+
+  // The vector ops of the chain after (and including, unless a matmul) the
+  // anchor, on a block of mr x nr in `run`; the first waits `wait`, the last
+  // signals kDone. Returns where the block's result is (run, or the cast's codes).
+  std::uint32_t chain(TileProgram& p, std::size_t from, std::uint32_t run, unsigned par, unsigned row0, unsigned mr,
+                      unsigned nr, int wait) {
+    std::vector<TileProgram::Vec> v;
+    std::uint32_t result = run;
+    for (std::size_t j = from; j < grp_.ops.size(); ++j) {
+      const Op& o = op(j);
+      TileProgram::Vec c;
+      c.op = vec_of(o.kind), c.rows = mr, c.cols = nr, c.src0 = run, c.dst = run, c.eps = o.eps;
+      if (is_binary(o.kind)) {
+        const std::uint32_t side = sides_[j] >= 0 ? spm_.at(fmt::format("s{}.{}", j, par)) : run;
+        // The running value is the op's first operand, or its second.
+        const int running = j == 0 ? o.in[0] : op(j - 1).out;
+        if (j == 0 || o.in[0] == running) c.src0 = run, c.src1 = side;
+        else c.src0 = side, c.src1 = run;
+      } else if (o.kind == OpKind::rmsnorm || o.kind == OpKind::layernorm) {
+        c.src1 = spm_.at(fmt::format("w{}.1", j));
+        if (o.kind == OpKind::layernorm) c.src2 = spm_.at(fmt::format("w{}.2", j));
+      } else if (o.kind == OpKind::cast) {
+        c.format = fmt_of(o.format), c.dst = result = spm_.at(fmt::format("o{}", par));
+      } else if (o.kind == OpKind::rope) {
+        // Rows that share a position, in heads of head_dim columns.
+        const unsigned heads = nr / o.head_dim;
+        for (unsigned r = 0; r < mr;) {
+          const unsigned pos = (row0 + r) / o.rows_per_position;
+          const unsigned n = std::min(mr - r, (pos + 1) * o.rows_per_position - (row0 + r));
+          TileProgram::Vec q = c;
+          q.rows = n * heads, q.cols = o.head_dim, q.src0 = q.dst = run + r * nr * 4, q.position = o.position + pos;
+          v.push_back(q);
+          r += n;
+        }
+        continue;
+      }
+      v.push_back(c);
+    }
+    for (std::size_t i = 0; i < v.size(); ++i)
+      p.vec(v[i], Sem{i == 0 ? wait : -1, i + 1 == v.size() ? kDone : -1});
+    return result;
+  }
+
+  void store_later(std::uint32_t local, unsigned m0, unsigned mr, unsigned n0, unsigned nr, int wait) {
+    const unsigned eb = bytes(out_.dtype);
+    pending_ = [=, this](TileProgram& p) {
+      p.store_rows(local, addr_(grp_.out) + (std::uint64_t{m0} * out_cols() + n0) * eb, out_cols() * eb, mr, nr * eb,
+                   Sem{wait});
+    };
+  }
+  void flush(TileProgram& p) {
+    if (pending_) pending_(p);
+    pending_ = nullptr;
+  }
+
+  void matmul(TileProgram& p, const Part& part) {
+    const Op& mm = op(0);
+    const Tensor &A = g_.tensor(mm.in[0]), &B = g_.tensor(mm.in[1]);
+    const unsigned K = B.shape[0], N = B.shape[1], eb = bytes(mm.format);
+    std::uint64_t b_addr;
+    std::uint32_t b_pitch;
+    unsigned b_col0 = 0;
+    DType b_from = mm.format;
+    if (B.role == Role::weight) {
+      b_addr = panels_.at({gi_, part.c0}).address, b_pitch = (part.c1 - part.c0) * eb, b_col0 = part.c0;
+    } else {
+      b_addr = addr_(mm.in[1]), b_pitch = N * bytes(B.dtype), b_from = B.dtype;
+    }
+    const unsigned nk = (K + t_.kb - 1) / t_.kb;
+    const unsigned blocks = ((part.r1 - part.r0 + t_.mb - 1) / t_.mb) * ((part.c1 - part.c0 + t_.nb - 1) / t_.nb);
+    const unsigned total = blocks * nk;
+    const bool epilogue = grp_.ops.size() > 1;
+    unsigned i = 0, j = 0;
+    for (unsigned m0 = part.r0; m0 < part.r1; m0 += t_.mb) {
+      const unsigned mr = std::min(t_.mb, part.r1 - m0);
+      if (m0 != part.r0) flush(p), p.drain();  // A's buffer is reused
+      load_block(p, addr_(mm.in[0]) + std::uint64_t{m0} * K * bytes(A.dtype), K * bytes(A.dtype), A.dtype, spm_.at("a"),
+                 mm.format, mr, K);
+      for (unsigned n0 = part.c0; n0 < part.c1; n0 += t_.nb, ++j) {
+        const unsigned nr = std::min(t_.nb, part.c1 - n0), par = j % 2;
+        for (std::size_t s = 1; s < sides_.size(); ++s)
+          if (sides_[s] >= 0) load_side(p, s, par, m0, mr, n0, nr);
+        const std::uint32_t c = spm_.at(fmt::format("c{}", par));
+        for (unsigned kc = 0; kc < nk; ++kc, ++i) {
+          if (kc == 2) flush(p);  // the last block's store, behind this block's first loads
+          const unsigned k0 = kc * t_.kb, kr = std::min(t_.kb, K - k0);
+          const std::uint32_t b = spm_.at(fmt::format("b{}", i % 2));
+          load_block(p, b_addr + std::uint64_t{k0} * b_pitch + std::uint64_t{n0 - b_col0} * bytes(b_from), b_pitch, b_from, b,
+                     mm.format, kr, nr, Sem{i >= 2 ? kFreed : -1, kLoaded});
+          TileProgram::Gemm gm;
+          gm.m = mr, gm.n = nr, gm.k = kr, gm.a = spm_.at("a") + k0 * eb, gm.lda = K, gm.b = b, gm.c = c;
+          gm.input = fmt_of(mm.format), gm.accumulate = kc > 0;
+          const int freed = i + 2 < total ? kFreed : -1, last = kc + 1 == nk ? kGemmed : -1;
+          p.gemm(gm, Sem{kLoaded, freed >= 0 ? freed : last, freed >= 0 ? last : -1});
+        }
+        flush(p);
+        const std::uint32_t result = epilogue ? chain(p, 1, c, par, m0, mr, nr, kGemmed) : c;
+        store_later(result, m0, mr, n0, nr, epilogue ? kDone : kGemmed);
+      }
+    }
+  }
+
+  void rows(TileProgram& p, const Part& part) {
+    const Op& anchor = op(0);
+    const Tensor& X = g_.tensor(anchor.in[0]);
+    // The row ops' weights, once.
+    for (std::size_t j = 0; j < grp_.ops.size(); ++j) {
+      const Op& o = op(j);
+      if (o.kind == OpKind::rmsnorm || o.kind == OpKind::layernorm)
+        for (std::size_t w = 1; w < o.in.size(); ++w)
+          load_block(p, addr_(o.in[w]), 0, DType::f32, spm_.at(fmt::format("w{}.{}", j, w)), DType::f32, 1, X.cols());
+    }
+    unsigned j = 0;
+    for (unsigned m0 = part.r0; m0 < part.r1; m0 += t_.mb)
+      for (unsigned n0 = part.c0; n0 < part.c1; n0 += t_.nb, ++j) {
+        const unsigned mr = std::min(t_.mb, part.r1 - m0), nr = std::min(t_.nb, part.c1 - n0), par = j % 2;
+        const std::uint32_t x = spm_.at(fmt::format("x{}", par));
+        std::vector<std::size_t> sides;
+        for (std::size_t s = 0; s < sides_.size(); ++s)
+          if (sides_[s] >= 0) sides.push_back(s);
+        load_block(p, addr_(anchor.in[0]) + (std::uint64_t{m0} * X.cols() + n0) * bytes(X.dtype), X.cols() * bytes(X.dtype),
+                   X.dtype, x, DType::f32, mr, nr, sides.empty() ? Sem{-1, kLoaded} : Sem{});
+        for (std::size_t s = 0; s < sides.size(); ++s)
+          load_side(p, sides[s], par, m0, mr, n0, nr, s + 1 == sides.size() ? Sem{-1, kLoaded} : Sem{});
+        flush(p);
+        if (anchor.kind == OpKind::argmax) {
+          TileProgram::Vec c;
+          c.op = VecOp::argmax, c.rows = mr, c.cols = nr, c.src0 = x, c.dst = spm_.at(fmt::format("o{}", par));
+          p.vec(c, Sem{kLoaded, kDone});
+          pending_ = [=, this](TileProgram& q) {
+            q.store(c.dst, addr_(grp_.out) + std::uint64_t{m0} * 4, mr * 4, Sem{kDone});
+          };
+          continue;
+        }
+        const std::uint32_t result = chain(p, 0, x, par, m0, mr, nr, kLoaded);
+        store_later(result, m0, mr, n0, nr, kDone);
+      }
+  }
+
+  const Graph& g_;
+  const Group& grp_;
+  std::size_t gi_;
+  const Tiling& t_;
+  const SpmPlan& spm_;
+  std::function<std::uint64_t(int)> addr_;
+  const std::map<std::pair<std::size_t, unsigned>, rt::Buffer>& panels_;
+  const std::map<std::pair<std::size_t, int>, rt::Buffer>& replicas_;
+  std::vector<int> sides_;
+  const Tensor& out_;
+  std::function<void(TileProgram&)> pending_;
+};
+
+}  // namespace
+
+Executable::Executable(rt::Device& dev, const rt::Kernel& program, Graph g, const Options& o)
+    : dev_(dev), program_(program), g_(std::move(g)), impl_(std::make_unique<Impl>()) {
+  if (g_.outputs().empty()) throw std::invalid_argument("compiler: the graph has no outputs");
+  const Target tgt = target(dev_, o.tiles);
+  groups_ = fuse(g_, o.fuse);
+  for (const Group& grp : groups_) tilings_.push_back(tile(g_, grp, tgt));
+  hbm_ = plan_hbm(g_, groups_, dev_.hbm_stacks());
+  try {
+    // Inputs and weights as they are, round robin over the stacks.
+    unsigned next = 0;
+    for (std::size_t i = 0; i < g_.tensors().size(); ++i) {
+      const Tensor& t = g_.tensors()[i];
+      if (t.role == Role::intermediate) continue;
+      const rt::Buffer b = impl_->alloc(dev_, t.elements() * bytes(t.dtype), next++ % dev_.hbm_stacks());
+      if (t.role == Role::weight) {
+        const std::vector<std::uint8_t> data = encode(t.values, t.dtype);
+        dev_.write(b, data.data(), data.size());
+      }
+      impl_->plain[static_cast<int>(i)] = b;
+    }
+    for (std::uint64_t bytes_ : hbm_.arena) impl_->arenas.push_back(impl_->alloc(dev_, bytes_, static_cast<unsigned>(impl_->arenas.size())));
+    // A matmul's weight per tile, its part's columns in the matmul's
+    // format near the tile; a weight row a chain adds, replicated.
+    for (std::size_t gi = 0; gi < groups_.size(); ++gi) {
+      const Group& grp = groups_[gi];
+      const Op& anchor = g_.ops()[static_cast<std::size_t>(grp.ops[0])];
+      if (anchor.kind == OpKind::matmul && g_.tensor(anchor.in[1]).role == Role::weight) {
+        const Tensor& B = g_.tensor(anchor.in[1]);
+        const unsigned K = B.shape[0], N = B.shape[1];
+        for (const Part& p : tilings_[gi].parts) {
+          if (impl_->panels.count({gi, p.c0})) continue;
+          std::vector<float> panel;
+          panel.reserve(std::size_t{K} * (p.c1 - p.c0));
+          for (unsigned k = 0; k < K; ++k)
+            panel.insert(panel.end(), B.values.begin() + std::size_t{k} * N + p.c0, B.values.begin() + std::size_t{k} * N + p.c1);
+          const std::vector<std::uint8_t> data = encode(panel, anchor.format);
+          const rt::Buffer b = impl_->alloc(dev_, data.size(), dev_.stack_near(p.tile));
+          dev_.write(b, data.data(), data.size());
+          impl_->panels[{gi, p.c0}] = b;
+        }
+      }
+      const std::vector<int> sides = side_operands(g_, grp);
+      const unsigned cols = g_.tensor(grp.out).cols();
+      for (int s : sides) {
+        if (s < 0 || g_.tensor(s).role != Role::weight || g_.tensor(s).elements() != cols ||
+            g_.tensor(s).shape == g_.tensor(grp.out).shape || impl_->replicas.count({gi, s}))
+          continue;
+        std::vector<float> rep;
+        for (unsigned r = 0; r < tilings_[gi].mb; ++r) rep.insert(rep.end(), g_.tensor(s).values.begin(), g_.tensor(s).values.end());
+        const rt::Buffer b = impl_->alloc(dev_, rep.size() * 4, static_cast<unsigned>(gi % dev_.hbm_stacks()));
+        dev_.write(b, rep.data(), rep.size() * 4);
+        impl_->replicas[{gi, s}] = b;
+      }
+    }
+    auto addr = [this](int t) -> std::uint64_t {
+      const auto it = impl_->plain.find(t);
+      if (it != impl_->plain.end()) return it->second.address;
+      const HbmSlot* s = hbm_.find(t);
+      if (!s) throw std::logic_error(fmt::format("compiler: tensor '{}' has no place in HBM", g_.tensor(t).name));
+      return impl_->arenas[s->stack].address + s->offset;
+    };
+    for (std::size_t gi = 0; gi < groups_.size(); ++gi) {
+      const Group& grp = groups_[gi];
+      const SpmPlan spm = plan_spm(g_, grp, tilings_[gi], tgt.spm_base);
+      Emitter e(g_, grp, gi, tilings_[gi], spm, addr, impl_->panels, impl_->replicas);
+      std::vector<std::pair<unsigned, TileProgram>> per_tile;
+      for (const Part& p : tilings_[gi].parts) per_tile.emplace_back(p.tile, e.part(p));
+      std::string name = g_.ops()[static_cast<std::size_t>(grp.ops[0])].name;
+      for (std::size_t j = 1; j < grp.ops.size(); ++j) name += "+" + g_.ops()[static_cast<std::size_t>(grp.ops[j])].name;
+      dgraph_.node(name, std::move(per_tile));
+    }
+    impl_->exec = dev_.instantiate(dgraph_);
+    impl_->instantiated = true;
+  } catch (...) {
+    for (const rt::Buffer& b : impl_->owned) dev_.free(b);
+    throw;
+  }
+}
+
+Executable::~Executable() {
+  try {
+    if (impl_->instantiated) dev_.free(impl_->exec);
+    for (const rt::Buffer& b : impl_->owned) dev_.free(b);
+  } catch (...) {  // a device that failed may refuse; nothing to do then
+  }
+}
+
+std::map<std::string, std::vector<float>> Executable::run(const std::map<std::string, std::vector<float>>& inputs) {
+  check_inputs(g_, inputs);
+  for (const auto& [name, v] : inputs)
+    for (const auto& [id, b] : impl_->plain)
+      if (g_.tensor(id).role == Role::input && g_.tensor(id).name == name) dev_.write(b, v.data(), v.size() * 4);
+  dev_.wait(dev_.launch_graph(program_, impl_->exec));
+  std::map<std::string, std::vector<float>> out;
+  for (int t : g_.outputs()) {
+    const Tensor& T = g_.tensor(t);
+    const HbmSlot* s = hbm_.find(t);
+    std::vector<std::uint8_t> raw(T.elements() * bytes(T.dtype));
+    dev_.read(impl_->arenas[s->stack], raw.data(), raw.size(), s->offset);
+    std::vector<float> v(T.elements());
+    for (std::size_t i = 0; i < v.size(); ++i) {
+      std::uint32_t code = 0;
+      std::memcpy(&code, raw.data() + i * bytes(T.dtype), bytes(T.dtype));
+      if (T.dtype == DType::f32) std::memcpy(&v[i], &code, 4);
+      else if (T.dtype == DType::i32) v[i] = static_cast<float>(code);
+      else v[i] = static_cast<float>(num::decode(format(T.dtype), code));
+    }
+    out[T.name] = std::move(v);
+  }
+  return out;
+}
+
+std::vector<double> Executable::node_seconds() const { return dev_.node_seconds(impl_->exec); }
+
+std::size_t Executable::device_ops() const {
+  std::size_t n = 0;
+  for (const rt::Graph::Node& node : dgraph_.nodes())
+    for (const auto& [t, p] : node.per_tile) n += p.ops().size();
+  return n;
+}
+
+}  // namespace tessera::compiler

@@ -1,0 +1,78 @@
+// A compiled graph on a device: the passes (passes.hpp) run, their plan
+// bound to the device's memory, every group emitted as a node of one
+// rt::Graph (a tile program per tile, its loads, GEMMs and vector ops
+// ordered by the tile's semaphores so the next block's operands load
+// under the current block's arithmetic), instantiated once. run() writes
+// the inputs, launches the graph (one command: no host round trip per op),
+// waits and reads the outputs.
+//
+// Emission per group and tile, on its part's blocks:
+//   matmul   A's rows (cast to the format on the fly) once per row block;
+//            B in chunks of kb x nb, double-buffered (a chunk loads while
+//            the one before it multiplies); C in FP32, double-buffered so a
+//            block's epilogue (the fused ops) and store overlap the next
+//            block's GEMMs;
+//   others   the operands' blocks double-buffered, the chain's vector ops
+//            in place, the store of a block behind the next block's loads.
+// A weight a matmul reads is laid out per tile: each part's columns as a
+// panel in the HBM stack nearest the tile (rt::Device::stack_near).
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ir.hpp"
+#include "passes.hpp"
+#include "tessera/program.hpp"
+#include "tessera/runtime.hpp"
+
+namespace tessera::compiler {
+
+struct Options {
+  bool fuse = true;
+  unsigned tiles = 0;  // tiles to use (0: all of the device's)
+};
+
+// The tiler's view of a device, from its roofline limits.
+Target target(const rt::Device& dev, unsigned tiles = 0);
+
+class Executable {
+ public:
+  // Compiles `g` for `dev`; `program` is the program kernel loaded on the
+  // device's tiles (rt::Device::load_kernel of program.elf). Throws
+  // std::invalid_argument for a graph it cannot compile, naming the op.
+  Executable(rt::Device& dev, const rt::Kernel& program, Graph g, const Options& o = {});
+  ~Executable();
+  Executable(const Executable&) = delete;
+  Executable& operator=(const Executable&) = delete;
+
+  // Runs the graph: `inputs` by name, FP32; returns the outputs by name
+  // (as reference() gives them). A failing op throws rt::DeviceError naming
+  // its node (the group's first op) and tile; the device serves on.
+  std::map<std::string, std::vector<float>> run(const std::map<std::string, std::vector<float>>& inputs);
+
+  const Graph& graph() const { return g_; }
+  const std::vector<Group>& groups() const { return groups_; }
+  const std::vector<Tiling>& tilings() const { return tilings_; }
+  const HbmPlan& hbm() const { return hbm_; }
+  const rt::Graph& device_graph() const { return dgraph_; }
+  // Each node's (group's) time in the last run, simulated seconds.
+  std::vector<double> node_seconds() const;
+  // The ops of each tile's program, summed over the nodes.
+  std::size_t device_ops() const;
+
+ private:
+  struct Impl;
+  rt::Device& dev_;
+  rt::Kernel program_;
+  Graph g_;
+  std::vector<Group> groups_;
+  std::vector<Tiling> tilings_;
+  HbmPlan hbm_;
+  rt::Graph dgraph_;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace tessera::compiler

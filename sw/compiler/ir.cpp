@@ -1,0 +1,230 @@
+#include "ir.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <stdexcept>
+
+namespace tessera::compiler {
+
+const char* name(DType t) {
+  switch (t) {
+    case DType::f32: return "f32";
+    case DType::bf16: return "bf16";
+    case DType::f16: return "f16";
+    case DType::e4m3: return "e4m3";
+    case DType::e5m2: return "e5m2";
+    case DType::i32: return "i32";
+  }
+  return "?";
+}
+
+unsigned bytes(DType t) {
+  switch (t) {
+    case DType::f32: case DType::i32: return 4;
+    case DType::bf16: case DType::f16: return 2;
+    default: return 1;
+  }
+}
+
+num::Format format(DType t) {
+  switch (t) {
+    case DType::f32: return num::Format::FP32;
+    case DType::bf16: return num::Format::BF16;
+    case DType::f16: return num::Format::FP16;
+    case DType::e4m3: return num::Format::E4M3;
+    case DType::e5m2: return num::Format::E5M2;
+    case DType::i32: return num::Format::INT32;
+  }
+  return num::Format::FP32;
+}
+
+const char* name(OpKind k) {
+  static const char* const names[] = {"matmul", "add",  "sub",     "mul",   "max",   "min",     "swiglu",
+                                      "relu",   "relu2", "exp",    "log",   "tanh",  "sigmoid", "silu",
+                                      "gelu",   "neg",  "abs",     "rsqrt", "recip", "rmsnorm", "layernorm",
+                                      "softmax", "rope", "cast",   "argmax"};
+  return names[static_cast<unsigned>(k)];
+}
+
+bool is_unary(OpKind k) { return k >= OpKind::relu && k <= OpKind::recip; }
+bool is_binary(OpKind k) { return k >= OpKind::add && k <= OpKind::swiglu; }
+bool is_rowwise(OpKind k) { return k >= OpKind::rmsnorm && k <= OpKind::rope; }
+
+std::uint64_t Tensor::elements() const {
+  std::uint64_t n = 1;
+  for (unsigned d : shape) n *= d;
+  return n;
+}
+
+namespace {
+std::string shape_text(const std::vector<unsigned>& s) { return fmt::format("[{}]", fmt::join(s, ", ")); }
+}  // namespace
+
+int Graph::add_tensor(Tensor t) {
+  for (const Tensor& o : tensors_)
+    if (o.name == t.name) throw std::invalid_argument(fmt::format("graph: two tensors named '{}'", t.name));
+  for (unsigned d : t.shape)
+    if (!d) throw std::invalid_argument(fmt::format("graph: tensor '{}' has an empty dimension {}", t.name, shape_text(t.shape)));
+  if (t.shape.empty()) throw std::invalid_argument(fmt::format("graph: tensor '{}' has no dimensions", t.name));
+  if (t.elements() > (1ull << 32))
+    throw std::invalid_argument(fmt::format("graph: tensor '{}' {} has more than 2^32 elements", t.name, shape_text(t.shape)));
+  tensors_.push_back(std::move(t));
+  return static_cast<int>(tensors_.size() - 1);
+}
+
+const Tensor& Graph::operand(int t, const char* what) const {
+  if (t < 0 || static_cast<std::size_t>(t) >= tensors_.size())
+    throw std::invalid_argument(fmt::format("graph: {}: no tensor {}", what, t));
+  return tensors_[static_cast<std::size_t>(t)];
+}
+
+int Graph::input(const std::string& name, std::vector<unsigned> shape) {
+  Tensor t;
+  t.name = name, t.shape = std::move(shape), t.role = Role::input;
+  return add_tensor(std::move(t));
+}
+
+int Graph::weight(const std::string& name, std::vector<unsigned> shape, std::vector<float> values, DType dtype) {
+  Tensor t;
+  t.name = name, t.shape = std::move(shape), t.role = Role::weight, t.dtype = dtype;
+  if (dtype == DType::i32) throw std::invalid_argument(fmt::format("graph: weight '{}': i32 weights are not supported", name));
+  if (values.size() != t.elements())
+    throw std::invalid_argument(fmt::format("graph: weight '{}' {} needs {} values, not {}", name, shape_text(t.shape),
+                                            t.elements(), values.size()));
+  for (float& v : values) v = static_cast<float>(num::quantize(format(dtype), v));
+  t.values = std::move(values);
+  return add_tensor(std::move(t));
+}
+
+int Graph::add_op(Op op, std::vector<unsigned> out_shape, DType out_dtype) {
+  if (op.name.empty()) op.name = fmt::format("{}{}", compiler::name(op.kind), ops_.size());
+  Tensor t;
+  t.name = op.name, t.shape = std::move(out_shape), t.dtype = out_dtype;
+  op.out = add_tensor(std::move(t));
+  ops_.push_back(std::move(op));
+  return ops_.back().out;
+}
+
+int Graph::matmul(int a, int b, DType format, const std::string& name) {
+  const Tensor &A = operand(a, "matmul"), &B = operand(b, "matmul");
+  const std::string n = name.empty() ? fmt::format("matmul{}", ops_.size()) : name;
+  if (B.shape.size() != 2)
+    throw std::invalid_argument(fmt::format("graph: {}: b '{}' must be 2-D (K x N), not {}", n, B.name, shape_text(B.shape)));
+  if (A.cols() != B.shape[0])
+    throw std::invalid_argument(fmt::format("graph: {}: a '{}' {} and b '{}' {} disagree on K", n, A.name,
+                                            shape_text(A.shape), B.name, shape_text(B.shape)));
+  if (format == DType::f32 || format == DType::i32)
+    throw std::invalid_argument(fmt::format("graph: {}: the tensor core takes bf16, f16, e4m3 or e5m2, not {}", n,
+                                            compiler::name(format)));
+  if (A.dtype == DType::i32 || B.dtype == DType::i32)
+    throw std::invalid_argument(fmt::format("graph: {}: integer operands are not supported", n));
+  std::vector<unsigned> shape = A.shape;
+  shape.back() = B.shape[1];
+  Op op;
+  op.kind = OpKind::matmul, op.name = n, op.in = {a, b}, op.format = format;
+  return add_op(std::move(op), std::move(shape), DType::f32);
+}
+
+int Graph::binary(OpKind k, int a, int b, const std::string& name) {
+  if (!is_binary(k)) throw std::invalid_argument(fmt::format("graph: {} is not a binary operation", compiler::name(k)));
+  const Tensor &A = operand(a, compiler::name(k)), &B = operand(b, compiler::name(k));
+  const bool row = B.role == Role::weight && B.elements() == A.cols() && k != OpKind::swiglu;
+  if (A.shape != B.shape && !row)
+    throw std::invalid_argument(fmt::format("graph: {} of '{}' {} and '{}' {}: the shapes must agree (or b be a weight "
+                                            "of the last dimension)",
+                                            name.empty() ? compiler::name(k) : name, A.name, shape_text(A.shape),
+                                            B.name, shape_text(B.shape)));
+  Op op;
+  op.kind = k, op.name = name, op.in = {a, b};
+  return add_op(std::move(op), A.shape, DType::f32);
+}
+
+int Graph::unary(OpKind k, int x, const std::string& name) {
+  if (!is_unary(k)) throw std::invalid_argument(fmt::format("graph: {} is not a unary operation", compiler::name(k)));
+  const Tensor& X = operand(x, compiler::name(k));
+  Op op;
+  op.kind = k, op.name = name, op.in = {x};
+  return add_op(std::move(op), X.shape, DType::f32);
+}
+
+int Graph::rmsnorm(int x, int w, float eps, const std::string& name) {
+  const Tensor &X = operand(x, "rmsnorm"), &W = operand(w, "rmsnorm");
+  if (W.role != Role::weight || W.dtype != DType::f32 || W.elements() != X.cols())
+    throw std::invalid_argument(fmt::format("graph: rmsnorm of '{}': its weight '{}' must be an f32 weight of {} values",
+                                            X.name, W.name, X.cols()));
+  Op op;
+  op.kind = OpKind::rmsnorm, op.name = name, op.in = {x, w}, op.eps = eps;
+  return add_op(std::move(op), X.shape, DType::f32);
+}
+
+int Graph::layernorm(int x, int gamma, int beta, float eps, const std::string& name) {
+  const Tensor &X = operand(x, "layernorm"), &G = operand(gamma, "layernorm"), &B = operand(beta, "layernorm");
+  for (const Tensor* w : {&G, &B})
+    if (w->role != Role::weight || w->dtype != DType::f32 || w->elements() != X.cols())
+      throw std::invalid_argument(fmt::format("graph: layernorm of '{}': '{}' must be an f32 weight of {} values", X.name,
+                                              w->name, X.cols()));
+  Op op;
+  op.kind = OpKind::layernorm, op.name = name, op.in = {x, gamma, beta}, op.eps = eps;
+  return add_op(std::move(op), X.shape, DType::f32);
+}
+
+int Graph::softmax(int x, const std::string& name) {
+  Op op;
+  op.kind = OpKind::softmax, op.name = name, op.in = {x};
+  return add_op(std::move(op), operand(x, "softmax").shape, DType::f32);
+}
+
+int Graph::rope(int x, unsigned head_dim, unsigned position, unsigned rows_per_position, const std::string& name) {
+  const Tensor& X = operand(x, "rope");
+  if (!head_dim || head_dim % 2 || X.cols() % head_dim || !rows_per_position)
+    throw std::invalid_argument(fmt::format("graph: rope of '{}' {}: head_dim {} must be even and divide the last "
+                                            "dimension, rows_per_position {} above zero",
+                                            X.name, shape_text(X.shape), head_dim, rows_per_position));
+  Op op;
+  op.kind = OpKind::rope, op.name = name, op.in = {x}, op.head_dim = head_dim, op.position = position;
+  op.rows_per_position = rows_per_position;
+  return add_op(std::move(op), X.shape, DType::f32);
+}
+
+int Graph::cast(int x, DType to, const std::string& name) {
+  const Tensor& X = operand(x, "cast");
+  if (to == DType::i32) throw std::invalid_argument(fmt::format("graph: cast of '{}' to i32 is not supported", X.name));
+  Op op;
+  op.kind = OpKind::cast, op.name = name, op.in = {x}, op.format = to;
+  return add_op(std::move(op), X.shape, to);
+}
+
+int Graph::argmax(int x, const std::string& name) {
+  const Tensor& X = operand(x, "argmax");
+  std::vector<unsigned> shape(X.shape.begin(), X.shape.end() - 1);
+  if (shape.empty()) shape = {1};
+  Op op;
+  op.kind = OpKind::argmax, op.name = name, op.in = {x};
+  return add_op(std::move(op), std::move(shape), DType::i32);
+}
+
+void Graph::output(int t) {
+  const Tensor& T = operand(t, "output");
+  if (T.role != Role::intermediate)
+    throw std::invalid_argument(fmt::format("graph: output '{}' is an input or a weight, not computed", T.name));
+  if (!is_output(t)) outputs_.push_back(t);
+}
+
+int Graph::producer(int t) const {
+  for (std::size_t i = 0; i < ops_.size(); ++i)
+    if (ops_[i].out == t) return static_cast<int>(i);
+  return -1;
+}
+
+std::vector<int> Graph::consumers(int t) const {
+  std::vector<int> c;
+  for (std::size_t i = 0; i < ops_.size(); ++i)
+    if (std::find(ops_[i].in.begin(), ops_[i].in.end(), t) != ops_[i].in.end()) c.push_back(static_cast<int>(i));
+  return c;
+}
+
+bool Graph::is_output(int t) const { return std::find(outputs_.begin(), outputs_.end(), t) != outputs_.end(); }
+
+}  // namespace tessera::compiler

@@ -1,0 +1,111 @@
+// The model-graph IR that the compiler lowers to tile programs: tensors
+// (inputs, weights, intermediates) and operations on them, in the order
+// they run. A front end (the built-in model, an ONNX file, a Hugging Face
+// configuration) builds one with Graph's calls; passes.hpp tiles it over
+// the tiles, fuses elementwise chains into their producers and plans its
+// memory; executable.hpp emits it as an rt::Graph and runs it.
+//
+// Tensors are row-major. The chip's engines see a tensor as rows x cols:
+// cols is the last dimension, rows the product of the others. Activations
+// are FP32; a weight is stored in its own format (a matmul's B in BF16,
+// FP16, E4M3 or E5M2, norm weights and biases in FP32); cast() makes a
+// tensor of another format, which its consumers read back as FP32 on the
+// fly (the DMA engine casts).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "engines/num/formats.hpp"
+
+namespace tessera::compiler {
+
+enum class DType : std::uint8_t { f32, bf16, f16, e4m3, e5m2, i32 };
+const char* name(DType t);
+unsigned bytes(DType t);
+num::Format format(DType t);  // i32: INT32
+
+enum class OpKind : std::uint8_t {
+  matmul,                                                        // a (.., M x K) . b (K x N), a's format cast on the fly
+  add, sub, mul, max, min,                                       // binary: same shape, or b a row (a weight)
+  swiglu,                                                        // silu(a) * b, same shape
+  relu, relu2, exp, log, tanh, sigmoid, silu, gelu, neg, abs, rsqrt, recip,  // unary
+  rmsnorm, layernorm, softmax, rope,                             // rows: over the last dimension
+  cast,                                                          // to `to`, and read back as FP32 by consumers
+  argmax,                                                        // over the last dimension: INT32 indices
+};
+const char* name(OpKind k);
+bool is_unary(OpKind k);
+bool is_binary(OpKind k);   // add .. min, swiglu
+bool is_rowwise(OpKind k);  // rmsnorm, layernorm, softmax, rope
+// An elementwise operation: what fusion may put after a producer.
+inline bool is_elementwise(OpKind k) { return is_unary(k) || is_binary(k) || k == OpKind::cast; }
+
+enum class Role : std::uint8_t { input, weight, intermediate };
+
+struct Tensor {
+  std::string name;
+  std::vector<unsigned> shape;
+  DType dtype = DType::f32;
+  Role role = Role::intermediate;
+  std::vector<float> values;  // a weight's: each element as its format holds it
+  std::uint64_t elements() const;
+  unsigned cols() const { return shape.empty() ? 1 : shape.back(); }
+  std::uint64_t rows() const { return cols() ? elements() / cols() : 0; }
+};
+
+struct Op {
+  OpKind kind = OpKind::add;
+  std::string name;
+  std::vector<int> in;  // tensor ids
+  int out = -1;
+  DType format = DType::bf16;  // matmul: the tensor core's input format; cast: the target
+  float eps = 1e-6f;           // rmsnorm, layernorm
+  unsigned head_dim = 0;       // rope: pairs rotate within each head of this many columns
+  unsigned position = 0;       // rope: the first row's position (row r at position + r / rows per position)
+  unsigned rows_per_position = 1;  // rope: rows that share a position
+};
+
+// Builds a graph; every call checks its operands and throws
+// std::invalid_argument naming the operation and what is wrong.
+class Graph {
+ public:
+  int input(const std::string& name, std::vector<unsigned> shape);
+  // A weight: `values` rounded to `dtype` (round to nearest even); a
+  // matmul's B in BF16 by default, anything else FP32.
+  int weight(const std::string& name, std::vector<unsigned> shape, std::vector<float> values, DType dtype = DType::f32);
+  int matmul(int a, int b, DType format = DType::bf16, const std::string& name = "");
+  int binary(OpKind k, int a, int b, const std::string& name = "");
+  int unary(OpKind k, int x, const std::string& name = "");
+  int rmsnorm(int x, int weight, float eps = 1e-6f, const std::string& name = "");
+  int layernorm(int x, int gamma, int beta, float eps = 1e-5f, const std::string& name = "");
+  int softmax(int x, const std::string& name = "");
+  // Rotary embedding of x (.., C) in heads of `head_dim` columns; row r at
+  // position `position` + r / rows_per_position.
+  int rope(int x, unsigned head_dim, unsigned position, unsigned rows_per_position = 1, const std::string& name = "");
+  int cast(int x, DType to, const std::string& name = "");
+  int argmax(int x, const std::string& name = "");
+  // Marks a tensor as an output of the graph (read back after a run).
+  void output(int t);
+
+  const std::vector<Tensor>& tensors() const { return tensors_; }
+  const std::vector<Op>& ops() const { return ops_; }
+  const std::vector<int>& outputs() const { return outputs_; }
+  const Tensor& tensor(int id) const { return tensors_.at(static_cast<std::size_t>(id)); }
+  // The op that makes tensor t (-1: an input or a weight).
+  int producer(int t) const;
+  // The ops that read tensor t.
+  std::vector<int> consumers(int t) const;
+  bool is_output(int t) const;
+
+ private:
+  int add_tensor(Tensor t);
+  int add_op(Op op, std::vector<unsigned> out_shape, DType out_dtype);
+  const Tensor& operand(int t, const char* what) const;
+  std::vector<Tensor> tensors_;
+  std::vector<Op> ops_;
+  std::vector<int> outputs_;
+};
+
+}  // namespace tessera::compiler

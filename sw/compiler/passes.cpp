@@ -1,0 +1,250 @@
+#include "passes.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <stdexcept>
+
+namespace tessera::compiler {
+
+namespace {
+
+// The tensor an op of a chain reads besides `running` (-1: none).
+int other_operand(const Op& op, int running) {
+  for (int t : op.in)
+    if (t != running) return t;
+  return -1;
+}
+
+bool reads(const Op& op, int t) { return std::find(op.in.begin(), op.in.end(), t) != op.in.end(); }
+
+}  // namespace
+
+std::vector<Group> fuse(const Graph& g, bool enabled) {
+  const std::vector<Op>& ops = g.ops();
+  std::vector<int> group_of(ops.size(), -1);
+  std::vector<Group> groups;
+  for (std::size_t i = 0; i < ops.size(); ++i) {
+    if (group_of[i] >= 0) continue;
+    Group grp;
+    grp.ops.push_back(static_cast<int>(i));
+    group_of[i] = static_cast<int>(groups.size());
+    int running = ops[i].out;
+    // A chain grows while the running value has one reader, an elementwise
+    // op whose other operand exists before the group starts (an input, a
+    // weight, or an earlier group's output), and the value is no output.
+    // A cast ends the chain (its codes are what is stored); argmax neither
+    // takes nor gives a chain.
+    while (enabled && ops[i].kind != OpKind::argmax && ops[static_cast<std::size_t>(grp.ops.back())].kind != OpKind::cast &&
+           !g.is_output(running)) {
+      const std::vector<int> readers = g.consumers(running);
+      if (readers.size() != 1) break;
+      const Op& next = ops[static_cast<std::size_t>(readers[0])];
+      if (!is_elementwise(next.kind)) break;
+      const int other = other_operand(next, running);
+      if (other >= 0 && g.producer(other) >= static_cast<int>(i)) break;  // computed after the chain starts
+      grp.ops.push_back(readers[0]);
+      group_of[static_cast<std::size_t>(readers[0])] = static_cast<int>(groups.size());
+      running = next.out;
+    }
+    grp.out = running;
+    groups.push_back(std::move(grp));
+  }
+  return groups;
+}
+
+std::vector<int> side_operands(const Graph& g, const Group& grp) {
+  std::vector<int> sides;
+  const Op& anchor = g.ops()[static_cast<std::size_t>(grp.ops[0])];
+  int running = anchor.out;
+  sides.push_back(is_binary(anchor.kind) ? (anchor.in[1] == anchor.in[0] ? -1 : anchor.in[1]) : -1);
+  for (std::size_t j = 1; j < grp.ops.size(); ++j) {
+    const Op& op = g.ops()[static_cast<std::size_t>(grp.ops[j])];
+    sides.push_back(other_operand(op, running));
+    running = op.out;
+  }
+  return sides;
+}
+
+std::uint32_t SpmPlan::at(const std::string& name) const {
+  for (const SpmBuffer& b : buffers)
+    if (b.name == name) return b.offset;
+  throw std::logic_error(fmt::format("compiler: the scratchpad plan has no buffer '{}'", name));
+}
+
+SpmPlan plan_spm(const Graph& g, const Group& grp, const Tiling& t, std::uint32_t base) {
+  SpmPlan p;
+  p.end = base;
+  auto add = [&](std::string name, std::uint64_t bytes) {
+    const std::uint64_t at = (std::uint64_t{p.end} + 63) / 64 * 64;  // a bank row apart
+    const std::uint64_t end = at + bytes;
+    if (end > std::numeric_limits<std::uint32_t>::max()) throw std::length_error("compiler: scratchpad plan past 4 GiB");
+    p.buffers.push_back({std::move(name), static_cast<std::uint32_t>(at), static_cast<std::uint32_t>(bytes)});
+    p.end = static_cast<std::uint32_t>(end);
+  };
+  const Op& anchor = g.ops()[static_cast<std::size_t>(grp.ops[0])];
+  const std::vector<int> sides = side_operands(g, grp);
+  const std::uint64_t block = std::uint64_t{t.mb} * t.nb;
+  const Tensor& out = g.tensor(grp.out);
+  if (anchor.kind == OpKind::matmul) {
+    const Tensor& B = g.tensor(anchor.in[1]);
+    const unsigned eb = bytes(anchor.format);
+    add("a", std::uint64_t{t.mb} * B.shape[0] * eb);
+    for (int k = 0; k < 2; ++k) add(fmt::format("b{}", k), std::uint64_t{t.kb} * t.nb * eb);
+    for (int k = 0; k < 2; ++k) add(fmt::format("c{}", k), block * 4);
+  } else if (anchor.kind == OpKind::argmax) {
+    for (int k = 0; k < 2; ++k) add(fmt::format("x{}", k), block * 4);
+    for (int k = 0; k < 2; ++k) add(fmt::format("o{}", k), std::uint64_t{t.mb} * 4);
+    return p;
+  } else {
+    for (int k = 0; k < 2; ++k) add(fmt::format("x{}", k), block * 4);
+  }
+  // Side operands (a weight row is read as rows of its replica), and the
+  // row ops' weights, once per part.
+  for (std::size_t j = 0; j < sides.size(); ++j)
+    if (sides[j] >= 0)
+      for (int k = 0; k < 2; ++k) add(fmt::format("s{}.{}", j, k), block * 4);
+  for (std::size_t j = 0; j < grp.ops.size(); ++j) {
+    const Op& op = g.ops()[static_cast<std::size_t>(grp.ops[j])];
+    if (op.kind == OpKind::rmsnorm || op.kind == OpKind::layernorm)
+      for (std::size_t w = 1; w < op.in.size(); ++w) add(fmt::format("w{}.{}", j, w), std::uint64_t{t.nb} * 4);
+  }
+  if (out.dtype != DType::f32)
+    for (int k = 0; k < 2; ++k) add(fmt::format("o{}", k), block * bytes(out.dtype));
+  return p;
+}
+
+namespace {
+
+// Splits [0, n) into `parts` ranges as even as `align` allows (empty ones dropped).
+std::vector<std::pair<unsigned, unsigned>> split(unsigned n, unsigned parts, unsigned align) {
+  std::vector<std::pair<unsigned, unsigned>> r;
+  const unsigned units = (n + align - 1) / align;
+  parts = std::max(1u, std::min(parts, units));
+  unsigned at = 0;
+  for (unsigned i = 0; i < parts; ++i) {
+    const unsigned end = i + 1 == parts ? n : std::min(n, (units * (i + 1) / parts) * align);
+    if (end > at) r.emplace_back(at, end);
+    at = end;
+  }
+  return r;
+}
+
+}  // namespace
+
+Tiling tile(const Graph& g, const Group& grp, const Target& tgt) {
+  const Op& anchor = g.ops()[static_cast<std::size_t>(grp.ops[0])];
+  const Tensor& view = g.tensor(anchor.out);  // the anchor's output: rows x cols
+  const unsigned rows = static_cast<unsigned>(anchor.kind == OpKind::argmax ? g.tensor(anchor.in[0]).rows() : view.rows());
+  const unsigned cols = anchor.kind == OpKind::argmax ? g.tensor(anchor.in[0]).cols() : view.cols();
+  bool full_rows = anchor.kind == OpKind::argmax;
+  for (int o : grp.ops) full_rows |= is_rowwise(g.ops()[static_cast<std::size_t>(o)].kind);
+  const std::vector<int> sides = side_operands(g, grp);
+  unsigned n_sides = 0;
+  for (int s : sides) n_sides += s >= 0;
+  const unsigned K = anchor.kind == OpKind::matmul ? g.tensor(anchor.in[0]).cols() : 0;
+  const unsigned eb = anchor.kind == OpKind::matmul ? bytes(anchor.format) : 4;
+
+  // The grid: tm row ranges x tn column ranges, the one whose slowest tile
+  // (its bytes through its port, its MACs) and whose reads and writes
+  // through the NoC's cut take the least time; within 5% of that, the one
+  // whose slowest tile is quickest (these are bounds: a tile's DMA stream
+  // rarely reaches its port's, and more streams hide latency better).
+  Tiling best;
+  double best_s = std::numeric_limits<double>::infinity(), best_slowest = best_s;
+  for (unsigned tm = 1; tm <= tgt.tiles; ++tm)
+    for (unsigned tn = 1; tn <= (full_rows ? 1 : tgt.tiles / tm); ++tn) {
+      const auto rr = split(rows, tm, 1), cc = split(cols, tn, anchor.kind == OpKind::matmul ? 16 : 1);
+      double slowest = 0, reads = 0, writes = 0;
+      for (const auto& [r0, r1] : rr)
+        for (const auto& [c0, c1] : cc) {
+          const double m = r1 - r0, n = c1 - c0;
+          double in = m * n * 4 * n_sides, s = 0;
+          if (anchor.kind == OpKind::matmul) {
+            in += m * K * 4 + double(K) * n * eb;
+            s = std::ceil(K / 64.0) * std::ceil(n / 64.0) * std::max(m, 64.0) * 64 * 64 / tgt.tile_macs_per_s;
+          } else {
+            in += m * n * 4;
+          }
+          reads += in, writes += m * n * 4;
+          slowest = std::max(slowest, std::max(s, (in + m * n * 4) / tgt.tile_bytes_per_s));
+        }
+      const double time = std::max({slowest, reads / tgt.cut_read_bytes_per_s, writes / tgt.cut_write_bytes_per_s});
+      if (time < best_s * 0.95 || (time <= best_s * 1.05 && slowest < best_slowest)) {
+        best_s = std::min(best_s, time), best_slowest = slowest;
+        best = Tiling{};
+        unsigned tile = 0;
+        for (const auto& [r0, r1] : rr)
+          for (const auto& [c0, c1] : cc) best.parts.push_back({tile++, r0, r1, c0, c1});
+      }
+    }
+  // Blocks: as large as the scratchpad takes, multi-buffered.
+  unsigned max_r = 0, max_c = 0;
+  for (const Part& p : best.parts) max_r = std::max(max_r, p.r1 - p.r0), max_c = std::max(max_c, p.c1 - p.c0);
+  best.mb = std::min(max_r, 64u);
+  best.nb = full_rows ? max_c : std::min(max_c, 512u);
+  best.kb = K ? std::min(K, 512u) : 0;
+  const std::uint32_t room = tgt.spm_end - tgt.spm_base;
+  for (;;) {
+    if (plan_spm(g, grp, best, 0).end <= room) break;
+    if (best.kb > 64) best.kb = (best.kb / 2 + 15) / 16 * 16;
+    else if (best.mb > 1) best.mb = (best.mb + 1) / 2;
+    else if (!full_rows && best.nb > 16) best.nb = (best.nb / 2 + 15) / 16 * 16;
+    else
+      throw std::invalid_argument(fmt::format("compiler: {} '{}': a row of {} columns does not fit the scratchpad's {} KiB",
+                                              name(anchor.kind), anchor.name, cols, room / 1024));
+  }
+  return best;
+}
+
+const HbmSlot* HbmPlan::find(int tensor) const {
+  for (const HbmSlot& s : slots)
+    if (s.tensor == tensor) return &s;
+  return nullptr;
+}
+
+HbmPlan plan_hbm(const Graph& g, const std::vector<Group>& groups, unsigned stacks) {
+  HbmPlan plan;
+  plan.arena.assign(std::max(1u, stacks), 0);
+  const unsigned end = static_cast<unsigned>(groups.size());
+  for (unsigned k = 0; k < groups.size(); ++k) {
+    HbmSlot s;
+    s.tensor = groups[k].out;
+    s.bytes = (g.tensor(s.tensor).elements() * bytes(g.tensor(s.tensor).dtype) + 63) / 64 * 64;
+    s.first = s.last = k;
+    if (g.is_output(s.tensor)) s.last = end;
+    for (unsigned j = k + 1; j < groups.size(); ++j)
+      for (int o : groups[j].ops)
+        if (reads(g.ops()[static_cast<std::size_t>(o)], s.tensor)) s.last = std::max(s.last, j);
+    plan.slots.push_back(s);
+  }
+  // Largest first, each at the lowest offset of the least filled stack
+  // where nothing live at the same time lies.
+  std::vector<std::size_t> order(plan.slots.size());
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return plan.slots[a].bytes > plan.slots[b].bytes; });
+  std::vector<bool> placed(plan.slots.size(), false);
+  for (std::size_t i : order) {
+    HbmSlot& s = plan.slots[i];
+    s.stack = static_cast<unsigned>(std::min_element(plan.arena.begin(), plan.arena.end()) - plan.arena.begin());
+    std::vector<std::pair<std::uint64_t, std::uint64_t>> busy;
+    for (std::size_t j = 0; j < plan.slots.size(); ++j) {
+      const HbmSlot& o = plan.slots[j];
+      if (placed[j] && o.stack == s.stack && o.first <= s.last && s.first <= o.last) busy.emplace_back(o.offset, o.offset + o.bytes);
+    }
+    std::sort(busy.begin(), busy.end());
+    std::uint64_t at = 0;
+    for (const auto& [b0, b1] : busy) {
+      if (at + s.bytes <= b0) break;
+      at = std::max(at, b1);
+    }
+    s.offset = at;
+    placed[i] = true;
+    plan.arena[s.stack] = std::max(plan.arena[s.stack], at + s.bytes);
+  }
+  return plan;
+}
+
+}  // namespace tessera::compiler

@@ -1,0 +1,84 @@
+// The compiler's passes over an ir::Graph, each a function of its own with
+// its own tests (compiler_test.cpp):
+//   fuse       elementwise chains into their producer: a group of ops that
+//              runs as one node, its intermediates kept in the scratchpad;
+//   tile       each group's output over the tiles (rows, columns or both,
+//              picked by the bytes each tile moves and the MACs it does),
+//              and the blocks each tile's part is cut into so that its
+//              buffers (multi-buffered) fit in the scratchpad;
+//   plan_hbm   the groups' outputs in HBM: an arena per stack, a tensor's
+//              place reused once its last reader has run;
+//   plan_spm   the scratchpad buffers of a group's part on a tile.
+// emit (executable.hpp) turns the result into tile programs.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ir.hpp"
+
+namespace tessera::compiler {
+
+// Ops that run as one node; the last one's output goes to HBM.
+struct Group {
+  std::vector<int> ops;  // in graph order; ops[0] the anchor (a matmul, a row op, an argmax or an elementwise op)
+  int out = -1;          // the tensor the group writes
+};
+std::vector<Group> fuse(const Graph& g, bool enabled = true);
+
+// A tile's part of a group's output: rows [r0, r1) x columns [c0, c1) of
+// the anchor's rows x cols view, cut into blocks of mb rows x nb columns
+// (and, for a matmul, chunks of kb along K).
+struct Part {
+  unsigned tile = 0;
+  unsigned r0 = 0, r1 = 0, c0 = 0, c1 = 0;
+};
+struct Tiling {
+  std::vector<Part> parts;
+  unsigned mb = 0, nb = 0, kb = 0;
+};
+// What the tiler knows of the chip; executable.hpp's target() derives it
+// from the device's roofline limits (the defaults are the T1's).
+struct Target {
+  unsigned tiles = 8;
+  std::uint32_t spm_base = 0x10000, spm_end = 0x1f0000;  // the program kernel's buffer area
+  double tile_bytes_per_s = 96e9;                       // a tile's DMA port
+  double tile_macs_per_s = 64 * 64 * 1.5e9;             // its tensor core (BF16)
+  double cut_read_bytes_per_s = 256e9;                  // the NoC from the stacks to the tiles
+  double cut_write_bytes_per_s = 256e9;                 // and back
+};
+Tiling tile(const Graph& g, const Group& grp, const Target& t);
+
+// A buffer of the scratchpad plan.
+struct SpmBuffer {
+  std::string name;
+  std::uint32_t offset = 0, bytes = 0;
+};
+struct SpmPlan {
+  std::vector<SpmBuffer> buffers;
+  std::uint32_t end = 0;  // one past the last byte used
+  std::uint32_t at(const std::string& name) const;  // throws std::logic_error for a name it lacks
+};
+// The buffers a group's part needs on a tile for blocks of mb x nb (x kb):
+// multi-buffered where loads overlap compute, from `base` on.
+SpmPlan plan_spm(const Graph& g, const Group& grp, const Tiling& t, std::uint32_t base);
+// A group's side operands: for each op after the anchor (and a binary
+// anchor) the tensor it reads besides the chain's running value (-1: none).
+std::vector<int> side_operands(const Graph& g, const Group& grp);
+
+// Where each tensor the groups write lives in HBM.
+struct HbmSlot {
+  int tensor = -1;
+  unsigned stack = 0;
+  std::uint64_t offset = 0, bytes = 0;
+  unsigned first = 0, last = 0;  // the groups between which it is live (written by first, last read by last)
+};
+struct HbmPlan {
+  std::vector<HbmSlot> slots;
+  std::vector<std::uint64_t> arena;  // bytes per stack
+  const HbmSlot* find(int tensor) const;
+};
+HbmPlan plan_hbm(const Graph& g, const std::vector<Group>& groups, unsigned stacks);
+
+}  // namespace tessera::compiler

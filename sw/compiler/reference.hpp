@@ -1,0 +1,26 @@
+// The graph run on the host as the chip computes it: a matmul's operands
+// rounded to its format (nearest even, saturating, as the DMA engine casts
+// them) and their products summed one by one into an FP32 accumulator, as
+// the tensor core does; the vector unit's operations from
+// engines/num/vector_ops.hpp. A compiled graph's outputs equal these bit
+// for bit, however it was tiled and fused (compiler_device_test.cpp).
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "ir.hpp"
+
+namespace tessera::compiler {
+
+// Every tensor's values by id (a cast's as its format holds them, an
+// argmax's indices as floats). `inputs` by input name, FP32, each the
+// input's element count; a missing or misshapen one throws
+// std::invalid_argument naming it.
+std::vector<std::vector<float>> reference(const Graph& g, const std::map<std::string, std::vector<float>>& inputs);
+
+// Checks run()'s and reference()'s inputs against the graph.
+void check_inputs(const Graph& g, const std::map<std::string, std::vector<float>>& inputs);
+
+}  // namespace tessera::compiler
