@@ -66,7 +66,7 @@ TEST(CompilerDevice, AFusedMlpEqualsTheReferenceBitForBitAndBeatsTheUnfusedOne) 
   Chip c;
   const std::map<std::string, std::vector<float>> in{{"x", noise(40 * 256, 9, 2.0f)}};
   Executable fused(c.dev, c.program, mlp(40, 256, 512));
-  Executable plain(c.dev, c.program, mlp(40, 256, 512), Options{false});
+  Executable plain(c.dev, c.program, mlp(40, 256, 512), Options{false, false});
   EXPECT_EQ(fused.groups().size(), 3u);
   EXPECT_EQ(plain.groups().size(), 6u);
   double t0 = c.dev.simulated_seconds();
@@ -78,6 +78,10 @@ TEST(CompilerDevice, AFusedMlpEqualsTheReferenceBitForBitAndBeatsTheUnfusedOne) 
   expect_reference(fused, in, a);
   expect_bits(a.at("residual"), b.at("residual"), "fused against unfused");
   EXPECT_LT(fused_s, plain_s);
+  // Its roofline: a bound the launch could not beat, and what set it.
+  EXPECT_GT(fused.last_bound().seconds(), 0);
+  EXPECT_LE(fused.last_bound().seconds(), fused.last_seconds());
+  EXPECT_FALSE(fused.last_bound().binding().resource.empty());
   // The same again, bit for bit; new inputs, new outputs (still the reference's).
   expect_bits(fused.run(in).at("residual"), a.at("residual"), "a second run");
   const std::map<std::string, std::vector<float>> in2{{"x", noise(40 * 256, 10, 2.0f)}};

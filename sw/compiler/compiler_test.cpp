@@ -85,6 +85,23 @@ TEST(Compiler, FusionStopsAtOutputsSharedValuesAndLaterOperands) {
   EXPECT_EQ(groups[3].ops.size(), 2u);  // e, f
 }
 
+TEST(Compiler, NarrowStorageKeepsInFp32WhatAnythingButAMatmulReads) {
+  Graph g = mlp(4, 64, 128);
+  Graph e4 = g;
+  const std::vector<int> narrowed = narrow_storage(g, fuse(g));
+  ASSERT_EQ(narrowed.size(), 2u);  // the normed x and the activation: only matmuls read them
+  EXPECT_EQ(g.tensor(narrowed[0]).name, "norm_x");
+  EXPECT_EQ(g.tensor(narrowed[1]).name, "act");
+  for (int t : narrowed) EXPECT_EQ(g.tensor(t).dtype, DType::bf16);
+  // A value a vector op reads as well stays FP32.
+  const int x = 0;
+  const int y = e4.unary(OpKind::exp, e4.ops()[0].out);
+  e4.output(e4.binary(OpKind::add, y, x));
+  const std::vector<int> n2 = narrow_storage(e4, fuse(e4));
+  ASSERT_EQ(n2.size(), 1u);
+  EXPECT_EQ(e4.tensor(n2[0]).name, "act");
+}
+
 TEST(Compiler, TilingCoversEveryOutputElementExactlyOnce) {
   std::mt19937 rng(5);
   for (int trial = 0; trial < 60; ++trial) {

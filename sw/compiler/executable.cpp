@@ -200,6 +200,12 @@ class Emitter {
       }
       v.push_back(c);
     }
+    if (out_.dtype != DType::f32 && op(grp_.ops.size() - 1).kind != OpKind::cast) {  // stored narrower
+      TileProgram::Vec c;
+      c.op = VecOp::cast_to, c.rows = mr, c.cols = nr, c.src0 = run, c.format = fmt_of(out_.dtype);
+      c.dst = result = spm_.at(fmt::format("o{}", par));
+      v.push_back(c);
+    }
     for (std::size_t i = 0; i < v.size(); ++i)
       p.vec(v[i], Sem{i == 0 ? wait : -1, i + 1 == v.size() ? kDone : -1});
     return result;
@@ -233,7 +239,7 @@ class Emitter {
     const unsigned nk = (K + t_.kb - 1) / t_.kb;
     const unsigned blocks = ((part.r1 - part.r0 + t_.mb - 1) / t_.mb) * ((part.c1 - part.c0 + t_.nb - 1) / t_.nb);
     const unsigned total = blocks * nk;
-    const bool epilogue = grp_.ops.size() > 1;
+    const bool epilogue = grp_.ops.size() > 1 || out_.dtype != DType::f32;
     unsigned i = 0, j = 0;
     for (unsigned m0 = part.r0; m0 < part.r1; m0 += t_.mb) {
       const unsigned mr = std::min(t_.mb, part.r1 - m0);
@@ -321,6 +327,7 @@ Executable::Executable(rt::Device& dev, const rt::Kernel& program, Graph g, cons
   if (g_.outputs().empty()) throw std::invalid_argument("compiler: the graph has no outputs");
   const Target tgt = target(dev_, o.tiles);
   groups_ = fuse(g_, o.fuse);
+  if (o.narrow) narrow_storage(g_, groups_);
   for (const Group& grp : groups_) tilings_.push_back(tile(g_, grp, tgt));
   hbm_ = plan_hbm(g_, groups_, dev_.hbm_stacks());
   try {
@@ -408,7 +415,11 @@ std::map<std::string, std::vector<float>> Executable::run(const std::map<std::st
   for (const auto& [name, v] : inputs)
     for (const auto& [id, b] : impl_->plain)
       if (g_.tensor(id).role == Role::input && g_.tensor(id).name == name) dev_.write(b, v.data(), v.size() * 4);
+  const nlohmann::ordered_json before = dev_.stats();
+  const double t0 = dev_.simulated_seconds();
   dev_.wait(dev_.launch_graph(program_, impl_->exec));
+  last_seconds_ = dev_.simulated_seconds() - t0;
+  last_bound_ = dev_.roofline(before, dev_.stats());
   std::map<std::string, std::vector<float>> out;
   for (int t : g_.outputs()) {
     const Tensor& T = g_.tensor(t);

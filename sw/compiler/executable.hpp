@@ -32,6 +32,7 @@ namespace tessera::compiler {
 
 struct Options {
   bool fuse = true;
+  bool narrow = true;  // narrow_storage: intermediates only matmuls read, in their format
   unsigned tiles = 0;  // tiles to use (0: all of the device's)
 };
 
@@ -60,6 +61,10 @@ class Executable {
   const rt::Graph& device_graph() const { return dgraph_; }
   // Each node's (group's) time in the last run, simulated seconds.
   std::vector<double> node_seconds() const;
+  // The last run's launch: its simulated seconds, and its roofline (the
+  // bound each resource sets on the work it did, and the binding one).
+  double last_seconds() const { return last_seconds_; }
+  const roofline::Report& last_bound() const { return last_bound_; }
   // The ops of each tile's program, summed over the nodes.
   std::size_t device_ops() const;
 
@@ -72,6 +77,8 @@ class Executable {
   std::vector<Tiling> tilings_;
   HbmPlan hbm_;
   rt::Graph dgraph_;
+  double last_seconds_ = 0;
+  roofline::Report last_bound_;
   std::unique_ptr<Impl> impl_;
 };
 

@@ -225,6 +225,13 @@ std::vector<int> Graph::consumers(int t) const {
   return c;
 }
 
+void Graph::store_as(int t, DType dtype) {
+  Tensor& T = tensors_.at(static_cast<std::size_t>(t));
+  if (T.role != Role::intermediate || T.dtype != DType::f32 || is_output(t))
+    throw std::logic_error(fmt::format("graph: '{}' is no FP32 intermediate to store narrower", T.name));
+  T.dtype = dtype;
+}
+
 bool Graph::is_output(int t) const { return std::find(outputs_.begin(), outputs_.end(), t) != outputs_.end(); }
 
 }  // namespace tessera::compiler

@@ -98,6 +98,10 @@ class Graph {
   // The ops that read tensor t.
   std::vector<int> consumers(int t) const;
   bool is_output(int t) const;
+  // Stores an intermediate in a narrower format than FP32: for the
+  // compiler's storage pass (narrow_storage), where every reader rounds it
+  // to that format anyway, so no result changes.
+  void store_as(int t, DType dtype);
 
  private:
   int add_tensor(Tensor t);

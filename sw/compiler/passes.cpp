@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <stdexcept>
 
 namespace tessera::compiler {
@@ -66,6 +67,26 @@ std::vector<int> side_operands(const Graph& g, const Group& grp) {
     running = op.out;
   }
   return sides;
+}
+
+std::vector<int> narrow_storage(Graph& g, const std::vector<Group>& groups) {
+  std::vector<int> narrowed;
+  for (const Group& grp : groups) {
+    const int t = grp.out;
+    if (g.tensor(t).dtype != DType::f32 || g.is_output(t)) continue;
+    const std::vector<int> readers = g.consumers(t);
+    std::optional<DType> fmt;
+    bool ok = !readers.empty();
+    for (int r : readers) {
+      const Op& op = g.ops()[static_cast<std::size_t>(r)];
+      ok &= op.kind == OpKind::matmul && (!fmt || *fmt == op.format);
+      fmt = op.format;
+    }
+    if (!ok) continue;
+    g.store_as(t, *fmt);
+    narrowed.push_back(t);
+  }
+  return narrowed;
 }
 
 std::uint32_t SpmPlan::at(const std::string& name) const {

@@ -67,6 +67,13 @@ SpmPlan plan_spm(const Graph& g, const Group& grp, const Tiling& t, std::uint32_
 // anchor) the tensor it reads besides the chain's running value (-1: none).
 std::vector<int> side_operands(const Graph& g, const Group& grp);
 
+// Stores a group's FP32 output in the matmul format its readers round it
+// to, where every reader is a matmul of one format and it is no output:
+// half the bytes (BF16) or a quarter (FP8) to write and read, the same
+// results (the producer's vector unit rounds as the reader's DMA would).
+// Returns the tensors narrowed.
+std::vector<int> narrow_storage(Graph& g, const std::vector<Group>& groups);
+
 // Where each tensor the groups write lives in HBM.
 struct HbmSlot {
   int tensor = -1;
