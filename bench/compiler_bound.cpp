@@ -3,7 +3,8 @@
 // compiled (sw/compiler) and run on the default T1 with one launch; prints
 // the simulated time of the launch, the roofline's bound of the work it
 // did (platform/roofline.hpp), achieved / bound and the binding resource.
-// Every output is checked against the host reference bit for bit.
+// Every output is checked against the host reference bit for bit; each
+// node's (fused group's) time follows its graph's line.
 //
 //   bench_compiler [--set inst.key=value]...
 #include <fmt/format.h>
@@ -97,6 +98,9 @@ int main(int argc, char** argv) {
     fmt::print("{:<38} {:>6} {:>6} {:>10.2f} {:>10.2f} {:>7.1f}%  {} ({})\n", c.name, ex.groups().size(), tiles,
                ex.last_seconds() * 1e6, r.seconds() * 1e6, 100 * r.seconds() / ex.last_seconds(), r.binding().resource,
                r.binding().where);
+    const std::vector<double> nodes = ex.node_seconds();
+    for (std::size_t k = 0; k < nodes.size(); ++k)
+      fmt::print("    {:<50} {:>8.2f} us\n", ex.device_graph().nodes()[k].name, nodes[k] * 1e6);
   }
   return status;
 }
