@@ -21,23 +21,13 @@ using namespace tessera::compiler;
 
 namespace {
 
-std::vector<float> noise(std::size_t n, std::uint32_t seed, float scale) {
-  std::vector<float> v(n);
-  std::uint32_t s = seed * 2654435761u + 1;
-  for (float& x : v) {
-    s = s * 1664525u + 1013904223u;
-    x = scale * (static_cast<float>(s >> 8) / 16777216.0f - 0.5f);
-  }
-  return v;
-}
-
 // rmsnorm -> up (d x f) -> gelu -> down (f x d) + x, in `fmt`.
 Graph ffn(unsigned rows, unsigned d, unsigned f, DType fmt) {
   Graph g;
   const int x = g.input("x", {rows, d});
-  const int n = g.rmsnorm(x, g.weight("norm", {d}, noise(d, 1, 2.0f)));
-  const int h = g.unary(OpKind::gelu, g.matmul(n, g.weight("up", {d, f}, noise(std::size_t{d} * f, 2, 0.2f), fmt), fmt));
-  g.output(g.binary(OpKind::add, g.matmul(h, g.weight("down", {f, d}, noise(std::size_t{f} * d, 3, 0.1f), fmt), fmt), x, "y"));
+  const int n = g.rmsnorm(x, g.weight("norm", {d}, seeded_values(d, 1, 2.0f)));
+  const int h = g.unary(OpKind::gelu, g.matmul(n, g.weight("up", {d, f}, seeded_values(std::size_t{d} * f, 2, 0.2f), fmt), fmt));
+  g.output(g.binary(OpKind::add, g.matmul(h, g.weight("down", {f, d}, seeded_values(std::size_t{f} * d, 3, 0.1f), fmt), fmt), x, "y"));
   return g;
 }
 
@@ -45,7 +35,7 @@ Graph ffn(unsigned rows, unsigned d, unsigned f, DType fmt) {
 Graph head(unsigned rows, unsigned d, unsigned vocab) {
   Graph g;
   const int x = g.input("x", {rows, d});
-  const int logits = g.matmul(x, g.weight("lm_head", {d, vocab}, noise(std::size_t{d} * vocab, 4, 0.2f), DType::bf16),
+  const int logits = g.matmul(x, g.weight("lm_head", {d, vocab}, seeded_values(std::size_t{d} * vocab, 4, 0.2f), DType::bf16),
                               DType::bf16, "logits");
   g.output(logits);
   g.output(g.argmax(logits, "token"));
@@ -81,7 +71,7 @@ int main(int argc, char** argv) {
   int status = 0;
   for (Case& c : cases) {
     const Tensor& x = c.g.tensor(0);
-    const std::map<std::string, std::vector<float>> in{{x.name, noise(x.elements(), 9, 2.0f)}};
+    const std::map<std::string, std::vector<float>> in{{x.name, seeded_values(x.elements(), 9, 2.0f)}};
     Executable ex(dev, program, std::move(c.g));
     ex.run(in);  // the first launch also fetches the programs; the second is the one measured
     const auto out = ex.run(in);

@@ -15,16 +15,6 @@ using namespace tessera::compiler;
 
 namespace {
 
-std::vector<float> noise(std::size_t n, std::uint32_t seed, float scale) {
-  std::vector<float> v(n);
-  std::uint32_t s = seed * 2654435761u + 1;
-  for (float& x : v) {
-    s = s * 1664525u + 1013904223u;
-    x = scale * (static_cast<float>(s >> 8) / 16777216.0f - 0.5f);
-  }
-  return v;
-}
-
 // Bit for bit, element by element, named.
 void expect_bits(const std::vector<float>& got, const std::vector<float>& want, const std::string& what) {
   ASSERT_EQ(got.size(), want.size()) << what;
@@ -46,11 +36,11 @@ void expect_reference(const Executable& e, const std::map<std::string, std::vect
 Graph mlp(unsigned rows, unsigned d, unsigned hidden) {
   Graph g;
   const int x = g.input("x", {rows, d});
-  const int n = g.rmsnorm(x, g.weight("norm", {d}, noise(d, 1, 2.0f)), 1e-6f, "norm_x");
-  const int h = g.matmul(n, g.weight("w1", {d, hidden}, noise(std::size_t{d} * hidden, 2, 0.2f), DType::bf16), DType::bf16, "up");
-  const int b = g.binary(OpKind::add, h, g.weight("b1", {hidden}, noise(hidden, 3, 0.5f)), "bias");
+  const int n = g.rmsnorm(x, g.weight("norm", {d}, seeded_values(d, 1, 2.0f)), 1e-6f, "norm_x");
+  const int h = g.matmul(n, g.weight("w1", {d, hidden}, seeded_values(std::size_t{d} * hidden, 2, 0.2f), DType::bf16), DType::bf16, "up");
+  const int b = g.binary(OpKind::add, h, g.weight("b1", {hidden}, seeded_values(hidden, 3, 0.5f)), "bias");
   const int a = g.unary(OpKind::gelu, b, "act");
-  const int y = g.matmul(a, g.weight("w2", {hidden, d}, noise(std::size_t{hidden} * d, 4, 0.2f), DType::bf16), DType::bf16, "down");
+  const int y = g.matmul(a, g.weight("w2", {hidden, d}, seeded_values(std::size_t{hidden} * d, 4, 0.2f), DType::bf16), DType::bf16, "down");
   g.output(g.binary(OpKind::add, y, x, "residual"));
   return g;
 }
@@ -64,7 +54,7 @@ struct Chip {
 
 TEST(CompilerDevice, AFusedMlpEqualsTheReferenceBitForBitAndBeatsTheUnfusedOne) {
   Chip c;
-  const std::map<std::string, std::vector<float>> in{{"x", noise(40 * 256, 9, 2.0f)}};
+  const std::map<std::string, std::vector<float>> in{{"x", seeded_values(40 * 256, 9, 2.0f)}};
   Executable fused(c.dev, c.program, mlp(40, 256, 512));
   Executable plain(c.dev, c.program, mlp(40, 256, 512), Options{false, false});
   EXPECT_EQ(fused.groups().size(), 3u);
@@ -84,7 +74,7 @@ TEST(CompilerDevice, AFusedMlpEqualsTheReferenceBitForBitAndBeatsTheUnfusedOne) 
   EXPECT_FALSE(fused.last_bound().binding().resource.empty());
   // The same again, bit for bit; new inputs, new outputs (still the reference's).
   expect_bits(fused.run(in).at("residual"), a.at("residual"), "a second run");
-  const std::map<std::string, std::vector<float>> in2{{"x", noise(40 * 256, 10, 2.0f)}};
+  const std::map<std::string, std::vector<float>> in2{{"x", seeded_values(40 * 256, 10, 2.0f)}};
   const auto a2 = fused.run(in2);
   expect_reference(fused, in2, a2);
   EXPECT_NE(a2.at("residual"), a.at("residual"));
@@ -98,12 +88,12 @@ TEST(CompilerDevice, ADecodeStepOfEveryOperationEqualsTheReference) {
   Graph g;
   const unsigned d = 256;
   const int x = g.input("x", {2, d});
-  const int ln = g.layernorm(x, g.weight("gamma", {d}, noise(d, 1, 2.0f)), g.weight("beta", {d}, noise(d, 2, 1.0f)));
-  const int h = g.matmul(ln, g.weight("wh", {d, 1024}, noise(d * 1024ull, 3, 0.3f), DType::f16), DType::f16, "wide");
-  const int gate = g.unary(OpKind::silu, g.binary(OpKind::add, h, g.weight("bh", {1024}, noise(1024, 4, 0.5f))));
-  const int up = g.matmul(ln, g.weight("wu", {d, 1024}, noise(d * 1024ull, 5, 0.3f), DType::e4m3), DType::e4m3, "fp8");
+  const int ln = g.layernorm(x, g.weight("gamma", {d}, seeded_values(d, 1, 2.0f)), g.weight("beta", {d}, seeded_values(d, 2, 1.0f)));
+  const int h = g.matmul(ln, g.weight("wh", {d, 1024}, seeded_values(d * 1024ull, 3, 0.3f), DType::f16), DType::f16, "wide");
+  const int gate = g.unary(OpKind::silu, g.binary(OpKind::add, h, g.weight("bh", {1024}, seeded_values(1024, 4, 0.5f))));
+  const int up = g.matmul(ln, g.weight("wu", {d, 1024}, seeded_values(d * 1024ull, 5, 0.3f), DType::e4m3), DType::e4m3, "fp8");
   const int sw = g.binary(OpKind::swiglu, gate, up, "swiglu");
-  const int down = g.matmul(sw, g.weight("wd", {1024, d}, noise(d * 1024ull, 6, 0.05f), DType::bf16), DType::bf16);
+  const int down = g.matmul(sw, g.weight("wd", {1024, d}, seeded_values(d * 1024ull, 6, 0.05f), DType::bf16), DType::bf16);
   const int r = g.binary(OpKind::sub, x, down, "x_minus");  // the chain's value as the second operand
   const int q = g.rope(r, 64, 7, 1, "rope");
   const int m = g.binary(OpKind::max, g.unary(OpKind::relu2, q), g.unary(OpKind::abs, x));
@@ -115,14 +105,14 @@ TEST(CompilerDevice, ADecodeStepOfEveryOperationEqualsTheReference) {
   g.output(sm);
   g.output(g.cast(g.unary(OpKind::gelu, down), DType::bf16, "down_bf16"));
   g.output(g.argmax(sm, "token"));
-  g.output(g.rmsnorm(g.binary(OpKind::min, q, x), g.weight("rn", {d}, noise(d, 8, 1.0f)), 1e-5f, "normed"));
+  g.output(g.rmsnorm(g.binary(OpKind::min, q, x), g.weight("rn", {d}, seeded_values(d, 8, 1.0f)), 1e-5f, "normed"));
   Executable ex(c.dev, c.program, std::move(g));
   // The wide matmuls of one row go by columns over every tile.
   for (std::size_t k = 0; k < ex.groups().size(); ++k)
     if (ex.graph().ops()[static_cast<std::size_t>(ex.groups()[k].ops[0])].name == "wide") {
       EXPECT_EQ(ex.tilings()[k].parts.size(), c.dev.tiles());
     }
-  const std::map<std::string, std::vector<float>> in{{"x", noise(2 * d, 11, 3.0f)}};
+  const std::map<std::string, std::vector<float>> in{{"x", seeded_values(2 * d, 11, 3.0f)}};
   expect_reference(ex, in, ex.run(in));
 }
 
@@ -130,15 +120,15 @@ TEST(CompilerDevice, APrefillMatmulInRowBlocksChunksAndColumnBlocksIsExact) {
   Chip c;
   Graph g;
   const int x = g.input("x", {600, 1100});
-  const int y = g.matmul(x, g.weight("w", {1100, 1300}, noise(1100 * 1300ull, 1, 0.1f), DType::bf16));
-  g.output(g.binary(OpKind::add, y, g.weight("b", {1300}, noise(1300, 2, 1.0f)), "out"));
+  const int y = g.matmul(x, g.weight("w", {1100, 1300}, seeded_values(1100 * 1300ull, 1, 0.1f), DType::bf16));
+  g.output(g.binary(OpKind::add, y, g.weight("b", {1300}, seeded_values(1300, 2, 1.0f)), "out"));
   Executable ex(c.dev, c.program, std::move(g));
   const Tiling& t = ex.tilings()[0];
   bool row_blocks = false, col_blocks = false;
   for (const Part& p : t.parts) row_blocks |= p.r1 - p.r0 > t.mb, col_blocks |= p.c1 - p.c0 > t.nb;
   EXPECT_LT(t.kb, 1100u);  // K in chunks
   EXPECT_TRUE(row_blocks || col_blocks);
-  const std::map<std::string, std::vector<float>> in{{"x", noise(600 * 1100ull, 3, 1.0f)}};
+  const std::map<std::string, std::vector<float>> in{{"x", seeded_values(600 * 1100ull, 3, 1.0f)}};
   expect_reference(ex, in, ex.run(in));
 }
 
@@ -154,6 +144,6 @@ TEST(CompilerDevice, BadInputsAreRefusedByName) {
   EXPECT_THROW(ex.run({{"x", std::vector<float>(256)}, {"y", {}}}), std::invalid_argument);
   EXPECT_THROW(ex.run({}), std::invalid_argument);
   // The device serves on.
-  const std::map<std::string, std::vector<float>> in{{"x", noise(256, 1, 1.0f)}};
+  const std::map<std::string, std::vector<float>> in{{"x", seeded_values(256, 1, 1.0f)}};
   expect_reference(ex, in, ex.run(in));
 }

@@ -52,6 +52,16 @@ bool is_unary(OpKind k) { return k >= OpKind::relu && k <= OpKind::recip; }
 bool is_binary(OpKind k) { return k >= OpKind::add && k <= OpKind::swiglu; }
 bool is_rowwise(OpKind k) { return k >= OpKind::rmsnorm && k <= OpKind::rope; }
 
+std::vector<float> seeded_values(std::size_t n, std::uint32_t seed, float scale) {
+  std::vector<float> v(n);
+  std::uint32_t s = seed * 2654435761u + 1;
+  for (float& x : v) {
+    s = s * 1664525u + 1013904223u;
+    x = scale * (static_cast<float>(s >> 8) / 16777216.0f - 0.5f);
+  }
+  return v;
+}
+
 std::uint64_t Tensor::elements() const {
   std::uint64_t n = 1;
   for (unsigned d : shape) n *= d;

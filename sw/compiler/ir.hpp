@@ -67,6 +67,10 @@ struct Op {
   unsigned rows_per_position = 1;  // rope: rows that share a position
 };
 
+// n values uniform in [-scale/2, scale/2) from a seed (a linear
+// congruential generator: the same on every host): seeded weights and inputs.
+std::vector<float> seeded_values(std::size_t n, std::uint32_t seed, float scale);
+
 // Builds a graph; every call checks its operands and throws
 // std::invalid_argument naming the operation and what is wrong.
 class Graph {
