@@ -4,7 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
-#include <optional>
+#include <functional>
 #include <stdexcept>
 
 #include "reference.hpp"
