@@ -280,14 +280,14 @@ class Emitter {
         for (std::size_t w = 1; w < o.in.size(); ++w)
           load_block(p, addr_(o.in[w]), 0, DType::f32, spm_.at(fmt::format("w{}.{}", j, w)), DType::f32, 1, X.cols());
     }
+    std::vector<std::size_t> sides;  // the ops that read a side operand
+    for (std::size_t s = 0; s < sides_.size(); ++s)
+      if (sides_[s] >= 0) sides.push_back(s);
     unsigned j = 0;
     for (unsigned m0 = part.r0; m0 < part.r1; m0 += t_.mb)
       for (unsigned n0 = part.c0; n0 < part.c1; n0 += t_.nb, ++j) {
         const unsigned mr = std::min(t_.mb, part.r1 - m0), nr = std::min(t_.nb, part.c1 - n0), par = j % 2;
         const std::uint32_t x = spm_.at(fmt::format("x{}", par));
-        std::vector<std::size_t> sides;
-        for (std::size_t s = 0; s < sides_.size(); ++s)
-          if (sides_[s] >= 0) sides.push_back(s);
         load_block(p, addr_(anchor.in[0]) + (std::uint64_t{m0} * X.cols() + n0) * bytes(X.dtype), X.cols() * bytes(X.dtype),
                    X.dtype, x, DType::f32, mr, nr, sides.empty() ? Sem{-1, kLoaded} : Sem{});
         for (std::size_t s = 0; s < sides.size(); ++s)

@@ -157,9 +157,9 @@ std::vector<std::pair<unsigned, unsigned>> split(unsigned n, unsigned parts, uns
 
 Tiling tile(const Graph& g, const Group& grp, const Target& tgt) {
   const Op& anchor = g.ops()[static_cast<std::size_t>(grp.ops[0])];
-  const Tensor& view = g.tensor(anchor.out);  // the anchor's output: rows x cols
-  const unsigned rows = static_cast<unsigned>(anchor.kind == OpKind::argmax ? g.tensor(anchor.in[0]).rows() : view.rows());
-  const unsigned cols = anchor.kind == OpKind::argmax ? g.tensor(anchor.in[0]).cols() : view.cols();
+  // The rows x cols the parts cover: the anchor's output (an argmax's input).
+  const Tensor& view = g.tensor(anchor.kind == OpKind::argmax ? anchor.in[0] : anchor.out);
+  const unsigned rows = static_cast<unsigned>(view.rows()), cols = view.cols();
   bool full_rows = anchor.kind == OpKind::argmax;
   for (int o : grp.ops) full_rows |= is_rowwise(g.ops()[static_cast<std::size_t>(o)].kind);
   const std::vector<int> sides = side_operands(g, grp);
