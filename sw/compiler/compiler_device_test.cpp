@@ -132,6 +132,26 @@ TEST(CompilerDevice, APrefillMatmulInRowBlocksChunksAndColumnBlocksIsExact) {
   expect_reference(ex, in, ex.run(in));
 }
 
+TEST(CompilerDevice, OperandsBroadcastAsNumpyHasIt) {
+  Chip c;
+  Graph g;
+  const int x = g.input("x", {3, 70, 96});
+  const int row = g.input("row", {96}), plane = g.input("plane", {70, 96}), scalar = g.input("scalar", {1});
+  // In row groups (blocks of rows wrapping the plane's period), behind a
+  // matmul.
+  const int a = g.binary(OpKind::mul, g.binary(OpKind::add, x, row), plane, "a");
+  g.output(g.binary(OpKind::max, a, scalar, "b"));
+  const int y = g.matmul(g.input("m", {70, 64}), g.weight("w", {64, 96}, seeded_values(64 * 96, 1, 0.2f), DType::bf16));
+  g.output(g.binary(OpKind::sub, g.binary(OpKind::min, y, scalar), row, "d"));
+  Executable ex(c.dev, c.program, std::move(g));
+  const std::map<std::string, std::vector<float>> in{{"x", seeded_values(3 * 70 * 96, 2, 2.0f)},
+                                                     {"row", seeded_values(96, 3, 2.0f)},
+                                                     {"plane", seeded_values(70 * 96, 4, 2.0f)},
+                                                     {"scalar", {0.25f}},
+                                                     {"m", seeded_values(70 * 64, 5, 1.0f)}};
+  expect_reference(ex, in, ex.run(in));
+}
+
 TEST(CompilerDevice, BadInputsAreRefusedByName) {
   Chip c;
   Executable ex(c.dev, c.program, mlp(4, 64, 64));

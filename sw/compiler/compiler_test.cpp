@@ -225,6 +225,9 @@ TEST(Compiler, TheIrRefusesMisshapenOperationsByName) {
   }
   EXPECT_THROW(g.matmul(x, g.weight("w2", {64, 8}, std::vector<float>(512, 1.0f)), DType::f32), std::invalid_argument);
   EXPECT_THROW(g.binary(OpKind::add, x, g.input("y", {4, 32})), std::invalid_argument);
+  EXPECT_THROW(g.binary(OpKind::add, g.input("s", {1}), x), std::invalid_argument);  // a broadcasts to b: the other way
+  EXPECT_NO_THROW(g.binary(OpKind::add, x, g.input("t", {64})));
+  EXPECT_NO_THROW(g.binary(OpKind::add, x, g.input("u", {1})));
   EXPECT_THROW(g.rope(x, 6, 0), std::invalid_argument);
   EXPECT_THROW(g.weight("short", {4}, {1, 2, 3}), std::invalid_argument);
   EXPECT_THROW(g.input("x", {2}), std::invalid_argument);  // a second 'x'

@@ -84,8 +84,8 @@ std::vector<std::uint8_t> encode(const std::vector<float>& v, DType dt) {
 
 // Rows x cols of a global matrix (rows `pitch` bytes apart, elements of
 // `from`) into packed rows of `to` at a scratchpad offset.
-void load_block(TileProgram& p, std::uint64_t src, std::uint32_t pitch, DType from, std::uint32_t dst, DType to,
-                unsigned rows, unsigned cols, Sem s = {}) {
+TileProgram::Dma block_dma(std::uint64_t src, std::uint32_t pitch, DType from, std::uint32_t dst, DType to, unsigned rows,
+                           unsigned cols) {
   TileProgram::Dma d;
   d.src = src, d.dst = dst, d.dst_local = true, d.count1 = rows, d.sstride1 = rows > 1 ? pitch : 0;
   if (from == to) {
@@ -93,7 +93,11 @@ void load_block(TileProgram& p, std::uint64_t src, std::uint32_t pitch, DType fr
   } else {
     d.cast = true, d.from = fmt_of(from), d.to = fmt_of(to), d.len0 = cols;
   }
-  p.dma(d, s);
+  return d;
+}
+void load_block(TileProgram& p, std::uint64_t src, std::uint32_t pitch, DType from, std::uint32_t dst, DType to,
+                unsigned rows, unsigned cols, Sem s = {}) {
+  p.dma(block_dma(src, pitch, from, dst, to, rows, cols), s);
 }
 
 }  // namespace
@@ -115,7 +119,6 @@ struct Executable::Impl {
   std::vector<rt::Buffer> owned;
   std::map<int, rt::Buffer> plain;                          // inputs and weights, as they are
   std::map<std::pair<std::size_t, unsigned>, rt::Buffer> panels;   // (group, first column): a matmul's B columns
-  std::map<std::pair<std::size_t, int>, rt::Buffer> replicas;      // (group, weight): a row, mb times
   std::vector<rt::Buffer> arenas;                           // by stack: the groups' outputs
   rt::GraphExec exec;
   bool instantiated = false;
@@ -132,9 +135,8 @@ namespace {
 class Emitter {
  public:
   Emitter(const Graph& g, const Group& grp, std::size_t gi, const Tiling& t, const SpmPlan& spm,
-          std::function<std::uint64_t(int)> addr, const std::map<std::pair<std::size_t, unsigned>, rt::Buffer>& panels,
-          const std::map<std::pair<std::size_t, int>, rt::Buffer>& replicas)
-      : g_(g), grp_(grp), gi_(gi), t_(t), spm_(spm), addr_(std::move(addr)), panels_(panels), replicas_(replicas),
+          std::function<std::uint64_t(int)> addr, const std::map<std::pair<std::size_t, unsigned>, rt::Buffer>& panels)
+      : g_(g), grp_(grp), gi_(gi), t_(t), spm_(spm), addr_(std::move(addr)), panels_(panels),
         sides_(side_operands(g, grp)), out_(g.tensor(grp.out)) {}
 
   TileProgram part(const Part& p) {
@@ -149,17 +151,40 @@ class Emitter {
  private:
   const Op& op(std::size_t j) const { return g_.ops()[static_cast<std::size_t>(grp_.ops[j])]; }
 
-  // A side operand's block (rows m0.., columns n0..) into its buffer.
+  // A side operand's block (rows m0.., columns n0..) into its buffer; `s`
+  // goes with the last descriptor. An operand that broadcasts (its values
+  // repeat every `period` elements of the block's rows) loads one period
+  // and doubles it in the scratchpad, a local copy each time.
   void load_side(TileProgram& p, std::size_t j, unsigned par, unsigned m0, unsigned mr, unsigned n0, unsigned nr,
                  Sem s = {}) {
     const Tensor& T = g_.tensor(sides_[j]);
     const std::uint32_t dst = spm_.at(fmt::format("s{}.{}", j, par));
-    const auto rep = replicas_.find({gi_, sides_[j]});
-    if (rep != replicas_.end())  // a weight row, read from its replica's first mr rows
-      load_block(p, rep->second.address + std::uint64_t{n0} * 4, out_cols() * 4, DType::f32, dst, DType::f32, mr, nr, s);
-    else
-      load_block(p, addr_(sides_[j]) + (std::uint64_t{m0} * T.cols() + n0) * bytes(T.dtype), T.cols() * bytes(T.dtype),
-                 T.dtype, dst, DType::f32, mr, nr, s);
+    const unsigned cols = out_cols(), eb = bytes(T.dtype);
+    std::vector<TileProgram::Dma> d;
+    std::uint64_t have = 0, want = std::uint64_t{mr} * nr * 4;  // bytes in place, and needed
+    if (T.elements() == out_.elements()) {
+      d.push_back(block_dma(addr_(sides_[j]) + (std::uint64_t{m0} * cols + n0) * eb, cols * eb, T.dtype, dst, DType::f32, mr, nr));
+      have = want;
+    } else if (T.elements() == 1) {
+      d.push_back(block_dma(addr_(sides_[j]), 0, T.dtype, dst, DType::f32, 1, 1));
+      have = 4;
+    } else {  // T's rows repeat: block row i is T's row (m0 + i) % rows
+      const unsigned rows = static_cast<unsigned>(T.rows());
+      for (unsigned i = 0; i < std::min(mr, rows);) {
+        const unsigned r = (m0 + i) % rows, run = std::min(std::min(mr, rows) - i, rows - r);
+        d.push_back(block_dma(addr_(sides_[j]) + (std::uint64_t{r} * cols + n0) * eb, cols * eb, T.dtype,
+                              dst + i * nr * 4, DType::f32, run, nr));
+        i += run;
+      }
+      have = std::uint64_t{std::min(mr, rows)} * nr * 4;
+    }
+    for (; have < want; have *= 2) {
+      TileProgram::Dma c;
+      c.src = dst, c.src_local = true, c.dst = dst + have, c.dst_local = true;
+      c.len0 = static_cast<std::uint32_t>(std::min(have, want - have));
+      d.push_back(c);
+    }
+    for (std::size_t i = 0; i < d.size(); ++i) p.dma(d[i], i + 1 == d.size() ? s : Sem{});
   }
   unsigned out_cols() const { return out_.cols(); }
 
@@ -314,7 +339,6 @@ class Emitter {
   const SpmPlan& spm_;
   std::function<std::uint64_t(int)> addr_;
   const std::map<std::pair<std::size_t, unsigned>, rt::Buffer>& panels_;
-  const std::map<std::pair<std::size_t, int>, rt::Buffer>& replicas_;
   std::vector<int> sides_;
   const Tensor& out_;
   std::function<void(TileProgram&)> pending_;
@@ -344,8 +368,8 @@ Executable::Executable(rt::Device& dev, const rt::Kernel& program, Graph g, cons
       impl_->plain[static_cast<int>(i)] = b;
     }
     for (std::uint64_t bytes_ : hbm_.arena) impl_->arenas.push_back(impl_->alloc(dev_, bytes_, static_cast<unsigned>(impl_->arenas.size())));
-    // A matmul's weight per tile, its part's columns in the matmul's
-    // format near the tile; a weight row a chain adds, replicated.
+    // A matmul's weight per tile: its part's columns in the matmul's
+    // format, near the tile.
     for (std::size_t gi = 0; gi < groups_.size(); ++gi) {
       const Group& grp = groups_[gi];
       const Op& anchor = g_.ops()[static_cast<std::size_t>(grp.ops[0])];
@@ -364,18 +388,6 @@ Executable::Executable(rt::Device& dev, const rt::Kernel& program, Graph g, cons
           impl_->panels[{gi, p.c0}] = b;
         }
       }
-      const std::vector<int> sides = side_operands(g_, grp);
-      const unsigned cols = g_.tensor(grp.out).cols();
-      for (int s : sides) {
-        if (s < 0 || g_.tensor(s).role != Role::weight || g_.tensor(s).elements() != cols ||
-            g_.tensor(s).shape == g_.tensor(grp.out).shape || impl_->replicas.count({gi, s}))
-          continue;
-        std::vector<float> rep;
-        for (unsigned r = 0; r < tilings_[gi].mb; ++r) rep.insert(rep.end(), g_.tensor(s).values.begin(), g_.tensor(s).values.end());
-        const rt::Buffer b = impl_->alloc(dev_, rep.size() * 4, static_cast<unsigned>(gi % dev_.hbm_stacks()));
-        dev_.write(b, rep.data(), rep.size() * 4);
-        impl_->replicas[{gi, s}] = b;
-      }
     }
     auto addr = [this](int t) -> std::uint64_t {
       const auto it = impl_->plain.find(t);
@@ -387,7 +399,7 @@ Executable::Executable(rt::Device& dev, const rt::Kernel& program, Graph g, cons
     for (std::size_t gi = 0; gi < groups_.size(); ++gi) {
       const Group& grp = groups_[gi];
       const SpmPlan spm = plan_spm(g_, grp, tilings_[gi], tgt.spm_base);
-      Emitter e(g_, grp, gi, tilings_[gi], spm, addr, impl_->panels, impl_->replicas);
+      Emitter e(g_, grp, gi, tilings_[gi], spm, addr, impl_->panels);
       std::vector<std::pair<unsigned, TileProgram>> per_tile;
       for (const Part& p : tilings_[gi].parts) per_tile.emplace_back(p.tile, e.part(p));
       std::string name = g_.ops()[static_cast<std::size_t>(grp.ops[0])].name;

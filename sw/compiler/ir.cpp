@@ -137,13 +137,19 @@ int Graph::matmul(int a, int b, DType format, const std::string& name) {
   return add_op(std::move(op), std::move(shape), DType::f32);
 }
 
+bool broadcasts_to(const Tensor& b, const Tensor& a) {
+  if (b.elements() == 1) return true;
+  if (b.shape.size() > a.shape.size()) return false;
+  const std::size_t lead = a.shape.size() - b.shape.size();
+  return std::equal(b.shape.begin(), b.shape.end(), a.shape.begin() + static_cast<std::ptrdiff_t>(lead));
+}
+
 int Graph::binary(OpKind k, int a, int b, const std::string& name) {
   if (!is_binary(k)) throw std::invalid_argument(fmt::format("graph: {} is not a binary operation", compiler::name(k)));
   const Tensor &A = operand(a, compiler::name(k)), &B = operand(b, compiler::name(k));
-  const bool row = B.role == Role::weight && B.elements() == A.cols() && k != OpKind::swiglu;
-  if (A.shape != B.shape && !row)
-    throw std::invalid_argument(fmt::format("graph: {} of '{}' {} and '{}' {}: the shapes must agree (or b be a weight "
-                                            "of the last dimension)",
+  if (A.shape != B.shape && !broadcasts_to(B, A))
+    throw std::invalid_argument(fmt::format("graph: {} of '{}' {} and '{}' {}: b must have a's shape, its trailing "
+                                            "dimensions, or one element",
                                             name.empty() ? compiler::name(k) : name, A.name, shape_text(A.shape),
                                             B.name, shape_text(B.shape)));
   Op op;
@@ -161,8 +167,8 @@ int Graph::unary(OpKind k, int x, const std::string& name) {
 
 int Graph::rmsnorm(int x, int w, float eps, const std::string& name) {
   const Tensor &X = operand(x, "rmsnorm"), &W = operand(w, "rmsnorm");
-  if (W.role != Role::weight || W.dtype != DType::f32 || W.elements() != X.cols())
-    throw std::invalid_argument(fmt::format("graph: rmsnorm of '{}': its weight '{}' must be an f32 weight of {} values",
+  if (W.dtype != DType::f32 || W.elements() != X.cols())
+    throw std::invalid_argument(fmt::format("graph: rmsnorm of '{}': its weight '{}' must be {} f32 values",
                                             X.name, W.name, X.cols()));
   Op op;
   op.kind = OpKind::rmsnorm, op.name = name, op.in = {x, w}, op.eps = eps;
@@ -172,8 +178,8 @@ int Graph::rmsnorm(int x, int w, float eps, const std::string& name) {
 int Graph::layernorm(int x, int gamma, int beta, float eps, const std::string& name) {
   const Tensor &X = operand(x, "layernorm"), &G = operand(gamma, "layernorm"), &B = operand(beta, "layernorm");
   for (const Tensor* w : {&G, &B})
-    if (w->role != Role::weight || w->dtype != DType::f32 || w->elements() != X.cols())
-      throw std::invalid_argument(fmt::format("graph: layernorm of '{}': '{}' must be an f32 weight of {} values", X.name,
+    if (w->dtype != DType::f32 || w->elements() != X.cols())
+      throw std::invalid_argument(fmt::format("graph: layernorm of '{}': '{}' must be {} f32 values", X.name,
                                               w->name, X.cols()));
   Op op;
   op.kind = OpKind::layernorm, op.name = name, op.in = {x, gamma, beta}, op.eps = eps;

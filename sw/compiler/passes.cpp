@@ -122,7 +122,7 @@ SpmPlan plan_spm(const Graph& g, const Group& grp, const Tiling& t, std::uint32_
   } else {
     for (int k = 0; k < 2; ++k) add(fmt::format("x{}", k), block * 4);
   }
-  // Side operands (a weight row is read as rows of its replica), and the
+  // Side operands (one that broadcasts is doubled in place), and the
   // row ops' weights, once per part.
   for (std::size_t j = 0; j < sides.size(); ++j)
     if (sides[j] >= 0)

@@ -84,9 +84,8 @@ std::vector<std::vector<float>> reference(const Graph& g, const std::map<std::st
       default:
         if (is_binary(op.kind)) {
           const std::vector<float>& b = v[static_cast<std::size_t>(op.in[1])];
-          const bool row = b.size() != x.size();
           for (std::size_t i = 0; i < y.size(); ++i) {
-            const float p = x[i], s = b[row ? i % cols : i];
+            const float p = x[i], s = b[i % b.size()];
             switch (op.kind) {
               case OpKind::add: y[i] = p + s; break;
               case OpKind::sub: y[i] = p - s; break;
