@@ -141,6 +141,7 @@ TEST(CompilerDevice, OperandsBroadcastAsNumpyHasIt) {
   // matmul.
   const int a = g.binary(OpKind::mul, g.binary(OpKind::add, x, row), plane, "a");
   g.output(g.binary(OpKind::max, a, scalar, "b"));
+  g.output(g.reshape(a, {3 * 70 * 96 / 64, 64}, "flat"));  // a copy: every byte of a
   const int y = g.matmul(g.input("m", {70, 64}), g.weight("w", {64, 96}, seeded_values(64 * 96, 1, 0.2f), DType::bf16));
   g.output(g.binary(OpKind::sub, g.binary(OpKind::min, y, scalar), row, "d"));
   Executable ex(c.dev, c.program, std::move(g));

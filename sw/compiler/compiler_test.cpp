@@ -36,7 +36,7 @@ Graph mlp(unsigned rows, unsigned d, unsigned hidden) {
 // Every output element of a group's anchor covered by exactly one part.
 void expect_exact_cover(const Graph& g, const Group& grp, const Tiling& t, unsigned tiles) {
   const Op& anchor = g.ops()[static_cast<std::size_t>(grp.ops[0])];
-  const Tensor& view = anchor.kind == OpKind::argmax ? g.tensor(anchor.in[0]) : g.tensor(anchor.out);
+  const Tensor& view = g.tensor(anchor.kind == OpKind::argmax || anchor.kind == OpKind::reshape ? anchor.in[0] : anchor.out);
   const std::uint64_t rows = view.rows(), cols = view.cols();
   std::vector<int> seen(rows * cols, 0);
   std::vector<int> tile_used(tiles, 0);
@@ -113,6 +113,7 @@ TEST(Compiler, TilingCoversEveryOutputElementExactlyOnce) {
     const int z = g.unary(OpKind::silu, s);
     g.output(g.argmax(z));
     g.output(z);
+    g.output(g.reshape(z, {n, rows}));
     for (unsigned tiles : {1u, 3u, 8u}) {
       Target t;
       t.tiles = tiles;

@@ -62,9 +62,9 @@ VecOp vec_of(OpKind k) {
     case OpKind::rope: return VecOp::rope;
     case OpKind::cast: return VecOp::cast_to;
     case OpKind::argmax: return VecOp::argmax;
-    case OpKind::matmul: break;
+    case OpKind::matmul: case OpKind::reshape: break;
   }
-  throw std::logic_error("compiler: a matmul is no vector operation");
+  throw std::logic_error("compiler: matmul and reshape are no vector operations");
 }
 
 // Values as `dt` stores them, little-endian.
@@ -142,8 +142,18 @@ class Emitter {
   TileProgram part(const Part& p) {
     TileProgram prog;
     const Op& anchor = op(0);
-    if (anchor.kind == OpKind::matmul) matmul(prog, p);
-    else rows(prog, p);
+    if (anchor.kind == OpKind::matmul) {
+      matmul(prog, p);
+    } else if (anchor.kind == OpKind::reshape) {  // the part's rows, memory to memory
+      const Tensor& X = g_.tensor(anchor.in[0]);
+      const std::uint64_t row = std::uint64_t{X.cols()} * bytes(X.dtype);
+      TileProgram::Dma d;
+      d.src = addr_(anchor.in[0]) + p.r0 * row, d.dst = addr_(grp_.out) + p.r0 * row;
+      d.len0 = static_cast<std::uint32_t>((p.r1 - p.r0) * row);
+      prog.dma(d);
+    } else {
+      rows(prog, p);
+    }
     flush(prog);
     return prog;
   }

@@ -44,7 +44,7 @@ const char* name(OpKind k) {
   static const char* const names[] = {"matmul", "add",  "sub",     "mul",   "max",   "min",     "swiglu",
                                       "relu",   "relu2", "exp",    "log",   "tanh",  "sigmoid", "silu",
                                       "gelu",   "neg",  "abs",     "rsqrt", "recip", "rmsnorm", "layernorm",
-                                      "softmax", "rope", "cast",   "argmax"};
+                                      "softmax", "rope", "cast",   "argmax", "reshape"};
   return names[static_cast<unsigned>(k)];
 }
 
@@ -219,6 +219,18 @@ int Graph::argmax(int x, const std::string& name) {
   Op op;
   op.kind = OpKind::argmax, op.name = name, op.in = {x};
   return add_op(std::move(op), std::move(shape), DType::i32);
+}
+
+int Graph::reshape(int x, std::vector<unsigned> shape, const std::string& name) {
+  const Tensor& X = operand(x, "reshape");
+  std::uint64_t n = 1;
+  for (unsigned d : shape) n *= d;
+  if (n != X.elements())
+    throw std::invalid_argument(fmt::format("graph: reshape of '{}' {} to {}: the element counts differ", X.name,
+                                            shape_text(X.shape), shape_text(shape)));
+  Op op;
+  op.kind = OpKind::reshape, op.name = name, op.in = {x};
+  return add_op(std::move(op), std::move(shape), X.dtype);
 }
 
 void Graph::output(int t) {

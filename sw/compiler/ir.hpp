@@ -34,6 +34,7 @@ enum class OpKind : std::uint8_t {
   rmsnorm, layernorm, softmax, rope,                             // rows: over the last dimension
   cast,                                                          // to `to`, and read back as FP32 by consumers
   argmax,                                                        // over the last dimension: INT32 indices
+  reshape,                                                       // the same elements in another shape (a copy)
 };
 const char* name(OpKind k);
 bool is_unary(OpKind k);
@@ -94,6 +95,7 @@ class Graph {
   int rope(int x, unsigned head_dim, unsigned position, unsigned rows_per_position = 1, const std::string& name = "");
   int cast(int x, DType to, const std::string& name = "");
   int argmax(int x, const std::string& name = "");
+  int reshape(int x, std::vector<unsigned> shape, const std::string& name = "");
   // Marks a tensor as an output of the graph (read back after a run).
   void output(int t);
 

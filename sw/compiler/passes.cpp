@@ -36,9 +36,9 @@ std::vector<Group> fuse(const Graph& g, bool enabled) {
     // A chain grows while the running value has one reader, an elementwise
     // op whose other operand exists before the group starts (an input, a
     // weight, or an earlier group's output), and the value is no output.
-    // A cast ends the chain (its codes are what is stored); argmax neither
+    // A cast ends the chain (its codes are what is stored); argmax and reshape neither
     // takes nor gives a chain.
-    while (enabled && ops[i].kind != OpKind::argmax && ops[static_cast<std::size_t>(grp.ops.back())].kind != OpKind::cast &&
+    while (enabled && ops[i].kind != OpKind::argmax && ops[i].kind != OpKind::reshape && ops[static_cast<std::size_t>(grp.ops.back())].kind != OpKind::cast &&
            !g.is_output(running)) {
       const std::vector<int> readers = g.consumers(running);
       if (readers.size() != 1) break;
@@ -73,7 +73,8 @@ std::vector<int> narrow_storage(Graph& g, const std::vector<Group>& groups) {
   std::vector<int> narrowed;
   for (const Group& grp : groups) {
     const int t = grp.out;
-    if (g.tensor(t).dtype != DType::f32 || g.is_output(t)) continue;
+    const OpKind anchor = g.ops()[static_cast<std::size_t>(grp.ops[0])].kind;
+    if (g.tensor(t).dtype != DType::f32 || g.is_output(t) || anchor == OpKind::reshape) continue;  // a reshape copies bytes
     const std::vector<int> readers = g.consumers(t);
     std::optional<DType> fmt;
     bool ok = !readers.empty();
@@ -115,6 +116,8 @@ SpmPlan plan_spm(const Graph& g, const Group& grp, const Tiling& t, std::uint32_
     add("a", std::uint64_t{t.mb} * B.shape[0] * eb);
     for (int k = 0; k < 2; ++k) add(fmt::format("b{}", k), std::uint64_t{t.kb} * t.nb * eb);
     for (int k = 0; k < 2; ++k) add(fmt::format("c{}", k), block * 4);
+  } else if (anchor.kind == OpKind::reshape) {
+    return p;  // memory to memory
   } else if (anchor.kind == OpKind::argmax) {
     for (int k = 0; k < 2; ++k) add(fmt::format("x{}", k), block * 4);
     for (int k = 0; k < 2; ++k) add(fmt::format("o{}", k), std::uint64_t{t.mb} * 4);
@@ -158,9 +161,10 @@ std::vector<std::pair<unsigned, unsigned>> split(unsigned n, unsigned parts, uns
 Tiling tile(const Graph& g, const Group& grp, const Target& tgt) {
   const Op& anchor = g.ops()[static_cast<std::size_t>(grp.ops[0])];
   // The rows x cols the parts cover: the anchor's output (an argmax's input).
-  const Tensor& view = g.tensor(anchor.kind == OpKind::argmax ? anchor.in[0] : anchor.out);
+  const Tensor& view =
+      g.tensor(anchor.kind == OpKind::argmax || anchor.kind == OpKind::reshape ? anchor.in[0] : anchor.out);
   const unsigned rows = static_cast<unsigned>(view.rows()), cols = view.cols();
-  bool full_rows = anchor.kind == OpKind::argmax;
+  bool full_rows = anchor.kind == OpKind::argmax || anchor.kind == OpKind::reshape;
   for (int o : grp.ops) full_rows |= is_rowwise(g.ops()[static_cast<std::size_t>(o)].kind);
   const std::vector<int> sides = side_operands(g, grp);
   unsigned n_sides = 0;

@@ -78,6 +78,7 @@ std::vector<std::vector<float>> reference(const Graph& g, const std::map<std::st
         for (std::size_t i = 0; i < y.size(); ++i) y[i] = static_cast<float>(num::quantize(format(op.format), x[i], conv));
         break;
       }
+      case OpKind::reshape: y = x; break;
       case OpKind::argmax:
         for (std::size_t r = 0; r < rows; ++r) y[r] = static_cast<float>(vec::argmax(x.data() + r * cols, static_cast<unsigned>(cols)));
         break;
