@@ -34,7 +34,8 @@ std::vector<Group> fuse(const Graph& g, bool enabled) {
     group_of[i] = static_cast<int>(groups.size());
     int running = ops[i].out;
     // A chain grows while the running value has one reader, an elementwise
-    // op whose other operand exists before the group starts (an input, a
+    // op of the value's size (not one it broadcasts into) whose other
+    // operand exists before the group starts (an input, a
     // weight, or an earlier group's output), and the value is no output.
     // A cast ends the chain (its codes are what is stored); argmax and reshape neither
     // takes nor gives a chain.
@@ -44,6 +45,7 @@ std::vector<Group> fuse(const Graph& g, bool enabled) {
       if (readers.size() != 1) break;
       const Op& next = ops[static_cast<std::size_t>(readers[0])];
       if (!is_elementwise(next.kind)) break;
+      if (g.tensor(next.out).elements() != g.tensor(running).elements()) break;  // the value itself broadcasts
       const int other = other_operand(next, running);
       if (other >= 0 && g.producer(other) >= static_cast<int>(i)) break;  // computed after the chain starts
       grp.ops.push_back(readers[0]);

@@ -1,0 +1,645 @@
+#include "onnx_import.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <onnx/onnx_pb.h>
+
+#include <algorithm>
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <set>
+
+#include "engines/num/formats.hpp"
+
+namespace tessera::onnx_import {
+
+using compiler::DType;
+using compiler::OpKind;
+using TP = onnx::TensorProto;
+
+std::uint64_t HostTensor::elements() const {
+  std::uint64_t n = 1;
+  for (unsigned d : shape) n *= d;
+  return n;
+}
+
+namespace {
+
+const char* type_name(int t) {
+  switch (t) {
+    case TP::FLOAT: return "FLOAT";
+    case TP::UINT8: return "UINT8";
+    case TP::INT8: return "INT8";
+    case TP::UINT16: return "UINT16";
+    case TP::INT16: return "INT16";
+    case TP::INT32: return "INT32";
+    case TP::INT64: return "INT64";
+    case TP::STRING: return "STRING";
+    case TP::BOOL: return "BOOL";
+    case TP::FLOAT16: return "FLOAT16";
+    case TP::DOUBLE: return "DOUBLE";
+    case TP::UINT32: return "UINT32";
+    case TP::UINT64: return "UINT64";
+    case TP::BFLOAT16: return "BFLOAT16";
+    default: return "an unknown type";
+  }
+}
+
+bool is_float(int t) { return t == TP::FLOAT || t == TP::FLOAT16 || t == TP::BFLOAT16; }
+bool is_int(int t) { return t == TP::INT64 || t == TP::INT32 || t == TP::BOOL; }
+
+std::string shape_text(const std::vector<unsigned>& s) { return fmt::format("[{}]", fmt::join(s, ", ")); }
+
+}  // namespace
+
+HostTensor read_tensor(const onnx::TensorProto& t) {
+  HostTensor h;
+  h.name = t.name(), h.elem_type = t.data_type();
+  for (std::int64_t d : t.dims()) {
+    if (d < 0 || d > (1ll << 31)) throw std::runtime_error(fmt::format("tensor '{}': dimension {}", t.name(), d));
+    h.shape.push_back(static_cast<unsigned>(d));
+  }
+  const std::uint64_t n = h.elements();
+  if (t.data_location() == TP::EXTERNAL) throw std::runtime_error(fmt::format("tensor '{}': external data", t.name()));
+  const std::string& raw = t.raw_data();
+  auto need = [&](std::uint64_t have, unsigned size) {
+    if (have != n)
+      throw std::runtime_error(fmt::format("tensor '{}' {}: {} {} values for {} elements", t.name(), shape_text(h.shape),
+                                           have, type_name(h.elem_type), n));
+    (void)size;
+  };
+  switch (h.elem_type) {
+    case TP::FLOAT:
+      if (!raw.empty()) {
+        need(raw.size() / 4, 4);
+        if (raw.size() % 4) throw std::runtime_error(fmt::format("tensor '{}': raw data of {} bytes", t.name(), raw.size()));
+        h.f.resize(n);
+        std::memcpy(h.f.data(), raw.data(), n * 4);
+      } else {
+        need(static_cast<std::uint64_t>(t.float_data_size()), 4);
+        h.f.assign(t.float_data().begin(), t.float_data().end());
+      }
+      break;
+    case TP::FLOAT16: case TP::BFLOAT16: {
+      const num::Format f = h.elem_type == TP::FLOAT16 ? num::Format::FP16 : num::Format::BF16;
+      std::vector<std::uint32_t> codes;
+      if (!raw.empty()) {
+        need(raw.size() / 2, 2);
+        for (std::uint64_t i = 0; i < n; ++i) {
+          std::uint16_t c;
+          std::memcpy(&c, raw.data() + 2 * i, 2);
+          codes.push_back(c);
+        }
+      } else {
+        need(static_cast<std::uint64_t>(t.int32_data_size()), 2);
+        for (std::int32_t c : t.int32_data()) codes.push_back(static_cast<std::uint32_t>(c) & 0xffff);
+      }
+      for (std::uint32_t c : codes) h.f.push_back(static_cast<float>(num::decode(f, c)));
+      break;
+    }
+    case TP::INT64:
+      if (!raw.empty()) {
+        need(raw.size() / 8, 8);
+        h.i.resize(n);
+        std::memcpy(h.i.data(), raw.data(), n * 8);
+      } else {
+        need(static_cast<std::uint64_t>(t.int64_data_size()), 8);
+        h.i.assign(t.int64_data().begin(), t.int64_data().end());
+      }
+      break;
+    case TP::INT32: case TP::BOOL: {
+      const unsigned size = h.elem_type == TP::BOOL ? 1 : 4;
+      if (!raw.empty()) {
+        need(raw.size() / size, size);
+        for (std::uint64_t i = 0; i < n; ++i) {
+          std::int32_t v = 0;
+          std::memcpy(&v, raw.data() + size * i, size);
+          h.i.push_back(size == 1 ? (v & 0xff) : v);
+        }
+      } else {
+        need(static_cast<std::uint64_t>(t.int32_data_size()), size);
+        h.i.assign(t.int32_data().begin(), t.int32_data().end());
+      }
+      break;
+    }
+    default:
+      throw Unsupported(t.name(), "tensor", fmt::format("data type {}", type_name(h.elem_type)));
+  }
+  return h;
+}
+
+HostTensor read_tensor_file(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  TP t;
+  if (!f || !t.ParseFromIstream(&f)) throw std::runtime_error(fmt::format("{}: not a readable TensorProto", path));
+  try {
+    return read_tensor(t);
+  } catch (const Unsupported&) {
+    throw;
+  } catch (const std::runtime_error& e) {
+    throw std::runtime_error(fmt::format("{}: {}", path, e.what()));
+  }
+}
+
+void write_tensor_file(const HostTensor& h, const std::string& path) {
+  TP t;
+  t.set_name(h.name);
+  t.set_data_type(h.elem_type);
+  for (unsigned d : h.shape) t.add_dims(d);
+  std::string raw;
+  if (h.elem_type == TP::FLOAT) {
+    raw.assign(reinterpret_cast<const char*>(h.f.data()), h.f.size() * 4);
+  } else if (h.elem_type == TP::FLOAT16 || h.elem_type == TP::BFLOAT16) {
+    const num::Format f = h.elem_type == TP::FLOAT16 ? num::Format::FP16 : num::Format::BF16;
+    for (float v : h.f) {
+      const auto c = static_cast<std::uint16_t>(num::encode(f, v));
+      raw.append(reinterpret_cast<const char*>(&c), 2);
+    }
+  } else if (h.elem_type == TP::INT64) {
+    raw.assign(reinterpret_cast<const char*>(h.i.data()), h.i.size() * 8);
+  } else {
+    throw std::runtime_error(fmt::format("{}: writing {} is not supported", path, type_name(h.elem_type)));
+  }
+  t.set_raw_data(raw);
+  std::ofstream f(path, std::ios::binary);
+  if (!f || !t.SerializeToOstream(&f)) throw std::runtime_error(fmt::format("{}: cannot be written", path));
+}
+
+onnx::ModelProto read_model(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  onnx::ModelProto m;
+  if (!f) throw std::runtime_error(fmt::format("{}: cannot be read", path));
+  if (!m.ParseFromIstream(&f)) throw std::runtime_error(fmt::format("{}: not an ONNX model (no ModelProto parses)", path));
+  return m;
+}
+
+Unsupported::Unsupported(const std::string& node, const std::string& op_type, const std::string& why)
+    : std::runtime_error(op_type == "tensor" || op_type == "input" ? fmt::format("{} '{}': {}", op_type, node, why)
+                                                                 : fmt::format("node '{}' ({}): {}", node, op_type, why)),
+      op(op_type) {}
+
+namespace {
+
+// What a name stands for while importing: a tensor of the graph, or a
+// value known now.
+struct Value {
+  int tensor = -1;              // the graph's, or -1: constant
+  std::vector<unsigned> shape;  // the ONNX shape
+  HostTensor c;                 // a constant's data
+  bool constant() const { return tensor < 0; }
+};
+
+std::uint64_t count(const std::vector<unsigned>& s) {
+  std::uint64_t n = 1;
+  for (unsigned d : s) n *= d;
+  return n;
+}
+
+class Importer {
+ public:
+  Importer(const onnx::ModelProto& m, Precision p) : m_(m), precision_(p) {
+    for (const auto& o : m.opset_import())
+      if (o.domain().empty() || o.domain() == "ai.onnx") opset_ = static_cast<int>(o.version());
+  }
+
+  Imported run(const std::map<std::string, HostTensor>& inputs) {
+    const onnx::GraphProto& gp = m_.graph();
+    if (opset_ < 13 || opset_ > 17)
+      throw Unsupported("(model)", "opset", fmt::format("opset {} (13 to 17 are supported)", opset_));
+    std::set<std::string> inits;
+    for (const TP& t : gp.initializer()) {
+      Value v;
+      v.c = read_tensor(t);
+      v.shape = v.c.shape;
+      values_[t.name()] = std::move(v);
+      inits.insert(t.name());
+    }
+    for (const auto& in : gp.input()) {
+      if (inits.count(in.name())) continue;
+      if (!in.type().has_tensor_type()) throw Unsupported(in.name(), "input", "a sequence, map or optional value");
+      const auto it = inputs.find(in.name());
+      if (it == inputs.end()) throw std::invalid_argument(fmt::format("input '{}' is missing", in.name()));
+      const HostTensor& h = it->second;
+      const int declared = in.type().tensor_type().elem_type();
+      if (declared != h.elem_type)
+        throw std::invalid_argument(fmt::format("input '{}' is {}, the model declares {}", in.name(),
+                                                type_name(h.elem_type), type_name(declared)));
+      // Dynamic axes are bound by the input; fixed ones must agree.
+      const auto& dims = in.type().tensor_type().shape().dim();
+      if (in.type().tensor_type().has_shape() && static_cast<std::size_t>(dims.size()) != h.shape.size())
+        throw std::invalid_argument(fmt::format("input '{}' has {} dimensions, the model declares {}", in.name(),
+                                                h.shape.size(), dims.size()));
+      for (int k = 0; k < dims.size(); ++k)
+        if (dims[k].has_dim_value() && static_cast<unsigned>(dims[k].dim_value()) != h.shape[static_cast<std::size_t>(k)])
+          throw std::invalid_argument(fmt::format("input '{}' is {}, the model declares dimension {} as {}", in.name(),
+                                                  shape_text(h.shape), k, dims[k].dim_value()));
+      Value v;
+      v.shape = h.shape;
+      if (is_float(h.elem_type)) {
+        if (h.elem_type != TP::FLOAT) throw Unsupported(in.name(), "input", fmt::format("data type {}", type_name(h.elem_type)));
+        if (!count(h.shape)) throw Unsupported(in.name(), "input", "an empty tensor");
+        v.tensor = g_.input(in.name(), ir_shape(h.shape));
+        out_.inputs.push_back(in.name());
+      } else {
+        v.c = h;  // integers: known now (shapes, axes, indices)
+      }
+      values_[in.name()] = std::move(v);
+    }
+    for (const onnx::NodeProto& n : gp.node()) node(n);
+    for (const auto& o : gp.output()) {
+      const Value& v = value(o.name(), "(outputs)", "output");
+      Imported::Output out;
+      out.name = o.name(), out.shape = v.shape;
+      out.elem_type = v.constant() ? v.c.elem_type : elem_type_.count(v.tensor) ? elem_type_.at(v.tensor) : TP::FLOAT;
+      if (v.constant()) throw Unsupported(o.name(), "output", "a value known at import (nothing runs on the chip)");
+      out.tensor = v.tensor;
+      // An output the graph already has, or one it does not compute, is copied.
+      if (g_.tensor(v.tensor).role != compiler::Role::intermediate || g_.is_output(v.tensor))
+        out.tensor = g_.reshape(v.tensor, g_.tensor(v.tensor).shape, fresh("copy"));
+      g_.output(out.tensor);
+      out_.outputs.push_back(out);
+    }
+    out_.graph = std::move(g_);
+    return std::move(out_);
+  }
+
+ private:
+  static std::vector<unsigned> ir_shape(const std::vector<unsigned>& s) { return s.empty() ? std::vector<unsigned>{1} : s; }
+  std::string fresh(const char* what) { return fmt::format("{}.{}", what, fresh_++); }
+
+  const Value& value(const std::string& name, const std::string& node, const std::string& op) const {
+    const auto it = values_.find(name);
+    if (it == values_.end()) throw std::invalid_argument(fmt::format("node '{}' ({}): no value '{}'", node, op, name));
+    return it->second;
+  }
+
+  // A value as a graph tensor: constants become FP32 weights.
+  int tensor(const Value& v, const std::string& node, const std::string& op) {
+    if (!v.constant()) return v.tensor;
+    if (!is_float(v.c.elem_type)) throw Unsupported(node, op, fmt::format("{} data", type_name(v.c.elem_type)));
+    if (!v.c.elements()) throw Unsupported(node, op, "an empty tensor");
+    return g_.weight(fresh("const"), ir_shape(v.shape), v.c.f);
+  }
+  int scalar(float x) { return g_.weight(fresh("const"), {1}, {x}); }
+
+  static std::vector<unsigned> broadcast(const std::vector<unsigned>& a, const std::vector<unsigned>& b, bool* ok) {
+    std::vector<unsigned> out(std::max(a.size(), b.size()), 1);
+    *ok = true;
+    for (std::size_t i = 0; i < out.size(); ++i) {
+      const unsigned x = i < out.size() - a.size() ? 1 : a[i - (out.size() - a.size())];
+      const unsigned y = i < out.size() - b.size() ? 1 : b[i - (out.size() - b.size())];
+      if (x != y && x != 1 && y != 1) *ok = false;
+      out[i] = std::max(x, y);
+    }
+    return out;
+  }
+  // b's values repeat over a (numpy): b's shape, less leading ones, ends a's; or one element.
+  static bool repeats_over(const std::vector<unsigned>& b, const std::vector<unsigned>& a) {
+    if (count(b) == 1) return true;
+    std::size_t lead = 0;
+    while (lead < b.size() && b[lead] == 1) ++lead;
+    const std::size_t n = b.size() - lead;
+    return n <= a.size() && std::equal(b.begin() + static_cast<std::ptrdiff_t>(lead), b.end(), a.end() - static_cast<std::ptrdiff_t>(n));
+  }
+
+  // a (op) b with numpy broadcasting, where one side's values repeat over the other's.
+  Value binary(OpKind k, const Value& a, const Value& b, const std::string& node, const std::string& op) {
+    bool ok;
+    Value r;
+    r.shape = broadcast(a.shape, b.shape, &ok);
+    if (!ok) throw Unsupported(node, op, fmt::format("shapes {} and {} do not broadcast", shape_text(a.shape), shape_text(b.shape)));
+    const std::uint64_t n = count(r.shape);
+    int ta = tensor(a, node, op), tb = tensor(b, node, op);
+    auto flat = [&](int t, const std::vector<unsigned>& s) {  // the IR's view of s (leading ones dropped where b repeats)
+      std::vector<unsigned> v = s;
+      while (v.size() > 1 && v[0] == 1) v.erase(v.begin());
+      return std::vector<unsigned>(v) == g_.tensor(t).shape || count(v) == 1 ? t : g_.reshape(t, ir_shape(v), fresh("view"));
+    };
+    if (count(a.shape) == n && (count(b.shape) == n || repeats_over(b.shape, a.shape))) {
+      r.tensor = g_.binary(k, ta, count(b.shape) == n ? tb : flat(tb, b.shape));
+    } else if (count(b.shape) == n && repeats_over(a.shape, b.shape)) {
+      ta = flat(ta, a.shape);
+      if (k == OpKind::sub) r.tensor = g_.unary(OpKind::neg, g_.binary(OpKind::sub, tb, ta));  // a - b = -(b - a), exactly
+      else if (k == OpKind::swiglu) throw Unsupported(node, op, "the gate broadcasts");
+      else r.tensor = g_.binary(k, tb, ta);
+    } else {
+      throw Unsupported(node, op, fmt::format("broadcasting {} with {} (each repeats along its own axes)",
+                                              shape_text(a.shape), shape_text(b.shape)));
+    }
+    return r;
+  }
+  Value unary(OpKind k, const Value& x, const std::string& node, const std::string& op) {
+    Value r;
+    r.shape = x.shape, r.tensor = g_.unary(k, tensor(x, node, op));
+    return r;
+  }
+  Value with_scalar(OpKind k, const Value& x, float s) {
+    Value r;
+    r.shape = x.shape, r.tensor = g_.binary(k, tensor(x, "(constant)", "scalar"), scalar(s));
+    return r;
+  }
+
+  std::int64_t axis(std::int64_t a, std::size_t rank, const std::string& node, const std::string& op) const {
+    const auto r = static_cast<std::int64_t>(rank);
+    if (a < -r || a >= std::max<std::int64_t>(r, 1)) throw std::invalid_argument(fmt::format("node '{}' ({}): axis {} of rank {}", node, op, a, rank));
+    return a < 0 ? a + r : a;
+  }
+
+  // The graph's tensor for a row op over the last axis of x: its view must
+  // keep x's last dimension.
+  int rows_of(const Value& x, const std::string& node, const std::string& op) {
+    const int t = tensor(x, node, op);
+    const unsigned last = x.shape.empty() ? 1 : x.shape.back();
+    return g_.tensor(t).cols() == last ? t : g_.reshape(t, ir_shape(x.shape), fresh("view"));
+  }
+
+  // An FP32 matmul under the precision asked for.
+  int matmul(int a, const Value& b, const std::string& node, const std::string& op) {
+    if (precision_ == Precision::bf16) return g_.matmul(a, tensor(b, node, op), DType::bf16, node);
+    // Each operand as hi + lo, both BF16: a.b ~ hi.hi + hi.lo + lo.hi.
+    int a_hi = g_.cast(a, DType::bf16), a_lo = g_.cast(g_.binary(OpKind::sub, a, a_hi), DType::bf16);
+    int b_hi, b_lo;
+    if (b.constant()) {
+      std::vector<float> hi(b.c.f.size()), lo(b.c.f.size());
+      for (std::size_t i = 0; i < hi.size(); ++i) {
+        hi[i] = static_cast<float>(num::quantize(num::Format::BF16, b.c.f[i]));
+        lo[i] = b.c.f[i] - hi[i];
+      }
+      b_hi = g_.weight(fresh("b_hi"), ir_shape(b.shape), hi, DType::bf16);
+      b_lo = g_.weight(fresh("b_lo"), ir_shape(b.shape), lo, DType::bf16);
+    } else {
+      b_hi = g_.cast(b.tensor, DType::bf16), b_lo = g_.cast(g_.binary(OpKind::sub, b.tensor, b_hi), DType::bf16);
+    }
+    const int y = g_.matmul(a_hi, b_hi, DType::bf16);
+    return g_.binary(OpKind::add, g_.binary(OpKind::add, y, g_.matmul(a_hi, b_lo, DType::bf16)),
+                     g_.matmul(a_lo, b_hi, DType::bf16), node);
+  }
+
+  void node(const onnx::NodeProto& n) {
+    const std::string& op = n.op_type();
+    const std::string name = n.name().empty() ? (n.output_size() ? n.output(0) : op) : n.name();
+    if (!n.domain().empty() && n.domain() != "ai.onnx") throw Unsupported(name, op, fmt::format("domain '{}'", n.domain()));
+    std::map<std::string, const onnx::AttributeProto*> attrs;
+    for (const auto& a : n.attribute()) attrs[a.name()] = &a;
+    std::set<std::string> used;
+    auto ai = [&](const char* k, std::int64_t d) {
+      used.insert(k);
+      return attrs.count(k) ? attrs.at(k)->i() : d;
+    };
+    auto af = [&](const char* k, float d) {
+      used.insert(k);
+      return attrs.count(k) ? attrs.at(k)->f() : d;
+    };
+    auto has_in = [&](int k) { return n.input_size() > k && !n.input(k).empty(); };
+    auto in = [&](int k) -> const Value& {
+      if (!has_in(k)) throw std::invalid_argument(fmt::format("node '{}' ({}): input {} is missing", name, op, k));
+      return value(n.input(k), name, op);
+    };
+    auto data = [&](int k) -> const Value& {  // an FP32 operand
+      const Value& v = in(k);
+      const int t = v.constant() ? v.c.elem_type : TP::FLOAT;
+      if (t != TP::FLOAT) throw Unsupported(name, op, fmt::format("input '{}' is {}", n.input(k), type_name(t)));
+      return v;
+    };
+    auto ints = [&](const Value& v) {  // a value known now, as integers
+      if (!v.constant() || !is_int(v.c.elem_type)) throw Unsupported(name, op, "a shape or axes computed on the chip");
+      return v.c.i;
+    };
+    auto set = [&](Value v, int k = 0) { values_[n.output(k)] = std::move(v); };
+    auto only_outputs = [&](int k) {
+      for (int j = k; j < n.output_size(); ++j)
+        if (!n.output(j).empty()) throw Unsupported(name, op, fmt::format("output {} ('{}')", j, n.output(j)));
+    };
+
+    static const std::map<std::string, OpKind> unaries{{"Relu", OpKind::relu}, {"Exp", OpKind::exp},
+                                                       {"Log", OpKind::log}, {"Tanh", OpKind::tanh},
+                                                       {"Sigmoid", OpKind::sigmoid}, {"Neg", OpKind::neg},
+                                                       {"Abs", OpKind::abs}, {"Reciprocal", OpKind::recip}};
+    static const std::map<std::string, OpKind> binaries{{"Add", OpKind::add}, {"Sub", OpKind::sub}, {"Mul", OpKind::mul},
+                                                        {"Max", OpKind::max}, {"Min", OpKind::min}, {"Sum", OpKind::add},
+                                                        {"Mean", OpKind::add}};
+    only_outputs(1);
+    if (unaries.count(op)) {
+      set(unary(unaries.at(op), data(0), name, op));
+    } else if (op == "Identity") {
+      set(in(0));
+    } else if (op == "Dropout") {
+      ai("seed", 0);
+      if (has_in(2) && (!in(2).constant() || in(2).c.i.empty() || in(2).c.i[0]))
+        throw Unsupported(name, op, "training mode");
+      set(data(0));
+    } else if (op == "Sqrt") {  // 1 / rsqrt(x): 0 and infinity stay exact
+      set(unary(OpKind::recip, unary(OpKind::rsqrt, data(0), name, op), name, op));
+    } else if (op == "Softplus") {
+      set(unary(OpKind::log, with_scalar(OpKind::add, unary(OpKind::exp, data(0), name, op), 1.0f), name, op));
+    } else if (op == "Softsign") {
+      const Value& x = data(0);
+      set(binary(OpKind::mul, x, unary(OpKind::recip, with_scalar(OpKind::add, unary(OpKind::abs, x, name, op), 1.0f), name, op), name, op));
+    } else if (op == "LeakyRelu" || op == "Elu" || op == "Selu") {
+      // relu(x) + alpha * min(f(x), 0), with f(x) = x or exp(x) - 1; Selu scales by gamma.
+      const float alpha = af("alpha", op == "LeakyRelu" ? 0.01f : op == "Elu" ? 1.0f : 1.67326319217681884765625f);
+      const float gamma = op == "Selu" ? af("gamma", 1.05070102214813232421875f) : 1.0f;
+      const Value& x = data(0);
+      Value neg = op == "LeakyRelu" ? x : with_scalar(OpKind::sub, unary(OpKind::exp, x, name, op), 1.0f);
+      Value r = binary(OpKind::add, unary(OpKind::relu, x, name, op),
+                       with_scalar(OpKind::mul, with_scalar(OpKind::min, neg, 0.0f), alpha), name, op);
+      set(op == "Selu" ? with_scalar(OpKind::mul, r, gamma) : r);
+    } else if (op == "HardSigmoid" || op == "HardSwish") {
+      const float alpha = op == "HardSwish" ? 1.0f / 6 : af("alpha", 0.2f), beta = op == "HardSwish" ? 0.5f : af("beta", 0.5f);
+      const Value& x = data(0);
+      Value h = with_scalar(OpKind::max, with_scalar(OpKind::min, with_scalar(OpKind::add, with_scalar(OpKind::mul, x, alpha), beta), 1.0f), 0.0f);
+      set(op == "HardSwish" ? binary(OpKind::mul, x, h, name, op) : h);
+    } else if (op == "Clip") {
+      Value x = data(0);
+      if (has_in(1)) x = binary(OpKind::max, x, data(1), name, op);
+      if (has_in(2)) x = binary(OpKind::min, x, data(2), name, op);
+      set(x);
+    } else if (binaries.count(op) || op == "Div") {
+      if (op != "Sum" && op != "Mean" && op != "Max" && op != "Min" && n.input_size() != 2)
+        throw std::invalid_argument(fmt::format("node '{}' ({}): {} inputs, not 2", name, op, n.input_size()));
+      Value r = data(0);
+      for (int k = 1; k < n.input_size(); ++k)
+        r = op == "Div" ? binary(OpKind::mul, r, unary(OpKind::recip, data(k), name, op), name, op)
+                        : binary(binaries.at(op), r, data(k), name, op);
+      if (op == "Mean") r = with_scalar(OpKind::mul, r, 1.0f / static_cast<float>(n.input_size()));
+      set(r);
+    } else if (op == "Softmax" || op == "LogSoftmax") {
+      const Value& x = data(0);
+      const std::int64_t a = axis(ai("axis", -1), x.shape.size(), name, op);
+      if (!x.shape.empty() && a != static_cast<std::int64_t>(x.shape.size()) - 1)
+        throw Unsupported(name, op, fmt::format("axis {} of {} (the last axis is supported)", a, shape_text(x.shape)));
+      Value r;
+      r.shape = x.shape, r.tensor = g_.softmax(rows_of(x, name, op));
+      set(op == "LogSoftmax" ? unary(OpKind::log, r, name, op) : r);
+    } else if (op == "LayerNormalization") {
+      only_outputs(1);
+      const Value& x = data(0);
+      const std::int64_t a = axis(ai("axis", -1), x.shape.size(), name, op);
+      if (ai("stash_type", 1) != 1) throw Unsupported(name, op, "stash_type other than FLOAT");
+      if (a != static_cast<std::int64_t>(x.shape.size()) - 1)
+        throw Unsupported(name, op, fmt::format("axis {} of {} (the last axis is supported)", a, shape_text(x.shape)));
+      const unsigned cols = x.shape.back();
+      auto row = [&](int k, float fill) {
+        if (!has_in(k)) return g_.weight(fresh("const"), {cols}, std::vector<float>(cols, fill));
+        const Value& v = data(k);
+        if (count(v.shape) != cols) throw Unsupported(name, op, fmt::format("input {} of shape {}", k, shape_text(v.shape)));
+        return tensor(v, name, op);
+      };
+      Value r;
+      r.shape = x.shape, r.tensor = g_.layernorm(rows_of(x, name, op), row(1, 1.0f), row(2, 0.0f), af("epsilon", 1e-5f));
+      set(r);
+    } else if (op == "MatMul" || op == "Gemm") {
+      Value a = data(0), b = data(1);
+      bool ta = false, tb = false;
+      if (op == "Gemm") ta = ai("transA", 0), tb = ai("transB", 0);
+      auto transpose = [&](Value v, const char* which) {
+        if (!v.constant() || v.shape.size() != 2) throw Unsupported(name, op, fmt::format("{} of a value computed on the chip", which));
+        std::vector<float> t(v.c.f.size());
+        const unsigned r = v.shape[0], c = v.shape[1];
+        for (unsigned i = 0; i < r; ++i)
+          for (unsigned j = 0; j < c; ++j) t[std::size_t{j} * r + i] = v.c.f[std::size_t{i} * c + j];
+        v.c.f = t, v.shape = {c, r}, v.c.shape = v.shape;
+        return v;
+      };
+      if (ta) a = transpose(a, "transA");
+      if (tb) b = transpose(b, "transB");
+      std::vector<unsigned> bs = b.shape;
+      while (bs.size() > 2 && bs[0] == 1) bs.erase(bs.begin());
+      if (bs.size() != 2 || a.shape.empty() || (op == "Gemm" && a.shape.size() != 2))
+        throw Unsupported(name, op, fmt::format("{} x {} (A of any rank times a 2-D B is supported)", shape_text(a.shape), shape_text(b.shape)));
+      if (a.shape.back() != bs[0])
+        throw std::invalid_argument(fmt::format("node '{}' ({}): {} x {}: K differs", name, op, shape_text(a.shape), shape_text(b.shape)));
+      if (b.constant()) b.shape = bs, b.c.shape = bs;
+      else if (g_.tensor(b.tensor).shape != bs) b.tensor = g_.reshape(b.tensor, bs, fresh("view")), b.shape = bs;
+      Value y;
+      y.shape = a.shape, y.shape.back() = bs[1];
+      if (a.shape.size() == 1) y.shape = {bs[1]};
+      y.tensor = matmul(rows_of(a, name, op), b, name, op);
+      if (op == "Gemm") {
+        const float alpha = af("alpha", 1.0f), beta = af("beta", 1.0f);
+        if (alpha != 1.0f) y = with_scalar(OpKind::mul, y, alpha);
+        if (has_in(2) && beta != 0.0f) {
+          Value c = data(2);
+          if (beta != 1.0f) c = c.constant() ? [&] { for (float& v : c.c.f) v *= beta; return c; }() : with_scalar(OpKind::mul, c, beta);
+          y = binary(OpKind::add, y, c, name, op);
+        }
+      }
+      set(y);
+    } else if (op == "ArgMax" || op == "ArgMin") {
+      const Value& x = data(0);
+      const std::int64_t a = axis(ai("axis", 0), x.shape.size(), name, op);
+      const bool keep = ai("keepdims", 1);
+      if (ai("select_last_index", 0)) throw Unsupported(name, op, "select_last_index");
+      if (!x.shape.empty() && a != static_cast<std::int64_t>(x.shape.size()) - 1)
+        throw Unsupported(name, op, fmt::format("axis {} of {} (the last axis is supported)", a, shape_text(x.shape)));
+      const int t = rows_of(x, name, op);
+      Value r;
+      r.shape = x.shape;
+      if (keep) r.shape.back() = 1;
+      else r.shape.pop_back();
+      r.tensor = g_.argmax(op == "ArgMin" ? g_.unary(OpKind::neg, t) : t, name);
+      elem_type_[r.tensor] = TP::INT64;
+      set(r);
+    } else if (op == "Reshape" || op == "Flatten" || op == "Squeeze" || op == "Unsqueeze") {
+      const Value& x = in(0);
+      std::vector<unsigned> s;
+      if (op == "Reshape") {
+        const std::vector<std::int64_t> want = ints(in(1));
+        const bool allowzero = ai("allowzero", 0);
+        std::int64_t infer = -1, known = 1;
+        for (std::size_t k = 0; k < want.size(); ++k) {
+          std::int64_t d = want[k];
+          if (d == 0 && !allowzero) {
+            if (k >= x.shape.size()) throw std::invalid_argument(fmt::format("node '{}' ({}): dimension {} copies none", name, op, k));
+            d = x.shape[k];
+          }
+          if (d == -1) {
+            if (infer >= 0) throw std::invalid_argument(fmt::format("node '{}' ({}): two dimensions of -1", name, op));
+            infer = static_cast<std::int64_t>(k), s.push_back(1);
+            continue;
+          }
+          if (d < 0) throw std::invalid_argument(fmt::format("node '{}' ({}): dimension {}", name, op, d));
+          s.push_back(static_cast<unsigned>(d)), known *= d;
+        }
+        if (infer >= 0) s[static_cast<std::size_t>(infer)] = known ? static_cast<unsigned>(count(x.shape) / known) : 0;
+      } else if (op == "Flatten") {
+        std::int64_t f = ai("axis", 1);
+        if (f < 0) f += static_cast<std::int64_t>(x.shape.size());
+        if (f < 0 || f > static_cast<std::int64_t>(x.shape.size()))
+          throw std::invalid_argument(fmt::format("node '{}' ({}): axis {} of rank {}", name, op, ai("axis", 1), x.shape.size()));
+        const auto a = static_cast<std::size_t>(f);
+        s = {static_cast<unsigned>(count({x.shape.begin(), x.shape.begin() + static_cast<std::ptrdiff_t>(a)})),
+             static_cast<unsigned>(count({x.shape.begin() + static_cast<std::ptrdiff_t>(a), x.shape.end()}))};
+      } else {
+        std::vector<std::int64_t> axes = has_in(1) ? ints(in(1)) : std::vector<std::int64_t>{};
+        const std::size_t rank = op == "Squeeze" ? x.shape.size() : x.shape.size() + axes.size();
+        std::set<std::int64_t> at;
+        for (std::int64_t a : axes) at.insert(axis(a, rank, name, op));
+        if (op == "Squeeze") {
+          for (std::size_t k = 0; k < x.shape.size(); ++k)
+            if (at.empty() ? x.shape[k] != 1 : !at.count(static_cast<std::int64_t>(k))) s.push_back(x.shape[k]);
+            else if (x.shape[k] != 1) throw std::invalid_argument(fmt::format("node '{}' ({}): axis {} is {}, not 1", name, op, k, x.shape[k]));
+        } else {
+          for (std::size_t k = 0, j = 0; k < rank; ++k) s.push_back(at.count(static_cast<std::int64_t>(k)) ? 1 : x.shape[j++]);
+        }
+      }
+      if (count(s) != count(x.shape))
+        throw std::invalid_argument(fmt::format("node '{}' ({}): {} to {}: the element counts differ", name, op, shape_text(x.shape), shape_text(s)));
+      Value r;
+      r.shape = s;
+      if (x.constant()) {
+        r.c = x.c, r.c.shape = s;
+      } else {
+        if (!count(s)) throw Unsupported(name, op, "an empty tensor");
+        r.tensor = g_.reshape(x.tensor, ir_shape(s), name);
+        if (elem_type_.count(x.tensor)) elem_type_[r.tensor] = elem_type_.at(x.tensor);
+      }
+      set(r);
+    } else if (op == "Constant") {
+      Value r;
+      if (attrs.count("value")) r.c = read_tensor(attrs.at("value")->t()), used.insert("value");
+      else if (attrs.count("value_float")) r.c.elem_type = TP::FLOAT, r.c.f = {af("value_float", 0)};
+      else if (attrs.count("value_floats")) r.c.elem_type = TP::FLOAT, r.c.shape = {static_cast<unsigned>(attrs.at("value_floats")->floats_size())}, r.c.f.assign(attrs.at("value_floats")->floats().begin(), attrs.at("value_floats")->floats().end()), used.insert("value_floats");
+      else if (attrs.count("value_int")) r.c.elem_type = TP::INT64, r.c.i = {ai("value_int", 0)};
+      else if (attrs.count("value_ints")) r.c.elem_type = TP::INT64, r.c.shape = {static_cast<unsigned>(attrs.at("value_ints")->ints_size())}, r.c.i.assign(attrs.at("value_ints")->ints().begin(), attrs.at("value_ints")->ints().end()), used.insert("value_ints");
+      else throw Unsupported(name, op, "a value that is not a tensor, float(s) or int(s)");
+      r.shape = r.c.shape;
+      set(r);
+    } else if (op == "Cast") {
+      const std::int64_t to = ai("to", 0);
+      const Value& x = data(0);
+      if (to == TP::FLOAT) {
+        set(x);
+      } else if (to == TP::FLOAT16 || to == TP::BFLOAT16) {
+        Value r;
+        r.shape = x.shape, r.tensor = g_.cast(tensor(x, name, op), to == TP::FLOAT16 ? DType::f16 : DType::bf16, name);
+        elem_type_[r.tensor] = static_cast<int>(to);
+        set(r);
+      } else {
+        throw Unsupported(name, op, fmt::format("to {}", type_name(static_cast<int>(to))));
+      }
+    } else {
+      throw Unsupported(name, op, "the op is not supported");
+    }
+    for (const auto& [k, a] : attrs)
+      if (!used.count(k)) throw Unsupported(name, op, fmt::format("attribute '{}'", k));
+  }
+
+  const onnx::ModelProto& m_;
+  Precision precision_;
+  int opset_ = 0;
+  compiler::Graph g_;
+  std::map<std::string, Value> values_;
+  std::map<int, int> elem_type_;  // tensors that are not FLOAT in ONNX
+  Imported out_;
+  unsigned fresh_ = 0;
+};
+
+}  // namespace
+
+Imported import_model(const onnx::ModelProto& m, const std::map<std::string, HostTensor>& inputs, Precision p) {
+  return Importer(m, p).run(inputs);
+}
+
+}  // namespace tessera::onnx_import
