@@ -105,6 +105,8 @@ TEST(CompilerDevice, ADecodeStepOfEveryOperationEqualsTheReference) {
   g.output(sm);
   g.output(g.cast(g.unary(OpKind::gelu, down), DType::bf16, "down_bf16"));
   g.output(g.argmax(sm, "token"));
+  g.output(g.reduce(OpKind::reduce_sum, m, "sum"));
+  g.output(g.reduce(OpKind::reduce_max, e, "max"));
   g.output(g.rmsnorm(g.binary(OpKind::min, q, x), g.weight("rn", {d}, seeded_values(d, 8, 1.0f)), 1e-5f, "normed"));
   Executable ex(c.dev, c.program, std::move(g));
   // The wide matmuls of one row go by columns over every tile.

@@ -36,7 +36,7 @@ Graph mlp(unsigned rows, unsigned d, unsigned hidden) {
 // Every output element of a group's anchor covered by exactly one part.
 void expect_exact_cover(const Graph& g, const Group& grp, const Tiling& t, unsigned tiles) {
   const Op& anchor = g.ops()[static_cast<std::size_t>(grp.ops[0])];
-  const Tensor& view = g.tensor(anchor.kind == OpKind::argmax || anchor.kind == OpKind::reshape ? anchor.in[0] : anchor.out);
+  const Tensor& view = g.tensor(tiles_input(anchor.kind) ? anchor.in[0] : anchor.out);
   const std::uint64_t rows = view.rows(), cols = view.cols();
   std::vector<int> seen(rows * cols, 0);
   std::vector<int> tile_used(tiles, 0);
@@ -114,6 +114,7 @@ TEST(Compiler, TilingCoversEveryOutputElementExactlyOnce) {
     g.output(g.argmax(z));
     g.output(z);
     g.output(g.reshape(z, {n, rows}));
+    g.output(g.reduce(OpKind::reduce_sum, y));
     for (unsigned tiles : {1u, 3u, 8u}) {
       Target t;
       t.tiles = tiles;

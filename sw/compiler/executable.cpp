@@ -62,6 +62,8 @@ VecOp vec_of(OpKind k) {
     case OpKind::rope: return VecOp::rope;
     case OpKind::cast: return VecOp::cast_to;
     case OpKind::argmax: return VecOp::argmax;
+    case OpKind::reduce_sum: return VecOp::sum;
+    case OpKind::reduce_max: return VecOp::rmax;
     case OpKind::matmul: case OpKind::reshape: break;
   }
   throw std::logic_error("compiler: matmul and reshape are no vector operations");
@@ -328,9 +330,9 @@ class Emitter {
         for (std::size_t s = 0; s < sides.size(); ++s)
           load_side(p, sides[s], par, m0, mr, n0, nr, s + 1 == sides.size() ? Sem{-1, kLoaded} : Sem{});
         flush(p);
-        if (anchor.kind == OpKind::argmax) {
+        if (is_reduction(anchor.kind)) {
           TileProgram::Vec c;
-          c.op = VecOp::argmax, c.rows = mr, c.cols = nr, c.src0 = x, c.dst = spm_.at(fmt::format("o{}", par));
+          c.op = vec_of(anchor.kind), c.rows = mr, c.cols = nr, c.src0 = x, c.dst = spm_.at(fmt::format("o{}", par));
           p.vec(c, Sem{kLoaded, kDone});
           pending_ = [=, this](TileProgram& q) {
             q.store(c.dst, addr_(grp_.out) + std::uint64_t{m0} * 4, mr * 4, Sem{kDone});

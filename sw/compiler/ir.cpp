@@ -44,7 +44,7 @@ const char* name(OpKind k) {
   static const char* const names[] = {"matmul", "add",  "sub",     "mul",   "max",   "min",     "swiglu",
                                       "relu",   "relu2", "exp",    "log",   "tanh",  "sigmoid", "silu",
                                       "gelu",   "neg",  "abs",     "rsqrt", "recip", "rmsnorm", "layernorm",
-                                      "softmax", "rope", "cast",   "argmax", "reshape"};
+                                      "softmax", "rope", "cast",   "argmax", "reshape", "reduce_sum", "reduce_max"};
   return names[static_cast<unsigned>(k)];
 }
 
@@ -212,13 +212,16 @@ int Graph::cast(int x, DType to, const std::string& name) {
   return add_op(std::move(op), X.shape, to);
 }
 
-int Graph::argmax(int x, const std::string& name) {
-  const Tensor& X = operand(x, "argmax");
+int Graph::argmax(int x, const std::string& name) { return reduce(OpKind::argmax, x, name); }
+
+int Graph::reduce(OpKind kind, int x, const std::string& name) {
+  if (!is_reduction(kind)) throw std::invalid_argument(fmt::format("graph: {} is no reduction", compiler::name(kind)));
+  const Tensor& X = operand(x, compiler::name(kind));
   std::vector<unsigned> shape(X.shape.begin(), X.shape.end() - 1);
   if (shape.empty()) shape = {1};
   Op op;
-  op.kind = OpKind::argmax, op.name = name, op.in = {x};
-  return add_op(std::move(op), std::move(shape), DType::i32);
+  op.kind = kind, op.name = name, op.in = {x};
+  return add_op(std::move(op), std::move(shape), kind == OpKind::argmax ? DType::i32 : DType::f32);
 }
 
 int Graph::reshape(int x, std::vector<unsigned> shape, const std::string& name) {

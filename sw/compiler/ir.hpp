@@ -35,11 +35,16 @@ enum class OpKind : std::uint8_t {
   cast,                                                          // to `to`, and read back as FP32 by consumers
   argmax,                                                        // over the last dimension: INT32 indices
   reshape,                                                       // the same elements in another shape (a copy)
+  reduce_sum, reduce_max,                                        // over the last dimension (pairwise sum, as the unit adds)
 };
 const char* name(OpKind k);
 bool is_unary(OpKind k);
 bool is_binary(OpKind k);   // add .. min, swiglu
 bool is_rowwise(OpKind k);  // rmsnorm, layernorm, softmax, rope
+// A value per row: argmax, reduce_sum, reduce_max (the output drops the last dimension).
+inline bool is_reduction(OpKind k) { return k == OpKind::argmax || k == OpKind::reduce_sum || k == OpKind::reduce_max; }
+// Ops whose parts are rows of their input, not of their output: reductions, reshape.
+inline bool tiles_input(OpKind k) { return is_reduction(k) || k == OpKind::reshape; }
 // An elementwise operation: what fusion may put after a producer.
 inline bool is_elementwise(OpKind k) { return is_unary(k) || is_binary(k) || k == OpKind::cast; }
 
@@ -95,6 +100,8 @@ class Graph {
   int rope(int x, unsigned head_dim, unsigned position, unsigned rows_per_position = 1, const std::string& name = "");
   int cast(int x, DType to, const std::string& name = "");
   int argmax(int x, const std::string& name = "");
+  // kind: argmax, reduce_sum or reduce_max.
+  int reduce(OpKind kind, int x, const std::string& name = "");
   int reshape(int x, std::vector<unsigned> shape, const std::string& name = "");
   // Marks a tensor as an output of the graph (read back after a run).
   void output(int t);

@@ -39,7 +39,7 @@ std::vector<Group> fuse(const Graph& g, bool enabled) {
     // weight, or an earlier group's output), and the value is no output.
     // A cast ends the chain (its codes are what is stored); argmax and reshape neither
     // takes nor gives a chain.
-    while (enabled && ops[i].kind != OpKind::argmax && ops[i].kind != OpKind::reshape && ops[static_cast<std::size_t>(grp.ops.back())].kind != OpKind::cast &&
+    while (enabled && !tiles_input(ops[i].kind) && ops[static_cast<std::size_t>(grp.ops.back())].kind != OpKind::cast &&
            !g.is_output(running)) {
       const std::vector<int> readers = g.consumers(running);
       if (readers.size() != 1) break;
@@ -120,7 +120,7 @@ SpmPlan plan_spm(const Graph& g, const Group& grp, const Tiling& t, std::uint32_
     for (int k = 0; k < 2; ++k) add(fmt::format("c{}", k), block * 4);
   } else if (anchor.kind == OpKind::reshape) {
     return p;  // memory to memory
-  } else if (anchor.kind == OpKind::argmax) {
+  } else if (is_reduction(anchor.kind)) {
     for (int k = 0; k < 2; ++k) add(fmt::format("x{}", k), block * 4);
     for (int k = 0; k < 2; ++k) add(fmt::format("o{}", k), std::uint64_t{t.mb} * 4);
     return p;
@@ -164,9 +164,9 @@ Tiling tile(const Graph& g, const Group& grp, const Target& tgt) {
   const Op& anchor = g.ops()[static_cast<std::size_t>(grp.ops[0])];
   // The rows x cols the parts cover: the anchor's output (an argmax's input).
   const Tensor& view =
-      g.tensor(anchor.kind == OpKind::argmax || anchor.kind == OpKind::reshape ? anchor.in[0] : anchor.out);
+      g.tensor(tiles_input(anchor.kind) ? anchor.in[0] : anchor.out);
   const unsigned rows = static_cast<unsigned>(view.rows()), cols = view.cols();
-  bool full_rows = anchor.kind == OpKind::argmax || anchor.kind == OpKind::reshape;
+  bool full_rows = tiles_input(anchor.kind);
   for (int o : grp.ops) full_rows |= is_rowwise(g.ops()[static_cast<std::size_t>(o)].kind);
   const std::vector<int> sides = side_operands(g, grp);
   unsigned n_sides = 0;

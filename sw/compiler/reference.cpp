@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 
@@ -79,6 +80,12 @@ std::vector<std::vector<float>> reference(const Graph& g, const std::map<std::st
         break;
       }
       case OpKind::reshape: y = x; break;
+      case OpKind::reduce_sum:
+        for (std::size_t r = 0; r < rows; ++r) y[r] = vec::sum(x.data() + r * cols, static_cast<unsigned>(cols));
+        break;
+      case OpKind::reduce_max:
+        for (std::size_t r = 0; r < rows; ++r) y[r] = *std::max_element(x.data() + r * cols, x.data() + (r + 1) * cols);
+        break;
       case OpKind::argmax:
         for (std::size_t r = 0; r < rows; ++r) y[r] = static_cast<float>(vec::argmax(x.data() + r * cols, static_cast<unsigned>(cols)));
         break;

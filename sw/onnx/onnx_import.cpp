@@ -205,8 +205,10 @@ class Importer {
 
   Imported run(const std::map<std::string, HostTensor>& inputs) {
     const onnx::GraphProto& gp = m_.graph();
-    if (opset_ < 13 || opset_ > 17)
-      throw Unsupported("(model)", "opset", fmt::format("opset {} (13 to 17 are supported)", opset_));
+    // Opsets from 7 on (numpy broadcasting): an op whose attributes or
+    // defaults changed since is handled per opset or refused by its attribute.
+    if (opset_ < 7 || opset_ > 17)
+      throw Unsupported("(model)", "opset", fmt::format("opset {} (7 to 17 are supported)", opset_));
     std::set<std::string> inits;
     for (const TP& t : gp.initializer()) {
       Value v;
@@ -265,6 +267,13 @@ class Importer {
   }
 
  private:
+  static const std::map<std::string, std::string>& reductions() {
+    static const std::map<std::string, std::string> r{
+        {"ReduceSum", "sum"},   {"ReduceMean", "mean"}, {"ReduceMax", "max"},       {"ReduceMin", "min"},
+        {"ReduceL1", "l1"},     {"ReduceL2", "l2"},     {"ReduceSumSquare", "sumsq"}, {"ReduceLogSum", "logsum"},
+        {"ReduceLogSumExp", "logsumexp"}};
+    return r;
+  }
   static std::vector<unsigned> ir_shape(const std::vector<unsigned>& s) { return s.empty() ? std::vector<unsigned>{1} : s; }
   std::string fresh(const char* what) { return fmt::format("{}.{}", what, fresh_++); }
 
@@ -466,7 +475,9 @@ class Importer {
       set(r);
     } else if (op == "Softmax" || op == "LogSoftmax") {
       const Value& x = data(0);
-      const std::int64_t a = axis(ai("axis", -1), x.shape.size(), name, op);
+      // Before opset 13 the default axis is 1 and the input is seen as 2-D
+      // around it: the same as ours where that axis is the last.
+      const std::int64_t a = axis(ai("axis", opset_ < 13 ? 1 : -1), x.shape.size(), name, op);
       if (!x.shape.empty() && a != static_cast<std::int64_t>(x.shape.size()) - 1)
         throw Unsupported(name, op, fmt::format("axis {} of {} (the last axis is supported)", a, shape_text(x.shape)));
       Value r;
@@ -595,6 +606,46 @@ class Importer {
         r.tensor = g_.reshape(x.tensor, ir_shape(s), name);
         if (elem_type_.count(x.tensor)) elem_type_[r.tensor] = elem_type_.at(x.tensor);
       }
+      set(r);
+    } else if (op.rfind("Reduce", 0) == 0 && reductions().count(op)) {
+      // Over trailing axes (the last, the last few, or all): x seen as
+      // [leading, reduced], each row reduced on the vector unit.
+      const Value& x = data(0);
+      std::vector<std::int64_t> axes;
+      const bool axes_input = op == "ReduceSum" && opset_ >= 13;
+      if (axes_input && has_in(1)) axes = ints(in(1));
+      if (!axes_input && attrs.count("axes")) {
+        used.insert("axes");
+        axes.assign(attrs.at("axes")->ints().begin(), attrs.at("axes")->ints().end());
+      }
+      const bool keep = ai("keepdims", 1);
+      if (axes.empty() && axes_input && ai("noop_with_empty_axes", 0)) throw Unsupported(name, op, "noop_with_empty_axes");
+      std::set<std::int64_t> at;
+      for (std::int64_t a : axes) at.insert(axis(a, x.shape.size(), name, op));
+      if (axes.empty())
+        for (std::size_t k = 0; k < x.shape.size(); ++k) at.insert(static_cast<std::int64_t>(k));
+      const std::size_t first = x.shape.size() - at.size();
+      if (!at.empty() && (*at.begin() != static_cast<std::int64_t>(first) || *at.rbegin() != static_cast<std::int64_t>(x.shape.size()) - 1))
+        throw Unsupported(name, op, fmt::format("axes of {} that are not the trailing ones", shape_text(x.shape)));
+      const std::vector<unsigned> lead(x.shape.begin(), x.shape.begin() + static_cast<std::ptrdiff_t>(first));
+      const unsigned n = static_cast<unsigned>(count({x.shape.begin() + static_cast<std::ptrdiff_t>(first), x.shape.end()}));
+      if (!n || !count(x.shape)) throw Unsupported(name, op, "an empty tensor");
+      int t = tensor(x, name, op);
+      const std::vector<unsigned> view{static_cast<unsigned>(count(lead)), n};
+      if (g_.tensor(t).cols() != n) t = g_.reshape(t, view, fresh("view"));
+      const std::string& kind = reductions().at(op);
+      if (kind == "sumsq" || kind == "l2") t = g_.binary(OpKind::mul, t, t);
+      if (kind == "l1") t = g_.unary(OpKind::abs, t);
+      if (kind == "min") t = g_.unary(OpKind::neg, t);
+      if (kind == "logsumexp") t = g_.unary(OpKind::exp, t);
+      t = g_.reduce(kind == "max" || kind == "min" ? OpKind::reduce_max : OpKind::reduce_sum, t, name);
+      if (kind == "min") t = g_.unary(OpKind::neg, t);
+      if (kind == "mean") t = g_.binary(OpKind::mul, t, scalar(1.0f / static_cast<float>(n)));
+      if (kind == "l2") t = g_.unary(OpKind::recip, g_.unary(OpKind::rsqrt, t));
+      if (kind == "logsum" || kind == "logsumexp") t = g_.unary(OpKind::log, t);
+      Value r;
+      r.tensor = t, r.shape = lead;
+      if (keep) r.shape.insert(r.shape.end(), at.size(), 1u);
       set(r);
     } else if (op == "Constant") {
       Value r;
