@@ -140,7 +140,7 @@ int main(int argc, char** argv) {
       verdict = detail.empty() ? "passed" : "failed";
     } catch (const Unsupported& e) {
       verdict = "unsupported", detail = e.what();
-      by_op[op].why.insert(detail.substr(detail.find("): ") + 3));
+      by_op[op].why.insert(e.why);
     } catch (const std::exception& e) {
       verdict = "failed", detail = e.what();
     }

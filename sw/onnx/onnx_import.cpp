@@ -174,10 +174,10 @@ onnx::ModelProto read_model(const std::string& path) {
   return m;
 }
 
-Unsupported::Unsupported(const std::string& node, const std::string& op_type, const std::string& why)
-    : std::runtime_error(op_type == "tensor" || op_type == "input" ? fmt::format("{} '{}': {}", op_type, node, why)
-                                                                 : fmt::format("node '{}' ({}): {}", node, op_type, why)),
-      op(op_type) {}
+Unsupported::Unsupported(const std::string& node, const std::string& op_type, const std::string& why_)
+    : std::runtime_error(op_type == "tensor" || op_type == "input" ? fmt::format("{} '{}': {}", op_type, node, why_)
+                                                                 : fmt::format("node '{}' ({}): {}", node, op_type, why_)),
+      op(op_type), why(why_) {}
 
 namespace {
 

@@ -51,7 +51,7 @@ onnx::ModelProto read_model(const std::string& path);
 // tensor or input of a kind it does not take (op "tensor" or "input").
 struct Unsupported : std::runtime_error {
   Unsupported(const std::string& node, const std::string& op, const std::string& why);
-  std::string op;
+  std::string op, why;
 };
 
 // FP32 matmuls on a tensor core that takes BF16:

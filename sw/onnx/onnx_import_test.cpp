@@ -1,0 +1,183 @@
+// The ONNX import without a chip: TensorProto files both ways and the
+// refusals of bad ones, what folds at import, the refusals of what cannot
+// be lowered (naming node, op and attribute), and the FP32 matmul's
+// precision through the compiler's reference.
+#include <gtest/gtest.h>
+#include <onnx/onnx_pb.h>
+
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+
+#include "onnx_import.hpp"
+#include "reference.hpp"
+
+using namespace tessera;
+using namespace tessera::onnx_import;
+
+namespace {
+
+std::string temp(const std::string& name) { return testing::TempDir() + "onnx_import_test_" + name; }
+
+void add_input(onnx::GraphProto* g, const std::string& name, std::vector<std::int64_t> dims, int type = 1) {
+  auto* i = g->add_input();
+  i->set_name(name);
+  auto* t = i->mutable_type()->mutable_tensor_type();
+  t->set_elem_type(type);
+  for (std::int64_t d : dims) {
+    auto* dim = t->mutable_shape()->add_dim();
+    if (d < 0) dim->set_dim_param("batch");
+    else dim->set_dim_value(d);
+  }
+}
+
+onnx::NodeProto* add_node(onnx::GraphProto* g, const std::string& op, std::vector<std::string> in, std::string out) {
+  auto* n = g->add_node();
+  n->set_op_type(op), n->set_name(out + "_node");
+  for (const auto& s : in) n->add_input(s);
+  n->add_output(out);
+  return n;
+}
+
+onnx::ModelProto model(int opset = 13) {
+  onnx::ModelProto m;
+  m.add_opset_import()->set_version(opset);
+  return m;
+}
+
+HostTensor floats(std::vector<unsigned> shape, std::vector<float> v) {
+  HostTensor h;
+  h.shape = std::move(shape), h.f = std::move(v);
+  return h;
+}
+
+std::string refusal(const onnx::ModelProto& m, const std::map<std::string, HostTensor>& in) {
+  try {
+    import_model(m, in);
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST(OnnxImport, TensorFilesRoundTripAndBadOnesAreNamed) {
+  HostTensor f = floats({2, 3}, {1, -2, 3.5f, 0, 1e-3f, 7});
+  f.name = "f";
+  write_tensor_file(f, temp("f.pb"));
+  EXPECT_EQ(read_tensor_file(temp("f.pb")).f, f.f);
+  EXPECT_EQ(read_tensor_file(temp("f.pb")).shape, f.shape);
+  HostTensor i;
+  i.name = "i", i.elem_type = onnx::TensorProto::INT64, i.shape = {3}, i.i = {-1, 0, 1ll << 40};
+  write_tensor_file(i, temp("i.pb"));
+  EXPECT_EQ(read_tensor_file(temp("i.pb")).i, i.i);
+  HostTensor h = f;
+  h.elem_type = onnx::TensorProto::FLOAT16;
+  write_tensor_file(h, temp("h.pb"));
+  EXPECT_EQ(read_tensor_file(temp("h.pb")).f[1], -2.0f);
+
+  onnx::TensorProto t;  // raw data that does not fill its shape
+  t.set_name("short"), t.set_data_type(onnx::TensorProto::FLOAT), t.add_dims(4), t.set_raw_data(std::string(12, '\0'));
+  try {
+    read_tensor(t);
+    FAIL();
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("tensor 'short' [4]: 3 FLOAT values for 4 elements"), std::string::npos) << e.what();
+  }
+  t.set_data_type(onnx::TensorProto::DOUBLE);
+  EXPECT_THROW(read_tensor(t), Unsupported);
+  std::ofstream(temp("junk.pb")) << "\xff\xff\xff not a protobuf";
+  try {
+    read_tensor_file(temp("junk.pb"));
+    FAIL();
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("junk.pb"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(read_model(temp("missing.onnx")), std::runtime_error);
+}
+
+TEST(OnnxImport, WhatCannotBeLoweredIsRefusedByNodeOpAndAttribute) {
+  const std::map<std::string, HostTensor> in{{"x", floats({2, 3, 4}, std::vector<float>(24, 1.0f))}};
+  onnx::ModelProto m = model();
+  add_input(m.mutable_graph(), "x", {2, 3, 4});
+  add_node(m.mutable_graph(), "Erf", {"x"}, "y");
+  m.mutable_graph()->add_output()->set_name("y");
+  EXPECT_EQ(refusal(m, in), "node 'y_node' (Erf): the op is not supported");
+
+  m.mutable_graph()->mutable_node(0)->set_op_type("Relu");
+  auto* a = m.mutable_graph()->mutable_node(0)->add_attribute();
+  a->set_name("slope"), a->set_type(onnx::AttributeProto::FLOAT), a->set_f(0.5f);
+  EXPECT_EQ(refusal(m, in), "node 'y_node' (Relu): attribute 'slope'");
+
+  m.mutable_graph()->mutable_node(0)->set_op_type("Softmax");
+  a->set_name("axis"), a->set_type(onnx::AttributeProto::INT), a->set_i(1);
+  EXPECT_EQ(refusal(m, in), "node 'y_node' (Softmax): axis 1 of [2, 3, 4] (the last axis is supported)");
+
+  // Inputs: missing, of another type, of another fixed shape.
+  EXPECT_NE(refusal(m, {}).find("input 'x' is missing"), std::string::npos);
+  EXPECT_NE(refusal(m, {{"x", floats({2, 3, 5}, std::vector<float>(30))}}).find("declares dimension 2 as 4"), std::string::npos);
+  onnx::ModelProto old = model(6);
+  EXPECT_NE(refusal(old, {}).find("opset 6"), std::string::npos);
+}
+
+TEST(OnnxImport, ConstantsFoldAndDynamicAxesAreBoundByTheInputs) {
+  onnx::ModelProto m = model();
+  auto* g = m.mutable_graph();
+  add_input(g, "x", {-1, 4});  // a dynamic batch
+  add_input(g, "shape", {2}, onnx::TensorProto::INT64);
+  auto* w = g->add_initializer();
+  w->set_name("w"), w->set_data_type(onnx::TensorProto::FLOAT), w->add_dims(4), w->add_dims(2);
+  for (int k = 0; k < 8; ++k) w->add_float_data(0.25f * static_cast<float>(k));
+  add_node(g, "Reshape", {"x", "shape"}, "r");  // the shape folds: an input given now
+  auto* gemm = add_node(g, "Gemm", {"r", "w"}, "y");
+  auto* alpha = gemm->add_attribute();
+  alpha->set_name("alpha"), alpha->set_type(onnx::AttributeProto::FLOAT), alpha->set_f(2.0f);
+  g->add_output()->set_name("y");
+  HostTensor shape;
+  shape.elem_type = onnx::TensorProto::INT64, shape.shape = {2}, shape.i = {-1, 4};
+  const std::map<std::string, HostTensor> in{{"x", floats({3, 4}, {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12})}, {"shape", shape}};
+  for (Precision p : {Precision::highest, Precision::bf16}) {
+    Imported imp = import_model(m, in, p);
+    ASSERT_EQ(imp.inputs, std::vector<std::string>{"x"});
+    ASSERT_EQ(imp.outputs.size(), 1u);
+    EXPECT_EQ(imp.outputs[0].shape, (std::vector<unsigned>{3, 2}));
+    unsigned matmuls = 0;
+    for (const auto& op : imp.graph.ops()) matmuls += op.kind == compiler::OpKind::matmul;
+    EXPECT_EQ(matmuls, p == Precision::highest ? 3u : 1u);
+    // What the chip computes, through the compiler's reference.
+    const auto v = compiler::reference(imp.graph, {{"x", in.at("x").f}});
+    const std::vector<float>& y = v[static_cast<std::size_t>(imp.outputs[0].tensor)];
+    for (unsigned r = 0; r < 3; ++r)
+      for (unsigned c = 0; c < 2; ++c) {
+        double want = 0;
+        for (unsigned k = 0; k < 4; ++k) want += 2.0 * (4 * r + k + 1) * 0.25 * (2 * k + c);
+        EXPECT_NEAR(y[r * 2 + c], want, 1e-6 * want) << r << "," << c;
+      }
+  }
+}
+
+TEST(OnnxImport, Fp32MatmulsInThreeBf16PassesKeepFp32Accuracy) {
+  onnx::ModelProto m = model();
+  add_input(m.mutable_graph(), "a", {8, 64});
+  add_input(m.mutable_graph(), "b", {64, 8});
+  add_node(m.mutable_graph(), "MatMul", {"a", "b"}, "c");
+  m.mutable_graph()->add_output()->set_name("c");
+  std::vector<float> a(512), b(512);
+  for (std::size_t i = 0; i < a.size(); ++i) a[i] = std::sin(0.37f * i) * 3, b[i] = std::cos(0.11f * i) / 3;
+  const std::map<std::string, HostTensor> in{{"a", floats({8, 64}, a)}, {"b", floats({64, 8}, b)}};
+  double worst[2] = {0, 0};
+  for (Precision p : {Precision::highest, Precision::bf16}) {
+    Imported imp = import_model(m, in, p);
+    const auto v = compiler::reference(imp.graph, {{"a", a}, {"b", b}});
+    const std::vector<float>& c = v[static_cast<std::size_t>(imp.outputs[0].tensor)];
+    for (unsigned i = 0; i < 8; ++i)
+      for (unsigned j = 0; j < 8; ++j) {
+        double want = 0, scale = 0;
+        for (unsigned k = 0; k < 64; ++k) want += double(a[i * 64 + k]) * b[k * 8 + j], scale += std::fabs(double(a[i * 64 + k]) * b[k * 8 + j]);
+        worst[p == Precision::bf16] = std::max(worst[p == Precision::bf16], std::fabs(c[i * 8 + j] - want) / scale);
+      }
+  }
+  EXPECT_LT(worst[0], 1e-5);  // near FP32
+  EXPECT_GT(worst[1], 1e-4);  // one BF16 pass is not
+}
