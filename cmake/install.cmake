@@ -1,5 +1,5 @@
 # The SDK: `cmake --install <build> [--prefix P]` puts under the prefix
-#   bin/                      tessera-vp, tessera-demo, tessera-reggen
+#   bin/                      tessera-vp, tessera-demo, tessera-onnx, tessera-reggen
 #   lib/tessera/              the libraries (static), for host programs
 #   include/tessera/          the runtime's headers (tessera/runtime.hpp),
 #                             ip/ (an IP's framework and models), platform/
@@ -26,6 +26,7 @@ foreach(t common plugin_api platform session runtime)
 endforeach()
 get_property(ip_libs GLOBAL PROPERTY TESSERA_IP_LIBS)
 install(TARGETS tessera-vp tessera-demo tessera_reggen EXPORT TesseraTargets)
+install(TARGETS tessera-onnx)  # tessera-vp run (an application, not part of the SDK's libraries)
 install(TARGETS tessera_common tessera_plugin_api ${ip_libs}
                 tessera_num tessera_engine tessera_tensor tessera_vector tessera_dma tessera_riscv tessera_scratchpad tessera_rtl
                 tessera_platform tessera_session tessera_runtime

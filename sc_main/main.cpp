@@ -22,33 +22,36 @@ namespace {
 // stops it, so set it during static initialisation.
 const bool kNoBanner = ::setenv("SYSTEMC_DISABLE_COPYRIGHT_MESSAGE", "1", 0) == 0;
 
-// The main job is an application of the runtime, not part of the
-// simulator: run tessera-demo from this program's folder (an installed
-// tree) or from the build tree.
-int run_demo(int argc, char** argv) {
-  std::vector<std::string> places = {tessera::Session::program_dir() + "/tessera-demo", TESSERA_DEMO};
-  std::vector<char*> args = {const_cast<char*>("tessera-demo")};
+// The main job and ONNX models are applications of the runtime, not part
+// of the simulator: run their program (tessera-demo, tessera-onnx) from
+// this program's folder (an installed tree) or from the build tree.
+int run_program(const char* program, const char* built, int argc, char** argv) {
+  std::vector<std::string> places = {tessera::Session::program_dir() + "/" + program, built};
+  std::vector<char*> args = {const_cast<char*>(program)};
   for (int i = 1; i < argc; ++i) args.push_back(argv[i]);
   args.push_back(nullptr);
   for (const std::string& p : places)
     if (::access(p.c_str(), X_OK) == 0) ::execv(p.c_str(), args.data());
-  std::cerr << "tessera-vp: error: the main job's program is missing (looked for " << places[0] << " and " << places[1]
-            << "; build the tessera-demo target)\n";
+  std::cerr << "tessera-vp: error: " << program << " is missing (looked for " << places[0] << " and " << places[1]
+            << "; build the " << program << " target)\n";
   return 2;
 }
+int run_demo(int argc, char** argv) { return run_program("tessera-demo", TESSERA_DEMO, argc, argv); }
 
 }  // namespace
 
 int sc_main(int argc, char** argv) {
   if (argc == 1) return run_demo(1, argv);
   if (std::string(argv[1]) == "demo") return run_demo(argc - 1, argv + 1);
+  if (std::string(argv[1]) == "run") return run_program("tessera-onnx", TESSERA_ONNX, argc - 1, argv + 1);
   tessera::SessionOptions o;
   std::string firmware, gen_header, gen_linker, checker;
   int gdb = 0, gdb_tiles = 0;
   bool dump_config = false, dump_dts = false, quiet = false, list_types = false;
   po::options_description desc(
       "Usage: tessera-vp [options] [FIRMWARE.elf]\n"
-      "       tessera-vp demo [--tiny] [--prompt N] [--decode N] [--seed S] [--set inst.key=value]\n\n"
+      "       tessera-vp demo [--tiny] [--prompt N] [--decode N] [--seed S] [--set inst.key=value]\n"
+      "       tessera-vp run MODEL.onnx [--input NAME=FILE.pb]... [--output DIR] [--check SET_DIR]\n\n"
       "Runs the Tessera T1 virtual platform. With no arguments at all it runs the\n"
       "main job: an MoE decoder prefilled and decoded on the T1 through the host\n"
       "runtime and its firmware, checked against a host FP32 reference (the same\n"

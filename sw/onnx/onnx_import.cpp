@@ -5,6 +5,7 @@
 #include <onnx/onnx_pb.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <fstream>
 #include <functional>
@@ -164,6 +165,20 @@ void write_tensor_file(const HostTensor& h, const std::string& path) {
   t.set_raw_data(raw);
   std::ofstream f(path, std::ios::binary);
   if (!f || !t.SerializeToOstream(&f)) throw std::runtime_error(fmt::format("{}: cannot be written", path));
+}
+
+std::string compare(const HostTensor& want, const HostTensor& got, double rtol, double atol) {
+  if (want.elem_type != got.elem_type)
+    return fmt::format("{} expected, {} produced", type_name(want.elem_type), type_name(got.elem_type));
+  if (want.shape != got.shape) return fmt::format("shape {} expected, {} produced", shape_text(want.shape), shape_text(got.shape));
+  const std::size_t n = want.elements();
+  auto at = [](const HostTensor& t, std::size_t i) { return t.f.empty() ? static_cast<double>(t.i.at(i)) : t.f.at(i); };
+  for (std::size_t i = 0; i < n; ++i) {
+    const double w = at(want, i), g = at(got, i);
+    const bool ok = std::isnan(w) ? std::isnan(g) : std::isinf(w) ? g == w : std::fabs(g - w) <= atol + rtol * std::fabs(w);
+    if (!ok) return fmt::format("element {}: {} expected, {} produced", i, w, g);
+  }
+  return "";
 }
 
 onnx::ModelProto read_model(const std::string& path) {
@@ -688,6 +703,17 @@ class Importer {
 };
 
 }  // namespace
+
+HostTensor Imported::output(std::size_t k, const std::vector<float>& values) const {
+  const Output& o = outputs.at(k);
+  HostTensor h;
+  h.name = o.name, h.shape = o.shape, h.elem_type = o.elem_type;
+  if (is_int(o.elem_type))
+    for (float v : values) h.i.push_back(static_cast<std::int64_t>(v));
+  else
+    h.f = values;
+  return h;
+}
 
 Imported import_model(const onnx::ModelProto& m, const std::map<std::string, HostTensor>& inputs, Precision p) {
   return Importer(m, p).run(inputs);

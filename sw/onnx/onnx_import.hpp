@@ -44,6 +44,11 @@ HostTensor read_tensor(const onnx::TensorProto& t);
 HostTensor read_tensor_file(const std::string& path);
 // Writes one (FLOAT, FLOAT16, BFLOAT16 or INT64 as its elem_type says).
 void write_tensor_file(const HostTensor& t, const std::string& path);
+// ONNX's backend comparison of a result with its expected tensor:
+// |got - want| <= atol + rtol |want| element by element, NaN where NaN,
+// the same type and shape. Empty when they agree, else what differs first.
+std::string compare(const HostTensor& want, const HostTensor& got, double rtol = 1e-3, double atol = 1e-7);
+
 // Reads a model; throws std::runtime_error naming the file.
 onnx::ModelProto read_model(const std::string& path);
 
@@ -73,6 +78,8 @@ struct Imported {
   };
   std::vector<Output> outputs;
   std::vector<std::string> inputs;  // the graph's (FP32) inputs, by ONNX name
+  // Output k as ONNX has it, from the values a run gives its tensor.
+  HostTensor output(std::size_t k, const std::vector<float>& values) const;
 };
 
 // `inputs`: every graph input not an initializer, by name, with its data
