@@ -155,6 +155,21 @@ TEST(CompilerDevice, OperandsBroadcastAsNumpyHasIt) {
   expect_reference(ex, in, ex.run(in));
 }
 
+TEST(CompilerDevice, MovesTransposeAndConcatenateExactly) {
+  Chip c;
+  Graph g;
+  const int x = g.input("x", {40, 50}), y = g.input("y", {40, 30});
+  std::vector<Move> t, cat;
+  for (unsigned j = 0; j < 50; ++j) t.push_back({0, j, j * 40ull, 1, 40, 50, 1});  // out[j][i] = x[i][j]
+  cat.push_back({0, 0, 0, 50, 40, 50, 80});                                      // [x | y] row by row
+  cat.push_back({1, 0, 50, 30, 40, 30, 80});
+  g.output(g.move({g.unary(OpKind::exp, x)}, {50, 40}, t, "transpose"));
+  g.output(g.move({x, y}, {40, 80}, cat, "concat"));
+  Executable ex(c.dev, c.program, std::move(g));
+  const std::map<std::string, std::vector<float>> in{{"x", seeded_values(2000, 1, 2.0f)}, {"y", seeded_values(1200, 2, 2.0f)}};
+  expect_reference(ex, in, ex.run(in));
+}
+
 TEST(CompilerDevice, BadInputsAreRefusedByName) {
   Chip c;
   Executable ex(c.dev, c.program, mlp(4, 64, 64));

@@ -237,6 +237,38 @@ TEST(Compiler, TheIrRefusesMisshapenOperationsByName) {
   EXPECT_THROW(reference(g, {}), std::invalid_argument);  // the inputs are missing
 }
 
+TEST(Compiler, MovesCopyEveryOutputElementOnceAndAreCheckedSo) {
+  Graph g;
+  const int x = g.input("x", {2, 3, 4});
+  // The transpose (2, 0, 1): out[k][i][j] = x[i][j][k], a move per k of 2 x 3 single elements.
+  std::vector<Move> moves;
+  for (unsigned k = 0; k < 4; ++k)
+    for (unsigned i = 0; i < 2; ++i) moves.push_back({0, i * 12 + k, k * 6 + i * 3, 1, 3, 4, 1});
+  const int t = g.move({x}, {4, 2, 3}, moves, "transpose");
+  g.output(t);
+  std::vector<float> in(24);
+  for (unsigned i = 0; i < 24; ++i) in[i] = static_cast<float>(i);
+  const auto v = reference(g, {{"x", in}});
+  for (unsigned k = 0; k < 4; ++k)
+    for (unsigned i = 0; i < 2; ++i)
+      for (unsigned j = 0; j < 3; ++j) EXPECT_EQ(v[static_cast<std::size_t>(t)][k * 6 + i * 3 + j], in[i * 12 + j * 4 + k]);
+  // Split over the tiles by moves, every one in exactly one part.
+  Target tgt;
+  const Group grp = fuse(g)[0];
+  const Tiling tl = tile(g, grp, tgt);
+  unsigned covered = 0;
+  for (const Part& p : tl.parts) covered += p.r1 - p.r0;
+  EXPECT_EQ(covered, moves.size());
+  EXPECT_EQ(tl.parts.size(), 8u);
+  // Overlaps, gaps and strides that repeat are refused.
+  std::vector<Move> twice = moves;
+  twice.back().to = 0;
+  EXPECT_THROW(g.move({x}, {4, 2, 3}, twice), std::invalid_argument);
+  EXPECT_THROW(g.move({x}, {4, 2, 3}, {moves.begin(), moves.end() - 1}), std::invalid_argument);
+  EXPECT_THROW(g.move({x}, {24}, {{0, 0, 0, 1, 24, 0, 1}}), std::invalid_argument);
+  EXPECT_THROW(g.move({x}, {25}, {{0, 0, 0, 25, 1, 0, 0}}), std::invalid_argument);
+}
+
 TEST(Compiler, TheReferenceRoundsOperandsAndAccumulatesInFp32) {
   Graph g;
   const int x = g.input("x", {1, 3});

@@ -64,7 +64,7 @@ VecOp vec_of(OpKind k) {
     case OpKind::argmax: return VecOp::argmax;
     case OpKind::reduce_sum: return VecOp::sum;
     case OpKind::reduce_max: return VecOp::rmax;
-    case OpKind::matmul: case OpKind::reshape: break;
+    case OpKind::matmul: case OpKind::reshape: case OpKind::move: break;
   }
   throw std::logic_error("compiler: matmul and reshape are no vector operations");
 }
@@ -146,6 +146,16 @@ class Emitter {
     const Op& anchor = op(0);
     if (anchor.kind == OpKind::matmul) {
       matmul(prog, p);
+    } else if (anchor.kind == OpKind::move) {  // the part's moves, memory to memory
+      const unsigned eb = bytes(out_.dtype);
+      for (unsigned k = p.r0; k < p.r1; ++k) {
+        const Move& m = anchor.moves[k];
+        TileProgram::Dma d;
+        d.src = addr_(anchor.in[m.src]) + m.from * eb, d.dst = addr_(grp_.out) + m.to * eb;
+        d.len0 = m.len * eb, d.count1 = m.count;
+        d.sstride1 = static_cast<std::uint32_t>(m.from_stride * eb), d.dstride1 = static_cast<std::uint32_t>(m.to_stride * eb);
+        prog.dma(d);
+      }
     } else if (anchor.kind == OpKind::reshape) {  // the part's rows, memory to memory
       const Tensor& X = g_.tensor(anchor.in[0]);
       const std::uint64_t row = std::uint64_t{X.cols()} * bytes(X.dtype);

@@ -44,7 +44,7 @@ const char* name(OpKind k) {
   static const char* const names[] = {"matmul", "add",  "sub",     "mul",   "max",   "min",     "swiglu",
                                       "relu",   "relu2", "exp",    "log",   "tanh",  "sigmoid", "silu",
                                       "gelu",   "neg",  "abs",     "rsqrt", "recip", "rmsnorm", "layernorm",
-                                      "softmax", "rope", "cast",   "argmax", "reshape", "reduce_sum", "reduce_max"};
+                                      "softmax", "rope", "cast",   "argmax", "reshape", "reduce_sum", "reduce_max", "move"};
   return names[static_cast<unsigned>(k)];
 }
 
@@ -234,6 +234,36 @@ int Graph::reshape(int x, std::vector<unsigned> shape, const std::string& name) 
   Op op;
   op.kind = OpKind::reshape, op.name = name, op.in = {x};
   return add_op(std::move(op), std::move(shape), X.dtype);
+}
+
+int Graph::move(std::vector<int> inputs, std::vector<unsigned> shape, std::vector<Move> moves, const std::string& name) {
+  const std::string n = name.empty() ? fmt::format("move{}", ops_.size()) : name;
+  if (inputs.empty() || moves.empty()) throw std::invalid_argument(fmt::format("graph: {}: no inputs or no moves", n));
+  const DType dt = operand(inputs[0], "move").dtype;
+  std::uint64_t elements = 1;
+  for (unsigned d : shape) elements *= d;
+  std::vector<std::uint8_t> written(elements, 0);
+  for (const Move& m : moves) {
+    if (m.src >= inputs.size() || !m.len || !m.count)
+      throw std::invalid_argument(fmt::format("graph: {}: a move from input {} of {} x {} elements", n, m.src, m.count, m.len));
+    const Tensor& S = operand(inputs[m.src], "move");
+    if (S.dtype != dt) throw std::invalid_argument(fmt::format("graph: {}: inputs of two formats", n));
+    if (m.count > 1 && (m.from_stride < 1 || m.to_stride < m.len))
+      throw std::invalid_argument(fmt::format("graph: {}: a move's runs overlap or repeat (strides {} and {})", n,
+                                              m.from_stride, m.to_stride));
+    const std::uint64_t last = std::uint64_t{m.count - 1};
+    if (m.from + last * m.from_stride + m.len > S.elements() || m.to + last * m.to_stride + m.len > elements)
+      throw std::invalid_argument(fmt::format("graph: {}: a move past the end of '{}' or of the output", n, S.name));
+    for (std::uint64_t i = 0; i <= last; ++i)
+      for (unsigned j = 0; j < m.len; ++j)
+        if (written[m.to + i * m.to_stride + j]++)
+          throw std::invalid_argument(fmt::format("graph: {}: element {} written twice", n, m.to + i * m.to_stride + j));
+  }
+  for (std::uint64_t i = 0; i < elements; ++i)
+    if (!written[i]) throw std::invalid_argument(fmt::format("graph: {}: element {} is never written", n, i));
+  Op op;
+  op.kind = OpKind::move, op.name = n, op.in = std::move(inputs), op.moves = std::move(moves);
+  return add_op(std::move(op), std::move(shape), dt);
 }
 
 void Graph::output(int t) {

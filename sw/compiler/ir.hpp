@@ -36,6 +36,7 @@ enum class OpKind : std::uint8_t {
   argmax,                                                        // over the last dimension: INT32 indices
   reshape,                                                       // the same elements in another shape (a copy)
   reduce_sum, reduce_max,                                        // over the last dimension (pairwise sum, as the unit adds)
+  move,                                                          // copies of elements from the inputs (Op::moves)
 };
 const char* name(OpKind k);
 bool is_unary(OpKind k);
@@ -45,6 +46,8 @@ bool is_rowwise(OpKind k);  // rmsnorm, layernorm, softmax, rope
 inline bool is_reduction(OpKind k) { return k == OpKind::argmax || k == OpKind::reduce_sum || k == OpKind::reduce_max; }
 // Ops whose parts are rows of their input, not of their output: reductions, reshape.
 inline bool tiles_input(OpKind k) { return is_reduction(k) || k == OpKind::reshape; }
+// Ops that neither start nor join an elementwise chain.
+inline bool chains(OpKind k) { return !tiles_input(k) && k != OpKind::move; }
 // An elementwise operation: what fusion may put after a producer.
 inline bool is_elementwise(OpKind k) { return is_unary(k) || is_binary(k) || k == OpKind::cast; }
 
@@ -61,6 +64,17 @@ struct Tensor {
   std::uint64_t rows() const { return cols() ? elements() / cols() : 0; }
 };
 
+// A copy of `count` runs of `len` elements from op input `src` to the
+// output (offsets and strides in elements, row-major): run i goes from
+// from + i * from_stride to to + i * to_stride. A transpose, a slice, a
+// concatenation or a gather is a list of these, run by the DMA engines.
+struct Move {
+  unsigned src = 0;
+  std::uint64_t from = 0, to = 0;
+  unsigned len = 1, count = 1;
+  std::uint64_t from_stride = 0, to_stride = 0;
+};
+
 struct Op {
   OpKind kind = OpKind::add;
   std::string name;
@@ -71,6 +85,7 @@ struct Op {
   unsigned head_dim = 0;       // rope: pairs rotate within each head of this many columns
   unsigned position = 0;       // rope: the first row's position (row r at position + r / rows per position)
   unsigned rows_per_position = 1;  // rope: rows that share a position
+  std::vector<Move> moves;         // move
 };
 
 // Whether b's values repeat over a as numpy broadcasts them: b has a's
@@ -103,6 +118,9 @@ class Graph {
   // kind: argmax, reduce_sum or reduce_max.
   int reduce(OpKind kind, int x, const std::string& name = "");
   int reshape(int x, std::vector<unsigned> shape, const std::string& name = "");
+  // A tensor of `shape` made of copies from `inputs` (all of one format);
+  // every output element must be written by exactly one move.
+  int move(std::vector<int> inputs, std::vector<unsigned> shape, std::vector<Move> moves, const std::string& name = "");
   // Marks a tensor as an output of the graph (read back after a run).
   void output(int t);
 

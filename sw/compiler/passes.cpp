@@ -39,12 +39,12 @@ std::vector<Group> fuse(const Graph& g, bool enabled) {
     // weight, or an earlier group's output), and the value is no output.
     // A cast ends the chain (its codes are what is stored); argmax and reshape neither
     // takes nor gives a chain.
-    while (enabled && !tiles_input(ops[i].kind) && ops[static_cast<std::size_t>(grp.ops.back())].kind != OpKind::cast &&
+    while (enabled && chains(ops[i].kind) && ops[static_cast<std::size_t>(grp.ops.back())].kind != OpKind::cast &&
            !g.is_output(running)) {
       const std::vector<int> readers = g.consumers(running);
       if (readers.size() != 1) break;
       const Op& next = ops[static_cast<std::size_t>(readers[0])];
-      if (!is_elementwise(next.kind)) break;
+      if (!is_elementwise(next.kind) || !chains(next.kind)) break;
       if (g.tensor(next.out).elements() != g.tensor(running).elements()) break;  // the value itself broadcasts
       const int other = other_operand(next, running);
       if (other >= 0 && g.producer(other) >= static_cast<int>(i)) break;  // computed after the chain starts
@@ -76,7 +76,8 @@ std::vector<int> narrow_storage(Graph& g, const std::vector<Group>& groups) {
   for (const Group& grp : groups) {
     const int t = grp.out;
     const OpKind anchor = g.ops()[static_cast<std::size_t>(grp.ops[0])].kind;
-    if (g.tensor(t).dtype != DType::f32 || g.is_output(t) || anchor == OpKind::reshape) continue;  // a reshape copies bytes
+    if (g.tensor(t).dtype != DType::f32 || g.is_output(t) || anchor == OpKind::reshape || anchor == OpKind::move)
+      continue;  // copies of bytes
     const std::vector<int> readers = g.consumers(t);
     std::optional<DType> fmt;
     bool ok = !readers.empty();
@@ -118,7 +119,7 @@ SpmPlan plan_spm(const Graph& g, const Group& grp, const Tiling& t, std::uint32_
     add("a", std::uint64_t{t.mb} * B.shape[0] * eb);
     for (int k = 0; k < 2; ++k) add(fmt::format("b{}", k), std::uint64_t{t.kb} * t.nb * eb);
     for (int k = 0; k < 2; ++k) add(fmt::format("c{}", k), block * 4);
-  } else if (anchor.kind == OpKind::reshape) {
+  } else if (anchor.kind == OpKind::reshape || anchor.kind == OpKind::move) {
     return p;  // memory to memory
   } else if (is_reduction(anchor.kind)) {
     for (int k = 0; k < 2; ++k) add(fmt::format("x{}", k), block * 4);
@@ -162,6 +163,25 @@ std::vector<std::pair<unsigned, unsigned>> split(unsigned n, unsigned parts, uns
 
 Tiling tile(const Graph& g, const Group& grp, const Target& tgt) {
   const Op& anchor = g.ops()[static_cast<std::size_t>(grp.ops[0])];
+  if (anchor.kind == OpKind::move) {
+    // Parts are ranges of the moves, of about equal bytes, on as many tiles.
+    Tiling t;
+    t.mb = t.nb = 1;
+    std::uint64_t total = 0;
+    for (const Move& m : anchor.moves) total += std::uint64_t{m.len} * m.count;
+    const unsigned parts = std::min<unsigned>(tgt.tiles, static_cast<unsigned>(anchor.moves.size()));
+    std::uint64_t done = 0;
+    unsigned r0 = 0;
+    for (unsigned k = 0; k < anchor.moves.size(); ++k) {
+      done += std::uint64_t{anchor.moves[k].len} * anchor.moves[k].count;
+      const bool last = k + 1 == anchor.moves.size();
+      if (last || done * parts >= total * (t.parts.size() + 1)) {
+        t.parts.push_back({static_cast<unsigned>(t.parts.size()), r0, k + 1, 0, 0});
+        r0 = k + 1;
+      }
+    }
+    return t;
+  }
   // The rows x cols the parts cover: the anchor's output (an argmax's input).
   const Tensor& view =
       g.tensor(tiles_input(anchor.kind) ? anchor.in[0] : anchor.out);

@@ -80,6 +80,12 @@ std::vector<std::vector<float>> reference(const Graph& g, const std::map<std::st
         break;
       }
       case OpKind::reshape: y = x; break;
+      case OpKind::move:
+        for (const Move& m : op.moves)
+          for (std::uint64_t i = 0; i < m.count; ++i)
+            std::copy_n(v[static_cast<std::size_t>(op.in[m.src])].begin() + static_cast<std::ptrdiff_t>(m.from + i * m.from_stride),
+                        m.len, y.begin() + static_cast<std::ptrdiff_t>(m.to + i * m.to_stride));
+        break;
       case OpKind::reduce_sum:
         for (std::size_t r = 0; r < rows; ++r) y[r] = vec::sum(x.data() + r * cols, static_cast<unsigned>(cols));
         break;
