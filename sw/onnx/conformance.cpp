@@ -111,14 +111,13 @@ int main(int argc, char** argv) {
       for (const fs::path& set : sets) {
         const std::map<std::string, HostTensor> in = inputs_of(set);
         Imported imp = import_model(m, in, precision);
-        compiler::Executable ex(dev, program, std::move(imp.graph));
-        std::map<std::string, std::vector<float>> values;
+        std::map<std::string, std::vector<float>> values, out;
         for (const std::string& name : imp.inputs) values[name] = in.at(name).f;
-        const auto out = ex.run(values);
+        if (imp.runs()) out = compiler::Executable(dev, program, std::move(imp.graph)).run(values);
         for (std::size_t k = 0; k < imp.outputs.size() && detail.empty(); ++k) {
           const HostTensor want = read_tensor_file((set / fmt::format("output_{}.pb", k)).string());
           const auto& o = imp.outputs[k];
-          detail = compare(want, imp.output(k, out.at(ex.graph().tensor(o.tensor).name)));
+          detail = compare(want, imp.output(k, out));
           if (!detail.empty()) detail = fmt::format("{}, output '{}': {}", set.filename().string(), o.name, detail);
         }
       }

@@ -269,12 +269,17 @@ class Importer {
       Imported::Output out;
       out.name = o.name(), out.shape = v.shape;
       out.elem_type = v.constant() ? v.c.elem_type : elem_type_.count(v.tensor) ? elem_type_.at(v.tensor) : TP::FLOAT;
-      if (v.constant()) throw Unsupported(o.name(), "output", "a value known at import (nothing runs on the chip)");
+      if (v.constant()) {  // known now: nothing to run for it
+        out.known = v.c, out.known.name = o.name();
+        out_.outputs.push_back(out);
+        continue;
+      }
       out.tensor = v.tensor;
       // An output the graph already has, or one it does not compute, is copied.
       if (g_.tensor(v.tensor).role != compiler::Role::intermediate || g_.is_output(v.tensor))
         out.tensor = g_.reshape(v.tensor, g_.tensor(v.tensor).shape, fresh("copy"));
       g_.output(out.tensor);
+      out.tensor_name = g_.tensor(out.tensor).name;
       out_.outputs.push_back(out);
     }
     out_.graph = std::move(g_);
@@ -306,6 +311,68 @@ class Importer {
     return g_.weight(fresh("const"), ir_shape(v.shape), v.c.f);
   }
   int scalar(float x) { return g_.weight(fresh("const"), {1}, {x}); }
+
+  static std::vector<std::uint64_t> strides(const std::vector<unsigned>& s) {
+    std::vector<std::uint64_t> st(s.size(), 1);
+    for (std::size_t i = s.size(); i-- > 1;) st[i - 1] = st[i] * s[i];
+    return st;
+  }
+  static std::vector<unsigned> unravel(std::uint64_t o, const std::vector<unsigned>& s) {
+    std::vector<unsigned> idx(s.size());
+    for (std::size_t i = s.size(); i-- > 0;) idx[i] = static_cast<unsigned>(o % s[i]), o /= s[i];
+    return idx;
+  }
+
+  // A value of `shape` whose element o is element src_of(o).second of input
+  // src_of(o).first: computed now where the inputs are known, else a move
+  // (its runs coalesced into strided copies).
+  using Source = std::pair<unsigned, std::uint64_t>;
+  Value remap(const std::vector<const Value*>& ins, std::vector<unsigned> shape,
+              const std::function<Source(std::uint64_t)>& src_of, const std::string& node, const std::string& op) {
+    Value r;
+    r.shape = shape;
+    const std::uint64_t n = count(shape);
+    if (!n) throw Unsupported(node, op, "an empty tensor");
+    if (std::all_of(ins.begin(), ins.end(), [](const Value* v) { return v->constant(); })) {
+      r.c.elem_type = ins[0]->c.elem_type, r.c.shape = shape;
+      for (const Value* v : ins)
+        if (is_int(v->c.elem_type) != is_int(r.c.elem_type)) throw Unsupported(node, op, "inputs of two types");
+      for (std::uint64_t o = 0; o < n; ++o) {
+        const auto [k, f] = src_of(o);
+        if (is_int(r.c.elem_type)) r.c.i.push_back(ins[k]->c.i.at(f));
+        else r.c.f.push_back(ins[k]->c.f.at(f));
+      }
+      return r;
+    }
+    std::vector<int> tensors;
+    for (const Value* v : ins) tensors.push_back(tensor(*v, node, op));
+    std::vector<compiler::Move> moves;
+    compiler::Move run{~0u, 0, 0, 0, 1, 0, 0};  // the run being grown
+    auto close = [&] {
+      if (!run.len) return;
+      compiler::Move* m = moves.empty() ? nullptr : &moves.back();
+      if (m && m->src == run.src && m->len == run.len && run.from > m->from && run.to >= m->to + m->len &&
+          (m->count == 1 || (run.from == m->from + m->count * m->from_stride && run.to == m->to + m->count * m->to_stride))) {
+        if (m->count == 1) m->from_stride = run.from - m->from, m->to_stride = run.to - m->to;
+        ++m->count;
+      } else {
+        moves.push_back(run);
+      }
+      if (moves.size() > (1u << 16)) throw Unsupported(node, op, "a data movement of more than 65536 strided copies");
+    };
+    for (std::uint64_t o = 0; o < n; ++o) {
+      const auto [k, f] = src_of(o);
+      if (run.len && run.src == k && run.from + run.len == f && run.to + run.len == o) {
+        ++run.len;
+        continue;
+      }
+      close();
+      run = {k, f, o, 1, 1, 0, 0};
+    }
+    close();
+    r.tensor = g_.move(tensors, ir_shape(shape), moves, node);
+    return r;
+  }
 
   static std::vector<unsigned> broadcast(const std::vector<unsigned>& a, const std::vector<unsigned>& b, bool* ok) {
     std::vector<unsigned> out(std::max(a.size(), b.size()), 1);
@@ -443,7 +510,7 @@ class Importer {
     static const std::map<std::string, OpKind> binaries{{"Add", OpKind::add}, {"Sub", OpKind::sub}, {"Mul", OpKind::mul},
                                                         {"Max", OpKind::max}, {"Min", OpKind::min}, {"Sum", OpKind::add},
                                                         {"Mean", OpKind::add}};
-    only_outputs(1);
+    only_outputs(op == "Split" ? n.output_size() : 1);
     if (unaries.count(op)) {
       set(unary(unaries.at(op), data(0), name, op));
     } else if (op == "Identity") {
@@ -662,6 +729,37 @@ class Importer {
       r.tensor = t, r.shape = lead;
       if (keep) r.shape.insert(r.shape.end(), at.size(), 1u);
       set(r);
+    } else if (op == "Transpose" || op == "Concat" || op == "Slice" || op == "Split" || op == "Gather" ||
+               op == "Tile" || op == "Expand" || op == "Trilu" || op == "Pad" || op == "DepthToSpace" ||
+               op == "SpaceToDepth") {
+      movement(n, name, op, attrs, used, ai);
+      return check_attributes(attrs, used, name, op);
+    } else if (op == "Shape" || op == "Size") {
+      const Value& x = in(0);
+      Value r;
+      r.c.elem_type = TP::INT64;
+      if (op == "Size") {
+        r.c.i = {static_cast<std::int64_t>(count(x.shape))};
+      } else {
+        const auto rank = static_cast<std::int64_t>(x.shape.size());
+        auto clamp = [&](std::int64_t v) { return std::clamp(v < 0 ? v + rank : v, std::int64_t{0}, rank); };
+        const std::int64_t start = clamp(ai("start", 0)), end = clamp(ai("end", rank));
+        for (std::int64_t k = start; k < end; ++k) r.c.i.push_back(x.shape[static_cast<std::size_t>(k)]);
+        r.c.shape = {static_cast<unsigned>(r.c.i.size())};
+      }
+      r.shape = r.c.shape;
+      set(r);
+    } else if (op == "ConstantOfShape") {
+      Value r;
+      for (std::int64_t d : ints(in(0))) r.c.shape.push_back(static_cast<unsigned>(d));
+      HostTensor v;
+      v.elem_type = TP::FLOAT, v.f = {0.0f};
+      if (attrs.count("value")) v = read_tensor(attrs.at("value")->t()), used.insert("value");
+      r.c.elem_type = v.elem_type;
+      if (is_int(v.elem_type)) r.c.i.assign(count(r.c.shape), v.i.at(0));
+      else r.c.f.assign(count(r.c.shape), v.f.at(0));
+      r.shape = r.c.shape;
+      set(r);
     } else if (op == "Constant") {
       Value r;
       if (attrs.count("value")) r.c = read_tensor(attrs.at("value")->t()), used.insert("value");
@@ -688,8 +786,229 @@ class Importer {
     } else {
       throw Unsupported(name, op, "the op is not supported");
     }
+    check_attributes(attrs, used, name, op);
+  }
+
+  static void check_attributes(const std::map<std::string, const onnx::AttributeProto*>& attrs,
+                               const std::set<std::string>& used, const std::string& name, const std::string& op) {
     for (const auto& [k, a] : attrs)
       if (!used.count(k)) throw Unsupported(name, op, fmt::format("attribute '{}'", k));
+  }
+
+  // The ops that only move data: each a remap of its inputs' elements.
+  void movement(const onnx::NodeProto& n, const std::string& name, const std::string& op,
+                const std::map<std::string, const onnx::AttributeProto*>& attrs, std::set<std::string>& used,
+                const std::function<std::int64_t(const char*, std::int64_t)>& ai) {
+    auto has_in = [&](int k) { return n.input_size() > k && !n.input(k).empty(); };
+    auto in = [&](int k) -> const Value& {
+      if (!has_in(k)) throw std::invalid_argument(fmt::format("node '{}' ({}): input {} is missing", name, op, k));
+      return value(n.input(k), name, op);
+    };
+    auto ints = [&](int k) {
+      const Value& v = in(k);
+      if (!v.constant() || !is_int(v.c.elem_type)) throw Unsupported(name, op, fmt::format("input {} computed on the chip", k));
+      return v.c.i;
+    };
+    auto attr_ints = [&](const char* k) {
+      std::vector<std::int64_t> v;
+      if (attrs.count(k)) used.insert(k), v.assign(attrs.at(k)->ints().begin(), attrs.at(k)->ints().end());
+      return v;
+    };
+    auto set = [&](Value v, int k = 0) { values_[n.output(k)] = std::move(v); };
+    const Value& x = in(0);
+    const std::vector<unsigned>& xs = x.shape;
+    const std::vector<std::uint64_t> xst = strides(xs);
+    const auto rank = static_cast<std::int64_t>(xs.size());
+    auto norm = [&](std::int64_t a, std::int64_t r) { return static_cast<std::size_t>(axis(a, static_cast<std::size_t>(r), name, op)); };
+    std::vector<unsigned> shape;
+    if (op == "Transpose") {
+      std::vector<std::int64_t> perm = attr_ints("perm");
+      if (perm.empty())
+        for (std::int64_t k = rank; k-- > 0;) perm.push_back(k);
+      if (static_cast<std::int64_t>(perm.size()) != rank) throw std::invalid_argument(fmt::format("node '{}' ({}): perm of {} axes for rank {}", name, op, perm.size(), rank));
+      for (std::int64_t p : perm) shape.push_back(xs.at(norm(p, rank)));
+      set(remap({&x}, shape, [&](std::uint64_t o) {
+        const auto idx = unravel(o, shape);
+        std::uint64_t f = 0;
+        for (std::size_t i = 0; i < idx.size(); ++i) f += idx[i] * xst[norm(perm[i], rank)];
+        return Source{0, f};
+      }, name, op));
+    } else if (op == "Concat") {
+      const std::size_t a = norm(ai("axis", 0), rank);
+      std::vector<const Value*> ins;
+      std::vector<unsigned> starts;
+      shape = xs, shape[a] = 0;
+      for (int k = 0; k < n.input_size(); ++k) {
+        const Value& v = in(k);
+        if (v.shape.size() != xs.size()) throw std::invalid_argument(fmt::format("node '{}' ({}): inputs of two ranks", name, op));
+        ins.push_back(&v), starts.push_back(shape[a]), shape[a] += v.shape[a];
+      }
+      set(remap(ins, shape, [&](std::uint64_t o) {
+        auto idx = unravel(o, shape);
+        unsigned k = static_cast<unsigned>(std::upper_bound(starts.begin(), starts.end(), idx[a]) - starts.begin() - 1);
+        idx[a] -= starts[k];
+        const auto st = strides(ins[k]->shape);
+        std::uint64_t f = 0;
+        for (std::size_t i = 0; i < idx.size(); ++i) f += idx[i] * st[i];
+        return Source{k, f};
+      }, name, op));
+    } else if (op == "Slice") {
+      std::vector<std::int64_t> starts = ints(1), ends = ints(2), axes, steps;
+      if (has_in(3)) axes = ints(3);
+      if (has_in(4)) steps = ints(4);
+      if (axes.empty())
+        for (std::size_t k = 0; k < starts.size(); ++k) axes.push_back(static_cast<std::int64_t>(k));
+      if (steps.empty()) steps.assign(starts.size(), 1);
+      std::vector<std::int64_t> first(xs.size(), 0), step(xs.size(), 1);
+      shape = xs;
+      for (std::size_t k = 0; k < axes.size(); ++k) {
+        const std::size_t a = norm(axes[k], rank);
+        const std::int64_t d = xs[a], s = steps.at(k);
+        if (!s) throw std::invalid_argument(fmt::format("node '{}' ({}): a step of 0", name, op));
+        std::int64_t b = starts.at(k), e = ends.at(k);
+        if (b < 0) b += d;
+        if (e < 0) e += d;
+        b = s > 0 ? std::clamp<std::int64_t>(b, 0, d) : std::clamp<std::int64_t>(b, 0, d - 1);
+        e = s > 0 ? std::clamp<std::int64_t>(e, 0, d) : std::clamp<std::int64_t>(e, -1, d - 1);
+        const std::int64_t len = s > 0 ? (e - b + s - 1) / s : (b - e - s - 1) / -s;
+        first[a] = b, step[a] = s, shape[a] = static_cast<unsigned>(std::max<std::int64_t>(len, 0));
+      }
+      set(remap({&x}, shape, [&](std::uint64_t o) {
+        const auto idx = unravel(o, shape);
+        std::uint64_t f = 0;
+        for (std::size_t i = 0; i < idx.size(); ++i) f += static_cast<std::uint64_t>(first[i] + step[i] * idx[i]) * xst[i];
+        return Source{0, f};
+      }, name, op));
+    } else if (op == "Split") {
+      const std::size_t a = norm(ai("axis", 0), rank);
+      std::vector<std::int64_t> split = has_in(1) ? ints(1) : attr_ints("split");
+      if (split.empty())
+        for (int k = 0; k < n.output_size(); ++k) split.push_back(xs[a] / n.output_size() + (k < static_cast<int>(xs[a] % n.output_size()) ? 1 : 0));
+      if (static_cast<int>(split.size()) != n.output_size()) throw std::invalid_argument(fmt::format("node '{}' ({}): {} parts for {} outputs", name, op, split.size(), n.output_size()));
+      unsigned at = 0;
+      for (int k = 0; k < n.output_size(); ++k) {
+        shape = xs, shape[a] = static_cast<unsigned>(split[static_cast<std::size_t>(k)]);
+        const unsigned start = at;
+        at += shape[a];
+        if (n.output(k).empty()) continue;
+        set(remap({&x}, shape, [&](std::uint64_t o) {
+          auto idx = unravel(o, shape);
+          idx[a] += start;
+          std::uint64_t f = 0;
+          for (std::size_t i = 0; i < idx.size(); ++i) f += idx[i] * xst[i];
+          return Source{0, f};
+        }, k ? fmt::format("{}.{}", name, k) : name, op), k);
+      }
+      if (at != xs[a]) throw std::invalid_argument(fmt::format("node '{}' ({}): parts of {} for {}", name, op, at, xs[a]));
+    } else if (op == "Gather") {
+      const std::size_t a = norm(ai("axis", 0), rank);
+      const Value& iv = in(1);
+      const std::vector<std::int64_t> index = ints(1);
+      shape.assign(xs.begin(), xs.begin() + static_cast<std::ptrdiff_t>(a));
+      shape.insert(shape.end(), iv.shape.begin(), iv.shape.end());
+      shape.insert(shape.end(), xs.begin() + static_cast<std::ptrdiff_t>(a) + 1, xs.end());
+      for (std::int64_t i : index)
+        if (i < -static_cast<std::int64_t>(xs[a]) || i >= xs[a]) throw std::invalid_argument(fmt::format("node '{}' ({}): index {} of {}", name, op, i, xs[a]));
+      const std::size_t ir = iv.shape.size();
+      set(remap({&x}, shape, [&](std::uint64_t o) {
+        const auto idx = unravel(o, shape);
+        std::uint64_t j = 0;
+        for (std::size_t i = 0; i < ir; ++i) j = j * iv.shape[i] + idx[a + i];
+        std::int64_t g = index[j];
+        if (g < 0) g += xs[a];
+        std::uint64_t f = static_cast<std::uint64_t>(g) * xst[a];
+        for (std::size_t i = 0; i < a; ++i) f += idx[i] * xst[i];
+        for (std::size_t i = a + 1; i < xs.size(); ++i) f += idx[i + ir - 1] * xst[i];
+        return Source{0, f};
+      }, name, op));
+    } else if (op == "Tile" || op == "Expand") {
+      const std::vector<std::int64_t> v = ints(1);
+      if (op == "Tile") {
+        if (static_cast<std::int64_t>(v.size()) != rank) throw std::invalid_argument(fmt::format("node '{}' ({}): {} repeats for rank {}", name, op, v.size(), rank));
+        for (std::size_t i = 0; i < xs.size(); ++i) shape.push_back(xs[i] * static_cast<unsigned>(v[i]));
+      } else {
+        std::vector<unsigned> want;
+        for (std::int64_t d : v) want.push_back(static_cast<unsigned>(d));
+        bool ok;
+        shape = broadcast(xs, want, &ok);
+        if (!ok) throw std::invalid_argument(fmt::format("node '{}' ({}): {} does not expand to {}", name, op, shape_text(xs), shape_text(want)));
+      }
+      const std::size_t lead = shape.size() - xs.size();
+      set(remap({&x}, shape, [&](std::uint64_t o) {
+        const auto idx = unravel(o, shape);
+        std::uint64_t f = 0;
+        for (std::size_t i = 0; i < xs.size(); ++i) f += (idx[lead + i] % xs[i]) * xst[i];
+        return Source{0, f};
+      }, name, op));
+    } else if (op == "Trilu") {
+      if (rank < 2) throw std::invalid_argument(fmt::format("node '{}' ({}): rank {}", name, op, rank));
+      const std::int64_t k = has_in(1) ? ints(1).at(0) : 0;
+      const bool upper = ai("upper", 1);
+      Value zeros;
+      zeros.shape = xs, zeros.c.elem_type = x.constant() ? x.c.elem_type : TP::FLOAT, zeros.c.shape = xs;
+      if (is_int(zeros.c.elem_type)) zeros.c.i.assign(count(xs), 0);
+      else zeros.c.f.assign(count(xs), 0.0f);
+      const unsigned cols = xs.back(), rows = xs[xs.size() - 2];
+      set(remap({&x, &zeros}, xs, [&](std::uint64_t o) {
+        const auto i = static_cast<std::int64_t>(o / cols % rows), j = static_cast<std::int64_t>(o % cols);
+        return Source{upper ? (j - i >= k ? 0u : 1u) : (j - i <= k ? 0u : 1u), o};
+      }, name, op));
+    } else if (op == "Pad") {
+      std::string mode = "constant";
+      if (attrs.count("mode")) used.insert("mode"), mode = attrs.at("mode")->s();
+      if (mode != "constant" && mode != "reflect" && mode != "edge") throw Unsupported(name, op, fmt::format("mode '{}'", mode));
+      const std::vector<std::int64_t> pads = ints(1);
+      if (has_in(3)) throw Unsupported(name, op, "axes");
+      if (static_cast<std::int64_t>(pads.size()) != 2 * rank) throw std::invalid_argument(fmt::format("node '{}' ({}): {} pads for rank {}", name, op, pads.size(), rank));
+      for (std::int64_t i = 0; i < rank; ++i) {
+        const std::int64_t d = xs[static_cast<std::size_t>(i)] + pads[static_cast<std::size_t>(i)] + pads[static_cast<std::size_t>(i + rank)];
+        if (d < 0) throw std::invalid_argument(fmt::format("node '{}' ({}): pads past the tensor", name, op));
+        shape.push_back(static_cast<unsigned>(d));
+      }
+      Value fill;
+      fill.shape = shape, fill.c.shape = shape, fill.c.elem_type = x.constant() ? x.c.elem_type : TP::FLOAT;
+      const Value* cv = has_in(2) ? &in(2) : nullptr;
+      if (cv && !cv->constant()) throw Unsupported(name, op, "a padding value computed on the chip");
+      if (is_int(fill.c.elem_type)) fill.c.i.assign(count(shape), cv ? cv->c.i.at(0) : 0);
+      else fill.c.f.assign(count(shape), cv ? cv->c.f.at(0) : 0.0f);
+      set(remap({&x, &fill}, shape, [&](std::uint64_t o) {
+        const auto idx = unravel(o, shape);
+        std::uint64_t f = 0;
+        for (std::size_t i = 0; i < idx.size(); ++i) {
+          const auto d = static_cast<std::int64_t>(xs[i]);
+          std::int64_t p = static_cast<std::int64_t>(idx[i]) - pads[i];
+          if (p < 0 || p >= d) {
+            if (mode == "constant") return Source{1, o};
+            if (mode == "edge") p = std::clamp<std::int64_t>(p, 0, d - 1);
+            else while (p < 0 || p >= d) p = p < 0 ? -p : 2 * (d - 1) - p;
+          }
+          f += static_cast<std::uint64_t>(p) * xst[i];
+        }
+        return Source{0, f};
+      }, name, op));
+    } else {  // DepthToSpace, SpaceToDepth: [N, C, H, W]
+      if (rank != 4) throw std::invalid_argument(fmt::format("node '{}' ({}): rank {}, not 4", name, op, rank));
+      const auto b = static_cast<unsigned>(ai("blocksize", 0));
+      std::string mode = "DCR";
+      if (attrs.count("mode")) used.insert("mode"), mode = attrs.at("mode")->s();
+      const unsigned N = xs[0], C = xs[1], Hh = xs[2], W = xs[3];
+      if (!b || (op == "DepthToSpace" ? C % (b * b) : Hh % b + W % b)) throw std::invalid_argument(fmt::format("node '{}' ({}): blocksize {} for {}", name, op, b, shape_text(xs)));
+      shape = op == "DepthToSpace" ? std::vector<unsigned>{N, C / (b * b), Hh * b, W * b} : std::vector<unsigned>{N, C * b * b, Hh / b, W / b};
+      const bool crd = mode == "CRD";
+      if (mode != "DCR" && mode != "CRD") throw Unsupported(name, op, fmt::format("mode '{}'", mode));
+      set(remap({&x}, shape, [&](std::uint64_t o) {
+        const auto i = unravel(o, shape);
+        std::uint64_t c, h, w;
+        if (op == "DepthToSpace") {
+          const unsigned cc = shape[1], bi = i[2] % b, bj = i[3] % b;
+          c = crd ? i[1] * b * b + bi * b + bj : (bi * b + bj) * cc + i[1], h = i[2] / b, w = i[3] / b;
+        } else {
+          const unsigned blk = i[1] / C, bi = blk / b, bj = blk % b;
+          c = i[1] % C, h = i[2] * b + bi, w = i[3] * b + bj;
+        }
+        return Source{0, i[0] * xst[0] + c * xst[1] + h * xst[2] + w * xst[3]};
+      }, name, op));
+    }
   }
 
   const onnx::ModelProto& m_;
@@ -704,8 +1023,10 @@ class Importer {
 
 }  // namespace
 
-HostTensor Imported::output(std::size_t k, const std::vector<float>& values) const {
+HostTensor Imported::output(std::size_t k, const std::map<std::string, std::vector<float>>& run) const {
   const Output& o = outputs.at(k);
+  if (o.tensor < 0) return o.known;
+  const std::vector<float>& values = run.at(o.tensor_name);
   HostTensor h;
   h.name = o.name, h.shape = o.shape, h.elem_type = o.elem_type;
   if (is_int(o.elem_type))

@@ -72,14 +72,18 @@ struct Imported {
   // ONNX type to write it back as.
   struct Output {
     std::string name;
-    int tensor = -1;
+    int tensor = -1;          // the graph's (-1: known at import)
+    std::string tensor_name;  // its name in the graph, as Executable::run() returns it
     std::vector<unsigned> shape;
     int elem_type = 1;
+    HostTensor known;         // the value, where known at import (a Shape's)
   };
   std::vector<Output> outputs;
   std::vector<std::string> inputs;  // the graph's (FP32) inputs, by ONNX name
-  // Output k as ONNX has it, from the values a run gives its tensor.
-  HostTensor output(std::size_t k, const std::vector<float>& values) const;
+  // Output k as ONNX has it, from a run's outputs (Executable::run()).
+  HostTensor output(std::size_t k, const std::map<std::string, std::vector<float>>& run) const;
+  // Whether anything runs on the chip (no output may need it).
+  bool runs() const { return !graph.outputs().empty(); }
 };
 
 // `inputs`: every graph input not an initializer, by name, with its data
