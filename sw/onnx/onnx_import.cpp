@@ -327,8 +327,10 @@ class Importer {
   // src_of(o).first: computed now where the inputs are known, else a move
   // (its runs coalesced into strided copies).
   using Source = std::pair<unsigned, std::uint64_t>;
+  // The move is named `tensor_name` (empty: a fresh name).
   Value remap(const std::vector<const Value*>& ins, std::vector<unsigned> shape,
-              const std::function<Source(std::uint64_t)>& src_of, const std::string& node, const std::string& op) {
+              const std::function<Source(std::uint64_t)>& src_of, const std::string& node, const std::string& op,
+              const std::string& tensor_name = "") {
     Value r;
     r.shape = shape;
     const std::uint64_t n = count(shape);
@@ -370,8 +372,37 @@ class Importer {
       run = {k, f, o, 1, 1, 0, 0};
     }
     close();
-    r.tensor = g_.move(tensors, ir_shape(shape), moves, node);
+    r.tensor = g_.move(tensors, ir_shape(shape), moves, tensor_name.empty() ? fresh("move") : tensor_name);
     return r;
+  }
+
+  // x with its axes in the order `perm` gives (out axis i is x's perm[i]).
+  Value permute(const Value& x, const std::vector<std::size_t>& perm, const std::string& node, const std::string& op) {
+    std::vector<unsigned> shape;
+    for (std::size_t p : perm) shape.push_back(x.shape.at(p));
+    const std::vector<std::uint64_t> st = strides(x.shape);
+    return remap({&x}, shape, [&](std::uint64_t o) {
+      const auto idx = unravel(o, shape);
+      std::uint64_t f = 0;
+      for (std::size_t i = 0; i < idx.size(); ++i) f += idx[i] * st[perm[i]];
+      return Source{0, f};
+    }, node, op);
+  }
+  // The axes of a rank but those in `last`, then those: a permutation that
+  // brings `last` to the end, the others in their order.
+  static std::vector<std::size_t> to_end(std::size_t rank, const std::set<std::size_t>& last) {
+    std::vector<std::size_t> p;
+    for (std::size_t i = 0; i < rank; ++i)
+      if (!last.count(i)) p.push_back(i);
+    p.insert(p.end(), last.begin(), last.end());
+    return p;
+  }
+  // x seen as [product of the axes before `a`, product of the rest].
+  int as_2d(const Value& x, std::size_t a, const std::string& node, const std::string& op) {
+    const int t = tensor(x, node, op);
+    const std::vector<unsigned> s{static_cast<unsigned>(count({x.shape.begin(), x.shape.begin() + static_cast<std::ptrdiff_t>(a)})),
+                                  static_cast<unsigned>(count({x.shape.begin() + static_cast<std::ptrdiff_t>(a), x.shape.end()}))};
+    return g_.tensor(t).shape == s ? t : g_.reshape(t, s, fresh("view"));
   }
 
   static std::vector<unsigned> broadcast(const std::vector<unsigned>& a, const std::vector<unsigned>& b, bool* ok) {
@@ -510,7 +541,7 @@ class Importer {
     static const std::map<std::string, OpKind> binaries{{"Add", OpKind::add}, {"Sub", OpKind::sub}, {"Mul", OpKind::mul},
                                                         {"Max", OpKind::max}, {"Min", OpKind::min}, {"Sum", OpKind::add},
                                                         {"Mean", OpKind::add}};
-    only_outputs(op == "Split" ? n.output_size() : 1);
+    only_outputs(op == "Split" ? n.output_size() : op == "LayerNormalization" ? 3 : 1);
     if (unaries.count(op)) {
       set(unary(unaries.at(op), data(0), name, op));
     } else if (op == "Identity") {
@@ -557,31 +588,55 @@ class Importer {
       set(r);
     } else if (op == "Softmax" || op == "LogSoftmax") {
       const Value& x = data(0);
-      // Before opset 13 the default axis is 1 and the input is seen as 2-D
-      // around it: the same as ours where that axis is the last.
-      const std::int64_t a = axis(ai("axis", opset_ < 13 ? 1 : -1), x.shape.size(), name, op);
-      if (!x.shape.empty() && a != static_cast<std::int64_t>(x.shape.size()) - 1)
-        throw Unsupported(name, op, fmt::format("axis {} of {} (the last axis is supported)", a, shape_text(x.shape)));
+      // From opset 13 over one axis (brought last, and back); before, the
+      // default axis is 1 and the input is seen as 2-D around it.
+      const auto a = static_cast<std::size_t>(axis(ai("axis", opset_ < 13 ? 1 : -1), x.shape.size(), name, op));
       Value r;
-      r.shape = x.shape, r.tensor = g_.softmax(rows_of(x, name, op));
+      r.shape = x.shape;
+      if (x.shape.empty() || a + 1 == x.shape.size()) {
+        r.tensor = g_.softmax(rows_of(x, name, op));
+      } else if (opset_ < 13) {
+        r.tensor = g_.reshape(g_.softmax(as_2d(x, a, name, op)), ir_shape(x.shape), fresh("view"));
+      } else {
+        const std::vector<std::size_t> p = to_end(x.shape.size(), {a});
+        Value t = permute(x, p, name, op);
+        t.tensor = g_.softmax(t.tensor);
+        std::vector<std::size_t> back(p.size());
+        for (std::size_t i = 0; i < p.size(); ++i) back[p[i]] = i;
+        r = permute(t, back, name, op);
+      }
       set(op == "LogSoftmax" ? unary(OpKind::log, r, name, op) : r);
     } else if (op == "LayerNormalization") {
-      only_outputs(1);
+      // Over the axes from `axis` on, as one row; Mean and InvStdDev from
+      // the row sums of x and x^2.
       const Value& x = data(0);
-      const std::int64_t a = axis(ai("axis", -1), x.shape.size(), name, op);
+      const auto a = static_cast<std::size_t>(axis(ai("axis", -1), x.shape.size(), name, op));
       if (ai("stash_type", 1) != 1) throw Unsupported(name, op, "stash_type other than FLOAT");
-      if (a != static_cast<std::int64_t>(x.shape.size()) - 1)
-        throw Unsupported(name, op, fmt::format("axis {} of {} (the last axis is supported)", a, shape_text(x.shape)));
-      const unsigned cols = x.shape.back();
+      const unsigned cols = static_cast<unsigned>(count({x.shape.begin() + static_cast<std::ptrdiff_t>(a), x.shape.end()}));
+      const int x2 = as_2d(x, a, name, op);
       auto row = [&](int k, float fill) {
         if (!has_in(k)) return g_.weight(fresh("const"), {cols}, std::vector<float>(cols, fill));
         const Value& v = data(k);
         if (count(v.shape) != cols) throw Unsupported(name, op, fmt::format("input {} of shape {}", k, shape_text(v.shape)));
         return tensor(v, name, op);
       };
+      const float eps = af("epsilon", 1e-5f);
       Value r;
-      r.shape = x.shape, r.tensor = g_.layernorm(rows_of(x, name, op), row(1, 1.0f), row(2, 0.0f), af("epsilon", 1e-5f));
+      r.shape = x.shape, r.tensor = g_.layernorm(x2, row(1, 1.0f), row(2, 0.0f), eps);
+      if (g_.tensor(r.tensor).shape != ir_shape(x.shape)) r.tensor = g_.reshape(r.tensor, ir_shape(x.shape), fresh("view"));
       set(r);
+      Value stat;
+      stat.shape.assign(x.shape.begin(), x.shape.begin() + static_cast<std::ptrdiff_t>(a));
+      stat.shape.insert(stat.shape.end(), x.shape.size() - a, 1u);
+      const int inv_n = scalar(1.0f / static_cast<float>(cols));
+      const int mean = g_.binary(OpKind::mul, g_.reduce(OpKind::reduce_sum, x2), inv_n);
+      if (n.output_size() > 1 && !n.output(1).empty()) stat.tensor = mean, set(stat, 1);
+      if (n.output_size() > 2 && !n.output(2).empty()) {
+        const int sq = g_.binary(OpKind::mul, g_.reduce(OpKind::reduce_sum, g_.binary(OpKind::mul, x2, x2)), inv_n);
+        const int var = g_.binary(OpKind::sub, sq, g_.binary(OpKind::mul, mean, mean));
+        stat.tensor = g_.unary(OpKind::rsqrt, g_.binary(OpKind::add, var, scalar(eps)));
+        set(stat, 2);
+      }
     } else if (op == "MatMul" || op == "Gemm") {
       Value a = data(0), b = data(1);
       bool ta = false, tb = false;
@@ -624,13 +679,15 @@ class Importer {
       const std::int64_t a = axis(ai("axis", 0), x.shape.size(), name, op);
       const bool keep = ai("keepdims", 1);
       if (ai("select_last_index", 0)) throw Unsupported(name, op, "select_last_index");
-      if (!x.shape.empty() && a != static_cast<std::int64_t>(x.shape.size()) - 1)
-        throw Unsupported(name, op, fmt::format("axis {} of {} (the last axis is supported)", a, shape_text(x.shape)));
-      const int t = rows_of(x, name, op);
+      // The axis brought last (the others in their order): a row each.
+      const bool last = x.shape.empty() || a + 1 == static_cast<std::int64_t>(x.shape.size());
+      const int t = last ? rows_of(x, name, op) : permute(x, to_end(x.shape.size(), {static_cast<std::size_t>(a)}), name, op).tensor;
       Value r;
       r.shape = x.shape;
-      if (keep) r.shape.back() = 1;
-      else r.shape.pop_back();
+      if (!x.shape.empty()) {
+        if (keep) r.shape[static_cast<std::size_t>(a)] = 1;
+        else r.shape.erase(r.shape.begin() + a);
+      }
       r.tensor = g_.argmax(op == "ArgMin" ? g_.unary(OpKind::neg, t) : t, name);
       elem_type_[r.tensor] = TP::INT64;
       set(r);
@@ -707,12 +764,17 @@ class Importer {
       if (axes.empty())
         for (std::size_t k = 0; k < x.shape.size(); ++k) at.insert(static_cast<std::int64_t>(k));
       const std::size_t first = x.shape.size() - at.size();
-      if (!at.empty() && (*at.begin() != static_cast<std::int64_t>(first) || *at.rbegin() != static_cast<std::int64_t>(x.shape.size()) - 1))
-        throw Unsupported(name, op, fmt::format("axes of {} that are not the trailing ones", shape_text(x.shape)));
-      const std::vector<unsigned> lead(x.shape.begin(), x.shape.begin() + static_cast<std::ptrdiff_t>(first));
-      const unsigned n = static_cast<unsigned>(count({x.shape.begin() + static_cast<std::ptrdiff_t>(first), x.shape.end()}));
+      std::vector<unsigned> lead;
+      for (std::size_t k = 0; k < x.shape.size(); ++k)
+        if (!at.count(static_cast<std::int64_t>(k))) lead.push_back(x.shape[k]);
+      const unsigned n = static_cast<unsigned>(count(x.shape) / std::max<std::uint64_t>(count(lead), 1));
       if (!n || !count(x.shape)) throw Unsupported(name, op, "an empty tensor");
-      int t = tensor(x, name, op);
+      // The reduced axes brought last, where they are not.
+      std::set<std::size_t> red;
+      for (std::int64_t k : at) red.insert(static_cast<std::size_t>(k));
+      const bool trailing = at.empty() || (*at.begin() == static_cast<std::int64_t>(first) &&
+                                           *at.rbegin() == static_cast<std::int64_t>(x.shape.size()) - 1);
+      int t = trailing ? tensor(x, name, op) : permute(x, to_end(x.shape.size(), red), name, op).tensor;
       const std::vector<unsigned> view{static_cast<unsigned>(count(lead)), n};
       if (g_.tensor(t).cols() != n) t = g_.reshape(t, view, fresh("view"));
       const std::string& kind = reductions().at(op);
@@ -727,7 +789,10 @@ class Importer {
       if (kind == "logsum" || kind == "logsumexp") t = g_.unary(OpKind::log, t);
       Value r;
       r.tensor = t, r.shape = lead;
-      if (keep) r.shape.insert(r.shape.end(), at.size(), 1u);
+      if (keep) {
+        r.shape = x.shape;
+        for (std::int64_t k : at) r.shape[static_cast<std::size_t>(k)] = 1;
+      }
       set(r);
     } else if (op == "Transpose" || op == "Concat" || op == "Slice" || op == "Split" || op == "Gather" ||
                op == "Tile" || op == "Expand" || op == "Trilu" || op == "Pad" || op == "DepthToSpace" ||
@@ -826,13 +891,9 @@ class Importer {
       if (perm.empty())
         for (std::int64_t k = rank; k-- > 0;) perm.push_back(k);
       if (static_cast<std::int64_t>(perm.size()) != rank) throw std::invalid_argument(fmt::format("node '{}' ({}): perm of {} axes for rank {}", name, op, perm.size(), rank));
-      for (std::int64_t p : perm) shape.push_back(xs.at(norm(p, rank)));
-      set(remap({&x}, shape, [&](std::uint64_t o) {
-        const auto idx = unravel(o, shape);
-        std::uint64_t f = 0;
-        for (std::size_t i = 0; i < idx.size(); ++i) f += idx[i] * xst[norm(perm[i], rank)];
-        return Source{0, f};
-      }, name, op));
+      std::vector<std::size_t> p;
+      for (std::int64_t a : perm) p.push_back(norm(a, rank));
+      set(permute(x, p, name, op));
     } else if (op == "Concat") {
       const std::size_t a = norm(ai("axis", 0), rank);
       std::vector<const Value*> ins;
@@ -851,7 +912,7 @@ class Importer {
         std::uint64_t f = 0;
         for (std::size_t i = 0; i < idx.size(); ++i) f += idx[i] * st[i];
         return Source{k, f};
-      }, name, op));
+      }, name, op, name));
     } else if (op == "Slice") {
       std::vector<std::int64_t> starts = ints(1), ends = ints(2), axes, steps;
       if (has_in(3)) axes = ints(3);
@@ -878,7 +939,7 @@ class Importer {
         std::uint64_t f = 0;
         for (std::size_t i = 0; i < idx.size(); ++i) f += static_cast<std::uint64_t>(first[i] + step[i] * idx[i]) * xst[i];
         return Source{0, f};
-      }, name, op));
+      }, name, op, name));
     } else if (op == "Split") {
       const std::size_t a = norm(ai("axis", 0), rank);
       std::vector<std::int64_t> split = has_in(1) ? ints(1) : attr_ints("split");
@@ -897,7 +958,7 @@ class Importer {
           std::uint64_t f = 0;
           for (std::size_t i = 0; i < idx.size(); ++i) f += idx[i] * xst[i];
           return Source{0, f};
-        }, k ? fmt::format("{}.{}", name, k) : name, op), k);
+        }, name, op, k ? fmt::format("{}.{}", name, k) : name), k);
       }
       if (at != xs[a]) throw std::invalid_argument(fmt::format("node '{}' ({}): parts of {} for {}", name, op, at, xs[a]));
     } else if (op == "Gather") {
@@ -920,7 +981,7 @@ class Importer {
         for (std::size_t i = 0; i < a; ++i) f += idx[i] * xst[i];
         for (std::size_t i = a + 1; i < xs.size(); ++i) f += idx[i + ir - 1] * xst[i];
         return Source{0, f};
-      }, name, op));
+      }, name, op, name));
     } else if (op == "Tile" || op == "Expand") {
       const std::vector<std::int64_t> v = ints(1);
       if (op == "Tile") {
@@ -939,7 +1000,7 @@ class Importer {
         std::uint64_t f = 0;
         for (std::size_t i = 0; i < xs.size(); ++i) f += (idx[lead + i] % xs[i]) * xst[i];
         return Source{0, f};
-      }, name, op));
+      }, name, op, name));
     } else if (op == "Trilu") {
       if (rank < 2) throw std::invalid_argument(fmt::format("node '{}' ({}): rank {}", name, op, rank));
       const std::int64_t k = has_in(1) ? ints(1).at(0) : 0;
@@ -952,7 +1013,7 @@ class Importer {
       set(remap({&x, &zeros}, xs, [&](std::uint64_t o) {
         const auto i = static_cast<std::int64_t>(o / cols % rows), j = static_cast<std::int64_t>(o % cols);
         return Source{upper ? (j - i >= k ? 0u : 1u) : (j - i <= k ? 0u : 1u), o};
-      }, name, op));
+      }, name, op, name));
     } else if (op == "Pad") {
       std::string mode = "constant";
       if (attrs.count("mode")) used.insert("mode"), mode = attrs.at("mode")->s();
@@ -985,7 +1046,7 @@ class Importer {
           f += static_cast<std::uint64_t>(p) * xst[i];
         }
         return Source{0, f};
-      }, name, op));
+      }, name, op, name));
     } else {  // DepthToSpace, SpaceToDepth: [N, C, H, W]
       if (rank != 4) throw std::invalid_argument(fmt::format("node '{}' ({}): rank {}, not 4", name, op, rank));
       const auto b = static_cast<unsigned>(ai("blocksize", 0));
@@ -1007,7 +1068,7 @@ class Importer {
           c = i[1] % C, h = i[2] * b + bi, w = i[3] * b + bj;
         }
         return Source{0, i[0] * xst[0] + c * xst[1] + h * xst[2] + w * xst[3]};
-      }, name, op));
+      }, name, op, name));
     }
   }
 
