@@ -796,7 +796,8 @@ class Importer {
       set(r);
     } else if (op == "Transpose" || op == "Concat" || op == "Slice" || op == "Split" || op == "Gather" ||
                op == "Tile" || op == "Expand" || op == "Trilu" || op == "Pad" || op == "DepthToSpace" ||
-               op == "SpaceToDepth") {
+               op == "SpaceToDepth" || op == "GatherElements" || op == "ScatterElements" || op == "Scatter" ||
+               op == "ScatterND" || op == "OneHot" || op == "EyeLike" || op == "Compress" || op == "Where") {
       movement(n, name, op, attrs, used, ai);
       return check_attributes(attrs, used, name, op);
     } else if (op == "Shape" || op == "Size") {
@@ -1046,6 +1047,127 @@ class Importer {
           f += static_cast<std::uint64_t>(p) * xst[i];
         }
         return Source{0, f};
+      }, name, op, name));
+    } else if (op == "GatherElements" || op == "ScatterElements" || op == "Scatter") {
+      const std::size_t a = norm(ai("axis", 0), rank);
+      const Value& iv = in(1);
+      const std::vector<std::int64_t> index = ints(1);
+      if (iv.shape.size() != xs.size()) throw std::invalid_argument(fmt::format("node '{}' ({}): indices of rank {}", name, op, iv.shape.size()));
+      auto at = [&](std::size_t j) {
+        std::int64_t g = index.at(j);
+        if (g < -static_cast<std::int64_t>(xs[a]) || g >= xs[a]) throw std::invalid_argument(fmt::format("node '{}' ({}): index {} of {}", name, op, g, xs[a]));
+        return static_cast<std::uint64_t>(g < 0 ? g + xs[a] : g);
+      };
+      if (op == "GatherElements") {
+        set(remap({&x}, iv.shape, [&](std::uint64_t o) {
+          auto idx = unravel(o, iv.shape);
+          std::uint64_t f = 0;
+          for (std::size_t i = 0; i < idx.size(); ++i) f += (i == a ? at(o) : idx[i]) * xst[i];
+          return Source{0, f};
+        }, name, op, name));
+      } else {
+        if (attrs.count("reduction") && attrs.at("reduction")->s() != "none") throw Unsupported(name, op, "a reduction");
+        if (attrs.count("reduction")) used.insert("reduction");
+        std::vector<Source> src(count(xs));
+        for (std::uint64_t o = 0; o < src.size(); ++o) src[o] = {0, o};
+        for (std::uint64_t u = 0; u < count(iv.shape); ++u) {
+          auto idx = unravel(u, iv.shape);
+          std::uint64_t f = 0;
+          for (std::size_t i = 0; i < idx.size(); ++i) f += (i == a ? at(u) : idx[i]) * xst[i];
+          src[f] = {1, u};
+        }
+        set(remap({&x, &in(2)}, xs, [&](std::uint64_t o) { return src[o]; }, name, op, name));
+      }
+    } else if (op == "ScatterND") {
+      if (attrs.count("reduction") && attrs.at("reduction")->s() != "none") throw Unsupported(name, op, "a reduction");
+      if (attrs.count("reduction")) used.insert("reduction");
+      const Value& iv = in(1);
+      const std::vector<std::int64_t> index = ints(1);
+      const std::size_t k = iv.shape.empty() ? 0 : iv.shape.back();
+      if (!k || k > xs.size()) throw std::invalid_argument(fmt::format("node '{}' ({}): index tuples of {}", name, op, k));
+      const std::uint64_t tuples = count(iv.shape) / k, slice = count({xs.begin() + static_cast<std::ptrdiff_t>(k), xs.end()});
+      std::vector<Source> src(count(xs));
+      for (std::uint64_t o = 0; o < src.size(); ++o) src[o] = {0, o};
+      for (std::uint64_t j = 0; j < tuples; ++j) {
+        std::uint64_t f = 0;
+        for (std::size_t i = 0; i < k; ++i) {
+          std::int64_t g = index[j * k + i];
+          if (g < 0) g += xs[i];
+          if (g < 0 || g >= xs[i]) throw std::invalid_argument(fmt::format("node '{}' ({}): index {} of {}", name, op, index[j * k + i], xs[i]));
+          f += static_cast<std::uint64_t>(g) * xst[i];
+        }
+        for (std::uint64_t e = 0; e < slice; ++e) src[f + e] = {1, j * slice + e};
+      }
+      set(remap({&x, &in(2)}, xs, [&](std::uint64_t o) { return src[o]; }, name, op, name));
+    } else if (op == "OneHot") {
+      const std::vector<std::int64_t> index = ints(0);
+      const Value& depth_v = in(1);
+      const std::int64_t depth = depth_v.constant() && !depth_v.c.i.empty() ? depth_v.c.i[0]
+                                 : depth_v.constant() && !depth_v.c.f.empty() ? static_cast<std::int64_t>(depth_v.c.f[0])
+                                                                               : -1;
+      if (depth < 1) throw Unsupported(name, op, "a depth computed on the chip");
+      const Value& values = in(2);
+      const std::size_t a = norm(ai("axis", -1), rank + 1);
+      shape = xs;
+      shape.insert(shape.begin() + static_cast<std::ptrdiff_t>(a), static_cast<unsigned>(depth));
+      set(remap({&values}, shape, [&](std::uint64_t o) {
+        auto idx = unravel(o, shape);
+        const std::int64_t d = idx[a];
+        idx.erase(idx.begin() + static_cast<std::ptrdiff_t>(a));
+        std::uint64_t j = 0;
+        for (std::size_t i = 0; i < idx.size(); ++i) j += idx[i] * xst[i];
+        std::int64_t g = index[j];
+        if (g < 0) g += depth;
+        return Source{0, g == d ? 1u : 0u};
+      }, name, op, name));
+    } else if (op == "EyeLike") {
+      if (rank != 2) throw std::invalid_argument(fmt::format("node '{}' ({}): rank {}", name, op, rank));
+      const std::int64_t k = ai("k", 0), dtype = ai("dtype", x.constant() ? x.c.elem_type : TP::FLOAT);
+      Value r;
+      r.shape = xs, r.c.shape = xs, r.c.elem_type = static_cast<int>(dtype);
+      if (!is_float(r.c.elem_type) && !is_int(r.c.elem_type)) throw Unsupported(name, op, fmt::format("dtype {}", type_name(r.c.elem_type)));
+      for (std::uint64_t o = 0; o < count(xs); ++o) {
+        const bool one = static_cast<std::int64_t>(o % xs[1]) - static_cast<std::int64_t>(o / xs[1]) == k;
+        if (is_int(r.c.elem_type)) r.c.i.push_back(one);
+        else r.c.f.push_back(one ? 1.0f : 0.0f);
+      }
+      set(r);
+    } else if (op == "Compress") {
+      const std::vector<std::int64_t> cond = ints(1);
+      std::vector<std::uint64_t> keep;
+      if (!attrs.count("axis")) {
+        for (std::uint64_t i = 0; i < std::min<std::uint64_t>(cond.size(), count(xs)); ++i)
+          if (cond[i]) keep.push_back(i);
+        shape = {static_cast<unsigned>(keep.size())};
+        set(remap({&x}, shape, [&](std::uint64_t o) { return Source{0, keep[o]}; }, name, op, name));
+      } else {
+        const std::size_t a = norm(ai("axis", 0), rank);
+        for (std::uint64_t i = 0; i < std::min<std::uint64_t>(cond.size(), xs[a]); ++i)
+          if (cond[i]) keep.push_back(i);
+        shape = xs, shape[a] = static_cast<unsigned>(keep.size());
+        set(remap({&x}, shape, [&](std::uint64_t o) {
+          auto idx = unravel(o, shape);
+          idx[a] = static_cast<unsigned>(keep[idx[a]]);
+          std::uint64_t f = 0;
+          for (std::size_t i = 0; i < idx.size(); ++i) f += idx[i] * xst[i];
+          return Source{0, f};
+        }, name, op, name));
+      }
+    } else if (op == "Where") {  // the condition known now: each element from X or from Y
+      const std::vector<std::int64_t> cond = ints(0);
+      const Value &a = in(1), &b = in(2);
+      bool ok1, ok2;
+      shape = broadcast(broadcast(xs, a.shape, &ok1), b.shape, &ok2);
+      if (!ok1 || !ok2) throw std::invalid_argument(fmt::format("node '{}' ({}): shapes that do not broadcast", name, op));
+      auto flat = [&](const std::vector<unsigned>& idx, const std::vector<unsigned>& s) {  // numpy broadcasting's index
+        const auto st = strides(s);
+        std::uint64_t f = 0;
+        for (std::size_t i = 0; i < s.size(); ++i) f += (s[i] == 1 ? 0 : idx[idx.size() - s.size() + i]) * st[i];
+        return f;
+      };
+      set(remap({&a, &b}, shape, [&](std::uint64_t o) {
+        const auto idx = unravel(o, shape);
+        return cond[flat(idx, xs)] ? Source{0, flat(idx, a.shape)} : Source{1, flat(idx, b.shape)};
       }, name, op, name));
     } else {  // DepthToSpace, SpaceToDepth: [N, C, H, W]
       if (rank != 4) throw std::invalid_argument(fmt::format("node '{}' ({}): rank {}, not 4", name, op, rank));
