@@ -376,6 +376,26 @@ class Importer {
     return r;
   }
 
+  // Softmax over axis a: the last as it is, another brought last and back;
+  // `legacy` (before opset 13): over all the axes from a on, as one row.
+  Value softmax(const Value& x, std::size_t a, bool legacy, const std::string& node, const std::string& op) {
+    Value r;
+    r.shape = x.shape;
+    if (x.shape.empty() || a + 1 == x.shape.size()) {
+      r.tensor = g_.softmax(rows_of(x, node, op));
+    } else if (legacy) {
+      r.tensor = g_.reshape(g_.softmax(as_2d(x, a, node, op)), ir_shape(x.shape), fresh("view"));
+    } else {
+      const std::vector<std::size_t> p = to_end(x.shape.size(), {a});
+      Value t = permute(x, p, node, op);
+      t.tensor = g_.softmax(t.tensor);
+      std::vector<std::size_t> back(p.size());
+      for (std::size_t i = 0; i < p.size(); ++i) back[p[i]] = i;
+      r = permute(t, back, node, op);
+    }
+    return r;
+  }
+
   // x with its axes in the order `perm` gives (out axis i is x's perm[i]).
   Value permute(const Value& x, const std::vector<std::size_t>& perm, const std::string& node, const std::string& op) {
     std::vector<unsigned> shape;
@@ -541,7 +561,7 @@ class Importer {
     static const std::map<std::string, OpKind> binaries{{"Add", OpKind::add}, {"Sub", OpKind::sub}, {"Mul", OpKind::mul},
                                                         {"Max", OpKind::max}, {"Min", OpKind::min}, {"Sum", OpKind::add},
                                                         {"Mean", OpKind::add}};
-    only_outputs(op == "Split" ? n.output_size() : op == "LayerNormalization" ? 3 : 1);
+    only_outputs(op == "Split" ? n.output_size() : op == "LayerNormalization" ? 3 : op == "SoftmaxCrossEntropyLoss" ? 2 : 1);
     if (unaries.count(op)) {
       set(unary(unaries.at(op), data(0), name, op));
     } else if (op == "Identity") {
@@ -591,21 +611,55 @@ class Importer {
       // From opset 13 over one axis (brought last, and back); before, the
       // default axis is 1 and the input is seen as 2-D around it.
       const auto a = static_cast<std::size_t>(axis(ai("axis", opset_ < 13 ? 1 : -1), x.shape.size(), name, op));
-      Value r;
-      r.shape = x.shape;
-      if (x.shape.empty() || a + 1 == x.shape.size()) {
-        r.tensor = g_.softmax(rows_of(x, name, op));
-      } else if (opset_ < 13) {
-        r.tensor = g_.reshape(g_.softmax(as_2d(x, a, name, op)), ir_shape(x.shape), fresh("view"));
-      } else {
-        const std::vector<std::size_t> p = to_end(x.shape.size(), {a});
-        Value t = permute(x, p, name, op);
-        t.tensor = g_.softmax(t.tensor);
-        std::vector<std::size_t> back(p.size());
-        for (std::size_t i = 0; i < p.size(); ++i) back[p[i]] = i;
-        r = permute(t, back, name, op);
-      }
+      const Value r = softmax(x, a, opset_ < 13, name, op);
       set(op == "LogSoftmax" ? unary(OpKind::log, r, name, op) : r);
+    } else if (op == "NegativeLogLikelihoodLoss" || op == "SoftmaxCrossEntropyLoss") {
+      // The targets known now: each position's score (and weight) picked by
+      // a move, the ignored ones from a zero; mean divides by the weights' sum.
+      const bool sce = op == "SoftmaxCrossEntropyLoss";
+      Value x = data(0);
+      if (x.shape.size() < 2) throw std::invalid_argument(fmt::format("node '{}' ({}): input of rank {}", name, op, x.shape.size()));
+      if (sce) {
+        x = unary(OpKind::log, softmax(x, 1, false, name, op), name, op);
+        if (n.output_size() > 1 && !n.output(1).empty()) set(x, 1);
+      }
+      const std::vector<std::int64_t> target = ints(in(1));
+      const Value& tv = in(1);
+      const unsigned N = x.shape[0], C = x.shape[1];
+      const std::uint64_t D = count(x.shape) / (std::uint64_t{N} * C);
+      if (count(tv.shape) != std::uint64_t{N} * D) throw std::invalid_argument(fmt::format("node '{}' ({}): targets {} for input {}", name, op, shape_text(tv.shape), shape_text(x.shape)));
+      std::string reduction = "mean";
+      if (attrs.count("reduction")) used.insert("reduction"), reduction = attrs.at("reduction")->s();
+      if (reduction != "mean" && reduction != "sum" && reduction != "none") throw Unsupported(name, op, fmt::format("reduction '{}'", reduction));
+      const bool has_ignore = attrs.count("ignore_index");
+      const std::int64_t ignore = ai("ignore_index", 0);
+      auto ignored = [&](std::uint64_t o) { return has_ignore && target[o] == ignore; };
+      for (std::uint64_t o = 0; o < target.size(); ++o)
+        if (!ignored(o) && (target[o] < 0 || target[o] >= C)) throw std::invalid_argument(fmt::format("node '{}' ({}): target {} of {} classes", name, op, target[o], C));
+      Value zero;
+      zero.c.elem_type = TP::FLOAT, zero.c.f = {0.0f}, zero.shape = zero.c.shape = {1};
+      const Value picked = remap({&x, &zero}, tv.shape, [&](std::uint64_t o) {
+        return ignored(o) ? Source{1, 0} : Source{0, (o / D) * C * D + static_cast<std::uint64_t>(target[o]) * D + o % D};
+      }, name, op);
+      Value w;
+      if (has_in(2)) {
+        const Value& wv = data(2);
+        w = remap({&wv, &zero}, tv.shape, [&](std::uint64_t o) {
+          return ignored(o) ? Source{1, 0} : Source{0, static_cast<std::uint64_t>(target[o])};
+        }, name, op);
+      } else {
+        w.shape = w.c.shape = tv.shape, w.c.elem_type = TP::FLOAT;
+        for (std::uint64_t o = 0; o < target.size(); ++o) w.c.f.push_back(ignored(o) ? 0.0f : 1.0f);
+      }
+      Value loss = unary(OpKind::neg, binary(OpKind::mul, picked, w, name, op), name, op);
+      if (reduction != "none") {
+        auto total = [&](const Value& v) { return g_.reduce(OpKind::reduce_sum, g_.reshape(tensor(v, name, op), {1, static_cast<unsigned>(count(v.shape))}, fresh("view"))); };
+        int t = total(loss);
+        if (reduction == "mean") t = g_.binary(OpKind::mul, t, g_.unary(OpKind::recip, total(w)));
+        loss = Value{};
+        loss.tensor = t;
+      }
+      set(loss);
     } else if (op == "LayerNormalization") {
       // Over the axes from `axis` on, as one row; Mean and InvStdDev from
       // the row sums of x and x^2.
