@@ -110,9 +110,18 @@ TEST(OnnxImport, WhatCannotBeLoweredIsRefusedByNodeOpAndAttribute) {
   a->set_name("slope"), a->set_type(onnx::AttributeProto::FLOAT), a->set_f(0.5f);
   EXPECT_EQ(refusal(m, in), "node 'y_node' (Relu): attribute 'slope'");
 
-  m.mutable_graph()->mutable_node(0)->set_op_type("Softmax");
-  a->set_name("axis"), a->set_type(onnx::AttributeProto::INT), a->set_i(1);
-  EXPECT_EQ(refusal(m, in), "node 'y_node' (Softmax): axis 1 of [2, 3, 4] (the last axis is supported)");
+  m.mutable_graph()->mutable_node(0)->set_op_type("ArgMax");
+  a->set_name("select_last_index"), a->set_type(onnx::AttributeProto::INT), a->set_i(1);
+  EXPECT_EQ(refusal(m, in), "node 'y_node' (ArgMax): select_last_index");
+  m.mutable_graph()->mutable_node(0)->set_op_type("Pad");
+  a->set_name("mode"), a->set_type(onnx::AttributeProto::STRING), a->set_s("wrap");
+  m.mutable_graph()->mutable_node(0)->add_input("pads");
+  add_input(m.mutable_graph(), "pads", {6}, onnx::TensorProto::INT64);
+  HostTensor pads;
+  pads.elem_type = onnx::TensorProto::INT64, pads.shape = {6}, pads.i = {0, 0, 0, 0, 0, 1};
+  std::map<std::string, HostTensor> with_pads = in;
+  with_pads["pads"] = pads;
+  EXPECT_EQ(refusal(m, with_pads), "node 'y_node' (Pad): mode 'wrap'");
 
   // Inputs: missing, of another type, of another fixed shape.
   EXPECT_NE(refusal(m, {}).find("input 'x' is missing"), std::string::npos);
