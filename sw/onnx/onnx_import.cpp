@@ -376,6 +376,115 @@ class Importer {
     return r;
   }
 
+  static bool foldable(const std::string& op) {
+    static const std::set<std::string> ops{"Not", "And", "Or", "Xor", "Equal", "Less", "Greater", "LessOrEqual",
+                                           "GreaterOrEqual", "Add", "Sub", "Mul", "Div", "Neg", "Abs", "Cast", "Max",
+                                           "Min", "Range", "Sqrt", "CastLike"};
+    return ops.count(op) > 0;
+  }
+  // An elementwise op (numpy's broadcasting) or Range on values known now,
+  // computed on the host in their types.
+  Value fold(const std::string& op, const std::vector<const Value*>& ins, std::int64_t cast_to, const std::string& node) {
+    for (const Value* v : ins)
+      if (v && !is_float(v->c.elem_type) && !is_int(v->c.elem_type)) throw Unsupported(node, op, "a value of another type");
+    auto at = [](const Value& v, std::uint64_t i) { return v.c.f.empty() ? static_cast<double>(v.c.i.at(i)) : v.c.f.at(i); };
+    Value r;
+    if (op == "Range") {
+      const double start = at(*ins.at(0), 0), limit = at(*ins.at(1), 0), delta = at(*ins.at(2), 0);
+      if (delta == 0) throw std::invalid_argument(fmt::format("node '{}' (Range): a delta of 0", node));
+      const auto n = static_cast<std::int64_t>(std::max(0.0, std::ceil((limit - start) / delta)));
+      r.c.elem_type = ins[0]->c.elem_type;
+      for (std::int64_t k = 0; k < n; ++k) {
+        const double v = start + static_cast<double>(k) * delta;
+        if (is_int(r.c.elem_type)) r.c.i.push_back(static_cast<std::int64_t>(v));
+        else r.c.f.push_back(static_cast<float>(v));
+      }
+      r.shape = r.c.shape = {static_cast<unsigned>(n)};
+      return r;
+    }
+    const Value& a = *ins.at(0);
+    const Value* b = ins.size() > 1 ? ins[1] : nullptr;
+    bool ok = true;
+    r.shape = b && op != "CastLike" ? broadcast(a.shape, b->shape, &ok) : a.shape;
+    if (!ok) throw std::invalid_argument(fmt::format("node '{}' ({}): shapes that do not broadcast", node, op));
+    static const std::set<std::string> logic{"Not", "And", "Or", "Xor", "Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual"};
+    r.c.elem_type = logic.count(op) ? TP::BOOL : op == "Cast" ? static_cast<int>(cast_to) : op == "CastLike" ? b->c.elem_type : a.c.elem_type;
+    if (!is_float(r.c.elem_type) && !is_int(r.c.elem_type)) throw Unsupported(node, op, "a cast to another type");
+    auto flat = [&](const std::vector<unsigned>& idx, const std::vector<unsigned>& s) {
+      const auto st = strides(s);
+      std::uint64_t f = 0;
+      for (std::size_t k = 0; k < s.size(); ++k) f += (s[k] == 1 ? 0 : idx[idx.size() - s.size() + k]) * st[k];
+      return f;
+    };
+    const bool ints = is_int(r.c.elem_type) && is_int(a.c.elem_type);
+    for (std::uint64_t o = 0; o < count(r.shape); ++o) {
+      const auto idx = unravel(o, r.shape);
+      const double x = at(a, flat(idx, a.shape)), y = b && op != "CastLike" ? at(*b, flat(idx, b->shape)) : 0;
+      double v = 0;
+      if (op == "Not") v = x == 0;
+      else if (op == "And") v = x != 0 && y != 0;
+      else if (op == "Or") v = x != 0 || y != 0;
+      else if (op == "Xor") v = (x != 0) != (y != 0);
+      else if (op == "Equal") v = x == y;
+      else if (op == "Less") v = x < y;
+      else if (op == "Greater") v = x > y;
+      else if (op == "LessOrEqual") v = x <= y;
+      else if (op == "GreaterOrEqual") v = x >= y;
+      else if (op == "Add") v = x + y;
+      else if (op == "Sub") v = x - y;
+      else if (op == "Mul") v = x * y;
+      else if (op == "Div") v = ints ? std::trunc(x / y) : x / y;
+      else if (op == "Neg") v = -x;
+      else if (op == "Abs") v = std::fabs(x);
+      else if (op == "Max") v = std::max(x, y);
+      else if (op == "Min") v = std::min(x, y);
+      else if (op == "Sqrt") v = std::sqrt(x);
+      else v = x;  // Cast, CastLike
+      if (r.c.elem_type == TP::BOOL) r.c.i.push_back(v != 0);
+      else if (is_int(r.c.elem_type)) r.c.i.push_back(static_cast<std::int64_t>(v));
+      else r.c.f.push_back(static_cast<float>(num::quantize(r.c.elem_type == TP::FLOAT ? num::Format::FP32 : r.c.elem_type == TP::FLOAT16 ? num::Format::FP16 : num::Format::BF16, v)));
+    }
+    r.c.shape = r.shape;
+    return r;
+  }
+
+  // A matmul with batch dimensions on both sides (numpy's broadcasting of
+  // them): each batch's A and B moved out, multiplied, and the results
+  // moved into place.
+  Value batched_matmul(const Value& a, const Value& b, const std::string& node, const std::string& op) {
+    if (b.shape.size() < 2 || a.shape[a.shape.size() - 1] != b.shape[b.shape.size() - 2])
+      throw std::invalid_argument(fmt::format("node '{}' ({}): {} x {}: K differs", node, op, shape_text(a.shape), shape_text(b.shape)));
+    const std::vector<unsigned> ab(a.shape.begin(), a.shape.end() - 2), bb(b.shape.begin(), b.shape.end() - 2);
+    bool ok;
+    const std::vector<unsigned> batch = broadcast(ab, bb, &ok);
+    if (!ok) throw std::invalid_argument(fmt::format("node '{}' ({}): batches {} and {}", node, op, shape_text(ab), shape_text(bb)));
+    const unsigned M = a.shape[a.shape.size() - 2], K = a.shape.back(), N = b.shape.back();
+    const std::uint64_t batches = count(batch);
+    if (batches > 256) throw Unsupported(node, op, fmt::format("{} batches (256 are supported)", batches));
+    auto index = [&](std::uint64_t i, const std::vector<unsigned>& s) {  // batch i's matrix in a tensor of batch shape s
+      const auto idx = unravel(i, batch);
+      const auto st = strides(s);
+      std::uint64_t f = 0;
+      for (std::size_t k = 0; k < s.size(); ++k) f += (s[k] == 1 ? 0 : idx[idx.size() - s.size() + k]) * st[k];
+      return f;
+    };
+    std::vector<Value> ys;
+    for (std::uint64_t i = 0; i < batches; ++i) {
+      const std::uint64_t ao = index(i, ab) * M * K, bo = index(i, bb) * K * N;
+      const Value ai = remap({&a}, {M, K}, [&](std::uint64_t o) { return Source{0, ao + o}; }, node, op);
+      const Value bi = remap({&b}, {K, N}, [&](std::uint64_t o) { return Source{0, bo + o}; }, node, op);
+      Value y;
+      y.shape = {M, N}, y.tensor = matmul(tensor(ai, node, op), bi, fresh("matmul"), op);
+      ys.push_back(y);
+    }
+    std::vector<const Value*> ins;
+    for (const Value& y : ys) ins.push_back(&y);
+    std::vector<unsigned> shape = batch;
+    shape.push_back(M), shape.push_back(N);
+    const std::uint64_t mn = std::uint64_t{M} * N;
+    return remap(ins, shape, [&](std::uint64_t o) { return Source{static_cast<unsigned>(o / mn), o % mn}; }, node, op, node);
+  }
+
   // Softmax over axis a: the last as it is, another brought last and back;
   // `legacy` (before opset 13): over all the axes from a on, as one row.
   Value softmax(const Value& x, std::size_t a, bool legacy, const std::string& node, const std::string& op) {
@@ -445,6 +554,15 @@ class Importer {
     return n <= a.size() && std::equal(b.begin() + static_cast<std::ptrdiff_t>(lead), b.end(), a.end() - static_cast<std::ptrdiff_t>(n));
   }
 
+  // b is a's shape with its last dimension 1 (one value per row of a).
+  static bool column_of(const std::vector<unsigned>& b, const std::vector<unsigned>& a) {
+    if (a.size() < 2 || b.empty() || b.back() != 1 || a.back() == 1) return false;
+    std::vector<unsigned> bs = b, as(a.begin(), a.end() - 1);
+    bs.pop_back();
+    while (!bs.empty() && bs[0] == 1 && bs.size() > as.size()) bs.erase(bs.begin());
+    return bs == as;
+  }
+
   // a (op) b with numpy broadcasting, where one side's values repeat over the other's.
   Value binary(OpKind k, const Value& a, const Value& b, const std::string& node, const std::string& op) {
     bool ok;
@@ -465,6 +583,19 @@ class Importer {
       if (k == OpKind::sub) r.tensor = g_.unary(OpKind::neg, g_.binary(OpKind::sub, tb, ta));  // a - b = -(b - a), exactly
       else if (k == OpKind::swiglu) throw Unsupported(node, op, "the gate broadcasts");
       else r.tensor = g_.binary(k, tb, ta);
+    } else if (count(a.shape) == n && column_of(b.shape, a.shape)) {
+      // b holds one value per row of a ([.., R, 1] against [.., R, C]):
+      // a seen as [C, rows] (a move), b then repeats over its rows, and back.
+      const unsigned cols = a.shape.back(), rows = static_cast<unsigned>(n / cols);
+      Value at = remap({&a}, {cols, rows}, [&](std::uint64_t o) { return Source{0, (o % rows) * cols + o / rows}; }, node, op);
+      Value bt;
+      bt.shape = {rows};
+      if (b.constant()) bt.c = b.c, bt.c.shape = bt.shape;
+      else bt.tensor = g_.tensor(tb).elements() == rows && g_.tensor(tb).shape.size() == 1 ? tb : g_.reshape(tb, {rows}, fresh("view"));
+      Value y = binary(k, at, bt, node, op);
+      r.tensor = remap({&y}, ir_shape(r.shape), [&](std::uint64_t o) { return Source{0, (o % cols) * rows + o / cols}; }, node, op).tensor;
+    } else if (count(b.shape) == n && column_of(a.shape, b.shape) && k != OpKind::swiglu) {
+      return k == OpKind::sub ? unary(OpKind::neg, binary(OpKind::sub, b, a, node, op), node, op) : binary(k, b, a, node, op);
     } else {
       throw Unsupported(node, op, fmt::format("broadcasting {} with {} (each repeats along its own axes)",
                                               shape_text(a.shape), shape_text(b.shape)));
@@ -562,8 +693,52 @@ class Importer {
                                                         {"Max", OpKind::max}, {"Min", OpKind::min}, {"Sum", OpKind::add},
                                                         {"Mean", OpKind::add}};
     only_outputs(op == "Split" ? n.output_size() : op == "LayerNormalization" ? 3 : op == "SoftmaxCrossEntropyLoss" ? 2 : 1);
-    if (unaries.count(op)) {
+    if (foldable(op) && n.input_size() > 0 &&
+        std::all_of(n.input().begin(), n.input().end(), [&](const std::string& i) { return i.empty() || value(i, name, op).constant(); })) {
+      std::vector<const Value*> ins;
+      for (const std::string& i : n.input()) ins.push_back(i.empty() ? nullptr : &value(i, name, op));
+      std::int64_t to = 0;
+      if (op == "Cast") to = ai("to", 0);
+      set(fold(op, ins, to, name));
+    } else if (unaries.count(op)) {
       set(unary(unaries.at(op), data(0), name, op));
+    } else if (op == "Erf") {
+      // Abramowitz and Stegun 7.1.26 (absolute error below 1.5e-7):
+      // erf|x| = 1 - t (a1 + t (a2 + t (a3 + t (a4 + t a5)))) exp(-x^2), t = 1 / (1 + p|x|),
+      // with x's sign by x / (|x| + 1e-30) (0 at 0).
+      const Value& x = data(0);
+      const Value ax = unary(OpKind::abs, x, name, op);
+      const Value t = unary(OpKind::recip, with_scalar(OpKind::add, with_scalar(OpKind::mul, ax, 0.3275911f), 1.0f), name, op);
+      Value poly = with_scalar(OpKind::mul, t, 1.061405429f);
+      for (float c : {-1.453152027f, 1.421413741f, -0.284496736f, 0.254829592f})
+        poly = binary(OpKind::mul, with_scalar(OpKind::add, poly, c), t, name, op);
+      const Value e = unary(OpKind::exp, unary(OpKind::neg, binary(OpKind::mul, x, x, name, op), name, op), name, op);
+      const Value mag = unary(OpKind::neg, with_scalar(OpKind::sub, binary(OpKind::mul, poly, e, name, op), 1.0f), name, op);
+      const Value sign = binary(OpKind::mul, x, unary(OpKind::recip, with_scalar(OpKind::add, ax, 1e-30f), name, op), name, op);
+      set(binary(OpKind::mul, mag, sign, name, op));
+    } else if (op == "Pow") {
+      // A known exponent: small integers as products (x^-k as their
+      // reciprocal), others as exp(y log x), which is NaN for a negative x
+      // as numpy's power is; an exponent computed on the chip is refused.
+      const Value& x = data(0);
+      const Value& y = in(1);
+      if (!y.constant() || count(y.shape) != 1) throw Unsupported(name, op, "an exponent that is not one known value");
+      const double p = y.c.f.empty() ? static_cast<double>(y.c.i.at(0)) : y.c.f.at(0);
+      if (p == std::floor(p) && std::fabs(p) <= 16) {
+        const auto k = static_cast<int>(std::fabs(p));
+        Value r;
+        if (!k) {
+          r = with_scalar(OpKind::add, with_scalar(OpKind::mul, x, 0.0f), 1.0f);
+        } else {
+          r = x;
+          for (int j = 1; j < k; ++j) r = binary(OpKind::mul, r, x, name, op);
+        }
+        set(p < 0 ? unary(OpKind::recip, r, name, op) : r);
+      } else if (p == 0.5) {
+        set(unary(OpKind::recip, unary(OpKind::rsqrt, x, name, op), name, op));
+      } else {
+        set(unary(OpKind::exp, with_scalar(OpKind::mul, unary(OpKind::log, x, name, op), static_cast<float>(p)), name, op));
+      }
     } else if (op == "Identity") {
       set(in(0));
     } else if (op == "Dropout") {
@@ -708,6 +883,7 @@ class Importer {
       if (tb) b = transpose(b, "transB");
       std::vector<unsigned> bs = b.shape;
       while (bs.size() > 2 && bs[0] == 1) bs.erase(bs.begin());
+      if (op == "MatMul" && bs.size() > 2 && a.shape.size() >= 2) return set(batched_matmul(a, b, name, op));
       if (bs.size() != 2 || a.shape.empty() || (op == "Gemm" && a.shape.size() != 2))
         throw Unsupported(name, op, fmt::format("{} x {} (A of any rank times a 2-D B is supported)", shape_text(a.shape), shape_text(b.shape)));
       if (a.shape.back() != bs[0])

@@ -27,7 +27,7 @@ namespace {
 
 const char* const kUsage =
     "usage: tessera-vp run MODEL.onnx [--input NAME=FILE.pb]... [--output DIR] [--check SET_DIR]\n"
-    "                      [--precision highest|bf16] [--set inst.key=value]...\n";
+    "                      [--precision highest|bf16] [--rtol R] [--atol A] [--set inst.key=value]...\n";
 
 int fail(const std::string& what) {
   std::cerr << "tessera-vp run: " << what << "\n";
@@ -40,6 +40,7 @@ int main(int argc, char** argv) {
   std::string model_path, out_dir, check;
   std::map<std::string, std::string> input_files;
   Precision precision = Precision::highest;
+  double rtol = 1e-3, atol = 1e-7;  // ONNX's backend tests'
   rt::Device::Options options;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -53,6 +54,12 @@ int main(int argc, char** argv) {
       out_dir = argv[++i];
     } else if (a == "--check" && more) {
       check = argv[++i];
+    } else if ((a == "--rtol" || a == "--atol") && more) {
+      try {
+        (a == "--rtol" ? rtol : atol) = std::stod(argv[++i]);
+      } catch (const std::exception&) {
+        return fail(fmt::format("{} '{}': a number expected", a, argv[i]));
+      }
     } else if (a == "--set" && more) {
       options.sets.push_back(argv[++i]);
     } else if (a == "--precision" && more) {
@@ -118,7 +125,8 @@ int main(int argc, char** argv) {
         std::cout << "wrote " << file.string() << "\n";
       }
       if (!check.empty()) {
-        const std::string diff = compare(read_tensor_file((fs::path(check) / fmt::format("output_{}.pb", k)).string()), h);
+        const std::string diff =
+            compare(read_tensor_file((fs::path(check) / fmt::format("output_{}.pb", k)).string()), h, rtol, atol);
         std::cout << "output '" << h.name << "': " << (diff.empty() ? "agrees with the expected one" : diff) << "\n";
         if (!diff.empty()) status = 1;
       }
