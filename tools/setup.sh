@@ -10,7 +10,7 @@ TESSERA_PACKAGES=(
   verilator gcc-riscv64-unknown-elf picolibc-riscv64-unknown-elf gdb-multiarch qemu-user
   opensbi u-boot-qemu device-tree-compiler
   clang-14 libclang-rt-14-dev libfuzzer-14-dev
-  libonnx-dev libprotobuf-dev libonnx-testdata
+  libonnx-dev libprotobuf-dev libonnx-testdata python3-torch python3-onnx python3-numpy
 )
 
 tessera_install_packages() {

@@ -101,9 +101,9 @@ TEST(OnnxImport, WhatCannotBeLoweredIsRefusedByNodeOpAndAttribute) {
   const std::map<std::string, HostTensor> in{{"x", floats({2, 3, 4}, std::vector<float>(24, 1.0f))}};
   onnx::ModelProto m = model();
   add_input(m.mutable_graph(), "x", {2, 3, 4});
-  add_node(m.mutable_graph(), "Erf", {"x"}, "y");
+  add_node(m.mutable_graph(), "Hardmax", {"x"}, "y");
   m.mutable_graph()->add_output()->set_name("y");
-  EXPECT_EQ(refusal(m, in), "node 'y_node' (Erf): the op is not supported");
+  EXPECT_EQ(refusal(m, in), "node 'y_node' (Hardmax): the op is not supported");
 
   m.mutable_graph()->mutable_node(0)->set_op_type("Relu");
   auto* a = m.mutable_graph()->mutable_node(0)->add_attribute();
