@@ -1,0 +1,291 @@
+#include "llama.hpp"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <fstream>
+
+#include "engines/num/formats.hpp"
+
+namespace tessera::hf {
+
+using compiler::DType;
+using compiler::Graph;
+using compiler::Move;
+using compiler::OpKind;
+
+LlamaConfig LlamaConfig::parse(const nlohmann::json& j, const std::string& file) {
+  auto bad = [&](const std::string& key, const std::string& why) { return FormatError(fmt::format("{}: {}: {}", file, key, why)); };
+  if (!j.is_object()) throw FormatError(fmt::format("{}: not a JSON object", file));
+  LlamaConfig c;
+  c.model_type = j.value("model_type", std::string("llama"));
+  if (c.model_type == "mixtral" || c.model_type == "qwen2_moe" || c.model_type == "deepseek_v3" || j.contains("num_local_experts") ||
+      j.contains("n_routed_experts"))
+    throw bad("model_type", fmt::format("'{}': mixture-of-experts models are not built yet (Llama-family dense models are)", c.model_type));
+  auto count = [&](const char* key, bool required, unsigned fallback) -> unsigned {
+    if (!j.contains(key) || j[key].is_null()) {
+      if (required) throw bad(key, "missing");
+      return fallback;
+    }
+    if (!j[key].is_number_unsigned() || j[key].get<std::uint64_t>() == 0 || j[key].get<std::uint64_t>() > (1u << 24))
+      throw bad(key, fmt::format("{} is not a count above zero", j[key].dump()));
+    return j[key].get<unsigned>();
+  };
+  c.hidden = count("hidden_size", true, 0), c.layers = count("num_hidden_layers", true, 0);
+  c.heads = count("num_attention_heads", true, 0), c.kv_heads = count("num_key_value_heads", false, c.heads);
+  c.intermediate = count("intermediate_size", true, 0), c.vocab = count("vocab_size", true, 0);
+  c.head_dim = count("head_dim", false, c.hidden / c.heads);
+  if (c.heads % c.kv_heads) throw bad("num_key_value_heads", fmt::format("{} does not divide {} heads", c.kv_heads, c.heads));
+  if (c.head_dim % 2) throw bad("head_dim", fmt::format("{} is odd (rotary pairs)", c.head_dim));
+  auto number = [&](const char* key, double fallback) {
+    if (!j.contains(key) || j[key].is_null()) return fallback;
+    if (!j[key].is_number() || j[key].get<double>() <= 0) throw bad(key, fmt::format("{} is not a number above zero", j[key].dump()));
+    return j[key].get<double>();
+  };
+  c.rope_theta = number("rope_theta", 10000), c.rms_eps = number("rms_norm_eps", 1e-6);
+  c.tie_embeddings = j.value("tie_word_embeddings", false);
+  if (j.contains("rope_scaling") && !j["rope_scaling"].is_null()) {
+    const auto& s = j["rope_scaling"];
+    const std::string type = s.value("rope_type", s.value("type", std::string()));
+    if (type != "llama3") throw bad("rope_scaling", fmt::format("type '{}' (llama3 is supported)", type));
+    c.rope_factor = s.value("factor", 1.0), c.low_freq_factor = s.value("low_freq_factor", 1.0);
+    c.high_freq_factor = s.value("high_freq_factor", 4.0);
+    c.original_context = s.value("original_max_position_embeddings", 8192u);
+    if (c.rope_factor <= 0 || c.high_freq_factor <= c.low_freq_factor) throw bad("rope_scaling", "factors out of order");
+  }
+  return c;
+}
+
+LlamaConfig LlamaConfig::load(const std::string& file) {
+  std::ifstream f(file);
+  if (!f) throw FormatError(fmt::format("{}: cannot be read", file));
+  nlohmann::json j;
+  try {
+    f >> j;
+  } catch (const std::exception& e) {
+    throw FormatError(fmt::format("{}: not JSON ({})", file, e.what()));
+  }
+  return parse(j, file);
+}
+
+std::vector<double> LlamaConfig::inv_freq() const {
+  std::vector<double> f;
+  for (unsigned i = 0; i < head_dim / 2; ++i) {
+    double v = 1.0 / std::pow(rope_theta, 2.0 * i / head_dim);
+    if (rope_factor != 1) {  // llama3: long wavelengths slowed by the factor, short ones kept, a blend between
+      const double pi = std::acos(-1.0), wavelen = 2 * pi / v;
+      const double low = original_context / low_freq_factor, high = original_context / high_freq_factor;
+      if (wavelen > low) {
+        v /= rope_factor;
+      } else if (wavelen >= high) {
+        const double smooth = (original_context / wavelen - low_freq_factor) / (high_freq_factor - low_freq_factor);
+        v = (1 - smooth) * v / rope_factor + smooth * v;
+      }
+    }
+    f.push_back(v);
+  }
+  return f;
+}
+
+WeightSource weights_from(const SafeTensors& st) {
+  return [&st](const std::string& name, const std::vector<std::uint64_t>& shape) {
+    const TensorInfo& t = st.info(name);
+    if (t.shape != shape) {
+      std::string want, got;
+      for (auto d : shape) want += (want.empty() ? "" : ", ") + std::to_string(d);
+      for (auto d : t.shape) got += (got.empty() ? "" : ", ") + std::to_string(d);
+      throw FormatError(fmt::format("{}: tensor '{}' is [{}], the config needs [{}]", t.file, name, got, want));
+    }
+    return st.read(name);
+  };
+}
+
+WeightSource seeded_weights(std::uint32_t seed) {
+  return [seed](const std::string& name, const std::vector<std::uint64_t>& shape) {
+    std::uint64_t n = 1;
+    for (auto d : shape) n *= d;
+    std::uint32_t h = seed;
+    for (char ch : name) h = h * 31 + static_cast<unsigned char>(ch);
+    const bool norm = name.find("norm") != std::string::npos;
+    const bool embed = name.find("embed_tokens") != std::string::npos;
+    const float scale = norm ? 0.4f : embed ? 2.0f : std::sqrt(12.0f / static_cast<float>(shape.back()));
+    std::vector<float> v = compiler::seeded_values(n, h, scale);
+    if (norm)
+      for (float& x : v) x += 1.0f;
+    return v;
+  };
+}
+
+namespace {
+
+std::string layer(unsigned l, const char* what) { return fmt::format("model.layers.{}.{}", l, what); }
+
+// A Linear's weight [out, in] as the matmul's B [in, out], rounded to BF16.
+std::vector<float> transposed(const std::vector<float>& w, unsigned out, unsigned in) {
+  std::vector<float> t(w.size());
+  for (unsigned o = 0; o < out; ++o)
+    for (unsigned i = 0; i < in; ++i) t[std::size_t{i} * out + o] = w[std::size_t{o} * in + i];
+  return t;
+}
+
+float bf16(float x) { return static_cast<float>(num::quantize(num::Format::BF16, x)); }
+
+}  // namespace
+
+Graph llama_prefill(const LlamaConfig& c, const WeightSource& w, const std::vector<std::uint32_t>& tokens, unsigned layers) {
+  const unsigned T = static_cast<unsigned>(tokens.size()), D = c.hidden, hd = c.head_dim, H = c.heads, KV = c.kv_heads;
+  const unsigned L = layers ? std::min(layers, c.layers) : c.layers;
+  if (!T) throw std::invalid_argument("llama: an empty prompt");
+  for (std::uint32_t t : tokens)
+    if (t >= c.vocab) throw std::invalid_argument(fmt::format("llama: token {} of a vocabulary of {}", t, c.vocab));
+  Graph g;
+  auto linear = [&](int x, const std::string& name, unsigned out, unsigned in) {
+    return g.matmul(x, g.weight(name, {in, out}, transposed(w(name, {out, in}), out, in), DType::bf16), DType::bf16);
+  };
+  auto norm = [&](const std::string& name) { return g.weight(name, {D}, w(name, {D})); };
+  // The embedding: each token's row moved out of the table.
+  const std::vector<float> table = w("model.embed_tokens.weight", {c.vocab, D});
+  const int embed = g.weight("model.embed_tokens.weight", {c.vocab, D}, table);
+  std::vector<Move> rows;
+  for (unsigned t = 0; t < T; ++t) rows.push_back({0, std::uint64_t{tokens[t]} * D, std::uint64_t{t} * D, D, 1, 0, 0});
+  int h = g.move({embed}, {T, D}, rows, "embed");
+  // Rotary tables for the prompt's positions: x.cos + rotate_half(x).sin,
+  // rotate_half's sign folded into the sin table.
+  const std::vector<double> f = c.inv_freq();
+  auto rope = [&](int x, unsigned n, const std::string& name) {
+    std::vector<float> cs(std::size_t{T} * n * hd), sn(cs.size());
+    for (unsigned t = 0; t < T; ++t)
+      for (unsigned k = 0; k < n * hd; ++k) {
+        const unsigned j = k % hd;
+        const double a = t * f[j % (hd / 2)];
+        cs[std::size_t{t} * n * hd + k] = static_cast<float>(std::cos(a));
+        sn[std::size_t{t} * n * hd + k] = static_cast<float>(j < hd / 2 ? -std::sin(a) : std::sin(a));
+      }
+    std::vector<Move> swap;
+    for (unsigned hh = 0; hh < n; ++hh) {
+      const std::uint64_t base = std::uint64_t{hh} * hd;
+      swap.push_back({0, base + hd / 2, base, hd / 2, T, std::uint64_t{n} * hd, std::uint64_t{n} * hd});
+      swap.push_back({0, base, base + hd / 2, hd / 2, T, std::uint64_t{n} * hd, std::uint64_t{n} * hd});
+    }
+    const int half = g.move({x}, {T, n * hd}, swap, name + ".rotate_half");
+    return g.binary(OpKind::add, g.binary(OpKind::mul, x, g.weight(name + ".cos", {T, n * hd}, cs)),
+                    g.binary(OpKind::mul, half, g.weight(name + ".sin", {T, n * hd}, sn)), name);
+  };
+  std::vector<float> mask(std::size_t{T} * T, 0.0f);
+  for (unsigned i = 0; i < T; ++i)
+    for (unsigned j = i + 1; j < T; ++j) mask[std::size_t{i} * T + j] = -std::numeric_limits<float>::infinity();
+  const int causal = g.weight("causal_mask", {T, T}, mask);
+  const int scale = g.weight("attention_scale", {1}, {static_cast<float>(1.0 / std::sqrt(double(hd)))});
+  for (unsigned l = 0; l < L; ++l) {
+    const int x = g.rmsnorm(h, norm(layer(l, "input_layernorm.weight")), static_cast<float>(c.rms_eps));
+    const int q = rope(linear(x, layer(l, "self_attn.q_proj.weight"), H * hd, D), H, fmt::format("layer{}.q", l));
+    const int k = rope(linear(x, layer(l, "self_attn.k_proj.weight"), KV * hd, D), KV, fmt::format("layer{}.k", l));
+    const int v = linear(x, layer(l, "self_attn.v_proj.weight"), KV * hd, D);
+    std::vector<int> outs;
+    for (unsigned hh = 0; hh < H; ++hh) {
+      const unsigned kvh = hh / (H / KV);
+      const int qh = g.move({q}, {T, hd}, {{0, std::uint64_t{hh} * hd, 0, hd, T, std::uint64_t{H} * hd, hd}});
+      std::vector<Move> kt;  // K's head transposed: [hd, T]
+      for (unsigned d = 0; d < hd; ++d) kt.push_back({0, std::uint64_t{kvh} * hd + d, std::uint64_t{d} * T, 1, T, std::uint64_t{KV} * hd, 1});
+      const int kth = g.move({k}, {hd, T}, kt);
+      const int vh = g.move({v}, {T, hd}, {{0, std::uint64_t{kvh} * hd, 0, hd, T, std::uint64_t{KV} * hd, hd}});
+      const int s = g.binary(OpKind::add, g.binary(OpKind::mul, g.matmul(qh, kth, DType::bf16), scale), causal);
+      outs.push_back(g.matmul(g.softmax(s), vh, DType::bf16));
+    }
+    std::vector<Move> cat;
+    for (unsigned hh = 0; hh < H; ++hh) cat.push_back({hh, 0, std::uint64_t{hh} * hd, hd, T, hd, std::uint64_t{H} * hd});
+    const int o = g.move(outs, {T, H * hd}, cat, fmt::format("layer{}.heads", l));
+    h = g.binary(OpKind::add, linear(o, layer(l, "self_attn.o_proj.weight"), D, H * hd), h);
+    const int x2 = g.rmsnorm(h, norm(layer(l, "post_attention_layernorm.weight")), static_cast<float>(c.rms_eps));
+    const int a = g.binary(OpKind::swiglu, linear(x2, layer(l, "mlp.gate_proj.weight"), c.intermediate, D),
+                           linear(x2, layer(l, "mlp.up_proj.weight"), c.intermediate, D));
+    h = g.binary(OpKind::add, linear(a, layer(l, "mlp.down_proj.weight"), D, c.intermediate), h);
+  }
+  h = g.rmsnorm(h, norm("model.norm.weight"), static_cast<float>(c.rms_eps));
+  const std::string head = c.tie_embeddings ? "model.embed_tokens.weight" : "lm_head.weight";
+  const std::vector<float> lm = c.tie_embeddings ? table : w(head, {c.vocab, D});
+  g.output(g.matmul(h, g.weight("lm_head", {D, c.vocab}, transposed(lm, c.vocab, D), DType::bf16), DType::bf16, "logits"));
+  return g;
+}
+
+std::vector<float> llama_reference(const LlamaConfig& c, const WeightSource& w, const std::vector<std::uint32_t>& tokens,
+                                   unsigned layers) {
+  const unsigned T = static_cast<unsigned>(tokens.size()), D = c.hidden, hd = c.head_dim, H = c.heads, KV = c.kv_heads;
+  const unsigned L = layers ? std::min(layers, c.layers) : c.layers;
+  auto linear = [&](const std::vector<float>& x, const std::string& name, unsigned out, unsigned in) {
+    const std::vector<float> wt = w(name, {out, in});
+    std::vector<float> y(std::size_t{T} * out);
+    for (unsigned t = 0; t < T; ++t)
+      for (unsigned o = 0; o < out; ++o) {
+        double s = 0;
+        for (unsigned i = 0; i < in; ++i) s += double(x[std::size_t{t} * in + i]) * bf16(wt[std::size_t{o} * in + i]);
+        y[std::size_t{t} * out + o] = static_cast<float>(s);
+      }
+    return y;
+  };
+  auto rmsnorm = [&](const std::vector<float>& x, const std::string& name) {
+    const std::vector<float> wt = w(name, {D});
+    std::vector<float> y(x.size());
+    for (unsigned t = 0; t < T; ++t) {
+      double ss = 0;
+      for (unsigned i = 0; i < D; ++i) ss += double(x[std::size_t{t} * D + i]) * x[std::size_t{t} * D + i];
+      const double r = 1.0 / std::sqrt(ss / D + c.rms_eps);
+      for (unsigned i = 0; i < D; ++i) y[std::size_t{t} * D + i] = static_cast<float>(x[std::size_t{t} * D + i] * r * wt[i]);
+    }
+    return y;
+  };
+  const std::vector<double> f = c.inv_freq();
+  auto rope = [&](std::vector<float>& x, unsigned n) {  // rotate_half
+    for (unsigned t = 0; t < T; ++t)
+      for (unsigned hh = 0; hh < n; ++hh)
+        for (unsigned i = 0; i < hd / 2; ++i) {
+          float* p = &x[std::size_t{t} * n * hd + std::size_t{hh} * hd];
+          const double a = t * f[i], x1 = p[i], x2 = p[i + hd / 2];
+          p[i] = static_cast<float>(x1 * std::cos(a) - x2 * std::sin(a));
+          p[i + hd / 2] = static_cast<float>(x2 * std::cos(a) + x1 * std::sin(a));
+        }
+  };
+  const std::vector<float> table = w("model.embed_tokens.weight", {c.vocab, D});
+  std::vector<float> h;
+  for (std::uint32_t tok : tokens) h.insert(h.end(), table.begin() + std::size_t{tok} * D, table.begin() + std::size_t{tok + 1} * D);
+  for (unsigned l = 0; l < L; ++l) {
+    const std::vector<float> x = rmsnorm(h, layer(l, "input_layernorm.weight"));
+    std::vector<float> q = linear(x, layer(l, "self_attn.q_proj.weight"), H * hd, D);
+    std::vector<float> k = linear(x, layer(l, "self_attn.k_proj.weight"), KV * hd, D);
+    const std::vector<float> v = linear(x, layer(l, "self_attn.v_proj.weight"), KV * hd, D);
+    rope(q, H), rope(k, KV);
+    std::vector<float> o(std::size_t{T} * H * hd);
+    for (unsigned hh = 0; hh < H; ++hh) {
+      const unsigned kvh = hh / (H / KV);
+      for (unsigned i = 0; i < T; ++i) {
+        std::vector<double> p(i + 1);
+        double m = -1e300, sum = 0;
+        for (unsigned j = 0; j <= i; ++j) {
+          double s = 0;
+          for (unsigned d = 0; d < hd; ++d) s += double(q[std::size_t{i} * H * hd + hh * hd + d]) * k[std::size_t{j} * KV * hd + kvh * hd + d];
+          p[j] = s / std::sqrt(double(hd)), m = std::max(m, p[j]);
+        }
+        for (double& e : p) e = std::exp(e - m), sum += e;
+        for (unsigned d = 0; d < hd; ++d) {
+          double acc = 0;
+          for (unsigned j = 0; j <= i; ++j) acc += p[j] / sum * v[std::size_t{j} * KV * hd + kvh * hd + d];
+          o[std::size_t{i} * H * hd + hh * hd + d] = static_cast<float>(acc);
+        }
+      }
+    }
+    const std::vector<float> ao = linear(o, layer(l, "self_attn.o_proj.weight"), D, H * hd);
+    for (std::size_t i = 0; i < h.size(); ++i) h[i] += ao[i];
+    const std::vector<float> x2 = rmsnorm(h, layer(l, "post_attention_layernorm.weight"));
+    const std::vector<float> gt = linear(x2, layer(l, "mlp.gate_proj.weight"), c.intermediate, D);
+    std::vector<float> a = linear(x2, layer(l, "mlp.up_proj.weight"), c.intermediate, D);
+    for (std::size_t i = 0; i < a.size(); ++i) a[i] = static_cast<float>(a[i] * (gt[i] / (1 + std::exp(-double(gt[i])))));
+    const std::vector<float> dn = linear(a, layer(l, "mlp.down_proj.weight"), D, c.intermediate);
+    for (std::size_t i = 0; i < h.size(); ++i) h[i] += dn[i];
+  }
+  h = rmsnorm(h, "model.norm.weight");
+  if (c.tie_embeddings)
+    return linear(h, "model.embed_tokens.weight", c.vocab, D);
+  return linear(h, "lm_head.weight", c.vocab, D);
+}
+
+}  // namespace tessera::hf

@@ -1,0 +1,60 @@
+// Llama-family models from a Hugging Face config.json, as graphs of the
+// compiler's IR (sw/compiler): the prefill of a prompt, computing every
+// position's logits, with the model's own weights (safetensors.hpp) or
+// seeded ones.
+//
+// Per layer, as transformers' LlamaForCausalLM computes it: RMSNorm,
+// Q/K/V projections, rotary embedding (rotate_half, theta and llama3
+// rope_scaling from the config: the cos/sin tables are made on the host for
+// the prompt's positions), grouped-query attention (each head's scores
+// against its KV head, causal mask, softmax), the output projection and
+// residual, RMSNorm, SwiGLU MLP and residual; the final norm and the LM
+// head (tied embeddings where the config says so). Matmuls in BF16 on the
+// tensor core. Mixtral's and DeepSeek's MoE and MLA are not built yet: their
+// configs are refused by name.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "ir.hpp"
+#include "safetensors.hpp"
+
+namespace tessera::hf {
+
+struct LlamaConfig {
+  std::string model_type = "llama";
+  unsigned hidden = 0, layers = 0, heads = 0, kv_heads = 0, intermediate = 0, vocab = 0, head_dim = 0;
+  double rope_theta = 10000, rms_eps = 1e-6;
+  bool tie_embeddings = false;
+  // rope_scaling of type llama3 (Llama 3.1): factor 1 means none.
+  double rope_factor = 1, low_freq_factor = 1, high_freq_factor = 4;
+  unsigned original_context = 8192;
+  // Reads a config.json; throws FormatError naming the file and the key.
+  static LlamaConfig parse(const nlohmann::json& j, const std::string& file);
+  static LlamaConfig load(const std::string& file);
+  // The inverse frequencies of the rotary embedding (head_dim / 2 of them).
+  std::vector<double> inv_freq() const;
+};
+
+// A weight by its Hugging Face name and shape ([out, in] for a Linear's).
+using WeightSource = std::function<std::vector<float>(const std::string& name, const std::vector<std::uint64_t>& shape)>;
+// Weights from a model's safetensors (a file, a folder or an index); a
+// missing tensor or a shape other than the config's is refused by name.
+WeightSource weights_from(const SafeTensors& st);
+// Seeded weights: the same name and seed give the same values.
+WeightSource seeded_weights(std::uint32_t seed);
+
+// The prefill of `tokens` (positions 0..T-1) over the first `layers`
+// layers (0: all): the graph's output "logits" is T x vocab.
+compiler::Graph llama_prefill(const LlamaConfig& c, const WeightSource& w, const std::vector<std::uint32_t>& tokens,
+                              unsigned layers = 0);
+// The same on the host in FP32, with the weights as the chip holds them
+// (rounded to BF16, norms in FP32) and activations unrounded.
+std::vector<float> llama_reference(const LlamaConfig& c, const WeightSource& w, const std::vector<std::uint32_t>& tokens,
+                                   unsigned layers = 0);
+
+}  // namespace tessera::hf

@@ -1,0 +1,123 @@
+// A Llama-family config (GQA, llama3 rope_scaling) on two layers: the
+// compiled prefill on the chip against the FP32 host reference, with seeded
+// weights and with the same weights from a safetensors file; tied
+// embeddings; configs refused by key.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <iostream>
+#include <fstream>
+
+#include "common/paths.hpp"
+#include "executable.hpp"
+#include "llama.hpp"
+
+using namespace tessera;
+using namespace tessera::hf;
+
+namespace {
+
+nlohmann::json tiny(bool tied = false) {
+  return nlohmann::json::parse(R"({"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 3,
+    "num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 128, "vocab_size": 96,
+    "rms_norm_eps": 1e-5, "rope_theta": 500000.0, "tie_word_embeddings": )" + std::string(tied ? "true" : "false") + R"(,
+    "rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                     "original_max_position_embeddings": 64}})");
+}
+
+// The worst difference against the largest reference logit.
+double relative_error(const std::vector<float>& got, const std::vector<float>& want) {
+  double worst = 0, scale = 0;
+  for (std::size_t i = 0; i < want.size(); ++i) worst = std::max(worst, std::fabs(double(got[i]) - want[i])), scale = std::max(scale, std::fabs(double(want[i])));
+  return worst / scale;
+}
+
+std::string refusal(const std::string& text) {
+  try {
+    LlamaConfig::parse(nlohmann::json::parse(text), "config.json");
+  } catch (const FormatError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST(HfLlama, ConfigsAreReadOrRefusedByKey) {
+  const LlamaConfig c = LlamaConfig::parse(tiny(), "config.json");
+  EXPECT_EQ(c.head_dim, 16u);
+  EXPECT_EQ(c.kv_heads, 2u);
+  // llama3 scaling: the highest frequency kept, the lowest divided by the factor.
+  const std::vector<double> f = c.inv_freq();
+  EXPECT_DOUBLE_EQ(f[0], 1.0);
+  EXPECT_NEAR(f.back(), std::pow(500000.0, -14.0 / 16) / 8, 1e-15);
+  EXPECT_EQ(refusal(R"({"num_hidden_layers": 2})"), "config.json: hidden_size: missing");
+  EXPECT_EQ(refusal(R"({"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 3,
+                        "intermediate_size": 8, "vocab_size": 8})"),
+            "config.json: num_key_value_heads: 3 does not divide 4 heads");
+  EXPECT_NE(refusal(R"({"model_type": "mixtral", "num_local_experts": 8})").find("mixture-of-experts models are not built yet"),
+            std::string::npos);
+  EXPECT_NE(refusal(R"({"hidden_size": -1})").find("hidden_size: -1 is not a count"), std::string::npos);
+}
+
+TEST(HfLlama, TwoLayersOnTheChipAgreeWithTheReferenceWithSeededOrStoredWeights) {
+  rt::Device dev;
+  const rt::Kernel program = dev.load_kernel(data_file(DataKind::kernels, "program.elf"), (1u << dev.tiles()) - 1);
+  const LlamaConfig c = LlamaConfig::parse(tiny(), "config.json");
+  const std::vector<std::uint32_t> prompt{3, 17, 42, 5, 95, 60};
+  const WeightSource seeded = seeded_weights(7);
+  compiler::Executable ex(dev, program, llama_prefill(c, seeded, prompt, 2));
+  const std::vector<float> logits = ex.run({}).at("logits");
+  ASSERT_EQ(logits.size(), prompt.size() * c.vocab);
+  const double err = relative_error(logits, llama_reference(c, seeded, prompt, 2));
+  std::cout << "two layers, 6 tokens: logits' relative error " << err << ", " << dev.simulated_seconds() * 1e6
+            << " us simulated so far\n";
+  EXPECT_LT(err, 5e-2);  // BF16 GEMM inputs, as the main job's bound
+  EXPECT_GT(err, 0.0);
+
+  // The same weights written as a model's safetensors (two shards and an index), read back.
+  const std::string d = testing::TempDir() + "llama_test_weights";
+  std::filesystem::create_directories(d);
+  std::vector<NamedTensor> a, b;
+  auto add = [&](std::vector<NamedTensor>& shard, const std::string& name, std::vector<std::uint64_t> shape) {
+    shard.push_back({name, "F32", shape, seeded(name, shape)});
+  };
+  add(a, "model.embed_tokens.weight", {c.vocab, c.hidden});
+  for (unsigned l = 0; l < 2; ++l) {
+    auto& s = l ? b : a;
+    const std::string p = "model.layers." + std::to_string(l) + ".";
+    add(s, p + "input_layernorm.weight", {c.hidden});
+    add(s, p + "post_attention_layernorm.weight", {c.hidden});
+    add(s, p + "self_attn.q_proj.weight", {c.heads * c.head_dim, c.hidden});
+    add(s, p + "self_attn.k_proj.weight", {c.kv_heads * c.head_dim, c.hidden});
+    add(s, p + "self_attn.v_proj.weight", {c.kv_heads * c.head_dim, c.hidden});
+    add(s, p + "self_attn.o_proj.weight", {c.hidden, c.heads * c.head_dim});
+    add(s, p + "mlp.gate_proj.weight", {c.intermediate, c.hidden});
+    add(s, p + "mlp.up_proj.weight", {c.intermediate, c.hidden});
+    add(s, p + "mlp.down_proj.weight", {c.hidden, c.intermediate});
+  }
+  add(b, "model.norm.weight", {c.hidden});
+  add(b, "lm_head.weight", {c.vocab, c.hidden});
+  write_safetensors(d + "/model-00001-of-00002.safetensors", a);
+  write_safetensors(d + "/model-00002-of-00002.safetensors", b);
+  nlohmann::json index;
+  for (const auto& t : a) index["weight_map"][t.name] = "model-00001-of-00002.safetensors";
+  for (const auto& t : b) index["weight_map"][t.name] = "model-00002-of-00002.safetensors";
+  std::ofstream(d + "/model.safetensors.index.json") << index.dump();
+  const SafeTensors st = SafeTensors::open(d);
+  compiler::Executable stored(dev, program, llama_prefill(c, weights_from(st), prompt, 2));
+  EXPECT_EQ(stored.run({}).at("logits"), logits);  // bit for bit
+  // A layer the file lacks is refused by name.
+  try {
+    llama_prefill(c, weights_from(st), prompt, 3);
+    FAIL();
+  } catch (const FormatError& e) {
+    EXPECT_NE(std::string(e.what()).find("no tensor 'model.layers.2.input_layernorm.weight'"), std::string::npos) << e.what();
+  }
+
+  // Tied embeddings: the LM head is the embedding table.
+  const LlamaConfig tied = LlamaConfig::parse(tiny(true), "config.json");
+  compiler::Executable t(dev, program, llama_prefill(tied, seeded, {1, 2, 3}, 1));
+  EXPECT_LT(relative_error(t.run({}).at("logits"), llama_reference(tied, seeded, {1, 2, 3}, 1)), 5e-2);
+}
