@@ -16,6 +16,7 @@
 #include <string>
 
 #include "common/power.hpp"
+#include "hf_demo.hpp"
 #include "demo.hpp"
 #include "spec.hpp"
 #include <fstream>
@@ -28,7 +29,7 @@ using namespace tessera;
 
 namespace {
 int usage(const char* why) {
-  std::fprintf(stderr, "tessera demo: %s\nusage: tessera-vp demo [--tiny] [--fp8] [--launches] [--device-dispatch] [--batch B] [--serve RATE [--requests N]] [--chips 1|4|8] [--prompt N (1-256)] [--decode N] [--seed S] [--speculate K [--acceptance A]] [--trace FILE.json] [--waves FILE.vcd] [--stats FILE.json] [--set inst.key=value ...]\n", why);
+  std::fprintf(stderr, "tessera demo: %s\nusage: tessera-vp demo [--tiny] [--fp8] [--launches] [--device-dispatch] [--batch B] [--serve RATE [--requests N]] [--chips 1|4|8] [--prompt N (1-256)] [--decode N] [--seed S] [--speculate K [--acceptance A]] [--trace FILE.json] [--waves FILE.vcd] [--stats FILE.json] [--set inst.key=value ...]\n       tessera-vp demo --hf-config FILE.json [--weights FILE|DIR] [--layers N] [--prompt N] [--seed S] [--check]\n", why);
   return 2;
 }
 bool number(const char* s, unsigned& out) {
@@ -41,6 +42,8 @@ bool number(const char* s, unsigned& out) {
 }  // namespace
 
 int tessera::model::demo_main(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i)
+    if (std::strcmp(argv[i], "--hf-config") == 0) return hf::demo_main(argc, argv);  // a Hugging Face model instead
   model::Config c;
   unsigned prompt = 32, decode = 32, seed = 1, speculate = 0, chips = 1;
   bool launches = false;  // a launch per phase, waited for, instead of a graph per step

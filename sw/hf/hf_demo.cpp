@@ -1,0 +1,106 @@
+// tessera-vp demo --hf-config FILE.json [--weights FILE|DIR] [--layers N]
+//                 [--prompt N] [--seed S] [--check] [--set inst.key=value]...
+// Builds the model's prefill from its config.json (llama.hpp) with its
+// safetensors weights or seeded ones, compiles it (sw/compiler) and runs it
+// on the T1 with one launch; prints the greedy next token, the simulated
+// time per prompt token and the launch against its roofline. --check
+// compares every logit with the FP32 host reference (bound 5e-2, as the
+// main job's). Exit codes: 0, 1 (--check failed), 2 (a bad option, config
+// or weights file, in one line), 3 (a device error).
+#include "hf_demo.hpp"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <cstring>
+#include <iostream>
+#include <memory>
+#include <random>
+
+#include "common/paths.hpp"
+#include "executable.hpp"
+#include "llama.hpp"
+
+namespace tessera::hf {
+
+namespace {
+int fail(const std::string& why) {
+  std::cerr << "tessera demo: " << why << "\n";
+  return 2;
+}
+}  // namespace
+
+int demo_main(int argc, char** argv) {
+  std::string config, weights;
+  unsigned layers = 0, prompt = 16, seed = 1;
+  bool check = false;
+  rt::Device::Options opt;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    const bool more = i + 1 < argc;
+    auto number = [&](unsigned& out) {
+      char* end;
+      const unsigned long v = std::strtoul(argv[++i], &end, 10);
+      if (*end || !*argv[i] || v > (1u << 20)) return false;
+      out = static_cast<unsigned>(v);
+      return true;
+    };
+    if (a == "--hf-config" && more) config = argv[++i];
+    else if (a == "--weights" && more) weights = argv[++i];
+    else if (a == "--layers" && more) { if (!number(layers) || !layers) return fail("--layers takes a number of layers above 0"); }
+    else if (a == "--prompt" && more) { if (!number(prompt) || !prompt || prompt > 1024) return fail("--prompt takes 1 to 1024 tokens"); }
+    else if (a == "--seed" && more) { if (!number(seed)) return fail("--seed takes a number"); }
+    else if (a == "--set" && more) opt.sets.push_back(argv[++i]);
+    else if (a == "--check") check = true;
+    else return fail(fmt::format("'{}' is not an option of demo --hf-config (--weights, --layers, --prompt, --seed, --check, --set)", a));
+  }
+  LlamaConfig c;
+  std::unique_ptr<SafeTensors> st;
+  WeightSource w = seeded_weights(seed);
+  compiler::Graph g;
+  std::vector<std::uint32_t> tokens;
+  try {
+    c = LlamaConfig::load(config);
+    if (!weights.empty()) st = std::make_unique<SafeTensors>(SafeTensors::open(weights)), w = weights_from(*st);
+    std::mt19937 rng(seed);
+    for (unsigned t = 0; t < prompt; ++t) tokens.push_back(static_cast<std::uint32_t>(rng() % c.vocab));
+    g = llama_prefill(c, w, tokens, layers);
+  } catch (const std::exception& e) {
+    return fail(e.what());
+  }
+  const unsigned run_layers = layers ? std::min(layers, c.layers) : c.layers;
+  try {
+    rt::Device dev(opt);
+    const rt::Kernel program = dev.load_kernel(data_file(DataKind::kernels, "program.elf"), (1u << dev.tiles()) - 1);
+    compiler::Executable ex(dev, program, std::move(g));
+    const std::vector<float> logits = ex.run({}).at("logits");
+    const float* last = logits.data() + std::size_t{prompt - 1} * c.vocab;
+    const auto next = static_cast<unsigned>(std::max_element(last, last + c.vocab) - last);
+    const roofline::Report& r = ex.last_bound();
+    std::cout << fmt::format("{} ({}), {} of {} layers, {} weights: hidden {}, {} heads ({} KV), head_dim {}, vocabulary {}\n",
+                             config, c.model_type, run_layers, c.layers, weights.empty() ? "seeded" : weights, c.hidden,
+                             c.heads, c.kv_heads, c.head_dim, c.vocab);
+    std::cout << fmt::format("prefill of {} tokens: {} nodes, {:.2f} us simulated ({:.2f} us/token); next token {}\n", prompt,
+                             ex.groups().size(), ex.last_seconds() * 1e6, ex.last_seconds() * 1e6 / prompt, next);
+    std::cout << fmt::format("roofline: bound {:.2f} us ({}, {}): {:.1f}% of it\n", r.seconds() * 1e6, r.binding().resource,
+                             r.binding().where, 100 * r.seconds() / ex.last_seconds());
+    if (check) {
+      const std::vector<float> ref = llama_reference(c, w, tokens, layers);
+      double worst = 0, scale = 0;
+      for (std::size_t i = 0; i < ref.size(); ++i)
+        worst = std::max(worst, std::fabs(double(logits[i]) - ref[i])), scale = std::max(scale, std::fabs(double(ref[i])));
+      const bool ok = worst <= 5e-2 * scale;
+      std::cout << fmt::format("check: max relative logit error {:.3g} against the FP32 reference (bound 5e-2): {}\n",
+                               worst / scale, ok ? "ok" : "FAILED");
+      if (!ok) return 1;
+    }
+    return 0;
+  } catch (const rt::DeviceError& e) {
+    std::cerr << "tessera demo: device error: " << e.what() << "\n";
+    return 3;
+  } catch (const std::exception& e) {
+    return fail(e.what());
+  }
+}
+
+}  // namespace tessera::hf
