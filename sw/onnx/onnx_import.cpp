@@ -64,62 +64,55 @@ HostTensor read_tensor(const onnx::TensorProto& t) {
   const std::uint64_t n = h.elements();
   if (t.data_location() == TP::EXTERNAL) throw std::runtime_error(fmt::format("tensor '{}': external data", t.name()));
   const std::string& raw = t.raw_data();
-  auto need = [&](std::uint64_t have, unsigned size) {
+  auto need = [&](std::uint64_t have) {
     if (have != n)
       throw std::runtime_error(fmt::format("tensor '{}' {}: {} {} values for {} elements", t.name(), shape_text(h.shape),
                                            have, type_name(h.elem_type), n));
-    (void)size;
+  };
+  // The raw data's elements of `size` bytes each, as unsigned codes.
+  auto raw_codes = [&](unsigned size) {
+    if (raw.size() % size) throw std::runtime_error(fmt::format("tensor '{}': raw data of {} bytes", t.name(), raw.size()));
+    need(raw.size() / size);
+    std::vector<std::uint64_t> codes(n);
+    for (std::uint64_t i = 0; i < n; ++i) std::memcpy(&codes[i], raw.data() + size * i, size);
+    return codes;
   };
   switch (h.elem_type) {
     case TP::FLOAT:
       if (!raw.empty()) {
-        need(raw.size() / 4, 4);
-        if (raw.size() % 4) throw std::runtime_error(fmt::format("tensor '{}': raw data of {} bytes", t.name(), raw.size()));
-        h.f.resize(n);
-        std::memcpy(h.f.data(), raw.data(), n * 4);
+        for (std::uint64_t c : raw_codes(4)) {
+          const auto bits = static_cast<std::uint32_t>(c);
+          float v;
+          std::memcpy(&v, &bits, 4);
+          h.f.push_back(v);
+        }
       } else {
-        need(static_cast<std::uint64_t>(t.float_data_size()), 4);
+        need(static_cast<std::uint64_t>(t.float_data_size()));
         h.f.assign(t.float_data().begin(), t.float_data().end());
       }
       break;
     case TP::FLOAT16: case TP::BFLOAT16: {
       const num::Format f = h.elem_type == TP::FLOAT16 ? num::Format::FP16 : num::Format::BF16;
-      std::vector<std::uint32_t> codes;
+      std::vector<std::uint64_t> codes;
       if (!raw.empty()) {
-        need(raw.size() / 2, 2);
-        for (std::uint64_t i = 0; i < n; ++i) {
-          std::uint16_t c;
-          std::memcpy(&c, raw.data() + 2 * i, 2);
-          codes.push_back(c);
-        }
+        codes = raw_codes(2);
       } else {
-        need(static_cast<std::uint64_t>(t.int32_data_size()), 2);
+        need(static_cast<std::uint64_t>(t.int32_data_size()));
         for (std::int32_t c : t.int32_data()) codes.push_back(static_cast<std::uint32_t>(c) & 0xffff);
       }
-      for (std::uint32_t c : codes) h.f.push_back(static_cast<float>(num::decode(f, c)));
+      for (std::uint64_t c : codes) h.f.push_back(static_cast<float>(num::decode(f, static_cast<std::uint32_t>(c))));
       break;
     }
-    case TP::INT64:
+    case TP::INT64: case TP::INT32: case TP::BOOL: {
+      const unsigned size = h.elem_type == TP::INT64 ? 8 : h.elem_type == TP::INT32 ? 4 : 1;
       if (!raw.empty()) {
-        need(raw.size() / 8, 8);
-        h.i.resize(n);
-        std::memcpy(h.i.data(), raw.data(), n * 8);
-      } else {
-        need(static_cast<std::uint64_t>(t.int64_data_size()), 8);
+        for (std::uint64_t c : raw_codes(size))  // sign-extended from its width
+          h.i.push_back(size == 8 ? static_cast<std::int64_t>(c) : size == 4 ? static_cast<std::int32_t>(c) : static_cast<std::int64_t>(c));
+      } else if (h.elem_type == TP::INT64) {
+        need(static_cast<std::uint64_t>(t.int64_data_size()));
         h.i.assign(t.int64_data().begin(), t.int64_data().end());
-      }
-      break;
-    case TP::INT32: case TP::BOOL: {
-      const unsigned size = h.elem_type == TP::BOOL ? 1 : 4;
-      if (!raw.empty()) {
-        need(raw.size() / size, size);
-        for (std::uint64_t i = 0; i < n; ++i) {
-          std::int32_t v = 0;
-          std::memcpy(&v, raw.data() + size * i, size);
-          h.i.push_back(size == 1 ? (v & 0xff) : v);
-        }
       } else {
-        need(static_cast<std::uint64_t>(t.int32_data_size()), size);
+        need(static_cast<std::uint64_t>(t.int32_data_size()));
         h.i.assign(t.int32_data().begin(), t.int32_data().end());
       }
       break;
