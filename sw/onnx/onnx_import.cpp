@@ -1023,6 +1023,8 @@ class Importer {
                op == "ScatterND" || op == "OneHot" || op == "EyeLike" || op == "Compress" || op == "Where") {
       movement(n, name, op, attrs, used, ai);
       return check_attributes(attrs, used, name, op);
+    } else if (op == "Conv" || op == "MaxPool" || op == "AveragePool") {
+      spatial(n, name, op, attrs, used, ai);
     } else if (op == "Shape" || op == "Size") {
       const Value& x = in(0);
       Value r;
@@ -1077,6 +1079,141 @@ class Importer {
     }
     check_attributes(attrs, used, name, op);
   }
+
+  // Conv, MaxPool, AveragePool over [N, C, spatial...]: each kernel
+  // offset's window gathered by a move (outside the input: the padding's
+  // value), then Conv as one matmul of the gathered columns (im2col) and
+  // the pools as max or sum chains over the offsets.
+  void spatial(const onnx::NodeProto& n, const std::string& name, const std::string& op,
+               const std::map<std::string, const onnx::AttributeProto*>& attrs, std::set<std::string>& used,
+               const std::function<std::int64_t(const char*, std::int64_t)>& ai) {
+    auto ints_attr = [&](const char* k, std::size_t count, std::int64_t fill) {
+      std::vector<std::int64_t> v;
+      if (attrs.count(k)) used.insert(k), v.assign(attrs.at(k)->ints().begin(), attrs.at(k)->ints().end());
+      if (v.empty()) v.assign(count, fill);
+      return v;
+    };
+    const Value& x = value(n.input(0), name, op);
+    if (!x.constant() ? false : !is_float(x.c.elem_type)) throw Unsupported(name, op, "integer data");
+    const std::vector<unsigned>& xs = x.shape;
+    if (xs.size() < 3) throw std::invalid_argument(fmt::format("node '{}' ({}): input of rank {}", name, op, xs.size()));
+    const std::size_t sp = xs.size() - 2;
+    const unsigned N = xs[0], C = xs[1];
+    const Value* w = op == "Conv" ? &value(n.input(1), name, op) : nullptr;
+    if (w && (w->shape.size() != xs.size() || w->shape[1] != C))
+      throw std::invalid_argument(fmt::format("node '{}' ({}): weights {} for input {}", name, op, shape_text(w->shape), shape_text(xs)));
+    if (op == "Conv" && ai("group", 1) != 1) throw Unsupported(name, op, "group other than 1");
+    std::vector<std::int64_t> kernel = ints_attr("kernel_shape", 0, 0);
+    if (kernel.empty()) {
+      if (!w) throw std::invalid_argument(fmt::format("node '{}' ({}): no kernel_shape", name, op));
+      kernel.assign(w->shape.begin() + 2, w->shape.end());
+    }
+    const std::vector<std::int64_t> strides = ints_attr("strides", sp, 1), dil = ints_attr("dilations", sp, 1);
+    std::vector<std::int64_t> pads = ints_attr("pads", 2 * sp, 0);
+    std::string auto_pad = "NOTSET";
+    if (attrs.count("auto_pad")) used.insert("auto_pad"), auto_pad = attrs.at("auto_pad")->s();
+    const bool ceil_mode = op != "Conv" && ai("ceil_mode", 0);
+    const bool include_pad = op == "AveragePool" && ai("count_include_pad", 0);
+    if (op == "MaxPool" && ai("storage_order", 0)) throw Unsupported(name, op, "storage_order 1");
+    if (kernel.size() != sp || strides.size() != sp || dil.size() != sp || pads.size() != 2 * sp)
+      throw std::invalid_argument(fmt::format("node '{}' ({}): attributes of another rank than {}", name, op, sp));
+    std::vector<unsigned> out;
+    for (std::size_t i = 0; i < sp; ++i) {
+      const std::int64_t S = xs[2 + i], span = (kernel[i] - 1) * dil[i] + 1;
+      std::int64_t o;
+      if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
+        o = (S + strides[i] - 1) / strides[i];
+        const std::int64_t total = std::max<std::int64_t>(0, (o - 1) * strides[i] + span - S);
+        pads[i] = auto_pad == "SAME_UPPER" ? total / 2 : total - total / 2, pads[i + sp] = total - pads[i];
+      } else if (auto_pad == "VALID") {
+        pads[i] = pads[i + sp] = 0, o = (S - span) / strides[i] + 1;
+      } else if (auto_pad == "NOTSET") {
+        const std::int64_t room = S + pads[i] + pads[i + sp] - span;
+        o = (ceil_mode ? (room + strides[i] - 1) / strides[i] : room / strides[i]) + 1;
+        if (ceil_mode && (o - 1) * strides[i] >= S + pads[i]) --o;  // the last window starts inside
+      } else {
+        throw Unsupported(name, op, fmt::format("auto_pad '{}'", auto_pad));
+      }
+      if (o < 1) throw std::invalid_argument(fmt::format("node '{}' ({}): no output along axis {}", name, op, i + 2));
+      out.push_back(static_cast<unsigned>(o));
+    }
+    const std::uint64_t O = count(out), Kt = count(std::vector<unsigned>(kernel.begin(), kernel.end()));
+    const auto xst = strides_of(xs);
+    // Where kernel offset k of output position o reads (or -1: padding).
+    auto source = [&](std::uint64_t o, std::uint64_t k) -> std::int64_t {
+      std::int64_t f = 0;
+      for (std::size_t i = sp; i-- > 0;) {
+        const std::int64_t oi = static_cast<std::int64_t>(o % out[i]), ki = static_cast<std::int64_t>(k % kernel[i]);
+        o /= out[i], k /= static_cast<std::uint64_t>(kernel[i]);
+        const std::int64_t p = oi * strides[i] + ki * dil[i] - pads[i];
+        if (p < 0 || p >= xs[2 + i]) return -1;
+        f += p * static_cast<std::int64_t>(xst[2 + i]);
+      }
+      return f;
+    };
+    Value fill;
+    fill.c.elem_type = TP::FLOAT, fill.shape = fill.c.shape = {1};
+    fill.c.f = {op == "MaxPool" ? -std::numeric_limits<float>::infinity() : 0.0f};
+    std::vector<unsigned> yshape{N, 0};
+    yshape.insert(yshape.end(), out.begin(), out.end());
+    if (op == "Conv") {
+      const unsigned M = w->shape[0];
+      const std::uint64_t CK = C * Kt;
+      // The columns: row (n, o), column (c, k).
+      const Value cols = remap({&x, &fill}, {static_cast<unsigned>(N * O), static_cast<unsigned>(CK)}, [&](std::uint64_t e) {
+        const std::uint64_t row = e / CK, col = e % CK, nn = row / O, o = row % O, c = col / Kt, k = col % Kt;
+        const std::int64_t f = source(o, k);
+        return f < 0 ? Source{1, 0} : Source{0, nn * xst[0] + c * xst[1] + static_cast<std::uint64_t>(f)};
+      }, name, op);
+      const Value wt = remap({w}, {static_cast<unsigned>(CK), M}, [&](std::uint64_t e) { return Source{0, (e % M) * CK + e / M}; }, name, op);
+      Value y;
+      y.shape = {static_cast<unsigned>(N * O), M}, y.tensor = matmul(tensor(cols, name, op), wt, fresh("conv"), op);
+      if (n.input_size() > 2 && !n.input(2).empty()) y = binary(OpKind::add, y, value(n.input(2), name, op), name, op);
+      yshape[1] = M;
+      set_value(n.output(0), remap({&y}, yshape, [&](std::uint64_t e) {
+        const std::uint64_t o = e % O, m = (e / O) % M, nn = e / (O * M);
+        return Source{0, (nn * O + o) * M + m};
+      }, name, op, name));
+      return;
+    }
+    yshape[1] = C;
+    Value acc;
+    for (std::uint64_t k = 0; k < Kt; ++k) {
+      const Value win = remap({&x, &fill}, yshape, [&](std::uint64_t e) {
+        const std::uint64_t o = e % O, nc = e / O;
+        const std::int64_t f = source(o, k);
+        return f < 0 ? Source{1, 0} : Source{0, nc * xst[1] + static_cast<std::uint64_t>(f)};
+      }, name, op);
+      acc = k ? binary(op == "MaxPool" ? OpKind::max : OpKind::add, acc, win, name, op) : win;
+    }
+    if (op == "AveragePool") {  // divided by the positions counted: inside the input, or the padded input
+      std::vector<float> inv(O);
+      for (std::uint64_t o = 0; o < O; ++o) {
+        unsigned counted = 0;
+        for (std::uint64_t k = 0; k < Kt; ++k) {
+          if (!include_pad) {
+            counted += source(o, k) >= 0;
+            continue;
+          }
+          bool inside = true;
+          std::uint64_t oo = o, kk = k;
+          for (std::size_t i = sp; i-- > 0;) {
+            const std::int64_t p = static_cast<std::int64_t>(oo % out[i]) * strides[i] + static_cast<std::int64_t>(kk % kernel[i]) * dil[i] - pads[i];
+            oo /= out[i], kk /= static_cast<std::uint64_t>(kernel[i]);
+            inside &= p >= -pads[i] && p < xs[2 + i] + pads[i + sp];
+          }
+          counted += inside;
+        }
+        inv[o] = 1.0f / static_cast<float>(counted);
+      }
+      Value scale;
+      scale.c.elem_type = TP::FLOAT, scale.shape = scale.c.shape = out, scale.c.f = inv;
+      acc = binary(OpKind::mul, acc, scale, name, op);
+    }
+    set_value(n.output(0), acc);
+  }
+  void set_value(const std::string& name, Value v) { values_[name] = std::move(v); }
+  static std::vector<std::uint64_t> strides_of(const std::vector<unsigned>& s) { return strides(s); }
 
   static void check_attributes(const std::map<std::string, const onnx::AttributeProto*>& attrs,
                                const std::set<std::string>& used, const std::string& name, const std::string& op) {
