@@ -61,6 +61,26 @@ TEST(HfLlama, ConfigsAreReadOrRefusedByKey) {
   EXPECT_NE(refusal(R"({"hidden_size": -1})").find("hidden_size: -1 is not a count"), std::string::npos);
 }
 
+TEST(HfLlama, TheShippedConfigsAreReadOrRefusedByName) {
+  const std::string dir = TESSERA_HF_CONFIGS;
+  const LlamaConfig l8 = LlamaConfig::load(dir + "/llama-3-8b.json"), l70 = LlamaConfig::load(dir + "/llama-3-70b.json");
+  EXPECT_EQ(l8.hidden, 4096u);
+  EXPECT_EQ(l8.kv_heads, 8u);
+  EXPECT_EQ(l8.head_dim, 128u);
+  EXPECT_EQ(l8.vocab, 128256u);
+  EXPECT_EQ(l70.layers, 80u);
+  EXPECT_EQ(l70.heads, 64u);
+  EXPECT_EQ(l70.intermediate, 28672u);
+  for (const char* moe : {"mixtral-8x7b.json", "deepseek-v3.json"}) {
+    try {
+      LlamaConfig::load(dir + "/" + moe);
+      FAIL() << moe;
+    } catch (const FormatError& e) {
+      EXPECT_NE(std::string(e.what()).find("mixture-of-experts models are not built yet"), std::string::npos) << e.what();
+    }
+  }
+}
+
 TEST(HfLlama, TwoLayersOnTheChipAgreeWithTheReferenceWithSeededOrStoredWeights) {
   rt::Device dev;
   const rt::Kernel program = dev.load_kernel(data_file(DataKind::kernels, "program.elf"), (1u << dev.tiles()) - 1);
