@@ -250,6 +250,7 @@ class Importer {
         if (h.elem_type != TP::FLOAT) throw Unsupported(in.name(), "input", fmt::format("data type {}", type_name(h.elem_type)));
         if (!count(h.shape)) throw Unsupported(in.name(), "input", "an empty tensor");
         v.tensor = g_.input(in.name(), ir_shape(h.shape));
+        given_[v.tensor] = h;  // what a parameter input (Resize's scales) is bound to
         out_.inputs.push_back(in.name());
       } else {
         v.c = h;  // integers: known now (shapes, axes, indices)
@@ -1023,6 +1024,8 @@ class Importer {
                op == "ScatterND" || op == "OneHot" || op == "EyeLike" || op == "Compress" || op == "Where") {
       movement(n, name, op, attrs, used, ai);
       return check_attributes(attrs, used, name, op);
+    } else if (op == "Resize") {
+      resize(n, name, op, attrs, used, opset_);
     } else if (op == "Conv" || op == "MaxPool" || op == "AveragePool") {
       spatial(n, name, op, attrs, used, ai);
     } else if (op == "Shape" || op == "Size") {
@@ -1213,6 +1216,116 @@ class Importer {
     set_value(n.output(0), acc);
   }
   void set_value(const std::string& name, Value v) { values_[name] = std::move(v); }
+
+  // A parameter's numbers: a constant's, or an FP32 input's as given (the
+  // graph is compiled for them: they decide the output's shape).
+  std::vector<double> known(const Value& v, const std::string& node, const std::string& op) const {
+    const HostTensor* h = v.constant() ? &v.c : given_.count(v.tensor) ? &given_.at(v.tensor) : nullptr;
+    if (!h) throw Unsupported(node, op, "a parameter computed on the chip");
+    std::vector<double> r;
+    for (float f : h->f) r.push_back(f);
+    for (std::int64_t i : h->i) r.push_back(static_cast<double>(i));
+    return r;
+  }
+
+  // Resize (opset 11 on), nearest or linear: each output coordinate mapped
+  // to the input's (the coordinate transformation mode), nearest as one
+  // gather, linear as the weighted sum of its corners' gathers (weights
+  // made on the host); cubic and tf_crop_and_resize are refused.
+  void resize(const onnx::NodeProto& n, const std::string& name, const std::string& op,
+              const std::map<std::string, const onnx::AttributeProto*>& attrs, std::set<std::string>& used, int opset) {
+    auto str = [&](const char* k, const char* d) {
+      if (!attrs.count(k)) return std::string(d);
+      used.insert(k);
+      return attrs.at(k)->s();
+    };
+    if (opset < 11) throw Unsupported(name, op, "Resize before opset 11");
+    const std::string mode = str("mode", "nearest"), ctm = str("coordinate_transformation_mode", "half_pixel");
+    const std::string nearest = str("nearest_mode", "round_prefer_floor");
+    if (mode != "nearest" && mode != "linear") throw Unsupported(name, op, fmt::format("mode '{}'", mode));
+    if (ctm == "tf_crop_and_resize") throw Unsupported(name, op, "coordinate_transformation_mode 'tf_crop_and_resize'");
+    for (const char* k : {"cubic_coeff_a", "exclude_outside", "extrapolation_value"})
+      if (attrs.count(k)) used.insert(k);
+    const Value& x = value(n.input(0), name, op);
+    const std::vector<unsigned>& xs = x.shape;
+    const std::size_t rank = xs.size();
+    std::vector<double> scales;
+    std::vector<unsigned> out;
+    const bool has_sizes = n.input_size() > 3 && !n.input(3).empty();
+    if (has_sizes) {
+      for (double d : known(value(n.input(3), name, op), name, op)) out.push_back(static_cast<unsigned>(d));
+      for (std::size_t i = 0; i < rank && i < out.size(); ++i) scales.push_back(double(out[i]) / xs[i]);
+    } else if (n.input_size() > 2 && !n.input(2).empty()) {
+      scales = known(value(n.input(2), name, op), name, op);
+      for (std::size_t i = 0; i < rank && i < scales.size(); ++i) out.push_back(static_cast<unsigned>(std::floor(xs[i] * scales[i])));
+    }
+    if (out.size() != rank || scales.size() != rank)
+      throw std::invalid_argument(fmt::format("node '{}' ({}): scales or sizes for each of {} axes", name, op, rank));
+    // Per axis and output index: the input indices and weights (one or two).
+    struct Tap { unsigned i0 = 0, i1 = 0; double w1 = 0; };
+    std::vector<std::vector<Tap>> taps(rank);
+    std::vector<bool> two(rank, false);
+    for (std::size_t a = 0; a < rank; ++a)
+      for (unsigned o = 0; o < out[a]; ++o) {
+        // The resized length as ONNX's reference takes it: input x scale, not rounded.
+        const double s = scales[a], in = xs[a], resized = in * s;
+        double c;
+        if (ctm == "half_pixel") c = (o + 0.5) / s - 0.5;
+        else if (ctm == "pytorch_half_pixel") c = resized > 1 ? (o + 0.5) / s - 0.5 : 0;
+        else if (ctm == "align_corners") c = resized == 1 ? 0 : o * (in - 1) / (resized - 1);
+        else if (ctm == "asymmetric") c = o / s;
+        else if (ctm == "tf_half_pixel_for_nn") c = (o + 0.5) / s;
+        else throw Unsupported(name, op, fmt::format("coordinate_transformation_mode '{}'", ctm));
+        Tap t;
+        auto clamp = [&](double i) { return static_cast<unsigned>(std::clamp(i, 0.0, in - 1)); };
+        if (mode == "nearest") {
+          double r;
+          if (nearest == "round_prefer_floor") r = c == std::floor(c) + 0.5 ? std::floor(c) : std::round(c);
+          else if (nearest == "round_prefer_ceil") r = c == std::floor(c) + 0.5 ? std::ceil(c) : std::round(c);
+          else if (nearest == "floor") r = std::floor(c);
+          else if (nearest == "ceil") r = std::ceil(c);
+          else throw Unsupported(name, op, fmt::format("nearest_mode '{}'", nearest));
+          t.i0 = t.i1 = clamp(r);
+        } else {
+          const double f = std::floor(c);
+          t.i0 = clamp(f), t.i1 = clamp(f + 1), t.w1 = c - f;
+          if (t.w1 != 0 && t.i0 != t.i1) two[a] = true;
+        }
+        taps[a].push_back(t);
+      }
+    const std::uint64_t total = count(out);
+    const auto xst = strides(xs);
+    std::vector<std::size_t> axes2;
+    for (std::size_t a = 0; a < rank; ++a)
+      if (two[a]) axes2.push_back(a);
+    if (axes2.size() > 4) throw Unsupported(name, op, "linear over more than 4 axes");
+    Value sum;
+    for (unsigned corner = 0; corner < (1u << axes2.size()); ++corner) {
+      auto pick = [&](std::size_t a) {  // 1: this corner takes axis a's second tap
+        const auto it = std::find(axes2.begin(), axes2.end(), a);
+        return it != axes2.end() && (corner >> (it - axes2.begin()) & 1);
+      };
+      Value gathered = remap({&x}, out, [&](std::uint64_t o) {
+        const auto idx = unravel(o, out);
+        std::uint64_t f = 0;
+        for (std::size_t a = 0; a < rank; ++a) f += (pick(a) ? taps[a][idx[a]].i1 : taps[a][idx[a]].i0) * xst[a];
+        return Source{0, f};
+      }, name, op);
+      if (!axes2.empty()) {
+        Value w;
+        w.c.elem_type = TP::FLOAT, w.shape = w.c.shape = out;
+        for (std::uint64_t o = 0; o < total; ++o) {
+          const auto idx = unravel(o, out);
+          double p = 1;
+          for (std::size_t a : axes2) p *= pick(a) ? taps[a][idx[a]].w1 : 1 - taps[a][idx[a]].w1;
+          w.c.f.push_back(static_cast<float>(p));
+        }
+        gathered = binary(OpKind::mul, gathered, w, name, op);
+      }
+      sum = corner ? binary(OpKind::add, sum, gathered, name, op) : gathered;
+    }
+    set_value(n.output(0), sum);
+  }
   static std::vector<std::uint64_t> strides_of(const std::vector<unsigned>& s) { return strides(s); }
 
   static void check_attributes(const std::map<std::string, const onnx::AttributeProto*>& attrs,
@@ -1562,6 +1675,7 @@ class Importer {
   std::map<int, int> elem_type_;  // tensors that are not FLOAT in ONNX
   Imported out_;
   unsigned fresh_ = 0;
+  std::map<int, HostTensor> given_;  // FP32 inputs' data as given to the import
 };
 
 }  // namespace
