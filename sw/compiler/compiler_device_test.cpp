@@ -170,6 +170,19 @@ TEST(CompilerDevice, MovesTransposeAndConcatenateExactly) {
   expect_reference(ex, in, ex.run(in));
 }
 
+TEST(CompilerDevice, AGraphLongerThanADeviceGraphRunsAsSeveralLaunches) {
+  Chip c;
+  Graph g;
+  int x = g.input("x", {4, 64});
+  for (int i = 0; i < 600; ++i) x = g.unary(i % 2 ? OpKind::neg : OpKind::tanh, x);
+  g.output(x);
+  Executable ex(c.dev, c.program, std::move(g), Options{false, false});
+  ASSERT_EQ(ex.groups().size(), 600u);  // more than TKP_MARKS_MAX - 1
+  const std::map<std::string, std::vector<float>> in{{"x", seeded_values(256, 3, 4.0f)}};
+  expect_reference(ex, in, ex.run(in));
+  EXPECT_EQ(ex.node_seconds().size(), 600u);
+}
+
 TEST(CompilerDevice, BadInputsAreRefusedByName) {
   Chip c;
   Executable ex(c.dev, c.program, mlp(4, 64, 64));

@@ -122,8 +122,7 @@ struct Executable::Impl {
   std::map<int, rt::Buffer> plain;                          // inputs and weights, as they are
   std::map<std::pair<std::size_t, unsigned>, rt::Buffer> panels;   // (group, first column): a matmul's B columns
   std::vector<rt::Buffer> arenas;                           // by stack: the groups' outputs
-  rt::GraphExec exec;
-  bool instantiated = false;
+  std::vector<rt::GraphExec> execs;  // the graph in launches of at most kNodesPerLaunch nodes
 
   rt::Buffer alloc(rt::Device& d, std::uint64_t bytes, unsigned stack) {
     owned.push_back(d.alloc(std::max<std::uint64_t>(bytes, 64), stack));
@@ -428,8 +427,15 @@ Executable::Executable(rt::Device& dev, const rt::Kernel& program, Graph g, cons
       for (std::size_t j = 1; j < grp.ops.size(); ++j) name += "+" + g_.ops()[static_cast<std::size_t>(grp.ops[j])].name;
       dgraph_.node(name, std::move(per_tile));
     }
-    impl_->exec = dev_.instantiate(dgraph_);
-    impl_->instantiated = true;
+    // A device graph holds at most TKP_MARKS_MAX - 1 nodes: a longer one
+    // runs as several, launched one after another.
+    constexpr std::size_t kNodesPerLaunch = TKP_MARKS_MAX - 1;
+    for (std::size_t k = 0; k < dgraph_.nodes().size(); k += kNodesPerLaunch) {
+      rt::Graph part;
+      for (std::size_t j = k; j < std::min(dgraph_.nodes().size(), k + kNodesPerLaunch); ++j)
+        part.node(dgraph_.nodes()[j].name, dgraph_.nodes()[j].per_tile);
+      impl_->execs.push_back(dev_.instantiate(part));
+    }
   } catch (...) {
     for (const rt::Buffer& b : impl_->owned) dev_.free(b);
     throw;
@@ -438,7 +444,7 @@ Executable::Executable(rt::Device& dev, const rt::Kernel& program, Graph g, cons
 
 Executable::~Executable() {
   try {
-    if (impl_->instantiated) dev_.free(impl_->exec);
+    for (const rt::GraphExec& x : impl_->execs) dev_.free(x);
     for (const rt::Buffer& b : impl_->owned) dev_.free(b);
   } catch (...) {  // a device that failed may refuse; nothing to do then
   }
@@ -451,7 +457,9 @@ std::map<std::string, std::vector<float>> Executable::run(const std::map<std::st
       if (g_.tensor(id).role == Role::input && g_.tensor(id).name == name) dev_.write(b, v.data(), v.size() * 4);
   const nlohmann::ordered_json before = dev_.stats();
   const double t0 = dev_.simulated_seconds();
-  dev_.wait(dev_.launch_graph(program_, impl_->exec));
+  std::vector<rt::Event> launched;  // all queued (stream 0 runs them in order), then each waited for
+  for (const rt::GraphExec& x : impl_->execs) launched.push_back(dev_.launch_graph(program_, x));
+  for (const rt::Event& e : launched) dev_.wait(e);
   last_seconds_ = dev_.simulated_seconds() - t0;
   last_bound_ = dev_.roofline(before, dev_.stats());
   std::map<std::string, std::vector<float>> out;
@@ -473,7 +481,14 @@ std::map<std::string, std::vector<float>> Executable::run(const std::map<std::st
   return out;
 }
 
-std::vector<double> Executable::node_seconds() const { return dev_.node_seconds(impl_->exec); }
+std::vector<double> Executable::node_seconds() const {
+  std::vector<double> s;
+  for (const rt::GraphExec& x : impl_->execs) {
+    const std::vector<double> part = dev_.node_seconds(x);
+    s.insert(s.end(), part.begin(), part.end());
+  }
+  return s;
+}
 
 std::size_t Executable::device_ops() const {
   std::size_t n = 0;

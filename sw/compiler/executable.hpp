@@ -4,7 +4,8 @@
 // ordered by the tile's semaphores so the next block's operands load
 // under the current block's arithmetic), instantiated once. run() writes
 // the inputs, launches the graph (one command: no host round trip per op),
-// waits and reads the outputs.
+// waits and reads the outputs. A graph of more nodes than a device graph
+// holds (TKP_MARKS_MAX - 1) runs as several, queued together.
 //
 // Emission per group and tile, on its part's blocks:
 //   matmul   A's rows (cast to the format on the fly) once per row block;

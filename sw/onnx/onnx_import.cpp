@@ -5,6 +5,7 @@
 #include <onnx/onnx_pb.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <fstream>
@@ -1228,10 +1229,11 @@ class Importer {
     return r;
   }
 
-  // Resize (opset 11 on), nearest or linear: each output coordinate mapped
-  // to the input's (the coordinate transformation mode), nearest as one
-  // gather, linear as the weighted sum of its corners' gathers (weights
-  // made on the host); cubic and tf_crop_and_resize are refused.
+  // Resize (opset 11 on), nearest, linear or cubic: each output coordinate
+  // mapped to the input's (the coordinate transformation mode), then per
+  // axis 1, 2 or 4 taps (edges repeated, as ONNX's reference pads), and the
+  // output the weighted sum of the taps' gathers over the axes (weights
+  // made on the host); tf_crop_and_resize is refused.
   void resize(const onnx::NodeProto& n, const std::string& name, const std::string& op,
               const std::map<std::string, const onnx::AttributeProto*>& attrs, std::set<std::string>& used, int opset) {
     auto str = [&](const char* k, const char* d) {
@@ -1242,10 +1244,11 @@ class Importer {
     if (opset < 11) throw Unsupported(name, op, "Resize before opset 11");
     const std::string mode = str("mode", "nearest"), ctm = str("coordinate_transformation_mode", "half_pixel");
     const std::string nearest = str("nearest_mode", "round_prefer_floor");
-    if (mode != "nearest" && mode != "linear") throw Unsupported(name, op, fmt::format("mode '{}'", mode));
+    if (mode != "nearest" && mode != "linear" && mode != "cubic") throw Unsupported(name, op, fmt::format("mode '{}'", mode));
     if (ctm == "tf_crop_and_resize") throw Unsupported(name, op, "coordinate_transformation_mode 'tf_crop_and_resize'");
-    for (const char* k : {"cubic_coeff_a", "exclude_outside", "extrapolation_value"})
-      if (attrs.count(k)) used.insert(k);
+    const double A = attrs.count("cubic_coeff_a") ? (used.insert("cubic_coeff_a"), attrs.at("cubic_coeff_a")->f()) : -0.75;
+    const bool exclude = attrs.count("exclude_outside") && (used.insert("exclude_outside"), attrs.at("exclude_outside")->i());
+    if (attrs.count("extrapolation_value")) used.insert("extrapolation_value");  // tf_crop_and_resize's only
     const Value& x = value(n.input(0), name, op);
     const std::vector<unsigned>& xs = x.shape;
     const std::size_t rank = xs.size();
@@ -1261,10 +1264,10 @@ class Importer {
     }
     if (out.size() != rank || scales.size() != rank)
       throw std::invalid_argument(fmt::format("node '{}' ({}): scales or sizes for each of {} axes", name, op, rank));
-    // Per axis and output index: the input indices and weights (one or two).
-    struct Tap { unsigned i0 = 0, i1 = 0; double w1 = 0; };
-    std::vector<std::vector<Tap>> taps(rank);
-    std::vector<bool> two(rank, false);
+    // Per axis and output index: the taps (input index, weight).
+    using Taps = std::vector<std::pair<unsigned, double>>;
+    std::vector<std::vector<Taps>> taps(rank);
+    std::vector<unsigned> width(rank, 1);  // taps per output index along the axis
     for (std::size_t a = 0; a < rank; ++a)
       for (unsigned o = 0; o < out[a]; ++o) {
         // The resized length as ONNX's reference takes it: input x scale, not rounded.
@@ -1276,7 +1279,7 @@ class Importer {
         else if (ctm == "asymmetric") c = o / s;
         else if (ctm == "tf_half_pixel_for_nn") c = (o + 0.5) / s;
         else throw Unsupported(name, op, fmt::format("coordinate_transformation_mode '{}'", ctm));
-        Tap t;
+        Taps t;
         auto clamp = [&](double i) { return static_cast<unsigned>(std::clamp(i, 0.0, in - 1)); };
         if (mode == "nearest") {
           double r;
@@ -1285,39 +1288,67 @@ class Importer {
           else if (nearest == "floor") r = std::floor(c);
           else if (nearest == "ceil") r = std::ceil(c);
           else throw Unsupported(name, op, fmt::format("nearest_mode '{}'", nearest));
-          t.i0 = t.i1 = clamp(r);
+          t = {{clamp(r), 1.0}};
         } else {
+          // The nearest 2 (linear) or 4 (cubic) points, a whole coordinate
+          // taking the ratio 1 as the reference does.
           const double f = std::floor(c);
-          t.i0 = clamp(f), t.i1 = clamp(f + 1), t.w1 = c - f;
-          if (t.w1 != 0 && t.i0 != t.i1) two[a] = true;
+          double r = c - f;
+          std::array<double, 4> w{};
+          unsigned nw;
+          double first;
+          if (mode == "linear") {
+            if (r == 0) r = 1, first = f - 1;
+            else first = f;
+            w[0] = 1 - r, w[1] = r, nw = 2;
+          } else {
+            if (r == 0) r = 1, first = f - 2;
+            else first = f - 1;
+            auto far = [&](double s) { return ((A * s - 5 * A) * s + 8 * A) * s - 4 * A; };  // 1 < s < 2
+            auto near = [&](double s) { return ((A + 2) * s - (A + 3)) * s * s + 1; };      // s <= 1
+            w = {far(r + 1), near(r), near(1 - r), far(2 - r)}, nw = 4;
+          }
+          double sum = 0;
+          for (unsigned j = 0; j < nw; ++j) {
+            if (exclude && (first + j < 0 || first + j > in - 1)) w[j] = 0;
+            sum += w[j];
+          }
+          for (unsigned j = 0; j < nw; ++j) {  // taps on one index (the edges) merged, those of weight 0 dropped
+            const unsigned i = clamp(first + j);
+            const double wj = exclude ? w[j] / sum : w[j];
+            if (!t.empty() && t.back().first == i) t.back().second += wj;
+            else t.push_back({i, wj});
+          }
+          t.erase(std::remove_if(t.begin(), t.end(), [](const auto& p) { return p.second == 0; }), t.end());
+          if (t.empty()) t = {{clamp(f), 0.0}};
         }
+        width[a] = std::max<unsigned>(width[a], static_cast<unsigned>(t.size()));
         taps[a].push_back(t);
       }
+    for (std::size_t a = 0; a < rank; ++a)  // every output index the axis's number of taps (the extra ones weigh 0)
+      for (Taps& t : taps[a]) t.resize(width[a], {t.front().first, 0.0});
     const std::uint64_t total = count(out);
     const auto xst = strides(xs);
-    std::vector<std::size_t> axes2;
-    for (std::size_t a = 0; a < rank; ++a)
-      if (two[a]) axes2.push_back(a);
-    if (axes2.size() > 4) throw Unsupported(name, op, "linear over more than 4 axes");
+    std::uint64_t corners = 1;
+    for (unsigned wd : width) corners *= wd;
+    if (corners > 256) throw Unsupported(name, op, fmt::format("{} taps per output element", corners));
     Value sum;
-    for (unsigned corner = 0; corner < (1u << axes2.size()); ++corner) {
-      auto pick = [&](std::size_t a) {  // 1: this corner takes axis a's second tap
-        const auto it = std::find(axes2.begin(), axes2.end(), a);
-        return it != axes2.end() && (corner >> (it - axes2.begin()) & 1);
-      };
+    for (std::uint64_t corner = 0; corner < corners; ++corner) {
+      std::vector<unsigned> which(rank);  // this corner's tap along each axis
+      for (std::size_t a = rank, rest = corner; a-- > 0;) which[a] = static_cast<unsigned>(rest % width[a]), rest /= width[a];
       Value gathered = remap({&x}, out, [&](std::uint64_t o) {
         const auto idx = unravel(o, out);
         std::uint64_t f = 0;
-        for (std::size_t a = 0; a < rank; ++a) f += (pick(a) ? taps[a][idx[a]].i1 : taps[a][idx[a]].i0) * xst[a];
+        for (std::size_t a = 0; a < rank; ++a) f += taps[a][idx[a]][which[a]].first * xst[a];
         return Source{0, f};
       }, name, op);
-      if (!axes2.empty()) {
+      if (corners > 1) {
         Value w;
         w.c.elem_type = TP::FLOAT, w.shape = w.c.shape = out;
         for (std::uint64_t o = 0; o < total; ++o) {
           const auto idx = unravel(o, out);
           double p = 1;
-          for (std::size_t a : axes2) p *= pick(a) ? taps[a][idx[a]].w1 : 1 - taps[a][idx[a]].w1;
+          for (std::size_t a = 0; a < rank; ++a) p *= taps[a][idx[a]][which[a]].second;
           w.c.f.push_back(static_cast<float>(p));
         }
         gathered = binary(OpKind::mul, gathered, w, name, op);
