@@ -1027,7 +1027,7 @@ class Importer {
       return check_attributes(attrs, used, name, op);
     } else if (op == "Resize") {
       resize(n, name, op, attrs, used, opset_);
-    } else if (op == "Conv" || op == "MaxPool" || op == "AveragePool") {
+    } else if (op == "Conv" || op == "ConvTranspose" || op == "MaxPool" || op == "AveragePool") {
       spatial(n, name, op, attrs, used, ai);
     } else if (op == "Shape" || op == "Size") {
       const Value& x = in(0);
@@ -1084,10 +1084,12 @@ class Importer {
     check_attributes(attrs, used, name, op);
   }
 
-  // Conv, MaxPool, AveragePool over [N, C, spatial...]: each kernel
-  // offset's window gathered by a move (outside the input: the padding's
-  // value), then Conv as one matmul of the gathered columns (im2col) and
-  // the pools as max or sum chains over the offsets.
+  // Conv, ConvTranspose, MaxPool, AveragePool over [N, C, spatial...]: each
+  // kernel offset's window gathered by a move (outside the input: the
+  // padding's value), then the convolutions as one matmul of the gathered
+  // columns (im2col; a transposed convolution gathers, for each output
+  // position and offset, the input position that reaches it, if one does)
+  // and the pools as max or sum chains over the offsets.
   void spatial(const onnx::NodeProto& n, const std::string& name, const std::string& op,
                const std::map<std::string, const onnx::AttributeProto*>& attrs, std::set<std::string>& used,
                const std::function<std::int64_t(const char*, std::int64_t)>& ai) {
@@ -1103,10 +1105,11 @@ class Importer {
     if (xs.size() < 3) throw std::invalid_argument(fmt::format("node '{}' ({}): input of rank {}", name, op, xs.size()));
     const std::size_t sp = xs.size() - 2;
     const unsigned N = xs[0], C = xs[1];
-    const Value* w = op == "Conv" ? &value(n.input(1), name, op) : nullptr;
-    if (w && (w->shape.size() != xs.size() || w->shape[1] != C))
+    const bool conv = op == "Conv" || op == "ConvTranspose", transposed = op == "ConvTranspose";
+    const Value* w = conv ? &value(n.input(1), name, op) : nullptr;
+    if (w && (w->shape.size() != xs.size() || w->shape[transposed ? 0 : 1] != C))
       throw std::invalid_argument(fmt::format("node '{}' ({}): weights {} for input {}", name, op, shape_text(w->shape), shape_text(xs)));
-    if (op == "Conv" && ai("group", 1) != 1) throw Unsupported(name, op, "group other than 1");
+    if (conv && ai("group", 1) != 1) throw Unsupported(name, op, "group other than 1");
     std::vector<std::int64_t> kernel = ints_attr("kernel_shape", 0, 0);
     if (kernel.empty()) {
       if (!w) throw std::invalid_argument(fmt::format("node '{}' ({}): no kernel_shape", name, op));
@@ -1122,10 +1125,24 @@ class Importer {
     if (kernel.size() != sp || strides.size() != sp || dil.size() != sp || pads.size() != 2 * sp)
       throw std::invalid_argument(fmt::format("node '{}' ({}): attributes of another rank than {}", name, op, sp));
     std::vector<unsigned> out;
+    const std::vector<std::int64_t> out_pad = transposed ? ints_attr("output_padding", sp, 0) : std::vector<std::int64_t>(sp, 0);
+    const std::vector<std::int64_t> out_shape = transposed ? ints_attr("output_shape", 0, 0) : std::vector<std::int64_t>{};
     for (std::size_t i = 0; i < sp; ++i) {
       const std::int64_t S = xs[2 + i], span = (kernel[i] - 1) * dil[i] + 1;
       std::int64_t o;
-      if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
+      if (transposed) {
+        // The full output is strides (S - 1) + output_padding + span; the
+        // pads (given, or from output_shape or auto_pad) trim it.
+        const std::int64_t full = strides[i] * (S - 1) + out_pad[i] + span;
+        if (!out_shape.empty() || auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
+          const std::int64_t want = !out_shape.empty() ? out_shape.at(out_shape.size() - sp + i) : S * strides[i];
+          const std::int64_t total = full - want, half = total >= 0 ? total / 2 : -((1 - total) / 2);  // floor(total / 2)
+          pads[i] = auto_pad == "SAME_UPPER" ? half : total - half, pads[i + sp] = total - pads[i];
+        } else if (auto_pad != "NOTSET" && auto_pad != "VALID") {
+          throw Unsupported(name, op, fmt::format("auto_pad '{}'", auto_pad));
+        }
+        o = full - pads[i] - pads[i + sp];
+      } else if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
         o = (S + strides[i] - 1) / strides[i];
         const std::int64_t total = std::max<std::int64_t>(0, (o - 1) * strides[i] + span - S);
         pads[i] = auto_pad == "SAME_UPPER" ? total / 2 : total - total / 2, pads[i + sp] = total - pads[i];
@@ -1143,13 +1160,19 @@ class Importer {
     }
     const std::uint64_t O = count(out), Kt = count(std::vector<unsigned>(kernel.begin(), kernel.end()));
     const auto xst = strides_of(xs);
-    // Where kernel offset k of output position o reads (or -1: padding).
+    // Where kernel offset k of output position o reads (or -1: padding;
+    // transposed: the input position p with p strides + k dilation = o + pad).
     auto source = [&](std::uint64_t o, std::uint64_t k) -> std::int64_t {
       std::int64_t f = 0;
       for (std::size_t i = sp; i-- > 0;) {
         const std::int64_t oi = static_cast<std::int64_t>(o % out[i]), ki = static_cast<std::int64_t>(k % kernel[i]);
         o /= out[i], k /= static_cast<std::uint64_t>(kernel[i]);
-        const std::int64_t p = oi * strides[i] + ki * dil[i] - pads[i];
+        std::int64_t p = oi * strides[i] + ki * dil[i] - pads[i];
+        if (transposed) {
+          const std::int64_t q = oi + pads[i] - ki * dil[i];
+          if (q < 0 || q % strides[i]) return -1;
+          p = q / strides[i];
+        }
         if (p < 0 || p >= xs[2 + i]) return -1;
         f += p * static_cast<std::int64_t>(xst[2 + i]);
       }
@@ -1160,8 +1183,8 @@ class Importer {
     fill.c.f = {op == "MaxPool" ? -std::numeric_limits<float>::infinity() : 0.0f};
     std::vector<unsigned> yshape{N, 0};
     yshape.insert(yshape.end(), out.begin(), out.end());
-    if (op == "Conv") {
-      const unsigned M = w->shape[0];
+    if (conv) {
+      const unsigned M = w->shape[transposed ? 1 : 0];
       const std::uint64_t CK = C * Kt;
       // The columns: row (n, o), column (c, k).
       const Value cols = remap({&x, &fill}, {static_cast<unsigned>(N * O), static_cast<unsigned>(CK)}, [&](std::uint64_t e) {
@@ -1169,7 +1192,11 @@ class Importer {
         const std::int64_t f = source(o, k);
         return f < 0 ? Source{1, 0} : Source{0, nn * xst[0] + c * xst[1] + static_cast<std::uint64_t>(f)};
       }, name, op);
-      const Value wt = remap({w}, {static_cast<unsigned>(CK), M}, [&](std::uint64_t e) { return Source{0, (e % M) * CK + e / M}; }, name, op);
+      // B[(c, k), m]: W[m, c, k] (Conv), W[c, m, k] (ConvTranspose).
+      const Value wt = remap({w}, {static_cast<unsigned>(CK), M}, [&](std::uint64_t e) {
+        const std::uint64_t m = e % M, ck = e / M;
+        return Source{0, transposed ? (ck / Kt) * M * Kt + m * Kt + ck % Kt : m * CK + ck};
+      }, name, op);
       Value y;
       y.shape = {static_cast<unsigned>(N * O), M}, y.tensor = matmul(tensor(cols, name, op), wt, fresh("conv"), op);
       if (n.input_size() > 2 && !n.input(2).empty()) y = binary(OpKind::add, y, value(n.input(2), name, op), name, op);
