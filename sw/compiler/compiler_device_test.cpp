@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <set>
 
 #include "common/paths.hpp"
 #include "executable.hpp"
@@ -197,4 +198,72 @@ TEST(CompilerDevice, BadInputsAreRefusedByName) {
   // The device serves on.
   const std::map<std::string, std::vector<float>> in{{"x", seeded_values(256, 1, 1.0f)}};
   expect_reference(ex, in, ex.run(in));
+}
+
+namespace {
+
+// A mixture-of-experts block: rmsnorm, router (BF16 logits), top-k with
+// softmax gates, the chosen experts' SwiGLU FFNs, the residual.
+Graph moe_block(unsigned rows, unsigned d, unsigned hidden, unsigned experts, unsigned k) {
+  Graph g;
+  const int x = g.input("x", {rows, d});
+  const int n = g.rmsnorm(x, g.weight("norm", {d}, seeded_values(d, 1, 0.4f)), 1e-6f, "norm_x");
+  const int logits = g.matmul(n, g.weight("router", {d, experts}, seeded_values(std::size_t{d} * experts, 2, 0.5f), DType::bf16));
+  const int route = g.route(logits, k, true, "route");
+  const std::size_t w = std::size_t{experts} * d * hidden;
+  const int w1 = g.weight("w1", {experts, d, hidden}, seeded_values(w, 3, 0.2f), DType::bf16);
+  const int w3 = g.weight("w3", {experts, d, hidden}, seeded_values(w, 4, 0.2f), DType::bf16);
+  const int w2 = g.weight("w2", {experts, hidden, d}, seeded_values(w, 5, 0.2f), DType::bf16);
+  const int y = g.moe(g.cast(n, DType::bf16, "xb"), route, w1, w3, w2, "experts");
+  g.output(g.binary(OpKind::add, y, x, "residual"));
+  return g;
+}
+
+}  // namespace
+
+TEST(CompilerDevice, AMixtureOfExpertsRunsOnlyTheChosenExpertsBitForBit) {
+  Chip c;
+  for (const auto& [rows, k] : {std::pair{1u, 2u}, std::pair{5u, 2u}, std::pair{3u, 1u}, std::pair{4u, 4u}}) {
+    SCOPED_TRACE(testing::Message() << rows << " rows, top-" << k);
+    const std::map<std::string, std::vector<float>> in{{"x", seeded_values(std::size_t{rows} * 64, 7 + rows, 2.0f)}};
+    Executable ex(c.dev, c.program, moe_block(rows, 64, 128, 8, k));
+    const auto out = ex.run(in);
+    expect_reference(ex, in, out);
+    // The routes differ by row (the test would not see a mixed-up dispatch otherwise).
+    const std::vector<std::vector<float>> ref = reference(ex.graph(), in);
+    const int route = ex.graph().ops()[static_cast<std::size_t>(ex.graph().producer(ex.graph().ops().back().in[0]))].in[1];
+    std::set<float> chosen(ref[static_cast<std::size_t>(route)].begin(), ref[static_cast<std::size_t>(route)].begin() + rows * k);
+    EXPECT_GE(chosen.size(), std::min<std::size_t>(k * rows, 3));
+    expect_bits(ex.run(in).at("residual"), out.at("residual"), "a second run");
+  }
+}
+
+TEST(CompilerDevice, AnExpertLayerTakesTheTimeOfTheExpertsChosen) {
+  // Top-2 of 8 reads a quarter of the experts' weights that top-8 reads:
+  // the experts' node takes far less time.
+  Chip c;
+  const std::map<std::string, std::vector<float>> in{{"x", seeded_values(2 * 256, 3, 2.0f)}};
+  double seconds[2];
+  int i = 0;
+  for (unsigned k : {2u, 8u}) {
+    Executable ex(c.dev, c.program, moe_block(2, 256, 512, 8, k));
+    expect_reference(ex, in, ex.run(in));
+    std::size_t moe_group = 0;
+    for (std::size_t gi = 0; gi < ex.groups().size(); ++gi)
+      if (ex.graph().ops()[static_cast<std::size_t>(ex.groups()[gi].ops[0])].kind == OpKind::moe) moe_group = gi;
+    seconds[i++] = ex.node_seconds()[moe_group];
+  }
+  EXPECT_LT(seconds[0], 0.5 * seconds[1]) << "top-2 " << seconds[0] << " s, top-8 " << seconds[1] << " s";
+}
+
+TEST(CompilerDevice, AMixtureOfExpertsTooLargeForTheKernelIsRefusedByName) {
+  Chip c;
+  // 65 tokens: the experts kernel takes 64 at a time.
+  try {
+    Executable ex(c.dev, c.program, moe_block(65, 64, 128, 8, 2));
+    FAIL() << "compiled";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("moe 'experts'"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("65 tokens"), std::string::npos) << e.what();
+  }
 }

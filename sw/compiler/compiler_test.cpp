@@ -4,6 +4,8 @@
 // reference's arithmetic.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <functional>
 #include <random>
 
 #include "ir.hpp"
@@ -283,4 +285,39 @@ TEST(Compiler, TheReferenceRoundsOperandsAndAccumulatesInFp32) {
   EXPECT_EQ(v[static_cast<std::size_t>(y)][0], 0.0f);
   EXPECT_EQ(v[static_cast<std::size_t>(c)][1], 448.0f);  // E4M3 saturates
   EXPECT_EQ(v.back()[0], 1.0f);
+}
+
+TEST(Compiler, RoutesAndExpertsAreCheckedAndTheReferenceRoutesAsTheVectorUnit) {
+  Graph g;
+  const int logits = g.input("logits", {3, 6});
+  auto refused = [](const std::function<void()>& f, const std::string& words) {
+    try {
+      f();
+      ADD_FAILURE() << "accepted: " << words;
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find(words), std::string::npos) << e.what();
+    }
+  };
+  refused([&] { g.route(logits, 7, true, "r9"); }, "r9: k 7 must be 1 to 8 and at most the 6 experts");
+  const int r = g.route(logits, 2, true, "route");
+  const int soft = g.route(logits, 3, false, "plain");
+  refused([&] { g.unary(OpKind::exp, r, "peek"); }, "'route' is a route");
+  const int x = g.input("x", {3, 4});
+  const int xb = g.cast(x, DType::bf16, "xb");
+  const int w1 = g.weight("w1", {6, 4, 8}, std::vector<float>(192, 0.5f), DType::bf16);
+  const int w2 = g.weight("w2", {6, 8, 4}, std::vector<float>(192, 0.5f), DType::bf16);
+  const int bad = g.weight("bad", {6, 8, 4}, std::vector<float>(192, 0.5f), DType::bf16);
+  refused([&] { g.moe(x, r, w1, w1, w2, "m1"); }, "m1: x 'x' must be stored bf16");
+  refused([&] { g.moe(xb, xb, w1, w1, w2, "m2"); }, "m2: 'xb' is no route()'s output");
+  refused([&] { g.moe(xb, r, w1, bad, w2, "m3"); }, "m3: 'bad' bf16 [6, 8, 4] must be a bf16 weight [E, D, F]");
+  g.output(g.moe(xb, r, w1, w1, w2, "m"));
+  // Row 0 ties experts 1 and 4 (the lower goes first); row 2 is all equal.
+  const std::vector<float> l = {0, 3, 1, 2, 3, -1, 5, -2, 4, 9, 0, 1, 2, 2, 2, 2, 2, 2};
+  const auto v = reference(g, {{"logits", l}, {"x", std::vector<float>(12, 1.0f)}});
+  const std::vector<float>& a = v[static_cast<std::size_t>(r)];
+  EXPECT_EQ(std::vector<float>(a.begin(), a.begin() + 6), (std::vector<float>{1, 4, 3, 0, 0, 1}));
+  EXPECT_FLOAT_EQ(a[6], 0.5f);                                       // softmax of two equal values
+  EXPECT_NEAR(a[8], 1 / (1 + std::exp(-4.0f)), 1e-6);                // 9 against 5
+  const std::vector<float>& b = v[static_cast<std::size_t>(soft)];
+  EXPECT_EQ(std::vector<float>(b.begin() + 9, b.begin() + 15), (std::vector<float>{3, 3, 2, 9, 5, 4}));  // the values as they are
 }

@@ -64,7 +64,7 @@ VecOp vec_of(OpKind k) {
     case OpKind::argmax: return VecOp::argmax;
     case OpKind::reduce_sum: return VecOp::sum;
     case OpKind::reduce_max: return VecOp::rmax;
-    case OpKind::matmul: case OpKind::reshape: case OpKind::move: break;
+    case OpKind::matmul: case OpKind::reshape: case OpKind::move: case OpKind::route: case OpKind::moe: break;
   }
   throw std::logic_error("compiler: matmul and reshape are no vector operations");
 }
@@ -123,6 +123,15 @@ struct Executable::Impl {
   std::map<std::pair<std::size_t, unsigned>, rt::Buffer> panels;   // (group, first column): a matmul's B columns
   std::vector<rt::Buffer> arenas;                           // by stack: the groups' outputs
   std::vector<rt::GraphExec> execs;  // the graph in launches of at most kNodesPerLaunch nodes
+  std::vector<std::size_t> node_group;  // by device node: its group (a moe group runs as two nodes)
+  // By moe op: its split over the tiles, its slice table, and where the
+  // planes (choice j, slice s) of its sums lie.
+  struct Moe {
+    rt::MoeSplit split;
+    rt::Buffer table;
+    std::vector<std::uint64_t> planes;  // by j * S + s
+  };
+  std::map<int, Moe> moe;
 
   rt::Buffer alloc(rt::Device& d, std::uint64_t bytes, unsigned stack) {
     owned.push_back(d.alloc(std::max<std::uint64_t>(bytes, 64), stack));
@@ -155,6 +164,10 @@ class Emitter {
         d.sstride1 = static_cast<std::uint32_t>(m.from_stride * eb), d.dstride1 = static_cast<std::uint32_t>(m.to_stride * eb);
         prog.dma(d);
       }
+    } else if (anchor.kind == OpKind::route) {
+      route(prog, p);
+    } else if (anchor.kind == OpKind::moe) {
+      combine(prog, p);
     } else if (anchor.kind == OpKind::reshape) {  // the part's rows, memory to memory
       const Tensor& X = g_.tensor(anchor.in[0]);
       const std::uint64_t row = std::uint64_t{X.cols()} * bytes(X.dtype);
@@ -316,6 +329,52 @@ class Emitter {
     }
   }
 
+  // The router's top-k on the part's rows: the experts' indices to plane
+  // 0, the gates (the softmax of the k values, or the values) to plane 1.
+  void route(TileProgram& p, const Part& part) {
+    const Op& o = op(0);
+    const Tensor& L = g_.tensor(o.in[0]);
+    const unsigned E = L.cols(), k = o.k, T = static_cast<unsigned>(L.rows());
+    const std::uint32_t x = spm_.at("x0"), top = spm_.at("o0"), gates = o.gate_softmax ? spm_.at("g0") : top;
+    for (unsigned m0 = part.r0; m0 < part.r1; m0 += t_.mb) {
+      const unsigned mr = std::min(t_.mb, part.r1 - m0);
+      load_block(p, addr_(o.in[0]) + std::uint64_t{m0} * E * 4, E * 4, L.dtype, x, DType::f32, mr, E, Sem{-1, kLoaded});
+      TileProgram::Vec v;
+      v.op = VecOp::topk, v.rows = mr, v.cols = E, v.k = k, v.src0 = x, v.dst = top;
+      p.vec(v, Sem{kLoaded, o.gate_softmax ? -1 : kDone});
+      if (o.gate_softmax) {
+        TileProgram::Vec sm;
+        sm.op = VecOp::softmax, sm.rows = mr, sm.cols = k, sm.src0 = top, sm.dst = gates;
+        p.vec(sm, Sem{-1, kDone});
+      }
+      p.store(top + mr * k * 4, addr_(grp_.out) + std::uint64_t{m0} * k * 4, mr * k * 4, Sem{kDone});
+      p.store(gates, addr_(grp_.out) + (std::uint64_t{T} + m0) * k * 4, mr * k * 4);
+      p.drain();
+    }
+  }
+
+  // A moe op's sums: each block of the part, every plane (choice j, slice
+  // s, in that order) loaded, added into the first one by one, stored.
+  void combine(TileProgram& p, const Part& part) {
+    const unsigned D = out_cols(), P = static_cast<unsigned>(planes_->size());
+    for (unsigned m0 = part.r0; m0 < part.r1; m0 += t_.mb)
+      for (unsigned n0 = part.c0; n0 < part.c1; n0 += t_.nb) {
+        const unsigned mr = std::min(t_.mb, part.r1 - m0), nr = std::min(t_.nb, part.c1 - n0);
+        const std::uint64_t at = (std::uint64_t{m0} * D + n0) * 4;
+        for (unsigned q = 0; q < P; ++q)
+          load_block(p, (*planes_)[q] + at, D * 4, DType::f32, spm_.at(fmt::format("p{}", q)), DType::f32, mr, nr,
+                     q > 0 || P == 1 ? Sem{-1, kLoaded} : Sem{});
+        for (unsigned q = 1; q < P; ++q) {
+          TileProgram::Vec v;
+          v.op = VecOp::add, v.rows = mr, v.cols = nr, v.src0 = spm_.at("p0"), v.src1 = spm_.at(fmt::format("p{}", q));
+          v.dst = v.src0;
+          p.vec(v, Sem{kLoaded, q + 1 == P ? kDone : -1});
+        }
+        p.store_rows(spm_.at("p0"), addr_(grp_.out) + at, D * 4, mr, nr * 4, Sem{P > 1 ? kDone : kLoaded});
+        p.drain();  // the buffers are reused
+      }
+  }
+
   void rows(TileProgram& p, const Part& part) {
     const Op& anchor = op(0);
     const Tensor& X = g_.tensor(anchor.in[0]);
@@ -363,6 +422,9 @@ class Emitter {
   std::vector<int> sides_;
   const Tensor& out_;
   std::function<void(TileProgram&)> pending_;
+
+ public:
+  const std::vector<std::uint64_t>* planes_ = nullptr;  // a moe group's: where its planes lie
 };
 
 }  // namespace
@@ -373,6 +435,20 @@ Executable::Executable(rt::Device& dev, const rt::Kernel& program, Graph g, cons
   const Target tgt = target(dev_, o.tiles);
   groups_ = fuse(g_, o.fuse);
   if (o.narrow) narrow_storage(g_, groups_);
+  // Each moe op's split of its experts over the tiles (the kernel's), at
+  // least as many slices as spread one token's choices over every tile.
+  for (std::size_t i = 0; i < g_.ops().size(); ++i) {
+    const Op& op = g_.ops()[i];
+    if (op.kind != OpKind::moe) continue;
+    const Tensor &X = g_.tensor(op.in[0]), &W1 = g_.tensor(op.in[2]);
+    try {
+      impl_->moe[static_cast<int>(i)].split = rt::MoeSplit::plan(dev_, tgt.tiles, W1.shape[0], W1.shape[2], X.cols(),
+                                                                 static_cast<unsigned>(X.rows()), (tgt.tiles + op.k - 1) / op.k);
+    } catch (const rt::UsageError& e) {
+      throw std::invalid_argument(fmt::format("compiler: moe '{}': {}", op.name, e.what()));
+    }
+    g_.split_experts(static_cast<int>(i), impl_->moe[static_cast<int>(i)].split.slices);
+  }
   for (const Group& grp : groups_) tilings_.push_back(tile(g_, grp, tgt));
   hbm_ = plan_hbm(g_, groups_, dev_.hbm_stacks());
   try {
@@ -381,6 +457,11 @@ Executable::Executable(rt::Device& dev, const rt::Kernel& program, Graph g, cons
     for (std::size_t i = 0; i < g_.tensors().size(); ++i) {
       const Tensor& t = g_.tensors()[i];
       if (t.role == Role::intermediate) continue;
+      // Experts' weights only moe ops read are laid out in slices below.
+      const std::vector<int> readers = g_.consumers(static_cast<int>(i));
+      if (t.role == Role::weight && !readers.empty() &&
+          std::all_of(readers.begin(), readers.end(), [&](int r) { return g_.ops()[static_cast<std::size_t>(r)].kind == OpKind::moe; }))
+        continue;
       const rt::Buffer b = impl_->alloc(dev_, t.elements() * bytes(t.dtype), next++ % dev_.hbm_stacks());
       if (t.role == Role::weight) {
         const std::vector<std::uint8_t> data = encode(t.values, t.dtype);
@@ -410,6 +491,39 @@ Executable::Executable(rt::Device& dev, const rt::Kernel& program, Graph g, cons
         }
       }
     }
+    // A moe op's experts in slices near the tiles that run them, its
+    // planes (per slice: K x T rows of D, FP32) and its slice table.
+    for (auto& [index, m] : impl_->moe) {
+      const Op& op = g_.ops()[static_cast<std::size_t>(index)];
+      const Tensor &X = g_.tensor(op.in[0]), &W1 = g_.tensor(op.in[2]), &W3 = g_.tensor(op.in[3]), &W2 = g_.tensor(op.in[4]);
+      const unsigned E = W1.shape[0], D = X.cols(), F = W1.shape[2], T = static_cast<unsigned>(X.rows());
+      const unsigned S = m.split.slices, Fs = F / S, Q = static_cast<unsigned>(m.split.stacks.size());
+      std::vector<std::uint64_t> partials(S);
+      for (unsigned sl = 0; sl < S; ++sl) partials[sl] = impl_->alloc(dev_, 4ull * op.k * T * D, m.split.stacks[sl % Q]).address;
+      for (unsigned j = 0; j < op.k; ++j)
+        for (unsigned sl = 0; sl < S; ++sl) m.planes.push_back(partials[sl] + 4ull * j * T * D);
+      std::vector<std::uint32_t> table;
+      for (unsigned e = 0; e < E; ++e)
+        for (unsigned sl = 0; sl < S; ++sl) {
+          std::vector<float> w1(std::size_t{D} * Fs), w3(w1.size()), w2(w1.size());
+          for (unsigned d = 0; d < D; ++d)
+            for (unsigned f = 0; f < Fs; ++f) {
+              w1[std::size_t{d} * Fs + f] = W1.values[(std::size_t{e} * D + d) * F + sl * Fs + f];
+              w3[std::size_t{d} * Fs + f] = W3.values[(std::size_t{e} * D + d) * F + sl * Fs + f];
+            }
+          std::copy_n(W2.values.begin() + static_cast<std::ptrdiff_t>((std::size_t{e} * F + std::size_t{sl} * Fs) * D),
+                      std::size_t{Fs} * D, w2.begin());
+          for (const std::vector<float>* w : {&w1, &w3, &w2}) {
+            const std::vector<std::uint8_t> data = encode(*w, DType::bf16);
+            const rt::Buffer b = impl_->alloc(dev_, data.size(), m.split.stacks[sl % Q]);
+            dev_.write(b, data.data(), data.size());
+            table.push_back(rt::lo(b.address)), table.push_back(rt::hi(b.address));
+          }
+          table.push_back(rt::lo(partials[sl])), table.push_back(rt::hi(partials[sl]));
+        }
+      m.table = impl_->alloc(dev_, table.size() * 4, m.split.stacks[0]);
+      dev_.write(m.table, table.data(), table.size() * 4);
+    }
     auto addr = [this](int t) -> std::uint64_t {
       const auto it = impl_->plain.find(t);
       if (it != impl_->plain.end()) return it->second.address;
@@ -421,11 +535,32 @@ Executable::Executable(rt::Device& dev, const rt::Kernel& program, Graph g, cons
       const Group& grp = groups_[gi];
       const SpmPlan spm = plan_spm(g_, grp, tilings_[gi], tgt.spm_base);
       Emitter e(g_, grp, gi, tilings_[gi], spm, addr, impl_->panels);
+      const Op& anchor = g_.ops()[static_cast<std::size_t>(grp.ops[0])];
+      std::string name = anchor.name;
+      for (std::size_t j = 1; j < grp.ops.size(); ++j) name += "+" + g_.ops()[static_cast<std::size_t>(grp.ops[j])].name;
+      if (anchor.kind == OpKind::moe) {
+        // The experts on every tile (the program kernel's moe_experts()),
+        // then the combine.
+        const Impl::Moe& m = impl_->moe.at(grp.ops[0]);
+        const Tensor &X = g_.tensor(anchor.in[0]), &W1 = g_.tensor(anchor.in[2]);
+        const std::uint64_t route = addr(anchor.in[1]), x = addr(anchor.in[0]);
+        std::vector<std::pair<unsigned, TileProgram>> experts;
+        for (unsigned t = 0; t < tgt.tiles; ++t) {
+          TileProgram p;
+          p.moe({rt::lo(route), rt::hi(route), rt::lo(x), rt::hi(x), rt::lo(m.table.address), rt::hi(m.table.address), X.cols(),
+                 W1.shape[2] / m.split.slices, W1.shape[0] | static_cast<std::uint32_t>(X.rows()) << 16, m.split.slices,
+                 static_cast<std::uint32_t>(m.split.stacks.size()), m.split.words[t].first, m.split.words[t].second, anchor.k});
+          experts.emplace_back(t, std::move(p));
+        }
+        dgraph_.node(name + ".experts", std::move(experts));
+        impl_->node_group.push_back(gi);
+        e.planes_ = &m.planes;
+        name += ".combine";
+      }
       std::vector<std::pair<unsigned, TileProgram>> per_tile;
       for (const Part& p : tilings_[gi].parts) per_tile.emplace_back(p.tile, e.part(p));
-      std::string name = g_.ops()[static_cast<std::size_t>(grp.ops[0])].name;
-      for (std::size_t j = 1; j < grp.ops.size(); ++j) name += "+" + g_.ops()[static_cast<std::size_t>(grp.ops[j])].name;
       dgraph_.node(name, std::move(per_tile));
+      impl_->node_group.push_back(gi);
     }
     // A device graph holds at most TKP_MARKS_MAX - 1 nodes: a longer one
     // runs as several, launched one after another.
@@ -469,10 +604,12 @@ std::map<std::string, std::vector<float>> Executable::run(const std::map<std::st
     std::vector<std::uint8_t> raw(T.elements() * bytes(T.dtype));
     dev_.read(impl_->arenas[s->stack], raw.data(), raw.size(), s->offset);
     std::vector<float> v(T.elements());
+    const int maker = g_.producer(t);
+    const bool route = maker >= 0 && g_.ops()[static_cast<std::size_t>(maker)].kind == OpKind::route;
     for (std::size_t i = 0; i < v.size(); ++i) {
       std::uint32_t code = 0;
       std::memcpy(&code, raw.data() + i * bytes(T.dtype), bytes(T.dtype));
-      if (T.dtype == DType::f32) std::memcpy(&v[i], &code, 4);
+      if (T.dtype == DType::f32 || (route && i >= v.size() / 2)) std::memcpy(&v[i], &code, 4);  // a route's gates
       else if (T.dtype == DType::i32) v[i] = static_cast<float>(code);
       else v[i] = static_cast<float>(num::decode(format(T.dtype), code));
     }
@@ -482,11 +619,10 @@ std::map<std::string, std::vector<float>> Executable::run(const std::map<std::st
 }
 
 std::vector<double> Executable::node_seconds() const {
-  std::vector<double> s;
-  for (const rt::GraphExec& x : impl_->execs) {
-    const std::vector<double> part = dev_.node_seconds(x);
-    s.insert(s.end(), part.begin(), part.end());
-  }
+  std::vector<double> s(groups_.size(), 0.0);
+  std::size_t node = 0;
+  for (const rt::GraphExec& x : impl_->execs)
+    for (const double t : dev_.node_seconds(x)) s[impl_->node_group[node++]] += t;
   return s;
 }
 

@@ -60,7 +60,8 @@ class Executable {
   const std::vector<Tiling>& tilings() const { return tilings_; }
   const HbmPlan& hbm() const { return hbm_; }
   const rt::Graph& device_graph() const { return dgraph_; }
-  // Each node's (group's) time in the last run, simulated seconds.
+  // Each group's time in the last run, simulated seconds (a moe group runs
+  // as two device nodes, its experts and its combine: their sum).
   std::vector<double> node_seconds() const;
   // The last run's launch: its simulated seconds, and its roofline (the
   // bound each resource sets on the work it did, and the binding one).

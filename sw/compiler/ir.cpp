@@ -44,7 +44,8 @@ const char* name(OpKind k) {
   static const char* const names[] = {"matmul", "add",  "sub",     "mul",   "max",   "min",     "swiglu",
                                       "relu",   "relu2", "exp",    "log",   "tanh",  "sigmoid", "silu",
                                       "gelu",   "neg",  "abs",     "rsqrt", "recip", "rmsnorm", "layernorm",
-                                      "softmax", "rope", "cast",   "argmax", "reshape", "reduce_sum", "reduce_max", "move"};
+                                      "softmax", "rope", "cast",   "argmax", "reshape", "reduce_sum", "reduce_max", "move",
+                                      "route",  "moe"};
   return names[static_cast<unsigned>(k)];
 }
 
@@ -110,6 +111,12 @@ int Graph::weight(const std::string& name, std::vector<unsigned> shape, std::vec
 
 int Graph::add_op(Op op, std::vector<unsigned> out_shape, DType out_dtype) {
   if (op.name.empty()) op.name = fmt::format("{}{}", compiler::name(op.kind), ops_.size());
+  for (int t : op.in) {
+    const int p = producer(t);
+    if (p >= 0 && ops_[static_cast<std::size_t>(p)].kind == OpKind::route && op.kind != OpKind::moe)
+      throw std::invalid_argument(fmt::format("graph: {}: '{}' is a route (experts and gates); only moe reads it", op.name,
+                                              tensors_[static_cast<std::size_t>(t)].name));
+  }
   Tensor t;
   t.name = op.name, t.shape = std::move(out_shape), t.dtype = out_dtype;
   op.out = add_tensor(std::move(t));
@@ -266,6 +273,47 @@ int Graph::move(std::vector<int> inputs, std::vector<unsigned> shape, std::vecto
   return add_op(std::move(op), std::move(shape), dt);
 }
 
+int Graph::route(int logits, unsigned k, bool softmax_gates, const std::string& name) {
+  const Tensor& L = operand(logits, "route");
+  const std::string n = name.empty() ? fmt::format("route{}", ops_.size()) : name;
+  if (L.dtype != DType::f32)
+    throw std::invalid_argument(fmt::format("graph: {}: the logits '{}' must be f32, not {}", n, L.name, compiler::name(L.dtype)));
+  if (k < 1 || k > 8 || k > L.cols())
+    throw std::invalid_argument(fmt::format("graph: {}: k {} must be 1 to 8 and at most the {} experts of '{}'", n, k,
+                                            L.cols(), L.name));
+  Op op;
+  op.kind = OpKind::route, op.name = n, op.in = {logits}, op.k = k, op.gate_softmax = softmax_gates;
+  return add_op(std::move(op), {2, static_cast<unsigned>(L.rows()), k}, DType::i32);
+}
+
+int Graph::moe(int x, int route, int w1, int w3, int w2, const std::string& name) {
+  const Tensor &X = operand(x, "moe"), &R = operand(route, "moe");
+  const Tensor &W1 = operand(w1, "moe"), &W3 = operand(w3, "moe"), &W2 = operand(w2, "moe");
+  const std::string n = name.empty() ? fmt::format("moe{}", ops_.size()) : name;
+  const int rp = producer(route);
+  if (rp < 0 || ops_[static_cast<std::size_t>(rp)].kind != OpKind::route)
+    throw std::invalid_argument(fmt::format("graph: {}: '{}' is no route()'s output", n, R.name));
+  if (X.dtype != DType::bf16)
+    throw std::invalid_argument(fmt::format("graph: {}: x '{}' must be stored bf16 (cast it), not {}", n, X.name, compiler::name(X.dtype)));
+  const unsigned T = static_cast<unsigned>(X.rows()), D = X.cols();
+  if (R.shape[1] != T)
+    throw std::invalid_argument(fmt::format("graph: {}: x '{}' has {} rows, the route '{}' {}", n, X.name, T, R.name, R.shape[1]));
+  const unsigned E = operand(ops_[static_cast<std::size_t>(rp)].in[0], "moe").cols();
+  const unsigned F = W1.shape.size() == 3 ? W1.shape[2] : 0;
+  auto check = [&](const Tensor& w, unsigned d1, unsigned d2, const char* want) {
+    if (w.role != Role::weight || w.dtype != DType::bf16 || w.shape != std::vector<unsigned>{E, d1, d2} || !F)
+      throw std::invalid_argument(fmt::format("graph: {}: '{}' {} {} must be a bf16 weight {} (E {}, D {}, F as w1's)", n, w.name,
+                                              compiler::name(w.dtype), shape_text(w.shape), want, E, D));
+  };
+  check(W1, D, F, "[E, D, F]");
+  check(W3, D, F, "[E, D, F]");
+  check(W2, F, D, "[E, F, D]");
+  Op op;
+  op.kind = OpKind::moe, op.name = n, op.in = {x, route, w1, w3, w2}, op.k = R.shape[2];
+  std::vector<unsigned> shape = X.shape;
+  return add_op(std::move(op), std::move(shape), DType::f32);
+}
+
 void Graph::output(int t) {
   const Tensor& T = operand(t, "output");
   if (T.role != Role::intermediate)
@@ -291,6 +339,14 @@ void Graph::store_as(int t, DType dtype) {
   if (T.role != Role::intermediate || T.dtype != DType::f32 || is_output(t))
     throw std::logic_error(fmt::format("graph: '{}' is no FP32 intermediate to store narrower", T.name));
   T.dtype = dtype;
+}
+
+void Graph::split_experts(int op, unsigned slices) {
+  Op& o = ops_.at(static_cast<std::size_t>(op));
+  const unsigned F = tensor(o.in[2]).shape[2];
+  if (o.kind != OpKind::moe || !slices || F % slices)
+    throw std::logic_error(fmt::format("graph: {}: no moe op to split in {} slices", o.name, slices));
+  o.slices = slices;
 }
 
 bool Graph::is_output(int t) const { return std::find(outputs_.begin(), outputs_.end(), t) != outputs_.end(); }

@@ -37,6 +37,8 @@ enum class OpKind : std::uint8_t {
   reshape,                                                       // the same elements in another shape (a copy)
   reduce_sum, reduce_max,                                        // over the last dimension (pairwise sum, as the unit adds)
   move,                                                          // copies of elements from the inputs (Op::moves)
+  route,                                                         // a router's top-k experts and their gates (Graph::route)
+  moe,                                                           // the chosen experts' SwiGLU FFNs, gated and summed (Graph::moe)
 };
 const char* name(OpKind k);
 bool is_unary(OpKind k);
@@ -44,10 +46,10 @@ bool is_binary(OpKind k);   // add .. min, swiglu
 bool is_rowwise(OpKind k);  // rmsnorm, layernorm, softmax, rope
 // A value per row: argmax, reduce_sum, reduce_max (the output drops the last dimension).
 inline bool is_reduction(OpKind k) { return k == OpKind::argmax || k == OpKind::reduce_sum || k == OpKind::reduce_max; }
-// Ops whose parts are rows of their input, not of their output: reductions, reshape.
-inline bool tiles_input(OpKind k) { return is_reduction(k) || k == OpKind::reshape; }
+// Ops whose parts are rows of their input, not of their output: reductions, reshape, route.
+inline bool tiles_input(OpKind k) { return is_reduction(k) || k == OpKind::reshape || k == OpKind::route; }
 // Ops that neither start nor join an elementwise chain.
-inline bool chains(OpKind k) { return !tiles_input(k) && k != OpKind::move; }
+inline bool chains(OpKind k) { return !tiles_input(k) && k != OpKind::move && k != OpKind::moe; }
 // An elementwise operation: what fusion may put after a producer.
 inline bool is_elementwise(OpKind k) { return is_unary(k) || is_binary(k) || k == OpKind::cast; }
 
@@ -86,6 +88,9 @@ struct Op {
   unsigned position = 0;       // rope: the first row's position (row r at position + r / rows per position)
   unsigned rows_per_position = 1;  // rope: rows that share a position
   std::vector<Move> moves;         // move
+  unsigned k = 0;                  // route: experts per token
+  bool gate_softmax = true;        // route: gates are the softmax of the k chosen logits (else those values)
+  unsigned slices = 0;             // moe: the compiler's split of F (the order the chip sums in; 0: not compiled, as 1)
 };
 
 // Whether b's values repeat over a as numpy broadcasts them: b has a's
@@ -121,6 +126,23 @@ class Graph {
   // A tensor of `shape` made of copies from `inputs` (all of one format);
   // every output element must be written by exactly one move.
   int move(std::vector<int> inputs, std::vector<unsigned> shape, std::vector<Move> moves, const std::string& name = "");
+  // A mixture-of-experts router's decision: for each row of `logits`
+  // (.., E) the k largest (ties to the lower expert) and their gates, the
+  // softmax of those k values (`softmax_gates`) or the values as they are.
+  // The output [2, rows, k] holds the experts' indices (plane 0, INT32) and
+  // the gates (plane 1, FP32 bits); only moe() reads it, and as an output it
+  // reads back as the indices (as floats) and then the gates.
+  int route(int logits, unsigned k, bool softmax_gates = true, const std::string& name = "");
+  // The experts a route() chose, run on x (rows x D, stored BF16: a cast's
+  // output): for each row and each of its k choices e with gate g,
+  // g * (silu(x.w1[e]) * (x.w3[e])).w2[e] in BF16 on the tensor core (FP32
+  // accumulation, the product cast to BF16 before w2), summed over the
+  // choices. w1 and w3 are [E, D, F], w2 [E, F, D], BF16 weights. Only the
+  // chosen experts' weights are read.
+  int moe(int x, int route, int w1, int w3, int w2, const std::string& name = "");
+  // The compiler's split of a moe op's hidden layer into `slices` slices
+  // (each summed into the output in turn): fixes the order of its sums.
+  void split_experts(int op, unsigned slices);
   // Marks a tensor as an output of the graph (read back after a run).
   void output(int t);
 

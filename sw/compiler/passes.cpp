@@ -76,8 +76,9 @@ std::vector<int> narrow_storage(Graph& g, const std::vector<Group>& groups) {
   for (const Group& grp : groups) {
     const int t = grp.out;
     const OpKind anchor = g.ops()[static_cast<std::size_t>(grp.ops[0])].kind;
-    if (g.tensor(t).dtype != DType::f32 || g.is_output(t) || anchor == OpKind::reshape || anchor == OpKind::move)
-      continue;  // copies of bytes
+    if (g.tensor(t).dtype != DType::f32 || g.is_output(t) || anchor == OpKind::reshape || anchor == OpKind::move ||
+        anchor == OpKind::moe)
+      continue;  // copies of bytes, or sums the combine stores as they are
     const std::vector<int> readers = g.consumers(t);
     std::optional<DType> fmt;
     bool ok = !readers.empty();
@@ -121,6 +122,17 @@ SpmPlan plan_spm(const Graph& g, const Group& grp, const Tiling& t, std::uint32_
     for (int k = 0; k < 2; ++k) add(fmt::format("c{}", k), block * 4);
   } else if (anchor.kind == OpKind::reshape || anchor.kind == OpKind::move) {
     return p;  // memory to memory
+  } else if (anchor.kind == OpKind::route) {
+    // The logits, the top-k values and indices, the gates.
+    add("x0", block * 4);
+    add("o0", std::uint64_t{t.mb} * anchor.k * 8);
+    add("g0", std::uint64_t{t.mb} * anchor.k * 4);
+    return p;
+  } else if (anchor.kind == OpKind::moe) {
+    // The combine: the sum (p0) and each other plane's block (a choice's
+    // slice), all loaded before the adds.
+    for (unsigned q = 0; q < anchor.k * std::max(1u, anchor.slices); ++q) add(fmt::format("p{}", q), block * 4);
+    return p;
   } else if (is_reduction(anchor.kind)) {
     for (int k = 0; k < 2; ++k) add(fmt::format("x{}", k), block * 4);
     for (int k = 0; k < 2; ++k) add(fmt::format("o{}", k), std::uint64_t{t.mb} * 4);

@@ -27,6 +27,66 @@ void check_inputs(const Graph& g, const std::map<std::string, std::vector<float>
   }
 }
 
+namespace {
+
+// moe: each row's chosen experts in the order the chip sums them. For
+// expert e and hidden slice s (the split's slices, `slices` of F / slices
+// columns each): h1 = x.w1[e][:, s], h3 = x.w3[e][:, s] (FP32 sums, one
+// product at a time), a = bf16(silu(h1) * h3), y = a.w2[e][s, :], times
+// the gate; the plane of choice j and slice s added to the row's sum in
+// the order j = 0.., s = 0... The slices split F as the compiler does
+// (moe_slices), so the sums' order is the chip's.
+std::vector<float> moe_reference(const Graph& g, const Op& op, const std::vector<float>& x, const std::vector<float>& route) {
+  namespace vec = num::vec;
+  const Tensor &X = g.tensor(op.in[0]), &W1 = g.tensor(op.in[2]), &W3 = g.tensor(op.in[3]), &W2 = g.tensor(op.in[4]);
+  const unsigned T = static_cast<unsigned>(X.rows()), D = X.cols(), F = W1.shape[2], K = op.k, E = W1.shape[0];
+  const unsigned S = std::max(1u, op.slices), Fs = F / S;
+  // planes[(j * S + s) * T + t]: choice j's slice s of row t.
+  std::vector<std::vector<float>> planes(std::size_t{K} * S * T);
+  for (unsigned e = 0; e < E; ++e) {
+    std::vector<std::pair<unsigned, unsigned>> rows;  // (t, j), in the kernel's order
+    for (unsigned t = 0; t < T; ++t)
+      for (unsigned j = 0; j < K; ++j)
+        if (static_cast<unsigned>(route[std::size_t{t} * K + j]) == e) rows.emplace_back(t, j);
+    if (rows.empty()) continue;
+    const unsigned m = static_cast<unsigned>(rows.size());
+    std::vector<double> a(std::size_t{m} * D);
+    for (unsigned i = 0; i < m; ++i)
+      for (unsigned d = 0; d < D; ++d) a[std::size_t{i} * D + d] = x[std::size_t{rows[i].first} * D + d];
+    for (unsigned s = 0; s < S; ++s) {
+      std::vector<double> b1(std::size_t{D} * Fs), b3(b1.size()), b2(std::size_t{Fs} * D), h1, h3, y;
+      for (unsigned d = 0; d < D; ++d)
+        for (unsigned f = 0; f < Fs; ++f) {
+          b1[std::size_t{d} * Fs + f] = W1.values[(std::size_t{e} * D + d) * F + s * Fs + f];
+          b3[std::size_t{d} * Fs + f] = W3.values[(std::size_t{e} * D + d) * F + s * Fs + f];
+          b2[std::size_t{f} * D + d] = W2.values[(std::size_t{e} * F + s * Fs + f) * D + d];
+        }
+      num::gemm(a, b1, h1, m, Fs, D, num::Accumulation{});
+      num::gemm(a, b3, h3, m, Fs, D, num::Accumulation{});
+      std::vector<double> act(h1.size());
+      for (std::size_t i = 0; i < act.size(); ++i)
+        act[i] = num::quantize(num::Format::BF16, vec::swiglu(static_cast<float>(h1[i]), static_cast<float>(h3[i])));
+      num::gemm(act, b2, y, m, D, Fs, num::Accumulation{});
+      for (unsigned i = 0; i < m; ++i) {
+        const auto [t, j] = rows[i];
+        const float gate = route[(std::size_t{T} + t) * K + j];
+        std::vector<float>& p = planes[(std::size_t{j} * S + s) * T + t];
+        p.resize(D);
+        for (unsigned d = 0; d < D; ++d) p[d] = static_cast<float>(y[std::size_t{i} * D + d]) * gate;
+      }
+    }
+  }
+  std::vector<float> out(std::size_t{T} * D);
+  for (unsigned t = 0; t < T; ++t)
+    for (unsigned q = 0; q < K * S; ++q) {
+      const std::vector<float>& p = planes[std::size_t{q} * T + t];
+      for (unsigned d = 0; d < D; ++d) out[std::size_t{t} * D + d] = q ? out[std::size_t{t} * D + d] + p[d] : p[d];
+    }
+  return out;
+}
+
+}  // namespace
+
 std::vector<std::vector<float>> reference(const Graph& g, const std::map<std::string, std::vector<float>>& inputs) {
   check_inputs(g, inputs);
   std::vector<std::vector<float>> v(g.tensors().size());
@@ -92,6 +152,19 @@ std::vector<std::vector<float>> reference(const Graph& g, const std::map<std::st
       case OpKind::reduce_max:
         for (std::size_t r = 0; r < rows; ++r) y[r] = *std::max_element(x.data() + r * cols, x.data() + (r + 1) * cols);
         break;
+      case OpKind::route: {
+        // Plane 0: the experts (as floats), plane 1: the gates.
+        const unsigned k = op.k, E = static_cast<unsigned>(cols);
+        std::vector<float> val(k);
+        std::vector<unsigned> idx(k);
+        for (std::size_t r = 0; r < rows; ++r) {
+          vec::topk(x.data() + r * cols, E, k, val.data(), idx.data());
+          if (op.gate_softmax) vec::softmax(val.data(), k);
+          for (unsigned j = 0; j < k; ++j) y[r * k + j] = static_cast<float>(idx[j]), y[(rows + r) * k + j] = val[j];
+        }
+        break;
+      }
+      case OpKind::moe: y = moe_reference(g, op, x, v[static_cast<std::size_t>(op.in[1])]); break;
       case OpKind::argmax:
         for (std::size_t r = 0; r < rows; ++r) y[r] = static_cast<float>(vec::argmax(x.data() + r * cols, static_cast<unsigned>(cols)));
         break;

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 
@@ -19,9 +20,12 @@ LlamaConfig LlamaConfig::parse(const nlohmann::json& j, const std::string& file)
   if (!j.is_object()) throw FormatError(fmt::format("{}: not a JSON object", file));
   LlamaConfig c;
   c.model_type = j.value("model_type", std::string("llama"));
-  if (c.model_type == "mixtral" || c.model_type == "qwen2_moe" || c.model_type == "deepseek_v3" || j.contains("num_local_experts") ||
-      j.contains("n_routed_experts"))
-    throw bad("model_type", fmt::format("'{}': mixture-of-experts models are not built yet (Llama-family dense models are)", c.model_type));
+  if (c.model_type == "qwen2_moe" || c.model_type == "deepseek_v3" || j.contains("n_routed_experts") ||
+      (j.contains("num_experts") && c.model_type != "mixtral"))
+    throw bad("model_type", fmt::format("'{}': this mixture-of-experts model is not built yet (the Llama family and Mixtral are)",
+                                        c.model_type));
+  if (c.model_type != "llama" && c.model_type != "mistral" && c.model_type != "mixtral")
+    throw bad("model_type", fmt::format("'{}' is not built (llama, mistral and mixtral are)", c.model_type));
   auto count = [&](const char* key, bool required, unsigned fallback) -> unsigned {
     if (!j.contains(key) || j[key].is_null()) {
       if (required) throw bad(key, "missing");
@@ -43,6 +47,14 @@ LlamaConfig LlamaConfig::parse(const nlohmann::json& j, const std::string& file)
     return j[key].get<double>();
   };
   c.rope_theta = number("rope_theta", 10000), c.rms_eps = number("rms_norm_eps", 1e-6);
+  if (c.model_type == "mixtral" || j.contains("num_local_experts")) {
+    c.experts = count("num_local_experts", true, 0), c.experts_per_token = count("num_experts_per_tok", true, 0);
+    if (c.experts_per_token > c.experts || c.experts_per_token > 8)
+      throw bad("num_experts_per_tok", fmt::format("{} of {} experts (the chip's top-k takes 1 to 8)", c.experts_per_token, c.experts));
+  }
+  c.sliding_window = count("sliding_window", false, 0);
+  const std::string act = j.value("hidden_act", std::string("silu"));
+  if (act != "silu") throw bad("hidden_act", fmt::format("'{}' (the MLPs are built with silu)", act));
   c.tie_embeddings = j.value("tie_word_embeddings", false);
   if (j.contains("rope_scaling") && !j["rope_scaling"].is_null()) {
     const auto& s = j["rope_scaling"];
@@ -174,6 +186,9 @@ Graph llama_prefill(const LlamaConfig& c, const WeightSource& w, const std::vect
   std::vector<float> mask(std::size_t{T} * T, 0.0f);
   for (unsigned i = 0; i < T; ++i)
     for (unsigned j = i + 1; j < T; ++j) mask[std::size_t{i} * T + j] = -std::numeric_limits<float>::infinity();
+  if (c.sliding_window && T > c.sliding_window)
+    throw std::invalid_argument(fmt::format("llama: a prompt of {} tokens is longer than the sliding window of {} (not built)", T,
+                                            c.sliding_window));
   const int causal = g.weight("causal_mask", {T, T}, mask);
   const int scale = g.weight("attention_scale", {1}, {static_cast<float>(1.0 / std::sqrt(double(hd)))});
   for (unsigned l = 0; l < L; ++l) {
@@ -197,6 +212,25 @@ Graph llama_prefill(const LlamaConfig& c, const WeightSource& w, const std::vect
     const int o = g.move(outs, {T, H * hd}, cat, fmt::format("layer{}.heads", l));
     h = g.binary(OpKind::add, linear(o, layer(l, "self_attn.o_proj.weight"), D, H * hd), h);
     const int x2 = g.rmsnorm(h, norm(layer(l, "post_attention_layernorm.weight")), static_cast<float>(c.rms_eps));
+    if (c.experts) {  // Mixtral's sparse MoE block
+      const unsigned E = c.experts, F = c.intermediate;
+      const int route = g.route(linear(x2, layer(l, "block_sparse_moe.gate.weight"), E, D), c.experts_per_token, true,
+                                fmt::format("layer{}.route", l));
+      g.output(route);
+      std::vector<float> w1, w3, w2;  // [E, D, F], [E, D, F], [E, F, D]
+      for (unsigned e = 0; e < E; ++e) {
+        auto expert = [&](const char* w) { return layer(l, fmt::format("block_sparse_moe.experts.{}.{}.weight", e, w).c_str()); };
+        const std::vector<float> a = transposed(w(expert("w1"), {F, D}), F, D), b = transposed(w(expert("w3"), {F, D}), F, D);
+        const std::vector<float> d = transposed(w(expert("w2"), {D, F}), D, F);
+        w1.insert(w1.end(), a.begin(), a.end()), w3.insert(w3.end(), b.begin(), b.end()), w2.insert(w2.end(), d.begin(), d.end());
+      }
+      const std::string p = fmt::format("layer{}.experts", l);
+      const int y = g.moe(g.cast(x2, DType::bf16, p + ".x"), route, g.weight(p + ".w1", {E, D, F}, std::move(w1), DType::bf16),
+                          g.weight(p + ".w3", {E, D, F}, std::move(w3), DType::bf16),
+                          g.weight(p + ".w2", {E, F, D}, std::move(w2), DType::bf16), p);
+      h = g.binary(OpKind::add, y, h);
+      continue;
+    }
     const int a = g.binary(OpKind::swiglu, linear(x2, layer(l, "mlp.gate_proj.weight"), c.intermediate, D),
                            linear(x2, layer(l, "mlp.up_proj.weight"), c.intermediate, D));
     h = g.binary(OpKind::add, linear(a, layer(l, "mlp.down_proj.weight"), D, c.intermediate), h);
@@ -208,8 +242,23 @@ Graph llama_prefill(const LlamaConfig& c, const WeightSource& w, const std::vect
   return g;
 }
 
+std::vector<std::vector<std::uint32_t>> chip_routes(const LlamaConfig& c, const std::map<std::string, std::vector<float>>& outputs,
+                                                    unsigned layers) {
+  std::vector<std::vector<std::uint32_t>> r;
+  const unsigned L = layers ? std::min(layers, c.layers) : c.layers;
+  for (unsigned l = 0; l < L && c.experts; ++l) {
+    const auto it = outputs.find(fmt::format("layer{}.route", l));
+    if (it == outputs.end()) throw std::invalid_argument(fmt::format("llama: no output 'layer{}.route'", l));
+    const std::vector<float>& v = it->second;
+    r.emplace_back(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2));
+  }
+  return r;
+}
+
 std::vector<float> llama_reference(const LlamaConfig& c, const WeightSource& w, const std::vector<std::uint32_t>& tokens,
-                                   unsigned layers) {
+                                   unsigned layers, const std::vector<std::vector<std::uint32_t>>* routes,
+                                   unsigned* disagreements) {
+  if (disagreements) *disagreements = 0;
   const unsigned T = static_cast<unsigned>(tokens.size()), D = c.hidden, hd = c.head_dim, H = c.heads, KV = c.kv_heads;
   const unsigned L = layers ? std::min(layers, c.layers) : c.layers;
   auto linear = [&](const std::vector<float>& x, const std::string& name, unsigned out, unsigned in) {
@@ -276,6 +325,53 @@ std::vector<float> llama_reference(const LlamaConfig& c, const WeightSource& w, 
     const std::vector<float> ao = linear(o, layer(l, "self_attn.o_proj.weight"), D, H * hd);
     for (std::size_t i = 0; i < h.size(); ++i) h[i] += ao[i];
     const std::vector<float> x2 = rmsnorm(h, layer(l, "post_attention_layernorm.weight"));
+    if (c.experts) {  // softmax over the experts, the top k, renormalised; each chosen expert's SwiGLU FFN
+      const unsigned E = c.experts, K = c.experts_per_token, F = c.intermediate;
+      const std::vector<float> logits = linear(x2, layer(l, "block_sparse_moe.gate.weight"), E, D);
+      for (unsigned t = 0; t < T; ++t) {
+        const float* lg = &logits[std::size_t{t} * E];
+        std::vector<unsigned> order(E);
+        for (unsigned e = 0; e < E; ++e) order[e] = e;
+        std::stable_sort(order.begin(), order.end(), [&](unsigned a, unsigned b) { return lg[a] > lg[b]; });
+        order.resize(K);
+        if (routes) {  // the chip's choices
+          if (l >= routes->size() || (*routes)[l].size() != std::size_t{T} * K)
+            throw std::invalid_argument(fmt::format("llama: the routes lack layer {}'s {} x {} choices", l, T, K));
+          std::vector<unsigned> chip((*routes)[l].begin() + std::size_t{t} * K, (*routes)[l].begin() + std::size_t{t + 1} * K);
+          for (unsigned e : chip)
+            if (e >= E) throw std::invalid_argument(fmt::format("llama: layer {} routes to expert {} of {}", l, e, E));
+          std::vector<unsigned> a = chip, b = order;
+          std::sort(a.begin(), a.end()), std::sort(b.begin(), b.end());
+          if (disagreements && a != b) ++*disagreements;
+          order = chip;
+        }
+        double top = lg[order[0]], total = 0;
+        for (unsigned j = 0; j < K; ++j) top = std::max(top, double(lg[order[j]]));
+        for (unsigned j = 0; j < K; ++j) total += std::exp(double(lg[order[j]]) - top);
+        for (unsigned j = 0; j < K; ++j) {
+          const unsigned e = order[j];
+          const double gate = std::exp(double(lg[e]) - top) / total;
+          auto weight = [&](const char* n, unsigned out, unsigned in) {
+            return w(layer(l, fmt::format("block_sparse_moe.experts.{}.{}.weight", e, n).c_str()), {out, in});
+          };
+          const std::vector<float> w1 = weight("w1", F, D), w3 = weight("w3", F, D), w2 = weight("w2", D, F);
+          const float* xr = &x2[std::size_t{t} * D];
+          std::vector<double> a(F);
+          for (unsigned f = 0; f < F; ++f) {
+            double g1 = 0, g3 = 0;
+            for (unsigned i = 0; i < D; ++i)
+              g1 += double(xr[i]) * bf16(w1[std::size_t{f} * D + i]), g3 += double(xr[i]) * bf16(w3[std::size_t{f} * D + i]);
+            a[f] = g1 / (1 + std::exp(-g1)) * g3;
+          }
+          for (unsigned o = 0; o < D; ++o) {
+            double y = 0;
+            for (unsigned f = 0; f < F; ++f) y += a[f] * bf16(w2[std::size_t{o} * F + f]);
+            h[std::size_t{t} * D + o] += static_cast<float>(gate * y);
+          }
+        }
+      }
+      continue;
+    }
     const std::vector<float> gt = linear(x2, layer(l, "mlp.gate_proj.weight"), c.intermediate, D);
     std::vector<float> a = linear(x2, layer(l, "mlp.up_proj.weight"), c.intermediate, D);
     for (std::size_t i = 0; i < a.size(); ++i) a[i] = static_cast<float>(a[i] * (gt[i] / (1 + std::exp(-double(gt[i])))));

@@ -10,12 +10,18 @@
 // against its KV head, causal mask, softmax), the output projection and
 // residual, RMSNorm, SwiGLU MLP and residual; the final norm and the LM
 // head (tied embeddings where the config says so). Matmuls in BF16 on the
-// tensor core. Mixtral's and DeepSeek's MoE and MLA are not built yet: their
-// configs are refused by name.
+// tensor core. Mixtral (model_type "mixtral"): the MLP is a sparse MoE
+// block, as MixtralSparseMoeBlock computes it: a router (BF16 logits), the
+// top num_experts_per_tok experts with the softmax of their logits as
+// gates (softmax, top-k and renormalising, in one), each expert a SwiGLU
+// FFN (w1 gate, w3 up, w2 down); only the chosen experts run (the
+// compiler's route and moe ops). Qwen2-MoE's and DeepSeek's MoE and MLA are
+// not built yet: their configs are refused by name.
 #pragma once
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -33,6 +39,9 @@ struct LlamaConfig {
   // rope_scaling of type llama3 (Llama 3.1): factor 1 means none.
   double rope_factor = 1, low_freq_factor = 1, high_freq_factor = 4;
   unsigned original_context = 8192;
+  // Mixtral: experts per MoE layer and chosen per token (0: a dense MLP),
+  // and the attention's sliding window (0: none).
+  unsigned experts = 0, experts_per_token = 0, sliding_window = 0;
   // Reads a config.json; throws FormatError naming the file and the key.
   static LlamaConfig parse(const nlohmann::json& j, const std::string& file);
   static LlamaConfig load(const std::string& file);
@@ -49,12 +58,23 @@ WeightSource weights_from(const SafeTensors& st);
 WeightSource seeded_weights(std::uint32_t seed);
 
 // The prefill of `tokens` (positions 0..T-1) over the first `layers`
-// layers (0: all): the graph's output "logits" is T x vocab.
+// layers (0: all): the graph's output "logits" is T x vocab, and a MoE
+// model's "layer<l>.route" each layer's choices (route(): T x k experts,
+// then their gates).
 compiler::Graph llama_prefill(const LlamaConfig& c, const WeightSource& w, const std::vector<std::uint32_t>& tokens,
                               unsigned layers = 0);
 // The same on the host in FP32, with the weights as the chip holds them
-// (rounded to BF16, norms in FP32) and activations unrounded.
+// (rounded to BF16, norms in FP32) and activations unrounded. A MoE model
+// routes each token to its own top k unless `routes` (by layer, T x k
+// experts: chip_routes()) gives the chip's choices: then it follows those,
+// their gates the softmax of its own FP32 logits, and counts in
+// `disagreements` the (token, layer) pairs whose top k it would have chosen
+// otherwise (a near tie that BF16 rounding tips).
 std::vector<float> llama_reference(const LlamaConfig& c, const WeightSource& w, const std::vector<std::uint32_t>& tokens,
-                                   unsigned layers = 0);
+                                   unsigned layers = 0, const std::vector<std::vector<std::uint32_t>>* routes = nullptr,
+                                   unsigned* disagreements = nullptr);
+// The experts the chip chose, by layer, from a prefill's outputs.
+std::vector<std::vector<std::uint32_t>> chip_routes(const LlamaConfig& c, const std::map<std::string, std::vector<float>>& outputs,
+                                                    unsigned layers = 0);
 
 }  // namespace tessera::hf

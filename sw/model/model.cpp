@@ -482,36 +482,10 @@ void DeviceModel::plan_experts() {
   if (c_.fp8) throw rt::UsageError("model: device dispatch runs BF16 experts only, not FP8");
   if (chips_.size() > 1) throw rt::UsageError("model: on several chips the host dispatches the experts");
   device_dispatch_ = true;
-  std::vector<unsigned> near(tiles_);
-  for (unsigned t = 0; t < tiles_; ++t) {
-    near[t] = dev_.stack_near(t);
-    if (std::find(moe_stacks_.begin(), moe_stacks_.end(), near[t]) == moe_stacks_.end()) moe_stacks_.push_back(near[t]);
-  }
-  std::sort(moe_stacks_.begin(), moe_stacks_.end());
-  const std::uint64_t D = c_.d_model, T = kMaxBlock, room = TKP_PROGRAM_OFFSET - 0x10000;
-  auto need = [&](std::uint64_t Fs) {
-    auto r = [](std::uint64_t b) { return (b + 255) & ~std::uint64_t{255}; };
-    const std::uint64_t books = 7 * r(4 * 2 * T) + r(4 * 8 * 256) + 2 * r(4 * 256);  // the kernel's lists and table
-    return books + 2 * (r(2 * T * D) + 2 * r(2 * D * Fs) + r(2 * Fs * D) + r(4 * T * D)) + 2 * r(4 * T * Fs) + r(2 * T * Fs);
-  };
-  const unsigned Q = static_cast<unsigned>(moe_stacks_.size());
-  for (unsigned m = 1;; ++m) {
-    const unsigned S = Q * m;
-    if (S > c_.hidden || c_.experts * S > 256)
-      throw rt::UsageError(fmt::format("model: no split of the experts' hidden layer ({}) fits the scratchpad", c_.hidden));
-    if (c_.hidden % S == 0 && need(c_.hidden / S) <= room) {
-      moe_slices_ = S;
-      break;
-    }
-  }
-  moe_words_.assign(tiles_, {0, 0});
-  for (unsigned t = 0; t < tiles_; ++t) {
-    unsigned lanes = 0, lane = 0;
-    for (unsigned u = 0; u < tiles_; ++u)
-      if (near[u] == near[t]) lane = u == t ? lanes : lane, ++lanes;
-    const unsigned q = static_cast<unsigned>(std::find(moe_stacks_.begin(), moe_stacks_.end(), near[t]) - moe_stacks_.begin());
-    moe_words_[t] = {q, lanes | lane << 16};
-  }
+  const rt::MoeSplit split = rt::MoeSplit::plan(dev_, tiles_, c_.experts, c_.hidden, c_.d_model, kMaxBlock);
+  moe_stacks_ = split.stacks;
+  moe_slices_ = split.slices;
+  moe_words_ = split.words;
 }
 
 TileProgram DeviceModel::experts_on_tile(const LayerBuffers& L, unsigned t, unsigned T) const {

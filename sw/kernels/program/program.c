@@ -83,7 +83,7 @@ static uint32_t entry[4];
  * of its hidden layer: slice s is columns [s Fs, (s + 1) Fs) of w1 and w3
  * and the same rows of w2, each a contiguous matrix of its own (the host
  * places slice s in HBM stack s % stacks). Every tile reads the router's
- * output (T x 2 expert ids, then T x 2 FP32 gates), lists the active
+ * output (T x K expert ids, then T x K FP32 gates), lists the active
  * experts in order, and takes the slices of its stack (s % stacks = its
  * stack) of active expert a whose lane (a m + s / stacks) % R is its own
  * (m = S / stacks; R tiles share the stack, this one being lane r). For
@@ -96,54 +96,57 @@ static uint32_t entry[4];
  * by semaphores 0-6 (left at zero). Words: 0-1 the router's output, 2-3 the
  * normed rows (T x D BF16), 4-5 the slices' table (w1, w3, w2 and P_s
  * addresses, by expert, then slice), 6 D, 7 Fs, 8 E | T << 16, 9 S, 10
- * stacks, 11 this tile's stack, 12 R | r << 16. */
+ * stacks, 11 this tile's stack, 12 R | r << 16, 13 K (experts per token;
+ * 0: 2). Limits and scratchpad use: TKP_MOE_* in tessera_program.h. */
 #define ARG64(a, i) ((a)[i] | (uint64_t)(a)[(i) + 1] << 32)
-#define MOE_MAX_T 64u
-#define MOE_MAX_SLICES 256u /* E x S */
+#define MOE_MAX_T TKP_MOE_MAX_T
+#define MOE_MAX_K TKP_MOE_MAX_K
+#define MOE_MAX_SLICES TKP_MOE_MAX_SLICES /* E x S */
 enum { SEM_W1 = 0, SEM_W3, SEM_W2, SEM_G, SEM_V, SEM_D, SEM_Z };
 
 static int moe_experts(const uint32_t* a) {
   const uint64_t router = ARG64(a, 0), rows = ARG64(a, 2), table = ARG64(a, 4);
   const uint32_t D = a[6], Fs = a[7], E = a[8] & 0xffff, T = a[8] >> 16, S = a[9], stacks = a[10], me = a[11];
-  const uint32_t R = a[12] & 0xffff, r = a[12] >> 16;
-  if (!T || T > MOE_MAX_T || !E || E > 2 * MOE_MAX_T || !S || !stacks || S % stacks || E * S > MOE_MAX_SLICES || me >= stacks || !R ||
-      r >= R || !D || !Fs)
+  const uint32_t R = a[12] & 0xffff, r = a[12] >> 16, K = a[13] ? a[13] : 2;
+  if (!T || T > MOE_MAX_T || !E || E > MOE_MAX_SLICES || !S || !stacks || S % stacks || E * S > MOE_MAX_SLICES || me >= stacks || !R ||
+      r >= R || !D || !Fs || K > MOE_MAX_K || K > E)
     return 2;
+  if (D > 0x4000u || Fs > 0x4000u) return 2; /* none that wide fits; the layout's sums then stay in 32 bits */
   const uint32_t m = S / stacks;
   /* The bookkeeping lives in the scratchpad, not in .bss (which the
    * start-up code clears at every launch, word by word). */
   uint32_t top = 0x10000;
 #define MOE_BUF(bytes) (top += ((bytes) + 255u) & ~255u, top - (((bytes) + 255u) & ~255u))
 #define MOE_ARRAY(words) ((uint32_t*)tk_ptr(MOE_BUF(4u * (words))))
-  uint32_t* const moe_choice = MOE_ARRAY(2 * MOE_MAX_T);
-  uint32_t* const moe_gate = MOE_ARRAY(2 * MOE_MAX_T);
+  uint32_t* const moe_choice = MOE_ARRAY(MOE_MAX_K * MOE_MAX_T);
+  uint32_t* const moe_gate = MOE_ARRAY(MOE_MAX_K * MOE_MAX_T);
+  uint32_t* const moe_token = MOE_ARRAY(MOE_MAX_K * MOE_MAX_T);
+  uint32_t* const moe_slot = MOE_ARRAY(MOE_MAX_K * MOE_MAX_T);
+  uint32_t* const moe_scale = MOE_ARRAY(MOE_MAX_K * MOE_MAX_T);
   uint32_t* const moe_table = MOE_ARRAY(8 * MOE_MAX_SLICES);
-  uint32_t* const moe_token = MOE_ARRAY(2 * MOE_MAX_T);
-  uint32_t* const moe_slot = MOE_ARRAY(2 * MOE_MAX_T);
-  uint32_t* const moe_scale = MOE_ARRAY(2 * MOE_MAX_T);
-  uint32_t* const moe_expert = MOE_ARRAY(2 * MOE_MAX_T);
-  uint32_t* const moe_first = MOE_ARRAY(2 * MOE_MAX_T);
-  uint32_t* const moe_count = MOE_ARRAY(2 * MOE_MAX_T);
+  uint32_t* const moe_expert = MOE_ARRAY(MOE_MAX_SLICES);
+  uint32_t* const moe_first = MOE_ARRAY(MOE_MAX_SLICES);
+  uint32_t* const moe_count = MOE_ARRAY(MOE_MAX_SLICES);
   uint32_t* const moe_item_a = MOE_ARRAY(MOE_MAX_SLICES);
   uint32_t* const moe_item_s = MOE_ARRAY(MOE_MAX_SLICES);
   struct tk_dma r0 = {0};
   r0.id = op_index, r0.flags = TK_DMA_DST_LOCAL;
-  r0.src = router, r0.dst = tk_off(moe_choice), r0.len0 = 8 * T;
+  r0.src = router, r0.dst = tk_off(moe_choice), r0.len0 = 4 * K * T;
   tk_dma_push(&r0);
-  r0.src = router + 8ull * T, r0.dst = tk_off(moe_gate);
+  r0.src = router + 4ull * K * T, r0.dst = tk_off(moe_gate);
   tk_dma_push(&r0);
   r0.src = table, r0.dst = tk_off(moe_table), r0.len0 = 32 * E * S;
   tk_dma_push(&r0);
   if (tk_drain()) return 3;
   /* The active experts in order, each with its (token, slot, gate) list. */
   uint32_t active = 0, at = 0;
-  for (uint32_t i = 0; i < 2 * T; ++i)
+  for (uint32_t i = 0; i < K * T; ++i)
     if (moe_choice[i] >= E) return 2;
   for (uint32_t e = 0; e < E; ++e) {
     const uint32_t first = at;
     for (uint32_t t = 0; t < T; ++t)
-      for (uint32_t k = 0; k < 2; ++k)
-        if (moe_choice[2 * t + k] == e) moe_token[at] = t, moe_slot[at] = k, moe_scale[at] = moe_gate[2 * t + k], ++at;
+      for (uint32_t k = 0; k < K; ++k)
+        if (moe_choice[K * t + k] == e) moe_token[at] = t, moe_slot[at] = k, moe_scale[at] = moe_gate[K * t + k], ++at;
     if (at > first) moe_expert[active] = e, moe_first[active] = first, moe_count[active] = at - first, ++active;
   }
   uint32_t items = 0;

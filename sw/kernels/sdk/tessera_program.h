@@ -26,7 +26,7 @@ enum tkp_kind {
                       semaphores (tiles can be one barrier apart): graphs alternate TKP_BARRIER_SEM and the one below */
   TKP_MARK = 8,    /* the core writes its cycle counter (64 bits) at scratchpad offset w[0], one of the
                       TKP_MARKS_MAX slots at TKP_MARKS_OFFSET */
-  TKP_MOE = 9,     /* this tile's share of the MoE experts dispatched on the device: w[0..12] as the program
+  TKP_MOE = 9,     /* this tile's share of the MoE experts dispatched on the device: w[0..13] as the program
                       kernel describes them (sw/kernels/program/program.c); uses semaphores 0-6, left at zero */
 };
 #define TKP_BARRIER_MAX 19u
@@ -42,6 +42,23 @@ struct tkp_op { /* 96 bytes */
   uint32_t sem; /* TK_SEM(wait, signal, signal2) for the engine operations */
   uint32_t w[22];
 };
+
+/* TKP_MOE's limits and the scratchpad it uses (from offset 0x10000, the
+ * kernel's buffer area): its lists and slice table, then two of each
+ * pipelined buffer for T tokens of D columns and slices of Fs hidden
+ * columns. The host plans its split with this; the kernel lays its
+ * buffers out in this order and refuses (exit 2) a split that does not fit
+ * (and a D or Fs over 16384, which never does). */
+#define TKP_MOE_MAX_T 64u      /* tokens */
+#define TKP_MOE_MAX_K 8u       /* experts per token */
+#define TKP_MOE_MAX_SLICES 256u /* experts x slices */
+#define TKP_MOE_ROUND(b) (((b) + 255u) & ~(uint64_t)255u)
+static inline uint64_t tkp_moe_scratch(uint64_t T, uint64_t D, uint64_t Fs) {
+  const uint64_t lists = 5 * TKP_MOE_ROUND(4ull * TKP_MOE_MAX_K * TKP_MOE_MAX_T) + TKP_MOE_ROUND(4ull * 8 * TKP_MOE_MAX_SLICES) +
+                         5 * TKP_MOE_ROUND(4ull * TKP_MOE_MAX_SLICES);
+  return lists + 2 * (TKP_MOE_ROUND(2 * T * D) + 2 * TKP_MOE_ROUND(2 * D * Fs) + TKP_MOE_ROUND(2 * Fs * D) + TKP_MOE_ROUND(4 * T * D)) +
+         2 * TKP_MOE_ROUND(4 * T * Fs) + TKP_MOE_ROUND(2 * T * Fs);
+}
 
 #define TKP_MAX_OPS 640u                 /* 60 KiB of program */
 #define TKP_PROGRAM_OFFSET 0x1f0000u     /* where the kernel keeps it: the scratchpad's last 64 KiB */

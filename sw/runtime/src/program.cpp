@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "tile_regs.hpp"
@@ -110,9 +111,9 @@ TileProgram& TileProgram::drain() {
 }
 
 TileProgram& TileProgram::moe(const std::vector<std::uint32_t>& args) {
-  if (args.size() != 13) throw UsageError(fmt::format("moe: 13 words, not {}", args.size()));
+  if (args.size() != 13 && args.size() != 14) throw UsageError(fmt::format("moe: 13 or 14 words, not {}", args.size()));
   tkp_op o = op(TKP_MOE);
-  for (unsigned i = 0; i < 13; ++i) o.w[i] = args[i];
+  for (unsigned i = 0; i < args.size(); ++i) o.w[i] = args[i];
   ops_.push_back(o);
   return *this;
 }
@@ -120,6 +121,42 @@ TileProgram& TileProgram::moe(const std::vector<std::uint32_t>& args) {
 Graph& Graph::node(std::string name, std::vector<std::pair<unsigned, TileProgram>> per_tile) {
   nodes_.push_back({std::move(name), std::move(per_tile)});
   return *this;
+}
+
+MoeSplit MoeSplit::plan(const Device& dev, unsigned tiles, unsigned experts, unsigned hidden, unsigned d_model,
+                        unsigned tokens, unsigned min_slices) {
+  if (!tiles || tiles > dev.tiles() || !experts || !hidden || !d_model || !tokens || tokens > TKP_MOE_MAX_T)
+    throw UsageError(fmt::format("moe: {} tiles (of {}), {} experts, hidden {}, d_model {}, {} tokens (at most {})", tiles,
+                                 dev.tiles(), experts, hidden, d_model, tokens, TKP_MOE_MAX_T));
+  MoeSplit m;
+  std::vector<unsigned> near(tiles);
+  for (unsigned t = 0; t < tiles; ++t) {
+    near[t] = dev.stack_near(t);
+    if (std::find(m.stacks.begin(), m.stacks.end(), near[t]) == m.stacks.end()) m.stacks.push_back(near[t]);
+  }
+  std::sort(m.stacks.begin(), m.stacks.end());
+  const unsigned Q = static_cast<unsigned>(m.stacks.size());
+  const std::uint64_t room = TKP_PROGRAM_OFFSET - 0x10000;
+  for (unsigned k = (std::max(1u, min_slices) + Q - 1) / Q;; ++k) {
+    const unsigned S = Q * k;
+    if (S > hidden || std::uint64_t{experts} * S > TKP_MOE_MAX_SLICES)
+      throw UsageError(fmt::format("moe: no split of the experts' hidden layer ({} columns, {} experts) into a multiple of {} "
+                                   "slices, at most {} in all, fits a scratchpad for {} tokens of {}",
+                                   hidden, experts, Q, TKP_MOE_MAX_SLICES, tokens, d_model));
+    if (hidden % S == 0 && tkp_moe_scratch(tokens, d_model, hidden / S) <= room) {
+      m.slices = S;
+      break;
+    }
+  }
+  m.words.assign(tiles, {0, 0});
+  for (unsigned t = 0; t < tiles; ++t) {
+    unsigned lanes = 0, lane = 0;
+    for (unsigned u = 0; u < tiles; ++u)
+      if (near[u] == near[t]) lane = u == t ? lanes : lane, ++lanes;
+    const unsigned q = static_cast<unsigned>(std::find(m.stacks.begin(), m.stacks.end(), near[t]) - m.stacks.begin());
+    m.words[t] = {q, lanes | lane << 16};
+  }
+  return m;
 }
 
 }  // namespace tessera::rt

@@ -77,8 +77,9 @@ class TileProgram {
   TileProgram& signal(unsigned sem, std::uint32_t tile_regs = 0);  // 0: this tile
   TileProgram& drain();
   // This tile's share of the MoE experts dispatched on the tiles, each
-  // expert split in slices of its hidden layer: the 13 words the program
-  // kernel's moe_experts() takes (sw/kernels/program/program.c).
+  // expert split in slices of its hidden layer: the 13 or 14 words the
+  // program kernel's moe_experts() takes (sw/kernels/program/program.c;
+  // MoeSplit below plans them).
   TileProgram& moe(const std::vector<std::uint32_t>& args);
   // An operation as it is, unchecked (for tests of the program kernel).
   TileProgram& raw(const tkp_op& o) {
@@ -124,6 +125,23 @@ struct GraphExec {
   unsigned timer = 0;                     // the tile whose marks time the nodes
   std::vector<std::string> names;         // by node
   std::vector<std::vector<std::uint32_t>> starts;  // by tile: where each node's operations begin
+};
+
+// How moe_experts() (TKP_MOE) spreads experts over the tiles: each
+// expert's hidden layer in `slices` slices of hidden / slices columns,
+// slice s in HBM stack stacks[s % stacks.size()] (the stacks some tile is
+// nearest, ascending), run by a tile near that stack. `slices` is the
+// least multiple of the stacks' count, at least `min_slices`, that divides
+// the hidden layer and whose buffers for `tokens` tokens fit a scratchpad
+// (tkp_moe_scratch); UsageError, naming the sizes, where none does.
+struct MoeSplit {
+  std::vector<unsigned> stacks;
+  unsigned slices = 0;
+  // By tile: moe_experts()'s words 11 (its stack's index in `stacks`) and
+  // 12 (R | r << 16: the tiles near that stack, and this one's lane).
+  std::vector<std::pair<std::uint32_t, std::uint32_t>> words;
+  static MoeSplit plan(const Device& dev, unsigned tiles, unsigned experts, unsigned hidden, unsigned d_model,
+                       unsigned tokens, unsigned min_slices = 1);
 };
 
 }  // namespace tessera::rt
