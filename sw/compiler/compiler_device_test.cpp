@@ -147,13 +147,22 @@ TEST(CompilerDevice, OperandsBroadcastAsNumpyHasIt) {
   g.output(g.reshape(a, {3 * 70 * 96 / 64, 64}, "flat"));  // a copy: every byte of a
   const int y = g.matmul(g.input("m", {70, 64}), g.weight("w", {64, 96}, seeded_values(64 * 96, 1, 0.2f), DType::bf16));
   g.output(g.binary(OpKind::sub, g.binary(OpKind::min, y, scalar), row, "d"));
+  // A value per row (mul only): behind the matmul (its columns split over
+  // tiles), and as a group of its own over x's 210 rows.
+  const int per = g.input("per", {70, 1}), per3 = g.input("per3", {3, 70, 1});
+  g.output(g.binary(OpKind::mul, g.unary(OpKind::exp, y), per, "e"));
+  g.output(g.binary(OpKind::mul, x, per3, "f"));
   Executable ex(c.dev, c.program, std::move(g));
   const std::map<std::string, std::vector<float>> in{{"x", seeded_values(3 * 70 * 96, 2, 2.0f)},
                                                      {"row", seeded_values(96, 3, 2.0f)},
                                                      {"plane", seeded_values(70 * 96, 4, 2.0f)},
                                                      {"scalar", {0.25f}},
-                                                     {"m", seeded_values(70 * 64, 5, 1.0f)}};
-  expect_reference(ex, in, ex.run(in));
+                                                     {"m", seeded_values(70 * 64, 5, 1.0f)},
+                                                     {"per", seeded_values(70, 6, 2.0f)},
+                                                     {"per3", seeded_values(210, 7, 2.0f)}};
+  const auto out = ex.run(in);
+  expect_reference(ex, in, out);
+  EXPECT_EQ(out.at("f")[96 * 5 + 7], in.at("x")[96 * 5 + 7] * in.at("per3")[5]);
 }
 
 TEST(CompilerDevice, MovesTransposeAndConcatenateExactly) {

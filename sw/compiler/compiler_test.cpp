@@ -232,6 +232,9 @@ TEST(Compiler, TheIrRefusesMisshapenOperationsByName) {
   EXPECT_THROW(g.binary(OpKind::add, g.input("s", {1}), x), std::invalid_argument);  // a broadcasts to b: the other way
   EXPECT_NO_THROW(g.binary(OpKind::add, x, g.input("t", {64})));
   EXPECT_NO_THROW(g.binary(OpKind::add, x, g.input("u", {1})));
+  EXPECT_NO_THROW(g.binary(OpKind::mul, x, g.input("per", {4, 1})));    // a value per row
+  EXPECT_THROW(g.binary(OpKind::add, x, g.input("per2", {4, 1})), std::invalid_argument);  // mul only
+  EXPECT_THROW(g.binary(OpKind::mul, x, g.input("per3", {1, 4, 1})), std::invalid_argument);  // not x's rank
   EXPECT_THROW(g.rope(x, 6, 0), std::invalid_argument);
   EXPECT_THROW(g.weight("short", {4}, {1, 2, 3}), std::invalid_argument);
   EXPECT_THROW(g.input("x", {2}), std::invalid_argument);  // a second 'x'

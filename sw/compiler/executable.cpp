@@ -196,7 +196,10 @@ class Emitter {
     const unsigned cols = out_cols(), eb = bytes(T.dtype);
     std::vector<TileProgram::Dma> d;
     std::uint64_t have = 0, want = std::uint64_t{mr} * nr * 4;  // bytes in place, and needed
-    if (T.elements() == out_.elements()) {
+    if (per_row(T, out_)) {  // the block's rows' values, one each (the vector unit scales rows by them)
+      d.push_back(block_dma(addr_(sides_[j]) + std::uint64_t{m0} * eb, 0, T.dtype, dst, DType::f32, 1, mr));
+      have = want = std::uint64_t{mr} * 4;
+    } else if (T.elements() == out_.elements()) {
       d.push_back(block_dma(addr_(sides_[j]) + (std::uint64_t{m0} * cols + n0) * eb, cols * eb, T.dtype, dst, DType::f32, mr, nr));
       have = want;
     } else if (T.elements() == 1) {
@@ -239,6 +242,7 @@ class Emitter {
         const int running = j == 0 ? o.in[0] : op(j - 1).out;
         if (j == 0 || o.in[0] == running) c.src0 = run, c.src1 = side;
         else c.src0 = side, c.src1 = run;
+        if (sides_[j] >= 0 && per_row(g_.tensor(sides_[j]), g_.tensor(o.out))) c.op = VecOp::scale_rows, c.src0 = run, c.src1 = side;
       } else if (o.kind == OpKind::rmsnorm || o.kind == OpKind::layernorm) {
         c.src1 = spm_.at(fmt::format("w{}.1", j));
         if (o.kind == OpKind::layernorm) c.src2 = spm_.at(fmt::format("w{}.2", j));

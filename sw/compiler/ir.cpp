@@ -151,12 +151,21 @@ bool broadcasts_to(const Tensor& b, const Tensor& a) {
   return std::equal(b.shape.begin(), b.shape.end(), a.shape.begin() + static_cast<std::ptrdiff_t>(lead));
 }
 
+bool per_row(const Tensor& b, const Tensor& a) {
+  if (a.cols() <= 1 || b.shape.size() != a.shape.size() || b.shape.back() != 1) return false;
+  return std::equal(a.shape.begin(), a.shape.end() - 1, b.shape.begin());
+}
+
 int Graph::binary(OpKind k, int a, int b, const std::string& name) {
   if (!is_binary(k)) throw std::invalid_argument(fmt::format("graph: {} is not a binary operation", compiler::name(k)));
   const Tensor &A = operand(a, compiler::name(k)), &B = operand(b, compiler::name(k));
-  if (A.shape != B.shape && !broadcasts_to(B, A))
+  if (per_row(B, A) && k != OpKind::mul)
+    throw std::invalid_argument(fmt::format("graph: {} of '{}' {} and '{}' {}: only mul takes a value per row",
+                                            name.empty() ? compiler::name(k) : name, A.name, shape_text(A.shape), B.name,
+                                            shape_text(B.shape)));
+  if (A.shape != B.shape && !broadcasts_to(B, A) && !per_row(B, A))
     throw std::invalid_argument(fmt::format("graph: {} of '{}' {} and '{}' {}: b must have a's shape, its trailing "
-                                            "dimensions, or one element",
+                                            "dimensions, one element, or (mul) one value per row",
                                             name.empty() ? compiler::name(k) : name, A.name, shape_text(A.shape),
                                             B.name, shape_text(B.shape)));
   Op op;

@@ -28,7 +28,7 @@ num::Format format(DType t);  // i32: INT32
 
 enum class OpKind : std::uint8_t {
   matmul,                                                        // a (.., M x K) . b (K x N), a's format cast on the fly
-  add, sub, mul, max, min,                                       // binary: b of a's shape, or broadcast (broadcasts_to)
+  add, sub, mul, max, min,                                       // binary: b of a's shape, or broadcast (broadcasts_to; mul: per_row too)
   swiglu,                                                        // silu(a) * b, same shape
   relu, relu2, exp, log, tanh, sigmoid, silu, gelu, neg, abs, rsqrt, recip,  // unary
   rmsnorm, layernorm, softmax, rope,                             // rows: over the last dimension
@@ -96,6 +96,10 @@ struct Op {
 // Whether b's values repeat over a as numpy broadcasts them: b has a's
 // trailing dimensions, or one element (b[i % b.elements()] goes with a[i]).
 bool broadcasts_to(const Tensor& b, const Tensor& a);
+// Whether b holds one value per row of a: a's shape with the last
+// dimension 1 (and a's last above 1); b[i / a.cols()] goes with a[i].
+// Only mul takes such an operand (the vector unit scales rows).
+bool per_row(const Tensor& b, const Tensor& a);
 
 // n values uniform in [-scale/2, scale/2) from a seed (a linear
 // congruential generator: the same on every host): seeded weights and inputs.

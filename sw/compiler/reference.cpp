@@ -171,8 +171,9 @@ std::vector<std::vector<float>> reference(const Graph& g, const std::map<std::st
       default:
         if (is_binary(op.kind)) {
           const std::vector<float>& b = v[static_cast<std::size_t>(op.in[1])];
+          const bool row = per_row(g.tensor(op.in[1]), g.tensor(op.in[0]));
           for (std::size_t i = 0; i < y.size(); ++i) {
-            const float p = x[i], s = b[i % b.size()];
+            const float p = x[i], s = row ? b[i / cols] : b[i % b.size()];
             switch (op.kind) {
               case OpKind::add: y[i] = p + s; break;
               case OpKind::sub: y[i] = p - s; break;

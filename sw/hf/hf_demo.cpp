@@ -81,7 +81,10 @@ int demo_main(int argc, char** argv) {
     std::cout << fmt::format("{} ({}), {} of {} layers, {} weights: hidden {}, {} heads ({} KV), head_dim {}, vocabulary {}{}\n",
                              config, c.model_type, run_layers, c.layers, weights.empty() ? "seeded" : weights, c.hidden,
                              c.heads, c.kv_heads, c.head_dim, c.vocab,
-                             c.experts ? fmt::format(", {} experts of {} hidden, top {}", c.experts, c.intermediate, c.experts_per_token)
+                             c.experts ? fmt::format(", {} experts of {} hidden, top {}{}", c.experts, c.expert_intermediate,
+                                                     c.experts_per_token,
+                                                     c.shared_intermediate ? fmt::format(", a shared expert of {}", c.shared_intermediate)
+                                                                           : std::string())
                                        : std::string());
     std::cout << fmt::format("prefill of {} tokens: {} nodes, {:.2f} us simulated ({:.2f} us/token); next token {}\n", prompt,
                              ex.groups().size(), ex.last_seconds() * 1e6, ex.last_seconds() * 1e6 / prompt, next);
@@ -90,6 +93,8 @@ int demo_main(int argc, char** argv) {
     if (check) {
       // A MoE model's reference follows the chip's routes (and counts where its own FP32 top k differs).
       const std::vector<std::vector<std::uint32_t>> routes = chip_routes(c, outputs, layers);
+      unsigned sparse_layers = 0;
+      for (unsigned l = 0; l < run_layers; ++l) sparse_layers += c.sparse(l);
       unsigned disagree = 0;
       const std::vector<float> ref = llama_reference(c, w, tokens, layers, c.experts ? &routes : nullptr, &disagree);
       double worst = 0, scale = 0;
@@ -99,7 +104,7 @@ int demo_main(int argc, char** argv) {
       std::cout << fmt::format("check: max relative logit error {:.3g} against the FP32 reference (bound 5e-2){}: {}\n",
                                worst / scale,
                                c.experts ? fmt::format(", on the chip's routes ({} of {} token-layer routes differ from its own)",
-                                                       disagree, std::size_t{prompt} * run_layers)
+                                                       disagree, std::size_t{prompt} * sparse_layers)
                                          : std::string(),
                                ok ? "ok" : "FAILED");
       if (!ok) return 1;

@@ -20,12 +20,13 @@ LlamaConfig LlamaConfig::parse(const nlohmann::json& j, const std::string& file)
   if (!j.is_object()) throw FormatError(fmt::format("{}: not a JSON object", file));
   LlamaConfig c;
   c.model_type = j.value("model_type", std::string("llama"));
-  if (c.model_type == "qwen2_moe" || c.model_type == "deepseek_v3" || j.contains("n_routed_experts") ||
-      (j.contains("num_experts") && c.model_type != "mixtral"))
-    throw bad("model_type", fmt::format("'{}': this mixture-of-experts model is not built yet (the Llama family and Mixtral are)",
+  if (c.model_type == "deepseek_v3" || c.model_type == "deepseek_v2" || j.contains("n_routed_experts"))
+    throw bad("model_type", fmt::format("'{}': this mixture-of-experts model is not built yet (MLA and its routing; the Llama "
+                                        "family, Mixtral, Qwen2 and Qwen2-MoE are)",
                                         c.model_type));
-  if (c.model_type != "llama" && c.model_type != "mistral" && c.model_type != "mixtral")
-    throw bad("model_type", fmt::format("'{}' is not built (llama, mistral and mixtral are)", c.model_type));
+  const bool qwen = c.model_type == "qwen2" || c.model_type == "qwen2_moe";
+  if (c.model_type != "llama" && c.model_type != "mistral" && c.model_type != "mixtral" && !qwen)
+    throw bad("model_type", fmt::format("'{}' is not built (llama, mistral, mixtral, qwen2 and qwen2_moe are)", c.model_type));
   auto count = [&](const char* key, bool required, unsigned fallback) -> unsigned {
     if (!j.contains(key) || j[key].is_null()) {
       if (required) throw bad(key, "missing");
@@ -47,12 +48,32 @@ LlamaConfig LlamaConfig::parse(const nlohmann::json& j, const std::string& file)
     return j[key].get<double>();
   };
   c.rope_theta = number("rope_theta", 10000), c.rms_eps = number("rms_norm_eps", 1e-6);
-  if (c.model_type == "mixtral" || j.contains("num_local_experts")) {
+  if (c.model_type == "mixtral") {
     c.experts = count("num_local_experts", true, 0), c.experts_per_token = count("num_experts_per_tok", true, 0);
-    if (c.experts_per_token > c.experts || c.experts_per_token > 8)
-      throw bad("num_experts_per_tok", fmt::format("{} of {} experts (the chip's top-k takes 1 to 8)", c.experts_per_token, c.experts));
+    c.expert_intermediate = c.intermediate;
+  } else if (c.model_type == "qwen2_moe") {
+    c.experts = count("num_experts", true, 0), c.experts_per_token = count("num_experts_per_tok", true, 0);
+    c.expert_intermediate = count("moe_intermediate_size", true, 0);
+    if (j.contains("shared_expert_intermediate_size") && j["shared_expert_intermediate_size"] != 0)
+      c.shared_intermediate = count("shared_expert_intermediate_size", false, 0);
+    c.norm_topk_prob = j.value("norm_topk_prob", false);
+    c.decoder_sparse_step = count("decoder_sparse_step", false, 1);
+    if (j.contains("mlp_only_layers") && !j["mlp_only_layers"].is_null()) {
+      if (!j["mlp_only_layers"].is_array()) throw bad("mlp_only_layers", "not a list of layer numbers");
+      for (const auto& v : j["mlp_only_layers"]) {
+        if (!v.is_number_unsigned()) throw bad("mlp_only_layers", fmt::format("{} is not a layer number", v.dump()));
+        c.mlp_only_layers.push_back(v.get<unsigned>());
+      }
+    }
+  } else if (j.contains("num_local_experts") || j.contains("num_experts")) {
+    throw bad(j.contains("num_local_experts") ? "num_local_experts" : "num_experts",
+              fmt::format("experts in a '{}' model (mixtral and qwen2_moe have them)", c.model_type));
   }
-  c.sliding_window = count("sliding_window", false, 0);
+  if (c.experts && (c.experts_per_token > c.experts || c.experts_per_token > 8))
+    throw bad("num_experts_per_tok", fmt::format("{} of {} experts (the chip's top-k takes 1 to 8)", c.experts_per_token, c.experts));
+  c.qkv_bias = qwen;
+  // Qwen2's window applies only where use_sliding_window says so.
+  if (!qwen || j.value("use_sliding_window", false)) c.sliding_window = count("sliding_window", false, 0);
   const std::string act = j.value("hidden_act", std::string("silu"));
   if (act != "silu") throw bad("hidden_act", fmt::format("'{}' (the MLPs are built with silu)", act));
   c.tie_embeddings = j.value("tie_word_embeddings", false);
@@ -66,6 +87,22 @@ LlamaConfig LlamaConfig::parse(const nlohmann::json& j, const std::string& file)
     if (c.rope_factor <= 0 || c.high_freq_factor <= c.low_freq_factor) throw bad("rope_scaling", "factors out of order");
   }
   return c;
+}
+
+bool LlamaConfig::sparse(unsigned l) const {
+  return experts && (l + 1) % decoder_sparse_step == 0 &&
+         std::find(mlp_only_layers.begin(), mlp_only_layers.end(), l) == mlp_only_layers.end();
+}
+
+std::string LlamaConfig::router(unsigned l) const {
+  return fmt::format("model.layers.{}.{}.gate.weight", l, model_type == "mixtral" ? "block_sparse_moe" : "mlp");
+}
+
+std::string LlamaConfig::expert(unsigned l, unsigned e, const char* which) const {
+  const std::string w = which;
+  if (model_type == "mixtral")
+    return fmt::format("model.layers.{}.block_sparse_moe.experts.{}.{}.weight", l, e, w == "gate" ? "w1" : w == "up" ? "w3" : "w2");
+  return fmt::format("model.layers.{}.mlp.experts.{}.{}_proj.weight", l, e, w);
 }
 
 LlamaConfig LlamaConfig::load(const std::string& file) {
@@ -193,9 +230,15 @@ Graph llama_prefill(const LlamaConfig& c, const WeightSource& w, const std::vect
   const int scale = g.weight("attention_scale", {1}, {static_cast<float>(1.0 / std::sqrt(double(hd)))});
   for (unsigned l = 0; l < L; ++l) {
     const int x = g.rmsnorm(h, norm(layer(l, "input_layernorm.weight")), static_cast<float>(c.rms_eps));
-    const int q = rope(linear(x, layer(l, "self_attn.q_proj.weight"), H * hd, D), H, fmt::format("layer{}.q", l));
-    const int k = rope(linear(x, layer(l, "self_attn.k_proj.weight"), KV * hd, D), KV, fmt::format("layer{}.k", l));
-    const int v = linear(x, layer(l, "self_attn.v_proj.weight"), KV * hd, D);
+    auto projection = [&](const char* name, unsigned out) {  // with Qwen2's bias
+      const int y = linear(x, layer(l, fmt::format("self_attn.{}.weight", name).c_str()), out, D);
+      if (!c.qkv_bias) return y;
+      const std::string bias = layer(l, fmt::format("self_attn.{}.bias", name).c_str());
+      return g.binary(OpKind::add, y, g.weight(bias, {out}, w(bias, {out})));
+    };
+    const int q = rope(projection("q_proj", H * hd), H, fmt::format("layer{}.q", l));
+    const int k = rope(projection("k_proj", KV * hd), KV, fmt::format("layer{}.k", l));
+    const int v = projection("v_proj", KV * hd);
     std::vector<int> outs;
     for (unsigned hh = 0; hh < H; ++hh) {
       const unsigned kvh = hh / (H / KV);
@@ -212,28 +255,37 @@ Graph llama_prefill(const LlamaConfig& c, const WeightSource& w, const std::vect
     const int o = g.move(outs, {T, H * hd}, cat, fmt::format("layer{}.heads", l));
     h = g.binary(OpKind::add, linear(o, layer(l, "self_attn.o_proj.weight"), D, H * hd), h);
     const int x2 = g.rmsnorm(h, norm(layer(l, "post_attention_layernorm.weight")), static_cast<float>(c.rms_eps));
-    if (c.experts) {  // Mixtral's sparse MoE block
-      const unsigned E = c.experts, F = c.intermediate;
-      const int route = g.route(linear(x2, layer(l, "block_sparse_moe.gate.weight"), E, D), c.experts_per_token, true,
-                                fmt::format("layer{}.route", l));
+    auto mlp = [&](const std::string& prefix, unsigned F) {  // a SwiGLU MLP
+      const int a = g.binary(OpKind::swiglu, linear(x2, prefix + "gate_proj.weight", F, D), linear(x2, prefix + "up_proj.weight", F, D));
+      return linear(a, prefix + "down_proj.weight", D, F);
+    };
+    if (c.sparse(l)) {  // Mixtral's or Qwen2-MoE's sparse MoE block
+      const unsigned E = c.experts, F = c.expert_intermediate, K = c.experts_per_token;
+      const int logits = linear(x2, c.router(l), E, D);
+      // Mixtral's softmax, top k and renormalising is the softmax of the k
+      // logits; Qwen2-MoE's top k of the softmax, unnormalised, is that softmax's k values.
+      const std::string rn = fmt::format("layer{}.route", l);
+      const int route = c.norm_topk_prob ? g.route(logits, K, true, rn) : g.route(g.softmax(logits), K, false, rn);
       g.output(route);
       std::vector<float> w1, w3, w2;  // [E, D, F], [E, D, F], [E, F, D]
       for (unsigned e = 0; e < E; ++e) {
-        auto expert = [&](const char* w) { return layer(l, fmt::format("block_sparse_moe.experts.{}.{}.weight", e, w).c_str()); };
-        const std::vector<float> a = transposed(w(expert("w1"), {F, D}), F, D), b = transposed(w(expert("w3"), {F, D}), F, D);
-        const std::vector<float> d = transposed(w(expert("w2"), {D, F}), D, F);
+        const std::vector<float> a = transposed(w(c.expert(l, e, "gate"), {F, D}), F, D);
+        const std::vector<float> b = transposed(w(c.expert(l, e, "up"), {F, D}), F, D);
+        const std::vector<float> d = transposed(w(c.expert(l, e, "down"), {D, F}), D, F);
         w1.insert(w1.end(), a.begin(), a.end()), w3.insert(w3.end(), b.begin(), b.end()), w2.insert(w2.end(), d.begin(), d.end());
       }
       const std::string p = fmt::format("layer{}.experts", l);
-      const int y = g.moe(g.cast(x2, DType::bf16, p + ".x"), route, g.weight(p + ".w1", {E, D, F}, std::move(w1), DType::bf16),
-                          g.weight(p + ".w3", {E, D, F}, std::move(w3), DType::bf16),
-                          g.weight(p + ".w2", {E, F, D}, std::move(w2), DType::bf16), p);
+      int y = g.moe(g.cast(x2, DType::bf16, p + ".x"), route, g.weight(p + ".w1", {E, D, F}, std::move(w1), DType::bf16),
+                    g.weight(p + ".w3", {E, D, F}, std::move(w3), DType::bf16),
+                    g.weight(p + ".w2", {E, F, D}, std::move(w2), DType::bf16), p);
+      if (c.shared_intermediate) {  // Qwen2-MoE's shared expert, times sigmoid(x.w) per row
+        const int gate = g.unary(OpKind::sigmoid, linear(x2, layer(l, "mlp.shared_expert_gate.weight"), 1, D));
+        y = g.binary(OpKind::add, y, g.binary(OpKind::mul, mlp(layer(l, "mlp.shared_expert."), c.shared_intermediate), gate));
+      }
       h = g.binary(OpKind::add, y, h);
       continue;
     }
-    const int a = g.binary(OpKind::swiglu, linear(x2, layer(l, "mlp.gate_proj.weight"), c.intermediate, D),
-                           linear(x2, layer(l, "mlp.up_proj.weight"), c.intermediate, D));
-    h = g.binary(OpKind::add, linear(a, layer(l, "mlp.down_proj.weight"), D, c.intermediate), h);
+    h = g.binary(OpKind::add, mlp(layer(l, "mlp."), c.intermediate), h);
   }
   h = g.rmsnorm(h, norm("model.norm.weight"), static_cast<float>(c.rms_eps));
   const std::string head = c.tie_embeddings ? "model.embed_tokens.weight" : "lm_head.weight";
@@ -247,6 +299,10 @@ std::vector<std::vector<std::uint32_t>> chip_routes(const LlamaConfig& c, const 
   std::vector<std::vector<std::uint32_t>> r;
   const unsigned L = layers ? std::min(layers, c.layers) : c.layers;
   for (unsigned l = 0; l < L && c.experts; ++l) {
+    if (!c.sparse(l)) {
+      r.emplace_back();
+      continue;
+    }
     const auto it = outputs.find(fmt::format("layer{}.route", l));
     if (it == outputs.end()) throw std::invalid_argument(fmt::format("llama: no output 'layer{}.route'", l));
     const std::vector<float>& v = it->second;
@@ -299,9 +355,16 @@ std::vector<float> llama_reference(const LlamaConfig& c, const WeightSource& w, 
   for (std::uint32_t tok : tokens) h.insert(h.end(), table.begin() + std::size_t{tok} * D, table.begin() + std::size_t{tok + 1} * D);
   for (unsigned l = 0; l < L; ++l) {
     const std::vector<float> x = rmsnorm(h, layer(l, "input_layernorm.weight"));
-    std::vector<float> q = linear(x, layer(l, "self_attn.q_proj.weight"), H * hd, D);
-    std::vector<float> k = linear(x, layer(l, "self_attn.k_proj.weight"), KV * hd, D);
-    const std::vector<float> v = linear(x, layer(l, "self_attn.v_proj.weight"), KV * hd, D);
+    auto projection = [&](const char* name, unsigned out) {
+      std::vector<float> y = linear(x, layer(l, fmt::format("self_attn.{}.weight", name).c_str()), out, D);
+      if (c.qkv_bias) {
+        const std::vector<float> bias = w(layer(l, fmt::format("self_attn.{}.bias", name).c_str()), {out});
+        for (std::size_t i = 0; i < y.size(); ++i) y[i] += bias[i % out];
+      }
+      return y;
+    };
+    std::vector<float> q = projection("q_proj", H * hd), k = projection("k_proj", KV * hd);
+    const std::vector<float> v = projection("v_proj", KV * hd);
     rope(q, H), rope(k, KV);
     std::vector<float> o(std::size_t{T} * H * hd);
     for (unsigned hh = 0; hh < H; ++hh) {
@@ -325,9 +388,15 @@ std::vector<float> llama_reference(const LlamaConfig& c, const WeightSource& w, 
     const std::vector<float> ao = linear(o, layer(l, "self_attn.o_proj.weight"), D, H * hd);
     for (std::size_t i = 0; i < h.size(); ++i) h[i] += ao[i];
     const std::vector<float> x2 = rmsnorm(h, layer(l, "post_attention_layernorm.weight"));
-    if (c.experts) {  // softmax over the experts, the top k, renormalised; each chosen expert's SwiGLU FFN
-      const unsigned E = c.experts, K = c.experts_per_token, F = c.intermediate;
-      const std::vector<float> logits = linear(x2, layer(l, "block_sparse_moe.gate.weight"), E, D);
+    auto mlp = [&](const std::string& prefix, unsigned F) {  // a SwiGLU MLP on every row
+      const std::vector<float> gt = linear(x2, prefix + "gate_proj.weight", F, D);
+      std::vector<float> a = linear(x2, prefix + "up_proj.weight", F, D);
+      for (std::size_t i = 0; i < a.size(); ++i) a[i] = static_cast<float>(a[i] * (gt[i] / (1 + std::exp(-double(gt[i])))));
+      return linear(a, prefix + "down_proj.weight", D, F);
+    };
+    if (c.sparse(l)) {  // the softmax over the experts, its top k (renormalised or not), each chosen expert's SwiGLU FFN
+      const unsigned E = c.experts, K = c.experts_per_token, F = c.expert_intermediate;
+      const std::vector<float> logits = linear(x2, c.router(l), E, D);
       for (unsigned t = 0; t < T; ++t) {
         const float* lg = &logits[std::size_t{t} * E];
         std::vector<unsigned> order(E);
@@ -345,16 +414,15 @@ std::vector<float> llama_reference(const LlamaConfig& c, const WeightSource& w, 
           if (disagreements && a != b) ++*disagreements;
           order = chip;
         }
-        double top = lg[order[0]], total = 0;
-        for (unsigned j = 0; j < K; ++j) top = std::max(top, double(lg[order[j]]));
-        for (unsigned j = 0; j < K; ++j) total += std::exp(double(lg[order[j]]) - top);
+        double top = lg[0], all = 0, chosen = 0;
+        for (unsigned e = 0; e < E; ++e) top = std::max(top, double(lg[e]));
+        for (unsigned e = 0; e < E; ++e) all += std::exp(double(lg[e]) - top);
+        for (unsigned j = 0; j < K; ++j) chosen += std::exp(double(lg[order[j]]) - top);
         for (unsigned j = 0; j < K; ++j) {
           const unsigned e = order[j];
-          const double gate = std::exp(double(lg[e]) - top) / total;
-          auto weight = [&](const char* n, unsigned out, unsigned in) {
-            return w(layer(l, fmt::format("block_sparse_moe.experts.{}.{}.weight", e, n).c_str()), {out, in});
-          };
-          const std::vector<float> w1 = weight("w1", F, D), w3 = weight("w3", F, D), w2 = weight("w2", D, F);
+          const double gate = std::exp(double(lg[e]) - top) / (c.norm_topk_prob ? chosen : all);
+          const std::vector<float> w1 = w(c.expert(l, e, "gate"), {F, D}), w3 = w(c.expert(l, e, "up"), {F, D});
+          const std::vector<float> w2 = w(c.expert(l, e, "down"), {D, F});
           const float* xr = &x2[std::size_t{t} * D];
           std::vector<double> a(F);
           for (unsigned f = 0; f < F; ++f) {
@@ -370,12 +438,14 @@ std::vector<float> llama_reference(const LlamaConfig& c, const WeightSource& w, 
           }
         }
       }
+      if (c.shared_intermediate) {  // the shared expert, times sigmoid(x.w) per row
+        const std::vector<float> sh = mlp(layer(l, "mlp.shared_expert."), c.shared_intermediate);
+        const std::vector<float> sg = linear(x2, layer(l, "mlp.shared_expert_gate.weight"), 1, D);
+        for (std::size_t i = 0; i < h.size(); ++i) h[i] += static_cast<float>(sh[i] / (1 + std::exp(-double(sg[i / D]))));
+      }
       continue;
     }
-    const std::vector<float> gt = linear(x2, layer(l, "mlp.gate_proj.weight"), c.intermediate, D);
-    std::vector<float> a = linear(x2, layer(l, "mlp.up_proj.weight"), c.intermediate, D);
-    for (std::size_t i = 0; i < a.size(); ++i) a[i] = static_cast<float>(a[i] * (gt[i] / (1 + std::exp(-double(gt[i])))));
-    const std::vector<float> dn = linear(a, layer(l, "mlp.down_proj.weight"), D, c.intermediate);
+    const std::vector<float> dn = mlp(layer(l, "mlp."), c.intermediate);
     for (std::size_t i = 0; i < h.size(); ++i) h[i] += dn[i];
   }
   h = rmsnorm(h, "model.norm.weight");

@@ -15,8 +15,12 @@
 // top num_experts_per_tok experts with the softmax of their logits as
 // gates (softmax, top-k and renormalising, in one), each expert a SwiGLU
 // FFN (w1 gate, w3 up, w2 down); only the chosen experts run (the
-// compiler's route and moe ops). Qwen2-MoE's and DeepSeek's MoE and MLA are
-// not built yet: their configs are refused by name.
+// compiler's route and moe ops). Qwen2 and Qwen2-MoE: biases on Q, K and
+// V; Qwen2MoeSparseMoeBlock's top k of the softmax over all experts (as
+// they are, or renormalised: norm_topk_prob), plus a shared expert gated
+// by sigmoid(x.w), on the layers decoder_sparse_step and mlp_only_layers
+// make sparse. DeepSeek-V3's MLA and routing are not built yet: its config
+// is refused by name.
 #pragma once
 
 #include <cstdint>
@@ -39,9 +43,25 @@ struct LlamaConfig {
   // rope_scaling of type llama3 (Llama 3.1): factor 1 means none.
   double rope_factor = 1, low_freq_factor = 1, high_freq_factor = 4;
   unsigned original_context = 8192;
-  // Mixtral: experts per MoE layer and chosen per token (0: a dense MLP),
-  // and the attention's sliding window (0: none).
-  unsigned experts = 0, experts_per_token = 0, sliding_window = 0;
+  // The attention's sliding window (0: none); Q, K and V projections with
+  // biases (Qwen2).
+  unsigned sliding_window = 0;
+  bool qkv_bias = false;
+  // Mixture of experts (Mixtral, Qwen2-MoE): experts per sparse layer and
+  // chosen per token (0: dense MLPs only), each expert's hidden size, the
+  // shared expert's (0: none; Qwen2-MoE's, gated by a sigmoid), whether
+  // the k gates are renormalised to sum to 1 (else they are the softmax
+  // over all experts), and which layers are sparse: every
+  // decoder_sparse_step-th, less mlp_only_layers.
+  unsigned experts = 0, experts_per_token = 0, expert_intermediate = 0, shared_intermediate = 0;
+  bool norm_topk_prob = true;
+  unsigned decoder_sparse_step = 1;
+  std::vector<unsigned> mlp_only_layers;
+  bool sparse(unsigned layer) const;
+  // A sparse layer's weights by Hugging Face name: the router, and expert
+  // e's `which` ("gate", "up" or "down") projection.
+  std::string router(unsigned layer) const;
+  std::string expert(unsigned layer, unsigned e, const char* which) const;
   // Reads a config.json; throws FormatError naming the file and the key.
   static LlamaConfig parse(const nlohmann::json& j, const std::string& file);
   static LlamaConfig load(const std::string& file);

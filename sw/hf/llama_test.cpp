@@ -56,8 +56,14 @@ TEST(HfLlama, ConfigsAreReadOrRefusedByKey) {
   EXPECT_EQ(refusal(R"({"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 3,
                         "intermediate_size": 8, "vocab_size": 8})"),
             "config.json: num_key_value_heads: 3 does not divide 4 heads");
-  EXPECT_NE(refusal(R"({"model_type": "qwen2_moe", "num_experts": 60})").find("model_type: 'qwen2_moe': this mixture-of-experts model is not built yet"),
+  EXPECT_NE(refusal(R"({"model_type": "deepseek_v3", "n_routed_experts": 256})").find("model_type: 'deepseek_v3': this mixture-of-experts model is not built yet"),
             std::string::npos);
+  EXPECT_EQ(refusal(R"({"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
+                        "intermediate_size": 8, "vocab_size": 8, "num_experts": 4})"),
+            "config.json: num_experts: experts in a 'llama' model (mixtral and qwen2_moe have them)");
+  EXPECT_EQ(refusal(R"({"model_type": "qwen2_moe", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
+                        "intermediate_size": 8, "vocab_size": 8, "num_experts": 4, "num_experts_per_tok": 2})"),
+            "config.json: moe_intermediate_size: missing");
   EXPECT_NE(refusal(R"({"model_type": "gpt2"})").find("model_type: 'gpt2' is not built"), std::string::npos);
   const std::string mixtral = R"({"model_type": "mixtral", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
                                   "intermediate_size": 8, "vocab_size": 8, "num_local_experts": 4)";
@@ -83,6 +89,18 @@ TEST(HfLlama, TheShippedConfigsAreReadOrRefusedByName) {
   EXPECT_EQ(mx.experts, 8u);
   EXPECT_EQ(mx.experts_per_token, 2u);
   EXPECT_EQ(mx.intermediate, 14336u);
+  const LlamaConfig qw = LlamaConfig::load(dir + "/qwen1.5-moe-a2.7b.json");
+  EXPECT_EQ(qw.experts, 60u);
+  EXPECT_EQ(qw.experts_per_token, 4u);
+  EXPECT_EQ(qw.expert_intermediate, 1408u);
+  EXPECT_EQ(qw.shared_intermediate, 5632u);
+  EXPECT_FALSE(qw.norm_topk_prob);
+  EXPECT_TRUE(qw.qkv_bias);
+  EXPECT_EQ(qw.sliding_window, 0u);  // use_sliding_window false
+  EXPECT_TRUE(qw.sparse(0) && qw.sparse(23));
+  EXPECT_EQ(qw.router(3), "model.layers.3.mlp.gate.weight");
+  EXPECT_EQ(qw.expert(3, 59, "down"), "model.layers.3.mlp.experts.59.down_proj.weight");
+  EXPECT_EQ(mx.expert(0, 7, "up"), "model.layers.0.block_sparse_moe.experts.7.w3.weight");
   try {
     LlamaConfig::load(dir + "/deepseek-v3.json");
     FAIL() << "deepseek-v3.json";
@@ -191,4 +209,35 @@ TEST(HfLlama, MixtralsExpertLayersOnTheChipAgreeWithTheReference) {
     EXPECT_LT(relative_error(o.at("logits"), llama_reference(ck, seeded, prompt, 1, &r, &d)), 5e-2) << "top-" << k;
     EXPECT_EQ(d, 0u) << "top-" << k;
   }
+}
+
+TEST(HfLlama, Qwen2MoeSharedAndRoutedExpertsOnTheChipAgreeWithTheReference) {
+  // Q/K/V biases, 16 experts top 4 without renormalising, a gated shared
+  // expert, and layer 1 dense (mlp_only_layers).
+  rt::Device dev;
+  const rt::Kernel program = dev.load_kernel(data_file(DataKind::kernels, "program.elf"), (1u << dev.tiles()) - 1);
+  const LlamaConfig c = LlamaConfig::load(std::string(TESSERA_HF_CONFIGS) + "/tiny-qwen2-moe.json");
+  ASSERT_TRUE(c.sparse(0) && !c.sparse(1) && c.sparse(2));
+  const std::vector<std::uint32_t> prompt{3, 17, 42, 5, 95, 60};
+  const WeightSource seeded = seeded_weights(5);
+  compiler::Graph g = llama_prefill(c, seeded, prompt, 3);
+  unsigned moes = 0;
+  for (const compiler::Op& op : g.ops()) moes += op.kind == compiler::OpKind::moe;
+  EXPECT_EQ(moes, 2u);
+  compiler::Executable ex(dev, program, std::move(g));
+  const auto out = ex.run({});
+  const std::vector<std::vector<std::uint32_t>> routes = chip_routes(c, out, 3);
+  ASSERT_EQ(routes.size(), 3u);
+  EXPECT_TRUE(routes[1].empty());
+  unsigned differ = 0;
+  const double err = relative_error(out.at("logits"), llama_reference(c, seeded, prompt, 3, &routes, &differ));
+  std::cout << "Qwen2-MoE, three layers, 6 tokens: logits' relative error " << err << " on the chip's routes, " << differ
+            << " of 12 token-layer routes differ from the FP32 reference's own\n";
+  EXPECT_LT(err, 5e-2);
+  EXPECT_GT(err, 0.0);
+  EXPECT_LE(differ, 3u);
+  // Without the shared expert or its gate the logits are far off: both are in.
+  LlamaConfig plain = c;
+  plain.shared_intermediate = 0;
+  EXPECT_GT(relative_error(out.at("logits"), llama_reference(plain, seeded, prompt, 3, &routes)), 5e-2);
 }
