@@ -276,3 +276,35 @@ TEST(CompilerDevice, AMixtureOfExpertsTooLargeForTheKernelIsRefusedByName) {
     EXPECT_NE(std::string(e.what()).find("65 tokens"), std::string::npos) << e.what();
   }
 }
+
+TEST(CompilerDevice, GroupLimitedRoutingOnTheCoresEqualsTheReference) {
+  // DeepSeek-V3's routing: sigmoid scores, a bias for choosing, 8 groups
+  // of 8, the 3 best groups, top 4, gates normalised and scaled; then the
+  // experts it chose.
+  Chip c;
+  const unsigned T = 6, D = 64, F = 64, E = 64;
+  Graph g;
+  const int x = g.input("x", {T, D});
+  const int logits = g.matmul(x, g.weight("router", {D, E}, seeded_values(std::size_t{D} * E, 2, 0.5f), DType::bf16));
+  const int scores = g.unary(OpKind::sigmoid, logits, "scores");
+  const int choice = g.binary(OpKind::add, scores, g.weight("bias", {E}, seeded_values(E, 3, 0.2f)), "choice");
+  const int route = g.route_grouped(choice, scores, 4, 8, 3, 2.5f, true, "route");
+  g.output(route);
+  const std::size_t w = std::size_t{E} * D * F;
+  g.output(g.moe(g.cast(x, DType::bf16, "xb"), route, g.weight("w1", {E, D, F}, seeded_values(w, 4, 0.2f), DType::bf16),
+                 g.weight("w3", {E, D, F}, seeded_values(w, 5, 0.2f), DType::bf16),
+                 g.weight("w2", {E, F, D}, seeded_values(w, 6, 0.2f), DType::bf16), "experts"));
+  Executable ex(c.dev, c.program, std::move(g));
+  const std::map<std::string, std::vector<float>> in{{"x", seeded_values(std::size_t{T} * D, 7, 2.0f)}};
+  const auto out = ex.run(in);
+  expect_reference(ex, in, out);
+  // Every choice lies in one of the row's 3 kept groups, and the gates sum to the scale.
+  const std::vector<float>& r = out.at("route");
+  for (unsigned t = 0; t < T; ++t) {
+    std::set<unsigned> groups;
+    float sum = 0;
+    for (unsigned j = 0; j < 4; ++j) groups.insert(static_cast<unsigned>(r[t * 4 + j]) / 8), sum += r[(T + t) * 4 + j];
+    EXPECT_LE(groups.size(), 3u);
+    EXPECT_NEAR(sum, 2.5f, 1e-5);
+  }
+}

@@ -235,6 +235,8 @@ TEST(Compiler, TheIrRefusesMisshapenOperationsByName) {
   EXPECT_NO_THROW(g.binary(OpKind::mul, x, g.input("per", {4, 1})));    // a value per row
   EXPECT_THROW(g.binary(OpKind::add, x, g.input("per2", {4, 1})), std::invalid_argument);  // mul only
   EXPECT_THROW(g.binary(OpKind::mul, x, g.input("per3", {1, 4, 1})), std::invalid_argument);  // not x's rank
+  EXPECT_NO_THROW(g.binary(OpKind::max, g.input("v3", {3}), g.input("one", {1})));  // one element, not a value per row
+  EXPECT_NO_THROW(g.binary(OpKind::add, g.input("m1", {1, 5}), g.input("one2", {1, 1})));
   EXPECT_THROW(g.rope(x, 6, 0), std::invalid_argument);
   EXPECT_THROW(g.weight("short", {4}, {1, 2, 3}), std::invalid_argument);
   EXPECT_THROW(g.input("x", {2}), std::invalid_argument);  // a second 'x'

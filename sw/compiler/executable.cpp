@@ -342,6 +342,19 @@ class Emitter {
     const std::uint32_t x = spm_.at("x0"), top = spm_.at("o0"), gates = o.gate_softmax ? spm_.at("g0") : top;
     for (unsigned m0 = part.r0; m0 < part.r1; m0 += t_.mb) {
       const unsigned mr = std::min(t_.mb, part.r1 - m0);
+      if (o.groups) {  // route_grouped: on the core, once the rows are in
+        const std::uint32_t wts = spm_.at("w0");
+        load_block(p, addr_(o.in[0]) + std::uint64_t{m0} * E * 4, E * 4, L.dtype, x, DType::f32, mr, E);
+        load_block(p, addr_(o.in[1]) + std::uint64_t{m0} * E * 4, E * 4, DType::f32, wts, DType::f32, mr, E, Sem{-1, kLoaded});
+        p.wait(kLoaded);
+        std::uint32_t scale;
+        std::memcpy(&scale, &o.route_scale, 4);
+        p.route({x, wts, top, mr, E, k | o.groups << 8 | o.topk_group << 16, scale, o.normalize ? 1u : 0u});
+        p.store(top, addr_(grp_.out) + std::uint64_t{m0} * k * 4, mr * k * 4);
+        p.store(top + mr * k * 4, addr_(grp_.out) + (std::uint64_t{T} + m0) * k * 4, mr * k * 4);
+        p.drain();
+        continue;
+      }
       load_block(p, addr_(o.in[0]) + std::uint64_t{m0} * E * 4, E * 4, L.dtype, x, DType::f32, mr, E, Sem{-1, kLoaded});
       TileProgram::Vec v;
       v.op = VecOp::topk, v.rows = mr, v.cols = E, v.k = k, v.src0 = x, v.dst = top;

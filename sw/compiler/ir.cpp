@@ -152,7 +152,9 @@ bool broadcasts_to(const Tensor& b, const Tensor& a) {
 }
 
 bool per_row(const Tensor& b, const Tensor& a) {
-  if (a.cols() <= 1 || b.shape.size() != a.shape.size() || b.shape.back() != 1) return false;
+  // One element, or a's trailing dimensions, broadcast as numpy does first.
+  if (broadcasts_to(b, a) || a.shape.size() < 2 || a.cols() <= 1 || b.shape.size() != a.shape.size() || b.shape.back() != 1)
+    return false;
   return std::equal(a.shape.begin(), a.shape.end() - 1, b.shape.begin());
 }
 
@@ -293,6 +295,24 @@ int Graph::route(int logits, unsigned k, bool softmax_gates, const std::string& 
   Op op;
   op.kind = OpKind::route, op.name = n, op.in = {logits}, op.k = k, op.gate_softmax = softmax_gates;
   return add_op(std::move(op), {2, static_cast<unsigned>(L.rows()), k}, DType::i32);
+}
+
+int Graph::route_grouped(int choice, int weights, unsigned k, unsigned groups, unsigned topk_group, float scale, bool normalize,
+                         const std::string& name) {
+  const Tensor &C = operand(choice, "route_grouped"), &W = operand(weights, "route_grouped");
+  const std::string n = name.empty() ? fmt::format("route{}", ops_.size()) : name;
+  if (C.dtype != DType::f32 || W.dtype != DType::f32 || C.shape != W.shape)
+    throw std::invalid_argument(fmt::format("graph: {}: '{}' {} and '{}' {} must be f32 of one shape", n, C.name,
+                                            shape_text(C.shape), W.name, shape_text(W.shape)));
+  const unsigned E = C.cols();
+  if (!groups || groups > 64 || E % groups || !topk_group || topk_group > groups || k < 1 || k > 8 || k > E || E > 1024)
+    throw std::invalid_argument(fmt::format("graph: {}: {} experts in {} groups (at most 64, dividing them), {} kept, top {} "
+                                            "(1 to 8): not a routing the cores take",
+                                            n, E, groups, topk_group, k));
+  Op op;
+  op.kind = OpKind::route, op.name = n, op.in = {choice, weights}, op.k = k, op.gate_softmax = false;
+  op.groups = groups, op.topk_group = topk_group, op.route_scale = scale, op.normalize = normalize;
+  return add_op(std::move(op), {2, static_cast<unsigned>(C.rows()), k}, DType::i32);
 }
 
 int Graph::moe(int x, int route, int w1, int w3, int w2, const std::string& name) {

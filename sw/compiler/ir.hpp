@@ -91,13 +91,17 @@ struct Op {
   unsigned k = 0;                  // route: experts per token
   bool gate_softmax = true;        // route: gates are the softmax of the k chosen logits (else those values)
   unsigned slices = 0;             // moe: the compiler's split of F (the order the chip sums in; 0: not compiled, as 1)
+  unsigned groups = 0, topk_group = 0;  // route: group-limited (route_grouped), 0: plain
+  float route_scale = 1;                // route_grouped: the gates' factor
+  bool normalize = false;               // route_grouped: the gates divided by their sum first
 };
 
 // Whether b's values repeat over a as numpy broadcasts them: b has a's
 // trailing dimensions, or one element (b[i % b.elements()] goes with a[i]).
 bool broadcasts_to(const Tensor& b, const Tensor& a);
-// Whether b holds one value per row of a: a's shape with the last
-// dimension 1 (and a's last above 1); b[i / a.cols()] goes with a[i].
+// Whether b holds one value per row of a (and does not broadcast as
+// above): a's shape with the last dimension 1 (a's last above 1, at least
+// two dimensions); b[i / a.cols()] goes with a[i].
 // Only mul takes such an operand (the vector unit scales rows).
 bool per_row(const Tensor& b, const Tensor& a);
 
@@ -137,6 +141,15 @@ class Graph {
   // the gates (plane 1, FP32 bits); only moe() reads it, and as an output it
   // reads back as the indices (as floats) and then the gates.
   int route(int logits, unsigned k, bool softmax_gates = true, const std::string& name = "");
+  // DeepSeek-V3's group-limited routing (noaux_tc), computed by the tile
+  // cores: each row of `choice` (.., E) in `groups` groups of E / groups,
+  // a group scored by the sum of its two largest values, the `topk_group`
+  // best groups kept and every other expert counted as 0.0, then the k
+  // largest (ties to the lower index); gates are `weights`' values (same
+  // shape) for them, divided by their sum + 1e-20 if `normalize`, times
+  // `scale`. The output is route()'s.
+  int route_grouped(int choice, int weights, unsigned k, unsigned groups, unsigned topk_group, float scale, bool normalize,
+                    const std::string& name = "");
   // The experts a route() chose, run on x (rows x D, stored BF16: a cast's
   // output): for each row and each of its k choices e with gate g,
   // g * (silu(x.w1[e]) * (x.w3[e])).w2[e] in BF16 on the tensor core (FP32

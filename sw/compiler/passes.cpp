@@ -125,6 +125,7 @@ SpmPlan plan_spm(const Graph& g, const Group& grp, const Tiling& t, std::uint32_
   } else if (anchor.kind == OpKind::route) {
     // The logits, the top-k values and indices, the gates.
     add("x0", block * 4);
+    if (anchor.groups) add("w0", block * 4);  // route_grouped's weights
     add("o0", std::uint64_t{t.mb} * anchor.k * 8);
     add("g0", std::uint64_t{t.mb} * anchor.k * 4);
     return p;

@@ -36,6 +36,47 @@ namespace {
 // the gate; the plane of choice j and slice s added to the row's sum in
 // the order j = 0.., s = 0... The slices split F as the compiler does
 // (moe_slices), so the sums' order is the chip's.
+// route_grouped as the tile core computes it (program.c's route_grouped):
+// floats compared as values (ties to the lower index), sums in FP32.
+void route_grouped(const Op& op, const std::vector<float>& choice, const std::vector<float>& weights, unsigned rows, unsigned E,
+                   std::vector<float>& y) {
+  const unsigned k = op.k, G = op.groups, per = E / G;
+  for (unsigned r = 0; r < rows; ++r) {
+    const float* c = choice.data() + std::size_t{r} * E;
+    std::vector<float> score(G);
+    std::vector<bool> kept(G, false);
+    for (unsigned g = 0; g < G; ++g) {
+      unsigned b1 = g * per;
+      for (unsigned j = g * per; j < (g + 1) * per; ++j)
+        if (c[j] > c[b1]) b1 = j;
+      unsigned b2 = E;
+      for (unsigned j = g * per; j < (g + 1) * per; ++j)
+        if (j != b1 && (b2 == E || c[j] > c[b2])) b2 = j;
+      score[g] = per > 1 ? c[b1] + c[b2] : c[b1];
+    }
+    for (unsigned n = 0; n < op.topk_group; ++n) {
+      unsigned best = G;
+      for (unsigned g = 0; g < G; ++g)
+        if (!kept[g] && (best == G || score[g] > score[best])) best = g;
+      kept[best] = true;
+    }
+    std::vector<float> masked(E);
+    for (unsigned e = 0; e < E; ++e) masked[e] = kept[e / per] ? c[e] : 0.0f;
+    std::vector<float> val(k);
+    std::vector<unsigned> idx(k);
+    num::vec::topk(masked.data(), E, k, val.data(), idx.data());
+    float sum = 0.0f;
+    for (unsigned j = 0; j < k; ++j) sum += weights[std::size_t{r} * E + idx[j]];
+    const float denom = sum + 1e-20f;
+    for (unsigned j = 0; j < k; ++j) {
+      float gate = weights[std::size_t{r} * E + idx[j]];
+      if (op.normalize) gate = gate / denom;
+      y[std::size_t{r} * k + j] = static_cast<float>(idx[j]);
+      y[(std::size_t{rows} + r) * k + j] = gate * op.route_scale;
+    }
+  }
+}
+
 std::vector<float> moe_reference(const Graph& g, const Op& op, const std::vector<float>& x, const std::vector<float>& route) {
   namespace vec = num::vec;
   const Tensor &X = g.tensor(op.in[0]), &W1 = g.tensor(op.in[2]), &W3 = g.tensor(op.in[3]), &W2 = g.tensor(op.in[4]);
@@ -155,6 +196,10 @@ std::vector<std::vector<float>> reference(const Graph& g, const std::map<std::st
       case OpKind::route: {
         // Plane 0: the experts (as floats), plane 1: the gates.
         const unsigned k = op.k, E = static_cast<unsigned>(cols);
+        if (op.groups) {
+          route_grouped(op, x, v[static_cast<std::size_t>(op.in[1])], static_cast<unsigned>(rows), E, y);
+          break;
+        }
         std::vector<float> val(k);
         std::vector<unsigned> idx(k);
         for (std::size_t r = 0; r < rows; ++r) {

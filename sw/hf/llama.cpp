@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <functional>
 
 #include "engines/num/formats.hpp"
 
@@ -20,13 +21,10 @@ LlamaConfig LlamaConfig::parse(const nlohmann::json& j, const std::string& file)
   if (!j.is_object()) throw FormatError(fmt::format("{}: not a JSON object", file));
   LlamaConfig c;
   c.model_type = j.value("model_type", std::string("llama"));
-  if (c.model_type == "deepseek_v3" || c.model_type == "deepseek_v2" || j.contains("n_routed_experts"))
-    throw bad("model_type", fmt::format("'{}': this mixture-of-experts model is not built yet (MLA and its routing; the Llama "
-                                        "family, Mixtral, Qwen2 and Qwen2-MoE are)",
-                                        c.model_type));
-  const bool qwen = c.model_type == "qwen2" || c.model_type == "qwen2_moe";
-  if (c.model_type != "llama" && c.model_type != "mistral" && c.model_type != "mixtral" && !qwen)
-    throw bad("model_type", fmt::format("'{}' is not built (llama, mistral, mixtral, qwen2 and qwen2_moe are)", c.model_type));
+  const bool qwen = c.model_type == "qwen2" || c.model_type == "qwen2_moe", deepseek = c.model_type == "deepseek_v3";
+  if (c.model_type != "llama" && c.model_type != "mistral" && c.model_type != "mixtral" && !qwen && !deepseek)
+    throw bad("model_type",
+              fmt::format("'{}' is not built (llama, mistral, mixtral, qwen2, qwen2_moe and deepseek_v3 are)", c.model_type));
   auto count = [&](const char* key, bool required, unsigned fallback) -> unsigned {
     if (!j.contains(key) || j[key].is_null()) {
       if (required) throw bad(key, "missing");
@@ -65,6 +63,31 @@ LlamaConfig LlamaConfig::parse(const nlohmann::json& j, const std::string& file)
         c.mlp_only_layers.push_back(v.get<unsigned>());
       }
     }
+  } else if (deepseek) {
+    // transformers' DeepseekV3Config defaults where a key is absent.
+    c.experts = count("n_routed_experts", false, 256), c.experts_per_token = count("num_experts_per_tok", false, 8);
+    c.expert_intermediate = count("moe_intermediate_size", true, 0);
+    c.shared_intermediate = c.expert_intermediate * count("n_shared_experts", false, 1);
+    c.groups = count("n_group", false, 8), c.topk_group = count("topk_group", false, 4);
+    c.routed_scale = j.contains("routed_scaling_factor") ? j["routed_scaling_factor"].get<double>() : 2.5;
+    c.norm_topk_prob = j.value("norm_topk_prob", true);
+    c.first_dense = j.contains("first_k_dense_replace") ? j["first_k_dense_replace"].get<unsigned>() : 3;
+    c.moe_layer_freq = count("moe_layer_freq", false, 1);
+    if (j.value("scoring_func", std::string("sigmoid")) != "sigmoid")
+      throw bad("scoring_func", fmt::format("'{}' (DeepSeek-V3's sigmoid is built)", j["scoring_func"].get<std::string>()));
+    if (j.value("topk_method", std::string("noaux_tc")) != "noaux_tc")
+      throw bad("topk_method", fmt::format("'{}' (DeepSeek-V3's noaux_tc is built)", j["topk_method"].get<std::string>()));
+    if (!j.value("rope_interleave", true)) throw bad("rope_interleave", "false (interleaved pairs are built)");
+    if (j.value("attention_bias", false)) throw bad("attention_bias", "true (not built)");
+    if (c.experts % c.groups || c.topk_group > c.groups || c.groups > 64)
+      throw bad("n_group", fmt::format("{} groups of {} experts, {} kept: not a routing the tile cores take", c.groups, c.experts,
+                                       c.topk_group));
+    c.mla = true;
+    c.q_lora = j.contains("q_lora_rank") && !j["q_lora_rank"].is_null() ? count("q_lora_rank", false, 0) : 0;
+    c.kv_lora = count("kv_lora_rank", true, 0), c.qk_nope = count("qk_nope_head_dim", true, 0);
+    c.qk_rope = count("qk_rope_head_dim", true, 0), c.v_head = count("v_head_dim", true, 0);
+    if (c.qk_rope % 2) throw bad("qk_rope_head_dim", fmt::format("{} is odd (rotary pairs)", c.qk_rope));
+    c.head_dim = c.qk_nope + c.qk_rope;
   } else if (j.contains("num_local_experts") || j.contains("num_experts")) {
     throw bad(j.contains("num_local_experts") ? "num_local_experts" : "num_experts",
               fmt::format("experts in a '{}' model (mixtral and qwen2_moe have them)", c.model_type));
@@ -80,18 +103,40 @@ LlamaConfig LlamaConfig::parse(const nlohmann::json& j, const std::string& file)
   if (j.contains("rope_scaling") && !j["rope_scaling"].is_null()) {
     const auto& s = j["rope_scaling"];
     const std::string type = s.value("rope_type", s.value("type", std::string()));
-    if (type != "llama3") throw bad("rope_scaling", fmt::format("type '{}' (llama3 is supported)", type));
+    if (type != "llama3" && type != "yarn") throw bad("rope_scaling", fmt::format("type '{}' (llama3 and yarn are supported)", type));
     c.rope_factor = s.value("factor", 1.0), c.low_freq_factor = s.value("low_freq_factor", 1.0);
     c.high_freq_factor = s.value("high_freq_factor", 4.0);
-    c.original_context = s.value("original_max_position_embeddings", 8192u);
-    if (c.rope_factor <= 0 || c.high_freq_factor <= c.low_freq_factor) throw bad("rope_scaling", "factors out of order");
+    c.original_context = s.value("original_max_position_embeddings", type == "yarn" ? 4096u : 8192u);
+    if (type == "yarn") {
+      c.yarn = true;
+      c.beta_fast = s.value("beta_fast", 32.0), c.beta_slow = s.value("beta_slow", 1.0);
+      c.mscale = s.value("mscale", 1.0), c.mscale_all_dim = s.value("mscale_all_dim", 0.0);
+      if (c.rope_factor <= 0 || c.beta_fast <= c.beta_slow) throw bad("rope_scaling", "yarn's factor or betas out of order");
+    } else if (c.rope_factor <= 0 || c.high_freq_factor <= c.low_freq_factor) {
+      throw bad("rope_scaling", "factors out of order");
+    }
   }
   return c;
 }
 
 bool LlamaConfig::sparse(unsigned l) const {
-  return experts && (l + 1) % decoder_sparse_step == 0 &&
-         std::find(mlp_only_layers.begin(), mlp_only_layers.end(), l) == mlp_only_layers.end();
+  if (!experts) return false;
+  if (groups) return l >= first_dense && l % moe_layer_freq == 0;  // DeepSeek-V3
+  return (l + 1) % decoder_sparse_step == 0 && std::find(mlp_only_layers.begin(), mlp_only_layers.end(), l) == mlp_only_layers.end();
+}
+
+namespace {
+double yarn_get_mscale(double scale, double m) { return scale <= 1 ? 1.0 : 0.1 * m * std::log(scale) + 1.0; }
+}  // namespace
+
+double LlamaConfig::attention_scale() const {
+  double s = 1.0 / std::sqrt(double(mla ? qk_nope + qk_rope : head_dim));
+  if (yarn && mscale_all_dim > 0) s *= yarn_get_mscale(rope_factor, mscale_all_dim) * yarn_get_mscale(rope_factor, mscale_all_dim);
+  return s;
+}
+
+double LlamaConfig::rope_mscale() const {
+  return yarn ? yarn_get_mscale(rope_factor, mscale) / yarn_get_mscale(rope_factor, mscale_all_dim) : 1.0;
 }
 
 std::string LlamaConfig::router(unsigned l) const {
@@ -119,8 +164,24 @@ LlamaConfig LlamaConfig::load(const std::string& file) {
 
 std::vector<double> LlamaConfig::inv_freq() const {
   std::vector<double> f;
-  for (unsigned i = 0; i < head_dim / 2; ++i) {
-    double v = 1.0 / std::pow(rope_theta, 2.0 * i / head_dim);
+  const unsigned dim = rope_dim();
+  if (yarn) {  // DeepseekV3YarnRotaryEmbedding: extrapolated and interpolated frequencies blended over a ramp
+    const double pi = std::acos(-1.0);
+    auto correction = [&](double rotations) {
+      return dim * std::log(original_context / (rotations * 2 * pi)) / (2 * std::log(rope_theta));
+    };
+    const double low = std::max(std::floor(correction(beta_fast)), 0.0);
+    double high = std::min(std::ceil(correction(beta_slow)), double(dim - 1));
+    if (high == low) high += 0.001;
+    for (unsigned i = 0; i < dim / 2; ++i) {
+      const double extra = 1.0 / std::pow(rope_theta, 2.0 * i / dim), inter = extra / rope_factor;
+      const double mask = 1.0 - std::clamp((i - low) / (high - low), 0.0, 1.0);
+      f.push_back(inter * (1 - mask) + extra * mask);
+    }
+    return f;
+  }
+  for (unsigned i = 0; i < dim / 2; ++i) {
+    double v = 1.0 / std::pow(rope_theta, 2.0 * i / dim);
     if (rope_factor != 1) {  // llama3: long wavelengths slowed by the factor, short ones kept, a blend between
       const double pi = std::acos(-1.0), wavelen = 2 * pi / v;
       const double low = original_context / low_freq_factor, high = original_context / high_freq_factor;
@@ -199,26 +260,33 @@ Graph llama_prefill(const LlamaConfig& c, const WeightSource& w, const std::vect
   for (unsigned t = 0; t < T; ++t) rows.push_back({0, std::uint64_t{tokens[t]} * D, std::uint64_t{t} * D, D, 1, 0, 0});
   int h = g.move({embed}, {T, D}, rows, "embed");
   // Rotary tables for the prompt's positions: x.cos + rotate_half(x).sin,
-  // rotate_half's sign folded into the sin table.
+  // rotate_half's sign folded into the sin table; n heads of `width`
+  // columns, columns [offset, offset + rd) of each rotated (the others
+  // kept: cos 1, sin 0); yarn's mscale on both tables.
   const std::vector<double> f = c.inv_freq();
-  auto rope = [&](int x, unsigned n, const std::string& name) {
-    std::vector<float> cs(std::size_t{T} * n * hd), sn(cs.size());
+  const double ms = c.rope_mscale();
+  auto rope = [&](int x, unsigned n, const std::string& name, unsigned width, unsigned offset, unsigned rd) {
+    const std::uint64_t W = std::uint64_t{n} * width;
+    std::vector<float> cs(T * W, 1.0f), sn(cs.size(), 0.0f);
     for (unsigned t = 0; t < T; ++t)
-      for (unsigned k = 0; k < n * hd; ++k) {
-        const unsigned j = k % hd;
-        const double a = t * f[j % (hd / 2)];
-        cs[std::size_t{t} * n * hd + k] = static_cast<float>(std::cos(a));
-        sn[std::size_t{t} * n * hd + k] = static_cast<float>(j < hd / 2 ? -std::sin(a) : std::sin(a));
-      }
+      for (unsigned hh = 0; hh < n; ++hh)
+        for (unsigned j = 0; j < rd; ++j) {
+          const double a = t * f[j % (rd / 2)];
+          const std::size_t k = t * W + std::size_t{hh} * width + offset + j;
+          cs[k] = static_cast<float>(std::cos(a) * ms);
+          sn[k] = static_cast<float>((j < rd / 2 ? -std::sin(a) : std::sin(a)) * ms);
+        }
     std::vector<Move> swap;
     for (unsigned hh = 0; hh < n; ++hh) {
-      const std::uint64_t base = std::uint64_t{hh} * hd;
-      swap.push_back({0, base + hd / 2, base, hd / 2, T, std::uint64_t{n} * hd, std::uint64_t{n} * hd});
-      swap.push_back({0, base, base + hd / 2, hd / 2, T, std::uint64_t{n} * hd, std::uint64_t{n} * hd});
+      const std::uint64_t base = std::uint64_t{hh} * width + offset;
+      if (offset) swap.push_back({0, base - offset, base - offset, offset, T, W, W});
+      swap.push_back({0, base + rd / 2, base, rd / 2, T, W, W});
+      swap.push_back({0, base, base + rd / 2, rd / 2, T, W, W});
+      if (offset + rd < width) swap.push_back({0, base + rd, base + rd, width - offset - rd, T, W, W});
     }
-    const int half = g.move({x}, {T, n * hd}, swap, name + ".rotate_half");
-    return g.binary(OpKind::add, g.binary(OpKind::mul, x, g.weight(name + ".cos", {T, n * hd}, cs)),
-                    g.binary(OpKind::mul, half, g.weight(name + ".sin", {T, n * hd}, sn)), name);
+    const int half = g.move({x}, {T, static_cast<unsigned>(W)}, swap, name + ".rotate_half");
+    return g.binary(OpKind::add, g.binary(OpKind::mul, x, g.weight(name + ".cos", {T, static_cast<unsigned>(W)}, cs)),
+                    g.binary(OpKind::mul, half, g.weight(name + ".sin", {T, static_cast<unsigned>(W)}, sn)), name);
   };
   std::vector<float> mask(std::size_t{T} * T, 0.0f);
   for (unsigned i = 0; i < T; ++i)
@@ -227,33 +295,90 @@ Graph llama_prefill(const LlamaConfig& c, const WeightSource& w, const std::vect
     throw std::invalid_argument(fmt::format("llama: a prompt of {} tokens is longer than the sliding window of {} (not built)", T,
                                             c.sliding_window));
   const int causal = g.weight("causal_mask", {T, T}, mask);
-  const int scale = g.weight("attention_scale", {1}, {static_cast<float>(1.0 / std::sqrt(double(hd)))});
-  for (unsigned l = 0; l < L; ++l) {
-    const int x = g.rmsnorm(h, norm(layer(l, "input_layernorm.weight")), static_cast<float>(c.rms_eps));
-    auto projection = [&](const char* name, unsigned out) {  // with Qwen2's bias
-      const int y = linear(x, layer(l, fmt::format("self_attn.{}.weight", name).c_str()), out, D);
-      if (!c.qkv_bias) return y;
-      const std::string bias = layer(l, fmt::format("self_attn.{}.bias", name).c_str());
-      return g.binary(OpKind::add, y, g.weight(bias, {out}, w(bias, {out})));
-    };
-    const int q = rope(projection("q_proj", H * hd), H, fmt::format("layer{}.q", l));
-    const int k = rope(projection("k_proj", KV * hd), KV, fmt::format("layer{}.k", l));
-    const int v = projection("v_proj", KV * hd);
+  const int scale = g.weight("attention_scale", {1}, {static_cast<float>(c.attention_scale())});
+  // Attention of H heads: each head's Q [T, qd] and K transposed [qd, T]
+  // moved out, scores scaled and masked, softmax, times its V [T, vd].
+  auto attention = [&](unsigned l, unsigned vd, const std::function<int(unsigned)>& q_head,
+                       const std::function<int(unsigned)>& k_head_t, const std::function<int(unsigned)>& v_head) {
     std::vector<int> outs;
     for (unsigned hh = 0; hh < H; ++hh) {
-      const unsigned kvh = hh / (H / KV);
-      const int qh = g.move({q}, {T, hd}, {{0, std::uint64_t{hh} * hd, 0, hd, T, std::uint64_t{H} * hd, hd}});
-      std::vector<Move> kt;  // K's head transposed: [hd, T]
-      for (unsigned d = 0; d < hd; ++d) kt.push_back({0, std::uint64_t{kvh} * hd + d, std::uint64_t{d} * T, 1, T, std::uint64_t{KV} * hd, 1});
-      const int kth = g.move({k}, {hd, T}, kt);
-      const int vh = g.move({v}, {T, hd}, {{0, std::uint64_t{kvh} * hd, 0, hd, T, std::uint64_t{KV} * hd, hd}});
-      const int s = g.binary(OpKind::add, g.binary(OpKind::mul, g.matmul(qh, kth, DType::bf16), scale), causal);
-      outs.push_back(g.matmul(g.softmax(s), vh, DType::bf16));
+      const int s = g.binary(OpKind::add, g.binary(OpKind::mul, g.matmul(q_head(hh), k_head_t(hh), DType::bf16), scale), causal);
+      outs.push_back(g.matmul(g.softmax(s), v_head(hh), DType::bf16));
     }
     std::vector<Move> cat;
-    for (unsigned hh = 0; hh < H; ++hh) cat.push_back({hh, 0, std::uint64_t{hh} * hd, hd, T, hd, std::uint64_t{H} * hd});
-    const int o = g.move(outs, {T, H * hd}, cat, fmt::format("layer{}.heads", l));
-    h = g.binary(OpKind::add, linear(o, layer(l, "self_attn.o_proj.weight"), D, H * hd), h);
+    for (unsigned hh = 0; hh < H; ++hh) cat.push_back({hh, 0, std::uint64_t{hh} * vd, vd, T, vd, std::uint64_t{H} * vd});
+    return g.move(outs, {T, H * vd}, cat, fmt::format("layer{}.heads", l));
+  };
+  for (unsigned l = 0; l < L; ++l) {
+    const int x = g.rmsnorm(h, norm(layer(l, "input_layernorm.weight")), static_cast<float>(c.rms_eps));
+    if (c.mla) {  // DeepSeek-V3's multi-head latent attention
+      const unsigned nope = c.qk_nope, rd = c.qk_rope, qd = nope + rd, vd = c.v_head, r = c.kv_lora;
+      // A Linear whose rotary rows come in interleaved pairs: those rows
+      // de-interleaved (evens, then odds), so rotate_half pairs what the
+      // model pairs (and every dot product of Q and K is unchanged).
+      auto deinterleaved = [&](const std::string& name, unsigned out, unsigned in, unsigned width, unsigned offset) {
+        std::vector<float> wt = w(name, {out, in});
+        const std::vector<float> orig = wt;
+        for (unsigned o0 = 0; o0 < out; o0 += width)
+          for (unsigned j = 0; j < rd; ++j) {
+            const unsigned from = o0 + offset + (j < rd / 2 ? 2 * j : 2 * (j - rd / 2) + 1);
+            std::copy_n(orig.begin() + std::size_t{from} * in, in, wt.begin() + std::size_t{o0 + offset + j} * in);
+          }
+        return g.weight(name, {in, out}, transposed(wt, out, in), DType::bf16);
+      };
+      int qin = x;
+      unsigned qk = D;
+      std::string qname = layer(l, "self_attn.q_proj.weight");
+      if (c.q_lora) {
+        qin = g.rmsnorm(linear(x, layer(l, "self_attn.q_a_proj.weight"), c.q_lora, D),
+                        g.weight(layer(l, "self_attn.q_a_layernorm.weight"), {c.q_lora}, w(layer(l, "self_attn.q_a_layernorm.weight"), {c.q_lora})),
+                        static_cast<float>(c.rms_eps));
+        qk = c.q_lora, qname = layer(l, "self_attn.q_b_proj.weight");
+      }
+      const int q = rope(g.matmul(qin, deinterleaved(qname, H * qd, qk, qd, nope), DType::bf16), H, fmt::format("layer{}.q", l), qd,
+                         nope, rd);
+      const int kva = g.matmul(x, deinterleaved(layer(l, "self_attn.kv_a_proj_with_mqa.weight"), r + rd, D, r + rd, r), DType::bf16);
+      const int ckv = g.move({kva}, {T, r}, {{0, 0, 0, r, T, r + rd, r}}, fmt::format("layer{}.latent", l));
+      const int kpe = rope(g.move({kva}, {T, rd}, {{0, r, 0, rd, T, r + rd, rd}}), 1, fmt::format("layer{}.k_pe", l), rd, 0, rd);
+      const std::string kvn = layer(l, "self_attn.kv_a_layernorm.weight");
+      const int kv = linear(g.rmsnorm(ckv, g.weight(kvn, {r}, w(kvn, {r})), static_cast<float>(c.rms_eps)),
+                            layer(l, "self_attn.kv_b_proj.weight"), H * (nope + vd), r);
+      const std::uint64_t kvw = std::uint64_t{H} * (nope + vd);
+      const int o = attention(
+          l, vd,
+          [&](unsigned hh) { return g.move({q}, {T, qd}, {{0, std::uint64_t{hh} * qd, 0, qd, T, std::uint64_t{H} * qd, qd}}); },
+          [&](unsigned hh) {  // [k_nope of this head ; the shared k_pe], transposed
+            std::vector<Move> kt;
+            for (unsigned d = 0; d < nope; ++d) kt.push_back({0, std::uint64_t{hh} * (nope + vd) + d, std::uint64_t{d} * T, 1, T, kvw, 1});
+            for (unsigned d = 0; d < rd; ++d) kt.push_back({1, d, std::uint64_t{nope + d} * T, 1, T, rd, 1});
+            return g.move({kv, kpe}, {qd, T}, kt);
+          },
+          [&](unsigned hh) { return g.move({kv}, {T, vd}, {{0, std::uint64_t{hh} * (nope + vd) + nope, 0, vd, T, kvw, vd}}); });
+      h = g.binary(OpKind::add, linear(o, layer(l, "self_attn.o_proj.weight"), D, H * vd), h);
+    } else {
+      auto projection = [&](const char* name, unsigned out) {  // with Qwen2's bias
+        const int y = linear(x, layer(l, fmt::format("self_attn.{}.weight", name).c_str()), out, D);
+        if (!c.qkv_bias) return y;
+        const std::string bias = layer(l, fmt::format("self_attn.{}.bias", name).c_str());
+        return g.binary(OpKind::add, y, g.weight(bias, {out}, w(bias, {out})));
+      };
+      const int q = rope(projection("q_proj", H * hd), H, fmt::format("layer{}.q", l), hd, 0, hd);
+      const int k = rope(projection("k_proj", KV * hd), KV, fmt::format("layer{}.k", l), hd, 0, hd);
+      const int v = projection("v_proj", KV * hd);
+      const int o = attention(
+          l, hd, [&](unsigned hh) { return g.move({q}, {T, hd}, {{0, std::uint64_t{hh} * hd, 0, hd, T, std::uint64_t{H} * hd, hd}}); },
+          [&](unsigned hh) {  // K's head transposed: [hd, T]
+            const unsigned kvh = hh / (H / KV);
+            std::vector<Move> kt;
+            for (unsigned d = 0; d < hd; ++d) kt.push_back({0, std::uint64_t{kvh} * hd + d, std::uint64_t{d} * T, 1, T, std::uint64_t{KV} * hd, 1});
+            return g.move({k}, {hd, T}, kt);
+          },
+          [&](unsigned hh) {
+            const unsigned kvh = hh / (H / KV);
+            return g.move({v}, {T, hd}, {{0, std::uint64_t{kvh} * hd, 0, hd, T, std::uint64_t{KV} * hd, hd}});
+          });
+      h = g.binary(OpKind::add, linear(o, layer(l, "self_attn.o_proj.weight"), D, H * hd), h);
+    }
     const int x2 = g.rmsnorm(h, norm(layer(l, "post_attention_layernorm.weight")), static_cast<float>(c.rms_eps));
     auto mlp = [&](const std::string& prefix, unsigned F) {  // a SwiGLU MLP
       const int a = g.binary(OpKind::swiglu, linear(x2, prefix + "gate_proj.weight", F, D), linear(x2, prefix + "up_proj.weight", F, D));
@@ -265,7 +390,15 @@ Graph llama_prefill(const LlamaConfig& c, const WeightSource& w, const std::vect
       // Mixtral's softmax, top k and renormalising is the softmax of the k
       // logits; Qwen2-MoE's top k of the softmax, unnormalised, is that softmax's k values.
       const std::string rn = fmt::format("layer{}.route", l);
-      const int route = c.norm_topk_prob ? g.route(logits, K, true, rn) : g.route(g.softmax(logits), K, false, rn);
+      int route;
+      if (c.groups) {  // DeepSeek-V3's noaux_tc: sigmoid scores, chosen with the correction bias, group-limited, on the cores
+        const int scores = g.unary(OpKind::sigmoid, logits);
+        const std::string bias = layer(l, "mlp.gate.e_score_correction_bias");
+        route = g.route_grouped(g.binary(OpKind::add, scores, g.weight(bias, {E}, w(bias, {E}))), scores, K, c.groups, c.topk_group,
+                                static_cast<float>(c.routed_scale), c.norm_topk_prob, rn);
+      } else {
+        route = c.norm_topk_prob ? g.route(logits, K, true, rn) : g.route(g.softmax(logits), K, false, rn);
+      }
       g.output(route);
       std::vector<float> w1, w3, w2;  // [E, D, F], [E, D, F], [E, F, D]
       for (unsigned e = 0; e < E; ++e) {
@@ -278,7 +411,9 @@ Graph llama_prefill(const LlamaConfig& c, const WeightSource& w, const std::vect
       int y = g.moe(g.cast(x2, DType::bf16, p + ".x"), route, g.weight(p + ".w1", {E, D, F}, std::move(w1), DType::bf16),
                     g.weight(p + ".w3", {E, D, F}, std::move(w3), DType::bf16),
                     g.weight(p + ".w2", {E, F, D}, std::move(w2), DType::bf16), p);
-      if (c.shared_intermediate) {  // Qwen2-MoE's shared expert, times sigmoid(x.w) per row
+      if (c.shared_intermediate && c.groups) {  // DeepSeek-V3's shared experts, as one MLP
+        y = g.binary(OpKind::add, y, mlp(layer(l, "mlp.shared_experts."), c.shared_intermediate));
+      } else if (c.shared_intermediate) {  // Qwen2-MoE's shared expert, times sigmoid(x.w) per row
         const int gate = g.unary(OpKind::sigmoid, linear(x2, layer(l, "mlp.shared_expert_gate.weight"), 1, D));
         y = g.binary(OpKind::add, y, g.binary(OpKind::mul, mlp(layer(l, "mlp.shared_expert."), c.shared_intermediate), gate));
       }
@@ -328,14 +463,15 @@ std::vector<float> llama_reference(const LlamaConfig& c, const WeightSource& w, 
       }
     return y;
   };
-  auto rmsnorm = [&](const std::vector<float>& x, const std::string& name) {
-    const std::vector<float> wt = w(name, {D});
+  auto rmsnorm = [&](const std::vector<float>& x, const std::string& name, unsigned n = 0) {  // rows of n (D) columns
+    if (!n) n = D;
+    const std::vector<float> wt = w(name, {n});
     std::vector<float> y(x.size());
     for (unsigned t = 0; t < T; ++t) {
       double ss = 0;
-      for (unsigned i = 0; i < D; ++i) ss += double(x[std::size_t{t} * D + i]) * x[std::size_t{t} * D + i];
-      const double r = 1.0 / std::sqrt(ss / D + c.rms_eps);
-      for (unsigned i = 0; i < D; ++i) y[std::size_t{t} * D + i] = static_cast<float>(x[std::size_t{t} * D + i] * r * wt[i]);
+      for (unsigned i = 0; i < n; ++i) ss += double(x[std::size_t{t} * n + i]) * x[std::size_t{t} * n + i];
+      const double r = 1.0 / std::sqrt(ss / n + c.rms_eps);
+      for (unsigned i = 0; i < n; ++i) y[std::size_t{t} * n + i] = static_cast<float>(x[std::size_t{t} * n + i] * r * wt[i]);
     }
     return y;
   };
@@ -363,29 +499,77 @@ std::vector<float> llama_reference(const LlamaConfig& c, const WeightSource& w, 
       }
       return y;
     };
-    std::vector<float> q = projection("q_proj", H * hd), k = projection("k_proj", KV * hd);
-    const std::vector<float> v = projection("v_proj", KV * hd);
-    rope(q, H), rope(k, KV);
-    std::vector<float> o(std::size_t{T} * H * hd);
+    // Per head: q and k [T, H, qd], v [T, H, vd] (K and V heads repeated for their query heads).
+    unsigned qd = hd, vd = hd;
+    std::vector<float> q, k, v;
+    if (c.mla) {  // multi-head latent attention, its rotary part in interleaved pairs
+      const unsigned nope = c.qk_nope, rd = c.qk_rope, r = c.kv_lora;
+      qd = nope + rd, vd = c.v_head;
+      q = c.q_lora ? linear(rmsnorm(linear(x, layer(l, "self_attn.q_a_proj.weight"), c.q_lora, D), layer(l, "self_attn.q_a_layernorm.weight"),
+                                    c.q_lora),
+                            layer(l, "self_attn.q_b_proj.weight"), H * qd, c.q_lora)
+                   : linear(x, layer(l, "self_attn.q_proj.weight"), H * qd, D);
+      const std::vector<float> kva = linear(x, layer(l, "self_attn.kv_a_proj_with_mqa.weight"), r + rd, D);
+      std::vector<float> ckv(std::size_t{T} * r), kpe(std::size_t{T} * rd);
+      for (unsigned t = 0; t < T; ++t) {
+        std::copy_n(kva.begin() + std::size_t{t} * (r + rd), r, ckv.begin() + std::size_t{t} * r);
+        std::copy_n(kva.begin() + std::size_t{t} * (r + rd) + r, rd, kpe.begin() + std::size_t{t} * rd);
+      }
+      const std::vector<float> kv =
+          linear(rmsnorm(ckv, layer(l, "self_attn.kv_a_layernorm.weight"), r), layer(l, "self_attn.kv_b_proj.weight"), H * (nope + vd), r);
+      const double ms = c.rope_mscale();
+      auto rotate = [&](float* p, unsigned t) {  // pairs (2i, 2i + 1)
+        for (unsigned i = 0; i < rd / 2; ++i) {
+          const double a = t * f[i], x1 = p[2 * i], x2 = p[2 * i + 1];
+          p[2 * i] = static_cast<float>((x1 * std::cos(a) - x2 * std::sin(a)) * ms);
+          p[2 * i + 1] = static_cast<float>((x2 * std::cos(a) + x1 * std::sin(a)) * ms);
+        }
+      };
+      for (unsigned t = 0; t < T; ++t) {
+        rotate(&kpe[std::size_t{t} * rd], t);
+        for (unsigned hh = 0; hh < H; ++hh) rotate(&q[(std::size_t{t} * H + hh) * qd + nope], t);
+      }
+      k.resize(std::size_t{T} * H * qd), v.resize(std::size_t{T} * H * vd);
+      for (unsigned t = 0; t < T; ++t)
+        for (unsigned hh = 0; hh < H; ++hh) {
+          const float* row = &kv[(std::size_t{t} * H + hh) * (nope + vd)];
+          std::copy_n(row, nope, &k[(std::size_t{t} * H + hh) * qd]);
+          std::copy_n(&kpe[std::size_t{t} * rd], rd, &k[(std::size_t{t} * H + hh) * qd + nope]);
+          std::copy_n(row + nope, vd, &v[(std::size_t{t} * H + hh) * vd]);
+        }
+    } else {
+      q = projection("q_proj", H * hd);
+      std::vector<float> kk = projection("k_proj", KV * hd);
+      const std::vector<float> vv = projection("v_proj", KV * hd);
+      rope(q, H), rope(kk, KV);
+      k.resize(std::size_t{T} * H * hd), v.resize(k.size());
+      for (unsigned t = 0; t < T; ++t)
+        for (unsigned hh = 0; hh < H; ++hh) {
+          const unsigned kvh = hh / (H / KV);
+          std::copy_n(&kk[(std::size_t{t} * KV + kvh) * hd], hd, &k[(std::size_t{t} * H + hh) * hd]);
+          std::copy_n(&vv[(std::size_t{t} * KV + kvh) * hd], hd, &v[(std::size_t{t} * H + hh) * hd]);
+        }
+    }
+    const double scale = c.attention_scale();
+    std::vector<float> o(std::size_t{T} * H * vd);
     for (unsigned hh = 0; hh < H; ++hh) {
-      const unsigned kvh = hh / (H / KV);
       for (unsigned i = 0; i < T; ++i) {
         std::vector<double> p(i + 1);
         double m = -1e300, sum = 0;
         for (unsigned j = 0; j <= i; ++j) {
           double s = 0;
-          for (unsigned d = 0; d < hd; ++d) s += double(q[std::size_t{i} * H * hd + hh * hd + d]) * k[std::size_t{j} * KV * hd + kvh * hd + d];
-          p[j] = s / std::sqrt(double(hd)), m = std::max(m, p[j]);
+          for (unsigned d = 0; d < qd; ++d) s += double(q[(std::size_t{i} * H + hh) * qd + d]) * k[(std::size_t{j} * H + hh) * qd + d];
+          p[j] = s * scale, m = std::max(m, p[j]);
         }
         for (double& e : p) e = std::exp(e - m), sum += e;
-        for (unsigned d = 0; d < hd; ++d) {
+        for (unsigned d = 0; d < vd; ++d) {
           double acc = 0;
-          for (unsigned j = 0; j <= i; ++j) acc += p[j] / sum * v[std::size_t{j} * KV * hd + kvh * hd + d];
-          o[std::size_t{i} * H * hd + hh * hd + d] = static_cast<float>(acc);
+          for (unsigned j = 0; j <= i; ++j) acc += p[j] / sum * v[(std::size_t{j} * H + hh) * vd + d];
+          o[(std::size_t{i} * H + hh) * vd + d] = static_cast<float>(acc);
         }
       }
     }
-    const std::vector<float> ao = linear(o, layer(l, "self_attn.o_proj.weight"), D, H * hd);
+    const std::vector<float> ao = linear(o, layer(l, "self_attn.o_proj.weight"), D, H * vd);
     for (std::size_t i = 0; i < h.size(); ++i) h[i] += ao[i];
     const std::vector<float> x2 = rmsnorm(h, layer(l, "post_attention_layernorm.weight"));
     auto mlp = [&](const std::string& prefix, unsigned F) {  // a SwiGLU MLP on every row
@@ -394,14 +578,39 @@ std::vector<float> llama_reference(const LlamaConfig& c, const WeightSource& w, 
       for (std::size_t i = 0; i < a.size(); ++i) a[i] = static_cast<float>(a[i] * (gt[i] / (1 + std::exp(-double(gt[i])))));
       return linear(a, prefix + "down_proj.weight", D, F);
     };
-    if (c.sparse(l)) {  // the softmax over the experts, its top k (renormalised or not), each chosen expert's SwiGLU FFN
+    if (c.sparse(l)) {  // the router's top k, each chosen expert's SwiGLU FFN times its gate
       const unsigned E = c.experts, K = c.experts_per_token, F = c.expert_intermediate;
       const std::vector<float> logits = linear(x2, c.router(l), E, D);
+      const std::vector<float> bias = c.groups ? w(layer(l, "mlp.gate.e_score_correction_bias"), {E}) : std::vector<float>();
       for (unsigned t = 0; t < T; ++t) {
         const float* lg = &logits[std::size_t{t} * E];
+        // The reference's own choice: the top k of the logits (of the softmax
+        // over all, the same), or noaux_tc's: sigmoid scores plus the bias,
+        // the best groups by their two largest, the top k of those (others 0).
+        std::vector<double> score(E), rank(E);
+        for (unsigned e = 0; e < E; ++e) {
+          score[e] = c.groups ? 1 / (1 + std::exp(-double(lg[e]))) : lg[e];
+          rank[e] = c.groups ? score[e] + bias[e] : score[e];
+        }
+        if (c.groups) {
+          const unsigned per = E / c.groups;
+          std::vector<double> group(c.groups);
+          for (unsigned gi = 0; gi < c.groups; ++gi) {
+            std::vector<double> v(rank.begin() + gi * per, rank.begin() + (gi + 1) * per);
+            std::sort(v.rbegin(), v.rend());
+            group[gi] = per > 1 ? v[0] + v[1] : v[0];
+          }
+          std::vector<unsigned> gorder(c.groups);
+          for (unsigned gi = 0; gi < c.groups; ++gi) gorder[gi] = gi;
+          std::stable_sort(gorder.begin(), gorder.end(), [&](unsigned a, unsigned b) { return group[a] > group[b]; });
+          std::vector<double> masked(E, 0.0);
+          for (unsigned n = 0; n < c.topk_group; ++n)
+            for (unsigned e = gorder[n] * per; e < (gorder[n] + 1) * per; ++e) masked[e] = rank[e];
+          rank = masked;
+        }
         std::vector<unsigned> order(E);
         for (unsigned e = 0; e < E; ++e) order[e] = e;
-        std::stable_sort(order.begin(), order.end(), [&](unsigned a, unsigned b) { return lg[a] > lg[b]; });
+        std::stable_sort(order.begin(), order.end(), [&](unsigned a, unsigned b) { return rank[a] > rank[b]; });
         order.resize(K);
         if (routes) {  // the chip's choices
           if (l >= routes->size() || (*routes)[l].size() != std::size_t{T} * K)
@@ -414,13 +623,23 @@ std::vector<float> llama_reference(const LlamaConfig& c, const WeightSource& w, 
           if (disagreements && a != b) ++*disagreements;
           order = chip;
         }
-        double top = lg[0], all = 0, chosen = 0;
-        for (unsigned e = 0; e < E; ++e) top = std::max(top, double(lg[e]));
-        for (unsigned e = 0; e < E; ++e) all += std::exp(double(lg[e]) - top);
-        for (unsigned j = 0; j < K; ++j) chosen += std::exp(double(lg[order[j]]) - top);
+        // Gates: noaux_tc's scores of the chosen (normalised) times the
+        // scale; else the softmax over all, of the chosen only where renormalised.
+        std::vector<double> gate(K);
+        if (c.groups) {
+          double total = 0;
+          for (unsigned j = 0; j < K; ++j) total += score[order[j]];
+          for (unsigned j = 0; j < K; ++j)
+            gate[j] = (c.norm_topk_prob ? score[order[j]] / (total + 1e-20) : score[order[j]]) * c.routed_scale;
+        } else {
+          double top = lg[0], all = 0, chosen = 0;
+          for (unsigned e = 0; e < E; ++e) top = std::max(top, double(lg[e]));
+          for (unsigned e = 0; e < E; ++e) all += std::exp(double(lg[e]) - top);
+          for (unsigned j = 0; j < K; ++j) chosen += std::exp(double(lg[order[j]]) - top);
+          for (unsigned j = 0; j < K; ++j) gate[j] = std::exp(double(lg[order[j]]) - top) / (c.norm_topk_prob ? chosen : all);
+        }
         for (unsigned j = 0; j < K; ++j) {
           const unsigned e = order[j];
-          const double gate = std::exp(double(lg[e]) - top) / (c.norm_topk_prob ? chosen : all);
           const std::vector<float> w1 = w(c.expert(l, e, "gate"), {F, D}), w3 = w(c.expert(l, e, "up"), {F, D});
           const std::vector<float> w2 = w(c.expert(l, e, "down"), {D, F});
           const float* xr = &x2[std::size_t{t} * D];
@@ -434,11 +653,14 @@ std::vector<float> llama_reference(const LlamaConfig& c, const WeightSource& w, 
           for (unsigned o = 0; o < D; ++o) {
             double y = 0;
             for (unsigned f = 0; f < F; ++f) y += a[f] * bf16(w2[std::size_t{o} * F + f]);
-            h[std::size_t{t} * D + o] += static_cast<float>(gate * y);
+            h[std::size_t{t} * D + o] += static_cast<float>(gate[j] * y);
           }
         }
       }
-      if (c.shared_intermediate) {  // the shared expert, times sigmoid(x.w) per row
+      if (c.shared_intermediate && c.groups) {  // DeepSeek-V3's shared experts, ungated
+        const std::vector<float> sh = mlp(layer(l, "mlp.shared_experts."), c.shared_intermediate);
+        for (std::size_t i = 0; i < h.size(); ++i) h[i] += sh[i];
+      } else if (c.shared_intermediate) {  // the shared expert, times sigmoid(x.w) per row
         const std::vector<float> sh = mlp(layer(l, "mlp.shared_expert."), c.shared_intermediate);
         const std::vector<float> sg = linear(x2, layer(l, "mlp.shared_expert_gate.weight"), 1, D);
         for (std::size_t i = 0; i < h.size(); ++i) h[i] += static_cast<float>(sh[i] / (1 + std::exp(-double(sg[i / D]))));

@@ -19,8 +19,9 @@
 // V; Qwen2MoeSparseMoeBlock's top k of the softmax over all experts (as
 // they are, or renormalised: norm_topk_prob), plus a shared expert gated
 // by sigmoid(x.w), on the layers decoder_sparse_step and mlp_only_layers
-// make sparse. DeepSeek-V3's MLA and routing are not built yet: its config
-// is refused by name.
+// make sparse. DeepSeek-V3: multi-head latent attention (MLA), yarn rope,
+// the first layers dense, then noaux_tc routing (group-limited, on the
+// tile cores) over its routed experts plus shared experts.
 #pragma once
 
 #include <cstdint>
@@ -57,6 +58,28 @@ struct LlamaConfig {
   bool norm_topk_prob = true;
   unsigned decoder_sparse_step = 1;
   std::vector<unsigned> mlp_only_layers;
+  // DeepSeek-V3: the first first_dense layers dense, then every
+  // moe_layer_freq-th sparse; routing noaux_tc (route_grouped: sigmoid
+  // scores, the correction bias for choosing, n_group groups of which
+  // topk_group are kept, gates normalised and times routed_scale);
+  // n_shared shared experts of expert_intermediate each, ungated.
+  unsigned first_dense = 0, moe_layer_freq = 1, groups = 0, topk_group = 0;
+  double routed_scale = 1;
+  // Multi-head latent attention (DeepSeek-V3): Q through a rank-q_lora
+  // bottleneck with its own RMSNorm (0: a plain q_proj), K and V from a
+  // rank-kv_lora latent (its RMSNorm, then kv_b_proj) plus one rotary key
+  // of qk_rope columns shared by the heads, rotated in interleaved pairs.
+  bool mla = false;
+  unsigned q_lora = 0, kv_lora = 0, qk_nope = 0, qk_rope = 0, v_head = 0;
+  // yarn rope_scaling (DeepSeek-V3): factor in rope_factor, the correction
+  // range's rotations, and the mscales.
+  bool yarn = false;
+  double beta_fast = 32, beta_slow = 1, mscale = 1, mscale_all_dim = 0;
+  unsigned rope_dim() const { return mla ? qk_rope : head_dim; }
+  // The attention's softmax scale (yarn's mscale squared in it) and the
+  // factor on the rotary cos and sin (yarn's).
+  double attention_scale() const;
+  double rope_mscale() const;
   bool sparse(unsigned layer) const;
   // A sparse layer's weights by Hugging Face name: the router, and expert
   // e's `which` ("gate", "up" or "down") projection.

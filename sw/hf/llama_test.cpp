@@ -7,6 +7,7 @@
 #include <cmath>
 #include <filesystem>
 #include <iostream>
+#include <set>
 #include <fstream>
 
 #include "common/paths.hpp"
@@ -56,8 +57,13 @@ TEST(HfLlama, ConfigsAreReadOrRefusedByKey) {
   EXPECT_EQ(refusal(R"({"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 3,
                         "intermediate_size": 8, "vocab_size": 8})"),
             "config.json: num_key_value_heads: 3 does not divide 4 heads");
-  EXPECT_NE(refusal(R"({"model_type": "deepseek_v3", "n_routed_experts": 256})").find("model_type: 'deepseek_v3': this mixture-of-experts model is not built yet"),
-            std::string::npos);
+  const std::string ds = R"({"model_type": "deepseek_v3", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
+                              "intermediate_size": 8, "vocab_size": 8, "moe_intermediate_size": 8, "kv_lora_rank": 16,
+                              "qk_nope_head_dim": 8, "qk_rope_head_dim": 4, "v_head_dim": 8)";
+  EXPECT_EQ(refusal(ds + R"(, "scoring_func": "softmax"})"), "config.json: scoring_func: 'softmax' (DeepSeek-V3's sigmoid is built)");
+  EXPECT_EQ(refusal(ds + R"(, "n_group": 3})"), "config.json: n_group: 3 groups of 256 experts, 4 kept: not a routing the tile cores take");
+  EXPECT_EQ(refusal(ds + R"(, "qk_rope_head_dim": 5})"), "config.json: qk_rope_head_dim: 5 is odd (rotary pairs)");  // the last of a key counts
+  EXPECT_EQ(refusal(ds + "}"), "");
   EXPECT_EQ(refusal(R"({"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
                         "intermediate_size": 8, "vocab_size": 8, "num_experts": 4})"),
             "config.json: num_experts: experts in a 'llama' model (mixtral and qwen2_moe have them)");
@@ -101,12 +107,21 @@ TEST(HfLlama, TheShippedConfigsAreReadOrRefusedByName) {
   EXPECT_EQ(qw.router(3), "model.layers.3.mlp.gate.weight");
   EXPECT_EQ(qw.expert(3, 59, "down"), "model.layers.3.mlp.experts.59.down_proj.weight");
   EXPECT_EQ(mx.expert(0, 7, "up"), "model.layers.0.block_sparse_moe.experts.7.w3.weight");
-  try {
-    LlamaConfig::load(dir + "/deepseek-v3.json");
-    FAIL() << "deepseek-v3.json";
-  } catch (const FormatError& e) {
-    EXPECT_NE(std::string(e.what()).find("this mixture-of-experts model is not built yet"), std::string::npos) << e.what();
-  }
+  const LlamaConfig ds = LlamaConfig::load(dir + "/deepseek-v3.json");
+  EXPECT_TRUE(ds.mla);
+  EXPECT_EQ(ds.q_lora, 1536u);
+  EXPECT_EQ(ds.kv_lora, 512u);
+  EXPECT_EQ(ds.rope_dim(), 64u);
+  EXPECT_EQ(ds.experts, 256u);
+  EXPECT_EQ(ds.groups, 8u);
+  EXPECT_EQ(ds.shared_intermediate, 2048u);
+  EXPECT_TRUE(!ds.sparse(2) && ds.sparse(3) && ds.sparse(60));
+  // yarn: softmax scale 1/sqrt(192) x mscale^2, mscale = 0.1 ln 40 + 1.
+  EXPECT_NEAR(ds.attention_scale(), std::pow(0.1 * std::log(40.0) + 1, 2) / std::sqrt(192.0), 1e-12);
+  const std::vector<double> yf = ds.inv_freq();
+  ASSERT_EQ(yf.size(), 32u);
+  EXPECT_DOUBLE_EQ(yf[0], 1.0);                                       // extrapolated: kept
+  EXPECT_NEAR(yf[31], std::pow(10000.0, -62.0 / 64) / 40, 1e-18);     // interpolated: divided by the factor
 }
 
 TEST(HfLlama, TwoLayersOnTheChipAgreeWithTheReferenceWithSeededOrStoredWeights) {
@@ -240,4 +255,37 @@ TEST(HfLlama, Qwen2MoeSharedAndRoutedExpertsOnTheChipAgreeWithTheReference) {
   LlamaConfig plain = c;
   plain.shared_intermediate = 0;
   EXPECT_GT(relative_error(out.at("logits"), llama_reference(plain, seeded, prompt, 3, &routes)), 5e-2);
+}
+
+TEST(HfLlama, DeepSeekV3LatentAttentionAndGroupRoutedExpertsOnTheChipAgreeWithTheReference) {
+  // MLA (a Q bottleneck, a KV latent, a shared rotary key in interleaved
+  // pairs, yarn), layer 0 dense, layer 1 sparse: 32 experts in 4 groups,
+  // 2 kept, top 4, the gates normalised and scaled, one shared expert.
+  rt::Device dev;
+  const rt::Kernel program = dev.load_kernel(data_file(DataKind::kernels, "program.elf"), (1u << dev.tiles()) - 1);
+  const LlamaConfig c = LlamaConfig::load(std::string(TESSERA_HF_CONFIGS) + "/tiny-deepseek-v3.json");
+  ASSERT_TRUE(c.mla && !c.sparse(0) && c.sparse(1));
+  const std::vector<std::uint32_t> prompt{3, 17, 42, 5, 95, 60, 7};
+  const WeightSource seeded = seeded_weights(3);
+  compiler::Executable ex(dev, program, llama_prefill(c, seeded, prompt, 2));
+  const auto out = ex.run({});
+  const std::vector<std::vector<std::uint32_t>> routes = chip_routes(c, out, 2);
+  ASSERT_EQ(routes.size(), 2u);
+  ASSERT_EQ(routes[1].size(), prompt.size() * 4);
+  for (std::size_t i = 0; i < routes[1].size(); i += 4) {  // each token's experts from at most 2 of the 4 groups
+    std::set<unsigned> groups;
+    for (unsigned j = 0; j < 4; ++j) groups.insert(routes[1][i + j] / 8);
+    EXPECT_LE(groups.size(), 2u);
+  }
+  unsigned differ = 0;
+  const double err = relative_error(out.at("logits"), llama_reference(c, seeded, prompt, 2, &routes, &differ));
+  std::cout << "DeepSeek-V3, two layers, 7 tokens: logits' relative error " << err << " on the chip's routes, " << differ
+            << " of 7 token routes differ from the FP32 reference's own\n";
+  EXPECT_LT(err, 5e-2);
+  EXPECT_GT(err, 0.0);
+  EXPECT_LE(differ, 2u);
+  // The rotary part matters: without yarn's frequencies the reference is off.
+  LlamaConfig plain = c;
+  plain.yarn = false;
+  EXPECT_GT(relative_error(out.at("logits"), llama_reference(plain, seeded, prompt, 2, &routes)), 5e-3);
 }

@@ -114,8 +114,10 @@ static int moe_experts(const uint32_t* a) {
   if (D > 0x4000u || Fs > 0x4000u) return 2; /* none that wide fits; the layout's sums then stay in 32 bits */
   const uint32_t m = S / stacks;
   /* The bookkeeping lives in the scratchpad, not in .bss (which the
-   * start-up code clears at every launch, word by word). */
-  uint32_t top = 0x10000;
+   * start-up code clears at every launch, word by word): the lists just
+   * below the program area, the buffers from 0x10000. */
+  const uint32_t lists = TKP_PROGRAM_OFFSET - (uint32_t)TKP_MOE_LISTS;
+  uint32_t top = lists;
 #define MOE_BUF(bytes) (top += ((bytes) + 255u) & ~255u, top - (((bytes) + 255u) & ~255u))
 #define MOE_ARRAY(words) ((uint32_t*)tk_ptr(MOE_BUF(4u * (words))))
   uint32_t* const moe_choice = MOE_ARRAY(MOE_MAX_K * MOE_MAX_T);
@@ -154,13 +156,14 @@ static int moe_experts(const uint32_t* a) {
     for (uint32_t j = 0; j < m; ++j)
       if ((x * m + j) % R == r) moe_item_a[items] = x, moe_item_s[items] = j * stacks + me, ++items;
   if (!items) return 0;
+  top = 0x10000;
   uint32_t XB[2], W1[2], W3[2], W2[2], Y[2];
   for (unsigned p = 0; p < 2; ++p) {
     XB[p] = MOE_BUF(2 * T * D), W1[p] = MOE_BUF(2 * D * Fs), W3[p] = MOE_BUF(2 * D * Fs);
     W2[p] = MOE_BUF(2 * Fs * D), Y[p] = MOE_BUF(4 * T * D);
   }
   const uint32_t H1 = MOE_BUF(4 * T * Fs), H3 = MOE_BUF(4 * T * Fs), G16 = MOE_BUF(2 * T * Fs);
-  if (top > TKP_PROGRAM_OFFSET) return 2;
+  if (top > lists) return 2;
   for (uint32_t i = 0; i <= items; ++i) {
     /* Loads of slice i (while slice i - 1 computes), then slice i - 1's
      * stores, which wait for its result. */
@@ -222,6 +225,91 @@ static int moe_experts(const uint32_t* a) {
   return tk_drain() ? 3 : 0;
 }
 
+/* A router's decision in software (TKP_ROUTE), DeepSeek-V3's noaux_tc
+ * method, on `rows` rows in the scratchpad. Each row of `choice` (FP32, E
+ * values) is cut in G groups of E / G experts; a group's score is the sum
+ * of its two largest values (its one value if it has one); the TG best
+ * groups are kept (ties to the lower group) and every expert outside them
+ * counts as 0.0 (as masked_fill does); the k largest then (ties to the
+ * lower expert) are the choices. Their gates are `weights`' values for them
+ * (the same row's), divided by their sum + 1e-20 where flags bit 0 says
+ * so, times `scale`. Writes rows x k indices at `out` and rows x k gates
+ * after them. Floats are compared by their bits (a total order for all but
+ * NaN) and summed in software (no FPU on the tile core). Words: 0 choice,
+ * 1 weights, 2 out (scratchpad offsets), 3 rows, 4 E, 5 k | G << 8 | TG << 16,
+ * 6 scale (FP32 bits), 7 flags. */
+static uint32_t order_key(uint32_t b) { return (b & 0x80000000u) ? ~b : b | 0x80000000u; }
+union bits {
+  uint32_t u;
+  float f;
+};
+
+static int route_grouped(const uint32_t* w) {
+  const uint32_t rows = w[3], E = w[4], k = w[5] & 0xff, G = (w[5] >> 8) & 0xff, TG = (w[5] >> 16) & 0xff;
+  if (!rows || rows > TKP_MOE_MAX_T || !E || E > TKP_MOE_MAX_SLICES || !k || k > TKP_MOE_MAX_K || !G || G > 64 || E % G || !TG ||
+      TG > G || k > E)
+    return 2;
+  const uint32_t in_bytes = 4 * rows * E, end = TKP_PROGRAM_OFFSET;
+  if (w[0] < 0x10000u || w[0] > end - in_bytes || w[1] < 0x10000u || w[1] > end - in_bytes || w[2] < 0x10000u ||
+      w[2] > end - 8 * rows * k)
+    return 2;
+  const uint32_t* choice = (const uint32_t*)tk_ptr(w[0]);
+  const uint32_t* weights = (const uint32_t*)tk_ptr(w[1]);
+  uint32_t* ids = (uint32_t*)tk_ptr(w[2]);
+  uint32_t* gates = ids + rows * k;
+  const uint32_t per = E / G;
+  union bits scale;
+  scale.u = w[6];
+  for (uint32_t r = 0; r < rows; ++r) {
+    const uint32_t* c = choice + r * E;
+    uint32_t group_key[64], kept[64];
+    for (uint32_t g = 0; g < G; ++g) {
+      uint32_t b1 = 0, b2 = 0, k1 = 0, k2 = 0;  /* the two largest (keys never 0 but for a NaN) */
+      for (uint32_t j = g * per; j < (g + 1) * per; ++j) {
+        const uint32_t key = order_key(c[j]);
+        if (key > k1) k2 = k1, b2 = b1, k1 = key, b1 = c[j];
+        else if (key > k2) k2 = key, b2 = c[j];
+      }
+      union bits x, y;
+      x.u = b1, y.u = b2;
+      if (per > 1) x.f = x.f + y.f;
+      group_key[g] = order_key(x.u);
+      kept[g] = 0;
+    }
+    for (uint32_t n = 0; n < TG; ++n) {
+      uint32_t best = G;
+      for (uint32_t g = 0; g < G; ++g)
+        if (!kept[g] && (best == G || group_key[g] > group_key[best])) best = g;
+      kept[best] = 1;
+    }
+    uint32_t top_key[TKP_MOE_MAX_K], top[TKP_MOE_MAX_K], have = 0;
+    for (uint32_t e = 0; e < E; ++e) {
+      const uint32_t key = kept[e / per] ? order_key(c[e]) : 0x80000000u; /* 0.0 outside the kept groups */
+      if (have == k && key <= top_key[k - 1]) continue;
+      uint32_t p = have < k ? have++ : k - 1;
+      while (p > 0 && key > top_key[p - 1]) top_key[p] = top_key[p - 1], top[p] = top[p - 1], --p;
+      top_key[p] = key, top[p] = e;
+    }
+    union bits sum;
+    sum.f = 0.0f;
+    for (uint32_t j = 0; j < k; ++j) {
+      union bits v;
+      v.u = weights[r * E + top[j]];
+      sum.f = sum.f + v.f;
+    }
+    const float denom = sum.f + 1e-20f;
+    for (uint32_t j = 0; j < k; ++j) {
+      union bits v;
+      v.u = weights[r * E + top[j]];
+      if (w[7] & 1) v.f = v.f / denom;
+      v.f = v.f * scale.f;
+      ids[r * k + j] = top[j];
+      gates[r * k + j] = v.u;
+    }
+  }
+  return 0;
+}
+
 static int barrier(const struct tkp_op* o) {
   const uint32_t n = o->w[0], self = o->w[1], sem = o->w[2];
   if (!n || n > TKP_BARRIER_MAX || self >= n || sem > 15) return 2;
@@ -265,6 +353,7 @@ static int run_op(const struct tkp_op* o) {
     case TKP_BARRIER: return barrier(o);
     case TKP_MARK: return mark(o);
     case TKP_MOE: return moe_experts(o->w);
+    case TKP_ROUTE: return route_grouped(o->w);
     default: return 2;
   }
 }

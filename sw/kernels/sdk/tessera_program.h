@@ -28,6 +28,8 @@ enum tkp_kind {
                       TKP_MARKS_MAX slots at TKP_MARKS_OFFSET */
   TKP_MOE = 9,     /* this tile's share of the MoE experts dispatched on the device: w[0..13] as the program
                       kernel describes them (sw/kernels/program/program.c); uses semaphores 0-6, left at zero */
+  TKP_ROUTE = 10,  /* a router's group-limited top-k on the core (DeepSeek-V3's noaux_tc), on rows in the
+                      scratchpad: w[0..7] as the program kernel describes them (route_grouped) */
 };
 #define TKP_BARRIER_MAX 19u
 /* Semaphores of long programs (more than TKP_MAX_OPS operations, streamed
@@ -43,20 +45,22 @@ struct tkp_op { /* 96 bytes */
   uint32_t w[22];
 };
 
-/* TKP_MOE's limits and the scratchpad it uses (from offset 0x10000, the
- * kernel's buffer area): its lists and slice table, then two of each
- * pipelined buffer for T tokens of D columns and slices of Fs hidden
- * columns. The host plans its split with this; the kernel lays its
- * buffers out in this order and refuses (exit 2) a split that does not fit
- * (and a D or Fs over 16384, which never does). */
-#define TKP_MOE_MAX_T 64u      /* tokens */
-#define TKP_MOE_MAX_K 8u       /* experts per token */
-#define TKP_MOE_MAX_SLICES 256u /* experts x slices */
+/* TKP_MOE's limits and the scratchpad it uses: its lists and slice table
+ * just below the program area (TKP_MOE_LISTS bytes), and from offset
+ * 0x10000 (the kernel's buffer area) two of each pipelined buffer for T
+ * tokens of D columns and slices of Fs hidden columns. The host plans its
+ * split with tkp_moe_scratch(); the kernel lays its buffers out in this
+ * order and refuses (exit 2) a split that does not fit (and a D or Fs over
+ * 16384, which never does). */
+#define TKP_MOE_MAX_T 64u        /* tokens */
+#define TKP_MOE_MAX_K 8u         /* experts per token */
+#define TKP_MOE_MAX_SLICES 1024u /* experts x slices */
 #define TKP_MOE_ROUND(b) (((b) + 255u) & ~(uint64_t)255u)
+#define TKP_MOE_LISTS                                                                                  \
+  (5 * TKP_MOE_ROUND(4ull * TKP_MOE_MAX_K * TKP_MOE_MAX_T) + TKP_MOE_ROUND(4ull * 8 * TKP_MOE_MAX_SLICES) + \
+   5 * TKP_MOE_ROUND(4ull * TKP_MOE_MAX_SLICES))
 static inline uint64_t tkp_moe_scratch(uint64_t T, uint64_t D, uint64_t Fs) {
-  const uint64_t lists = 5 * TKP_MOE_ROUND(4ull * TKP_MOE_MAX_K * TKP_MOE_MAX_T) + TKP_MOE_ROUND(4ull * 8 * TKP_MOE_MAX_SLICES) +
-                         5 * TKP_MOE_ROUND(4ull * TKP_MOE_MAX_SLICES);
-  return lists + 2 * (TKP_MOE_ROUND(2 * T * D) + 2 * TKP_MOE_ROUND(2 * D * Fs) + TKP_MOE_ROUND(2 * Fs * D) + TKP_MOE_ROUND(4 * T * D)) +
+  return TKP_MOE_LISTS + 2 * (TKP_MOE_ROUND(2 * T * D) + 2 * TKP_MOE_ROUND(2 * D * Fs) + TKP_MOE_ROUND(2 * Fs * D) + TKP_MOE_ROUND(4 * T * D)) +
          2 * TKP_MOE_ROUND(4 * T * Fs) + TKP_MOE_ROUND(2 * T * Fs);
 }
 

@@ -118,6 +118,14 @@ TileProgram& TileProgram::moe(const std::vector<std::uint32_t>& args) {
   return *this;
 }
 
+TileProgram& TileProgram::route(const std::vector<std::uint32_t>& args) {
+  if (args.size() != 8) throw UsageError(fmt::format("route: 8 words, not {}", args.size()));
+  tkp_op o = op(TKP_ROUTE);
+  for (unsigned i = 0; i < args.size(); ++i) o.w[i] = args[i];
+  ops_.push_back(o);
+  return *this;
+}
+
 Graph& Graph::node(std::string name, std::vector<std::pair<unsigned, TileProgram>> per_tile) {
   nodes_.push_back({std::move(name), std::move(per_tile)});
   return *this;

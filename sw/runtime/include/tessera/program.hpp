@@ -81,6 +81,9 @@ class TileProgram {
   // program kernel's moe_experts() takes (sw/kernels/program/program.c;
   // MoeSplit below plans them).
   TileProgram& moe(const std::vector<std::uint32_t>& args);
+  // A router's group-limited top-k on this tile's core (DeepSeek-V3's
+  // noaux_tc): the 8 words the program kernel's route_grouped() takes.
+  TileProgram& route(const std::vector<std::uint32_t>& args);
   // An operation as it is, unchecked (for tests of the program kernel).
   TileProgram& raw(const tkp_op& o) {
     ops_.push_back(o);
