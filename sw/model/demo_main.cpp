@@ -29,7 +29,7 @@ using namespace tessera;
 
 namespace {
 int usage(const char* why) {
-  std::fprintf(stderr, "tessera demo: %s\nusage: tessera-vp demo [--tiny] [--fp8] [--launches] [--device-dispatch] [--batch B] [--serve RATE [--requests N]] [--chips 1|4|8] [--prompt N (1-256)] [--decode N] [--seed S] [--speculate K [--acceptance A]] [--trace FILE.json] [--waves FILE.vcd] [--stats FILE.json] [--set inst.key=value ...]\n       tessera-vp demo --hf-config FILE.json [--weights FILE|DIR] [--layers N] [--prompt N] [--seed S] [--check]\n", why);
+  std::fprintf(stderr, "tessera demo: %s\nusage: tessera-vp demo [--tiny] [--fp8] [--launches] [--device-dispatch] [--batch B] [--serve RATE [--requests N] | --serve-from TRACE.csv] [--chips 1|4|8] [--prompt N (1-256)] [--decode N] [--seed S] [--speculate K [--acceptance A]] [--trace FILE.json] [--waves FILE.vcd] [--stats FILE.json] [--set inst.key=value ...]\n       tessera-vp demo --hf-config FILE.json [--weights FILE|DIR] [--layers N] [--prompt N] [--seed S] [--check]\n", why);
   return 2;
 }
 bool number(const char* s, unsigned& out) {
@@ -49,6 +49,7 @@ int tessera::model::demo_main(int argc, char** argv) {
   bool launches = false;  // a launch per phase, waited for, instead of a graph per step
   unsigned batch = 1;     // sequences decoded at once
   double serve_rate = 0;  // --serve: requests a second
+  std::string serve_from;  // --serve-from: a trace of requests
   unsigned requests = 32;
   double acceptance = -1;  // steer the draft to this acceptance (speculative.hpp); < 0: the draft as it is
   rt::Device::Options opt;
@@ -67,6 +68,10 @@ int tessera::model::demo_main(int argc, char** argv) {
       char* end = nullptr;
       if (i + 1 >= argc || (serve_rate = std::strtod(argv[++i], &end), *end) || !(serve_rate > 0 && serve_rate <= 1e9))
         return usage("--serve takes a rate of requests a second (above 0)");
+    }
+    else if (a == "--serve-from") {
+      if (i + 1 >= argc) return usage("--serve-from takes a trace file (CSV: arrival_s,prompt_tokens,output_tokens)");
+      serve_from = argv[++i];
     }
     else if (a == "--requests") { if (!value(requests) || !requests) return usage("--requests takes a number of requests"); }
     else if (a == "--seed") { if (!value(seed)) return usage("--seed takes a number"); }
@@ -107,8 +112,19 @@ int tessera::model::demo_main(int argc, char** argv) {
   if (!stats_file.empty() && !std::ofstream(stats_file, std::ios::app)) return usage("--stats: cannot write the file");
   if (chips > 1 && speculate) return usage("--speculate runs on one chip");
   if (batch > 1 && speculate) return usage("--speculate decodes one sequence (no --batch)");
-  if (serve_rate > 0 && speculate) return usage("--serve and --speculate do not go together");
-  if (serve_rate > 0 && batch == 1) batch = 16;  // serving: up to 16 requests at once unless --batch says
+  if (serve_rate > 0 && !serve_from.empty()) return usage("--serve and --serve-from: one stream of requests at a time");
+  std::vector<model::Request> trace;  // --serve-from's requests
+  if (!serve_from.empty()) {
+    try {
+      trace = model::trace_requests(serve_from, c.context, c.vocab, seed);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "tessera demo: %s\n", e.what());
+      return 2;
+    }
+  }
+  const bool serving = serve_rate > 0 || !trace.empty();
+  if (serving && speculate) return usage("--serve and --speculate do not go together");
+  if (serving && batch == 1) batch = 16;  // serving: up to 16 requests at once unless --batch says
   if (serve_rate > 0 && c.context < 64) return usage("--serve needs a context of 64 (prompts and outputs up to 32 each)");
   c.max_sequences = batch;
   if (acceptance >= 0 && !speculate) return usage("--acceptance needs --speculate K");
@@ -210,7 +226,7 @@ int tessera::model::demo_main(int argc, char** argv) {
     std::printf("prompt:");
     for (auto t : prompts[0]) std::printf(" %u", t);
     std::printf("\n");
-    if (batch > 1 && serve_rate <= 0)
+    if (batch > 1 && !serving)
       std::printf("batch of %u sequences (their own prompts and paged KV caches): prefilled %u at a time, decoded together\n",
                   batch, std::max(1u, 64 / prompt));
     unsigned disagreements = 0;
@@ -223,11 +239,21 @@ int tessera::model::demo_main(int argc, char** argv) {
         j += meter_of(k).total_joules(sc_core::sc_time(dev.simulated_seconds(), sc_core::SC_SEC));
       return j;
     };
-    if (serve_rate > 0) {
-      // Continuous batching of a seeded Poisson stream of requests (serve.hpp).
-      const auto reqs = model::poisson_requests(requests, serve_rate, 8, 32, 8, 32, c.vocab, seed);
-      std::printf("serving %u requests arriving at %.0f a second (Poisson, seed %u; prompts of 8-32 tokens, 8-32 outputs), "
-                  "up to %u at once, 64 tokens a step\n", requests, serve_rate, seed, batch);
+    if (serving) {
+      // Continuous batching of a seeded Poisson stream of requests, or of a trace's (serve.hpp).
+      const auto reqs = trace.empty() ? model::poisson_requests(requests, serve_rate, 8, 32, 8, 32, c.vocab, seed) : trace;
+      if (trace.empty()) {
+        std::printf("serving %u requests arriving at %.0f a second (Poisson, seed %u; prompts of 8-32 tokens, 8-32 outputs), "
+                    "up to %u at once, 64 tokens a step\n", requests, serve_rate, seed, batch);
+      } else {
+        std::size_t p0 = ~std::size_t{0}, p1 = 0;
+        unsigned o0 = ~0u, o1 = 0;
+        for (const model::Request& r : reqs)
+          p0 = std::min(p0, r.prompt.size()), p1 = std::max(p1, r.prompt.size()), o0 = std::min(o0, r.outputs), o1 = std::max(o1, r.outputs);
+        std::printf("serving %zu requests from %s over %.1f us (prompts of %zu-%zu tokens, %u-%u outputs; seeded tokens, seed %u), "
+                    "up to %u at once, 64 tokens a step\n",
+                    reqs.size(), serve_from.c_str(), reqs.back().arrival * 1e6, p0, p1, o0, o1, seed, batch);
+      }
       model::Served sv = model::serve(dev, m, reqs, energy);
       // The idle stretches the serving loop skipped: the chip leaks through them.
       double leakage_w = 0;

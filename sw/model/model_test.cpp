@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <fstream>
 
 #include "model.hpp"
 #include "serve.hpp"
@@ -306,6 +307,39 @@ TEST(Model, ServingBatchesRequestsAsTheyArriveAndGivesEachItsGreedyTokens) {
               quantile(a.ttft, 0) * 1e6, quantile(a.ttft, 1) * 1e6);
   reqs[1].arrival = -1;
   EXPECT_THROW(serve(dev, m, reqs, energy), rt::UsageError) << "out of arrival order";
+}
+
+TEST(Model, ATraceFileGivesItsRequestsOrRefusesItsBadLinesByNumber) {
+  const std::string f = testing::TempDir() + "model_trace.csv";
+  auto write = [&](const std::string& text) { std::ofstream(f) << text; };
+  write("arrival_s, prompt_tokens, output_tokens\r\n# comment\n\n0,5,2\n1.5e-4 , 7 , 1\n0.001,250,6\n");
+  const std::vector<Request> r = trace_requests(f, 256, 100, 9);
+  ASSERT_EQ(r.size(), 3u);
+  EXPECT_EQ(r[1].arrival, 1.5e-4);
+  EXPECT_EQ(r[1].prompt.size(), 7u);
+  EXPECT_EQ(r[2].outputs, 6u);
+  for (const Request& q : r)
+    for (std::uint32_t t : q.prompt) EXPECT_LT(t, 100u);
+  EXPECT_EQ(trace_requests(f, 256, 100, 9)[2].prompt, r[2].prompt);  // seeded
+  EXPECT_NE(trace_requests(f, 256, 100, 10)[2].prompt, r[2].prompt);
+  auto refusal = [&](const std::string& text) {
+    write(text);
+    try {
+      trace_requests(f, 64, 100, 1);
+    } catch (const rt::UsageError& e) {
+      return std::string(e.what()).substr(f.size());
+    }
+    return std::string("accepted");
+  };
+  EXPECT_EQ(refusal("0,5\n"), ":1: 2 fields; a request is arrival_s,prompt_tokens,output_tokens");
+  EXPECT_EQ(refusal("0,5,2\n-1,5,2\n"), ":2: arrival '-1' is not a time in seconds (0 to 1e6)");
+  EXPECT_EQ(refusal("0.5,5,2\n0.25,5,2\n"), ":2: arrival 0.25 s comes before the line above's 0.5 s (a trace is in arrival order)");
+  EXPECT_EQ(refusal("0,0,2\n"), ":1: prompt_tokens '0' is not a count from 1 to the context's 64");
+  EXPECT_EQ(refusal("0,5,2.5\n"), ":1: output_tokens '2.5' is not a count from 1 to the context's 64");
+  EXPECT_EQ(refusal("0,60,5\n"), ":1: a prompt of 60 and 5 outputs do not fit the context of 64");
+  EXPECT_EQ(refusal("nan,5,2\n"), ":1: arrival 'nan' is not a time in seconds (0 to 1e6)");
+  EXPECT_EQ(refusal("# only a comment\n"), ": no requests");
+  EXPECT_THROW(trace_requests(f + ".missing", 64, 100, 1), rt::UsageError);
 }
 
 // Expert parallel on the four-chip ring: expert e on chip e % 4, routed rows

@@ -4,7 +4,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <deque>
+#include <fstream>
 #include <random>
 
 namespace tessera::model {
@@ -25,6 +27,60 @@ std::vector<Request> poisson_requests(unsigned n, double rate, unsigned prompt_m
     for (unsigned i = 0; i < len; ++i) r.prompt.push_back(static_cast<std::uint32_t>(rng() % vocab));
     r.outputs = out_min + static_cast<unsigned>(rng() % (out_max - out_min + 1));
   }
+  return out;
+}
+
+std::vector<Request> trace_requests(const std::string& file, unsigned context, unsigned vocab, std::uint64_t seed) {
+  std::ifstream in(file);
+  if (!in) throw rt::UsageError(fmt::format("{}: cannot be read", file));
+  if (!vocab) throw rt::UsageError("serve: a vocabulary of 0 tokens");
+  std::vector<Request> out;
+  std::string line;
+  bool seen = false;  // a line that is no comment
+  for (unsigned n = 1; std::getline(in, line); ++n) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    const std::size_t first = line.find_first_not_of(" \t");
+    if (first == std::string::npos || line[first] == '#') continue;
+    auto bad = [&](const std::string& why) { return rt::UsageError(fmt::format("{}:{}: {}", file, n, why)); };
+    std::vector<std::string> f;
+    for (std::size_t at = 0;;) {
+      const std::size_t comma = line.find(',', at);
+      std::string v = line.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
+      v.erase(0, v.find_first_not_of(" \t"));
+      v.erase(v.find_last_not_of(" \t") + 1);
+      f.push_back(v);
+      if (comma == std::string::npos) break;
+      at = comma + 1;
+    }
+    const bool first_line = !seen;
+    seen = true;
+    char* end = nullptr;
+    std::strtod(f[0].c_str(), &end);
+    if (first_line && f.size() == 3 && (f[0].empty() || *end)) continue;  // the column names (no number first)
+    if (f.size() != 3) throw bad(fmt::format("{} fields; a request is arrival_s,prompt_tokens,output_tokens", f.size()));
+    const double arrival = std::strtod(f[0].c_str(), &end);
+    if (f[0].empty() || *end || !std::isfinite(arrival) || arrival < 0 || arrival > 1e6)
+      throw bad(fmt::format("arrival '{}' is not a time in seconds (0 to 1e6)", f[0]));
+    if (!out.empty() && arrival < out.back().arrival)
+      throw bad(fmt::format("arrival {} s comes before the line above's {} s (a trace is in arrival order)", arrival,
+                            out.back().arrival));
+    auto count = [&](const std::string& v, const char* what) {
+      const unsigned long long x = std::strtoull(v.c_str(), &end, 10);
+      if (v.empty() || *end || v[0] == '-' || !x || x > context)
+        throw bad(fmt::format("{} '{}' is not a count from 1 to the context's {}", what, v, context));
+      return static_cast<unsigned>(x);
+    };
+    const unsigned prompt = count(f[1], "prompt_tokens"), outputs = count(f[2], "output_tokens");
+    if (prompt + outputs > context)
+      throw bad(fmt::format("a prompt of {} and {} outputs do not fit the context of {}", prompt, outputs, context));
+    if (out.size() >= 1000000) throw bad("more than 1000000 requests");
+    Request r;
+    r.arrival = arrival, r.outputs = outputs;
+    std::mt19937_64 rng(seed * 0x9e3779b97f4a7c15ull + out.size());
+    for (unsigned i = 0; i < prompt; ++i) r.prompt.push_back(static_cast<std::uint32_t>(rng() % vocab));
+    out.push_back(std::move(r));
+  }
+  if (out.empty()) throw rt::UsageError(fmt::format("{}: no requests", file));
   return out;
 }
 

@@ -1,5 +1,5 @@
 // Serving on the virtual T1: requests arrive over time (a seeded Poisson
-// stream), each with its own prompt and output length; continuous
+// stream, or a trace file), each with its own prompt and output length; continuous
 // batching admits them as they come (their prompts prefilled in the same
 // steps as the others' decoding, 64 tokens a step at most) and releases
 // them when done. The report: throughput, time to first token and time
@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "model.hpp"
@@ -27,6 +28,14 @@ struct Request {
 // prompt_min..prompt_max tokens and outputs of out_min..out_max, seeded.
 std::vector<Request> poisson_requests(unsigned n, double rate, unsigned prompt_min, unsigned prompt_max, unsigned out_min,
                                       unsigned out_max, unsigned vocab, std::uint64_t seed);
+
+// Requests from a trace file (CSV): one a line, "arrival_s,prompt_tokens,
+// output_tokens", the arrival in seconds from the start, in order; a first
+// line of column names and lines starting with '#' are skipped. Prompts
+// are seeded tokens of the lengths given (request i's from seed and i).
+// Each request must fit `context` (prompt + outputs). A bad line is refused
+// as rt::UsageError naming the file, the line and what is wrong.
+std::vector<Request> trace_requests(const std::string& file, unsigned context, unsigned vocab, std::uint64_t seed);
 
 struct Served {
   std::vector<std::vector<std::uint32_t>> tokens;  // by request: what it generated

@@ -99,6 +99,30 @@ TEST(Cli, DemoSubcommandRunsTheModelAndChecksIt) {
   EXPECT_NE(bad.err.find("--prompt must be 1 to 256 tokens"), std::string::npos) << bad.err;
 }
 
+TEST(Cli, DemoServesATraceFileOrRefusesItsBadLines) {
+  const std::string dir = testing::TempDir();
+  std::ofstream(dir + "cli_trace.csv") << "arrival_s,prompt_tokens,output_tokens\n# two at once, one later\n0,6,3\n0,4,2\n0.0002,9,4\n";
+  auto served = [&] {
+    Outcome r = vp("demo --tiny --serve-from " + dir + "cli_trace.csv --batch 2");
+    EXPECT_EQ(r.code, 0) << r.err;
+    return r.out.substr(0, r.out.find("wall time"));
+  };
+  const std::string a = served();
+  EXPECT_NE(a.find("serving 3 requests from " + dir + "cli_trace.csv over 200.0 us (prompts of 4-9 tokens, 2-4 outputs"),
+            std::string::npos) << a;
+  EXPECT_NE(a.find("(9 outputs, 19 prompt tokens)"), std::string::npos) << a;
+  EXPECT_NE(a.find("time to first token: p50"), std::string::npos) << a;
+  EXPECT_EQ(a, served()) << "a trace serves the same in a fresh process";
+  std::ofstream(dir + "cli_bad_trace.csv") << "0,6,3\n0.1,6\n";
+  Outcome bad = vp("demo --tiny --serve-from " + dir + "cli_bad_trace.csv");
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_NE(bad.err.find("cli_bad_trace.csv:2: 2 fields; a request is arrival_s,prompt_tokens,output_tokens"), std::string::npos)
+      << bad.err;
+  Outcome both = vp("demo --tiny --serve 100 --serve-from " + dir + "cli_trace.csv");
+  EXPECT_EQ(both.code, 2);
+  EXPECT_NE(both.err.find("--serve and --serve-from: one stream of requests at a time"), std::string::npos) << both.err;
+}
+
 TEST(Cli, NoArgumentsRunsTheMainJob) {
 #ifndef NDEBUG
   GTEST_SKIP() << "the default demo runs in optimised builds (the ci and release presets)";
