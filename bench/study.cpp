@@ -1,6 +1,6 @@
 // Studies that answer one question each with a table, a CSV and an SVG plot
-// (issue 10, section 4). Usage: bench_study fp8-accumulation|activations|spec-decode|expert-parallel|power-headroom
-// [--out DIR]
+// (issue 10, section 4). Usage: bench_study fp8-accumulation|activations|spec-decode|expert-parallel|energy-batch|
+// power-headroom [--out DIR]
 //   fp8-accumulation  GEMM error against K for E4M3 inputs with FP32
 //                     accumulation, the limited accumulation of current
 //                     FP8 tensor cores (13 mantissa bits kept, truncating),
@@ -18,6 +18,10 @@
 //   expert-parallel   decode tokens/s of the MoE decoder on 1, 4 and 8 chips
 //                     (experts spread over the chips) against batch size:
 //                     `tessera-vp demo --launches --chips C --batch B`
+//   energy-batch      decode tokens/s and energy per token of the MoE decoder
+//                     (BF16, one chip, a graph a step) at batch 1 to 64, the
+//                     leakage's share and the run's share of its roofline
+//                     bound: `tessera-vp demo --batch B --prompt 8 --decode 8`
 //   power-headroom    a fused MoE layer on four chips (compute, HBM and links
 //                     busy at once) under caps from 50% to 120% of the sum of
 //                     the domains' peaks: the manager's control loop against
@@ -351,6 +355,65 @@ int expert_parallel(const std::string& dir) {
   return 0;
 }
 
+// ---- energy-batch -------------------------------------------------------
+// The default MoE decoder (BF16, one chip, a graph a step) decoding B
+// sequences at once: `tessera-vp demo --batch B --prompt 8 --decode 8`.
+struct BatchRun {
+  double tps = -1, uj = -1, watts = -1, leakage = -1, of_bound = -1;
+};
+bool batch_run(unsigned batch, BatchRun& r) {
+  const std::string cmd = fmt::format("{} demo --batch {} --prompt 8 --decode 8", TESSERA_VP, batch);
+  std::FILE* p = popen((cmd + " 2>&1").c_str(), "r");
+  if (!p) return false;
+  char line[4096];
+  while (std::fgets(line, sizeof line, p)) {
+    if (const char* at = std::strstr(line, " tokens/s)")) {
+      const char* from = at;
+      while (from > line && from[-1] != ' ') --from;
+      r.tps = std::atof(from);
+    }
+    if (const char* at = std::strstr(line, "energy: prefill ")) {
+      if (const char* d = std::strstr(at, ", decode ")) std::sscanf(d, ", decode %lf uJ/token", &r.uj);
+      if (const char* w = std::strstr(at, "average power ")) std::sscanf(w, "average power %lf W", &r.watts);
+      if (const char* l = std::strstr(at, "leakage ")) std::sscanf(l, "leakage %lf%%", &r.leakage);
+    }
+    if (const char* at = std::strstr(line, "; decode ")) {
+      if (const char* pc = std::strstr(at, "): ")) std::sscanf(pc, "): %lf%%", &r.of_bound);
+    }
+  }
+  if (pclose(p) != 0 || r.tps < 0 || r.uj < 0 || r.watts < 0 || r.leakage < 0 || r.of_bound < 0) {
+    std::fprintf(stderr, "bench_study: `%s` failed or printed no result\n", cmd.c_str());
+    return false;
+  }
+  return true;
+}
+
+int energy_batch(const std::string& dir) {
+  const unsigned batches[] = {1, 2, 4, 8, 16, 32, 64};
+  std::vector<bench::Series> series(2);
+  series[0].name = "energy per token", series[1].name = "of it leakage";
+  std::string csv = "batch,decode_tokens_per_s,uj_per_token,leakage_uj_per_token,average_w,percent_of_bound\n";
+  fmt::print("Energy per token against batch size: the default MoE decoder, BF16, one chip, a graph a step\n"
+             "(`tessera-vp demo --batch B --prompt 8 --decode 8`); decode figures\n");
+  fmt::print("{:>6} {:>10} {:>8} {:>11} {:>11} {:>10} {:>8} {:>11}\n", "batch", "tokens/s", "speedup", "uJ/token", "leakage uJ",
+             "dynamic uJ", "W", "% of bound");
+  double single = 0;
+  for (unsigned b : batches) {
+    BatchRun r;
+    if (!batch_run(b, r)) return 1;
+    if (b == 1) single = r.tps;
+    // The leakage share of the run's average power, applied to its energy per token.
+    const double leak = r.uj * r.leakage / 100;
+    fmt::print("{:>6} {:>10.0f} {:>7.1f}x {:>11.1f} {:>11.1f} {:>10.1f} {:>8.2f} {:>10.1f}%\n", b, r.tps, r.tps / single, r.uj, leak,
+               r.uj - leak, r.watts, r.of_bound);
+    csv += fmt::format("{},{},{},{},{},{}\n", b, r.tps, r.uj, leak, r.watts, r.of_bound);
+    series[0].points.emplace_back(b, r.uj), series[1].points.emplace_back(b, leak);
+  }
+  write_outputs(dir, "energy_batch", csv, "Energy per decoded token against batch size", "batch (sequences)",
+                "uJ per token (virtual)", series, true, true);
+  return 0;
+}
+
 // ---- power-headroom ----------------------------------------------------
 // A fused MoE layer on four chips (platform/t1x4-ring.json), compute, HBM
 // and links busy at once: each of a chip's 8 tiles streams expert weight
@@ -596,6 +659,7 @@ int main(int argc, char** argv) {
   if (what == "fp8-accumulation") return fp8_accumulation(dir);
   if (what == "spec-decode") return spec_decode(dir);
   if (what == "expert-parallel") return expert_parallel(dir);
+  if (what == "energy-batch") return energy_batch(dir);
   if (what == "activations") return activations(argv[0], dir);
   if (what == "power-headroom") {
     try {
@@ -605,6 +669,6 @@ int main(int argc, char** argv) {
       return 1;
     }
   }
-  std::fprintf(stderr, "usage: bench_study fp8-accumulation|activations|spec-decode|expert-parallel|power-headroom [--out DIR]\n");
+  std::fprintf(stderr, "usage: bench_study fp8-accumulation|activations|spec-decode|expert-parallel|energy-batch|power-headroom [--out DIR]\n");
   return 2;
 }

@@ -734,6 +734,56 @@ class Importer {
       } else {
         set(unary(OpKind::exp, with_scalar(OpKind::mul, unary(OpKind::log, x, name, op), static_cast<float>(p)), name, op));
       }
+    } else if (op == "Greater" || op == "Less" || op == "GreaterOrEqual" || op == "LessOrEqual" || op == "Equal") {
+      // On the vector unit, exactly, as 1 or 0 (read back as BOOL), NaN
+      // unordered: x > y is min(relu(x - y) * 2^127 * 2^127, 1) (x - y is
+      // above 0 exactly when x > y: gradual underflow keeps the least
+      // difference above 0, relu sends NaN to 0, the two products lift the
+      // least one past 1); ordered(x) = relu(clamp(x, -1, 1) * 0 + 1) is 0
+      // only for NaN; x >= y = ordered(x) ordered(y) - (y > x), x == y
+      // that less (x > y).
+      const Value& a = data(0);
+      const Value& b = data(1);
+      auto greater = [&](const Value& x, const Value& y) {
+        const Value d = unary(OpKind::relu, binary(OpKind::sub, x, y, name, op), name, op);
+        return with_scalar(OpKind::min, with_scalar(OpKind::mul, with_scalar(OpKind::mul, d, 0x1p127f), 0x1p127f), 1.0f);
+      };
+      auto ordered = [&](const Value& x) {
+        const Value c = with_scalar(OpKind::max, with_scalar(OpKind::min, x, 1.0f), -1.0f);
+        return unary(OpKind::relu, with_scalar(OpKind::add, with_scalar(OpKind::mul, c, 0.0f), 1.0f), name, op);
+      };
+      Value r;
+      if (op == "Greater") r = greater(a, b);
+      else if (op == "Less") r = greater(b, a);
+      else {
+        const Value both = binary(OpKind::mul, ordered(a), ordered(b), name, op);
+        r = binary(OpKind::sub, both, greater(op == "LessOrEqual" ? a : b, op == "LessOrEqual" ? b : a), name, op);
+        if (op == "Equal") r = binary(OpKind::sub, r, greater(a, b), name, op);
+      }
+      elem_type_[r.tensor] = TP::BOOL;
+      set(r);
+    } else if (op == "Not" || op == "And" || op == "Or" || op == "Xor") {
+      // On booleans the chip computed (1 or 0): not x = 1 - x, and = x y,
+      // or = max(x, y), xor = |x - y|, all exact.
+      auto logical = [&](int k) -> Value {
+        const Value& v = in(k);
+        if (v.constant()) {
+          if (v.c.elem_type != TP::BOOL) throw Unsupported(name, op, fmt::format("input '{}' is {}", n.input(k), type_name(v.c.elem_type)));
+          Value f = v;
+          f.c.elem_type = TP::FLOAT, f.c.f.assign(v.c.i.begin(), v.c.i.end()), f.c.i.clear();
+          return f;
+        }
+        if (!elem_type_.count(v.tensor) || elem_type_.at(v.tensor) != TP::BOOL)
+          throw Unsupported(name, op, fmt::format("input '{}' is not BOOL", n.input(k)));
+        return v;
+      };
+      Value r;
+      if (op == "Not") r = with_scalar(OpKind::add, unary(OpKind::neg, logical(0), name, op), 1.0f);
+      else if (op == "And") r = binary(OpKind::mul, logical(0), logical(1), name, op);
+      else if (op == "Or") r = binary(OpKind::max, logical(0), logical(1), name, op);
+      else r = unary(OpKind::abs, binary(OpKind::sub, logical(0), logical(1), name, op), name, op);
+      elem_type_[r.tensor] = TP::BOOL;
+      set(r);
     } else if (op == "Identity") {
       set(in(0));
     } else if (op == "Dropout") {

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <limits>
 
 #include "onnx_import.hpp"
 #include "reference.hpp"
@@ -189,4 +190,53 @@ TEST(OnnxImport, Fp32MatmulsInThreeBf16PassesKeepFp32Accuracy) {
   }
   EXPECT_LT(worst[0], 1e-5);  // near FP32
   EXPECT_GT(worst[1], 1e-4);  // one BF16 pass is not
+}
+
+TEST(OnnxImport, ComparisonsOnTheChipAreExactForInfinitiesNansAndTheLeastDifferences) {
+  // Greater, Less, GreaterOrEqual, LessOrEqual and Equal, then Or, And, Xor
+  // and Not of their results, on pairs where a composition could slip:
+  // infinities (equal ones compare equal), NaN (unordered), a difference of
+  // the least subnormal, signed zeros, large values.
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  const float tiny = std::numeric_limits<float>::denorm_min(), big = std::numeric_limits<float>::max();
+  const std::vector<float> a{1, 2, inf, inf, -inf, nan, 1, tiny, 0.0f, -0.0f, big, -big, 1e-30f, 3};
+  const std::vector<float> b{2, 1, inf, -inf, -inf, 1, nan, 0, -0.0f, 0.0f, -big, big, 1e-30f, 3 + 2.4e-7f};
+  const std::vector<std::string> ops{"Greater", "Less", "GreaterOrEqual", "LessOrEqual", "Equal"};
+  onnx::ModelProto m = model();
+  auto* g = m.mutable_graph();
+  const auto n = static_cast<std::int64_t>(a.size());
+  add_input(g, "a", {n});
+  add_input(g, "b", {n});
+  for (const std::string& op : ops) {
+    add_node(g, op, {"a", "b"}, op);
+    g->add_output()->set_name(op);
+  }
+  add_node(g, "Or", {"Greater", "Equal"}, "or");
+  add_node(g, "And", {"GreaterOrEqual", "LessOrEqual"}, "and");
+  add_node(g, "Xor", {"Greater", "Less"}, "xor");
+  add_node(g, "Not", {"Equal"}, "not");
+  for (const char* o : {"or", "and", "xor", "not"}) g->add_output()->set_name(o);
+  const std::map<std::string, HostTensor> in{{"a", floats({static_cast<unsigned>(n)}, a)}, {"b", floats({static_cast<unsigned>(n)}, b)}};
+  const Imported imp = import_model(m, in);
+  const auto v = compiler::reference(imp.graph, {{"a", a}, {"b", b}});
+  std::map<std::string, std::vector<float>> run;
+  for (const auto& o : imp.outputs) run[o.tensor_name] = v[static_cast<std::size_t>(o.tensor)];
+  for (std::size_t k = 0; k < imp.outputs.size(); ++k) {
+    const HostTensor h = imp.output(k, run);
+    EXPECT_EQ(h.elem_type, onnx::TensorProto::BOOL) << h.name;
+    for (std::size_t i = 0; i < a.size(); ++i) {
+      const float x = a[i], y = b[i];
+      bool want = false;
+      if (h.name == "Greater") want = x > y;
+      if (h.name == "Less") want = x < y;
+      if (h.name == "GreaterOrEqual") want = x >= y;
+      if (h.name == "LessOrEqual") want = x <= y;
+      if (h.name == "Equal") want = x == y;
+      if (h.name == "or") want = x > y || x == y;
+      if (h.name == "and") want = x >= y && x <= y;
+      if (h.name == "xor") want = (x > y) != (x < y);
+      if (h.name == "not") want = !(x == y);
+      EXPECT_EQ(h.i.at(i), want ? 1 : 0) << h.name << "(" << x << ", " << y << ")";
+    }
+  }
 }
