@@ -325,4 +325,16 @@ TEST(Compiler, RoutesAndExpertsAreCheckedAndTheReferenceRoutesAsTheVectorUnit) {
   EXPECT_NEAR(a[8], 1 / (1 + std::exp(-4.0f)), 1e-6);                // 9 against 5
   const std::vector<float>& b = v[static_cast<std::size_t>(soft)];
   EXPECT_EQ(std::vector<float>(b.begin() + 9, b.begin() + 15), (std::vector<float>{3, 3, 2, 9, 5, 4}));  // the values as they are
+  // Its planes as tensors of their own (ONNX's TopK): the experts as INT32, the gates as FP32.
+  Graph h;
+  const int hl = h.input("logits", {3, 6});
+  const int hr = h.route(hl, 3, false);
+  const int idx = h.route_indices(hr), val = h.route_values(hr);
+  EXPECT_EQ(h.tensor(idx).dtype, DType::i32);
+  EXPECT_EQ(h.tensor(val).shape, (std::vector<unsigned>{3, 3}));
+  h.output(idx), h.output(val);
+  const auto hv = reference(h, {{"logits", l}});
+  EXPECT_EQ(hv[static_cast<std::size_t>(idx)], std::vector<float>(b.begin(), b.begin() + 9));
+  EXPECT_EQ(hv[static_cast<std::size_t>(val)], std::vector<float>(b.begin() + 9, b.end()));
+  refused([&] { h.route_values(hl); }, "'logits' is no route()'s output");
 }

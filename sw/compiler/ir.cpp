@@ -113,7 +113,7 @@ int Graph::add_op(Op op, std::vector<unsigned> out_shape, DType out_dtype) {
   if (op.name.empty()) op.name = fmt::format("{}{}", compiler::name(op.kind), ops_.size());
   for (int t : op.in) {
     const int p = producer(t);
-    if (p >= 0 && ops_[static_cast<std::size_t>(p)].kind == OpKind::route && op.kind != OpKind::moe)
+    if (p >= 0 && ops_[static_cast<std::size_t>(p)].kind == OpKind::route && op.kind != OpKind::moe && !op.plane_copy)
       throw std::invalid_argument(fmt::format("graph: {}: '{}' is a route (experts and gates); only moe reads it", op.name,
                                               tensors_[static_cast<std::size_t>(t)].name));
   }
@@ -313,6 +313,22 @@ int Graph::route_grouped(int choice, int weights, unsigned k, unsigned groups, u
   op.kind = OpKind::route, op.name = n, op.in = {choice, weights}, op.k = k, op.gate_softmax = false;
   op.groups = groups, op.topk_group = topk_group, op.route_scale = scale, op.normalize = normalize;
   return add_op(std::move(op), {2, static_cast<unsigned>(C.rows()), k}, DType::i32);
+}
+
+int Graph::route_indices(int route, const std::string& name) { return route_plane(route, 0, name); }
+int Graph::route_values(int route, const std::string& name) { return route_plane(route, 1, name); }
+
+int Graph::route_plane(int route, unsigned plane, const std::string& name) {
+  const Tensor& R = operand(route, "route plane");
+  const int rp = producer(route);
+  if (rp < 0 || ops_[static_cast<std::size_t>(rp)].kind != OpKind::route)
+    throw std::invalid_argument(fmt::format("graph: '{}' is no route()'s output", R.name));
+  const unsigned rows = R.shape[1], k = R.shape[2];
+  Op op;
+  op.kind = OpKind::move, op.name = name.empty() ? fmt::format("{}.{}", R.name, plane ? "values" : "indices") : name;
+  op.in = {route}, op.plane_copy = true;
+  op.moves.push_back({0, std::uint64_t{plane} * rows * k, 0, rows * k, 1, 0, 0});
+  return add_op(std::move(op), {rows, k}, plane ? DType::f32 : DType::i32);
 }
 
 int Graph::moe(int x, int route, int w1, int w3, int w2, const std::string& name) {

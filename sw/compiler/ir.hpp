@@ -94,6 +94,7 @@ struct Op {
   unsigned groups = 0, topk_group = 0;  // route: group-limited (route_grouped), 0: plain
   float route_scale = 1;                // route_grouped: the gates' factor
   bool normalize = false;               // route_grouped: the gates divided by their sum first
+  bool plane_copy = false;              // move: a plane of a route (route_indices, route_values)
 };
 
 // Whether b's values repeat over a as numpy broadcasts them: b has a's
@@ -141,6 +142,10 @@ class Graph {
   // the gates (plane 1, FP32 bits); only moe() reads it, and as an output it
   // reads back as the indices (as floats) and then the gates.
   int route(int logits, unsigned k, bool softmax_gates = true, const std::string& name = "");
+  // A route()'s experts [rows, k] (INT32) or its gates [rows, k] (FP32):
+  // a copy of that plane (ONNX's TopK reads both).
+  int route_indices(int route, const std::string& name = "");
+  int route_values(int route, const std::string& name = "");
   // DeepSeek-V3's group-limited routing (noaux_tc), computed by the tile
   // cores: each row of `choice` (.., E) in `groups` groups of E / groups,
   // a group scored by the sum of its two largest values, the `topk_group`
@@ -180,6 +185,7 @@ class Graph {
  private:
   int add_tensor(Tensor t);
   int add_op(Op op, std::vector<unsigned> out_shape, DType out_dtype);
+  int route_plane(int route, unsigned plane, const std::string& name);
   const Tensor& operand(int t, const char* what) const;
   std::vector<Tensor> tensors_;
   std::vector<Op> ops_;

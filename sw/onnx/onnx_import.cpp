@@ -687,7 +687,7 @@ class Importer {
     static const std::map<std::string, OpKind> binaries{{"Add", OpKind::add}, {"Sub", OpKind::sub}, {"Mul", OpKind::mul},
                                                         {"Max", OpKind::max}, {"Min", OpKind::min}, {"Sum", OpKind::add},
                                                         {"Mean", OpKind::add}};
-    only_outputs(op == "Split" ? n.output_size() : op == "LayerNormalization" ? 3 : op == "SoftmaxCrossEntropyLoss" ? 2 : 1);
+    only_outputs(op == "Split" ? n.output_size() : op == "LayerNormalization" ? 3 : op == "SoftmaxCrossEntropyLoss" || op == "TopK" ? 2 : 1);
     if (foldable(op) && n.input_size() > 0 &&
         std::all_of(n.input().begin(), n.input().end(), [&](const std::string& i) { return i.empty() || value(i, name, op).constant(); })) {
       std::vector<const Value*> ins;
@@ -966,6 +966,41 @@ class Importer {
       r.tensor = g_.argmax(op == "ArgMin" ? g_.unary(OpKind::neg, t) : t, name);
       elem_type_[r.tensor] = TP::INT64;
       set(r);
+    } else if (op == "TopK") {
+      // The vector unit's top-k (1 to 8, sorted, ties to the lower index,
+      // as ONNX's TopK has them) on the axis brought last; the smallest as
+      // the largest of the negated values. Values and INT64 indices.
+      const Value& x = data(0);
+      const std::vector<std::int64_t> kv = ints(in(1));
+      const std::int64_t a = axis(ai("axis", -1), x.shape.size(), name, op);
+      const bool largest = ai("largest", 1);
+      ai("sorted", 1);  // sorted either way
+      const unsigned width = x.shape.empty() ? 1 : x.shape[static_cast<std::size_t>(a)];
+      if (kv.size() != 1 || kv[0] < 1 || kv[0] > 8 || kv[0] > width)
+        throw Unsupported(name, op, fmt::format("k {} of {} (the vector unit's top-k takes 1 to 8)", kv.empty() ? 0 : kv[0], width));
+      const unsigned k = static_cast<unsigned>(kv[0]);
+      const bool last = x.shape.empty() || a + 1 == static_cast<std::int64_t>(x.shape.size());
+      const std::vector<std::size_t> order = to_end(x.shape.size(), {static_cast<std::size_t>(a)});
+      const int t = last ? rows_of(x, name, op) : permute(x, order, name, op).tensor;
+      const int route = g_.route(largest ? t : g_.unary(OpKind::neg, t), k, false, name + ".top");
+      // Back in x's order, with k along the axis.
+      std::vector<unsigned> moved;  // the shape with the axis last, k long
+      for (std::size_t d : order) moved.push_back(d == static_cast<std::size_t>(a) ? k : x.shape[d]);
+      auto place = [&](int plane) {
+        Value v;
+        v.shape = moved;
+        v.tensor = g_.reshape(plane, ir_shape(moved), fresh("topk"));
+        if (last) return v;
+        std::vector<std::size_t> back(order.size());
+        for (std::size_t d = 0; d < order.size(); ++d) back[order[d]] = d;
+        return permute(v, back, name, op);
+      };
+      const int vals = g_.route_values(route);
+      Value values = place(largest ? vals : g_.unary(OpKind::neg, vals));
+      Value indices = place(g_.route_indices(route));
+      elem_type_[indices.tensor] = TP::INT64;
+      set(values, 0);
+      if (n.output_size() > 1 && !n.output(1).empty()) set(indices, 1);
     } else if (op == "Reshape" || op == "Flatten" || op == "Squeeze" || op == "Unsqueeze") {
       const Value& x = in(0);
       std::vector<unsigned> s;
