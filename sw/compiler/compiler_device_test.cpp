@@ -308,3 +308,34 @@ TEST(CompilerDevice, GroupLimitedRoutingOnTheCoresEqualsTheReference) {
     EXPECT_NEAR(sum, 2.5f, 1e-5);
   }
 }
+
+TEST(CompilerDevice, AnEmbeddingLookupGathersTheRowsItsIndicesName) {
+  // Indices from an input (FP32 whole numbers) and from an argmax on the
+  // chip, a BF16 table and an FP32 one; an index out of range fails the
+  // op by name, and the device serves on.
+  Chip c;
+  Graph g;
+  const int tokens = g.input("tokens", {6});
+  const int table = g.weight("table", {50, 96}, seeded_values(50 * 96, 1, 2.0f), DType::bf16);
+  const int rows = g.gather_rows(table, tokens, "embed");
+  const int scores = g.input("scores", {3, 20});
+  const int picked = g.gather_rows(g.weight("t2", {20, 16}, seeded_values(320, 2, 2.0f)), g.argmax(scores), "picked");
+  g.output(g.binary(OpKind::add, rows, g.weight("bias", {96}, seeded_values(96, 3, 1.0f)), "out"));
+  g.output(picked);
+  Executable ex(c.dev, c.program, std::move(g));
+  std::map<std::string, std::vector<float>> in{{"tokens", {3, 49, 0, 7, 7, 22}}, {"scores", seeded_values(60, 4, 2.0f)}};
+  const auto out = ex.run(in);
+  expect_reference(ex, in, out);
+  EXPECT_EQ(out.at("picked").size(), 3u * 16);
+  in.at("tokens")[4] = 50;  // one past the table
+  try {
+    ex.run(in);
+    FAIL() << "an index out of range ran";
+  } catch (const rt::DeviceError& e) {
+    EXPECT_NE(std::string(e.what()).find("embed"), std::string::npos) << e.what();
+  }
+  in.at("tokens")[4] = 2.5f;  // not a whole number
+  EXPECT_THROW(ex.run(in), rt::DeviceError);
+  in.at("tokens")[4] = 9;
+  expect_reference(ex, in, ex.run(in));  // it serves on
+}

@@ -64,7 +64,7 @@ VecOp vec_of(OpKind k) {
     case OpKind::argmax: return VecOp::argmax;
     case OpKind::reduce_sum: return VecOp::sum;
     case OpKind::reduce_max: return VecOp::rmax;
-    case OpKind::matmul: case OpKind::reshape: case OpKind::move: case OpKind::route: case OpKind::moe: break;
+    case OpKind::matmul: case OpKind::reshape: case OpKind::move: case OpKind::route: case OpKind::moe: case OpKind::gather: break;
   }
   throw std::logic_error("compiler: matmul and reshape are no vector operations");
 }
@@ -163,6 +163,14 @@ class Emitter {
         d.len0 = m.len * eb, d.count1 = m.count;
         d.sstride1 = static_cast<std::uint32_t>(m.from_stride * eb), d.dstride1 = static_cast<std::uint32_t>(m.to_stride * eb);
         prog.dma(d);
+      }
+    } else if (anchor.kind == OpKind::gather) {  // the kernel reads the indices and copies the rows
+      const Tensor &Tb = g_.tensor(anchor.in[0]), &I = g_.tensor(anchor.in[1]);
+      const std::uint64_t table = addr_(anchor.in[0]), index = addr_(anchor.in[1]), out = addr_(grp_.out);
+      for (unsigned i0 = p.r0; i0 < p.r1; i0 += 4096) {
+        const unsigned n = std::min(4096u, p.r1 - i0);
+        prog.gather({rt::lo(table), rt::hi(table), rt::lo(index), rt::hi(index), rt::lo(out), rt::hi(out),
+                     static_cast<std::uint32_t>(Tb.rows()), Tb.cols() * bytes(Tb.dtype), i0 | n << 16, I.dtype == DType::f32 ? 1u : 0u});
       }
     } else if (anchor.kind == OpKind::route) {
       route(prog, p);

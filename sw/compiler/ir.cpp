@@ -45,7 +45,7 @@ const char* name(OpKind k) {
                                       "relu",   "relu2", "exp",    "log",   "tanh",  "sigmoid", "silu",
                                       "gelu",   "neg",  "abs",     "rsqrt", "recip", "rmsnorm", "layernorm",
                                       "softmax", "rope", "cast",   "argmax", "reshape", "reduce_sum", "reduce_max", "move",
-                                      "route",  "moe"};
+                                      "route",  "moe",   "gather"};
   return names[static_cast<unsigned>(k)];
 }
 
@@ -313,6 +313,24 @@ int Graph::route_grouped(int choice, int weights, unsigned k, unsigned groups, u
   op.kind = OpKind::route, op.name = n, op.in = {choice, weights}, op.k = k, op.gate_softmax = false;
   op.groups = groups, op.topk_group = topk_group, op.route_scale = scale, op.normalize = normalize;
   return add_op(std::move(op), {2, static_cast<unsigned>(C.rows()), k}, DType::i32);
+}
+
+int Graph::gather_rows(int table, int indices, const std::string& name) {
+  const Tensor &Tb = operand(table, "gather_rows"), &I = operand(indices, "gather_rows");
+  const std::string n = name.empty() ? fmt::format("gather{}", ops_.size()) : name;
+  if (Tb.shape.size() != 2)
+    throw std::invalid_argument(fmt::format("graph: {}: the table '{}' {} must be 2-D (rows x D)", n, Tb.name, shape_text(Tb.shape)));
+  if (I.dtype != DType::i32 && I.dtype != DType::f32)
+    throw std::invalid_argument(fmt::format("graph: {}: the indices '{}' must be i32 or f32, not {}", n, I.name, compiler::name(I.dtype)));
+  if (I.elements() > 65535)
+    throw std::invalid_argument(fmt::format("graph: {}: {} indices (at most 65535)", n, I.elements()));
+  if (std::uint64_t{Tb.cols()} * bytes(Tb.dtype) > (1u << 24))
+    throw std::invalid_argument(fmt::format("graph: {}: rows of {} bytes (at most 16 MiB)", n, std::uint64_t{Tb.cols()} * bytes(Tb.dtype)));
+  Op op;
+  op.kind = OpKind::gather, op.name = n, op.in = {table, indices};
+  std::vector<unsigned> shape = I.shape;
+  shape.push_back(Tb.cols());
+  return add_op(std::move(op), std::move(shape), Tb.dtype);
 }
 
 int Graph::route_indices(int route, const std::string& name) { return route_plane(route, 0, name); }

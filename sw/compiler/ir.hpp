@@ -39,6 +39,7 @@ enum class OpKind : std::uint8_t {
   move,                                                          // copies of elements from the inputs (Op::moves)
   route,                                                         // a router's top-k experts and their gates (Graph::route)
   moe,                                                           // the chosen experts' SwiGLU FFNs, gated and summed (Graph::moe)
+  gather,                                                        // rows of a table by indices the chip holds (Graph::gather_rows)
 };
 const char* name(OpKind k);
 bool is_unary(OpKind k);
@@ -49,7 +50,7 @@ inline bool is_reduction(OpKind k) { return k == OpKind::argmax || k == OpKind::
 // Ops whose parts are rows of their input, not of their output: reductions, reshape, route.
 inline bool tiles_input(OpKind k) { return is_reduction(k) || k == OpKind::reshape || k == OpKind::route; }
 // Ops that neither start nor join an elementwise chain.
-inline bool chains(OpKind k) { return !tiles_input(k) && k != OpKind::move && k != OpKind::moe; }
+inline bool chains(OpKind k) { return !tiles_input(k) && k != OpKind::move && k != OpKind::moe && k != OpKind::gather; }
 // An elementwise operation: what fusion may put after a producer.
 inline bool is_elementwise(OpKind k) { return is_unary(k) || is_binary(k) || k == OpKind::cast; }
 
@@ -146,6 +147,11 @@ class Graph {
   // a copy of that plane (ONNX's TopK reads both).
   int route_indices(int route, const std::string& name = "");
   int route_values(int route, const std::string& name = "");
+  // An embedding lookup: row indices[i] of `table` (rows x D) as row i of
+  // the output (indices' shape + [D], the table's format). The indices are
+  // INT32 (an argmax's, a route's) or FP32 holding whole numbers (an
+  // input); they are read on the chip, where one out of range fails the op.
+  int gather_rows(int table, int indices, const std::string& name = "");
   // DeepSeek-V3's group-limited routing (noaux_tc), computed by the tile
   // cores: each row of `choice` (.., E) in `groups` groups of E / groups,
   // a group scored by the sum of its two largest values, the `topk_group`

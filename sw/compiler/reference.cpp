@@ -210,6 +210,18 @@ std::vector<std::vector<float>> reference(const Graph& g, const std::map<std::st
         break;
       }
       case OpKind::moe: y = moe_reference(g, op, x, v[static_cast<std::size_t>(op.in[1])]); break;
+      case OpKind::gather: {
+        const std::vector<float>& idx = v[static_cast<std::size_t>(op.in[1])];
+        const Tensor& Tb = g.tensor(op.in[0]);
+        const std::size_t D = Tb.cols();
+        for (std::size_t i = 0; i < idx.size(); ++i) {
+          const float r = idx[i];
+          if (!(r >= 0) || r >= static_cast<float>(Tb.rows()) || r != std::floor(r))
+            throw std::invalid_argument(fmt::format("run: {}: index {} of a table of {} rows", op.name, r, Tb.rows()));
+          std::copy_n(x.begin() + static_cast<std::ptrdiff_t>(static_cast<std::size_t>(r) * D), D, y.begin() + static_cast<std::ptrdiff_t>(i * D));
+        }
+        break;
+      }
       case OpKind::argmax:
         for (std::size_t r = 0; r < rows; ++r) y[r] = static_cast<float>(vec::argmax(x.data() + r * cols, static_cast<unsigned>(cols)));
         break;

@@ -73,7 +73,7 @@ int demo_main(int argc, char** argv) {
     rt::Device dev(opt);
     const rt::Kernel program = dev.load_kernel(data_file(DataKind::kernels, "program.elf"), (1u << dev.tiles()) - 1);
     compiler::Executable ex(dev, program, std::move(g));
-    const std::map<std::string, std::vector<float>> outputs = ex.run({});
+    const std::map<std::string, std::vector<float>> outputs = ex.run(llama_inputs(tokens));
     const std::vector<float>& logits = outputs.at("logits");
     const float* last = logits.data() + std::size_t{prompt - 1} * c.vocab;
     const auto next = static_cast<unsigned>(std::max_element(last, last + c.vocab) - last);
@@ -90,6 +90,18 @@ int demo_main(int argc, char** argv) {
                              ex.groups().size(), ex.last_seconds() * 1e6, ex.last_seconds() * 1e6 / prompt, next);
     std::cout << fmt::format("roofline: bound {:.2f} us ({}, {}): {:.1f}% of it\n", r.seconds() * 1e6, r.binding().resource,
                              r.binding().where, 100 * r.seconds() / ex.last_seconds());
+    {  // where the time went: the slowest nodes
+      const std::vector<double> t = ex.node_seconds();
+      std::vector<std::size_t> order(t.size());
+      for (std::size_t k = 0; k < order.size(); ++k) order[k] = k;
+      std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return t[a] > t[b]; });
+      std::string slow;
+      for (std::size_t k = 0; k < std::min<std::size_t>(3, order.size()); ++k) {
+        const compiler::Op& op = ex.graph().ops()[static_cast<std::size_t>(ex.groups()[order[k]].ops[0])];
+        slow += fmt::format("{}{} ({}) {:.2f} us", k ? ", " : "", op.name, compiler::name(op.kind), t[order[k]] * 1e6);
+      }
+      std::cout << "slowest nodes: " << slow << "\n";
+    }
     if (check) {
       // A MoE model's reference follows the chip's routes (and counts where its own FP32 top k differs).
       const std::vector<std::vector<std::uint32_t>> routes = chip_routes(c, outputs, layers);

@@ -253,12 +253,12 @@ Graph llama_prefill(const LlamaConfig& c, const WeightSource& w, const std::vect
     return g.matmul(x, g.weight(name, {in, out}, transposed(w(name, {out, in}), out, in), DType::bf16), DType::bf16);
   };
   auto norm = [&](const std::string& name) { return g.weight(name, {D}, w(name, {D})); };
-  // The embedding: each token's row moved out of the table.
+  // The embedding: the prompt's tokens are the graph's input "tokens"
+  // (llama_inputs), their rows gathered out of the table on the chip, so
+  // the compiled graph serves any prompt of this length.
   const std::vector<float> table = w("model.embed_tokens.weight", {c.vocab, D});
   const int embed = g.weight("model.embed_tokens.weight", {c.vocab, D}, table);
-  std::vector<Move> rows;
-  for (unsigned t = 0; t < T; ++t) rows.push_back({0, std::uint64_t{tokens[t]} * D, std::uint64_t{t} * D, D, 1, 0, 0});
-  int h = g.move({embed}, {T, D}, rows, "embed");
+  int h = g.gather_rows(embed, g.input("tokens", {T}), "embed");
   // Rotary tables for the prompt's positions: x.cos + rotate_half(x).sin,
   // rotate_half's sign folded into the sin table; n heads of `width`
   // columns, columns [offset, offset + rd) of each rotated (the others
@@ -302,8 +302,9 @@ Graph llama_prefill(const LlamaConfig& c, const WeightSource& w, const std::vect
                        const std::function<int(unsigned)>& k_head_t, const std::function<int(unsigned)>& v_head) {
     std::vector<int> outs;
     for (unsigned hh = 0; hh < H; ++hh) {
-      const int s = g.binary(OpKind::add, g.binary(OpKind::mul, g.matmul(q_head(hh), k_head_t(hh), DType::bf16), scale), causal);
-      outs.push_back(g.matmul(g.softmax(s), v_head(hh), DType::bf16));
+      const int qh = q_head(hh), kth = k_head_t(hh), vh = v_head(hh);  // in this order (the graph's op order)
+      const int s = g.binary(OpKind::add, g.binary(OpKind::mul, g.matmul(qh, kth, DType::bf16), scale), causal);
+      outs.push_back(g.matmul(g.softmax(s), vh, DType::bf16));
     }
     std::vector<Move> cat;
     for (unsigned hh = 0; hh < H; ++hh) cat.push_back({hh, 0, std::uint64_t{hh} * vd, vd, T, vd, std::uint64_t{H} * vd});
@@ -427,6 +428,10 @@ Graph llama_prefill(const LlamaConfig& c, const WeightSource& w, const std::vect
   const std::vector<float> lm = c.tie_embeddings ? table : w(head, {c.vocab, D});
   g.output(g.matmul(h, g.weight("lm_head", {D, c.vocab}, transposed(lm, c.vocab, D), DType::bf16), DType::bf16, "logits"));
   return g;
+}
+
+std::map<std::string, std::vector<float>> llama_inputs(const std::vector<std::uint32_t>& tokens) {
+  return {{"tokens", std::vector<float>(tokens.begin(), tokens.end())}};
 }
 
 std::vector<std::vector<std::uint32_t>> chip_routes(const LlamaConfig& c, const std::map<std::string, std::vector<float>>& outputs,

@@ -100,12 +100,16 @@ WeightSource weights_from(const SafeTensors& st);
 // Seeded weights: the same name and seed give the same values.
 WeightSource seeded_weights(std::uint32_t seed);
 
-// The prefill of `tokens` (positions 0..T-1) over the first `layers`
-// layers (0: all): the graph's output "logits" is T x vocab, and a MoE
+// The prefill of a prompt of `tokens`' length (positions 0..T-1; the
+// tokens themselves are the graph's input "tokens": llama_inputs) over the
+// first `layers` layers (0: all): the graph's output "logits" is T x vocab, and a MoE
 // model's "layer<l>.route" each layer's choices (route(): T x k experts,
 // then their gates).
 compiler::Graph llama_prefill(const LlamaConfig& c, const WeightSource& w, const std::vector<std::uint32_t>& tokens,
                               unsigned layers = 0);
+// The graph's inputs for a prompt: its tokens (the graph's "tokens", as
+// FP32 whole numbers), gathered from the embedding table on the chip.
+std::map<std::string, std::vector<float>> llama_inputs(const std::vector<std::uint32_t>& tokens);
 // The same on the host in FP32, with the weights as the chip holds them
 // (rounded to BF16, norms in FP32) and activations unrounded. A MoE model
 // routes each token to its own top k unless `routes` (by layer, T x k

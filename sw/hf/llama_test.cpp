@@ -131,7 +131,7 @@ TEST(HfLlama, TwoLayersOnTheChipAgreeWithTheReferenceWithSeededOrStoredWeights) 
   const std::vector<std::uint32_t> prompt{3, 17, 42, 5, 95, 60};
   const WeightSource seeded = seeded_weights(7);
   compiler::Executable ex(dev, program, llama_prefill(c, seeded, prompt, 2));
-  const std::vector<float> logits = ex.run({}).at("logits");
+  const std::vector<float> logits = ex.run(llama_inputs(prompt)).at("logits");
   ASSERT_EQ(logits.size(), prompt.size() * c.vocab);
   const double err = relative_error(logits, llama_reference(c, seeded, prompt, 2));
   std::cout << "two layers, 6 tokens: logits' relative error " << err << ", " << dev.simulated_seconds() * 1e6
@@ -139,6 +139,11 @@ TEST(HfLlama, TwoLayersOnTheChipAgreeWithTheReferenceWithSeededOrStoredWeights) 
   EXPECT_LT(err, 5e-2);  // BF16 GEMM inputs, as the main job's bound
   EXPECT_GT(err, 0.0);
 
+  // The compiled graph serves another prompt of this length: the tokens are its input.
+  const std::vector<std::uint32_t> other{90, 1, 1, 64, 2, 33};
+  EXPECT_LT(relative_error(ex.run(llama_inputs(other)).at("logits"), llama_reference(c, seeded, other, 2)), 5e-2);
+  EXPECT_THROW(ex.run(llama_inputs({3, 17, 42, 5, 95, 96})), rt::DeviceError);  // a token past the vocabulary: the lookup fails on the chip
+  EXPECT_EQ(ex.run(llama_inputs(prompt)).at("logits"), logits);  // and it serves on
   // The same weights written as a model's safetensors (two shards and an index), read back.
   const std::string d = testing::TempDir() + "llama_test_weights";
   std::filesystem::create_directories(d);
@@ -170,7 +175,7 @@ TEST(HfLlama, TwoLayersOnTheChipAgreeWithTheReferenceWithSeededOrStoredWeights) 
   std::ofstream(d + "/model.safetensors.index.json") << index.dump();
   const SafeTensors st = SafeTensors::open(d);
   compiler::Executable stored(dev, program, llama_prefill(c, weights_from(st), prompt, 2));
-  EXPECT_EQ(stored.run({}).at("logits"), logits);  // bit for bit
+  EXPECT_EQ(stored.run(llama_inputs(prompt)).at("logits"), logits);  // bit for bit
   // A layer the file lacks is refused by name.
   try {
     llama_prefill(c, weights_from(st), prompt, 3);
@@ -182,7 +187,7 @@ TEST(HfLlama, TwoLayersOnTheChipAgreeWithTheReferenceWithSeededOrStoredWeights) 
   // Tied embeddings: the LM head is the embedding table.
   const LlamaConfig tied = LlamaConfig::parse(tiny(true), "config.json");
   compiler::Executable t(dev, program, llama_prefill(tied, seeded, {1, 2, 3}, 1));
-  EXPECT_LT(relative_error(t.run({}).at("logits"), llama_reference(tied, seeded, {1, 2, 3}, 1)), 5e-2);
+  EXPECT_LT(relative_error(t.run(llama_inputs({1, 2, 3})).at("logits"), llama_reference(tied, seeded, {1, 2, 3}, 1)), 5e-2);
 }
 
 TEST(HfLlama, MixtralsExpertLayersOnTheChipAgreeWithTheReference) {
@@ -197,7 +202,7 @@ TEST(HfLlama, MixtralsExpertLayersOnTheChipAgreeWithTheReference) {
   for (const compiler::Op& op : g.ops()) moes += op.kind == compiler::OpKind::moe;
   EXPECT_EQ(moes, 2u);
   compiler::Executable ex(dev, program, std::move(g));
-  const auto out = ex.run({});
+  const auto out = ex.run(llama_inputs(prompt));
   const std::vector<std::vector<std::uint32_t>> routes = chip_routes(c, out, 2);
   ASSERT_EQ(routes.size(), 2u);
   ASSERT_EQ(routes[0].size(), prompt.size() * 2);
@@ -218,7 +223,7 @@ TEST(HfLlama, MixtralsExpertLayersOnTheChipAgreeWithTheReference) {
     LlamaConfig ck = c;
     ck.experts_per_token = k;
     compiler::Executable e(dev, program, llama_prefill(ck, seeded, prompt, 1));
-    const auto o = e.run({});
+    const auto o = e.run(llama_inputs(prompt));
     const std::vector<std::vector<std::uint32_t>> r = chip_routes(ck, o, 1);
     unsigned d = 9;
     EXPECT_LT(relative_error(o.at("logits"), llama_reference(ck, seeded, prompt, 1, &r, &d)), 5e-2) << "top-" << k;
@@ -240,7 +245,7 @@ TEST(HfLlama, Qwen2MoeSharedAndRoutedExpertsOnTheChipAgreeWithTheReference) {
   for (const compiler::Op& op : g.ops()) moes += op.kind == compiler::OpKind::moe;
   EXPECT_EQ(moes, 2u);
   compiler::Executable ex(dev, program, std::move(g));
-  const auto out = ex.run({});
+  const auto out = ex.run(llama_inputs(prompt));
   const std::vector<std::vector<std::uint32_t>> routes = chip_routes(c, out, 3);
   ASSERT_EQ(routes.size(), 3u);
   EXPECT_TRUE(routes[1].empty());
@@ -268,7 +273,7 @@ TEST(HfLlama, DeepSeekV3LatentAttentionAndGroupRoutedExpertsOnTheChipAgreeWithTh
   const std::vector<std::uint32_t> prompt{3, 17, 42, 5, 95, 60, 7};
   const WeightSource seeded = seeded_weights(3);
   compiler::Executable ex(dev, program, llama_prefill(c, seeded, prompt, 2));
-  const auto out = ex.run({});
+  const auto out = ex.run(llama_inputs(prompt));
   const std::vector<std::vector<std::uint32_t>> routes = chip_routes(c, out, 2);
   ASSERT_EQ(routes.size(), 2u);
   ASSERT_EQ(routes[1].size(), prompt.size() * 4);

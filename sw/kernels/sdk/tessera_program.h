@@ -30,6 +30,8 @@ enum tkp_kind {
                       kernel describes them (sw/kernels/program/program.c); uses semaphores 0-6, left at zero */
   TKP_ROUTE = 10,  /* a router's group-limited top-k on the core (DeepSeek-V3's noaux_tc), on rows in the
                       scratchpad: w[0..7] as the program kernel describes them (route_grouped) */
+  TKP_GATHER = 11, /* rows of a table in global memory picked by indices the chip holds (an embedding
+                      lookup): w[0..9] as the program kernel describes them (gather_rows) */
 };
 #define TKP_BARRIER_MAX 19u
 /* Semaphores of long programs (more than TKP_MAX_OPS operations, streamed

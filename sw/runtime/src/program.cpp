@@ -118,6 +118,14 @@ TileProgram& TileProgram::moe(const std::vector<std::uint32_t>& args) {
   return *this;
 }
 
+TileProgram& TileProgram::gather(const std::vector<std::uint32_t>& args) {
+  if (args.size() != 10) throw UsageError(fmt::format("gather: 10 words, not {}", args.size()));
+  tkp_op o = op(TKP_GATHER);
+  for (unsigned i = 0; i < args.size(); ++i) o.w[i] = args[i];
+  ops_.push_back(o);
+  return *this;
+}
+
 TileProgram& TileProgram::route(const std::vector<std::uint32_t>& args) {
   if (args.size() != 8) throw UsageError(fmt::format("route: 8 words, not {}", args.size()));
   tkp_op o = op(TKP_ROUTE);

@@ -84,6 +84,9 @@ class TileProgram {
   // A router's group-limited top-k on this tile's core (DeepSeek-V3's
   // noaux_tc): the 8 words the program kernel's route_grouped() takes.
   TileProgram& route(const std::vector<std::uint32_t>& args);
+  // Rows of a table picked by indices in global memory (an embedding
+  // lookup): the 10 words the program kernel's gather_rows() takes.
+  TileProgram& gather(const std::vector<std::uint32_t>& args);
   // An operation as it is, unchecked (for tests of the program kernel).
   TileProgram& raw(const tkp_op& o) {
     ops_.push_back(o);
