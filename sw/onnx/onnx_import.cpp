@@ -5,6 +5,7 @@
 #include <onnx/onnx_pb.h>
 
 #include <algorithm>
+#include <limits>
 #include <array>
 #include <cmath>
 #include <cstring>
@@ -761,6 +762,33 @@ class Importer {
         if (op == "Equal") r = binary(OpKind::sub, r, greater(a, b), name, op);
       }
       elem_type_[r.tensor] = TP::BOOL;
+      set(r);
+    } else if (op == "IsNaN" || op == "IsInf" || op == "Sign") {
+      // From the same exact pieces as the comparisons: IsNaN is 1 - ordered(x);
+      // x is +inf exactly when x > FLT_MAX, -inf when -FLT_MAX > x; Sign is
+      // (x > 0) - (0 > x), 0 for zeros (and NaN, which ONNX leaves open).
+      const Value& x = data(0);
+      const float big = std::numeric_limits<float>::max();
+      auto step = [&](const Value& d) {  // 1 where d > 0, else 0 (NaN too)
+        return with_scalar(OpKind::min, with_scalar(OpKind::mul, with_scalar(OpKind::mul, unary(OpKind::relu, d, name, op), 0x1p127f), 0x1p127f), 1.0f);
+      };
+      Value r;
+      if (op == "IsNaN") {
+        const Value c = with_scalar(OpKind::max, with_scalar(OpKind::min, x, 1.0f), -1.0f);
+        const Value ordered = unary(OpKind::relu, with_scalar(OpKind::add, with_scalar(OpKind::mul, c, 0.0f), 1.0f), name, op);
+        r = with_scalar(OpKind::add, unary(OpKind::neg, ordered, name, op), 1.0f);
+      } else if (op == "IsInf") {
+        const bool pos = ai("detect_positive", 1), neg = ai("detect_negative", 1);
+        const Value up = step(with_scalar(OpKind::sub, x, big));                            // x - FLT_MAX > 0: +inf
+        const Value down = step(unary(OpKind::neg, with_scalar(OpKind::add, x, big), name, op));  // -(x + FLT_MAX) > 0: -inf
+        if (pos && neg) r = binary(OpKind::add, up, down, name, op);
+        else if (pos) r = up;
+        else if (neg) r = down;
+        else r = with_scalar(OpKind::mul, up, 0.0f);  // neither: all false
+      } else {
+        r = binary(OpKind::sub, step(x), step(unary(OpKind::neg, x, name, op)), name, op);
+      }
+      if (op != "Sign") elem_type_[r.tensor] = TP::BOOL;
       set(r);
     } else if (op == "Not" || op == "And" || op == "Or" || op == "Xor") {
       // On booleans the chip computed (1 or 0): not x = 1 - x, and = x y,

@@ -240,3 +240,38 @@ TEST(OnnxImport, ComparisonsOnTheChipAreExactForInfinitiesNansAndTheLeastDiffere
     }
   }
 }
+
+TEST(OnnxImport, IsNanIsInfAndSignOnTheChipAreExact) {
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  const float tiny = std::numeric_limits<float>::denorm_min(), big = std::numeric_limits<float>::max();
+  const std::vector<float> x{1, -2, 0.0f, -0.0f, inf, -inf, nan, tiny, -tiny, big, -big};
+  onnx::ModelProto m = model();
+  auto* g = m.mutable_graph();
+  add_input(g, "x", {static_cast<std::int64_t>(x.size())});
+  add_node(g, "IsNaN", {"x"}, "isnan");
+  add_node(g, "IsInf", {"x"}, "isinf");
+  auto* pos = add_node(g, "IsInf", {"x"}, "isposinf");
+  auto* a = pos->add_attribute();
+  a->set_name("detect_negative"), a->set_type(onnx::AttributeProto::INT), a->set_i(0);
+  add_node(g, "Sign", {"x"}, "sign");
+  for (const char* o : {"isnan", "isinf", "isposinf", "sign"}) g->add_output()->set_name(o);
+  const Imported imp = import_model(m, {{"x", floats({static_cast<unsigned>(x.size())}, x)}});
+  const auto v = compiler::reference(imp.graph, {{"x", x}});
+  std::map<std::string, std::vector<float>> run;
+  for (const auto& o : imp.outputs) run[o.tensor_name] = v[static_cast<std::size_t>(o.tensor)];
+  for (std::size_t k = 0; k < imp.outputs.size(); ++k) {
+    const HostTensor h = imp.output(k, run);
+    for (std::size_t i = 0; i < x.size(); ++i) {
+      const float e = x[i];
+      if (h.name == "isnan") {
+        EXPECT_EQ(h.i.at(i), std::isnan(e) ? 1 : 0) << e;
+      } else if (h.name == "isinf") {
+        EXPECT_EQ(h.i.at(i), std::isinf(e) ? 1 : 0) << e;
+      } else if (h.name == "isposinf") {
+        EXPECT_EQ(h.i.at(i), e == inf ? 1 : 0) << e;
+      } else if (!std::isnan(e)) {
+        EXPECT_EQ(h.f.at(i), e > 0 ? 1.0f : e < 0 ? -1.0f : 0.0f) << e;
+      }
+    }
+  }
+}
