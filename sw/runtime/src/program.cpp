@@ -110,29 +110,20 @@ TileProgram& TileProgram::drain() {
   return *this;
 }
 
-TileProgram& TileProgram::moe(const std::vector<std::uint32_t>& args) {
-  if (args.size() != 13 && args.size() != 14) throw UsageError(fmt::format("moe: 13 or 14 words, not {}", args.size()));
-  tkp_op o = op(TKP_MOE);
+TileProgram& TileProgram::words(std::uint32_t kind, const char* what, const std::vector<std::uint32_t>& args, std::size_t least,
+                                std::size_t most) {
+  if (args.size() < least || args.size() > most)
+    throw UsageError(least == most ? fmt::format("{}: {} words, not {}", what, least, args.size())
+                                   : fmt::format("{}: {} or {} words, not {}", what, least, most, args.size()));
+  tkp_op o = op(kind);
   for (unsigned i = 0; i < args.size(); ++i) o.w[i] = args[i];
   ops_.push_back(o);
   return *this;
 }
 
-TileProgram& TileProgram::gather(const std::vector<std::uint32_t>& args) {
-  if (args.size() != 10) throw UsageError(fmt::format("gather: 10 words, not {}", args.size()));
-  tkp_op o = op(TKP_GATHER);
-  for (unsigned i = 0; i < args.size(); ++i) o.w[i] = args[i];
-  ops_.push_back(o);
-  return *this;
-}
-
-TileProgram& TileProgram::route(const std::vector<std::uint32_t>& args) {
-  if (args.size() != 8) throw UsageError(fmt::format("route: 8 words, not {}", args.size()));
-  tkp_op o = op(TKP_ROUTE);
-  for (unsigned i = 0; i < args.size(); ++i) o.w[i] = args[i];
-  ops_.push_back(o);
-  return *this;
-}
+TileProgram& TileProgram::moe(const std::vector<std::uint32_t>& args) { return words(TKP_MOE, "moe", args, 13, 14); }
+TileProgram& TileProgram::gather(const std::vector<std::uint32_t>& args) { return words(TKP_GATHER, "gather", args, 10, 10); }
+TileProgram& TileProgram::route(const std::vector<std::uint32_t>& args) { return words(TKP_ROUTE, "route", args, 8, 8); }
 
 Graph& Graph::node(std::string name, std::vector<std::pair<unsigned, TileProgram>> per_tile) {
   nodes_.push_back({std::move(name), std::move(per_tile)});

@@ -96,6 +96,9 @@ class TileProgram {
   const std::vector<tkp_op>& ops() const { return ops_; }
 
  private:
+  // An operation of `kind` whose words are `args` (least to most of them).
+  TileProgram& words(std::uint32_t kind, const char* what, const std::vector<std::uint32_t>& args, std::size_t least,
+                     std::size_t most);
   std::vector<tkp_op> ops_;
 };
 
