@@ -9,6 +9,8 @@
 // or weights file, in one line), 3 (a device error).
 #include "hf_demo.hpp"
 
+#include <unistd.h>
+
 #include <fmt/format.h>
 
 #include <cmath>
@@ -64,6 +66,16 @@ int demo_main(int argc, char** argv) {
     if (!weights.empty()) st = std::make_unique<SafeTensors>(SafeTensors::open(weights)), w = weights_from(*st);
     std::mt19937 rng(seed);
     for (unsigned t = 0; t < prompt; ++t) tokens.push_back(static_cast<std::uint32_t>(rng() % c.vocab));
+    // A functional run holds every weight on the host in FP32, about twice
+    // (the graph's copy and the chip's layout): refuse at once what this
+    // host cannot hold rather than fill its memory for minutes.
+    const std::uint64_t params = c.parameters(layers), need = params * 4 * 2;
+    const std::uint64_t host = static_cast<std::uint64_t>(sysconf(_SC_PHYS_PAGES)) * static_cast<std::uint64_t>(sysconf(_SC_PAGE_SIZE));
+    if (need > host / 2)
+      return fail(fmt::format("{}: {} of {} layers hold {:.3g} G weights, {:.1f} GB on the host in FP32 twice over, more than half "
+                              "of this host's {:.1f} GB; run fewer layers (--layers), or at full size in the timing-only mode "
+                              "(not built yet)",
+                              config, layers ? std::min(layers, c.layers) : c.layers, c.layers, params / 1e9, need / 1e9, host / 1e9));
     g = llama_prefill(c, w, tokens, layers);
   } catch (const std::exception& e) {
     return fail(e.what());

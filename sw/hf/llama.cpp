@@ -125,6 +125,28 @@ bool LlamaConfig::sparse(unsigned l) const {
   return (l + 1) % decoder_sparse_step == 0 && std::find(mlp_only_layers.begin(), mlp_only_layers.end(), l) == mlp_only_layers.end();
 }
 
+std::uint64_t LlamaConfig::parameters(unsigned n) const {
+  const std::uint64_t D = hidden, H = heads, KV = kv_heads, hd = head_dim;
+  const unsigned L = n ? std::min(n, layers) : layers;
+  std::uint64_t p = std::uint64_t{vocab} * D * (tie_embeddings ? 1 : 2) + D;  // embedding, LM head, final norm
+  for (unsigned l = 0; l < L; ++l) {
+    p += 2 * D;  // the layer's norms
+    if (mla) {
+      const std::uint64_t qd = qk_nope + qk_rope;
+      p += (q_lora ? D * q_lora + q_lora + q_lora * H * qd : D * H * qd) + D * (kv_lora + qk_rope) + kv_lora +
+           std::uint64_t{kv_lora} * H * (qk_nope + v_head) + H * v_head * D;
+    } else {
+      p += D * H * hd + 2 * D * KV * hd + H * hd * D + (qkv_bias ? H * hd + 2 * KV * hd : 0);
+    }
+    if (sparse(l))
+      p += D * experts + 3 * D * expert_intermediate * experts + 3 * D * shared_intermediate + (groups ? experts : 0) +
+           (shared_intermediate && !groups ? D : 0);
+    else
+      p += 3 * D * intermediate;
+  }
+  return p;
+}
+
 namespace {
 double yarn_get_mscale(double scale, double m) { return scale <= 1 ? 1.0 : 0.1 * m * std::log(scale) + 1.0; }
 }  // namespace

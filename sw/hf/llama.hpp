@@ -81,6 +81,10 @@ struct LlamaConfig {
   double attention_scale() const;
   double rope_mscale() const;
   bool sparse(unsigned layer) const;
+  // The weights' elements of the embedding, the first `layers` layers (0:
+  // all), the final norm and the LM head: what a functional run holds on
+  // the host.
+  std::uint64_t parameters(unsigned layers = 0) const;
   // A sparse layer's weights by Hugging Face name: the router, and expert
   // e's `which` ("gate", "up" or "down") projection.
   std::string router(unsigned layer) const;

@@ -141,6 +141,13 @@ TEST(HfLlama, TheShippedConfigsAreReadOrRefusedByName) {
   EXPECT_EQ(qw.router(3), "model.layers.3.mlp.gate.weight");
   EXPECT_EQ(qw.expert(3, 59, "down"), "model.layers.3.mlp.experts.59.down_proj.weight");
   EXPECT_EQ(mx.expert(0, 7, "up"), "model.layers.0.block_sparse_moe.experts.7.w3.weight");
+  // Each model's size as its makers publish it (in billions of weights;
+  // DeepSeek-V3's 671 leaves its multi-token-prediction layer out).
+  const std::pair<const char*, double> sizes[] = {{"llama-3-8b.json", 8.03}, {"llama-3-70b.json", 70.55},
+                                                  {"mixtral-8x7b.json", 46.70}, {"qwen1.5-moe-a2.7b.json", 14.32},
+                                                  {"deepseek-v3.json", 671.0}};
+  for (const auto& [file, billions] : sizes)
+    EXPECT_NEAR(LlamaConfig::load(dir + "/" + file).parameters() / 1e9, billions, billions * 5e-3) << file;
   const LlamaConfig ds = LlamaConfig::load(dir + "/deepseek-v3.json");
   EXPECT_TRUE(ds.mla);
   EXPECT_EQ(ds.q_lora, 1536u);
