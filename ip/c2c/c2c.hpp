@@ -2,7 +2,7 @@
 // routes between them. Attached to the chip's NoC, it answers the global
 // window: chip c's own addresses seen from anywhere in the system are
 //
-//   kGlobalBase + (c << kChipShift) + local address      (c < 16)
+//   kGlobalBase + (c << kChipShift) + local address      (c < 64)
 //
 // An access that arrives from the NoC (offset = chip << 40 | local) goes,
 // when the chip is this one, back into the NoC with the local address
@@ -39,7 +39,6 @@ namespace tessera::c2c {
 // derives its own from its instance: base, and size = kMaxChips << shift.
 inline constexpr std::uint64_t kGlobalBase = 0x1000'0000'0000ull;
 inline constexpr unsigned kChipShift = 40;
-inline constexpr unsigned kMaxChips = 16;
 inline constexpr unsigned kMaxPorts = 8;
 inline constexpr std::uint64_t global_address(unsigned chip, std::uint64_t local) {
   return kGlobalBase + (static_cast<std::uint64_t>(chip) << kChipShift) + local;

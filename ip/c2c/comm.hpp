@@ -46,10 +46,13 @@ namespace tessera::c2c {
 
 class C2c;
 
+// Chips a system (and the global window) holds.
+inline constexpr unsigned kMaxChips = 64;
+
 // The fabric's own memory inside a chip's global window.
 inline constexpr std::uint64_t kFabricLocal = 0xff'0000'0000ull;
-inline constexpr std::uint64_t kFlagBase = 0x8000'0000ull;  // from kFabricLocal: FLAG[16], then PUBLISHED[16]
-inline constexpr unsigned kPublished = 16;                   // flag index of PUBLISHED[0]
+inline constexpr std::uint64_t kFlagBase = 0x8000'0000ull;  // from kFabricLocal: FLAG[kMaxChips], then PUBLISHED[kMaxChips]
+inline constexpr unsigned kPublished = kMaxChips;            // flag index of PUBLISHED[0]
 
 enum class CommOp : unsigned { none = 0, all_reduce, reduce_scatter, all_gather, broadcast, all_to_all, put, wait };
 enum class CommAlgo : unsigned { ring = 0, tree = 1, direct = 2 };

@@ -59,7 +59,7 @@ TEST(Facts, TheHeaderCarriesEveryFactAndSetMovesIt) {
   // A window the fabric cannot divide among its chips is refused, naming the key.
   const Outcome bad = run("-p " + kT1 + " --set c2c.size=3TiB --gen-header " + local("bad.h"));
   EXPECT_EQ(bad.code, 2);
-  EXPECT_NE(bad.err.find("c2c.size: the global window holds 16 chips"), std::string::npos) << bad.err;
+  EXPECT_NE(bad.err.find("c2c.size: the global window holds 64 chips"), std::string::npos) << bad.err;
 }
 
 TEST(Facts, FirmwareBuiltForOtherFactsIsRefusedNamingTheFact) {

@@ -258,6 +258,21 @@ TEST(Firmware, ChipsOfARingPassTokensThroughEachOthersHbm) {
   EXPECT_NE(alone.out.find("chip 0: 4 KiB to chip 0 in"), std::string::npos) << alone.out;
 }
 
+// The largest system: 64 chips on an 8 x 8 torus, each writing a token into
+// every chip's HBM over up to eight link hops, then 4 KiB to the next chip.
+TEST(Firmware, SixtyFourChipsOnATorusReachEveryChip) {
+  Outcome r = run("-p " + std::string(TESSERA_SOURCE_DIR) + "/platform/t1x64-torus.json --firmware " + kFirmware +
+                  "/c2c_ring.elf");
+  EXPECT_EQ(r.code, 0) << r.err;
+  std::size_t arrived = 0, clean = 0;
+  for (std::size_t p = 0; (p = r.out.find(" of 64: the tokens of all 64 chips arrived", p)) != std::string::npos; ++p) ++arrived;
+  for (std::size_t p = 0; (p = r.out.find(", 0 mismatches", p)) != std::string::npos; ++p) ++clean;
+  EXPECT_EQ(arrived, 64u) << r.out;
+  EXPECT_EQ(clean, 64u) << r.out;
+  EXPECT_NE(r.out.find("[chip63] chip 63: 4 KiB to chip 0 in"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("[chip63] chip 63 port 2: to chip 7, 16 lanes"), std::string::npos) << r.out;
+}
+
 // The communication engine from firmware on every chip: an FP32 all-reduce
 // whose completion interrupts each CP and signals tile 0's semaphore, then
 // a pull all-to-all with a size for every pair of chips; on the ring of

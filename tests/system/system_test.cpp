@@ -5,6 +5,8 @@
 // with the file, the chip and the key.
 #include <gtest/gtest.h>
 
+#include <tuple>
+
 #include "common/sim.hpp"
 #include "platform.hpp"
 #include "c2c/c2c.hpp"
@@ -124,13 +126,18 @@ TEST(System, RoutesTakeTheFewestHops) {
   EXPECT_EQ(ring.routes[1][3], 1);
   EXPECT_EQ(ring.routes[2][0], 0);
   EXPECT_EQ(ring.routes[3][1], 1);
-  const SystemSpec torus = spec_of("t1x8-torus.json");
-  EXPECT_EQ(torus.links.size(), 16u);
-  for (unsigned a = 0; a < 8; ++a)
-    for (unsigned b = 0; b < 8; ++b) {
-      const unsigned dx = (b % 4 + 4 - a % 4) % 4, dy = (b / 4 + 2 - a / 4) % 2;
-      EXPECT_EQ(hops(torus, a, b), std::min(dx, 4 - dx) + std::min(dy, 2 - dy)) << a << " to " << b;
-    }
+  // The tori, 8 to 64 chips.
+  for (const auto& [file, w, h] : {std::tuple{"t1x8-torus.json", 4u, 2u}, std::tuple{"t1x16-torus.json", 4u, 4u},
+                                   std::tuple{"t1x32-torus.json", 8u, 4u}, std::tuple{"t1x64-torus.json", 8u, 8u}}) {
+    const SystemSpec torus = spec_of(file);
+    ASSERT_EQ(torus.chips, w * h) << file;
+    EXPECT_EQ(torus.links.size(), 2 * w * h) << file;
+    for (unsigned a = 0; a < w * h; ++a)
+      for (unsigned b = 0; b < w * h; ++b) {
+        const unsigned dx = (b % w + w - a % w) % w, dy = (b / w + h - a / w) % h;
+        EXPECT_EQ(hops(torus, a, b), std::min(dx, w - dx) + std::min(dy, h - dy)) << file << ": " << a << " to " << b;
+      }
+  }
   nlohmann::json full = {{"system", "full4"}, {"chip", "t1.json"}, {"chips", 4}, {"topology", "full"}};
   const SystemSpec f = SystemSpec::parse(kDir + "full4.json", full, {});
   for (unsigned a = 0; a < 4; ++a)
@@ -146,7 +153,7 @@ TEST(System, BadSystemFilesAreRefusedWithTheKey) {
     return error_of(j);
   };
   EXPECT_NE(with("topology", "star").find("topology: \"star\" is not ring, torus, full or list"), std::string::npos);
-  EXPECT_NE(with("chips", 17).find("chips: 17 chips; a system has 1 to 16"), std::string::npos);
+  EXPECT_NE(with("chips", 65).find("chips: 65 chips; a system has 1 to 64"), std::string::npos);
   EXPECT_NE(with("colour", "red").find("colour: unknown key"), std::string::npos);
   EXPECT_NE(with("chip", "nothere.json").find("nothere.json"), std::string::npos);
   nlohmann::json full = ok;
