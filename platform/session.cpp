@@ -2,7 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <cstdlib>
 #include <fstream>
 #include <iterator>
@@ -18,8 +20,10 @@
 #include "common/trace.hpp"
 #include "common/units.hpp"
 #include "common/waves.hpp"
+#include "c2c/cut.hpp"
 #include "elf.hpp"
 #include "platform.hpp"
+#include "ranks.hpp"
 #include "power/power_manager.hpp"
 #include "riscv/gdb_server.hpp"
 #include "riscv/riscv_cpu.hpp"
@@ -85,7 +89,10 @@ struct Session::Impl {
   sc_core::sc_time max_time = sc_core::SC_ZERO_TIME;
   std::unique_ptr<Platform> single;
   std::unique_ptr<System> system;
-  std::vector<Platform*> chips;
+  std::vector<Platform*> chips;      // the chips this process holds
+  std::vector<unsigned> chip_ids;    // and their numbers in the system
+  std::vector<unsigned> owner;       // over ranks: chip k lives on rank owner[k]
+  unsigned rank() const { return o.ranks ? o.ranks->rank() : 0; }
   std::unique_ptr<riscv::GdbServer> gdb, gdb_tiles;
   bool outputs_open = false, closed = false;
 
@@ -155,11 +162,14 @@ struct Session::Impl {
       }
     } else {
       if (!o.chip_firmware.empty()) usage("--chip-firmware: " + file + " is one chip, not a system");
+      if (o.ranks) usage(fmt::format("mpirun -np {}: {} is one chip; ranks split a system of chips", o.ranks->size(), file));
       for (const auto& s : o.sets) PlatformSpec::apply_set(raw, file, s);
       place_htif(raw);
       spec = PlatformSpec::parse(file, raw);
       name = spec.name;
     }
+    if (!o.placement.empty() && !o.ranks) usage("--placement: the chips are placed on MPI ranks; run under mpirun");
+    if (system_spec) place();
     if ((!o.loads.empty() || o.boot || !o.dtb.empty() || !o.kernels.empty()) && system_spec)
       usage("--load, --boot, --dtb and --kernel: " + file + " is a system; they start one chip");
     for (const std::string& k : o.kernels) {
@@ -210,19 +220,95 @@ struct Session::Impl {
     }
   }
 
+  // Which rank holds each chip: --placement, else round robin.
+  void place() {
+    const unsigned n = system_spec->chips, ranks = o.ranks ? o.ranks->size() : 1;
+    owner.assign(n, 0);
+    if (!o.ranks) return;
+    if (o.placement.empty()) {
+      for (unsigned k = 0; k < n; ++k) owner[k] = k % ranks;
+    } else {
+      const std::vector<std::string> items = split_list(o.placement);
+      if (items.size() != n)
+        usage(fmt::format("--placement {}: {} ranks given for {} chips (one per chip, comma-separated)", cut(o.placement),
+                          items.size(), n));
+      for (unsigned k = 0; k < n; ++k) {
+        char* end = nullptr;
+        const unsigned long r = std::strtoul(items[k].c_str(), &end, 10);
+        if (items[k].empty() || *end || r >= ranks)
+          usage(fmt::format("--placement: chip {} on \"{}\": ranks are 0 to {}", k, cut(items[k]), ranks - 1));
+        owner[k] = static_cast<unsigned>(r);
+      }
+    }
+    for (unsigned r = 0; r < ranks; ++r)
+      if (std::find(owner.begin(), owner.end(), r) == owner.end())
+        usage(fmt::format("mpirun -np {}: rank {} would hold no chip ({} chips{})", ranks, r, n,
+                          o.placement.empty() ? "" : " placed by --placement"));
+  }
+
+  // Every rank must run the same system: its effective description, the
+  // placement and the firmware. A rank whose inputs differ from rank 0's
+  // (another copy of a file on another host) ends every rank, each of which
+  // sees every rank's fingerprint, with one line.
+  void check_same_inputs(const nlohmann::ordered_json& effective) {
+    std::uint64_t h = 1469598103934665603ull;  // FNV-1a
+    auto mix = [&](const void* p, std::size_t n) {
+      const auto* b = static_cast<const std::uint8_t*>(p);
+      for (std::size_t i = 0; i < n; ++i) h = (h ^ b[i]) * 1099511628211ull;
+    };
+    const std::string text = effective.dump();
+    mix(text.data(), text.size());
+    mix(owner.data(), owner.size() * sizeof(unsigned));
+    auto mix_elf = [&](const ElfImage& x) {
+      for (const auto& seg : x.segments) {
+        mix(&seg.addr, 8);
+        mix(&seg.memsz, 8);
+        mix(seg.data.data(), seg.data.size());
+      }
+    };
+    if (elf) mix_elf(*elf);
+    for (const auto& [k, x] : chip_elfs) {
+      mix(&k, sizeof k);
+      mix_elf(x);
+    }
+    std::vector<std::vector<std::uint8_t>> out(o.ranks->size(), std::vector<std::uint8_t>(8));
+    for (auto& v : out) std::memcpy(v.data(), &h, 8);
+    const auto in = o.ranks->exchange(out);
+    std::uint64_t first = 0;
+    std::memcpy(&first, in.at(0).data(), 8);
+    for (unsigned r = 1; r < in.size(); ++r) {
+      std::uint64_t theirs = 0;
+      if (in[r].size() == 8) std::memcpy(&theirs, in[r].data(), 8);
+      if (theirs != first)
+        usage(fmt::format("mpirun -np {}: rank {} runs another system, placement or firmware than rank 0 ({} and the "
+                          "firmware must be the same on every rank)",
+                          o.ranks->size(), r, file));
+    }
+  }
+
+  // An output file per rank over MPI: FILE.vcd -> FILE.rank1.vcd.
+  std::string per_rank(const std::string& file) const {
+    if (!o.ranks || file.empty()) return file;
+    const auto dot = file.rfind('.');
+    const auto slash = file.rfind('/');
+    const std::string r = fmt::format(".rank{}", rank());
+    if (dot == std::string::npos || (slash != std::string::npos && dot < slash)) return file + r;
+    return file.substr(0, dot) + r + file.substr(dot);
+  }
+
   void open_outputs() {
     rtl::install_waves_fst();
     try {
       if (!o.trace.empty()) {
         trace::Options t;
-        t.file = o.trace;
+        t.file = per_rank(o.trace);
         t.categories = split_list(o.trace_categories);
         t.sockets = split_list(o.trace_sockets);
         trace::open(t);
       }
       if (!o.waves.empty()) {
         waves::Options w;
-        w.file = o.waves;
+        w.file = per_rank(o.waves);
         w.groups = split_list(o.waves_preset);
         if (!o.waves_window.empty()) waves::parse_window(o.waves_window, w);
         waves::open(w);
@@ -238,16 +324,18 @@ struct Session::Impl {
     g_elaborated = true;
     sim::reset();
     if (system_spec) {
-      system = std::make_unique<System>(*system_spec, o.protocol_checker);
-      for (unsigned k = 0; k < system->size(); ++k) chips.push_back(&system->chip(k));
+      system = std::make_unique<System>(*system_spec, o.protocol_checker, owner, rank());
+      for (unsigned k = 0; k < system->size(); ++k)
+        if (system->holds(k)) chips.push_back(&system->chip(k)), chip_ids.push_back(k);
     } else {
       single = std::make_unique<Platform>((o.top.empty() ? spec.name : o.top).c_str(), spec, o.protocol_checker);
       chips.push_back(single.get());
+      chip_ids.push_back(0);
     }
-    for (unsigned k = 0; k < chips.size(); ++k) {
-      auto own = chip_elfs.find(k);
-      if (own != chip_elfs.end()) chips[k]->load(own->second);
-      else if (elf) chips[k]->load(*elf);
+    for (unsigned i = 0; i < chips.size(); ++i) {
+      auto own = chip_elfs.find(chip_ids[i]);
+      if (own != chip_elfs.end()) chips[i]->load(own->second);
+      else if (elf) chips[i]->load(*elf);
     }
     for (Load& l : loads) chips.front()->load_image(l.what, l.addr, std::move(l.bytes));
     // Kernels on their own (no firmware): the CP idles and the run ends with them.
@@ -310,6 +398,172 @@ struct Session::Impl {
   // Nothing can happen any more. A hart asleep in wfi then waits for an
   // interrupt that cannot come: a deadlock, not a clean end (that is the
   // test finisher, HTIF, or --max-time).
+  // A system runs window by window, each as long as its links' lookahead:
+  // an exit ends the run at the end of its window (sim::windowed), and over
+  // MPI ranks the processes exchange at each window's end what crossed the
+  // cut, the exits and whether anything is left to do. Returns whether
+  // anything is left to simulate anywhere.
+  struct Elsewhere {  // a rank that stopped at once (a load error, a model error)
+    int code = 0;
+    std::string end;
+    bool input_error = false;
+  };
+  std::optional<Elsewhere> stopped_elsewhere;
+  std::uint64_t windows = 0, exchanged_bytes = 0;
+  double waited_s = 0;
+
+  bool run_windows() {
+    sim::set_windowed(true);
+    const sc_core::sc_time w = system->lookahead();
+    for (;;) {
+      const sc_core::sc_time now = sc_core::sc_time_stamp();
+      sc_core::sc_time end = sc_core::sc_max_time() - now < w ? sc_core::sc_max_time() : now + w;
+      if (max_time > sc_core::SC_ZERO_TIME && end > max_time) end = max_time;
+      if (end > now) sc_core::sc_start(end - now, sc_core::SC_RUN_TO_TIME);
+      ++windows;
+      const bool stopped = sc_core::sc_get_status() == sc_core::SC_STOPPED;
+      bool pending = sc_core::sc_pending_activity(), messages = false;
+      if (o.ranks) exchange(stopped, pending, messages);
+      else sim::take_exits();  // already noted
+      if (stopped || stopped_elsewhere || sim::windowed_end()) return pending;
+      if (max_time > sc_core::SC_ZERO_TIME && sc_core::sc_time_stamp() >= max_time) return pending;
+      if (!pending && !messages) return false;
+    }
+  }
+
+  void exchange(bool stopped, bool& pending, bool& messages) {
+    std::vector<std::uint8_t> status;
+    auto put = [&](const void* p, std::size_t n) {
+      const auto* b = static_cast<const std::uint8_t*>(p);
+      status.insert(status.end(), b, b + n);
+    };
+    auto put_text = [&](const std::string& t) {
+      const std::uint32_t n = static_cast<std::uint32_t>(t.size());
+      put(&n, 4);
+      put(t.data(), n);
+    };
+    // This rank's state: stopped at once (and why), pending, the exits of its chips.
+    std::string why;
+    std::int32_t code = 0;
+    std::uint8_t input = 0;
+    if (stopped) {
+      for (Platform* c : chips)
+        if (!c->load_error().empty() && why.empty()) why = c->load_error(), code = sim::kExitUsage, input = 1;
+      if (why.empty()) why = sim::exit_reason(), code = sim::exit_code().value_or(sim::kExitAbnormal);
+    }
+    std::vector<std::vector<c2c::Message>> outbox = system->cut().take_outbox();
+    bool sends = false;
+    for (const auto& box : outbox) sends = sends || !box.empty();
+    const std::uint8_t flags = (stopped ? 1 : 0) | (pending ? 2 : 0) | (input ? 4 : 0) | (sends ? 8 : 0);
+    put(&flags, 1);
+    put(&code, 4);
+    put_text(why);
+    const std::vector<sim::DomainExit> exits = sim::take_exits();
+    const std::uint32_t n = static_cast<std::uint32_t>(exits.size());
+    put(&n, 4);
+    for (const sim::DomainExit& e : exits) {
+      put(&e.domain, 4);
+      put(&e.code, 4);
+      put(&e.when, 8);
+      put_text(e.reason);
+    }
+    std::vector<std::vector<std::uint8_t>> out(o.ranks->size(), status);
+    for (unsigned r = 0; r < out.size(); ++r) {
+      const std::uint32_t count = r < outbox.size() ? static_cast<std::uint32_t>(outbox[r].size()) : 0;
+      out[r].insert(out[r].end(), reinterpret_cast<const std::uint8_t*>(&count), reinterpret_cast<const std::uint8_t*>(&count) + 4);
+      for (std::uint32_t i = 0; i < count; ++i) outbox[r][i].append_to(out[r]);
+    }
+    const auto t0 = std::chrono::steady_clock::now();
+    const std::vector<std::vector<std::uint8_t>> in = o.ranks->exchange(out);
+    waited_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    std::vector<c2c::Message> arrived;
+    for (unsigned r = 0; r < in.size(); ++r) {
+      exchanged_bytes += r == rank() ? 0 : in[r].size();
+      const std::uint8_t* p = in[r].data();
+      const std::uint8_t* e = p + in[r].size();
+      auto get = [&](void* v, std::size_t k) {
+        if (static_cast<std::size_t>(e - p) < k) throw std::runtime_error(fmt::format("rank {} sent a short window", r));
+        std::memcpy(v, p, k);
+        p += k;
+      };
+      auto get_text = [&] {
+        std::uint32_t k = 0;
+        get(&k, 4);
+        std::string t(k, '\0');
+        get(t.data(), k);
+        return t;
+      };
+      std::uint8_t f = 0;
+      std::int32_t c = 0;
+      get(&f, 1);
+      get(&c, 4);
+      const std::string text = get_text();
+      if ((f & 1) && r != rank() && !stopped_elsewhere && !stopped)
+        stopped_elsewhere = Elsewhere{c, fmt::format("rank {}: {}", r, text), (f & 4) != 0};
+      pending = pending || (f & 2);
+      messages = messages || (f & 8);  // sent by any rank to any: every rank decides alike
+      std::uint32_t k = 0;
+      get(&k, 4);
+      for (std::uint32_t i = 0; i < k; ++i) {
+        sim::DomainExit x;
+        get(&x.domain, 4);
+        get(&x.code, 4);
+        get(&x.when, 8);
+        x.reason = get_text();
+        if (r != rank()) sim::note_exit(x);
+      }
+      std::uint32_t count = 0;
+      get(&count, 4);
+      for (std::uint32_t i = 0; i < count; ++i) {
+        c2c::Message m;
+        if (!c2c::Message::parse(p, e, m)) throw std::runtime_error(fmt::format("rank {} sent a malformed link message", r));
+        arrived.push_back(std::move(m));
+      }
+    }
+    system->cut().deliver(arrived);
+  }
+
+  // Over MPI ranks: rank 0 gathers every rank's counters into one report,
+  // the instances in chip order, as one process would list them.
+  void merge_ranks(nlohmann::ordered_json& stats) {
+    nlohmann::ordered_json mine;
+    mine["ips"] = stats["ips"];
+    mine["guest_errors"] = stats["guest_errors"];
+    mine["protocol_violations"] = stats["protocol_violations"];
+    mine["exchanged_bytes"] = exchanged_bytes;
+    mine["waited_s"] = waited_s;
+    const std::string text = mine.dump();
+    std::vector<std::vector<std::uint8_t>> out(o.ranks->size());
+    out[0].assign(text.begin(), text.end());
+    const auto in = o.ranks->exchange(out);
+    if (rank() != 0) return;
+    std::vector<nlohmann::ordered_json> of(in.size());
+    std::uint64_t errors = 0, violations = 0, bytes = 0;
+    double waited = 0;
+    for (unsigned r = 0; r < in.size(); ++r) {
+      of[r] = nlohmann::ordered_json::parse(std::string(in[r].begin(), in[r].end()));
+      errors += of[r]["guest_errors"].get<std::uint64_t>();
+      violations += of[r]["protocol_violations"].get<std::uint64_t>();
+      bytes += of[r]["exchanged_bytes"].get<std::uint64_t>();
+      waited = std::max(waited, of[r]["waited_s"].get<double>());
+    }
+    nlohmann::ordered_json ips = nlohmann::ordered_json::object();
+    for (unsigned k = 0; k < owner.size(); ++k) {
+      const std::string prefix = fmt::format("chip{}.", k);
+      const nlohmann::ordered_json& from = of[owner[k]]["ips"];
+      for (auto it = from.begin(); it != from.end(); ++it)
+        if (it.key().rfind(prefix, 0) == 0) ips[it.key()] = it.value();
+    }
+    stats["guest_errors"] = errors;
+    stats["protocol_violations"] = violations;
+    stats["ips"] = ips;
+    stats["ranks"] = {{"ranks", o.ranks->size()},
+                      {"lookahead_ns", system->lookahead().to_seconds() * 1e9},
+                      {"windows", windows},
+                      {"exchanged_bytes", bytes},
+                      {"longest_wait_s", waited}};
+  }
+
   void ended_quiet(RunResult& r) const {
     std::string asleep;
     for (Platform* c : chips)
@@ -413,6 +667,7 @@ void Session::write_linker(const std::string& path) const { write_file(path, imp
 
 void Session::elaborate() {
   Impl& s = *impl_;
+  if (s.o.ranks && s.system_spec) s.check_same_inputs(effective());
   // Traces and waves open before anything elaborates: the IPs declare their signals as they are built.
   s.open_outputs();
   try {
@@ -428,6 +683,7 @@ void Session::elaborate() {
 
 Platform& Session::chip(unsigned k) { return *impl_->chips.at(k); }
 System* Session::system() { return impl_->system.get(); }
+unsigned Session::rank() const { return impl_->rank(); }
 
 std::string Session::describe() const {
   const Impl& s = *impl_;
@@ -446,8 +702,21 @@ RunResult Session::run() {
   r.end = "finished";
   const auto wall_start = std::chrono::steady_clock::now();
   try {
-    if (s.max_time > sc_core::SC_ZERO_TIME) sc_core::sc_start(s.max_time);
-    else sc_core::sc_start();
+    bool pending = false;
+    if (s.system) {
+      pending = s.run_windows();
+    } else {
+      if (s.max_time > sc_core::SC_ZERO_TIME) sc_core::sc_start(s.max_time);
+      else sc_core::sc_start();
+      pending = sc_core::sc_pending_activity();
+    }
+    if (s.stopped_elsewhere) {
+      r.code = s.stopped_elsewhere->code;
+      r.end = s.stopped_elsewhere->end;
+      r.input_error = s.stopped_elsewhere->input_error;
+      r.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
+      return r;
+    }
     for (Platform* c : s.chips)
       if (!c->load_error().empty()) {
         r.code = sim::kExitUsage;
@@ -458,7 +727,7 @@ RunResult Session::run() {
     if (sim::exit_code()) {
       r.code = *sim::exit_code();
       r.end = sim::exit_reason();
-    } else if (s.max_time > sc_core::SC_ZERO_TIME && sc_core::sc_pending_activity()) {
+    } else if (s.max_time > sc_core::SC_ZERO_TIME && pending) {
       r.code = sim::kExitAbnormal;
       r.end = "--max-time " + s.o.max_time + " reached";
     } else {
@@ -470,6 +739,12 @@ RunResult Session::run() {
   } catch (const std::exception& e) {
     r.code = sim::kExitAbnormal;
     r.end = std::string("simulation error: ") + e.what();
+  }
+  // Over ranks, one that failed alone cannot meet the others at the next
+  // window: it ends them all, with its line.
+  if (s.o.ranks && r.code == sim::kExitAbnormal && r.end.rfind("simulation error: ", 0) == 0) {
+    std::fprintf(stderr, "tessera-vp: error: rank %u: %s\n", s.rank(), r.end.c_str());
+    s.o.ranks->abort(r.code);
   }
   r.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
   return r;
@@ -494,7 +769,8 @@ nlohmann::ordered_json Session::finish(RunResult& r) {
   stats["guest_errors"] = log::guest_error_count();
   stats["protocol_violations"] = s.system ? s.system->protocol_violations() : s.single->protocol_violations();
   stats["ips"] = s.system ? s.system->stats() : s.single->stats();
-  if (!s.o.stats.empty()) {
+  if (s.o.ranks) s.merge_ranks(stats);
+  if (!s.o.stats.empty() && s.rank() == 0) {
     std::ofstream out(s.o.stats);
     out << stats.dump(2) << "\n";
     if (!out) {

@@ -28,6 +28,7 @@
 namespace tessera {
 
 class Platform;
+class Ranks;
 class System;
 struct PlatformSpec;
 
@@ -53,6 +54,11 @@ struct SessionOptions {
   std::optional<int> gdb_port;             // a GDB remote server on localhost:PORT (1-65535)
   std::optional<int> gdb_tiles_port;       // another for the tiles' RV32 cores
   bool gdb_wait = false;                   // with gdb_port: halt at reset until GDB connects
+  // A system over MPI ranks (platform/ranks.hpp): this process is one of
+  // them and builds the chips `placement` gives it ("0,0,1,1": chip k on
+  // rank placement[k]; empty: round robin, chip k on rank k mod ranks).
+  Ranks* ranks = nullptr;
+  std::string placement;
 };
 
 // A bad input or option. usage(): a command-line mistake (tessera-vp adds
@@ -108,8 +114,9 @@ class Session {
   // Steps 2 and 3: opens the outputs, elaborates, loads the firmware,
   // starts the GDB server (and says so on stderr). Throws SessionError.
   void elaborate();
-  Platform& chip(unsigned k = 0);
+  Platform& chip(unsigned k = 0);  // over ranks: the k-th chip this process holds
   System* system();  // null for one chip
+  unsigned rank() const;  // this process's rank (0 alone); only rank 0 prints the summary
   std::string describe() const;  // the memory map and the firmware, as tessera-vp prints them
 
   // Step 4: runs to the end, --max-time, or a model error.

@@ -9,6 +9,7 @@
 #include "common/input.hpp"
 #include "common/sim.hpp"
 #include "c2c/c2c.hpp"
+#include "c2c/cut.hpp"
 
 namespace tessera {
 namespace {
@@ -192,38 +193,67 @@ std::string SystemSpec::describe() const {
   return o;
 }
 
-System::System(const SystemSpec& spec, bool protocol_checker) : spec_(spec) {
+System::System(const SystemSpec& spec, bool protocol_checker, std::vector<unsigned> owner, unsigned rank) : spec_(spec) {
+  if (owner.empty()) owner.assign(spec.chips, rank);
+  cut_ = std::make_unique<c2c::Cut>(owner, rank);
   std::vector<std::string> names;
   for (unsigned k = 0; k < spec.chips; ++k) names.push_back(fmt::format("chip{}", k));
   sim::set_domains(names);
   for (unsigned k = 0; k < spec.chips; ++k) {
+    if (!cut_->local(k)) {
+      chips_.push_back(nullptr);
+      fabrics_.push_back(nullptr);
+      continue;
+    }
     chips_.push_back(std::make_unique<Platform>(names[k].c_str(), spec.chip_specs[k], protocol_checker));
     c2c::C2c* f = spec.fabric.empty() ? nullptr : chips_.back()->get<c2c::C2c>(spec.fabric);
     if (f) {
       f->set_identity(k, spec.chips);
       for (unsigned to = 0; to < spec.chips; ++to)
         if (spec.routes[k][to] >= 0) f->set_route(to, static_cast<unsigned>(spec.routes[k][to]));
+      f->set_cut(cut_.get());
+      cut_->add(k, f);
     }
     fabrics_.push_back(f);
   }
-  for (const LinkSpec& l : spec.links) fabrics_.at(l.a)->connect(l.port_a, *fabrics_.at(l.b), l.port_b);
+  auto config_of = [&](unsigned k) -> const c2c::C2c::Config& {
+    return *std::any_cast<std::shared_ptr<const c2c::C2c::Config>>(spec.chip_specs[k].find(spec.fabric)->config);
+  };
+  for (const LinkSpec& l : spec.links) {
+    const bool a = cut_->local(l.a), b = cut_->local(l.b);
+    if (a && b) fabrics_.at(l.a)->connect(l.port_a, *fabrics_.at(l.b), l.port_b);
+    else if (a) fabrics_.at(l.a)->connect_remote(l.port_a, l.b, l.port_b, config_of(l.b));
+    else if (b) fabrics_.at(l.b)->connect_remote(l.port_b, l.a, l.port_a, config_of(l.a));
+  }
+}
+
+sc_core::sc_time System::lookahead() const {
+  sc_core::sc_time least = sc_core::sc_max_time();
+  for (const LinkSpec& l : spec_.links)
+    for (unsigned k : {l.a, l.b}) {
+      const InstanceSpec* f = spec_.chip_specs[k].find(spec_.fabric);
+      least = std::min(least, std::any_cast<std::shared_ptr<const c2c::C2c::Config>>(f->config)->link.latency);
+    }
+  return least;
 }
 
 System::~System() = default;
 
 void System::load(const ElfImage& elf) {
-  for (auto& c : chips_) c->load(elf);
+  for (auto& c : chips_)
+    if (c) c->load(elf);
 }
 
 std::string System::load_error() const {
   for (const auto& c : chips_)
-    if (!c->load_error().empty()) return c->load_error();
+    if (c && !c->load_error().empty()) return c->load_error();
   return "";
 }
 
 nlohmann::ordered_json System::stats() const {
   nlohmann::ordered_json out = nlohmann::ordered_json::object();
   for (unsigned k = 0; k < chips_.size(); ++k) {
+    if (!chips_[k]) continue;
     const nlohmann::ordered_json s = chips_[k]->stats();
     for (auto it = s.begin(); it != s.end(); ++it) out[it.key()] = it.value();
   }
@@ -232,7 +262,8 @@ nlohmann::ordered_json System::stats() const {
 
 std::uint64_t System::protocol_violations() const {
   std::uint64_t n = 0;
-  for (const auto& c : chips_) n += c->protocol_violations();
+  for (const auto& c : chips_)
+    if (c) n += c->protocol_violations();
   return n;
 }
 

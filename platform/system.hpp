@@ -28,6 +28,7 @@ namespace tessera {
 
 namespace c2c {
 class C2c;
+class Cut;
 }
 
 struct LinkSpec {
@@ -54,13 +55,23 @@ struct SystemSpec {
 // Builds every chip (top-level modules "chip0", "chip1", ...), gives each
 // fabric its identity and routes, and connects the links. Each chip is its
 // own exit domain (sim::set_domains).
+//
+// Spread over processes (MPI ranks), each process builds only the chips it
+// holds (`owner[k] == rank`); a link between chips of two processes is
+// joined at each end to the other's number (c2c::C2c::connect_remote), and
+// what crosses it goes through the cut (c2c/cut.hpp).
 class System {
  public:
-  System(const SystemSpec& spec, bool protocol_checker);
+  System(const SystemSpec& spec, bool protocol_checker, std::vector<unsigned> owner = {}, unsigned rank = 0);
   ~System();
-  unsigned size() const { return static_cast<unsigned>(chips_.size()); }
+  unsigned size() const { return static_cast<unsigned>(chips_.size()); }  // every chip, held here or not
+  bool holds(unsigned k) const { return k < chips_.size() && chips_[k] != nullptr; }
   Platform& chip(unsigned k) { return *chips_.at(k); }
   c2c::C2c& fabric(unsigned k) { return *fabrics_.at(k); }
+  c2c::Cut& cut() { return *cut_; }
+  // The smallest latency of any link: no message crosses a link sooner, so
+  // processes may run that far apart (the windows of a run).
+  sc_core::sc_time lookahead() const;
   const SystemSpec& spec() const { return spec_; }
   void load(const ElfImage& elf);  // the same firmware on every chip
   std::string load_error() const;
@@ -69,7 +80,8 @@ class System {
 
  private:
   const SystemSpec& spec_;
-  std::vector<std::unique_ptr<Platform>> chips_;
+  std::unique_ptr<c2c::Cut> cut_;
+  std::vector<std::unique_ptr<Platform>> chips_;  // nullptr: held by another process
   std::vector<c2c::C2c*> fabrics_;
 };
 

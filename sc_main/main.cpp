@@ -12,6 +12,7 @@
 #include <iostream>
 #include <systemc>
 
+#include "ranks.hpp"
 #include "session.hpp"
 
 namespace po = boost::program_options;
@@ -38,9 +39,28 @@ int run_program(const char* program, const char* built, int argc, char** argv) {
 }
 int run_demo(int argc, char** argv) { return run_program("tessera-demo", TESSERA_DEMO, argc, argv); }
 
+// Under mpirun with more than one rank (platform/ranks.hpp): which rank this is.
+int mpi_rank() {
+  const char* size = std::getenv("OMPI_COMM_WORLD_SIZE");
+  if (!size) size = std::getenv("PMI_SIZE");
+  if (!size || std::atoi(size) <= 1) return -1;
+  const char* rank = std::getenv("OMPI_COMM_WORLD_RANK");
+  if (!rank) rank = std::getenv("PMI_RANK");
+  return rank ? std::atoi(rank) : 0;
+}
+
 }  // namespace
 
 int sc_main(int argc, char** argv) {
+  // The host runtime's programs (the main job, ONNX models) drive their
+  // chips from one process; over ranks, tessera-vp runs firmware.
+  if (const int rank = mpi_rank(); rank >= 0 && (argc == 1 || std::string(argv[1]) == "demo" || std::string(argv[1]) == "run")) {
+    if (rank == 0)
+      std::cerr << "tessera-vp: error: " << (argc == 1 ? "demo" : argv[1])
+                << " runs in one process (the host runtime does not drive chips on other MPI ranks yet); "
+                   "under mpirun, run firmware: tessera-vp -p SYSTEM.json -f FW.elf\n";
+    return 2;
+  }
   if (argc == 1) return run_demo(1, argv);
   if (std::string(argv[1]) == "demo") return run_demo(argc - 1, argv + 1);
   if (std::string(argv[1]) == "run") return run_program("tessera-onnx", TESSERA_ONNX, argc - 1, argv + 1);
@@ -78,6 +98,8 @@ int sc_main(int argc, char** argv) {
     ("strict", po::bool_switch(&o.strict), "any guest error makes the run fail (exit code 4)")
     ("max-time", po::value(&o.max_time), "stop after this much simulated time (exit code 3), e.g. 10ms")
     ("stats", po::value(&o.stats), "write statistics as JSON to this file")
+    ("placement", po::value(&o.placement), "under mpirun: the rank of each chip of the system, comma-separated "
+                                            "(default: round robin, chip k on rank k mod ranks)")
     ("signature", po::value(&o.signature), "at the end, dump memory from begin_signature to end_signature "
                                            "(riscv-arch-test format)")
     ("gdb", po::value(&gdb), "GDB remote server on localhost:PORT; every hart is a thread")
@@ -133,6 +155,15 @@ int sc_main(int argc, char** argv) {
   if (vm.count("gdb-tiles")) o.gdb_tiles_port = gdb_tiles;
   o.protocol_checker = checker.empty() ? TESSERA_CHECKER_DEFAULT : checker == "on";
   o.reports = true;
+  // Under mpirun each rank runs the chips it is given (platform/ranks.hpp).
+  std::string mpi_error;
+  std::unique_ptr<tessera::Ranks> ranks = tessera::open_ranks(&argc, &argv, mpi_error);
+  if (!mpi_error.empty()) {
+    std::cerr << "tessera-vp: error: " << mpi_error << "\n";
+    return 2;
+  }
+  o.ranks = ranks.get();
+  const bool first = !ranks || ranks->rank() == 0;  // the rank that speaks for all
   try {
     tessera::Session session(o);
     if (dump_config) {
@@ -149,18 +180,23 @@ int sc_main(int argc, char** argv) {
       return 0;
     }
     session.elaborate();
-    if (!quiet) std::cerr << session.describe();
+    if (!quiet && first) std::cerr << session.describe();
     tessera::RunResult r = session.run();
     if (r.input_error) {
-      std::cerr << "tessera-vp: error: " << r.end << "\n";
+      if (first) std::cerr << "tessera-vp: error: " << r.end << "\n";
       return r.code;
     }
     const auto stats = session.finish(r);
-    if (!quiet) std::cerr << tessera::Session::summary(stats);
+    if (!quiet && first) std::cerr << tessera::Session::summary(stats);
     std::fflush(stdout);
     return r.code;
   } catch (const tessera::SessionError& e) {
-    std::cerr << "tessera-vp: error: " << e.what() << (e.usage() ? "\n(see tessera-vp --help)\n" : "\n");
+    // Every rank reads the same inputs and refuses them alike: one line.
+    if (first) std::cerr << "tessera-vp: error: " << e.what() << (e.usage() ? "\n(see tessera-vp --help)\n" : "\n");
     return e.code();
+  } catch (const std::exception& e) {  // one rank alone failed: end them all
+    std::cerr << "tessera-vp: error: rank " << (ranks ? ranks->rank() : 0) << ": " << e.what() << "\n";
+    if (ranks) ranks->abort(3);
+    return 3;
   }
 }

@@ -11,6 +11,7 @@ TESSERA_PACKAGES=(
   opensbi u-boot-qemu device-tree-compiler
   clang-14 libclang-rt-14-dev libfuzzer-14-dev
   libonnx-dev libprotobuf-dev libonnx-testdata python3-torch python3-onnx python3-numpy
+  libopenmpi-dev openmpi-bin
 )
 
 tessera_install_packages() {

@@ -137,13 +137,13 @@ class C2c::Regs : public MmioTarget {
     });
     regs_.on_read(R::PORT_STATE, [this](unsigned i, bool) -> std::uint64_t {
       const Port& p = c_.ports_[i];
-      if (!p.peer) return 0;
+      if (!p.connected) return 0;
       const sc_core::sc_time t = now();
-      return c_.port_state(i) | (p.state->width(t) << 8) | (p.peer->chip_ << 16) | (p.peer_port << 24) | (1u << 31);
+      return c_.port_state(i) | (p.state->width(t) << 8) | (p.peer_chip << 16) | (p.peer_port << 24) | (1u << 31);
     });
     regs_.on_read(R::PORT_LANES, [this](unsigned i, bool) -> std::uint64_t {
       const Port& p = c_.ports_[i];
-      return p.peer ? p.state->lanes_ok(now()) : 0;
+      return p.connected ? p.state->lanes_ok(now()) : 0;
     });
     auto counter = [this](unsigned reg, auto get) {
       regs_.on_read(reg, [this, get](unsigned i, bool) -> std::uint64_t { return get(i); });
@@ -162,7 +162,7 @@ class C2c::Regs : public MmioTarget {
       return n;
     });
     regs_.on_write(R::PORT_CTRL, [this](RegisterBank::Write& w) {
-      if (!c_.ports_[w.index].peer) {
+      if (!c_.ports_[w.index].connected) {
         log::guest_error(c_.path(), "c2c/unconnected", "PORT_CTRL[{}] written, but port {} has no link", w.index, w.index);
         return true;
       }
@@ -173,14 +173,16 @@ class C2c::Regs : public MmioTarget {
                            c_.config_.link.lanes);
           return false;
         }
-        c_.fail_lane(w.index, lane, now());
+        // Both ends retrain once the far end knows, a link latency on
+        // (the same wherever the far chip is simulated).
+        c_.fail_lane(w.index, lane, now() + c_.config_.link.latency);
       } else if (w.data & R::PORT_CTRL_f::RETRAIN_MASK) {
-        c_.link_down(w.index, now());
+        c_.link_down(w.index, now() + c_.config_.link.latency);
       }
       return true;
     });
     regs_.on_write(R::PORT_INJECT, [this](RegisterBank::Write& w) {
-      if (!c_.ports_[w.index].peer) {
+      if (!c_.ports_[w.index].connected) {
         log::guest_error(c_.path(), "c2c/unconnected", "PORT_INJECT[{}] written, but port {} has no link", w.index, w.index);
         return true;
       }
@@ -257,6 +259,7 @@ C2c::C2c(const sc_core::sc_module_name& n, const Config& c)
   SC_METHOD(on_change);
   sensitive << changes_;
   dont_initialize();
+  SC_THREAD(serve_inbox);
 }
 
 C2c::~C2c() = default;
@@ -305,13 +308,16 @@ std::unique_ptr<LinkLayerRtl> C2c::make_link_rtl(const std::string& name, const 
 void C2c::connect(unsigned port, C2c& peer, unsigned peer_port) {
   Port& a = ports_.at(port);
   Port& b = peer.ports_.at(peer_port);
-  if (a.peer || b.peer)
+  if (a.connected || b.connected)
     throw ConfigError(fmt::format("{} port {} or {} port {} is connected twice", path(), port, peer.path(),
                                   peer_port));  // elaboration-only
   auto state = std::make_shared<LinkState>(std::min(config_.link.lanes, peer.config_.link.lanes));
+  a.connected = b.connected = true;
   a.peer = &peer;
+  a.peer_chip = peer.chip_;
   a.peer_port = peer_port;
   b.peer = this;
+  b.peer_chip = chip_;
   b.peer_port = port;
   a.state = b.state = state;
   // Each direction's random errors have their own stream, fixed by the seed and the ends.
@@ -345,6 +351,39 @@ void C2c::connect(unsigned port, C2c& peer, unsigned peer_port) {
   }
 }
 
+void C2c::connect_remote(unsigned port, unsigned peer_chip, unsigned peer_port, const Config& peer_config) {
+  Port& a = ports_.at(port);
+  if (a.connected) throw ConfigError(fmt::format("{} port {} is connected twice", path(), port));  // elaboration-only
+  // This end's copy of the link's state: the far process keeps the other,
+  // built from the same faults, and each end tells the other of faults
+  // raised later (PORT_CTRL), a link latency ahead.
+  auto state = std::make_shared<LinkState>(std::min(config_.link.lanes, peer_config.link.lanes));
+  a.connected = true;
+  a.peer = nullptr;
+  a.peer_chip = peer_chip;
+  a.peer_port = peer_port;
+  a.state = state;
+  a.tx = std::make_unique<Channel>(config_.link, *state, config_.link.seed * 1000003 + chip_ * 64 + port);
+  a.tx->set_clock(&meter_->clock(power::kLinks));
+  a.tx->set_track(fmt::format("{}.port{}", path(), port));
+  if (config_.rtl) {
+    const sc_core::sc_time beat(config_.link.flit_seconds(config_.link.lanes) / 32, sc_core::SC_SEC);
+    std::string name = fmt::format("{}_port{}_link_rtl", path(), port);
+    std::replace(name.begin(), name.end(), '.', '_');
+    rtl_links_.push_back(make_link_rtl(name, beat, waves::companion(path() + ".port" + std::to_string(port), ".fst")));
+    a.tx->set_rtl(rtl_links_.back().get());
+  }
+  a.last_state = 2;
+  for (const auto& [cfg, p] : {std::pair<const Config*, unsigned>{&config_, port}, {&peer_config, peer_port}})
+    for (const Fault& f : parse_faults(cfg->faults)) {
+      if (f.port != p) continue;
+      if (f.kind == Fault::lane) state->fail_lane(f.lane_index, f.at, cfg->link.retrain);
+      else if (f.kind == Fault::down) state->link_down(f.at, cfg->link.retrain);
+    }
+  for (const auto& [ep, n] : pending_errors_)
+    if (ep == port) a.tx->inject_error(n);
+}
+
 void C2c::schedule_changes(unsigned port, sc_core::sc_time start, sc_core::sc_time end) {
   // Both ends look at their ports again when a training window opens and closes.
   if (!sc_core::sc_is_running()) return;  // start_of_simulation() schedules what elaboration set up
@@ -352,7 +391,7 @@ void C2c::schedule_changes(unsigned port, sc_core::sc_time start, sc_core::sc_ti
   for (const sc_core::sc_time& t : {start, end})
     if (t >= now) {
       changes_.notify(t - now);
-      ports_[port].peer->changes_.notify(t - now);
+      if (ports_[port].peer) ports_[port].peer->changes_.notify(t - now);
     }
 }
 
@@ -407,18 +446,31 @@ void C2c::charge_link(const Port& p, std::uint64_t attempts_before, const sc_cor
 
 void C2c::update_irq() { irq_out.write(regs_->get(R::IRQ_STATUS) & regs_->get(R::IRQ_ENABLE)); }
 
-void C2c::fail_lane(unsigned port, unsigned lane, sc_core::sc_time at) {
-  Port& p = ports_.at(port);
-  if (!p.state) return;
-  p.state->fail_lane(lane, at, config_.link.retrain);
-  schedule_changes(port, at, at + config_.link.retrain);
-}
+void C2c::fail_lane(unsigned port, unsigned lane, sc_core::sc_time at) { fault(port, lane, at, config_.link.retrain, true); }
 
-void C2c::link_down(unsigned port, sc_core::sc_time at) {
+void C2c::link_down(unsigned port, sc_core::sc_time at) { fault(port, ~0ull, at, config_.link.retrain, true); }
+
+void C2c::fault(unsigned port, std::uint64_t lane, sc_core::sc_time at, sc_core::sc_time retrain, bool tell_peer) {
   Port& p = ports_.at(port);
   if (!p.state) return;
-  p.state->link_down(at, config_.link.retrain);
-  schedule_changes(port, at, at + config_.link.retrain);
+  // The far end keeps its own copy of the link's state when it lives in
+  // another process: it hears of the fault no sooner than a link latency on.
+  if (tell_peer && !p.peer && sc_core::sc_is_running()) at = std::max(at, sc_core::sc_time_stamp() + config_.link.latency);
+  if (lane == ~0ull) p.state->link_down(at, retrain);
+  else p.state->fail_lane(static_cast<unsigned>(lane), at, retrain);
+  schedule_changes(port, at, at + retrain);
+  if (tell_peer && !p.peer) {
+    Message m;
+    m.kind = Message::fault;
+    m.from_chip = chip_;
+    m.to_chip = p.peer_chip;
+    m.to_port = p.peer_port;
+    m.local = lane;
+    m.tag = retrain.value();
+    m.seq = next_seq_++;
+    m.at = at.value();
+    post(p, std::move(m));
+  }
 }
 
 void C2c::inject_error(unsigned port, std::uint64_t attempt) {
@@ -431,8 +483,7 @@ const ChannelStats* C2c::tx_stats(unsigned port) const {
 }
 
 const ChannelStats* C2c::rx_stats(unsigned port) const {
-  if (port >= ports_.size() || !ports_[port].peer) return nullptr;
-  return ports_[port].peer->tx_stats(ports_[port].peer_port);
+  return port < ports_.size() && ports_[port].connected ? &ports_[port].rx : nullptr;
 }
 
 const LinkState* C2c::link_state(unsigned port) const {
@@ -463,7 +514,7 @@ void C2c::route(tlm::tlm_generic_payload& trans, unsigned dest, std::uint64_t lo
     return;
   }
   const int out = route_of(dest);
-  if (out < 0 || !ports_[static_cast<unsigned>(out)].peer) {
+  if (out < 0 || !ports_[static_cast<unsigned>(out)].connected) {
     ++no_route_;
     log::guest_error(path(), "c2c/no-route", "{} of chip {} (local {:#x}): {} (a system of {} chip{})",
                      trans.is_read() ? "read" : "write", dest, local,
@@ -474,7 +525,6 @@ void C2c::route(tlm::tlm_generic_payload& trans, unsigned dest, std::uint64_t lo
     return;
   }
   Port& p = ports_[static_cast<unsigned>(out)];
-  Port& back = p.peer->ports_[p.peer_port];
   const LinkConfig& lc = config_.link;
   const unsigned len = trans.get_data_length(), hdr = lc.message_header;
   const bool write = trans.is_write();
@@ -486,10 +536,10 @@ void C2c::route(tlm::tlm_generic_payload& trans, unsigned dest, std::uint64_t lo
   std::memcpy(&msg[4], &len, 4);
   if (write) std::memcpy(&msg[hdr], trans.get_data_ptr(), len);
   bool ok = true;
-  const std::uint64_t crc_before = p.tx->stats().crc_errors, attempts_before = p.tx->stats().attempts;
+  const ChannelStats before = p.tx->stats();
   const sc_core::sc_time sent = p.tx->send(msg.data(), msg.size(), rx.data(), sc_core::sc_time_stamp() + delay, ok);
-  if (p.tx->stats().crc_errors != crc_before) regs_->raise(R::IRQ_STATUS_f::CRC_ERROR_MASK);
-  charge_link(p, attempts_before, sc_core::sc_time_stamp() + delay, sent);
+  if (p.tx->stats().crc_errors != before.crc_errors) regs_->raise(R::IRQ_STATUS_f::CRC_ERROR_MASK);
+  charge_link(p, before.attempts, sc_core::sc_time_stamp() + delay, sent);
   if (!ok) {
     ++link_errors_;
     log::guest_error(path(), "c2c/link-down", "{} of chip {} (local {:#x}): port {} has no working lane",
@@ -497,33 +547,152 @@ void C2c::route(tlm::tlm_generic_payload& trans, unsigned dest, std::uint64_t lo
     trans.set_response_status(tlm::TLM_GENERIC_ERROR_RESPONSE);
     return;
   }
-  delay = sent - sc_core::sc_time_stamp();
-  ++p.peer->incoming_;
-  if (p.peer->chip_ != dest) ++p.peer->forwarded_;
-  // The far side works on what it received.
-  unsigned char* data = trans.get_data_ptr();
-  if (write) trans.set_data_ptr(rx.data() + hdr);
-  sc_core::sc_time far = delay + p.peer->config_.switch_latency;
-  p.peer->route(trans, dest, local, far);
-  trans.set_data_ptr(data);
-  // Response: header (status) and a read's data, back over the other direction.
-  const bool carries = !write && trans.is_response_ok();
-  std::vector<std::uint8_t> resp(hdr + (carries ? len : 0), 0);
-  resp[0] = static_cast<std::uint8_t>(trans.get_response_status() + 8);
-  if (carries) std::memcpy(&resp[hdr], data, len);
-  const std::uint64_t back_crc = back.tx->stats().crc_errors, back_attempts = back.tx->stats().attempts;
-  const sc_core::sc_time returned = back.tx->send(resp.data(), resp.size(), resp.data(), sc_core::sc_time_stamp() + far, ok);
-  if (back.tx->stats().crc_errors != back_crc) p.peer->regs_->raise(R::IRQ_STATUS_f::CRC_ERROR_MASK);
-  p.peer->charge_link(back, back_attempts, sc_core::sc_time_stamp() + far, returned);
-  if (!ok) {
+  // The far side serves what it received when its last FLIT arrives; this
+  // thread waits for the response.
+  Message m;
+  m.kind = Message::request;
+  m.write = write;
+  m.from_chip = chip_;
+  m.to_chip = p.peer_chip;
+  m.to_port = p.peer_port;
+  m.dest = dest;
+  m.local = local;
+  m.len = len;
+  m.tag = next_tag_++;
+  m.seq = next_seq_++;
+  m.at = sent.value();
+  m.flits = p.tx->stats().flits - before.flits;
+  m.crc_errors = p.tx->stats().crc_errors - before.crc_errors;
+  if (write) m.data.assign(rx.begin() + hdr, rx.end());
+  const std::uint64_t tag = m.tag;
+  Pending& w = pending_[tag];
+  post(p, std::move(m));
+  while (!w.done) sc_core::wait(w.event);
+  if (w.lost) {
     ++link_errors_;
-    log::guest_error(path(), "c2c/link-down", "response to a {} of chip {} (local {:#x}) lost: port {} of chip {} has no working lane",
-                     write ? "write" : "read", dest, local, p.peer_port, p.peer->chip_);
+    log::guest_error(path(), "c2c/link-down",
+                     "response to a {} of chip {} (local {:#x}) lost: port {} of chip {} has no working lane",
+                     write ? "write" : "read", dest, local, p.peer_port, p.peer_chip);
     trans.set_response_status(tlm::TLM_GENERIC_ERROR_RESPONSE);
-    return;
+  } else {
+    trans.set_response_status(static_cast<tlm::tlm_response_status>(static_cast<int>(w.status) - 8));
+    if (!write && trans.is_response_ok()) std::memcpy(trans.get_data_ptr(), w.data.data(), len);
   }
-  if (carries) std::memcpy(data, &resp[hdr], len);
-  delay = returned - sc_core::sc_time_stamp() + config_.switch_latency;
+  pending_.erase(tag);
+  delay = config_.switch_latency;  // the response enters this fabric
+}
+
+void C2c::post(const Port& via, Message&& m) {
+  if (cut_) cut_->post(std::move(m));
+  else via.peer->receive(std::move(m));  // a fabric outside a system: its peers are in this process
+}
+
+void C2c::receive(Message&& m) {
+  const std::uint64_t now = sc_core::sc_time_stamp().value();
+  if (m.at < now)
+    throw std::runtime_error(fmt::format("{}: a link message from chip {} arrives at {} ps, before the present ({} ps)",
+                                         path(), m.from_chip, m.at, now));
+  const std::uint64_t at = m.at;
+  inbox_.push_back(std::move(m));
+  std::push_heap(inbox_.begin(), inbox_.end(), MessageLater{});
+  inbox_event_.notify(sc_core::sc_time::from_value(at - now));
+}
+
+void C2c::serve_inbox() {
+  for (;;) {
+    sc_core::wait(inbox_event_);
+    const std::uint64_t now = sc_core::sc_time_stamp().value();
+    while (!inbox_.empty() && inbox_.front().at <= now) {
+      std::pop_heap(inbox_.begin(), inbox_.end(), MessageLater{});
+      Message m = std::move(inbox_.back());
+      inbox_.pop_back();
+      Port& p = ports_.at(m.to_port);
+      p.rx.messages += m.kind != Message::fault;
+      p.rx.flits += m.flits;
+      p.rx.crc_errors += m.crc_errors;
+      if (m.kind == Message::fault) {
+        fault(m.to_port, m.local, sc_core::sc_time::from_value(m.at), sc_core::sc_time::from_value(m.tag), false);
+      } else if (m.kind == Message::response) {
+        const auto it = pending_.find(m.tag);
+        if (it == pending_.end()) continue;  // cannot happen: one response per request
+        Pending& w = it->second;
+        w.done = true;
+        w.lost = m.lost;
+        w.status = m.status;
+        w.data = std::move(m.data);
+        w.event.notify();
+      } else if (!idle_workers_.empty()) {
+        Worker* w = idle_workers_.back();
+        idle_workers_.pop_back();
+        w->msg = std::move(m);
+        w->go.notify();
+      } else {  // a new worker serves it at once, then waits for more
+        Worker* w = &workers_.emplace_back();
+        w->msg = std::move(m);
+        sc_core::sc_spawn_options o;
+        o.set_stack_size(64 * 1024);
+        sc_core::sc_spawn([this, w] { work(w); }, fmt::format("worker{}", workers_.size() - 1).c_str(), &o);
+      }
+    }
+    if (!inbox_.empty()) inbox_event_.notify(sc_core::sc_time::from_value(inbox_.front().at - now));
+  }
+}
+
+void C2c::work(Worker* w) {
+  for (;;) {
+    serve_request(w->msg);
+    idle_workers_.push_back(w);
+    sc_core::wait(w->go);
+  }
+}
+
+void C2c::serve_request(Message& m) {
+  ++incoming_;
+  if (chip_ != m.dest) ++forwarded_;
+  // The far side works on what it received.
+  std::vector<std::uint8_t> data = m.write ? std::move(m.data) : std::vector<std::uint8_t>(m.len, 0);
+  tlm::tlm_generic_payload trans;
+  trans.set_command(m.write ? tlm::TLM_WRITE_COMMAND : tlm::TLM_READ_COMMAND);
+  trans.set_data_ptr(data.data());
+  trans.set_data_length(m.len);
+  trans.set_streaming_width(m.len);
+  trans.set_byte_enable_ptr(nullptr);
+  trans.set_dmi_allowed(false);
+  trans.set_response_status(tlm::TLM_INCOMPLETE_RESPONSE);
+  sc_core::sc_time far = config_.switch_latency;
+  route(trans, m.dest, m.local, far);
+  // Response: header (status) and a read's data, back over the other direction.
+  Port& back = ports_.at(m.to_port);
+  const LinkConfig& lc = config_.link;
+  const unsigned hdr = lc.message_header;
+  const bool carries = !m.write && trans.is_response_ok();
+  std::vector<std::uint8_t> resp(hdr + (carries ? m.len : 0), 0);
+  resp[0] = static_cast<std::uint8_t>(trans.get_response_status() + 8);
+  if (carries) std::memcpy(&resp[hdr], data.data(), m.len);
+  const ChannelStats before = back.tx->stats();
+  const sc_core::sc_time ready = sc_core::sc_time_stamp() + far;
+  bool ok = true;
+  const sc_core::sc_time returned = back.tx->send(resp.data(), resp.size(), resp.data(), ready, ok);
+  if (back.tx->stats().crc_errors != before.crc_errors) regs_->raise(R::IRQ_STATUS_f::CRC_ERROR_MASK);
+  charge_link(back, before.attempts, ready, returned);
+  Message r;
+  r.kind = Message::response;
+  r.from_chip = chip_;
+  r.to_chip = m.from_chip;
+  r.to_port = back.peer_port;
+  r.tag = m.tag;
+  r.seq = next_seq_++;
+  r.status = static_cast<std::uint8_t>(trans.get_response_status() + 8);
+  r.flits = back.tx->stats().flits - before.flits;
+  r.crc_errors = back.tx->stats().crc_errors - before.crc_errors;
+  if (ok) {
+    r.at = returned.value();
+    if (carries) r.data.assign(resp.begin() + hdr, resp.end());
+  } else {  // the requester learns of it when the response would have come
+    r.lost = 1;
+    r.at = (ready + lc.latency).value();
+  }
+  post(back, std::move(r));
 }
 
 unsigned C2c::transport_dbg(tlm::tlm_generic_payload& trans) {

@@ -10,7 +10,10 @@
 // chip, as a request message over the link (a header, plus the data of a
 // write) to the next chip's fabric, which does the same: into its NoC, or
 // on to the next link. The response (a header, plus the data of a read)
-// comes back the same way, hop by hop. Each hop's messages really are cut
+// comes back the same way, hop by hop: each hop is a timed message
+// (cut.hpp) that the next fabric serves when its last FLIT arrives, so a
+// chip's fabric never calls into another chip, and the chips of a system
+// can live in different processes. Each hop's messages really are cut
 // into FLITs with CRC-32, checked and replayed (link.hpp), so injected
 // errors test that the data survives. Forwarding chips do not cross their
 // NoC (store and forward in the fabric's switch). Every message pays
@@ -21,6 +24,8 @@
 // chip 0 of 1 and only loops back.
 #pragma once
 
+#include <deque>
+#include <map>
 #include <memory>
 #include <tlm_utils/simple_initiator_socket.h>
 #include <tlm_utils/simple_target_socket.h>
@@ -31,6 +36,7 @@
 #include "common/waves.hpp"
 #include "common/regs.hpp"
 #include "c2c/comm.hpp"
+#include "c2c/cut.hpp"
 #include "c2c/link.hpp"
 
 namespace tessera::c2c {
@@ -82,13 +88,22 @@ class C2c : public Ip {
   void set_identity(unsigned chip, unsigned chips);
   // Joins port `port` to `peer`'s port `peer_port` (both ends; one call).
   void connect(unsigned port, C2c& peer, unsigned peer_port);
+  // Joins port `port` to port `peer_port` of chip `peer_chip`, which lives
+  // in another process (its fabric's configuration `peer_config`); that
+  // process joins the other end the same way.
+  void connect_remote(unsigned port, unsigned peer_chip, unsigned peer_port, const Config& peer_config);
+  // Where messages for other chips go (the system's; none: to the peers directly).
+  void set_cut(Cut* cut) { cut_ = cut; }
+  // A message for this fabric, served when it arrives (Cut::post, Cut::deliver).
+  void receive(Message&& m);
   void set_route(unsigned chip, unsigned port);
   int route_of(unsigned chip) const { return chip < routes_.size() ? routes_[chip] : -1; }
 
   unsigned chip() const { return chip_; }
   unsigned chips() const { return chips_; }
   const Config& config() const { return config_; }
-  // Per port: the outgoing direction's counters (nullptr when unconnected), and the link's state.
+  // Per port: each direction's counters (nullptr when unconnected; the
+  // incoming ones count what has arrived), and the link's state.
   const ChannelStats* tx_stats(unsigned port) const;
   const ChannelStats* rx_stats(unsigned port) const;
   const LinkState* link_state(unsigned port) const;
@@ -105,8 +120,10 @@ class C2c : public Ip {
   friend class CommEngine;
   class Regs;
   struct Port {
-    C2c* peer = nullptr;
-    unsigned peer_port = 0;
+    bool connected = false;
+    C2c* peer = nullptr;  // in this process; nullptr when the peer lives in another
+    unsigned peer_chip = 0, peer_port = 0;
+    ChannelStats rx;      // what has arrived
     std::shared_ptr<LinkState> state;
     std::unique_ptr<Channel> tx;
     unsigned last_state = 0;
@@ -117,6 +134,16 @@ class C2c : public Ip {
   unsigned transport_dbg(tlm::tlm_generic_payload& trans);
   // Carries `trans` towards chip `dest` (local address `local`) from this fabric.
   void route(tlm::tlm_generic_payload& trans, unsigned dest, std::uint64_t local, sc_core::sc_time& delay);
+  // Messages: out to the peer of a port, served when they arrive.
+  void post(const Port& via, Message&& m);
+  void serve_inbox();                 // the inbox's thread: responses to their requesters, requests to workers
+  struct Worker {
+    sc_core::sc_event go;
+    Message msg;
+  };
+  void work(Worker* w);               // a worker's thread: serves one request after another
+  void serve_request(Message& m);     // the far side of a request: into this chip, or on to the next
+  void fault(unsigned port, std::uint64_t lane, sc_core::sc_time at, sc_core::sc_time retrain, bool tell_peer);
   unsigned route_dbg(tlm::tlm_generic_payload& trans, unsigned dest, std::uint64_t local, unsigned hops);
   void schedule_changes(unsigned port, sc_core::sc_time start, sc_core::sc_time end);
   void start_of_simulation() override;
@@ -137,6 +164,22 @@ class C2c : public Ip {
   power::Meter* meter_ = &power::meter(name());
   sc_core::sc_event_queue changes_;
   std::uint64_t local_ = 0, remote_ = 0, forwarded_ = 0, incoming_ = 0, no_route_ = 0, link_errors_ = 0;
+  Cut* cut_ = nullptr;
+  struct MessageLater {  // the inbox's order: a min-heap on Message::operator<
+    bool operator()(const Message& a, const Message& b) const { return b < a; }
+  };
+  std::vector<Message> inbox_;  // a heap (MessageLater)
+  sc_core::sc_event inbox_event_;
+  struct Pending {  // a request waiting for its response
+    sc_core::sc_event event;
+    bool done = false, lost = false;
+    unsigned status = 0;
+    std::vector<std::uint8_t> data;
+  };
+  std::map<std::uint64_t, Pending> pending_;  // by tag
+  std::deque<Worker> workers_;
+  std::vector<Worker*> idle_workers_;
+  std::uint64_t next_tag_ = 0, next_seq_ = 0;
 };
 
 }  // namespace tessera::c2c

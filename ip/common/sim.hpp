@@ -2,6 +2,7 @@
 // an unhandled trap) ask for an exit code here; tessera-vp returns it.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <systemc>
@@ -38,5 +39,27 @@ bool stop_requested();
 std::optional<int> exit_code();
 const std::string& exit_reason();
 void reset();  // for tests
+
+// Windowed runs: a system of chips run window by window (platform/session:
+// windows of the links' lookahead, in one process or over MPI ranks). There
+// a domain's exit stops that domain's processors at once, and the run only
+// at the end of the window, with the code and the end time of every
+// domain's request ordered by time and chip, so the outcome is the same
+// wherever each chip is simulated.
+void set_windowed(bool on);
+bool windowed();
+struct DomainExit {
+  unsigned domain = 0;  // index in set_domains' list
+  int code = 0;
+  std::uint64_t when = 0;  // ps
+  std::string reason;
+};
+// The exits requested since the last call (this process's domains).
+std::vector<DomainExit> take_exits();
+// An exit of a domain simulated elsewhere (another rank).
+void note_exit(const DomainExit& e);
+// At a window's end: true when the run ends (every domain exited, or one
+// with a non-zero code); then exit_code(), exit_reason() and end_time() hold.
+bool windowed_end();
 
 }  // namespace tessera::sim

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "common/log.hpp"
+#include "common/sim.hpp"
 #include "common/registry.hpp"
 #include "hbm_regs.hpp"
 
@@ -269,13 +270,27 @@ Hbm::~Hbm() = default;
 
 tlm::tlm_target_socket<>& Hbm::csr_target() { return regs_->csr_target; }
 
+unsigned Hbm::bus_group(unsigned pc) const {
+  // In a system's windowed run the pseudo-channels that share a channel's
+  // command buses step together in index order, so which takes a bus cycle
+  // does not depend on which one's process SystemC ran first at an edge.
+  return sim::windowed() && config_.ctrl.command_bus == "shared" ? config_.org.pseudo_channels : 1;
+}
+
+void Hbm::advance(unsigned pc, std::uint64_t cycle) {
+  const unsigned group = bus_group(pc), first = pc - pc % group;
+  for (unsigned q = first; q < first + group; ++q) channels_[q]->advance(cycle);
+}
+
 void Hbm::kick(unsigned pc) {
-  PseudoChannel& ch = *channels_[pc];
-  ch.advance(cycle_of(sc_core::sc_time_stamp()));
-  const std::uint64_t next = ch.next_event();
-  if (next == ~0ull) return;
-  const sc_core::sc_time at = clk_->edge(next, tck_);
-  wake_[pc]->notify(at > sc_core::sc_time_stamp() ? at - sc_core::sc_time_stamp() : sc_core::SC_ZERO_TIME);
+  advance(pc, cycle_of(sc_core::sc_time_stamp()));
+  const unsigned group = bus_group(pc), first = pc - pc % group;
+  for (unsigned q = first; q < first + group; ++q) {
+    const std::uint64_t next = channels_[q]->next_event();
+    if (next == ~0ull) continue;
+    const sc_core::sc_time at = clk_->edge(next, tck_);
+    wake_[q]->notify(at > sc_core::sc_time_stamp() ? at - sc_core::sc_time_stamp() : sc_core::SC_ZERO_TIME);
+  }
 }
 
 bool Hbm::check_ecc(std::uint64_t addr, unsigned len) {
@@ -382,12 +397,13 @@ void Hbm::detailed(tlm::tlm_generic_payload& trans, sc_core::sc_time& delay) {
     r.id = next_id_++;
     r.owner = &txn;
     ++txn.remaining;
-    channels_[r.loc.pc]->advance(now);
+    advance(r.loc.pc, now);
     channels_[r.loc.pc]->enqueue(r);
     if (std::find(touched.begin(), touched.end(), r.loc.pc) == touched.end()) touched.push_back(r.loc.pc);
   }
   for (unsigned pc : touched) kick(pc);
   while (txn.remaining) sc_core::wait(txn.done);
+
   if (waiting_[write].empty()) {
     --held;
   } else {

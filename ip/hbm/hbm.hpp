@@ -133,6 +133,8 @@ class Hbm : public Ip {
   bool check_ecc(std::uint64_t addr, unsigned len);
   void kick(unsigned pc);
   std::uint64_t cycle_of(const sc_core::sc_time& t) const { return clk_->cycle(t, tck_); }
+  unsigned bus_group(unsigned pc) const;                 // pseudo-channels stepped together with pc
+  void advance(unsigned pc, std::uint64_t cycle);        // them, in index order
 
   Config config_;
   bool fast_mode_;  // mode "fast"

@@ -174,7 +174,18 @@ void FlitNetwork::offer(const Packet& p) {
     slot = static_cast<std::uint32_t>(packets_.size());
     packets_.push_back(p);
   }
-  source_[p.src].push_back(slot);
+  // Behind the packets of earlier cycles, and of the same cycle with a
+  // smaller or equal key; never ahead of one that is entering already.
+  std::deque<std::uint32_t>& q = source_[p.src];
+  auto at = q.end();
+  while (at != q.begin()) {
+    const auto before = std::prev(at);
+    if (before == q.begin() && (injecting_flit_[p.src] > 0 || injecting_vc_[p.src] >= 0)) break;
+    const Packet& o = packets_[*before];
+    if (o.created < p.created || (o.created == p.created && o.order <= p.order)) break;
+    at = before;
+  }
+  q.insert(at, slot);
   ++in_flight_;
 }
 

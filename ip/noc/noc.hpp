@@ -57,6 +57,10 @@ struct Packet {
   std::uint64_t delivered = 0; // tail left the destination router
   unsigned hops = 0;           // links crossed
   bool measured = false;
+  // Flit level: packets a source offers for the same cycle enter in the
+  // order of this key (then offer order), not in the order the processes
+  // that offered them happened to run at that instant.
+  std::uint64_t order = 0;
   // Dateline state on a torus or ring: the dimension travelled and whether
   // the packet crossed its wrap-around link (then it uses the upper VCs).
   std::uint8_t dim = 0;

@@ -1,5 +1,7 @@
 #include "noc/noc_ip.hpp"
 
+#include "common/sim.hpp"
+
 #include "common/log.hpp"
 #include "common/registry.hpp"
 
@@ -79,19 +81,33 @@ const Noc::Target* Noc::decode(std::uint64_t addr, unsigned& index) const {
 void Noc::engine() {
   for (;;) {
     if (net_->idle()) sc_core::wait(kick_);
-    net_->run_until(now_cycle());
-    if (!net_->idle()) sc_core::wait(clk_->span(sc_core::sc_time::from_value(period_)));
+    if (!sim::windowed()) {
+      net_->run_until(now_cycle());
+      if (!net_->idle()) sc_core::wait(clk_->span(sc_core::sc_time::from_value(period_)));
+      continue;
+    }
+    // A system's windowed run: each cycle is stepped at its edge, never
+    // before, and a packet offered at an edge enters at the next one
+    // (entry_cycle()), so what a cycle carries does not depend on which of
+    // the processes at that edge ran first.
+    const std::uint64_t begun = next_cycle() - 1;
+    net_->run_until(begun);
+    if (!net_->idle()) {
+      const sc_core::sc_time next = clk_->edge(begun + 1, period_);
+      sc_core::wait(next > sc_core::sc_time_stamp() ? next - sc_core::sc_time_stamp() : sc_core::SC_ZERO_TIME);
+    }
   }
 }
 
-void Noc::carry(unsigned src, unsigned dst, unsigned payload_bytes, unsigned cls) {
+void Noc::carry(unsigned src, unsigned dst, unsigned payload_bytes, unsigned cls, std::uint64_t order) {
   Packet p;
+  p.order = order;
   p.id = next_id_++;
   p.src = src;
   p.dst = dst;
   p.cls = cls;
   p.flits = config_.net.flits_for(payload_bytes);
-  p.created = now_cycle();
+  p.created = entry_cycle();
   // Energy: every flit through every router on its way (hops + 1 of them).
   const sc_core::sc_time start = sc_core::sc_time_stamp();
   struct Charge {
@@ -137,14 +153,22 @@ void Noc::b_transport(int id, tlm::tlm_generic_payload& trans, sc_core::sc_time&
   }
   ++transactions_;
   const unsigned src = initiator_nodes_.at(static_cast<unsigned>(id)), len = trans.get_data_length();
-  carry(src, t->node, trans.is_write() ? len : 0, 0);
+  // Packets of one instant in address order: the same whichever initiator
+  // ran first then.
+  const std::uint64_t order = addr << 1 | (trans.is_write() ? 1 : 0);
+  gate_.pass(std::uint64_t(src) << 56 | order);
+  carry(src, t->node, trans.is_write() ? len : 0, 0, order);
   trans.set_address(addr - t->base);
   sc_core::sc_time d = sc_core::SC_ZERO_TIME;
+  if (target_gates_.size() <= index) target_gates_.resize(index + 1);
+  if (!target_gates_[index]) target_gates_[index] = std::make_unique<InstantGate>();
+  target_gates_[index]->pass(std::uint64_t(src) << 56 | order);
   target_side[index]->b_transport(trans, d);
   trans.set_address(addr);
   sc_core::wait(d);
   if (trans.get_response_status() != tlm::TLM_OK_RESPONSE) ++errors_;
-  carry(t->node, src, trans.is_read() ? len : 0, config_.net.classes > 1 ? 1 : 0);
+  gate_.pass(std::uint64_t(t->node) << 56 | order);
+  carry(t->node, src, trans.is_read() ? len : 0, config_.net.classes > 1 ? 1 : 0, order);
 }
 
 unsigned Noc::transport_dbg(int, tlm::tlm_generic_payload& trans) {

@@ -20,6 +20,8 @@
 #include <vector>
 
 #include "common/config.hpp"
+#include "common/instant_gate.hpp"
+#include "common/sim.hpp"
 #include "common/ip.hpp"
 #include "common/power.hpp"
 #include "common/units.hpp"
@@ -69,14 +71,26 @@ class Noc : public Ip {
   void b_transport(int id, tlm::tlm_generic_payload& trans, sc_core::sc_time& delay);
   unsigned transport_dbg(int id, tlm::tlm_generic_payload& trans);
   // Sends a packet now and returns once its tail has left the destination router.
-  void carry(unsigned src, unsigned dst, unsigned payload_bytes, unsigned cls);
+  void carry(unsigned src, unsigned dst, unsigned payload_bytes, unsigned cls, std::uint64_t order);
   const Target* decode(std::uint64_t addr, unsigned& index) const;
   void engine();
   std::uint64_t now_cycle() const { return clk_->cycle(sc_core::sc_time_stamp(), period_); }
+  // The first cycle that begins after now. In a system's windowed run
+  // (sim::windowed()) a packet offered now enters the network then,
+  // whether or not the network has already stepped the cycle that begins
+  // now: processes that run at the same instant run in an order SystemC
+  // leaves open, and it differs when the chips are spread over processes.
+  // A chip alone keeps the zero-load latency from the cycle at or after now.
+  std::uint64_t next_cycle() const { return clk_->nominal(sc_core::sc_time_stamp()) / period_ + 1; }
+  std::uint64_t entry_cycle() const { return sim::windowed() ? next_cycle() : now_cycle(); }
 
   Config config_;
   std::unique_ptr<Network> net_;
   std::uint64_t period_;
+  // Transactions of one instant enter the network, and reach each target,
+  // in address order (instant_gate.hpp).
+  InstantGate gate_;
+  std::vector<std::unique_ptr<InstantGate>> target_gates_;
   std::vector<unsigned> initiator_nodes_;
   std::vector<Target> targets_;
   std::unordered_map<std::uint64_t, Wait*> waiting_;

@@ -1,0 +1,177 @@
+// Systems over MPI ranks, through the real tessera-vp under mpirun: every
+// chip's UART output, the exit code, the simulated time and the statistics
+// are the single-process run's; placements are checked and followed; a
+// rank that dies ends the others.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <vector>
+
+#include "vp_run.hpp"
+
+namespace {
+
+using namespace tessera::testing;
+
+const std::string kFirmware = TESSERA_FIRMWARE_DIR;
+const std::string kPlatforms = std::string(TESSERA_SOURCE_DIR) + "/platform/";
+// mpirun as root (CI machines) needs both; --oversubscribe: more ranks than cores.
+const std::string kMpirun = "env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun --oversubscribe";
+
+Outcome mpirun(unsigned ranks, const std::string& args, const std::string& tag) {
+  const std::string out = local(tag + ".out"), err = local(tag + ".err");
+  const std::string cmd = "timeout -k 5 " + std::to_string(kProcessTimeoutS) + " " + kMpirun + " -np " +
+                          std::to_string(ranks) + " " + TESSERA_VP + " -q " + args + " >" + out + " 2>" + err +
+                          " </dev/null";
+  const int status = std::system(cmd.c_str());
+  return Outcome{WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(out), slurp(err)};
+}
+
+// Ranks print their chips' lines as they come: compare them in order.
+std::vector<std::string> lines(const std::string& text) {
+  std::vector<std::string> v;
+  std::istringstream in(text);
+  for (std::string l; std::getline(in, l);) v.push_back(l);
+  std::sort(v.begin(), v.end());
+  return v;
+}
+
+nlohmann::json stats(const std::string& file) {
+  const std::string text = slurp(file);
+  return text.empty() ? nlohmann::json() : nlohmann::json::parse(text);
+}
+
+}  // namespace
+
+// The ring of four running c2c_ring: tokens into every chip, 4 KiB to the
+// next one, timed, and each port's FLIT counters; on 2 and 4 ranks every
+// line, and every counter of every instance, is the single process's.
+// With a lane failing and a FLIT corrupted on the link between chips 0 and
+// 1, which crosses ranks, each end keeps its own copy of the link's state.
+TEST(Mpi, RanksGiveTheSingleProcessRunByteForByte) {
+  for (const std::string faults : {"", " --set chip1.c2c.faults=1:flit3,1:lane2@20us"}) {
+  const std::string args =
+      "-p " + kPlatforms + "t1x4-ring.json --firmware " + kFirmware + "/c2c_ring.elf" + faults + " --stats ";
+  Outcome one = run(args + local("1.json"));
+  ASSERT_EQ(one.code, 0) << one.err;
+  const nlohmann::json s1 = stats(local("1.json"));
+  ASSERT_FALSE(s1.is_null());
+  for (unsigned ranks : {2u, 4u}) {
+    const std::string file = local(std::to_string(ranks) + ".json");
+    Outcome r = mpirun(ranks, args + file, std::to_string(ranks));
+    EXPECT_EQ(r.code, 0) << r.err;
+    EXPECT_EQ(lines(r.out), lines(one.out)) << ranks << " ranks";
+    const nlohmann::json s = stats(file);
+    ASSERT_FALSE(s.is_null()) << r.err;
+    for (const char* key : {"simulated_time_s", "exit_code", "end", "guest_errors", "ips"})
+      EXPECT_EQ(s[key], s1[key]) << key << " on " << ranks << " ranks";
+    EXPECT_EQ(s["ranks"]["ranks"], ranks);
+    EXPECT_NEAR(s["ranks"]["lookahead_ns"].get<double>(), 100.0, 1e-6) << "the links' latency";
+    EXPECT_GT(s["ranks"]["exchanged_bytes"].get<double>(), 0);
+  }
+  if (!faults.empty()) {
+    EXPECT_NE(one.out.find("[chip1] chip 1 port 1: to chip 0, 8 lanes"), std::string::npos) << one.out;
+  }
+  }
+}
+
+// The torus of eight running every chip's communication engine (an
+// all-reduce and a pull all-to-all), with the detailed HBM and the
+// flit-level NoC: on 2 and 4 ranks, every line, the exit code, the
+// simulated time and every counter are the single process's.
+TEST(Mpi, CollectivesOverRanksGiveTheSingleProcessRunByteForByte) {
+  const std::string args =
+      "-p " + kPlatforms + "t1x8-torus.json --firmware " + kFirmware + "/c2c_collectives.elf --stats ";
+  Outcome one = run(args + local("1.json"));
+  ASSERT_EQ(one.code, 0) << one.err;
+  const nlohmann::json s1 = stats(local("1.json"));
+  for (unsigned ranks : {2u, 4u}) {
+    const std::string file = local(std::to_string(ranks) + ".json");
+    Outcome r = mpirun(ranks, args + file, std::to_string(ranks));
+    EXPECT_EQ(r.code, 0) << r.err;
+    EXPECT_EQ(lines(r.out), lines(one.out)) << ranks << " ranks";
+    const nlohmann::json s = stats(file);
+    ASSERT_FALSE(s.is_null()) << r.err;
+    for (const char* key : {"simulated_time_s", "exit_code", "end", "guest_errors", "ips"})
+      EXPECT_EQ(s[key], s1[key]) << key << " on " << ranks << " ranks";
+  }
+}
+
+TEST(Mpi, PlacementIsCheckedAndFollowed) {
+  const std::string ring = "-p " + kPlatforms + "t1x4-ring.json --firmware " + kFirmware + "/c2c_ring.elf";
+  Outcome one = run(ring);
+  ASSERT_EQ(one.code, 0) << one.err;
+  Outcome placed = mpirun(2, ring + " --placement 1,0,0,1", "placed");
+  EXPECT_EQ(placed.code, 0) << placed.err;
+  EXPECT_EQ(lines(placed.out), lines(one.out));
+  Outcome few = mpirun(2, ring + " --placement 0,1,1", "few");
+  EXPECT_EQ(few.code, 2);
+  EXPECT_NE(few.err.find("--placement 0,1,1: 3 ranks given for 4 chips"), std::string::npos) << few.err;
+  Outcome idle = mpirun(2, ring + " --placement 0,0,0,0", "idle");
+  EXPECT_EQ(idle.code, 2);
+  EXPECT_NE(idle.err.find("rank 1 would hold no chip"), std::string::npos) << idle.err;
+  Outcome bad = mpirun(2, ring + " --placement 0,1,2,x", "bad");
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_NE(bad.err.find("--placement: chip 2 on \"2\": ranks are 0 to 1"), std::string::npos) << bad.err;
+  Outcome many = mpirun(5, ring, "many");
+  EXPECT_EQ(many.code, 2);
+  EXPECT_NE(many.err.find("mpirun -np 5: rank 4 would hold no chip (4 chips)"), std::string::npos) << many.err;
+  Outcome chip = mpirun(2, "--firmware " + kFirmware + "/hello.elf", "chip");
+  EXPECT_EQ(chip.code, 2);
+  EXPECT_NE(chip.err.find("is one chip; ranks split a system of chips"), std::string::npos) << chip.err;
+  const int demo = std::system(("timeout -k 5 60 " + kMpirun + " -np 2 " + TESSERA_VP + " demo --tiny >" +
+                                 local("demo.out") + " 2>" + local("demo.err") + " </dev/null").c_str());
+  EXPECT_TRUE(WIFEXITED(demo) && WEXITSTATUS(demo) == 2);
+  EXPECT_NE(slurp(local("demo.err")).find("demo runs in one process"), std::string::npos) << slurp(local("demo.err"));
+  Outcome alone = run(ring + " --placement 0,0,0,0");
+  EXPECT_EQ(alone.code, 2);
+  EXPECT_NE(alone.err.find("--placement: the chips are placed on MPI ranks; run under mpirun"), std::string::npos)
+      << alone.err;
+}
+
+// An MPMD launch whose second rank sees another link latency: every rank
+// ends with one line, before anything runs.
+TEST(Mpi, RanksThatRunDifferentSystemsAreRefused) {
+  const std::string ring = std::string(TESSERA_VP) + " -q -p " + kPlatforms + "t1x4-ring.json --firmware " + kFirmware +
+                           "/c2c_ring.elf";
+  const std::string cmd = "timeout -k 5 120 " + kMpirun + " -np 1 " + ring + " : -np 1 " + ring +
+                          " --set c2c.latency=200ns >" + local("out") + " 2>" + local("err") + " </dev/null";
+  const int status = std::system(cmd.c_str());
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 2) << slurp(local("err"));
+  const std::string err = slurp(local("err"));
+  EXPECT_NE(err.find("rank 1 runs another system, placement or firmware than rank 0"), std::string::npos) << err;
+  EXPECT_EQ(slurp(local("out")).find("tokens"), std::string::npos) << "nothing ran";
+}
+
+// Rank 1 is killed while the torus of sixteen runs: every rank ends, and
+// mpirun with a non-zero code, instead of waiting at the next window.
+TEST(Mpi, ARankThatDiesEndsTheOthers) {
+  const std::string marker = local("dies.json");
+  std::remove(marker.c_str());
+  {
+    std::ofstream script(local("dies.sh"));
+    script << kMpirun << " -np 2 " << TESSERA_VP << " -q -p " << kPlatforms << "t1x16-torus.json --firmware "
+           << kFirmware << "/c2c_collectives.elf --stats " << marker << " >" << local("dies.out") << " 2>"
+           << local("dies.err") << " </dev/null &\n"
+           << "M=$!\nsleep 2\n"
+           << "for p in $(pgrep -f '" << marker << "'); do\n"
+           << "  if [ \"$(cat /proc/$p/comm 2>/dev/null)\" = tessera-vp ] && tr '\\0' '\\n' </proc/$p/environ |"
+           << " grep -qx OMPI_COMM_WORLD_RANK=1; then kill -9 $p; fi\n"
+           << "done\nwait $M\necho $? >" << local("dies.code") << "\n";
+  }
+  const auto start = std::chrono::steady_clock::now();
+  ASSERT_NE(std::system(("timeout -k 5 120 sh " + local("dies.sh")).c_str()), -1);
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const std::string code = slurp(local("dies.code")), err = slurp(local("dies.err"));
+  ASSERT_FALSE(code.empty()) << "mpirun did not end: " << err;
+  EXPECT_NE(std::stoi(code), 0) << err;
+  EXPECT_LT(took, 100.0) << "the surviving rank waited";
+  EXPECT_NE(err.find("signal 9"), std::string::npos) << err;
+  EXPECT_EQ(slurp(marker), "") << "no statistics from a run that lost a rank";
+}
