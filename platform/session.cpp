@@ -700,6 +700,9 @@ RunResult Session::run() {
   Impl& s = *impl_;
   RunResult r;
   r.end = "finished";
+  // Over ranks, each elaborates its own chips first: the run's wall time
+  // starts when every rank is ready.
+  if (s.o.ranks) s.o.ranks->exchange(std::vector<std::vector<std::uint8_t>>(s.o.ranks->size()));
   const auto wall_start = std::chrono::steady_clock::now();
   try {
     bool pending = false;
