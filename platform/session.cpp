@@ -365,8 +365,12 @@ struct Session::Impl {
     }
   }
 
+  // Over MPI ranks the debugger serves the processors of the rank that
+  // holds chip 0 (one port on one host).
+  bool holds_chip0() const { return !chip_ids.empty() && chip_ids.front() == 0; }
+
   void attach_gdb() {
-    if (!o.gdb_port) return;
+    if (!o.gdb_port || !holds_chip0()) return;
     gdb = open_gdb(*o.gdb_port);
     for (Platform* c : chips)
       for (const InstanceSpec& s : c->spec().instances)
@@ -382,7 +386,7 @@ struct Session::Impl {
   // RV64 threads in one target): each core a thread; with --gdb-wait the
   // first one waits for the debugger at time 0.
   void attach_gdb_tiles() {
-    if (!o.gdb_tiles_port) return;
+    if (!o.gdb_tiles_port || !holds_chip0()) return;
     gdb_tiles = open_gdb(*o.gdb_tiles_port);
     for (Platform* c : chips)
       for (const InstanceSpec& s : c->spec().instances)
@@ -758,7 +762,7 @@ nlohmann::ordered_json Session::finish(RunResult& r) {
   s.close_outputs();
   if (s.gdb) s.gdb->exited(r.code);
   if (s.gdb_tiles) s.gdb_tiles->exited(r.code);
-  if (!s.o.signature.empty()) s.dump_signature();
+  if (!s.o.signature.empty() && s.holds_chip0()) s.dump_signature();  // chip 0's, by its rank
   if (r.code == 0 && log::strict() && log::guest_error_count() > 0) {
     r.code = sim::kExitStrict;
     r.end += fmt::format("; --strict: {} guest error(s)", log::guest_error_count());
