@@ -274,7 +274,7 @@ unsigned Hbm::bus_group(unsigned pc) const {
   // In a system's windowed run the pseudo-channels that share a channel's
   // command buses step together in index order, so which takes a bus cycle
   // does not depend on which one's process SystemC ran first at an edge.
-  return sim::windowed() && config_.ctrl.command_bus == "shared" ? config_.org.pseudo_channels : 1;
+  return sim::windowed() && shared_bus_ ? config_.org.pseudo_channels : 1;
 }
 
 void Hbm::advance(unsigned pc, std::uint64_t cycle) {

@@ -137,6 +137,7 @@ class Hbm : public Ip {
   void advance(unsigned pc, std::uint64_t cycle);        // them, in index order
 
   Config config_;
+  bool shared_bus_ = config_.ctrl.command_bus == "shared";  // after config_, which it reads
   bool fast_mode_;  // mode "fast"
   bool refresh_off_, per_bank_refresh_;  // refresh "off", "per_bank"
   AddressMap map_;
