@@ -55,14 +55,10 @@ class Cut {
   Cut(std::vector<unsigned> owner, unsigned rank) : owner_(std::move(owner)), rank_(rank), fabrics_(owner_.size()) {}
   void add(unsigned chip, C2c* fabric) { fabrics_.at(chip) = fabric; }
   bool local(unsigned chip) const { return chip < owner_.size() && owner_[chip] == rank_; }
-  unsigned owner(unsigned chip) const { return owner_.at(chip); }
-  unsigned rank() const { return rank_; }
-  const std::vector<unsigned>& owners() const { return owner_; }
   // A message leaves its fabric: into a local fabric's inbox at once, else into the outbox.
   void post(Message&& m);
   // The messages for other ranks since the last call, by rank.
   std::vector<std::vector<Message>> take_outbox();
-  bool outbox_empty() const { return outbox_.empty(); }
   // Messages from other ranks, into their fabrics' inboxes (in serving order).
   // Outside sc_start, at a window's end. Throws when one would arrive in the past.
   void deliver(std::vector<Message>& in);
