@@ -7,10 +7,23 @@
 
 namespace tessera {
 
-std::unique_ptr<Ranks> open_ranks(int* argc, char*** argv, std::string& error) {
+unsigned launched_ranks() {
   const char* size = std::getenv("OMPI_COMM_WORLD_SIZE");
   if (!size) size = std::getenv("PMI_SIZE");
-  if (!size || std::atoi(size) <= 1) return nullptr;
+  const int n = size ? std::atoi(size) : 1;
+  return n > 1 ? static_cast<unsigned>(n) : 1;
+}
+
+unsigned launched_rank() {
+  if (launched_ranks() == 1) return 0;
+  const char* rank = std::getenv("OMPI_COMM_WORLD_RANK");
+  if (!rank) rank = std::getenv("PMI_RANK");
+  const int r = rank ? std::atoi(rank) : 0;
+  return r > 0 ? static_cast<unsigned>(r) : 0;
+}
+
+std::unique_ptr<Ranks> open_ranks(int* argc, char*** argv, std::string& error) {
+  if (launched_ranks() == 1) return nullptr;
   // Beside the program (an installed tree), else where the build put it.
   std::string self(4096, '\0');
   const ssize_t n = ::readlink("/proc/self/exe", self.data(), self.size() - 1);

@@ -24,6 +24,11 @@ class Ranks {
   [[noreturn]] virtual void abort(int code) = 0;
 };
 
+// Under mpirun with more than one rank: how many, and which this process
+// is (from the launcher's environment, before MPI is opened); alone: 1, 0.
+unsigned launched_ranks();
+unsigned launched_rank();
+
 // Under mpirun (OMPI_COMM_WORLD_SIZE or PMI_SIZE in the environment, more
 // than one rank): the MPI ranks, initialised; alone: nullptr. `error` says
 // why MPI could not be opened (then nullptr too).

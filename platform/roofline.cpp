@@ -59,6 +59,41 @@ nlohmann::ordered_json Limits::json() const {
           {"reduce_bytes_per_s", reduce_bytes_per_s}};
 }
 
+namespace {
+// The fields, named once for save() and load().
+template <class L, class F>
+void each_field(L& l, F f) {
+  f("tiles", l.tiles);
+  f("stacks", l.stacks);
+  f("tile_macs_per_s", l.tile_macs_per_s);
+  f("tile_vector_ops_per_s", l.tile_vector_ops_per_s);
+  f("tile_special_ops_per_s", l.tile_special_ops_per_s);
+  f("tile_dma_bytes_per_s", l.tile_dma_bytes_per_s);
+  f("port_bytes_per_s", l.port_bytes_per_s);
+  f("port_flits_per_s", l.port_flits_per_s);
+  f("stack_bytes_per_s", l.stack_bytes_per_s);
+  f("cut_read_bytes_per_s", l.cut_read_bytes_per_s);
+  f("cut_write_bytes_per_s", l.cut_write_bytes_per_s);
+  f("cut_link", l.cut_link);
+  f("host_bytes_per_s", l.host_bytes_per_s);
+  f("link_bytes_per_s", l.link_bytes_per_s);
+  f("link_flits_per_s", l.link_flits_per_s);
+  f("reduce_bytes_per_s", l.reduce_bytes_per_s);
+}
+}  // namespace
+
+nlohmann::ordered_json Limits::save() const {
+  nlohmann::ordered_json j;
+  each_field(*this, [&](const char* key, const auto& v) { j[key] = v; });
+  return j;
+}
+
+Limits Limits::load(const nlohmann::ordered_json& j) {
+  Limits l;
+  each_field(l, [&](const char* key, auto& v) { j.at(key).get_to(v); });
+  return l;
+}
+
 Limits limits(const Platform& p) {
   Limits l;
   const nlohmann::ordered_json all = p.limits();

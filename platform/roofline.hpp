@@ -55,6 +55,10 @@ struct Limits {
   double macs_per_s(const std::string& format) const;
   double hbm_bytes_per_s() const { return stacks * stack_bytes_per_s; }
   nlohmann::ordered_json json() const;
+  // Every field as it is (json() reports totals): to carry a chip's limits
+  // to another process and back.
+  nlohmann::ordered_json save() const;
+  static Limits load(const nlohmann::ordered_json& j);
 };
 
 // Of an elaborated chip.

@@ -427,7 +427,7 @@ struct Session::Impl {
       ++windows;
       const bool stopped = sc_core::sc_get_status() == sc_core::SC_STOPPED;
       bool pending = sc_core::sc_pending_activity(), messages = false;
-      if (o.ranks) exchange(stopped, pending, messages);
+      if (o.ranks) exchange(stopped, pending, messages, nullptr);
       else sim::take_exits();  // already noted
       if (stopped || stopped_elsewhere || sim::windowed_end()) return pending;
       if (max_time > sc_core::SC_ZERO_TIME && sc_core::sc_time_stamp() >= max_time) return pending;
@@ -435,7 +435,12 @@ struct Session::Impl {
     }
   }
 
-  void exchange(bool stopped, bool& pending, bool& messages) {
+  // One exchange among the ranks: this rank's state (stopped, pending, its
+  // chips' exits), what crossed the cut, and, from a front end that drives
+  // time itself, `front[r]` for rank r. Returns what each rank's front end
+  // sent this one.
+  std::vector<std::vector<std::uint8_t>> exchange(bool stopped, bool& pending, bool& messages,
+                                                  const std::vector<std::vector<std::uint8_t>>* front) {
     std::vector<std::uint8_t> status;
     auto put = [&](const void* p, std::size_t n) {
       const auto* b = static_cast<const std::uint8_t*>(p);
@@ -476,11 +481,15 @@ struct Session::Impl {
       const std::uint32_t count = r < outbox.size() ? static_cast<std::uint32_t>(outbox[r].size()) : 0;
       out[r].insert(out[r].end(), reinterpret_cast<const std::uint8_t*>(&count), reinterpret_cast<const std::uint8_t*>(&count) + 4);
       for (std::uint32_t i = 0; i < count; ++i) outbox[r][i].append_to(out[r]);
+      const std::uint64_t bytes = front && r < front->size() ? (*front)[r].size() : 0;
+      out[r].insert(out[r].end(), reinterpret_cast<const std::uint8_t*>(&bytes), reinterpret_cast<const std::uint8_t*>(&bytes) + 8);
+      if (bytes) out[r].insert(out[r].end(), (*front)[r].begin(), (*front)[r].end());
     }
     const auto t0 = std::chrono::steady_clock::now();
     const std::vector<std::vector<std::uint8_t>> in = o.ranks->exchange(out);
     waited_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     std::vector<c2c::Message> arrived;
+    std::vector<std::vector<std::uint8_t>> fronts(in.size());
     for (unsigned r = 0; r < in.size(); ++r) {
       exchanged_bytes += r == rank() ? 0 : in[r].size();
       const std::uint8_t* p = in[r].data();
@@ -523,8 +532,13 @@ struct Session::Impl {
         if (!c2c::Message::parse(p, e, m)) throw std::runtime_error(fmt::format("rank {} sent a malformed link message", r));
         arrived.push_back(std::move(m));
       }
+      std::uint64_t bytes = 0;
+      get(&bytes, 8);
+      if (static_cast<std::uint64_t>(e - p) != bytes) throw std::runtime_error(fmt::format("rank {} sent a malformed window", r));
+      fronts[r].assign(p, e);
     }
     system->cut().deliver(arrived);
+    return fronts;
   }
 
   // Over MPI ranks: rank 0 gathers every rank's counters into one report,
@@ -683,9 +697,66 @@ void Session::elaborate() {
   }
   s.attach_gdb();
   s.attach_gdb_tiles();
+  // A system runs in windows from the start (sim::windowed: the order of
+  // same-instant events that depends on the chip alone).
+  if (s.system) sim::set_windowed(true);
 }
 
 Platform& Session::chip(unsigned k) { return *impl_->chips.at(k); }
+
+unsigned Session::ranks() const { return impl_->o.ranks ? impl_->o.ranks->size() : 1; }
+unsigned Session::owner(unsigned chip) const { return impl_->owner.empty() ? 0 : impl_->owner.at(chip); }
+
+Platform* Session::held(unsigned chip) {
+  Impl& s = *impl_;
+  for (std::size_t i = 0; i < s.chips.size(); ++i)
+    if (s.chip_ids[i] == chip) return s.chips[i];
+  return nullptr;
+}
+
+std::vector<std::vector<std::uint8_t>> Session::exchange(const std::vector<std::vector<std::uint8_t>>& out) {
+  Impl& s = *impl_;
+  sim::set_windowed(true);
+  if (!s.o.ranks) {
+    sim::take_exits();  // already noted
+    return out;
+  }
+  bool pending = false, messages = false;
+  return s.exchange(sc_core::sc_get_status() == sc_core::SC_STOPPED, pending, messages, &out);
+}
+
+void Session::advance() {
+  Impl& s = *impl_;
+  sim::set_windowed(true);
+  const sc_core::sc_time w = s.system ? s.system->lookahead() : sc_core::sc_time(100, sc_core::SC_NS);
+  sc_core::sc_start(w, sc_core::SC_RUN_TO_TIME);
+  ++s.windows;
+}
+
+std::string Session::halted() const {
+  const Impl& s = *impl_;
+  if (s.stopped_elsewhere) return s.stopped_elsewhere->end;
+  for (Platform* c : s.chips)
+    if (!c->load_error().empty()) return c->load_error();
+  if (sc_core::sc_get_status() == sc_core::SC_STOPPED || sim::windowed_end()) return sim::exit_reason();
+  return {};
+}
+
+void Session::abort(int code) {
+  std::fflush(stdout);
+  std::fflush(stderr);
+  if (impl_->o.ranks) impl_->o.ranks->abort(code);
+  std::_Exit(code);
+}
+
+nlohmann::ordered_json Session::rank_report() const {
+  const Impl& s = *impl_;
+  return {{"ranks", s.o.ranks ? s.o.ranks->size() : 1},
+          {"lookahead_ns", s.system ? s.system->lookahead().to_seconds() * 1e9 : 0.0},
+          {"windows", s.windows},
+          {"exchanged_bytes", s.exchanged_bytes},
+          {"waited_s", s.waited_s}};
+}
 System* Session::system() { return impl_->system.get(); }
 unsigned Session::rank() const { return impl_->rank(); }
 

@@ -20,6 +20,7 @@
 
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <cstdint>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -118,6 +119,30 @@ class Session {
   System* system();  // null for one chip
   unsigned rank() const;  // this process's rank (0 alone); only rank 0 prints the summary
   std::string describe() const;  // the memory map and the firmware, as tessera-vp prints them
+
+  // Over MPI ranks: how many (1 alone), the rank chip k lives on, and this
+  // process's platform of chip k (null where another rank holds it).
+  unsigned ranks() const;
+  unsigned owner(unsigned chip) const;
+  Platform* held(unsigned chip);
+
+  // Run control for a front end that drives time itself (the host
+  // runtime's Cluster), instead of run(); every rank calls these in the
+  // same order. exchange(): one round among the ranks: what crossed the
+  // cut since the last round, the chips' exits, whether this rank stopped,
+  // and out[r] (the front end's bytes for rank r); returns what each
+  // rank's front end sent this one (out[rank()] is its own; alone: out).
+  // advance(): one window (the system's lookahead) of simulated time.
+  // halted(): why the system stopped (a chip's exit, a model error, a
+  // rank's failure, a load error), the same on every rank after an
+  // exchange; empty while it runs.
+  std::vector<std::vector<std::uint8_t>> exchange(const std::vector<std::vector<std::uint8_t>>& out);
+  void advance();
+  std::string halted() const;
+  // Ends every rank now with `code`, after a failure on this one (alone: this process).
+  [[noreturn]] void abort(int code);
+  // The synchronisation so far: ranks, lookahead_ns, windows, exchanged_bytes, waited_s (this rank's).
+  nlohmann::ordered_json rank_report() const;
 
   // Step 4: runs to the end, --max-time, or a model error.
   RunResult run();

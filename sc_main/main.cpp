@@ -39,26 +39,15 @@ int run_program(const char* program, const char* built, int argc, char** argv) {
 }
 int run_demo(int argc, char** argv) { return run_program("tessera-demo", TESSERA_DEMO, argc, argv); }
 
-// Under mpirun with more than one rank (platform/ranks.hpp): which rank this is.
-int mpi_rank() {
-  const char* size = std::getenv("OMPI_COMM_WORLD_SIZE");
-  if (!size) size = std::getenv("PMI_SIZE");
-  if (!size || std::atoi(size) <= 1) return -1;
-  const char* rank = std::getenv("OMPI_COMM_WORLD_RANK");
-  if (!rank) rank = std::getenv("PMI_RANK");
-  return rank ? std::atoi(rank) : 0;
-}
-
 }  // namespace
 
 int sc_main(int argc, char** argv) {
-  // The host runtime's programs (the main job, ONNX models) drive their
-  // chips from one process; over ranks, tessera-vp runs firmware.
-  if (const int rank = mpi_rank(); rank >= 0 && (argc == 1 || std::string(argv[1]) == "demo" || std::string(argv[1]) == "run")) {
-    if (rank == 0)
-      std::cerr << "tessera-vp: error: " << (argc == 1 ? "demo" : argv[1])
-                << " runs in one process (the host runtime does not drive chips on other MPI ranks yet); "
-                   "under mpirun, run firmware: tessera-vp -p SYSTEM.json -f FW.elf\n";
+  // Over ranks, tessera-vp runs firmware on a system, and the main job its
+  // systems (demo --chips: the runtime's Cluster spreads them); an ONNX
+  // model runs on one chip, in one process.
+  if (tessera::launched_ranks() > 1 && argc > 1 && std::string(argv[1]) == "run") {
+    if (tessera::launched_rank() == 0)
+      std::cerr << "tessera-vp: error: run: a model runs on one chip, in one process (run it without mpirun)\n";
     return 2;
   }
   if (argc == 1) return run_demo(1, argv);

@@ -46,8 +46,11 @@ namespace tessera::c2c {
 inline constexpr std::uint64_t kGlobalBase = 0x1000'0000'0000ull;
 inline constexpr unsigned kChipShift = 40;
 inline constexpr unsigned kMaxPorts = 8;
-inline constexpr std::uint64_t global_address(unsigned chip, std::uint64_t local) {
-  return kGlobalBase + (static_cast<std::uint64_t>(chip) << kChipShift) + local;
+// Chip `chip`'s `local` address in a global window at `base`, each chip's
+// share 1 << `shift` bytes (the default window without them).
+inline constexpr std::uint64_t global_address(unsigned chip, std::uint64_t local, std::uint64_t base = kGlobalBase,
+                                              unsigned shift = kChipShift) {
+  return base + (static_cast<std::uint64_t>(chip) << shift) + local;
 }
 
 class C2c : public Ip {
@@ -73,7 +76,7 @@ class C2c : public Ip {
     }
     // Chip `chip`'s `local` address as every chip sees it.
     std::uint64_t global_address(unsigned chip, std::uint64_t local) const {
-      return global_base + (static_cast<std::uint64_t>(chip) << chip_shift) + local;
+      return c2c::global_address(chip, local, global_base, chip_shift);
     }
   };
 

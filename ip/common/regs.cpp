@@ -175,6 +175,16 @@ MmioTarget::MmioTarget(const sc_core::sc_module_name& n, const RegBlockDesc& des
 }
 
 void MmioTarget::b_transport(tlm::tlm_generic_payload& trans, sc_core::sc_time& delay) {
+  // A register acts at the initiator's local time: a write that starts an
+  // engine starts it then, and a read sees the state of then, not of
+  // wherever simulation time has got to (which depends on how far a
+  // temporally decoupled initiator ran ahead, and so on every other event).
+  // (Called from outside a thread, as a test may, the access is at the
+  // annotated time without waiting for it: now() tells it.)
+  if (delay != sc_core::SC_ZERO_TIME && sc_core::sc_get_current_process_handle().proc_kind() == sc_core::SC_THREAD_PROC_) {
+    sc_core::wait(delay);
+    delay = sc_core::SC_ZERO_TIME;
+  }
   delay_ = delay;
   regs_.access(trans, false);
   delay_ = sc_core::SC_ZERO_TIME;

@@ -112,9 +112,8 @@ class MmioTarget : public Ip {
   unsigned transport_dbg(tlm::tlm_generic_payload& trans);
 
  protected:
-  // The initiator's local time during a b_transport (simulation time plus
-  // its annotated delay), so a temporally decoupled core reading a timer
-  // sees its own time; plain simulation time otherwise.
+  // The initiator's local time during a b_transport (from a thread,
+  // b_transport has brought simulation time there first).
   sc_core::sc_time now() const { return sc_core::sc_time_stamp() + delay_; }
 
   RegisterBank regs_;

@@ -1,5 +1,8 @@
 #include "common/sim.hpp"
 
+#include <sysc/kernel/sc_process.h>
+
+#include <cstring>
 #include <deque>
 #include <systemc>
 
@@ -145,3 +148,67 @@ void reset() {
 }
 
 }  // namespace tessera::sim
+
+// The order of events notified for the same time. SystemC keeps its timed
+// events in a heap that leaves equal times in no particular order: the
+// order depends on every other event pending, so a chip's processes woken
+// at one instant would run in an order that depends on what else the
+// process simulates (the other chips of a system, or none when they run
+// on other MPI ranks). libsystemc takes this comparison through its GOT,
+// so the program's definition replaces the library's: the same order by
+// time, and in windowed runs (systems of chips) equal times broken by the
+// names of the process the event wakes and of the event, which depend
+// only on the chip. A chip alone keeps SystemC's own order.
+namespace sc_core {
+
+namespace {
+// The processes an event wakes are private to sc_event; an explicit
+// instantiation may name private members, and hands out pointers to them.
+template <class Tag, typename Tag::type Member>
+struct Expose {
+  friend typename Tag::type member(Tag) { return Member; }
+};
+struct ThreadsDynamic { using type = std::vector<sc_thread_handle> sc_event::*; friend type member(ThreadsDynamic); };
+struct MethodsDynamic { using type = std::vector<sc_method_handle> sc_event::*; friend type member(MethodsDynamic); };
+struct ThreadsStatic { using type = std::vector<sc_thread_handle> sc_event::*; friend type member(ThreadsStatic); };
+struct MethodsStatic { using type = std::vector<sc_method_handle> sc_event::*; friend type member(MethodsStatic); };
+template struct Expose<ThreadsDynamic, &sc_event::m_threads_dynamic>;
+template struct Expose<MethodsDynamic, &sc_event::m_methods_dynamic>;
+template struct Expose<ThreadsStatic, &sc_event::m_threads_static>;
+template struct Expose<MethodsStatic, &sc_event::m_methods_static>;
+
+// The first process the event wakes (its name is the process's path), or
+// null. sc_thread_process and sc_method_process (whose headers are not
+// installed) derive from sc_process_b alone.
+const sc_object* woken(const sc_event* e) {
+  if (const auto& v = e->*member(ThreadsDynamic{}); !v.empty()) return reinterpret_cast<const sc_process_b*>(v.front());
+  if (const auto& v = e->*member(MethodsDynamic{}); !v.empty()) return reinterpret_cast<const sc_process_b*>(v.front());
+  if (const auto& v = e->*member(ThreadsStatic{}); !v.empty()) return reinterpret_cast<const sc_process_b*>(v.front());
+  if (const auto& v = e->*member(MethodsStatic{}); !v.empty()) return reinterpret_cast<const sc_process_b*>(v.front());
+  return nullptr;
+}
+}  // namespace
+
+// Returns > 0 when p1 comes first (the heap's top is the earliest).
+int sc_notify_time_compare(const void* p1, const void* p2) {
+  const auto* a = static_cast<const sc_event_timed*>(p1);
+  const auto* b = static_cast<const sc_event_timed*>(p2);
+  if (a->notify_time() < b->notify_time()) return 1;
+  if (a->notify_time() > b->notify_time()) return -1;
+  if (!tessera::sim::windowed()) return 0;
+  const sc_event* ea = a->event();
+  const sc_event* eb = b->event();
+  if (!ea || !eb) return ea ? 1 : eb ? -1 : 0;  // cancelled notifications: ignored when they come up
+  // The process woken first (names differ early: "chip3.tile0.dma.run"),
+  // then the event's own name.
+  const sc_object* pa = woken(ea);
+  const sc_object* pb = woken(eb);
+  if (pa != pb) {
+    if (!pa || !pb) return pa ? 1 : -1;
+    if (const int c = std::strcmp(pa->name(), pb->name())) return c < 0 ? 1 : -1;
+  }
+  const int c = std::strcmp(ea->name(), eb->name());
+  return c < 0 ? 1 : c > 0 ? -1 : 0;
+}
+
+}  // namespace sc_core

@@ -176,12 +176,21 @@ void RiscvCpu::thread() {
       // instruction): nothing else can observe the difference.
       const sc_core::sc_time next = sc_core::sc_time_to_pending_activity();
       budget = next == sc_core::sc_max_time() ? quantum_cycles * 1000 : std::max<std::uint64_t>(1, next.value() / period);
+      // Nor past the power meter's next window: each window is charged
+      // the instructions that began in it, however the slices fall (they
+      // follow every other process's events, in a system every chip's).
+      const std::uint64_t w = meter_->window().value(), now = sc_core::sc_time_stamp().value();
+      budget = std::min(budget, std::max<std::uint64_t>(1, (w - now % w + period - 1) / period));
     }
     const sc_core::sc_time slice_start = sc_core::sc_time_stamp() + sc_core::sc_time::from_value(hart_->unsynced() * period);
     hart_->run(hart_->cycle() - hart_->unsynced() + budget, exact, trace);
     if (const std::uint64_t n = hart_->instret() - charged_) {
-      meter_->charge(instruction_event_, static_cast<double>(n), slice_start,
-                     sc_core::sc_time_stamp() + sc_core::sc_time::from_value(hart_->unsynced() * period));
+      sc_core::sc_time slice_end = sc_core::sc_time_stamp() + sc_core::sc_time::from_value(hart_->unsynced() * period);
+      if (exact) {
+        const sc_core::sc_time edge = meter_->window() * static_cast<double>(slice_start.value() / meter_->window().value() + 1);
+        slice_end = std::min(slice_end, edge);
+      }
+      meter_->charge(instruction_event_, static_cast<double>(n), slice_start, slice_end);
       charged_ += n;
     }
     if (gdb_) {

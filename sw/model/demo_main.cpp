@@ -15,9 +15,9 @@
 #include <cstring>
 #include <string>
 
-#include "common/power.hpp"
 #include "hf_demo.hpp"
 #include "demo.hpp"
+#include "ranks.hpp"
 #include "spec.hpp"
 #include <fstream>
 
@@ -29,7 +29,7 @@ using namespace tessera;
 
 namespace {
 int usage(const char* why) {
-  std::fprintf(stderr, "tessera demo: %s\nusage: tessera-vp demo [--tiny] [--fp8] [--launches] [--device-dispatch] [--batch B] [--serve RATE [--requests N] | --serve-from TRACE.csv] [--chips 1|4|8] [--prompt N (1-256)] [--decode N] [--seed S] [--speculate K [--acceptance A]] [--trace FILE.json] [--waves FILE.vcd] [--stats FILE.json] [--set inst.key=value ...]\n       tessera-vp demo --hf-config FILE.json [--weights FILE|DIR] [--layers N] [--prompt N] [--seed S] [--check]\n", why);
+  std::fprintf(stderr, "tessera demo: %s\nusage: tessera-vp demo [--tiny] [--fp8] [--launches] [--device-dispatch] [--batch B] [--serve RATE [--requests N] | --serve-from TRACE.csv] [--chips 1|4|8|16|32|64] [--prompt N (1-256)] [--decode N] [--seed S] [--speculate K [--acceptance A]] [--trace FILE.json] [--waves FILE.vcd] [--stats FILE.json] [--set inst.key=value ...]\n       tessera-vp demo --hf-config FILE.json [--weights FILE|DIR] [--layers N] [--prompt N] [--seed S] [--check]\n", why);
   return 2;
 }
 bool number(const char* s, unsigned& out) {
@@ -81,7 +81,7 @@ int tessera::model::demo_main(int argc, char** argv) {
       if (i + 1 >= argc || (acceptance = std::strtod(argv[++i], &end), *end) || !(acceptance >= 0 && acceptance <= 1))
         return usage("--acceptance takes a rate from 0 to 1");
     }
-    else if (a == "--chips") { if (!value(chips) || (chips != 1 && chips != 4 && chips != 8)) return usage("--chips takes 1, 4 (platform/t1x4-ring.json) or 8 (platform/t1x8-torus.json)"); }
+    else if (a == "--chips") { if (!value(chips) || (chips != 1 && chips != 4 && chips != 8 && chips != 16 && chips != 32 && chips != 64)) return usage("--chips takes 1, 4 (platform/t1x4-ring.json), 8, 16, 32 or 64 (platform/t1xN-torus.json)"); }
     else if (a == "--trace") { if (i + 1 >= argc) return usage("--trace takes a file (FILE.json)"); opt.trace = argv[++i]; }
     else if (a == "--waves") { if (i + 1 >= argc) return usage("--waves takes a file (FILE.vcd)"); opt.waves = argv[++i]; }
     else if (a == "--stats") { if (i + 1 >= argc) return usage("--stats takes a file (FILE.json)"); stats_file = argv[++i]; }
@@ -110,6 +110,9 @@ int tessera::model::demo_main(int argc, char** argv) {
   }
   if (!prompt || prompt > 256) return usage("--prompt must be 1 to 256 tokens (longer than 64: prefilled 64 at a time)");
   if (!stats_file.empty() && !std::ofstream(stats_file, std::ios::app)) return usage("--stats: cannot write the file");
+  if (chips == 1 && launched_ranks() > 1)
+    return usage("under mpirun the main job spreads a system's chips over the ranks (--chips 4 to 64); one chip runs in "
+                 "one process, without mpirun");
   if (chips > 1 && speculate) return usage("--speculate runs on one chip");
   if (batch > 1 && speculate) return usage("--speculate decodes one sequence (no --batch)");
   if (serve_rate > 0 && !serve_from.empty()) return usage("--serve and --serve-from: one stream of requests at a time");
@@ -135,11 +138,23 @@ int tessera::model::demo_main(int argc, char** argv) {
   if (!launches && !c.fp8 && chips == 1) c.graph = c.device_dispatch = true;
   if (chips > 1) {
     const std::string dir = rt::Device::default_platform().substr(0, rt::Device::default_platform().rfind('/'));
-    opt.platform = dir + (chips == 4 ? "/t1x4-ring.json" : "/t1x8-torus.json");
+    opt.platform = dir + (chips == 4 ? std::string("/t1x4-ring.json") : fmt::format("/t1x{}-torus.json", chips));
   }
   if (prompt + decode > c.context) return usage("prompt + decode must fit the context");
   const auto wall0 = std::chrono::steady_clock::now();
   try {
+    // The chips first: under mpirun, the ranks other than 0 serve theirs
+    // from here on and print nothing.
+    std::unique_ptr<rt::Device> single;
+    std::unique_ptr<rt::Cluster> cluster;
+    std::vector<rt::Device*> devices;
+    if (chips > 1) {
+      cluster = std::make_unique<rt::Cluster>(opt);
+      for (unsigned k = 0; k < cluster->chips(); ++k) devices.push_back(&cluster->chip(k));
+    } else {
+      single = std::make_unique<rt::Device>(opt);
+      devices.push_back(single.get());
+    }
     std::printf("Tessera T1: MoE decoder, %u layers, d_model %u, %u heads, %u experts (top-2, SwiGLU %u), vocabulary %u, %s\n",
                 c.layers, c.d_model, c.heads, c.experts, c.hidden, c.vocab,
                 c.fp8 ? "FP8 weights and GEMM inputs (E4M3, block scales)" : "BF16");
@@ -154,16 +169,6 @@ int tessera::model::demo_main(int argc, char** argv) {
     for (const auto& s : opt.sets) models += (models.empty() ? "" : ", ") + s;
     std::printf("platform settings: %s\n", models.c_str());
     const model::Weights w = model::Weights::random(c);
-    std::unique_ptr<rt::Device> single;
-    std::unique_ptr<rt::Cluster> cluster;
-    std::vector<rt::Device*> devices;
-    if (chips > 1) {
-      cluster = std::make_unique<rt::Cluster>(opt);
-      for (unsigned k = 0; k < cluster->chips(); ++k) devices.push_back(&cluster->chip(k));
-    } else {
-      single = std::make_unique<rt::Device>(opt);
-      devices.push_back(single.get());
-    }
     rt::Device& dev = *devices[0];
     const double boot = dev.simulated_seconds();
     model::DeviceModel m(devices, c, w);
@@ -232,11 +237,9 @@ int tessera::model::demo_main(int argc, char** argv) {
     unsigned disagreements = 0;
     double worst = 0, prefill_s = 0, decode_s = 0, prefill_j = 0, decode_j = 0;
     // Energy of every chip (dynamic from the IPs' activity, leakage over time), in joules.
-    auto meter_of = [&](unsigned k) -> power::Meter& { return power::meter(cluster ? fmt::format("chip{}.x", k) : "device.x"); };
     auto energy = [&] {
       double j = 0;
-      for (unsigned k = 0; k < devices.size(); ++k)
-        j += meter_of(k).total_joules(sc_core::sc_time(dev.simulated_seconds(), sc_core::SC_SEC));
+      for (rt::Device* d : devices) j += d->energy().joules;
       return j;
     };
     if (serving) {
@@ -257,7 +260,7 @@ int tessera::model::demo_main(int argc, char** argv) {
       model::Served sv = model::serve(dev, m, reqs, energy);
       // The idle stretches the serving loop skipped: the chip leaks through them.
       double leakage_w = 0;
-      for (unsigned d = 0; d < power::domain_count(); ++d) leakage_w += meter_of(0).table().static_power(static_cast<power::Domain>(d));
+      for (double w : dev.energy().static_watts) leakage_w += w;
       sv.joules += leakage_w * sv.idle;
       std::printf("served in %.1f us of virtual time (%.1f us of it idle, skipped), %u steps: %.0f output tokens/s (%u "
                   "outputs, %u prompt tokens); energy %.1f uJ per output token (idle leakage included)\n",
@@ -383,23 +386,23 @@ int tessera::model::demo_main(int argc, char** argv) {
                 decode ? decode * batch / decode_s : 0.0);
     {
       // Average power per domain over the whole run (boot and weights included).
-      double dyn[power::kMaxDomains] = {}, stat[power::kMaxDomains] = {};
-      for (unsigned k = 0; k < devices.size(); ++k)
-        for (unsigned d = 0; d < power::domain_count(); ++d) {
-          dyn[d] += meter_of(k).dynamic_joules(static_cast<power::Domain>(d));
-          stat[d] += meter_of(k).table().static_power(static_cast<power::Domain>(d));
-        }
+      const rt::Device::Energy first = dev.energy();
+      std::vector<double> dyn(first.domains.size(), 0.0), stat(first.domains.size(), 0.0);
+      for (rt::Device* chip : devices) {
+        const rt::Device::Energy e = chip->energy();
+        for (std::size_t d = 0; d < dyn.size(); ++d) dyn[d] += e.dynamic_joules[d], stat[d] += e.static_watts[d];
+      }
       const double seconds = dev.simulated_seconds();
       std::string per;
       double watts = 0;
-      for (unsigned d = 0; d < power::domain_count(); ++d) {
+      for (std::size_t d = 0; d < dyn.size(); ++d) {
         const double w = dyn[d] / seconds + stat[d];
         watts += w;
-        per += fmt::format("{}{} {:.2f}", per.empty() ? "" : ", ", power::domain_name(d), w);
+        per += fmt::format("{}{} {:.2f}", per.empty() ? "" : ", ", first.domains[d], w);
       }
       std::printf("energy: prefill %.1f uJ/token, decode %.1f uJ/token; average power %.2f W (%s W; leakage %.0f%%)\n",
                   prefill_j * 1e6 / prompt_tokens, decode ? decode_j * 1e6 / (decode * batch) : 0.0, watts, per.c_str(),
-                  100 * (watts - std::accumulate(dyn, dyn + power::kMaxDomains, 0.0) / seconds) / watts);
+                  100 * (watts - std::accumulate(dyn.begin(), dyn.end(), 0.0) / seconds) / watts);
     }
     std::printf("utilisation over %u tiles%s: tensor cores %.1f%%, vector units %.1f%%, tile cores running kernels %.1f%%\n",
                 all_tiles, devices.size() > 1 ? fmt::format(" of {} chips", devices.size()).c_str() : "",
@@ -473,6 +476,9 @@ int tessera::model::demo_main(int argc, char** argv) {
                        {"decode", decode_bound.json(decode_s)},
                        {"phases", phases}};
       j["ips"] = s;
+      // A system's synchronisation: windows of the links' latency, and over
+      // MPI ranks the bytes exchanged and rank 0's time waiting for the others.
+      if (cluster) j["ranks"] = cluster->synchronisation();
       std::ofstream f(stats_file);
       f << j.dump(2) << "\n";
       if (!f) {

@@ -119,7 +119,8 @@ TEST(Mpi, PlacementIsCheckedAndFollowed) {
   const int demo = std::system(("timeout -k 5 60 " + kMpirun + " -np 2 " + TESSERA_VP + " demo --tiny >" +
                                  local("demo.out") + " 2>" + local("demo.err") + " </dev/null").c_str());
   EXPECT_TRUE(WIFEXITED(demo) && WEXITSTATUS(demo) == 2);
-  EXPECT_NE(slurp(local("demo.err")).find("demo runs in one process"), std::string::npos) << slurp(local("demo.err"));
+  EXPECT_NE(slurp(local("demo.err")).find("one chip runs in one process, without mpirun"), std::string::npos)
+      << slurp(local("demo.err"));
   Outcome alone = run(ring + " --placement 0,0,0,0");
   EXPECT_EQ(alone.code, 2);
   EXPECT_NE(alone.err.find("--placement: the chips are placed on MPI ranks; run under mpirun"), std::string::npos)
@@ -166,4 +167,57 @@ TEST(Mpi, ARankThatDiesEndsTheOthers) {
   EXPECT_LT(took, 100.0) << "the surviving rank waited";
   EXPECT_NE(err.find("signal 9"), std::string::npos) << err;
   EXPECT_EQ(slurp(marker), "") << "no statistics from a run that lost a rank";
+}
+
+// The main job through the host runtime's Cluster, its chips spread over
+// the ranks and the host program on rank 0: the same tokens, virtual
+// times, energy and every chip's counters as in one process.
+TEST(Mpi, TheMainJobOverRanksGivesTheSingleProcessRun) {
+  const std::string demo = std::string(TESSERA_VP) + " demo --chips 8 --prompt 2 --decode 3 --stats ";
+  auto without_wall = [](const std::string& text) {
+    std::string kept;
+    std::istringstream in(text);
+    for (std::string l; std::getline(in, l);)
+      if (l.rfind("wall time", 0) != 0) kept += l + "\n";
+    return kept;
+  };
+  auto read = [](const std::string& file) {
+    nlohmann::json j = stats(file);
+    if (j.is_object()) j.erase("wall_time_s"), j["ranks"].erase("exchanged_bytes"), j["ranks"].erase("waited_s"),
+                       j["ranks"].erase("ranks");
+    return j;
+  };
+  const std::string one_json = local("job.1.json");
+  const int one = std::system(("timeout -k 5 300 " + demo + one_json + " >" + local("job.1.out") + " 2>" +
+                               local("job.1.err") + " </dev/null").c_str());
+  ASSERT_TRUE(WIFEXITED(one) && WEXITSTATUS(one) == 0) << slurp(local("job.1.err"));
+  const std::string expected = without_wall(slurp(local("job.1.out")));
+  ASSERT_NE(expected.find("decoded:"), std::string::npos) << expected;
+  const nlohmann::json s1 = read(one_json);
+  ASSERT_TRUE(s1.contains("ips"));
+  EXPECT_GT(s1["ranks"]["windows"].get<double>(), 0) << "a system runs in windows, in one process too";
+  EXPECT_EQ(s1["ips"].size(), stats(one_json)["ips"].size());
+  for (unsigned ranks : {2u, 4u}) {
+    const std::string tag = "job." + std::to_string(ranks);
+    const int status = std::system(("timeout -k 5 300 " + kMpirun + " -np " + std::to_string(ranks) + " " + demo +
+                                    local(tag + ".json") + " >" + local(tag + ".out") + " 2>" + local(tag + ".err") +
+                                    " </dev/null").c_str());
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << slurp(local(tag + ".err"));
+    EXPECT_EQ(without_wall(slurp(local(tag + ".out"))), expected) << ranks << " ranks";
+    EXPECT_EQ(stats(local(tag + ".json"))["ranks"]["ranks"], ranks);
+    EXPECT_GT(stats(local(tag + ".json"))["ranks"]["exchanged_bytes"].get<double>(), 0);
+    // Every value equal, but a domain's peak power: the largest of its
+    // power-meter windows, each summed in floating point from the charges of
+    // the chip's IPs in the order they came, may differ in the last bits
+    // (the tile cores' slices follow the events of the whole process).
+    nlohmann::json s = read(local(tag + ".json"));
+    for (auto& [chip, counters] : s["ips"].items())
+      for (auto& [key, value] : counters.items())
+        if (key.size() > 7 && key.compare(key.size() - 7, 7, "_peak_w") == 0 && s1["ips"][chip].contains(key)) {
+          EXPECT_NEAR(value.get<double>(), s1["ips"][chip][key].get<double>(), 1e-12 * value.get<double>())
+              << chip << "." << key << " on " << ranks << " ranks";
+          value = s1["ips"][chip][key];
+        }
+    EXPECT_EQ(s, s1) << ranks << " ranks";
+  }
 }

@@ -15,17 +15,23 @@
 #include "common/sim.hpp"
 #include "mailbox_regs.hpp"
 #include "platform.hpp"
+#include "ranks.hpp"
 #include "session.hpp"
 #include "system.hpp"
 #include "tessera/program.hpp"
 #include "c2c/c2c.hpp"
+#include "common/power.hpp"
+#include "host.hpp"
 #include "noc/noc.hpp"
 #include "noc/noc_ip.hpp"
 #include "tile/tile.hpp"
 
 namespace tessera::rt {
 
-namespace M = regs::mailbox;
+using detail::AgentState;
+using detail::HostAgent;
+using detail::Link;
+using detail::Step;
 
 const char* status_name(std::uint32_t s) {
   static const char* const names[] = {"ok",           "bad opcode",   "bad tile mask", "bad pointer", "bad size",
@@ -38,141 +44,178 @@ namespace {
 
 bool g_simulation_exists = false;  // a SystemC simulation elaborates once per process: one Device or Cluster
 
-// The host's side of the chip: the host port into the bus (HBM, through
-// the NoC) and the mailbox's host window. Runs the host's accesses in
-// SystemC threads so they take simulated time, and collects completions
-// when the CP rings.
-class HostAgent : public sc_core::sc_module {
- public:
-  HostAgent(const sc_core::sc_module_name& n, Platform& p, std::uint64_t ring_base)
-      : sc_core::sc_module(n), p_(p), mailbox_(p.target("mailbox", "host_target")), ring_(ring_base) {
-    IrqOut* line = p.find("mailbox")->irq_out("host_irq_out", 0);
-    if (!line) throw ConfigError("the platform's mailbox has no host interrupt (host_irq_out)");  // elaboration-only
-    bell_in_.set_handler([this](bool level) {
-      if (level) bell_.notify(sc_core::SC_ZERO_TIME);
-    });
-    line->bind(bell_in_);
-    SC_HAS_PROCESS(HostAgent);
-    SC_THREAD(collect);
+std::string default_firmware() { return data_file(DataKind::firmware, "cmdproc.elf"); }
+
+// What the host needs to know of a chip's build, read once from the chip
+// by the process that holds it (and carried to rank 0 when another does).
+struct ChipFacts {
+  struct Tile {
+    std::uint64_t regs = 0, spm = 0;  // the register window's and the scratchpad's global addresses
+    double period = 1e-9;             // the core's clock period, seconds
+    unsigned hart = 0;
+    bool core = false;
+  };
+  std::vector<Tile> tiles;            // by tile index
+  std::uint64_t spm_size = 0;         // tile0's scratchpad
+  std::vector<unsigned> near;         // by tile: the stack fewest hops away (Device::stack_near)
+  roofline::Limits limits;
+  bool c2c = false;                   // a chip-to-chip fabric, and its global window
+  std::uint64_t global_base = 0;
+  unsigned chip_shift = 0;
+  std::string load_error;
+  std::string meter;                  // the chip's power meter
+
+  nlohmann::ordered_json save() const {
+    nlohmann::ordered_json j;
+    for (const Tile& t : tiles) j["tiles"].push_back({t.regs, t.spm, t.period, t.hart, t.core});
+    j["spm_size"] = spm_size;
+    j["near"] = near;
+    j["limits"] = limits.save();
+    j["c2c"] = {c2c, global_base, chip_shift};
+    j["load_error"] = load_error;
+    j["meter"] = meter;
+    return j;
   }
-
-  // Device-memory access from a SystemC thread, through the platform's host
-  // port when it has one (else the system bus): up to kInFlight chunks at
-  // once, as a DMA engine on the host side would keep them.
-  void access(tlm::tlm_command cmd, std::uint64_t addr, void* data, std::uint64_t len) {
-    auto* bytes = static_cast<std::uint8_t*>(data);
-    std::uint64_t next = 0;
-    unsigned active = 0;
-    std::string error;
-    sc_core::sc_event finished;
-    auto worker = [&] {
-      while (next < len && error.empty()) {
-        const std::uint64_t at = next;
-        const unsigned chunk = static_cast<unsigned>(std::min<std::uint64_t>(len - at, kChunk));
-        next += chunk;
-        sc_core::sc_time d;
-        tlm::tlm_response_status s;
-        if (port_) {
-          tlm::tlm_generic_payload t;
-          set_access(t, cmd, addr + at, bytes + at, chunk);
-          port_->b_transport(t, d);
-          s = t.get_response_status();
-        } else {
-          s = p_.transport(cmd, addr + at, bytes + at, chunk, d);
-        }
-        sc_core::wait(d);
-        if (s != tlm::TLM_OK_RESPONSE && error.empty())
-          error = fmt::format("host port: {} of {} bytes at {:#x} failed ({})",
-                              cmd == tlm::TLM_READ_COMMAND ? "read" : "write", chunk, addr + at, static_cast<int>(s));
-      }
-      if (--active == 0) finished.notify(sc_core::SC_ZERO_TIME);
-    };
-    const std::uint64_t chunks = (len + kChunk - 1) / kChunk;
-    active = static_cast<unsigned>(std::min<std::uint64_t>(kInFlight, chunks));
-    if (!active) return;
-    for (unsigned i = 0, n = active; i < n; ++i) sc_core::sc_spawn(worker);
-    while (active) sc_core::wait(finished);
-    if (!error.empty()) throw UsageError(error);
+  static ChipFacts load(const nlohmann::ordered_json& j) {
+    ChipFacts f;
+    for (const auto& t : j.value("tiles", nlohmann::ordered_json::array()))
+      f.tiles.push_back({t[0].get<std::uint64_t>(), t[1].get<std::uint64_t>(), t[2].get<double>(), t[3].get<unsigned>(),
+                         t[4].get<bool>()});
+    f.spm_size = j.at("spm_size").get<std::uint64_t>();
+    f.near = j.at("near").get<std::vector<unsigned>>();
+    f.limits = roofline::Limits::load(j.at("limits"));
+    f.c2c = j.at("c2c")[0].get<bool>();
+    f.global_base = j.at("c2c")[1].get<std::uint64_t>();
+    f.chip_shift = j.at("c2c")[2].get<unsigned>();
+    f.load_error = j.at("load_error").get<std::string>();
+    f.meter = j.at("meter").get<std::string>();
+    return f;
   }
-  void mailbox_write(unsigned reg, std::uint32_t v) { mailbox_access(tlm::TLM_WRITE_COMMAND, reg, v); }
-  std::uint32_t mailbox_read(unsigned reg) { return mailbox_access(tlm::TLM_READ_COMMAND, reg, 0); }
-
-  bool ready = false;
-  std::uint32_t version = 0;
-  std::uint32_t completed = 0;  // completions collected
-  std::map<std::uint32_t, tp_completion> completions;
-  std::vector<tp_completion> order;  // as they came
-  std::function<void()> on_news;
-
- private:
-  static constexpr unsigned kChunk = 4096, kInFlight = 32;
-  tlm::tlm_fw_transport_if<>* port_ = nullptr;  // the platform's host port, if any
-
- public:
-  void use_port(tlm::tlm_fw_transport_if<>& port) { port_ = &port; }
-
- private:
-
-  std::uint32_t mailbox_access(tlm::tlm_command cmd, unsigned reg, std::uint32_t v) {
-    sc_core::sc_time d;
-    {
-      // The payload ends before the wait: a thread the simulation leaves
-      // suspended holds nothing on its stack.
-      tlm::tlm_generic_payload t;
-      set_access(t, cmd, M::kBlock.regs[reg].offset, &v, 4);
-      mailbox_.b_transport(t, d);
-    }
-    sc_core::wait(d);
-    return v;
-  }
-
-  void collect() {
-    mailbox_write(M::IRQ_ENABLE, M::IRQ_ENABLE_f::DOORBELL_MASK);
-    for (;;) {
-      std::uint32_t bells = mailbox_read(M::DOORBELL);
-      while (!bells) {
-        sc_core::wait(bell_);
-        bells = mailbox_read(M::DOORBELL);
-      }
-      mailbox_write(M::DOORBELL, bells);
-      if (bells & TP_BELL_READY) {
-        access(tlm::TLM_READ_COMMAND, ring_ + TP_READY, &version, 4);
-        ready = true;
-      }
-      if (bells & TP_BELL_COMPLETIONS) {
-        std::uint32_t count = 0;
-        access(tlm::TLM_READ_COMMAND, ring_ + TP_COMPLETED, &count, 4);
-        while (completed != count) {
-          tp_completion c;
-          access(tlm::TLM_READ_COMMAND, ring_ + TP_CPL_RING + (completed % TP_RING_ENTRIES) * sizeof c, &c,
-                 sizeof c);
-          completions[c.id] = c;
-          order.push_back(c);
-          ++completed;
-        }
-      }
-      if (on_news) on_news();
-    }
-  }
-
-  Platform& p_;
-  tlm::tlm_fw_transport_if<>& mailbox_;
-  std::uint64_t ring_;
-  IrqIn bell_in_;
-  sc_core::sc_event bell_;
 };
 
-std::string default_firmware() { return data_file(DataKind::firmware, "cmdproc.elf"); }
+// The HBM stacks a chip's spec lists, by base address: alloc's numbering.
+std::vector<std::pair<std::uint64_t, std::uint64_t>> hbm_stacks_of(const PlatformSpec& s) {
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> out;
+  for (const InstanceSpec& i : s.instances)
+    if (i.type == "hbm" && i.base) out.emplace_back(*i.base, i.size);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+unsigned tiles_of(const PlatformSpec& s) {
+  unsigned n = 0;
+  for (const InstanceSpec& i : s.instances) n += i.type == "tile";
+  return n;
+}
+
+ChipFacts facts_of(Platform& p) {
+  ChipFacts f;
+  const PlatformSpec& s = p.spec();
+  const unsigned tiles = tiles_of(s);
+  f.tiles.resize(tiles);
+  for (unsigned t = 0; t < tiles; ++t)
+    for (const InstanceSpec& i : s.instances) {
+      if (i.name != "tile" + std::to_string(t)) continue;
+      for (const auto& [target, base] : i.targets)
+        if (target == "csr_target") f.tiles[t].regs = base;
+      if (i.base) f.tiles[t].spm = *i.base;
+      if (tile::Tile* tile = p.get<tile::Tile>(i.name)) {
+        f.tiles[t].period = 1.0 / tile->config().core_clock.value;
+        if (tile->core()) f.tiles[t].hart = tile->core()->config().hartid, f.tiles[t].core = true;
+      }
+    }
+  if (tile::Tile* t0 = p.get<tile::Tile>("tile0")) f.spm_size = t0->scratchpad().size();
+  // The tiles' and the stacks' NoC nodes, from the platform's limits: each
+  // tile's nearest stack (the lowest of those tied).
+  const auto stacks = hbm_stacks_of(s);
+  const nlohmann::ordered_json all = p.limits();
+  std::vector<int> stack_node(stacks.size(), -1);
+  std::string noc;
+  std::map<std::string, unsigned> tile_node;
+  for (const auto& [key, e] : all.items()) {
+    const std::string name = e["instance"].get<std::string>();
+    if (e["type"] == "tile" && e.contains("node")) tile_node[name] = e["node"].get<unsigned>();
+    if (e["type"] == "hbm" && e.contains("node"))
+      for (const InstanceSpec& i : s.instances)
+        if (i.name == name && i.base)
+          for (std::size_t k = 0; k < stacks.size(); ++k)
+            if (stacks[k].first == *i.base) stack_node[k] = e["node"].get<int>(), noc = e["noc"].get<std::string>();
+  }
+  const noc::Noc* n = noc.empty() ? nullptr : p.get<noc::Noc>(noc);
+  f.near.assign(tiles, 0);
+  for (unsigned tile = 0; tile < tiles; ++tile) {
+    const auto it = tile_node.find("tile" + std::to_string(tile));
+    if (!n || it == tile_node.end()) continue;
+    unsigned best = ~0u;
+    for (std::size_t k = 0; k < stacks.size(); ++k) {
+      if (stack_node[k] < 0) continue;
+      const unsigned h = noc::Network::hops(n->config().net, static_cast<unsigned>(stack_node[k]), it->second);
+      if (h < best) best = h, f.near[tile] = static_cast<unsigned>(k);
+    }
+  }
+  f.limits = roofline::limits(p);
+  for (const InstanceSpec& i : s.instances)
+    if (auto* c = p.get<c2c::C2c>(i.name)) {
+      f.c2c = true;
+      f.global_base = c->config().global_base;
+      f.chip_shift = c->config().chip_shift;
+      break;
+    }
+  f.load_error = p.load_error();
+  f.meter = std::string(p.name()) + ".x";
+  return f;
+}
+
+// Untimed requests a chip's owner answers (Link::ask).
+enum Untimed : std::uint8_t { kFacts = 0, kStats, kDebugRead, kEnergy, kRankStats };
+
+Device::Energy energy_of(const std::string& meter_path) {
+  power::Meter& m = power::meter(meter_path);
+  Device::Energy e;
+  e.joules = m.total_joules(sc_core::sc_time_stamp());
+  for (unsigned d = 0; d < power::domain_count(); ++d) {
+    const auto domain = static_cast<power::Domain>(d);
+    e.domains.push_back(power::domain_name(d));
+    e.dynamic_joules.push_back(m.dynamic_joules(domain));
+    e.static_watts.push_back(m.table().static_power(domain));
+  }
+  return e;
+}
+
+// The owner's side of the untimed requests, on chip `p` of session `s`.
+std::string answer_untimed(Session& s, Platform& p, std::uint8_t op, const std::string& arg) {
+  switch (op) {
+    case kFacts: return facts_of(p).save().dump();
+    case kStats: return p.stats(arg).dump();
+    case kDebugRead: {
+      std::uint64_t addr = 0, len = 0;
+      if (arg.size() != 16) throw std::runtime_error("a malformed debug read");
+      std::memcpy(&addr, arg.data(), 8);
+      std::memcpy(&len, arg.data() + 8, 8);
+      std::string bytes(len, '\0');
+      bytes.resize(p.debug_read(addr, bytes.data(), len));
+      return bytes;
+    }
+    case kEnergy: {
+      const Device::Energy e = energy_of(std::string(p.name()) + ".x");
+      return nlohmann::ordered_json{{"joules", e.joules}, {"domains", e.domains}, {"dynamic", e.dynamic_joules},
+                                    {"static", e.static_watts}}.dump();
+    }
+    case kRankStats: return s.system()->stats().dump();
+  }
+  throw std::runtime_error(fmt::format("an unknown request ({})", op));
+}
 
 }  // namespace
 
 struct Device::Impl {
   Options opt;
   std::unique_ptr<Session> session;  // a chip alone: its session (a Cluster's chips share the Cluster's)
-  Platform* platform = nullptr;
-  std::optional<roofline::Limits> limits;  // computed on first use
+  Platform* platform = nullptr;      // where this process holds the chip
+  Link* link = nullptr;              // a chip of a Cluster: the host reaches it through the link
+  ChipFacts facts;
   unsigned chip = 0, chips = 1;
-  std::unique_ptr<HostAgent> agent;
+  std::unique_ptr<HostAgent> agent;  // where this process holds the chip
   struct Stack {
     std::uint64_t base, size;
     std::map<std::uint64_t, std::uint64_t> free;  // address -> bytes
@@ -184,54 +227,36 @@ struct Device::Impl {
   std::map<std::uint32_t, tp_command> commands;  // submitted, by id
   std::set<std::uint32_t> reported;              // completions wait() has returned or thrown
   std::map<std::uint32_t, Buffer> program_buffers;  // freed once their command has completed
-  struct TileFacts {
-    std::uint64_t regs = 0, spm = 0;  // the register window's and the scratchpad's global addresses
-    double period = 1e-9;             // the core's clock period, seconds
-    unsigned hart = 0;
-  };
-  std::vector<TileFacts> tile_facts;  // by tile index
   std::map<std::uint32_t, GraphExec> graph_launches;  // by command id: what names a failure
   std::map<std::uint64_t, std::uint32_t> graph_last;   // a graph (its programs' address): its last completed launch
-  mutable std::vector<unsigned> near;                   // by tile: stack_near(), computed on first use
 
-  // Elaboration: the HBM stacks, the tiles and the host's agent of chip `p`.
-  void attach(Platform& p, const PlatformSpec& s, const std::string& agent_name) {
-    platform = &p;
-    for (const InstanceSpec& i : s.instances) {
-      if (i.type == "hbm" && i.base) stacks.push_back({*i.base, i.size, {}, {}});
-      if (i.type == "tile") ++tiles;
-    }
+  // The HBM stacks and the tiles, from the chip's spec.
+  void describe(const PlatformSpec& s) {
+    for (const auto& [base, size] : hbm_stacks_of(s)) stacks.push_back({base, size, {}, {}});
     if (stacks.empty()) throw ConfigError(s.file + ": the runtime needs an HBM stack (type hbm)");
-    tile_facts.resize(tiles);
-    for (unsigned t = 0; t < tiles; ++t)
-      for (const InstanceSpec& i : s.instances) {
-        if (i.name != "tile" + std::to_string(t)) continue;
-        for (const auto& [target, base] : i.targets)
-          if (target == "csr_target") tile_facts[t].regs = base;
-        if (i.base) tile_facts[t].spm = *i.base;
-        if (tile::Tile* tile = p.get<tile::Tile>(i.name)) {
-          tile_facts[t].period = 1.0 / tile->config().core_clock.value;
-          if (tile->core()) tile_facts[t].hart = tile->core()->config().hartid;
-        }
-      }
-    std::sort(stacks.begin(), stacks.end(), [](const auto& a, const auto& b) { return a.base < b.base; });
+    tiles = tiles_of(s);
     stacks[0].free[stacks[0].base + TP_RESERVED] = stacks[0].size - TP_RESERVED;
     for (std::size_t i = 1; i < stacks.size(); ++i) stacks[i].free[stacks[i].base] = stacks[i].size;
+  }
+  // Elaboration, where this process holds the chip: the host's agent.
+  void attach(Platform& p, const std::string& agent_name) {
+    platform = &p;
     agent = std::make_unique<HostAgent>(agent_name.c_str(), p, stacks[0].base);
-    for (const InstanceSpec& i : s.instances)
+    for (const InstanceSpec& i : p.spec().instances)
       if (i.type == "host_port") {
         agent->use_port(p.target(i.name, "host_target"));
         break;
       }
   }
+  const AgentState& host() const { return link ? link->state(chip) : agent->state; }
   // After the simulation started: the firmware's ready doorbell.
   void boot() {
-    if (!platform->load_error().empty()) throw UsageError(platform->load_error());
-    run_until([&] { return agent->ready; },
+    if (!facts.load_error.empty()) throw UsageError(facts.load_error);
+    run_until([&] { return host().ready; },
               chips > 1 ? fmt::format("chip {}'s boot (the command processor's ready doorbell)", chip)
                         : std::string("its boot (the command processor's ready doorbell)"));
-    if (agent->version != TP_VERSION)
-      throw UsageError(fmt::format("the firmware speaks protocol {:#x}, the runtime {:#x}", agent->version, TP_VERSION));
+    if (host().version != TP_VERSION)
+      throw UsageError(fmt::format("the firmware speaks protocol {:#x}, the runtime {:#x}", host().version, TP_VERSION));
   }
 
   // A graph launch failed on completion c's tile: which node, which
@@ -241,7 +266,7 @@ struct Device::Impl {
     unsigned tile = c.tile;
     auto cursor = [&](unsigned t) {
       std::uint32_t at = 0;
-      return platform->debug_read(tile_facts[t].spm + TKP_CURSOR_OFFSET, &at, 4) == 4 ? std::int64_t{at} : -1;
+      return debug_read(facts.tiles[t].spm + TKP_CURSOR_OFFSET, &at, 4) == 4 ? std::int64_t{at} : -1;
     };
     std::int64_t at = -1;
     if (c.status == TP_TIMEOUT) {
@@ -287,6 +312,17 @@ struct Device::Impl {
   template <class Done>
   void run_until(Done done, const std::string& what) {
     const sc_core::sc_time limit = sc_core::sc_time_stamp() + sc_core::sc_time(opt.timeout_s, sc_core::SC_SEC);
+    if (link) {
+      // A chip of a Cluster: round by round, as every rank does.
+      while (!done()) {
+        if (const std::string why = link->session().halted(); !why.empty())
+          throw UsageError(fmt::format("the device stopped ({}) while the host waited for {}", why, what));
+        if (sc_core::sc_time_stamp() >= limit)
+          throw UsageError(fmt::format("the device did not answer {} within {} s of simulated time", what, opt.timeout_s));
+        link->round(true, false);
+      }
+      return;
+    }
     while (!done()) {
       if (sim::stop_requested())
         throw UsageError(fmt::format("the device stopped ({}) while the host waited for {}", sim::exit_reason(), what));
@@ -319,6 +355,41 @@ struct Device::Impl {
     if (error) std::rethrow_exception(error);
   }
 
+  // Host port accesses, in order, taking simulated time; a failure is a UsageError.
+  void io(std::vector<Step> steps, const std::string& what) {
+    if (!link) {
+      on_device(
+          [&] {
+            for (const Step& st : steps) {
+              if (st.kind == Step::mailbox) agent->mailbox_write(static_cast<unsigned>(st.addr), *static_cast<std::uint32_t*>(st.data));
+              else agent->access(st.kind == Step::write ? tlm::TLM_WRITE_COMMAND : tlm::TLM_READ_COMMAND, st.addr, st.data, st.len);
+            }
+          },
+          what);
+      return;
+    }
+    const std::uint64_t id = link->post(chip, steps);
+    run_until([&] { return link->answered(id); }, what);
+    const Link::Answer a = link->take(id);
+    if (!a.error.empty()) throw UsageError(a.error);
+    std::size_t at = 0;
+    for (const Step& st : steps)
+      if (st.kind == Step::read) {
+        std::memcpy(st.data, a.data.data() + at, st.len);
+        at += st.len;
+      }
+  }
+  // Untimed: the chip's memory as a debugger sees it; returns the bytes read.
+  std::uint64_t debug_read(std::uint64_t addr, void* data, std::uint64_t len) const {
+    if (!link || link->local(chip)) return platform->debug_read(addr, data, len);
+    std::string arg(16, '\0');
+    std::memcpy(arg.data(), &addr, 8);
+    std::memcpy(arg.data() + 8, &len, 8);
+    const std::string bytes = link->ask(chip, kDebugRead, arg);
+    std::memcpy(data, bytes.data(), bytes.size());
+    return bytes.size();
+  }
+
   Stack& stack_of(const Buffer& b) {
     if (b.chip != chip)
       throw UsageError(fmt::format("a buffer of chip {} used on chip {} (copy it, or use its global address)", b.chip, chip));
@@ -347,10 +418,12 @@ namespace {
 // The session of a Device or a Cluster: the platform or system file with
 // the options' overrides, the command processor's firmware on every chip,
 // the trace and waves. Bad inputs are the host program's: UsageError.
-std::unique_ptr<Session> open_session(const Device::Options& o) {
+std::unique_ptr<Session> open_session(const Device::Options& o, Ranks* ranks = nullptr) {
   if (g_simulation_exists) throw UsageError("one Device per process (or one Cluster): a simulated chip elaborates once");
   SessionOptions so;
   so.platform = o.platform;
+  so.ranks = ranks;
+  so.placement = o.placement;
   if (o.quiet) so.sets.push_back("uart0.tx=none");
   so.sets.insert(so.sets.end(), o.sets.begin(), o.sets.end());
   so.firmware = o.firmware.empty() ? default_firmware() : o.firmware;
@@ -363,6 +436,23 @@ std::unique_ptr<Session> open_session(const Device::Options& o) {
     throw UsageError(e.what());
   }
 }
+
+// Under mpirun: the MPI ranks, opened once (and closed at exit).
+Ranks* process_ranks() {
+  static std::unique_ptr<Ranks> ranks;
+  static bool opened = false;
+  if (!opened) {
+    opened = true;
+    std::string error;
+    ranks = open_ranks(nullptr, nullptr, error);
+    if (!error.empty()) throw UsageError(error);
+  }
+  return ranks.get();
+}
+
+// Rank 0's live Cluster: should the host program exit() with it open, the
+// other ranks are told to stop serving first (they would wait for it).
+Link* g_live_link = nullptr;
 
 void elaborate(Session& s) {
   try {
@@ -378,12 +468,21 @@ void elaborate(Session& s) {
 Device::Device(const Options& options) : impl_(std::make_unique<Impl>()) {
   Impl& d = *impl_;
   d.opt = options;
+  if (launched_ranks() > 1)
+    throw UsageError(fmt::format("mpirun -np {}: a Device is one chip, simulated in one process (run it without mpirun; "
+                                 "rt::Cluster spreads a system of chips over ranks)", launched_ranks()));
   d.session = open_session(options);
   Session& s = *d.session;
   if (s.is_system())
     throw UsageError(s.file() + " describes a system of chips: open it with rt::Cluster, which gives a Device per chip");
   elaborate(s);
-  d.attach(s.chip(), s.chip_spec(), "host_agent");
+  try {
+    d.describe(s.chip_spec());
+  } catch (const ConfigError& e) {
+    throw UsageError(e.what());
+  }
+  d.attach(s.chip(), "host_agent");
+  d.facts = facts_of(s.chip());
   sc_core::sc_start(sc_core::SC_ZERO_TIME);
   d.boot();
 }
@@ -400,9 +499,8 @@ unsigned Device::tiles() const { return impl_->tiles; }
 unsigned Device::hbm_stacks() const { return static_cast<unsigned>(impl_->stacks.size()); }
 
 unsigned Device::tile_hart(unsigned t) const {
-  tile::Tile* tile = impl_->platform->get<tile::Tile>("tile" + std::to_string(t));
-  if (!tile || !tile->core()) throw UsageError(fmt::format("tile_hart: tile {} has no core", t));
-  return tile->core()->config().hartid;
+  if (t >= impl_->tiles || !impl_->facts.tiles[t].core) throw UsageError(fmt::format("tile_hart: tile {} has no core", t));
+  return impl_->facts.tiles[t].hart;
 }
 
 Buffer Device::alloc(std::uint64_t bytes, unsigned stack) {
@@ -449,44 +547,39 @@ void Device::free(const Buffer& b) {
 
 void Device::write(const Buffer& b, const void* data, std::uint64_t bytes, std::uint64_t offset) {
   impl_->check_range(b, bytes, offset, "write");
-  impl_->on_device([&] { impl_->agent->access(tlm::TLM_WRITE_COMMAND, b.address + offset, const_cast<void*>(data), bytes); },
-                   "a copy to the device");
+  impl_->io({{Step::write, b.address + offset, bytes, const_cast<void*>(data)}}, "a copy to the device");
 }
 
 void Device::read(const Buffer& b, void* data, std::uint64_t bytes, std::uint64_t offset) {
   impl_->check_range(b, bytes, offset, "read");
-  impl_->on_device([&] { impl_->agent->access(tlm::TLM_READ_COMMAND, b.address + offset, data, bytes); },
-                   "a copy from the device");
+  impl_->io({{Step::read, b.address + offset, bytes, data}}, "a copy from the device");
 }
 
 std::uint32_t Device::read32(std::uint64_t address) {
   if (address % 4) throw UsageError(fmt::format("read32 at {:#x}: not 4-byte aligned", address));
   std::uint32_t v = 0;
-  impl_->on_device([&] { impl_->agent->access(tlm::TLM_READ_COMMAND, address, &v, 4); }, "a register read");
+  impl_->io({{Step::read, address, 4, &v}}, "a register read");
   return v;
 }
 
 void Device::write32(std::uint64_t address, std::uint32_t value) {
   if (address % 4) throw UsageError(fmt::format("write32 at {:#x}: not 4-byte aligned", address));
-  impl_->on_device([&] { impl_->agent->access(tlm::TLM_WRITE_COMMAND, address, &value, 4); }, "a register write");
+  impl_->io({{Step::write, address, 4, &value}}, "a register write");
 }
 
 Event Device::submit(tp_command c) {
   Impl& d = *impl_;
-  if (d.submitted - d.agent->completed >= TP_RING_ENTRIES)
-    d.run_until([&] { return d.submitted - d.agent->completed < TP_RING_ENTRIES; }, "room in the command ring");
+  if (d.submitted - d.host().completed() >= TP_RING_ENTRIES)
+    d.run_until([&] { return d.submitted - d.host().completed() < TP_RING_ENTRIES; }, "room in the command ring");
   c.id = d.next_id++;
   const std::uint64_t ring = d.stacks[0].base;
   const std::uint32_t slot = d.submitted % TP_RING_ENTRIES;
   d.commands[c.id] = c;
-  d.on_device(
-      [&] {
-        d.agent->access(tlm::TLM_WRITE_COMMAND, ring + TP_CMD_RING + slot * sizeof c, &c, sizeof c);
-        std::uint32_t produced = d.submitted + 1;
-        d.agent->access(tlm::TLM_WRITE_COMMAND, ring + TP_PRODUCED, &produced, 4);
-        d.agent->mailbox_write(M::DOORBELL_RING, TP_BELL_COMMANDS);
-      },
-      "a command submission");
+  std::uint32_t produced = d.submitted + 1, bell = TP_BELL_COMMANDS;
+  d.io({{Step::write, ring + TP_CMD_RING + slot * sizeof c, sizeof c, &c},
+        {Step::write, ring + TP_PRODUCED, 4, &produced},
+        {Step::mailbox, detail::M::DOORBELL_RING, 4, &bell}},
+       "a command submission");
   ++d.submitted;
   return Event{c.id};
 }
@@ -495,8 +588,8 @@ tp_completion Device::wait(Event e) {
   Impl& d = *impl_;
   auto cmd = d.commands.find(e.id);
   if (cmd == d.commands.end()) throw UsageError(fmt::format("wait: no command {} was submitted", e.id));
-  d.run_until([&] { return d.agent->completions.count(e.id) != 0; }, fmt::format("command {}", e.id));
-  const tp_completion c = d.agent->completions.at(e.id);
+  d.run_until([&] { return d.host().completions.count(e.id) != 0; }, fmt::format("command {}", e.id));
+  const tp_completion c = d.host().completions.at(e.id);
   d.reported.insert(e.id);
   if (auto b = d.program_buffers.find(e.id); b != d.program_buffers.end()) {
     free(b->second);
@@ -538,13 +631,13 @@ tp_completion Device::wait(Event e) {
 
 void Device::synchronize() {
   Impl& d = *impl_;
-  d.run_until([&] { return d.agent->completed == d.submitted; }, "every command");
+  d.run_until([&] { return d.host().completed() == d.submitted; }, "every command");
   for (auto it = d.program_buffers.begin(); it != d.program_buffers.end();) {
     free(it->second);
     it = d.program_buffers.erase(it);
   }
   // Failures nobody has seen yet, the first one.
-  for (const tp_completion& c : d.agent->order)
+  for (const tp_completion& c : d.host().order)
     if (c.status != TP_OK && !d.reported.count(c.id)) wait(Event{c.id});
   for (const auto& [id, g] : d.graph_launches) d.graph_last[g.programs.address] = id;
   d.graph_launches.clear();
@@ -557,9 +650,7 @@ Kernel Device::load_kernel(const std::string& path, std::uint32_t tiles) {
   if (elf.segments.empty()) throw UsageError(path + ": no loadable segment");
   std::uint64_t lo = ~0ull, hi = 0;
   for (const auto& s : elf.segments) lo = std::min(lo, s.addr), hi = std::max(hi, s.addr + s.memsz);
-  const std::uint64_t spm = tile::Tile::kLocalSpm, spm_size = d.platform->get<tile::Tile>("tile0")
-                                                            ? d.platform->get<tile::Tile>("tile0")->scratchpad().size()
-                                                            : 0;
+  const std::uint64_t spm = tile::Tile::kLocalSpm, spm_size = d.facts.spm_size;
   if (lo < spm || hi > spm + spm_size)
     throw UsageError(fmt::format("{}: its image [{:#x}, {:#x}) lies outside a tile's scratchpad, [{:#x}, {:#x})", path,
                                  lo, hi, spm, spm + spm_size));
@@ -620,9 +711,8 @@ Event Device::run(const Kernel& program_kernel, const std::vector<std::pair<unsi
   std::vector<unsigned> hart(d.tiles);
   unsigned harts = 0;
   for (unsigned t = 0; t < d.tiles; ++t) {
-    tile::Tile* tile = d.platform->get<tile::Tile>("tile" + std::to_string(t));
-    if (!tile || !tile->core()) throw UsageError(fmt::format("run: tile {} has no core", t));
-    hart[t] = tile->core()->config().hartid;
+    if (!d.facts.tiles[t].core) throw UsageError(fmt::format("run: tile {} has no core", t));
+    hart[t] = d.facts.tiles[t].hart;
     harts = std::max(harts, hart[t] + 1);
   }
   std::uint32_t mask = 0;
@@ -692,7 +782,7 @@ GraphExec Device::instantiate(const Graph& g) {
   if (members.size() > TKP_BARRIER_MAX)
     throw UsageError(fmt::format("instantiate: a graph spans at most {} tiles, not {}", TKP_BARRIER_MAX, members.size()));
   x.timer = members[0];
-  for (unsigned t : members) x.harts = std::max(x.harts, d.tile_facts[t].hart + 1);
+  for (unsigned t : members) x.harts = std::max(x.harts, d.facts.tiles[t].hart + 1);
   // Each tile's program: its part of every node, then the barrier that
   // ends the node (the timing tile marks the start and each barrier).
   x.starts.assign(d.tiles, {});
@@ -717,7 +807,7 @@ GraphExec Device::instantiate(const Graph& g) {
       std::memset(&b, 0, sizeof b);
       b.kind = TKP_BARRIER;
       b.w[0] = static_cast<std::uint32_t>(members.size()), b.w[1] = self, b.w[2] = TKP_BARRIER_SEM - k % 2;
-      for (std::size_t i = 0; i < members.size(); ++i) b.w[3 + i] = static_cast<std::uint32_t>(d.tile_facts[members[i]].regs);
+      for (std::size_t i = 0; i < members.size(); ++i) b.w[3 + i] = static_cast<std::uint32_t>(d.facts.tiles[members[i]].regs);
       ops.push_back(b);
       if (t == x.timer) append(ops, TKP_MARK, {static_cast<std::uint32_t>(TKP_MARKS_OFFSET + 8 * (k + 1))});
     }
@@ -746,7 +836,7 @@ GraphExec Device::instantiate(const Graph& g) {
     for (unsigned t : tiles) {
       const std::uint64_t at = buffers[stack].address + image.size();
       const std::uint32_t entry[4] = {lo(at), hi(at), static_cast<std::uint32_t>(program[t].size()), 0};
-      std::memcpy(&table[16ull * d.tile_facts[t].hart], entry, 16);
+      std::memcpy(&table[16ull * d.facts.tiles[t].hart], entry, 16);
       const auto* ops = reinterpret_cast<const std::uint8_t*>(program[t].data());
       image.insert(image.end(), ops, ops + program[t].size() * sizeof(tkp_op));
     }
@@ -775,8 +865,8 @@ std::vector<double> Device::node_seconds(const GraphExec& g) const {
   const Impl& d = *impl_;
   if (!d.graph_last.count(g.programs.address)) throw UsageError("node_seconds: the graph has no completed launch");
   std::vector<std::uint64_t> marks(g.names.size() + 1);
-  const Impl::TileFacts& f = d.tile_facts.at(g.timer);
-  d.platform->debug_read(f.spm + TKP_MARKS_OFFSET, marks.data(), marks.size() * 8);
+  const ChipFacts::Tile& f = d.facts.tiles.at(g.timer);
+  d.debug_read(f.spm + TKP_MARKS_OFFSET, marks.data(), marks.size() * 8);
   std::vector<double> out;
   for (std::size_t k = 0; k + 1 < marks.size(); ++k) out.push_back(static_cast<double>(marks[k + 1] - marks[k]) * f.period);
   return out;
@@ -785,46 +875,30 @@ std::vector<double> Device::node_seconds(const GraphExec& g) const {
 unsigned Device::stack_near(unsigned t) const {
   const Impl& d = *impl_;
   if (t >= d.tiles) throw UsageError(fmt::format("stack_near: tile {} does not exist (the device has {})", t, d.tiles));
-  if (d.near.empty()) {
-    // The tiles' and the stacks' NoC nodes, from the platform's limits.
-    const nlohmann::ordered_json all = d.platform->limits();
-    std::vector<int> stack_node(d.stacks.size(), -1);
-    std::string noc;
-    std::map<std::string, unsigned> tile_node;
-    for (const auto& [key, e] : all.items()) {
-      const std::string name = e["instance"].get<std::string>();
-      if (e["type"] == "tile" && e.contains("node")) tile_node[name] = e["node"].get<unsigned>();
-      if (e["type"] == "hbm" && e.contains("node"))
-        for (const InstanceSpec& i : d.platform->spec().instances)
-          if (i.name == name && i.base)
-            for (std::size_t k = 0; k < d.stacks.size(); ++k)
-              if (d.stacks[k].base == *i.base) stack_node[k] = e["node"].get<int>(), noc = e["noc"].get<std::string>();
-    }
-    const noc::Noc* n = noc.empty() ? nullptr : d.platform->get<noc::Noc>(noc);
-    d.near.assign(d.tiles, 0);
-    for (unsigned tile = 0; tile < d.tiles; ++tile) {
-      const auto it = tile_node.find("tile" + std::to_string(tile));
-      if (!n || it == tile_node.end()) continue;
-      const unsigned node = it->second;
-      unsigned best = ~0u;
-      for (std::size_t k = 0; k < d.stacks.size(); ++k) {
-        if (stack_node[k] < 0) continue;
-        const unsigned h = noc::Network::hops(n->config().net, static_cast<unsigned>(stack_node[k]), node);
-        if (h < best) best = h, d.near[tile] = static_cast<unsigned>(k);
-      }
-    }
-  }
-  return d.near[t];
+  return d.facts.near.at(t);
 }
 
 double Device::simulated_seconds() const { return sc_core::sc_time_stamp().to_seconds(); }
 
-nlohmann::ordered_json Device::stats(const std::string& prefix) const { return impl_->platform->stats(prefix); }
-
-const roofline::Limits& Device::limits() const {
-  if (!impl_->limits) impl_->limits = roofline::limits(*impl_->platform);
-  return *impl_->limits;
+nlohmann::ordered_json Device::stats(const std::string& prefix) const {
+  const Impl& d = *impl_;
+  if (!d.link || d.link->local(d.chip)) return d.platform->stats(prefix);
+  return nlohmann::ordered_json::parse(d.link->ask(d.chip, kStats, prefix));
 }
+
+Device::Energy Device::energy() const {
+  const Impl& d = *impl_;
+  if (!d.link || d.link->local(d.chip)) return energy_of(d.facts.meter);
+  const auto j = nlohmann::ordered_json::parse(d.link->ask(d.chip, kEnergy, ""));
+  Energy e;
+  e.joules = j.at("joules").get<double>();
+  e.domains = j.at("domains").get<std::vector<std::string>>();
+  e.dynamic_joules = j.at("dynamic").get<std::vector<double>>();
+  e.static_watts = j.at("static").get<std::vector<double>>();
+  return e;
+}
+
+const roofline::Limits& Device::limits() const { return impl_->facts.limits; }
 
 roofline::Report Device::roofline(const nlohmann::ordered_json& before, const nlohmann::ordered_json& after) const {
   return roofline::bound(limits(), before, after);
@@ -851,8 +925,8 @@ Event Device::collective(std::uint32_t ce_op, const Buffer& src, const Buffer& d
 
 std::uint64_t Device::global(const Buffer& b) const {
   // The window is the fabric's, as its instance places it.
-  for (const InstanceSpec& i : impl_->platform->spec().instances)
-    if (auto* f = impl_->platform->get<c2c::C2c>(i.name)) return f->config().global_address(b.chip, b.address);
+  const ChipFacts& f = impl_->facts;
+  if (f.c2c) return c2c::global_address(b.chip, b.address, f.global_base, f.chip_shift);
   throw UsageError("global: the chip has no chip-to-chip fabric (type c2c), so no global window");
 }
 
@@ -860,28 +934,75 @@ std::uint64_t Device::global(const Buffer& b) const {
 
 struct Cluster::Impl {
   std::unique_ptr<Session> session;
+  std::unique_ptr<Link> link;
   std::vector<std::unique_ptr<Device>> devices;
 };
 
 Cluster::Cluster(const Device::Options& options) : impl_(std::make_unique<Impl>()) {
   Impl& c = *impl_;
-  c.session = open_session(options);
+  Ranks* ranks = launched_ranks() > 1 ? process_ranks() : nullptr;
+  c.session = open_session(options, ranks);
   Session& s = *c.session;
   if (!s.is_system()) throw UsageError(s.file() + " describes one chip, not a system: open it with rt::Device");
-  elaborate(s);
+  elaborate(s);  // over ranks, each rank its own chips
+  c.link = std::make_unique<Link>(s, [&s](unsigned chip, std::uint8_t op, const std::string& arg) {
+    return answer_untimed(s, *s.held(chip), op, arg);
+  });
   for (unsigned k = 0; k < s.chips(); ++k) {
     auto d = std::make_unique<Device::Impl>();
     d->opt = options;
     d->chip = k;
     d->chips = s.chips();
-    d->attach(s.chip(k), s.chip_spec(k), fmt::format("host_agent_chip{}", k));
+    d->link = c.link.get();
+    try {
+      d->describe(s.chip_spec(k));
+    } catch (const ConfigError& e) {
+      throw UsageError(e.what());
+    }
+    if (Platform* p = s.held(k)) {
+      d->attach(*p, fmt::format("host_agent_chip{}", k));
+      d->facts = facts_of(*p);
+      c.link->hold(k, *d->agent);
+    }
     c.devices.push_back(std::unique_ptr<Device>(new Device(std::move(d))));
   }
   sc_core::sc_start(sc_core::SC_ZERO_TIME);
-  for (auto& d : c.devices) d->impl_->boot();
+  if (s.rank() != 0) {
+    // Another rank: it serves its chips to rank 0's host program until
+    // that closes the Cluster, then ends (the program goes on on rank 0).
+    c.link->serve();
+    c.devices.clear();
+    c.session.reset();
+    std::fflush(stdout);
+    std::exit(0);
+  }
+  try {
+    for (unsigned k = 0; k < s.chips(); ++k)
+      if (!c.link->local(k))
+        c.devices[k]->impl_->facts = ChipFacts::load(nlohmann::ordered_json::parse(c.link->ask(k, kFacts, "")));
+    for (auto& d : c.devices) d->impl_->boot();
+  } catch (...) {
+    c.link->round(false, true);  // the other ranks stop serving
+    throw;
+  }
+  if (s.ranks() > 1) {
+    g_live_link = c.link.get();
+    static const bool registered = std::atexit([] {
+      if (g_live_link) g_live_link->round(false, true);
+    }) == 0;
+    (void)registered;
+  }
 }
 
-Cluster::~Cluster() = default;
+Cluster::~Cluster() {
+  if (!impl_ || !impl_->link) return;
+  if (g_live_link == impl_->link.get()) g_live_link = nullptr;
+  try {
+    impl_->link->round(false, true);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "tessera runtime: closing the cluster: %s\n", e.what());
+  }
+}
 
 unsigned Cluster::chips() const { return static_cast<unsigned>(impl_->devices.size()); }
 
@@ -910,7 +1031,27 @@ void Cluster::wait(const std::vector<Event>& events) {
 
 double Cluster::simulated_seconds() const { return sc_core::sc_time_stamp().to_seconds(); }
 
-nlohmann::ordered_json Cluster::stats() const { return impl_->session->system()->stats(); }
+nlohmann::ordered_json Cluster::stats() const {
+  Impl& c = *impl_;
+  Session& s = *c.session;
+  if (s.ranks() == 1) return s.system()->stats();
+  // Every rank's counters, the instances in chip order, as one process lists them.
+  std::vector<nlohmann::ordered_json> of(s.ranks());
+  for (unsigned k = 0; k < s.chips(); ++k) {
+    const unsigned r = s.owner(k);
+    if (!of[r].is_null()) continue;
+    of[r] = r == 0 ? s.system()->stats() : nlohmann::ordered_json::parse(c.link->ask(k, kRankStats, ""));
+  }
+  nlohmann::ordered_json all = nlohmann::ordered_json::object();
+  for (unsigned k = 0; k < s.chips(); ++k) {
+    const std::string prefix = fmt::format("chip{}.", k);
+    for (auto it = of[s.owner(k)].begin(); it != of[s.owner(k)].end(); ++it)
+      if (it.key().rfind(prefix, 0) == 0) all[it.key()] = it.value();
+  }
+  return all;
+}
+
+nlohmann::ordered_json Cluster::synchronisation() const { return impl_->session->rank_report(); }
 
 }  // namespace tessera::rt
 

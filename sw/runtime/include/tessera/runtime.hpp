@@ -83,6 +83,7 @@ class Device {
     bool quiet = true;                  // the firmware's UART output goes nowhere
     std::string trace;                  // a Chrome/Perfetto trace of the run (as tessera-vp --trace); empty: none
     std::string waves;                  // model-level waveforms (VCD, as tessera-vp --waves); empty: none
+    std::string placement;              // a Cluster under mpirun: each chip's rank, "0,0,1,1" (empty: round robin)
   };
 
   explicit Device(const Options& options);
@@ -167,6 +168,14 @@ class Device {
   // at most, and the bound of the work done between two stats() snapshots.
   const roofline::Limits& limits() const;
   roofline::Report roofline(const nlohmann::ordered_json& before, const nlohmann::ordered_json& after) const;
+  // The chip's energy so far (its power model): in all, and by power
+  // domain the dynamic joules and the leakage (watts at nominal voltage).
+  struct Energy {
+    double joules = 0;
+    std::vector<std::string> domains;
+    std::vector<double> dynamic_joules, static_watts;
+  };
+  Energy energy() const;
   // Each node's time in the graph's last completed launch (simulated
   // seconds between the barriers that end the nodes, on the graph's timing
   // tile, from its marks).
@@ -181,7 +190,17 @@ class Device {
 
 // A system of chips (a system file such as platform/t1x4-ring.json): one
 // Device per chip, each booting its own command processor, all in one
-// simulation. Options::platform names the system file.
+// simulation. Options::platform names the system file. The host reacts to
+// the chips at the ends of windows of the system's lookahead (its shortest
+// chip-to-chip link latency, 100 ns on the T1), the same whether the
+// system runs in one process or over MPI ranks.
+//
+// Under mpirun (`mpirun -np R host-program ...`) the chips are spread over
+// the ranks (round robin, or Options::placement) and the host program runs
+// on rank 0: on every other rank, constructing the Cluster serves that
+// rank's chips to rank 0 until rank 0 destroys its Cluster, then ends the
+// process (exit code 0). The program does not change; what it prints
+// before it opens the Cluster, every rank prints.
 class Cluster {
  public:
   explicit Cluster(const Device::Options& options);
@@ -195,7 +214,10 @@ class Cluster {
                                 std::uint64_t count, const std::vector<Buffer>& tables = {});
   void wait(const std::vector<Event>& events);  // one per chip, as collective() returns them
   double simulated_seconds() const;
-  nlohmann::ordered_json stats() const;
+  nlohmann::ordered_json stats() const;  // every chip's counters, "chipK.instance", in chip order
+  // The synchronisation so far: ranks, lookahead_ns, windows,
+  // exchanged_bytes, waited_s (rank 0's time waiting for the others).
+  nlohmann::ordered_json synchronisation() const;
 
  private:
   struct Impl;
