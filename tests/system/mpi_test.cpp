@@ -144,29 +144,45 @@ TEST(Mpi, RanksThatRunDifferentSystemsAreRefused) {
 
 // Rank 1 is killed while the torus of sixteen runs: every rank ends, and
 // mpirun with a non-zero code, instead of waiting at the next window.
-TEST(Mpi, ARankThatDiesEndsTheOthers) {
-  const std::string marker = local("dies.json");
+// Runs `command` (an mpirun of 2 ranks writing `marker` at its end) in the
+// background, kills rank 1's process (`program`) after 2 s, and expects
+// mpirun to end every rank soon, non-zero, with no statistics.
+void expect_a_killed_rank_ends_all(const std::string& command, const std::string& program, const std::string& marker,
+                                   const std::string& tag) {
   std::remove(marker.c_str());
   {
-    std::ofstream script(local("dies.sh"));
-    script << kMpirun << " -np 2 " << TESSERA_VP << " -q -p " << kPlatforms << "t1x16-torus.json --firmware "
-           << kFirmware << "/c2c_collectives.elf --stats " << marker << " >" << local("dies.out") << " 2>"
-           << local("dies.err") << " </dev/null &\n"
+    std::ofstream script(local(tag + ".sh"));
+    script << command << " >" << local(tag + ".out") << " 2>" << local(tag + ".err") << " </dev/null &\n"
            << "M=$!\nsleep 2\n"
            << "for p in $(pgrep -f '" << marker << "'); do\n"
-           << "  if [ \"$(cat /proc/$p/comm 2>/dev/null)\" = tessera-vp ] && tr '\\0' '\\n' </proc/$p/environ |"
+           << "  if [ \"$(cat /proc/$p/comm 2>/dev/null)\" = " << program << " ] && tr '\\0' '\\n' </proc/$p/environ |"
            << " grep -qx OMPI_COMM_WORLD_RANK=1; then kill -9 $p; fi\n"
-           << "done\nwait $M\necho $? >" << local("dies.code") << "\n";
+           << "done\nwait $M\necho $? >" << local(tag + ".code") << "\n";
   }
   const auto start = std::chrono::steady_clock::now();
-  ASSERT_NE(std::system(("timeout -k 5 120 sh " + local("dies.sh")).c_str()), -1);
+  ASSERT_NE(std::system(("timeout -k 5 120 sh " + local(tag + ".sh")).c_str()), -1);
   const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  const std::string code = slurp(local("dies.code")), err = slurp(local("dies.err"));
+  const std::string code = slurp(local(tag + ".code")), err = slurp(local(tag + ".err"));
   ASSERT_FALSE(code.empty()) << "mpirun did not end: " << err;
   EXPECT_NE(std::stoi(code), 0) << err;
   EXPECT_LT(took, 100.0) << "the surviving rank waited";
   EXPECT_NE(err.find("signal 9"), std::string::npos) << err;
   EXPECT_EQ(slurp(marker), "") << "no statistics from a run that lost a rank";
+}
+
+TEST(Mpi, ARankThatDiesEndsTheOthers) {
+  const std::string marker = local("dies.json");
+  expect_a_killed_rank_ends_all(kMpirun + " -np 2 " + TESSERA_VP + " -q -p " + kPlatforms +
+                                    "t1x16-torus.json --firmware " + kFirmware + "/c2c_collectives.elf --stats " + marker,
+                                "tessera-vp", marker, "dies");
+}
+
+// The same with a host program: the main job, its host on rank 0 driving
+// rank 1's chips, loses rank 1.
+TEST(Mpi, ARankOfAHostProgramThatDiesEndsTheOthers) {
+  const std::string marker = local("job-dies.json");
+  expect_a_killed_rank_ends_all(kMpirun + " -np 2 " + TESSERA_VP + " demo --chips 8 --decode 24 --stats " + marker,
+                                "tessera-demo", marker, "job-dies");
 }
 
 // The main job through the host runtime's Cluster, its chips spread over
