@@ -108,6 +108,9 @@ unsigned tiles_of(const PlatformSpec& s) {
   return n;
 }
 
+// The path power::meter takes for chip `p` (any path under the chip's top).
+std::string meter_of(const Platform& p) { return std::string(p.name()) + ".x"; }
+
 ChipFacts facts_of(Platform& p) {
   ChipFacts f;
   const PlatformSpec& s = p.spec();
@@ -162,7 +165,7 @@ ChipFacts facts_of(Platform& p) {
       break;
     }
   f.load_error = p.load_error();
-  f.meter = std::string(p.name()) + ".x";
+  f.meter = meter_of(p);
   return f;
 }
 
@@ -197,7 +200,7 @@ std::string answer_untimed(Session& s, Platform& p, std::uint8_t op, const std::
       return bytes;
     }
     case kEnergy: {
-      const Device::Energy e = energy_of(std::string(p.name()) + ".x");
+      const Device::Energy e = energy_of(meter_of(p));
       return nlohmann::ordered_json{{"joules", e.joules}, {"domains", e.domains}, {"dynamic", e.dynamic_joules},
                                     {"static", e.static_watts}}.dump();
     }
