@@ -2,6 +2,7 @@
 // reference (reference.hpp) bit for bit, fused or not, on the shapes of
 // decode (one row: the weights split by columns) and prefill (many rows:
 // row blocks, K in chunks, several column blocks), run after run.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -15,6 +16,12 @@ using namespace tessera;
 using namespace tessera::compiler;
 
 namespace {
+
+Options unfused() {
+  Options o;
+  o.fuse = o.narrow = false;
+  return o;
+}
 
 // Bit for bit, element by element, named.
 void expect_bits(const std::vector<float>& got, const std::vector<float>& want, const std::string& what) {
@@ -57,7 +64,7 @@ TEST(CompilerDevice, AFusedMlpEqualsTheReferenceBitForBitAndBeatsTheUnfusedOne) 
   Chip c;
   const std::map<std::string, std::vector<float>> in{{"x", seeded_values(40 * 256, 9, 2.0f)}};
   Executable fused(c.dev, c.program, mlp(40, 256, 512));
-  Executable plain(c.dev, c.program, mlp(40, 256, 512), Options{false, false});
+  Executable plain(c.dev, c.program, mlp(40, 256, 512), unfused());
   EXPECT_EQ(fused.groups().size(), 3u);
   EXPECT_EQ(plain.groups().size(), 6u);
   double t0 = c.dev.simulated_seconds();
@@ -186,7 +193,7 @@ TEST(CompilerDevice, AGraphLongerThanADeviceGraphRunsAsSeveralLaunches) {
   int x = g.input("x", {4, 64});
   for (int i = 0; i < 600; ++i) x = g.unary(i % 2 ? OpKind::neg : OpKind::tanh, x);
   g.output(x);
-  Executable ex(c.dev, c.program, std::move(g), Options{false, false});
+  Executable ex(c.dev, c.program, std::move(g), unfused());
   ASSERT_EQ(ex.groups().size(), 600u);  // more than TKP_MARKS_MAX - 1
   const std::map<std::string, std::vector<float>> in{{"x", seeded_values(256, 3, 4.0f)}};
   expect_reference(ex, in, ex.run(in));
@@ -338,4 +345,98 @@ TEST(CompilerDevice, AnEmbeddingLookupGathersTheRowsItsIndicesName) {
   EXPECT_THROW(ex.run(in), rt::DeviceError);
   in.at("tokens")[4] = 9;
   expect_reference(ex, in, ex.run(in));  // it serves on
+}
+
+namespace {
+
+// Attention over a KV cache: x (T x D) projected to q (H heads of dh), k
+// (KV heads of dh) and v (KV heads of dv), the caches `prefix`.k/.v of C
+// positions (shared by every graph of the same prefix through Options::state).
+Graph attention_step(unsigned T, unsigned C, const std::string& out = "o") {
+  constexpr unsigned D = 64, H = 4, KV = 2, dh = 16, dv = 8;
+  Graph g;
+  const int x = g.input("x", {T, D});
+  const int pos = g.input("positions", {T});
+  auto w = [&](const char* name, unsigned cols, std::uint32_t seed) {
+    return g.weight(name, {D, cols}, seeded_values(std::size_t{D} * cols, seed, 0.5f), DType::bf16);
+  };
+  const int q = g.matmul(x, w("wq", H * dh, 21), DType::bf16, "q");
+  const int k = g.matmul(x, w("wk", KV * dh, 22), DType::bf16, "k");
+  const int v = g.matmul(x, w("wv", KV * dv, 23), DType::bf16, "v");
+  const int kc = g.kv_cache("cache.k", KV, C, dh), vc = g.kv_cache("cache.v", KV, C, dv);
+  g.output(g.attention(q, k, v, kc, vc, pos, H, 0.25f, out));
+  return g;
+}
+
+std::map<std::string, std::vector<float>> attention_inputs(unsigned p, unsigned T, std::uint32_t seed) {
+  std::vector<float> pos(T);
+  for (unsigned t = 0; t < T; ++t) pos[t] = static_cast<float>(p + t);
+  return {{"x", seeded_values(std::size_t{T} * 64, seed, 2.0f)}, {"positions", pos}};
+}
+
+}  // namespace
+
+TEST(CompilerDevice, AttentionOverAKvCacheEqualsTheReferenceRunAfterRun) {
+  // A prompt of 5 rows, then 3 decode steps of one row sharing its caches
+  // (grouped queries: 4 heads over 2 KV heads): every run equals the
+  // reference, which keeps its own caches, bit for bit.
+  Chip c;
+  Executable prefill(c.dev, c.program, attention_step(5, 16));
+  Options shared;
+  shared.state = prefill.state();
+  Executable decode(c.dev, c.program, attention_step(1, 16), shared);
+  EXPECT_EQ(decode.state().at("cache.k").address, prefill.state().at("cache.k").address);
+  std::map<std::string, std::vector<float>> caches;
+  auto check = [&](Executable& e, unsigned p, unsigned T, std::uint32_t seed) {
+    const auto in = attention_inputs(p, T, seed);
+    const auto out = e.run(in);
+    const std::vector<std::vector<float>> ref = reference(e.graph(), in, &caches);
+    expect_bits(out.at("o"), ref[static_cast<std::size_t>(e.graph().outputs()[0])], fmt::format("rows at {}", p));
+  };
+  check(prefill, 0, 5, 40);
+  for (unsigned p = 5; p < 8; ++p) check(decode, p, 1, 40 + p);
+  // A position past the cache, or positions not one after another, are
+  // refused by name before anything runs; the device serves on.
+  EXPECT_THROW(
+      try { decode.run(attention_inputs(16, 1, 1)); } catch (const std::invalid_argument& e) {
+        EXPECT_NE(std::string(e.what()).find("positions"), std::string::npos) << e.what();
+        throw;
+      },
+      std::invalid_argument);
+  auto skipping = attention_inputs(0, 5, 1);
+  skipping["positions"][3] = 7;
+  EXPECT_THROW(prefill.run(skipping), std::invalid_argument);
+  check(decode, 8, 1, 50);
+}
+
+TEST(CompilerDevice, DecodingWithTheCacheGivesThePrefillsRowsBitForBit) {
+  // The same 8 rows as one prefill, and as a prefill of 5 then 3 steps of
+  // one: each row attends to the same keys in the same order.
+  Chip c;
+  const auto all = attention_inputs(0, 8, 60);
+  Executable whole(c.dev, c.program, attention_step(8, 8));
+  const std::vector<float> want = whole.run(all).at("o");
+  Executable prefill(c.dev, c.program, attention_step(5, 8));
+  Options shared;
+  shared.state = prefill.state();
+  Executable step(c.dev, c.program, attention_step(1, 8), shared);
+  auto rows = [&](unsigned r0, unsigned n) {
+    std::map<std::string, std::vector<float>> in;
+    in["x"].assign(all.at("x").begin() + r0 * 64, all.at("x").begin() + (r0 + n) * 64);
+    in["positions"].assign(all.at("positions").begin() + r0, all.at("positions").begin() + r0 + n);
+    return in;
+  };
+  std::vector<float> got = prefill.run(rows(0, 5)).at("o");
+  for (unsigned r = 5; r < 8; ++r) {
+    const std::vector<float> o = step.run(rows(r, 1)).at("o");
+    got.insert(got.end(), o.begin(), o.end());
+  }
+  expect_bits(got, want, "rows");
+  // A cache too long for the kernel's scratchpad is refused by name.
+  EXPECT_THROW(
+      try { Executable big(c.dev, c.program, attention_step(64, 60000)); } catch (const std::invalid_argument& e) {
+        EXPECT_NE(std::string(e.what()).find("attention 'o'"), std::string::npos) << e.what();
+        throw;
+      },
+      std::invalid_argument);
 }

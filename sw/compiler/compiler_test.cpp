@@ -338,3 +338,45 @@ TEST(Compiler, RoutesAndExpertsAreCheckedAndTheReferenceRoutesAsTheVectorUnit) {
   EXPECT_EQ(hv[static_cast<std::size_t>(val)], std::vector<float>(b.begin() + 9, b.end()));
   refused([&] { h.route_values(hl); }, "'logits' is no route()'s output");
 }
+
+TEST(Compiler, AttentionIsCheckedAndItsReferenceKeepsTheCaches) {
+  auto refused = [](const std::function<void()>& f, const std::string& words) {
+    try {
+      f();
+      ADD_FAILURE() << "accepted: " << words;
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find(words), std::string::npos) << e.what();
+    }
+  };
+  Graph g;
+  const int q = g.input("q", {2, 8}), k = g.input("k", {2, 4}), v = g.input("v", {2, 2}), pos = g.input("pos", {2});
+  const int kc = g.kv_cache("kc", 1, 4, 4), vc = g.kv_cache("vc", 1, 4, 2), wide = g.kv_cache("wide", 1, 5, 2);
+  refused([&] { g.attention(q, k, v, q, vc, pos, 2, 1.0f, "a1"); }, "a1: 'q' is no kv_cache()");
+  refused([&] { g.attention(q, k, v, kc, wide, pos, 2, 1.0f, "a2"); }, "a2: the caches 'kc' [1, 4, 4] and 'wide' [1, 5, 2] disagree");
+  refused([&] { g.attention(q, k, v, kc, vc, pos, 0, 1.0f, "a3"); }, "a3: 0 query heads over 1 KV heads");
+  refused([&] { g.attention(q, k, v, kc, vc, pos, 3, 1.0f, "a7"); }, "a7: q 'q' [2, 8] needs 3 x 4 columns");
+  refused([&] { g.attention(q, k, k, kc, vc, pos, 2, 1.0f, "a4"); }, "a4: v 'k' [2, 4] needs 2 rows of 1 x 2");
+  refused([&] { g.attention(q, k, v, kc, vc, q, 2, 1.0f, "a5"); }, "a5: positions 'q' must be an input of 2 values");
+  refused([&] { g.attention(q, k, v, kc, vc, pos, 2, -1.0f, "a6"); }, "a6: scale -1");
+  refused([&] { g.output(kc); }, "output 'kc' is an input, a weight or state");
+  const int o = g.attention(q, k, v, kc, vc, pos, 2, 1.0f, "att");
+  g.output(o);
+  EXPECT_EQ(g.tensor(o).shape, (std::vector<unsigned>{2, 4}));
+  // Two heads share the one KV head. Row 0 sees position 0 only: its
+  // output is v's row 0 for both heads; row 1 sees both, and with keys of
+  // zeros weighs them equally.
+  std::map<std::string, std::vector<float>> caches;
+  const std::vector<float> in_v = {1.0f, 2.0f, 3.0f, 5.0f};
+  auto run = [&](std::vector<float> p) {
+    return reference(g, {{"q", std::vector<float>(16, 1.0f)}, {"k", std::vector<float>(8, 0.0f)}, {"v", in_v}, {"pos", p}}, &caches);
+  };
+  const std::vector<float> y = run({0, 1})[static_cast<std::size_t>(o)];
+  EXPECT_EQ(y, (std::vector<float>{1, 2, 1, 2, 2, 3.5f, 2, 3.5f}));
+  EXPECT_EQ(std::vector<float>(caches.at("vc").begin(), caches.at("vc").begin() + 4), in_v);
+  // The next rows, at positions 2 and 3, see the first two in the cache:
+  // row 0 weighs three values (1, 3, 1) by 1/3 rounded to BF16.
+  const std::vector<float> z = run({2, 3})[static_cast<std::size_t>(o)];
+  EXPECT_EQ(z[0], 5 * 0.333984375f);
+  refused([&] { run({3, 4}); }, "att: positions 'pos' start at 3");
+  refused([&] { run({1, 3}); }, "att: positions 'pos' [1] is 3, not 2");
+}

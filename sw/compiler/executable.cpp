@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 #include <functional>
+#include <limits>
 #include <stdexcept>
 
 #include "reference.hpp"
@@ -64,7 +65,8 @@ VecOp vec_of(OpKind k) {
     case OpKind::argmax: return VecOp::argmax;
     case OpKind::reduce_sum: return VecOp::sum;
     case OpKind::reduce_max: return VecOp::rmax;
-    case OpKind::matmul: case OpKind::reshape: case OpKind::move: case OpKind::route: case OpKind::moe: case OpKind::gather: break;
+    case OpKind::matmul: case OpKind::reshape: case OpKind::move: case OpKind::route: case OpKind::moe: case OpKind::gather:
+    case OpKind::attention: break;
   }
   throw std::logic_error("compiler: matmul and reshape are no vector operations");
 }
@@ -132,6 +134,7 @@ struct Executable::Impl {
     std::vector<std::uint64_t> planes;  // by j * S + s
   };
   std::map<int, Moe> moe;
+  std::map<int, rt::Buffer> attention;  // by attention op: its constants (T scales, then the T x T causal mask)
 
   rt::Buffer alloc(rt::Device& d, std::uint64_t bytes, unsigned stack) {
     owned.push_back(d.alloc(std::max<std::uint64_t>(bytes, 64), stack));
@@ -172,6 +175,20 @@ class Emitter {
         prog.gather({rt::lo(table), rt::hi(table), rt::lo(index), rt::hi(index), rt::lo(out), rt::hi(out),
                      static_cast<std::uint32_t>(Tb.rows()), Tb.cols() * bytes(Tb.dtype), i0 | n << 16, I.dtype == DType::f32 ? 1u : 0u});
       }
+    } else if (anchor.kind == OpKind::attention) {  // the kernel reads the position, runs the part's heads
+      const Tensor &Q = g_.tensor(anchor.in[0]), &KC = g_.tensor(anchor.in[3]), &VC = g_.tensor(anchor.in[4]);
+      const Tensor& P = g_.tensor(anchor.in[5]);
+      std::vector<std::uint32_t> w;
+      for (int i : {anchor.in[0], anchor.in[1], anchor.in[2], anchor.in[3], anchor.in[4], anchor.in[5]})
+        w.push_back(rt::lo(addr_(i))), w.push_back(rt::hi(addr_(i)));
+      const std::uint64_t consts = attention_consts_, out = addr_(grp_.out);
+      w.insert(w.end(), {rt::lo(consts), rt::hi(consts), rt::lo(out), rt::hi(out)});
+      w.push_back(static_cast<std::uint32_t>(Q.rows()) | KC.shape[1] << 16);
+      w.push_back(anchor.heads | KC.shape[0] << 16);
+      w.push_back(KC.shape[2] | VC.shape[2] << 16);
+      w.push_back(p.r0 | p.r1 << 16);
+      w.push_back(P.dtype == DType::f32 ? 1u : 0u);
+      prog.attention(w);
     } else if (anchor.kind == OpKind::route) {
       route(prog, p);
     } else if (anchor.kind == OpKind::moe) {
@@ -450,6 +467,7 @@ class Emitter {
 
  public:
   const std::vector<std::uint64_t>* planes_ = nullptr;  // a moe group's: where its planes lie
+  std::uint64_t attention_consts_ = 0;                    // an attention group's constants
 };
 
 }  // namespace
@@ -487,6 +505,15 @@ Executable::Executable(rt::Device& dev, const rt::Kernel& program, Graph g, cons
       if (t.role == Role::weight && !readers.empty() &&
           std::all_of(readers.begin(), readers.end(), [&](int r) { return g_.ops()[static_cast<std::size_t>(r)].kind == OpKind::moe; }))
         continue;
+      if (t.role == Role::state) {  // shared, or a buffer of its own
+        const auto shared = o.state.find(t.name);
+        if (shared != o.state.end() && shared->second.size < t.elements() * bytes(t.dtype))
+          throw std::invalid_argument(fmt::format("compiler: state '{}' needs {} bytes; the buffer given holds {}", t.name,
+                                                  t.elements() * bytes(t.dtype), shared->second.size));
+        const rt::Buffer b = shared != o.state.end() ? shared->second : impl_->alloc(dev_, t.elements() * bytes(t.dtype), next++ % dev_.hbm_stacks());
+        impl_->plain[static_cast<int>(i)] = state_[t.name] = b;
+        continue;
+      }
       const rt::Buffer b = impl_->alloc(dev_, t.elements() * bytes(t.dtype), next++ % dev_.hbm_stacks());
       if (t.role == Role::weight) {
         const std::vector<std::uint8_t> data = encode(t.values, t.dtype);
@@ -549,6 +576,26 @@ Executable::Executable(rt::Device& dev, const rt::Kernel& program, Graph g, cons
       m.table = impl_->alloc(dev_, table.size() * 4, m.split.stacks[0]);
       dev_.write(m.table, table.data(), table.size() * 4);
     }
+    // An attention's constants: the rows' scales, then the causal mask of
+    // the new rows (0, or -inf above the diagonal); its worst case (the
+    // whole cache) must fit the kernel's scratchpad.
+    for (std::size_t i = 0; i < g_.ops().size(); ++i) {
+      const Op& op = g_.ops()[i];
+      if (op.kind != OpKind::attention) continue;
+      const Tensor &KC = g_.tensor(op.in[3]), &VC = g_.tensor(op.in[4]);
+      const unsigned T = static_cast<unsigned>(g_.tensor(op.in[0]).rows());
+      if (tgt.spm_base + tkp_attn_scratch(T, KC.shape[1], KC.shape[2], VC.shape[2]) > tgt.spm_end)
+        throw std::invalid_argument(fmt::format("compiler: attention '{}': {} rows over a cache of {} positions do not fit the "
+                                                "scratchpad's {} KiB",
+                                                op.name, T, KC.shape[1], (tgt.spm_end - tgt.spm_base) / 1024));
+      std::vector<float> c(T, op.scale);
+      if (T > 1)
+        for (unsigned r = 0; r < T; ++r)
+          for (unsigned col = 0; col < T; ++col) c.push_back(col > r ? -std::numeric_limits<float>::infinity() : 0.0f);
+      const rt::Buffer b = impl_->alloc(dev_, c.size() * 4, next++ % dev_.hbm_stacks());
+      dev_.write(b, c.data(), c.size() * 4);
+      impl_->attention[static_cast<int>(i)] = b;
+    }
     auto addr = [this](int t) -> std::uint64_t {
       const auto it = impl_->plain.find(t);
       if (it != impl_->plain.end()) return it->second.address;
@@ -560,6 +607,7 @@ Executable::Executable(rt::Device& dev, const rt::Kernel& program, Graph g, cons
       const Group& grp = groups_[gi];
       const SpmPlan spm = plan_spm(g_, grp, tilings_[gi], tgt.spm_base);
       Emitter e(g_, grp, gi, tilings_[gi], spm, addr, impl_->panels);
+      if (impl_->attention.count(grp.ops[0])) e.attention_consts_ = impl_->attention.at(grp.ops[0]).address;
       const Op& anchor = g_.ops()[static_cast<std::size_t>(grp.ops[0])];
       std::string name = anchor.name;
       for (std::size_t j = 1; j < grp.ops.size(); ++j) name += "+" + g_.ops()[static_cast<std::size_t>(grp.ops[j])].name;

@@ -35,6 +35,11 @@ struct Options {
   bool fuse = true;
   bool narrow = true;  // narrow_storage: intermediates only matmuls read, in their format
   unsigned tiles = 0;  // tiles to use (0: all of the device's)
+  // State (KV caches) by name that another executable holds
+  // (Executable::state()): this one uses those buffers, so runs of both
+  // share the caches (a prefill's graph, then a decode step's). A state
+  // tensor not named here gets a buffer of its own.
+  std::map<std::string, rt::Buffer> state;
 };
 
 // The tiler's view of a device, from its roofline limits.
@@ -69,6 +74,9 @@ class Executable {
   const roofline::Report& last_bound() const { return last_bound_; }
   // The ops of each tile's program, summed over the nodes.
   std::size_t device_ops() const;
+  // Its state tensors' buffers by name (to share with Options::state; they
+  // live as long as the executable that allocated them).
+  const std::map<std::string, rt::Buffer>& state() const { return state_; }
 
  private:
   struct Impl;
@@ -81,6 +89,7 @@ class Executable {
   rt::Graph dgraph_;
   double last_seconds_ = 0;
   roofline::Report last_bound_;
+  std::map<std::string, rt::Buffer> state_;
   std::unique_ptr<Impl> impl_;
 };
 

@@ -4,6 +4,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <cmath>
 #include <stdexcept>
 
 namespace tessera::compiler {
@@ -45,7 +46,7 @@ const char* name(OpKind k) {
                                       "relu",   "relu2", "exp",    "log",   "tanh",  "sigmoid", "silu",
                                       "gelu",   "neg",  "abs",     "rsqrt", "recip", "rmsnorm", "layernorm",
                                       "softmax", "rope", "cast",   "argmax", "reshape", "reduce_sum", "reduce_max", "move",
-                                      "route",  "moe",   "gather"};
+                                      "route",  "moe",   "gather", "attention"};
   return names[static_cast<unsigned>(k)];
 }
 
@@ -333,6 +334,49 @@ int Graph::gather_rows(int table, int indices, const std::string& name) {
   return add_op(std::move(op), std::move(shape), Tb.dtype);
 }
 
+int Graph::kv_cache(const std::string& name, unsigned kv_heads, unsigned capacity, unsigned dim) {
+  if (capacity > 65535 || dim > 65535 || kv_heads > 65535)
+    throw std::invalid_argument(fmt::format("graph: KV cache '{}': {} heads x {} positions x {} (each at most 65535)", name, kv_heads,
+                                            capacity, dim));
+  Tensor t;
+  t.name = name, t.shape = {kv_heads, capacity, dim}, t.role = Role::state, t.dtype = DType::bf16;
+  return add_tensor(std::move(t));
+}
+
+int Graph::attention(int q, int k, int v, int kcache, int vcache, int positions, unsigned heads, float scale,
+                     const std::string& name) {
+  const Tensor &Q = operand(q, "attention"), &K = operand(k, "attention"), &V = operand(v, "attention");
+  const Tensor &KC = operand(kcache, "attention"), &VC = operand(vcache, "attention"), &P = operand(positions, "attention");
+  const std::string n = name.empty() ? fmt::format("attention{}", ops_.size()) : name;
+  auto bad = [&](const std::string& what) { return std::invalid_argument(fmt::format("graph: {}: {}", n, what)); };
+  for (const Tensor* c : {&KC, &VC})
+    if (c->role != Role::state || c->shape.size() != 3)
+      throw bad(fmt::format("'{}' is no kv_cache()", c->name));
+  const unsigned KVh = KC.shape[0], C = KC.shape[1], dh = KC.shape[2], dv = VC.shape[2];
+  if (VC.shape[0] != KVh || VC.shape[1] != C)
+    throw bad(fmt::format("the caches '{}' {} and '{}' {} disagree on heads or positions", KC.name, shape_text(KC.shape), VC.name,
+                          shape_text(VC.shape)));
+  if (!heads || heads > 65535 || !KVh || heads % KVh)
+    throw bad(fmt::format("{} query heads over {} KV heads (a whole number of query heads per KV head)", heads, KVh));
+  const std::uint64_t T = Q.rows();
+  for (const Tensor* x : {&Q, &K, &V})
+    if (x->dtype != DType::f32) throw bad(fmt::format("'{}' must be f32, not {}", x->name, compiler::name(x->dtype)));
+  if (Q.cols() != std::uint64_t{heads} * dh) throw bad(fmt::format("q '{}' {} needs {} x {} columns", Q.name, shape_text(Q.shape), heads, dh));
+  if (K.rows() != T || K.cols() != std::uint64_t{KVh} * dh)
+    throw bad(fmt::format("k '{}' {} needs {} rows of {} x {}", K.name, shape_text(K.shape), T, KVh, dh));
+  if (V.rows() != T || V.cols() != std::uint64_t{KVh} * dv)
+    throw bad(fmt::format("v '{}' {} needs {} rows of {} x {}", V.name, shape_text(V.shape), T, KVh, dv));
+  if (T > C) throw bad(fmt::format("{} rows in a cache of {} positions", T, C));
+  if (P.role != Role::input || P.elements() != T || (P.dtype != DType::f32 && P.dtype != DType::i32))
+    throw bad(fmt::format("positions '{}' must be an input of {} values", P.name, T));
+  if (!(scale > 0) || !std::isfinite(scale)) throw bad(fmt::format("scale {} (must be positive)", scale));
+  Op op;
+  op.kind = OpKind::attention, op.name = n, op.in = {q, k, v, kcache, vcache, positions}, op.heads = heads, op.scale = scale;
+  std::vector<unsigned> shape = Q.shape;
+  shape.back() = heads * dv;
+  return add_op(std::move(op), std::move(shape), DType::f32);
+}
+
 int Graph::route_indices(int route, const std::string& name) { return route_plane(route, 0, name); }
 int Graph::route_values(int route, const std::string& name) { return route_plane(route, 1, name); }
 
@@ -380,7 +424,7 @@ int Graph::moe(int x, int route, int w1, int w3, int w2, const std::string& name
 void Graph::output(int t) {
   const Tensor& T = operand(t, "output");
   if (T.role != Role::intermediate)
-    throw std::invalid_argument(fmt::format("graph: output '{}' is an input or a weight, not computed", T.name));
+    throw std::invalid_argument(fmt::format("graph: output '{}' is an input, a weight or state, not computed", T.name));
   if (!is_output(t)) outputs_.push_back(t);
 }
 

@@ -40,6 +40,7 @@ enum class OpKind : std::uint8_t {
   route,                                                         // a router's top-k experts and their gates (Graph::route)
   moe,                                                           // the chosen experts' SwiGLU FFNs, gated and summed (Graph::moe)
   gather,                                                        // rows of a table by indices the chip holds (Graph::gather_rows)
+  attention,                                                     // causal attention over a KV cache (Graph::attention)
 };
 const char* name(OpKind k);
 bool is_unary(OpKind k);
@@ -50,11 +51,14 @@ inline bool is_reduction(OpKind k) { return k == OpKind::argmax || k == OpKind::
 // Ops whose parts are rows of their input, not of their output: reductions, reshape, route.
 inline bool tiles_input(OpKind k) { return is_reduction(k) || k == OpKind::reshape || k == OpKind::route; }
 // Ops that neither start nor join an elementwise chain.
-inline bool chains(OpKind k) { return !tiles_input(k) && k != OpKind::move && k != OpKind::moe && k != OpKind::gather; }
+inline bool chains(OpKind k) {
+  return !tiles_input(k) && k != OpKind::move && k != OpKind::moe && k != OpKind::gather && k != OpKind::attention;
+}
 // An elementwise operation: what fusion may put after a producer.
 inline bool is_elementwise(OpKind k) { return is_unary(k) || is_binary(k) || k == OpKind::cast; }
 
-enum class Role : std::uint8_t { input, weight, intermediate };
+// state: kept on the device from run to run (a KV cache, Graph::kv_cache).
+enum class Role : std::uint8_t { input, weight, intermediate, state };
 
 struct Tensor {
   std::string name;
@@ -96,6 +100,8 @@ struct Op {
   float route_scale = 1;                // route_grouped: the gates' factor
   bool normalize = false;               // route_grouped: the gates divided by their sum first
   bool plane_copy = false;              // move: a plane of a route (route_indices, route_values)
+  unsigned heads = 0;                   // attention: query heads
+  float scale = 1;                      // attention: the scores' factor
 };
 
 // Whether b's values repeat over a as numpy broadcasts them: b has a's
@@ -136,6 +142,22 @@ class Graph {
   // A tensor of `shape` made of copies from `inputs` (all of one format);
   // every output element must be written by exactly one move.
   int move(std::vector<int> inputs, std::vector<unsigned> shape, std::vector<Move> moves, const std::string& name = "");
+  // A KV cache: state kept on the device from run to run (and shared by
+  // executables that name it alike, Options::state): `kv_heads` x
+  // `capacity` positions x `dim` values, BF16.
+  int kv_cache(const std::string& name, unsigned kv_heads, unsigned capacity, unsigned dim);
+  // Causal attention over KV caches. q is T x (H dh), k T x (KV dh), v
+  // T x (KV dv) (FP32: the new rows' queries, keys and values); kcache and
+  // vcache are kv_cache()s of KV heads of dh and dv values. The rows are at
+  // positions p .. p + T - 1, p = positions[0] (an input of T whole
+  // numbers, each one more than the one before, read on the chip; p + T
+  // at most the caches' capacity). The new K and V rows are appended to the
+  // caches (rounded to BF16); for head h (KV head h / (H / KV)) the output's
+  // columns h dv .. are softmax(scale * bf16(q_h) . K^T, row r seeing
+  // positions up to p + r) rounded to BF16, times V: FP32 sums on the
+  // tensor core, the vector unit's softmax. Output T x (H dv), FP32.
+  int attention(int q, int k, int v, int kcache, int vcache, int positions, unsigned heads, float scale,
+                const std::string& name = "");
   // A mixture-of-experts router's decision: for each row of `logits`
   // (.., E) the k largest (ties to the lower expert) and their gates, the
   // softmax of those k values (`softmax_gates`) or the values as they are.

@@ -77,8 +77,8 @@ std::vector<int> narrow_storage(Graph& g, const std::vector<Group>& groups) {
     const int t = grp.out;
     const OpKind anchor = g.ops()[static_cast<std::size_t>(grp.ops[0])].kind;
     if (g.tensor(t).dtype != DType::f32 || g.is_output(t) || anchor == OpKind::reshape || anchor == OpKind::move ||
-        anchor == OpKind::moe || anchor == OpKind::gather)
-      continue;  // copies of bytes, or sums the combine stores as they are
+        anchor == OpKind::moe || anchor == OpKind::gather || anchor == OpKind::attention)
+      continue;  // copies of bytes, or sums the combine (or the attention kernel) stores as they are
     const std::vector<int> readers = g.consumers(t);
     std::optional<DType> fmt;
     bool ok = !readers.empty();
@@ -120,8 +120,9 @@ SpmPlan plan_spm(const Graph& g, const Group& grp, const Tiling& t, std::uint32_
     add("a", std::uint64_t{t.mb} * B.shape[0] * eb);
     for (int k = 0; k < 2; ++k) add(fmt::format("b{}", k), std::uint64_t{t.kb} * t.nb * eb);
     for (int k = 0; k < 2; ++k) add(fmt::format("c{}", k), block * 4);
-  } else if (anchor.kind == OpKind::reshape || anchor.kind == OpKind::move || anchor.kind == OpKind::gather) {
-    return p;  // memory to memory (a gather's indices: the kernel's own buffer)
+  } else if (anchor.kind == OpKind::reshape || anchor.kind == OpKind::move || anchor.kind == OpKind::gather ||
+             anchor.kind == OpKind::attention) {
+    return p;  // memory to memory (a gather's indices, an attention's blocks: the kernel's own buffers)
   } else if (anchor.kind == OpKind::route) {
     // The logits, the top-k values and indices, the gates.
     add("x0", block * 4);
@@ -201,6 +202,13 @@ Tiling tile(const Graph& g, const Group& grp, const Target& tgt) {
     t.mb = t.nb = 1;
     const unsigned n = static_cast<unsigned>(g.tensor(anchor.in[1]).elements());
     for (const auto& [r0, r1] : split(n, tgt.tiles, 1)) t.parts.push_back({static_cast<unsigned>(t.parts.size()), r0, r1, 0, 0});
+    return t;
+  }
+  if (anchor.kind == OpKind::attention) {
+    // Parts are ranges of the heads (r0, r1), as even as the tiles allow.
+    Tiling t;
+    t.mb = t.nb = 1;
+    for (const auto& [h0, h1] : split(anchor.heads, tgt.tiles, 1)) t.parts.push_back({static_cast<unsigned>(t.parts.size()), h0, h1, 0, 0});
     return t;
   }
   // The rows x cols the parts cover: the anchor's output (an argmax's input).

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <stdexcept>
 
 #include "engines/num/accumulate.hpp"
@@ -24,6 +25,19 @@ void check_inputs(const Graph& g, const std::map<std::string, std::vector<float>
     if (it->second.size() != t.elements())
       throw std::invalid_argument(
           fmt::format("run: input '{}' needs {} values, not {}", t.name, t.elements(), it->second.size()));
+  }
+  for (const Op& op : g.ops()) {
+    if (op.kind != OpKind::attention) continue;
+    const Tensor& P = g.tensor(op.in[5]);
+    const std::vector<float>& p = inputs.at(P.name);
+    const unsigned C = g.tensor(op.in[3]).shape[1];
+    if (!(p[0] >= 0) || p[0] != std::floor(p[0]) || p[0] + static_cast<float>(p.size()) > static_cast<float>(C))
+      throw std::invalid_argument(fmt::format("run: {}: positions '{}' start at {}; {} rows need {} to {} in a cache of {}", op.name,
+                                              P.name, p[0], p.size(), 0, C - p.size(), C));
+    for (std::size_t r = 1; r < p.size(); ++r)
+      if (p[r] != p[0] + static_cast<float>(r))
+        throw std::invalid_argument(fmt::format("run: {}: positions '{}' [{}] is {}, not {} (one after another)", op.name, P.name, r,
+                                                p[r], p[0] + static_cast<float>(r)));
   }
 }
 
@@ -126,10 +140,63 @@ std::vector<float> moe_reference(const Graph& g, const Op& op, const std::vector
   return out;
 }
 
+// attention: each head as the program kernel's attention() computes it.
+std::vector<float> attention_reference(const Graph& g, const Op& op, const std::vector<std::vector<float>>& v, std::vector<float>& kcache,
+                                       std::vector<float>& vcache) {
+  namespace vec = num::vec;
+  const Tensor &KC = g.tensor(op.in[3]), &VC = g.tensor(op.in[4]);
+  const unsigned H = op.heads, KVh = KC.shape[0], C = KC.shape[1], dh = KC.shape[2], dv = VC.shape[2];
+  const std::vector<float> &q = v[static_cast<std::size_t>(op.in[0])], &k = v[static_cast<std::size_t>(op.in[1])],
+                           &vv = v[static_cast<std::size_t>(op.in[2])];
+  const unsigned T = static_cast<unsigned>(g.tensor(op.in[0]).rows());
+  const unsigned p = static_cast<unsigned>(v[static_cast<std::size_t>(op.in[5])][0]), n = p + T;
+  auto bf16 = [](float x) { return static_cast<double>(num::quantize(num::Format::BF16, x)); };
+  // The new rows into the caches, rounded.
+  for (unsigned j = 0; j < KVh; ++j)
+    for (unsigned t = 0; t < T; ++t) {
+      for (unsigned d = 0; d < dh; ++d)
+        kcache[(std::size_t{j} * C + p + t) * dh + d] = static_cast<float>(bf16(k[(std::size_t{t} * KVh + j) * dh + d]));
+      for (unsigned d = 0; d < dv; ++d)
+        vcache[(std::size_t{j} * C + p + t) * dv + d] = static_cast<float>(bf16(vv[(std::size_t{t} * KVh + j) * dv + d]));
+    }
+  std::vector<float> out(std::size_t{T} * H * dv);
+  for (unsigned h = 0; h < H; ++h) {
+    const unsigned j = h / (H / KVh);
+    std::vector<double> a(std::size_t{T} * dh), kt(std::size_t{dh} * n), pv(std::size_t{n} * dv), s, o;
+    for (unsigned t = 0; t < T; ++t)
+      for (unsigned d = 0; d < dh; ++d) a[std::size_t{t} * dh + d] = bf16(q[(std::size_t{t} * H + h) * dh + d]);
+    for (unsigned c = 0; c < n; ++c) {
+      for (unsigned d = 0; d < dh; ++d) kt[std::size_t{d} * n + c] = kcache[(std::size_t{j} * C + c) * dh + d];
+      for (unsigned d = 0; d < dv; ++d) pv[std::size_t{c} * dv + d] = vcache[(std::size_t{j} * C + c) * dv + d];
+    }
+    num::gemm(a, kt, s, T, n, dh, num::Accumulation{});
+    std::vector<double> probs(s.size());
+    for (unsigned t = 0; t < T; ++t) {
+      std::vector<float> row(n);
+      for (unsigned c = 0; c < n; ++c)
+        row[c] = (c > p + t ? -std::numeric_limits<float>::infinity() : static_cast<float>(s[std::size_t{t} * n + c])) * op.scale;
+      vec::softmax(row.data(), n);
+      for (unsigned c = 0; c < n; ++c) probs[std::size_t{t} * n + c] = bf16(row[c]);
+    }
+    num::gemm(probs, pv, o, T, dv, n, num::Accumulation{});
+    for (unsigned t = 0; t < T; ++t)
+      for (unsigned d = 0; d < dv; ++d) out[(std::size_t{t} * H + h) * dv + d] = static_cast<float>(o[std::size_t{t} * dv + d]);
+  }
+  return out;
+}
+
 }  // namespace
 
-std::vector<std::vector<float>> reference(const Graph& g, const std::map<std::string, std::vector<float>>& inputs) {
+std::vector<std::vector<float>> reference(const Graph& g, const std::map<std::string, std::vector<float>>& inputs,
+                                          std::map<std::string, std::vector<float>>* state) {
   check_inputs(g, inputs);
+  std::map<std::string, std::vector<float>> own;
+  if (!state) state = &own;
+  for (const Tensor& t : g.tensors())
+    if (t.role == Role::state) {
+      std::vector<float>& s = (*state)[t.name];
+      if (s.size() != t.elements()) s.assign(t.elements(), 0.0f);
+    }
   std::vector<std::vector<float>> v(g.tensors().size());
   for (std::size_t i = 0; i < g.tensors().size(); ++i) {
     const Tensor& t = g.tensors()[i];
@@ -210,6 +277,9 @@ std::vector<std::vector<float>> reference(const Graph& g, const std::map<std::st
         break;
       }
       case OpKind::moe: y = moe_reference(g, op, x, v[static_cast<std::size_t>(op.in[1])]); break;
+      case OpKind::attention:
+        y = attention_reference(g, op, v, state->at(g.tensor(op.in[3]).name), state->at(g.tensor(op.in[4]).name));
+        break;
       case OpKind::gather: {
         const std::vector<float>& idx = v[static_cast<std::size_t>(op.in[1])];
         const Tensor& Tb = g.tensor(op.in[0]);

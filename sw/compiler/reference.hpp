@@ -18,9 +18,14 @@ namespace tessera::compiler {
 // argmax's indices as floats). `inputs` by input name, FP32, each the
 // input's element count; a missing or misshapen one throws
 // std::invalid_argument naming it.
-std::vector<std::vector<float>> reference(const Graph& g, const std::map<std::string, std::vector<float>>& inputs);
+// `state`: the KV caches' values by name (BF16 values as floats, the
+// cache's elements; a missing one starts at zeros), read and updated as
+// the chip's attention reads and appends them, so that runs chain.
+std::vector<std::vector<float>> reference(const Graph& g, const std::map<std::string, std::vector<float>>& inputs,
+                                          std::map<std::string, std::vector<float>>* state = nullptr);
 
-// Checks run()'s and reference()'s inputs against the graph.
+// Checks run()'s and reference()'s inputs against the graph (an
+// attention's positions: whole numbers, one after another, inside its cache).
 void check_inputs(const Graph& g, const std::map<std::string, std::vector<float>>& inputs);
 
 }  // namespace tessera::compiler

@@ -1,11 +1,14 @@
 // tessera-vp demo --hf-config FILE.json [--weights FILE|DIR] [--layers N]
-//                 [--prompt N] [--seed S] [--check] [--set inst.key=value]...
+//                 [--prompt N] [--decode N] [--seed S] [--check]
+//                 [--set inst.key=value]...
 // Builds the model's prefill from its config.json (llama.hpp) with its
 // safetensors weights or seeded ones, compiles it (sw/compiler) and runs it
 // on the T1 with one launch; prints the greedy next token, the simulated
-// time per prompt token and the launch against its roofline. --check
-// compares every logit with the FP32 host reference (bound 5e-2, as the
-// main job's). Exit codes: 0, 1 (--check failed), 2 (a bad option, config
+// time per prompt token and the launch against its roofline. --decode N
+// then decodes N tokens greedily, one compiled step a token over the KV
+// caches the prefill filled (one launch a step). --check compares every
+// logit (the prompt's and each decoded token's) with the FP32 host
+// reference (bound 5e-2, as the main job's). Exit codes: 0, 1 (--check failed), 2 (a bad option, config
 // or weights file, in one line), 3 (a device error).
 #include "hf_demo.hpp"
 
@@ -34,7 +37,7 @@ int fail(const std::string& why) {
 
 int demo_main(int argc, char** argv) {
   std::string config, weights;
-  unsigned layers = 0, prompt = 16, seed = 1;
+  unsigned layers = 0, prompt = 16, seed = 1, decode = 0;
   bool check = false;
   rt::Device::Options opt;
   for (int i = 1; i < argc; ++i) {
@@ -51,15 +54,16 @@ int demo_main(int argc, char** argv) {
     else if (a == "--weights" && more) weights = argv[++i];
     else if (a == "--layers" && more) { if (!number(layers) || !layers) return fail("--layers takes a number of layers above 0"); }
     else if (a == "--prompt" && more) { if (!number(prompt) || !prompt || prompt > 1024) return fail("--prompt takes 1 to 1024 tokens"); }
+    else if (a == "--decode" && more) { if (!number(decode) || decode > 1024) return fail("--decode takes 0 to 1024 tokens"); }
     else if (a == "--seed" && more) { if (!number(seed)) return fail("--seed takes a number"); }
     else if (a == "--set" && more) opt.sets.push_back(argv[++i]);
     else if (a == "--check") check = true;
-    else return fail(fmt::format("'{}' is not an option of demo --hf-config (--weights, --layers, --prompt, --seed, --check, --set)", a));
+    else return fail(fmt::format("'{}' is not an option of demo --hf-config (--weights, --layers, --prompt, --decode, --seed, --check, --set)", a));
   }
   LlamaConfig c;
   std::unique_ptr<SafeTensors> st;
   WeightSource w = seeded_weights(seed);
-  compiler::Graph g;
+  compiler::Graph g, step;
   std::vector<std::uint32_t> tokens;
   try {
     c = LlamaConfig::load(config);
@@ -67,16 +71,19 @@ int demo_main(int argc, char** argv) {
     std::mt19937 rng(seed);
     for (unsigned t = 0; t < prompt; ++t) tokens.push_back(static_cast<std::uint32_t>(rng() % c.vocab));
     // A functional run holds every weight on the host in FP32, about twice
-    // (the graph's copy and the chip's layout): refuse at once what this
-    // host cannot hold rather than fill its memory for minutes.
-    const std::uint64_t params = c.parameters(layers), need = params * 4 * 2;
+    // per compiled graph (the graph's copy and the chip's layout; the
+    // decode step is a second graph): refuse at once what this host cannot
+    // hold rather than fill its memory for minutes.
+    const std::uint64_t params = c.parameters(layers), need = params * 4 * 2 * (decode ? 2 : 1);
     const std::uint64_t host = static_cast<std::uint64_t>(sysconf(_SC_PHYS_PAGES)) * static_cast<std::uint64_t>(sysconf(_SC_PAGE_SIZE));
     if (need > host / 2)
       return fail(fmt::format("{}: {} of {} layers hold {:.3g} G weights, {:.1f} GB on the host in FP32 twice over, more than half "
                               "of this host's {:.1f} GB; run fewer layers (--layers), or at full size in the timing-only mode "
                               "(not built yet)",
                               config, layers ? std::min(layers, c.layers) : c.layers, c.layers, params / 1e9, need / 1e9, host / 1e9));
-    g = llama_prefill(c, w, tokens, layers);
+    const unsigned context = prompt + decode;
+    g = llama_step(c, w, prompt, context, layers);
+    if (decode) step = llama_step(c, w, 1, context, layers);
   } catch (const std::exception& e) {
     return fail(e.what());
   }
@@ -86,9 +93,14 @@ int demo_main(int argc, char** argv) {
     const rt::Kernel program = dev.load_kernel(data_file(DataKind::kernels, "program.elf"), (1u << dev.tiles()) - 1);
     compiler::Executable ex(dev, program, std::move(g));
     const std::map<std::string, std::vector<float>> outputs = ex.run(llama_inputs(tokens));
-    const std::vector<float>& logits = outputs.at("logits");
-    const float* last = logits.data() + std::size_t{prompt - 1} * c.vocab;
-    const auto next = static_cast<unsigned>(std::max_element(last, last + c.vocab) - last);
+    std::vector<float> logits = outputs.at("logits");
+    auto greedy = [&](const std::vector<float>& l) {
+      const float* last = l.data() + l.size() - c.vocab;
+      return static_cast<std::uint32_t>(std::max_element(last, last + c.vocab) - last);
+    };
+    const std::uint32_t next = greedy(logits);
+    // The chip's routes by layer (a MoE model's), the prompt's and then each decoded token's.
+    std::vector<std::vector<std::uint32_t>> routes = chip_routes(c, outputs, layers);
     const roofline::Report& r = ex.last_bound();
     std::cout << fmt::format("{} ({}), {} of {} layers, {} weights: hidden {}, {} heads ({} KV), head_dim {}, vocabulary {}{}\n",
                              config, c.model_type, run_layers, c.layers, weights.empty() ? "seeded" : weights, c.hidden,
@@ -114,13 +126,38 @@ int demo_main(int argc, char** argv) {
       }
       std::cout << "slowest nodes: " << slow << "\n";
     }
+    std::vector<std::uint32_t> sequence = tokens;
+    sequence.push_back(next);
+    if (decode) {
+      compiler::Options shared;
+      shared.state = ex.state();
+      compiler::Executable dx(dev, program, std::move(step), shared);
+      double took = 0, bound = 0;
+      std::map<std::string, double> binding;  // the seconds each resource bound
+      for (unsigned i = 0; i < decode; ++i) {
+        const std::map<std::string, std::vector<float>> o = dx.run(llama_inputs({sequence.back()}, prompt + i));
+        took += dx.last_seconds(), bound += dx.last_bound().seconds();
+        binding[dx.last_bound().binding().resource] += dx.last_bound().seconds();
+        logits.insert(logits.end(), o.at("logits").begin(), o.at("logits").end());
+        const std::vector<std::vector<std::uint32_t>> r = chip_routes(c, o, layers);
+        for (std::size_t l = 0; l < routes.size(); ++l) routes[l].insert(routes[l].end(), r[l].begin(), r[l].end());
+        if (i + 1 < decode) sequence.push_back(greedy(o.at("logits")));
+      }
+      std::string decoded;
+      for (std::size_t k = prompt; k < sequence.size(); ++k) decoded += fmt::format("{}{}", k > prompt ? " " : "", sequence[k]);
+      std::cout << fmt::format("decode of {} tokens: {} nodes a step, {:.2f} us/token ({:.0f} tokens/s); decoded: {}\n", decode,
+                               dx.groups().size(), took * 1e6 / decode, decode / took, decoded);
+      const auto most = std::max_element(binding.begin(), binding.end(), [](const auto& a, const auto& b) { return a.second < b.second; });
+      std::cout << fmt::format("decode roofline: bound {:.2f} us/token ({} binding): {:.1f}% of it\n", bound * 1e6 / decode,
+                               most->first, 100 * bound / took);
+    }
     if (check) {
       // A MoE model's reference follows the chip's routes (and counts where its own FP32 top k differs).
-      const std::vector<std::vector<std::uint32_t>> routes = chip_routes(c, outputs, layers);
+      std::vector<std::uint32_t> fed(sequence.begin(), sequence.begin() + prompt + decode);
       unsigned sparse_layers = 0;
       for (unsigned l = 0; l < run_layers; ++l) sparse_layers += c.sparse(l);
       unsigned disagree = 0;
-      const std::vector<float> ref = llama_reference(c, w, tokens, layers, c.experts ? &routes : nullptr, &disagree);
+      const std::vector<float> ref = llama_reference(c, w, fed, layers, c.experts ? &routes : nullptr, &disagree);
       double worst = 0, scale = 0;
       for (std::size_t i = 0; i < ref.size(); ++i)
         worst = std::max(worst, std::fabs(double(logits[i]) - ref[i])), scale = std::max(scale, std::fabs(double(ref[i])));
@@ -128,7 +165,7 @@ int demo_main(int argc, char** argv) {
       std::cout << fmt::format("check: max relative logit error {:.3g} against the FP32 reference (bound 5e-2){}: {}\n",
                                worst / scale,
                                c.experts ? fmt::format(", on the chip's routes ({} of {} token-layer routes differ from its own)",
-                                                       disagree, std::size_t{prompt} * sparse_layers)
+                                                       disagree, std::size_t{prompt + decode} * sparse_layers)
                                          : std::string(),
                                ok ? "ok" : "FAILED");
       if (!ok) return 1;

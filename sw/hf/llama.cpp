@@ -265,11 +265,18 @@ float bf16(float x) { return static_cast<float>(num::quantize(num::Format::BF16,
 }  // namespace
 
 Graph llama_prefill(const LlamaConfig& c, const WeightSource& w, const std::vector<std::uint32_t>& tokens, unsigned layers) {
-  const unsigned T = static_cast<unsigned>(tokens.size()), D = c.hidden, hd = c.head_dim, H = c.heads, KV = c.kv_heads;
-  const unsigned L = layers ? std::min(layers, c.layers) : c.layers;
+  const unsigned T = static_cast<unsigned>(tokens.size());
   if (!T) throw std::invalid_argument("llama: an empty prompt");
   for (std::uint32_t t : tokens)
     if (t >= c.vocab) throw std::invalid_argument(fmt::format("llama: token {} of a vocabulary of {}", t, c.vocab));
+  return llama_step(c, w, T, T, layers);
+}
+
+Graph llama_step(const LlamaConfig& c, const WeightSource& w, unsigned rows, unsigned context, unsigned layers) {
+  const unsigned T = rows, D = c.hidden, hd = c.head_dim, H = c.heads, KV = c.kv_heads;
+  const unsigned L = layers ? std::min(layers, c.layers) : c.layers;
+  if (!T) throw std::invalid_argument("llama: a step of no tokens");
+  if (T > context) throw std::invalid_argument(fmt::format("llama: a step of {} tokens in a context of {}", T, context));
   Graph g;
   auto linear = [&](int x, const std::string& name, unsigned out, unsigned in) {
     return g.matmul(x, g.weight(name, {in, out}, transposed(w(name, {out, in}), out, in), DType::bf16), DType::bf16);
@@ -281,16 +288,20 @@ Graph llama_prefill(const LlamaConfig& c, const WeightSource& w, const std::vect
   const std::vector<float> table = w("model.embed_tokens.weight", {c.vocab, D});
   const int embed = g.weight("model.embed_tokens.weight", {c.vocab, D}, table);
   int h = g.gather_rows(embed, g.input("tokens", {T}), "embed");
-  // Rotary tables for the prompt's positions: x.cos + rotate_half(x).sin,
-  // rotate_half's sign folded into the sin table; n heads of `width`
-  // columns, columns [offset, offset + rd) of each rotated (the others
-  // kept: cos 1, sin 0); yarn's mscale on both tables.
+  // The step's positions (llama_inputs): the rotary tables' rows, and where
+  // the attention appends to its KV caches.
+  const int positions = g.input("positions", {T});
+  // Rotary tables of the context's positions, the step's rows gathered on
+  // the chip: x.cos + rotate_half(x).sin, rotate_half's sign folded into
+  // the sin table; n heads of `width` columns, columns [offset, offset +
+  // rd) of each rotated (the others kept: cos 1, sin 0); yarn's mscale on
+  // both tables.
   const std::vector<double> f = c.inv_freq();
   const double ms = c.rope_mscale();
   auto rope = [&](int x, unsigned n, const std::string& name, unsigned width, unsigned offset, unsigned rd) {
     const std::uint64_t W = std::uint64_t{n} * width;
-    std::vector<float> cs(T * W, 1.0f), sn(cs.size(), 0.0f);
-    for (unsigned t = 0; t < T; ++t)
+    std::vector<float> cs(context * W, 1.0f), sn(cs.size(), 0.0f);
+    for (unsigned t = 0; t < context; ++t)
       for (unsigned hh = 0; hh < n; ++hh)
         for (unsigned j = 0; j < rd; ++j) {
           const double a = t * f[j % (rd / 2)];
@@ -307,30 +318,19 @@ Graph llama_prefill(const LlamaConfig& c, const WeightSource& w, const std::vect
       if (offset + rd < width) swap.push_back({0, base + rd, base + rd, width - offset - rd, T, W, W});
     }
     const int half = g.move({x}, {T, static_cast<unsigned>(W)}, swap, name + ".rotate_half");
-    return g.binary(OpKind::add, g.binary(OpKind::mul, x, g.weight(name + ".cos", {T, static_cast<unsigned>(W)}, cs)),
-                    g.binary(OpKind::mul, half, g.weight(name + ".sin", {T, static_cast<unsigned>(W)}, sn)), name);
+    const int cos = g.gather_rows(g.weight(name + ".cos", {context, static_cast<unsigned>(W)}, cs), positions, name + ".cos_rows");
+    const int sin = g.gather_rows(g.weight(name + ".sin", {context, static_cast<unsigned>(W)}, sn), positions, name + ".sin_rows");
+    return g.binary(OpKind::add, g.binary(OpKind::mul, x, cos), g.binary(OpKind::mul, half, sin), name);
   };
-  std::vector<float> mask(std::size_t{T} * T, 0.0f);
-  for (unsigned i = 0; i < T; ++i)
-    for (unsigned j = i + 1; j < T; ++j) mask[std::size_t{i} * T + j] = -std::numeric_limits<float>::infinity();
-  if (c.sliding_window && T > c.sliding_window)
-    throw std::invalid_argument(fmt::format("llama: a prompt of {} tokens is longer than the sliding window of {} (not built)", T,
-                                            c.sliding_window));
-  const int causal = g.weight("causal_mask", {T, T}, mask);
-  const int scale = g.weight("attention_scale", {1}, {static_cast<float>(c.attention_scale())});
-  // Attention of H heads: each head's Q [T, qd] and K transposed [qd, T]
-  // moved out, scores scaled and masked, softmax, times its V [T, vd].
-  auto attention = [&](unsigned l, unsigned vd, const std::function<int(unsigned)>& q_head,
-                       const std::function<int(unsigned)>& k_head_t, const std::function<int(unsigned)>& v_head) {
-    std::vector<int> outs;
-    for (unsigned hh = 0; hh < H; ++hh) {
-      const int qh = q_head(hh), kth = k_head_t(hh), vh = v_head(hh);  // in this order (the graph's op order)
-      const int s = g.binary(OpKind::add, g.binary(OpKind::mul, g.matmul(qh, kth, DType::bf16), scale), causal);
-      outs.push_back(g.matmul(g.softmax(s), vh, DType::bf16));
-    }
-    std::vector<Move> cat;
-    for (unsigned hh = 0; hh < H; ++hh) cat.push_back({hh, 0, std::uint64_t{hh} * vd, vd, T, vd, std::uint64_t{H} * vd});
-    return g.move(outs, {T, H * vd}, cat, fmt::format("layer{}.heads", l));
+  if (c.sliding_window && context > c.sliding_window)
+    throw std::invalid_argument(fmt::format("llama: a context of {} tokens is longer than the sliding window of {} (not built)",
+                                            context, c.sliding_window));
+  // Causal attention of H heads over the layer's KV caches (KVh heads of
+  // qd keys and vd values; the step's rows appended at their positions).
+  auto attention = [&](unsigned l, int q, int k, int v, unsigned KVh, unsigned qd, unsigned vd) {
+    const int kc = g.kv_cache(fmt::format("layer{}.k_cache", l), KVh, context, qd);
+    const int vc = g.kv_cache(fmt::format("layer{}.v_cache", l), KVh, context, vd);
+    return g.attention(q, k, v, kc, vc, positions, H, static_cast<float>(c.attention_scale()), fmt::format("layer{}.attention", l));
   };
   for (unsigned l = 0; l < L; ++l) {
     const int x = g.rmsnorm(h, norm(layer(l, "input_layernorm.weight")), static_cast<float>(c.rms_eps));
@@ -367,16 +367,16 @@ Graph llama_prefill(const LlamaConfig& c, const WeightSource& w, const std::vect
       const int kv = linear(g.rmsnorm(ckv, g.weight(kvn, {r}, w(kvn, {r})), static_cast<float>(c.rms_eps)),
                             layer(l, "self_attn.kv_b_proj.weight"), H * (nope + vd), r);
       const std::uint64_t kvw = std::uint64_t{H} * (nope + vd);
-      const int o = attention(
-          l, vd,
-          [&](unsigned hh) { return g.move({q}, {T, qd}, {{0, std::uint64_t{hh} * qd, 0, qd, T, std::uint64_t{H} * qd, qd}}); },
-          [&](unsigned hh) {  // [k_nope of this head ; the shared k_pe], transposed
-            std::vector<Move> kt;
-            for (unsigned d = 0; d < nope; ++d) kt.push_back({0, std::uint64_t{hh} * (nope + vd) + d, std::uint64_t{d} * T, 1, T, kvw, 1});
-            for (unsigned d = 0; d < rd; ++d) kt.push_back({1, d, std::uint64_t{nope + d} * T, 1, T, rd, 1});
-            return g.move({kv, kpe}, {qd, T}, kt);
-          },
-          [&](unsigned hh) { return g.move({kv}, {T, vd}, {{0, std::uint64_t{hh} * (nope + vd) + nope, 0, vd, T, kvw, vd}}); });
+      // Each head's key: [its k_nope ; the shared k_pe]; its value.
+      std::vector<Move> km, vm;
+      for (unsigned hh = 0; hh < H; ++hh) {
+        km.push_back({0, std::uint64_t{hh} * (nope + vd), std::uint64_t{hh} * qd, nope, T, kvw, std::uint64_t{H} * qd});
+        km.push_back({1, 0, std::uint64_t{hh} * qd + nope, rd, T, rd, std::uint64_t{H} * qd});
+        vm.push_back({0, std::uint64_t{hh} * (nope + vd) + nope, std::uint64_t{hh} * vd, vd, T, kvw, std::uint64_t{H} * vd});
+      }
+      const int keys = g.move({kv, kpe}, {T, H * qd}, km, fmt::format("layer{}.keys", l));
+      const int values = g.move({kv}, {T, H * vd}, vm, fmt::format("layer{}.values", l));
+      const int o = attention(l, q, keys, values, H, qd, vd);
       h = g.binary(OpKind::add, linear(o, layer(l, "self_attn.o_proj.weight"), D, H * vd), h);
     } else {
       auto projection = [&](const char* name, unsigned out) {  // with Qwen2's bias
@@ -388,18 +388,7 @@ Graph llama_prefill(const LlamaConfig& c, const WeightSource& w, const std::vect
       const int q = rope(projection("q_proj", H * hd), H, fmt::format("layer{}.q", l), hd, 0, hd);
       const int k = rope(projection("k_proj", KV * hd), KV, fmt::format("layer{}.k", l), hd, 0, hd);
       const int v = projection("v_proj", KV * hd);
-      const int o = attention(
-          l, hd, [&](unsigned hh) { return g.move({q}, {T, hd}, {{0, std::uint64_t{hh} * hd, 0, hd, T, std::uint64_t{H} * hd, hd}}); },
-          [&](unsigned hh) {  // K's head transposed: [hd, T]
-            const unsigned kvh = hh / (H / KV);
-            std::vector<Move> kt;
-            for (unsigned d = 0; d < hd; ++d) kt.push_back({0, std::uint64_t{kvh} * hd + d, std::uint64_t{d} * T, 1, T, std::uint64_t{KV} * hd, 1});
-            return g.move({k}, {hd, T}, kt);
-          },
-          [&](unsigned hh) {
-            const unsigned kvh = hh / (H / KV);
-            return g.move({v}, {T, hd}, {{0, std::uint64_t{kvh} * hd, 0, hd, T, std::uint64_t{KV} * hd, hd}});
-          });
+      const int o = attention(l, q, k, v, KV, hd, hd);
       h = g.binary(OpKind::add, linear(o, layer(l, "self_attn.o_proj.weight"), D, H * hd), h);
     }
     const int x2 = g.rmsnorm(h, norm(layer(l, "post_attention_layernorm.weight")), static_cast<float>(c.rms_eps));
@@ -452,8 +441,10 @@ Graph llama_prefill(const LlamaConfig& c, const WeightSource& w, const std::vect
   return g;
 }
 
-std::map<std::string, std::vector<float>> llama_inputs(const std::vector<std::uint32_t>& tokens) {
-  return {{"tokens", std::vector<float>(tokens.begin(), tokens.end())}};
+std::map<std::string, std::vector<float>> llama_inputs(const std::vector<std::uint32_t>& tokens, unsigned position) {
+  std::vector<float> pos(tokens.size());
+  for (std::size_t t = 0; t < pos.size(); ++t) pos[t] = static_cast<float>(position + t);
+  return {{"tokens", std::vector<float>(tokens.begin(), tokens.end())}, {"positions", pos}};
 }
 
 std::vector<std::vector<std::uint32_t>> chip_routes(const LlamaConfig& c, const std::map<std::string, std::vector<float>>& outputs,

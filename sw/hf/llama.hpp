@@ -111,9 +111,17 @@ WeightSource seeded_weights(std::uint32_t seed);
 // then their gates).
 compiler::Graph llama_prefill(const LlamaConfig& c, const WeightSource& w, const std::vector<std::uint32_t>& tokens,
                               unsigned layers = 0);
-// The graph's inputs for a prompt: its tokens (the graph's "tokens", as
-// FP32 whole numbers), gathered from the embedding table on the chip.
-std::map<std::string, std::vector<float>> llama_inputs(const std::vector<std::uint32_t>& tokens);
+// A step of `rows` new tokens (the graph's input "tokens") at positions
+// given at run time (its input "positions": llama_inputs) over KV caches of
+// `context` positions per layer ("layer<l>.k_cache" and "layer<l>.v_cache", state the
+// executables of one sequence share: compiler::Options::state): the
+// prefill is a step of the prompt's length at 0, each decode step one of a
+// row. Outputs as llama_prefill's, for the step's rows.
+compiler::Graph llama_step(const LlamaConfig& c, const WeightSource& w, unsigned rows, unsigned context, unsigned layers = 0);
+// The graph's inputs for a step: its tokens (the graph's "tokens", as FP32
+// whole numbers, gathered from the embedding table on the chip) and their
+// positions from `position` on.
+std::map<std::string, std::vector<float>> llama_inputs(const std::vector<std::uint32_t>& tokens, unsigned position = 0);
 // The same on the host in FP32, with the weights as the chip holds them
 // (rounded to BF16, norms in FP32) and activations unrounded. A MoE model
 // routes each token to its own top k unless `routes` (by layer, T x k

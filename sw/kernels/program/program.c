@@ -343,6 +343,115 @@ __attribute__((noinline)) static int gather_rows(const uint32_t* w) {
   return 0;
 }
 
+/* Causal attention over a KV cache (TKP_ATTN), for heads [h0, h1) of H
+ * on this tile: T new rows at positions p .. p + T - 1, p read from the
+ * chip (element 0 of `positions`: INT32, or FP32 holding a whole number
+ * where flags bit 0 says so). For head h (KV head j = h / (H / KV)):
+ *   K = the cache's rows 0 .. p - 1 of head j (BF16) and the new rows of
+ *       k's head j cast to BF16; V the same from v and the V cache;
+ *   S = Q.K^T in FP32 (Q: q's head h cast to BF16), the new rows' block
+ *       added to the causal mask (0, or -inf above the diagonal), each row
+ *       scaled by its scale, softmax over the p + T columns;
+ *   out's head h = bf16(S).V (FP32).
+ * The tile whose heads include j's first (h % (H / KV) == 0) appends the
+ * new K and V rows (BF16) to the cache at p. Words: 0-1 q (T x H dh), 2-3
+ * k (T x KV dh), 4-5 v (T x KV dv), all FP32; 6-7 the K cache (KV x C x
+ * dh), 8-9 the V cache (KV x C x dv), BF16; 10-11 positions; 12-13 the
+ * constants (T scales, then T x T mask, FP32); 14-15 out (T x H dv, FP32);
+ * 16 T | C << 16; 17 H | KV << 16; 18 dh | dv << 16; 19 h0 | h1 << 16; 20
+ * flags. A position past the cache (p + T > C), or one that is not a
+ * whole number, fails the operation (exit 2); so does a cache too long for
+ * the scratchpad. Heads run one after another, each in phases. */
+__attribute__((noinline)) static int attention(const uint32_t* w) {
+  const uint64_t q = ARG64(w, 0), k = ARG64(w, 2), v = ARG64(w, 4), kc = ARG64(w, 6), vc = ARG64(w, 8), pos = ARG64(w, 10);
+  const uint64_t consts = ARG64(w, 12), out = ARG64(w, 14);
+  const uint32_t T = w[16] & 0xffff, C = w[16] >> 16, H = w[17] & 0xffff, KV = w[17] >> 16, dh = w[18] & 0xffff, dv = w[18] >> 16;
+  const uint32_t h0 = w[19] & 0xffff, h1 = w[19] >> 16, as_float = w[20] & 1;
+  if (!T || !C || !H || !KV || H % KV || !dh || !dv || h0 >= h1 || h1 > H) return 2;
+  uint32_t top = 0x10000;
+#define ATT_BUF(bytes) (top += ((bytes) + 255u) & ~255u, top - (((bytes) + 255u) & ~255u))
+  uint32_t* const P0 = (uint32_t*)tk_ptr(ATT_BUF(4));
+  const uint32_t SC = ATT_BUF(4 * T);
+  struct tk_dma d = {0};
+  d.id = op_index, d.flags = TK_DMA_DST_LOCAL, d.src = pos, d.dst = tk_off(P0), d.len0 = 4;
+  tk_dma_push(&d);
+  d.src = consts, d.dst = SC, d.len0 = 4 * T;
+  tk_dma_push(&d);
+  if (tk_drain()) return 3;
+  uint32_t p = P0[0];
+  if (as_float) {
+    union bits b;
+    b.u = p;
+    if (!(b.f >= 0.0f) || b.f >= 16777216.0f || (float)(uint32_t)b.f != b.f) return 2;
+    p = (uint32_t)b.f;
+  }
+  if (p > C || T > C - p) return 2;
+  const uint32_t n = p + T;
+  if (0x10000u + tkp_attn_scratch(T, n, dh, dv) > TKP_PROGRAM_OFFSET) return 2;
+  const uint32_t QB = ATT_BUF(2 * T * dh), KB = ATT_BUF(2 * n * dh), VB = ATT_BUF(2 * n * dv), S = ATT_BUF(4 * T * n);
+  const uint32_t PB = ATT_BUF(2 * T * n), O = ATT_BUF(4 * T * dv);
+  const uint32_t group = H / KV, cast = tk_dma_cast(TK_FP32, TK_BF16) | TK_DMA_DST_LOCAL;
+  for (uint32_t h = h0; h < h1; ++h) {
+    const uint32_t j = h / group;
+    /* Q, the cached K and V rows, the new ones cast into place, the mask. */
+    struct tk_dma l = {0};
+    l.id = op_index, l.flags = cast, l.src = q + 4ull * h * dh, l.dst = QB, l.len0 = dh, l.count1 = T, l.sstride1 = 4 * H * dh;
+    tk_dma_push(&l);
+    l.src = k + 4ull * j * dh, l.dst = KB + 2 * p * dh, l.sstride1 = 4 * KV * dh;
+    tk_dma_push(&l);
+    l.src = v + 4ull * j * dv, l.dst = VB + 2 * p * dv, l.len0 = dv, l.sstride1 = 4 * KV * dv;
+    tk_dma_push(&l);
+    if (p) {
+      struct tk_dma c = {0};
+      c.id = op_index, c.flags = TK_DMA_DST_LOCAL, c.src = kc + 2ull * j * C * dh, c.dst = KB, c.len0 = 2 * p * dh;
+      tk_dma_push(&c);
+      c.src = vc + 2ull * j * C * dv, c.dst = VB, c.len0 = 2 * p * dv;
+      tk_dma_push(&c);
+    }
+    if (T > 1) {
+      struct tk_dma m = {0};
+      m.id = op_index, m.flags = TK_DMA_DST_LOCAL, m.src = consts + 4ull * T, m.dst = S + 4 * p, m.len0 = 4 * T, m.count1 = T;
+      m.sstride1 = 4 * T, m.dstride1 = 4 * n;
+      tk_dma_push(&m);
+    }
+    if (tk_drain()) return 3;
+    /* The scores: the cached columns, then the new ones onto the mask. */
+    struct tk_gemm g = {0};
+    g.id = op_index, g.input = TK_BF16, g.trans_b = 1, g.k = dh, g.m = T, g.a = QB, g.ldc = n;
+    if (p) {
+      g.n = p, g.b = KB, g.c = S;
+      tk_gemm_push(&g);
+    }
+    g.n = T, g.b = KB + 2 * p * dh, g.c = S + 4 * p, g.accumulate = T > 1;
+    tk_gemm_push(&g);
+    if (tk_drain()) return 3;
+    struct tk_vec x = {0};
+    x.id = op_index, x.op = TK_VSCALE_ROWS, x.rows = T, x.cols = n, x.src0 = S, x.src1 = SC, x.dst = S;
+    tk_vec_push(&x);
+    x.op = TK_VSOFTMAX, x.src1 = 0;
+    tk_vec_push(&x);
+    x.op = TK_VCAST_TO, x.dst = PB, x.format = TK_BF16;
+    tk_vec_push(&x);
+    if (tk_drain()) return 3;
+    struct tk_gemm o = {0};
+    o.id = op_index, o.input = TK_BF16, o.m = T, o.n = dv, o.k = n, o.a = PB, o.b = VB, o.c = O;
+    tk_gemm_push(&o);
+    if (tk_drain()) return 3;
+    struct tk_dma st = {0};
+    st.id = op_index, st.flags = TK_DMA_SRC_LOCAL, st.src = O, st.dst = out + 4ull * h * dv, st.len0 = 4 * dv, st.count1 = T;
+    st.dstride1 = 4 * H * dv;
+    tk_dma_push(&st);
+    if (h % group == 0) { /* the new rows into the cache */
+      st.src = KB + 2 * p * dh, st.dst = kc + 2ull * (j * C + p) * dh, st.len0 = 2 * T * dh, st.count1 = 1, st.dstride1 = 0;
+      tk_dma_push(&st);
+      st.src = VB + 2 * p * dv, st.dst = vc + 2ull * (j * C + p) * dv, st.len0 = 2 * T * dv;
+      tk_dma_push(&st);
+    }
+    if (tk_drain()) return 3;
+  }
+  return 0;
+}
+
 static int barrier(const struct tkp_op* o) {
   const uint32_t n = o->w[0], self = o->w[1], sem = o->w[2];
   if (!n || n > TKP_BARRIER_MAX || self >= n || sem > 15) return 2;
@@ -391,6 +500,7 @@ static int run_op(const struct tkp_op* o) {
     case TKP_MOE: return moe_experts(o->w);
     case TKP_ROUTE: return route_grouped(o->w);
     case TKP_GATHER: return gather_rows(o->w);
+    case TKP_ATTN: return attention(o->w);
     default: return 2;
   }
 }

@@ -148,6 +148,7 @@ struct tk_gemm {
   enum tk_format input;
   int accumulate;              /* C += A.B */
   int block_scaled;            /* FP8 with scales at sa, sb (FP32), groups of `group` (0: 128) */
+  int trans_a, trans_b;        /* A stored k x m, B stored n x k */
   uint32_t sa, sb, group;
   uint32_t sem;
   uint32_t id;
@@ -158,7 +159,8 @@ static inline void tk_gemm_push(const struct tk_gemm* g) {
   /* INT8 sums in INT32; every other input in FP32. */
   TK_W(CMD_FORMAT, (uint32_t)g->input | (g->input == TK_INT8 ? 2u << TILE_CMD_FORMAT_ACC_SHIFT : 0) |
                        (g->accumulate ? TILE_CMD_FORMAT_ACCUMULATE_MASK : 0) |
-                       (g->block_scaled ? TILE_CMD_FORMAT_BLOCK_SCALED_MASK : 0));
+                       (g->block_scaled ? TILE_CMD_FORMAT_BLOCK_SCALED_MASK : 0) |
+                       (g->trans_a ? TILE_CMD_FORMAT_TRANS_A_MASK : 0) | (g->trans_b ? TILE_CMD_FORMAT_TRANS_B_MASK : 0));
   TK_W(CMD_M, g->m);
   TK_W(CMD_N, g->n);
   TK_W(CMD_K, g->k);

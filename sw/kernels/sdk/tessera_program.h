@@ -32,6 +32,8 @@ enum tkp_kind {
                       scratchpad: w[0..7] as the program kernel describes them (route_grouped) */
   TKP_GATHER = 11, /* rows of a table in global memory picked by indices the chip holds (an embedding
                       lookup): w[0..9] as the program kernel describes them (gather_rows) */
+  TKP_ATTN = 12,   /* causal attention of some heads over a KV cache in global memory, at a position the chip
+                      holds, the new K/V rows appended: w[0..20] as the program kernel describes them (attention) */
 };
 #define TKP_BARRIER_MAX 19u
 /* Semaphores of long programs (more than TKP_MAX_OPS operations, streamed
@@ -64,6 +66,15 @@ struct tkp_op { /* 96 bytes */
 static inline uint64_t tkp_moe_scratch(uint64_t T, uint64_t D, uint64_t Fs) {
   return TKP_MOE_LISTS + 2 * (TKP_MOE_ROUND(2 * T * D) + 2 * TKP_MOE_ROUND(2 * D * Fs) + TKP_MOE_ROUND(2 * Fs * D) + TKP_MOE_ROUND(4 * T * D)) +
          2 * TKP_MOE_ROUND(4 * T * Fs) + TKP_MOE_ROUND(2 * T * Fs);
+}
+
+/* TKP_ATTN's scratchpad from offset 0x10000, for T rows over n positions
+ * of heads of dh (K) and dv (V) values: the position word, the rows'
+ * scales, Q, K, V (BF16), the scores (FP32), their BF16 copy and the output
+ * (FP32). The kernel refuses (exit 2) a position whose n does not fit. */
+static inline uint64_t tkp_attn_scratch(uint64_t T, uint64_t n, uint64_t dh, uint64_t dv) {
+  return TKP_MOE_ROUND(4) + TKP_MOE_ROUND(4 * T) + TKP_MOE_ROUND(2 * T * dh) + TKP_MOE_ROUND(2 * n * dh) + TKP_MOE_ROUND(2 * n * dv) +
+         TKP_MOE_ROUND(4 * T * n) + TKP_MOE_ROUND(2 * T * n) + TKP_MOE_ROUND(4 * T * dv);
 }
 
 #define TKP_MAX_OPS 640u                 /* 60 KiB of program */

@@ -123,6 +123,7 @@ TileProgram& TileProgram::words(std::uint32_t kind, const char* what, const std:
 
 TileProgram& TileProgram::moe(const std::vector<std::uint32_t>& args) { return words(TKP_MOE, "moe", args, 13, 14); }
 TileProgram& TileProgram::gather(const std::vector<std::uint32_t>& args) { return words(TKP_GATHER, "gather", args, 10, 10); }
+TileProgram& TileProgram::attention(const std::vector<std::uint32_t>& args) { return words(TKP_ATTN, "attention", args, 21, 21); }
 TileProgram& TileProgram::route(const std::vector<std::uint32_t>& args) { return words(TKP_ROUTE, "route", args, 8, 8); }
 
 Graph& Graph::node(std::string name, std::vector<std::pair<unsigned, TileProgram>> per_tile) {

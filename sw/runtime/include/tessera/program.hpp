@@ -87,6 +87,9 @@ class TileProgram {
   // Rows of a table picked by indices in global memory (an embedding
   // lookup): the 10 words the program kernel's gather_rows() takes.
   TileProgram& gather(const std::vector<std::uint32_t>& args);
+  // Causal attention of some heads over a KV cache at a position the chip
+  // holds (TKP_ATTN): the 21 words the program kernel's attention() takes.
+  TileProgram& attention(const std::vector<std::uint32_t>& args);
   // An operation as it is, unchecked (for tests of the program kernel).
   TileProgram& raw(const tkp_op& o) {
     ops_.push_back(o);
