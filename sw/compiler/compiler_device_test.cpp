@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <functional>
 #include <set>
 
 #include "common/paths.hpp"
@@ -21,6 +22,16 @@ Options unfused() {
   Options o;
   o.fuse = o.narrow = false;
   return o;
+}
+
+// `f` throws std::invalid_argument saying `words`.
+void refused_with(const std::function<void()>& f, const std::string& words) {
+  try {
+    f();
+    ADD_FAILURE() << "accepted: " << words;
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find(words), std::string::npos) << e.what();
+  }
 }
 
 // Bit for bit, element by element, named.
@@ -243,6 +254,9 @@ TEST(CompilerDevice, AMixtureOfExpertsRunsOnlyTheChosenExpertsBitForBit) {
     SCOPED_TRACE(testing::Message() << rows << " rows, top-" << k);
     const std::map<std::string, std::vector<float>> in{{"x", seeded_values(std::size_t{rows} * 64, 7 + rows, 2.0f)}};
     Executable ex(c.dev, c.program, moe_block(rows, 64, 128, 8, k));
+    // The residual is added in the experts' combine (one node, the same bits).
+    EXPECT_EQ(ex.graph().ops()[static_cast<std::size_t>(ex.groups().back().ops.back())].name, "residual");
+    EXPECT_EQ(ex.groups().back().ops.size(), 2u);
     const auto out = ex.run(in);
     expect_reference(ex, in, out);
     // The routes differ by row (the test would not see a mixed-up dispatch otherwise).
@@ -439,4 +453,82 @@ TEST(CompilerDevice, DecodingWithTheCacheGivesThePrefillsRowsBitForBit) {
         throw;
       },
       std::invalid_argument);
+}
+
+TEST(CompilerDevice, ARotaryEmbeddingAtARunTimePositionIsTheCompiledOnesBits) {
+  // rope_at reads its position on the chip: the same bits as a rope
+  // compiled at that position, and as the reference, at any position.
+  Chip c;
+  Graph at;
+  at.output(at.rope_at(at.input("x", {3, 64}), 16, at.input("positions", {3}), 1, "r"));
+  Executable run_time(c.dev, c.program, std::move(at));
+  for (unsigned p : {0u, 7u, 200u}) {
+    Graph fixed;
+    fixed.output(fixed.rope(fixed.input("x", {3, 64}), 16, p, 1, "r"));
+    Executable compiled(c.dev, c.program, std::move(fixed));
+    const std::vector<float> x = seeded_values(3 * 64, 70 + p, 4.0f);
+    const std::map<std::string, std::vector<float>> in{{"x", x}, {"positions", {float(p), float(p + 1), float(p + 2)}}};
+    const auto got = run_time.run(in);
+    expect_bits(got.at("r"), compiled.run({{"x", x}}).at("r"), fmt::format("position {}", p));
+    expect_reference(run_time, in, got);
+  }
+  EXPECT_THROW(run_time.run({{"x", std::vector<float>(192)}, {"positions", {1.5f, 2.5f, 3.5f}}}), std::invalid_argument);
+}
+
+TEST(CompilerDevice, AFusedQkvWithRotaryAttentionIsTheUnfusedGraphsBits) {
+  // One projection to [q | k | v] and the rotation inside the attention
+  // kernel, against three projections, two rope_at nodes and a plain
+  // attention: the same bits (each output column is the same dot product,
+  // each rotation the vector unit's in FP32 before rounding), and the
+  // reference's, for a prompt and then decode steps over the cache.
+  constexpr unsigned D = 64, H = 4, KV = 2, dh = 16, C = 12;
+  auto build = [&](unsigned T, bool fused) {
+    Graph g;
+    const int x = g.input("x", {T, D}), pos = g.input("positions", {T});
+    const std::vector<float> wq = seeded_values(std::size_t{D} * H * dh, 31, 0.5f), wk = seeded_values(std::size_t{D} * KV * dh, 32, 0.5f),
+                             wv = seeded_values(std::size_t{D} * KV * dh, 33, 0.5f);
+    const int kc = g.kv_cache("k_cache", KV, C, dh), vc = g.kv_cache("v_cache", KV, C, dh);
+    if (fused) {
+      std::vector<float> w;  // row by row: q's columns, k's, v's
+      for (unsigned r = 0; r < D; ++r) {
+        w.insert(w.end(), wq.begin() + r * H * dh, wq.begin() + (r + 1) * H * dh);
+        w.insert(w.end(), wk.begin() + r * KV * dh, wk.begin() + (r + 1) * KV * dh);
+        w.insert(w.end(), wv.begin() + r * KV * dh, wv.begin() + (r + 1) * KV * dh);
+      }
+      const int qkv = g.matmul(x, g.weight("wqkv", {D, (H + 2 * KV) * dh}, w, DType::bf16));
+      g.output(g.attention_qkv(qkv, kc, vc, pos, H, 0.25f, true, "o"));
+    } else {
+      const int q = g.rope_at(g.matmul(x, g.weight("wq", {D, H * dh}, wq, DType::bf16)), dh, pos);
+      const int k = g.rope_at(g.matmul(x, g.weight("wk", {D, KV * dh}, wk, DType::bf16)), dh, pos);
+      const int v = g.matmul(x, g.weight("wv", {D, KV * dh}, wv, DType::bf16));
+      g.output(g.attention(q, k, v, kc, vc, pos, H, 0.25f, "o"));
+    }
+    return g;
+  };
+  Chip c;
+  Executable fused_prefill(c.dev, c.program, build(4, true)), plain_prefill(c.dev, c.program, build(4, false));
+  Options fs, ps;
+  fs.state = fused_prefill.state(), ps.state = plain_prefill.state();
+  Executable fused_step(c.dev, c.program, build(1, true), fs), plain_step(c.dev, c.program, build(1, false), ps);
+  std::map<std::string, std::vector<float>> caches;
+  auto inputs = [](unsigned p, unsigned T) {
+    std::vector<float> at(T);
+    for (unsigned t = 0; t < T; ++t) at[t] = static_cast<float>(p + t);
+    return std::map<std::string, std::vector<float>>{{"x", seeded_values(std::size_t{T} * D, 80 + p, 2.0f)}, {"positions", at}};
+  };
+  auto check = [&](Executable& f, Executable& u, unsigned p, unsigned T) {
+    const auto in = inputs(p, T);
+    const std::vector<float> got = f.run(in).at("o");
+    expect_bits(got, u.run(in).at("o"), fmt::format("fused against unfused at {}", p));
+    expect_bits(got, reference(f.graph(), in, &caches)[static_cast<std::size_t>(f.graph().outputs()[0])], fmt::format("reference at {}", p));
+  };
+  check(fused_prefill, plain_prefill, 0, 4);
+  for (unsigned p = 4; p < 7; ++p) check(fused_step, plain_step, p, 1);
+  Graph bad;
+  const int q = bad.input("q", {2, 50});
+  refused_with(
+      [&] {
+        bad.attention_qkv(q, bad.kv_cache("k", KV, C, dh), bad.kv_cache("v", KV, C, dh), bad.input("pos", {2}), H, 1.0f, true, "fq");
+      },
+      "fq: qkv 'q' f32 [2, 50] needs f32 columns of 4 queries, then 2 keys and 2 values (128 in all");
 }

@@ -135,6 +135,10 @@ struct Executable::Impl {
   };
   std::map<int, Moe> moe;
   std::map<int, rt::Buffer> attention;  // by attention op: its constants (T scales, then the T x T causal mask)
+  // The inputs side by side in one buffer, and the outputs in another, so
+  // that a run writes the one and reads the other in one transfer each.
+  rt::Buffer inputs, outputs;
+  std::map<int, std::uint64_t> at;  // an input's or output's offset in its buffer
 
   rt::Buffer alloc(rt::Device& d, std::uint64_t bytes, unsigned stack) {
     owned.push_back(d.alloc(std::max<std::uint64_t>(bytes, 64), stack));
@@ -155,6 +159,8 @@ class Emitter {
   TileProgram part(const Part& p) {
     TileProgram prog;
     const Op& anchor = op(0);
+    if (anchor.kind == OpKind::rope && anchor.in.size() > 1)  // its position from the chip, for the part's rope ops
+      prog.position(addr_(anchor.in[1]), g_.tensor(anchor.in[1]).dtype == DType::f32);
     if (anchor.kind == OpKind::matmul) {
       matmul(prog, p);
     } else if (anchor.kind == OpKind::move) {  // the part's moves, memory to memory
@@ -178,16 +184,21 @@ class Emitter {
     } else if (anchor.kind == OpKind::attention) {  // the kernel reads the position, runs the part's heads
       const Tensor &Q = g_.tensor(anchor.in[0]), &KC = g_.tensor(anchor.in[3]), &VC = g_.tensor(anchor.in[4]);
       const Tensor& P = g_.tensor(anchor.in[5]);
+      const Tensor &K = g_.tensor(anchor.in[1]), &V = g_.tensor(anchor.in[2]);
       std::vector<std::uint32_t> w;
-      for (int i : {anchor.in[0], anchor.in[1], anchor.in[2], anchor.in[3], anchor.in[4], anchor.in[5]})
-        w.push_back(rt::lo(addr_(i))), w.push_back(rt::hi(addr_(i)));
+      const std::uint64_t col[6] = {0, anchor.k_col, anchor.v_col, 0, 0, 0};
+      for (int i = 0; i < 6; ++i) {
+        const std::uint64_t a = addr_(anchor.in[static_cast<std::size_t>(i)]) + 4 * col[i];
+        w.push_back(rt::lo(a)), w.push_back(rt::hi(a));
+      }
       const std::uint64_t consts = attention_consts_, out = addr_(grp_.out);
       w.insert(w.end(), {rt::lo(consts), rt::hi(consts), rt::lo(out), rt::hi(out)});
       w.push_back(static_cast<std::uint32_t>(Q.rows()) | KC.shape[1] << 16);
       w.push_back(anchor.heads | KC.shape[0] << 16);
       w.push_back(KC.shape[2] | VC.shape[2] << 16);
       w.push_back(p.r0 | p.r1 << 16);
-      w.push_back(P.dtype == DType::f32 ? 1u : 0u);
+      w.push_back((P.dtype == DType::f32 ? 1u : 0u) | (anchor.rotary ? 2u : 0u) | V.cols() << 16);
+      w.push_back(Q.cols() | K.cols() << 16);
       prog.attention(w);
     } else if (anchor.kind == OpKind::route) {
       route(prog, p);
@@ -281,6 +292,7 @@ class Emitter {
           const unsigned n = std::min(mr - r, (pos + 1) * o.rows_per_position - (row0 + r));
           TileProgram::Vec q = c;
           q.rows = n * heads, q.cols = o.head_dim, q.src0 = q.dst = run + r * nr * 4, q.position = o.position + pos;
+          q.relative_position = o.in.size() > 1;
           v.push_back(q);
           r += n;
         }
@@ -399,20 +411,33 @@ class Emitter {
   // s, in that order) loaded, added into the first one by one, stored.
   void combine(TileProgram& p, const Part& part) {
     const unsigned D = out_cols(), P = static_cast<unsigned>(planes_->size());
+    const bool chained = grp_.ops.size() > 1;  // a chain after the sum (a residual): its operands load last
+    int loads = 0;  // the chain's side operands
+    for (std::size_t j = 1; j < sides_.size(); ++j) loads += sides_[j] >= 0;
     for (unsigned m0 = part.r0; m0 < part.r1; m0 += t_.mb)
       for (unsigned n0 = part.c0; n0 < part.c1; n0 += t_.nb) {
         const unsigned mr = std::min(t_.mb, part.r1 - m0), nr = std::min(t_.nb, part.c1 - n0);
         const std::uint64_t at = (std::uint64_t{m0} * D + n0) * 4;
         for (unsigned q = 0; q < P; ++q)
           load_block(p, (*planes_)[q] + at, D * 4, DType::f32, spm_.at(fmt::format("p{}", q)), DType::f32, mr, nr,
-                     q > 0 || P == 1 ? Sem{-1, kLoaded} : Sem{});
+                     q > 0 || (P == 1 && !loads) ? Sem{-1, kLoaded} : Sem{});
         for (unsigned q = 1; q < P; ++q) {
           TileProgram::Vec v;
           v.op = VecOp::add, v.rows = mr, v.cols = nr, v.src0 = spm_.at("p0"), v.src1 = spm_.at(fmt::format("p{}", q));
           v.dst = v.src0;
-          p.vec(v, Sem{kLoaded, q + 1 == P ? kDone : -1});
+          p.vec(v, Sem{kLoaded, q + 1 == P && !chained ? kDone : -1});
         }
-        p.store_rows(spm_.at("p0"), addr_(grp_.out) + at, D * 4, mr, nr * 4, Sem{P > 1 ? kDone : kLoaded});
+        std::uint32_t result = spm_.at("p0");
+        if (chained) {
+          // The side operands (each its last descriptor signalling), then the
+          // chain on the sum: it waits for each of them (for the one plane
+          // where there are none and nothing to add).
+          for (std::size_t j = 1; j < sides_.size(); ++j)
+            if (sides_[j] >= 0) load_side(p, j, 0, m0, mr, n0, nr, Sem{-1, kLoaded});
+          for (int k = 1; k < loads; ++k) p.wait(kLoaded);
+          result = chain(p, 1, result, 0, m0, mr, nr, loads || P == 1 ? kLoaded : -1);
+        }
+        p.store_rows(result, addr_(grp_.out) + at, D * 4, mr, nr * 4, Sem{P > 1 || chained ? kDone : kLoaded});
         p.drain();  // the buffers are reused
       }
   }
@@ -495,11 +520,28 @@ Executable::Executable(rt::Device& dev, const rt::Kernel& program, Graph g, cons
   for (const Group& grp : groups_) tilings_.push_back(tile(g_, grp, tgt));
   hbm_ = plan_hbm(g_, groups_, dev_.hbm_stacks());
   try {
-    // Inputs and weights as they are, round robin over the stacks.
+    // The inputs (FP32) and the outputs, each set packed in a buffer of its
+    // own, 64 bytes apart.
+    std::uint64_t in_bytes = 0, out_bytes = 0;
+    for (std::size_t i = 0; i < g_.tensors().size(); ++i) {
+      const Tensor& t = g_.tensors()[i];
+      std::uint64_t* end = t.role == Role::input ? &in_bytes : g_.is_output(static_cast<int>(i)) ? &out_bytes : nullptr;
+      if (!end) continue;
+      impl_->at[static_cast<int>(i)] = *end;
+      *end += (t.elements() * (t.role == Role::input ? 4 : bytes(t.dtype)) + 63) / 64 * 64;
+    }
+    if (in_bytes) impl_->inputs = impl_->alloc(dev_, in_bytes, 0);
+    impl_->outputs = impl_->alloc(dev_, out_bytes, 0);
+    for (const auto& [i, off] : impl_->at) {
+      const Tensor& t = g_.tensor(i);
+      const rt::Buffer& whole = t.role == Role::input ? impl_->inputs : impl_->outputs;
+      impl_->plain[i] = rt::Buffer{whole.address + off, t.elements() * (t.role == Role::input ? 4 : bytes(t.dtype)), whole.chip};
+    }
+    // Weights as they are, round robin over the stacks.
     unsigned next = 0;
     for (std::size_t i = 0; i < g_.tensors().size(); ++i) {
       const Tensor& t = g_.tensors()[i];
-      if (t.role == Role::intermediate) continue;
+      if (t.role == Role::intermediate || t.role == Role::input) continue;
       // Experts' weights only moe ops read are laid out in slices below.
       const std::vector<int> readers = g_.consumers(static_cast<int>(i));
       if (t.role == Role::weight && !readers.empty() &&
@@ -660,9 +702,15 @@ Executable::~Executable() {
 
 std::map<std::string, std::vector<float>> Executable::run(const std::map<std::string, std::vector<float>>& inputs) {
   check_inputs(g_, inputs);
-  for (const auto& [name, v] : inputs)
-    for (const auto& [id, b] : impl_->plain)
-      if (g_.tensor(id).role == Role::input && g_.tensor(id).name == name) dev_.write(b, v.data(), v.size() * 4);
+  if (impl_->inputs.size) {  // every input in place, written in one transfer
+    std::vector<std::uint8_t> staged(impl_->inputs.size, 0);
+    for (const auto& [id, off] : impl_->at)
+      if (g_.tensor(id).role == Role::input) {
+        const std::vector<float>& v = inputs.at(g_.tensor(id).name);
+        std::memcpy(staged.data() + off, v.data(), v.size() * 4);
+      }
+    dev_.write(impl_->inputs, staged.data(), staged.size());
+  }
   const nlohmann::ordered_json before = dev_.stats();
   const double t0 = dev_.simulated_seconds();
   std::vector<rt::Event> launched;  // all queued (stream 0 runs them in order), then each waited for
@@ -671,17 +719,17 @@ std::map<std::string, std::vector<float>> Executable::run(const std::map<std::st
   last_seconds_ = dev_.simulated_seconds() - t0;
   last_bound_ = dev_.roofline(before, dev_.stats());
   std::map<std::string, std::vector<float>> out;
+  std::vector<std::uint8_t> all(impl_->outputs.size);  // every output, read in one transfer
+  dev_.read(impl_->outputs, all.data(), all.size());
   for (int t : g_.outputs()) {
     const Tensor& T = g_.tensor(t);
-    const HbmSlot* s = hbm_.find(t);
-    std::vector<std::uint8_t> raw(T.elements() * bytes(T.dtype));
-    dev_.read(impl_->arenas[s->stack], raw.data(), raw.size(), s->offset);
+    const std::uint8_t* raw = all.data() + impl_->at.at(t);
     std::vector<float> v(T.elements());
     const int maker = g_.producer(t);
     const bool route = maker >= 0 && g_.ops()[static_cast<std::size_t>(maker)].kind == OpKind::route;
     for (std::size_t i = 0; i < v.size(); ++i) {
       std::uint32_t code = 0;
-      std::memcpy(&code, raw.data() + i * bytes(T.dtype), bytes(T.dtype));
+      std::memcpy(&code, raw + i * bytes(T.dtype), bytes(T.dtype));
       if (T.dtype == DType::f32 || (route && i >= v.size() / 2)) std::memcpy(&v[i], &code, 4);  // a route's gates
       else if (T.dtype == DType::i32) v[i] = static_cast<float>(code);
       else v[i] = static_cast<float>(num::decode(format(T.dtype), code));

@@ -205,6 +205,17 @@ int Graph::layernorm(int x, int gamma, int beta, float eps, const std::string& n
   return add_op(std::move(op), X.shape, DType::f32);
 }
 
+int Graph::rope_at(int x, unsigned head_dim, int positions, unsigned rows_per_position, const std::string& name) {
+  const Tensor &X = operand(x, "rope"), &P = operand(positions, "rope");
+  const std::uint64_t want = rows_per_position ? (X.rows() + rows_per_position - 1) / rows_per_position : 0;
+  if (P.role != Role::input || P.elements() != want || (P.dtype != DType::f32 && P.dtype != DType::i32))
+    throw std::invalid_argument(fmt::format("graph: rope{}{}: positions '{}' must be an input of {} values", name.empty() ? "" : " ",
+                                            name, P.name, want));
+  const int r = rope(x, head_dim, 0, rows_per_position, name);
+  ops_.back().in.push_back(positions);
+  return r;
+}
+
 int Graph::softmax(int x, const std::string& name) {
   Op op;
   op.kind = OpKind::softmax, op.name = name, op.in = {x};
@@ -343,21 +354,35 @@ int Graph::kv_cache(const std::string& name, unsigned kv_heads, unsigned capacit
   return add_tensor(std::move(t));
 }
 
-int Graph::attention(int q, int k, int v, int kcache, int vcache, int positions, unsigned heads, float scale,
-                     const std::string& name) {
-  const Tensor &Q = operand(q, "attention"), &K = operand(k, "attention"), &V = operand(v, "attention");
+Op Graph::attention_op(int kcache, int vcache, int positions, unsigned heads, float scale, std::uint64_t T, const std::string& n) const {
   const Tensor &KC = operand(kcache, "attention"), &VC = operand(vcache, "attention"), &P = operand(positions, "attention");
-  const std::string n = name.empty() ? fmt::format("attention{}", ops_.size()) : name;
   auto bad = [&](const std::string& what) { return std::invalid_argument(fmt::format("graph: {}: {}", n, what)); };
   for (const Tensor* c : {&KC, &VC})
     if (c->role != Role::state || c->shape.size() != 3)
       throw bad(fmt::format("'{}' is no kv_cache()", c->name));
-  const unsigned KVh = KC.shape[0], C = KC.shape[1], dh = KC.shape[2], dv = VC.shape[2];
+  const unsigned KVh = KC.shape[0], C = KC.shape[1];
   if (VC.shape[0] != KVh || VC.shape[1] != C)
     throw bad(fmt::format("the caches '{}' {} and '{}' {} disagree on heads or positions", KC.name, shape_text(KC.shape), VC.name,
                           shape_text(VC.shape)));
   if (!heads || heads > 65535 || !KVh || heads % KVh)
     throw bad(fmt::format("{} query heads over {} KV heads (a whole number of query heads per KV head)", heads, KVh));
+  if (T > C) throw bad(fmt::format("{} rows in a cache of {} positions", T, C));
+  if (P.role != Role::input || P.elements() != T || (P.dtype != DType::f32 && P.dtype != DType::i32))
+    throw bad(fmt::format("positions '{}' must be an input of {} values", P.name, T));
+  if (!(scale > 0) || !std::isfinite(scale)) throw bad(fmt::format("scale {} (must be positive)", scale));
+  Op op;
+  op.kind = OpKind::attention, op.name = n, op.heads = heads, op.scale = scale;
+  return op;
+}
+
+int Graph::attention(int q, int k, int v, int kcache, int vcache, int positions, unsigned heads, float scale,
+                     const std::string& name, bool rotary) {
+  const Tensor &Q = operand(q, "attention"), &K = operand(k, "attention"), &V = operand(v, "attention");
+  const std::string n = name.empty() ? fmt::format("attention{}", ops_.size()) : name;
+  Op op = attention_op(kcache, vcache, positions, heads, scale, Q.rows(), n);
+  auto bad = [&](const std::string& what) { return std::invalid_argument(fmt::format("graph: {}: {}", n, what)); };
+  const Tensor &KC = tensor(kcache), &VC = tensor(vcache);
+  const unsigned KVh = KC.shape[0], dh = KC.shape[2], dv = VC.shape[2];
   const std::uint64_t T = Q.rows();
   for (const Tensor* x : {&Q, &K, &V})
     if (x->dtype != DType::f32) throw bad(fmt::format("'{}' must be f32, not {}", x->name, compiler::name(x->dtype)));
@@ -366,13 +391,30 @@ int Graph::attention(int q, int k, int v, int kcache, int vcache, int positions,
     throw bad(fmt::format("k '{}' {} needs {} rows of {} x {}", K.name, shape_text(K.shape), T, KVh, dh));
   if (V.rows() != T || V.cols() != std::uint64_t{KVh} * dv)
     throw bad(fmt::format("v '{}' {} needs {} rows of {} x {}", V.name, shape_text(V.shape), T, KVh, dv));
-  if (T > C) throw bad(fmt::format("{} rows in a cache of {} positions", T, C));
-  if (P.role != Role::input || P.elements() != T || (P.dtype != DType::f32 && P.dtype != DType::i32))
-    throw bad(fmt::format("positions '{}' must be an input of {} values", P.name, T));
-  if (!(scale > 0) || !std::isfinite(scale)) throw bad(fmt::format("scale {} (must be positive)", scale));
-  Op op;
-  op.kind = OpKind::attention, op.name = n, op.in = {q, k, v, kcache, vcache, positions}, op.heads = heads, op.scale = scale;
+  if (rotary && dh % 2) throw bad(fmt::format("rotary embeddings need an even head_dim, not {}", dh));
+  if (Q.cols() > 65535) throw bad(fmt::format("rows of {} queries (at most 65535 values)", Q.cols()));
+  op.in = {q, k, v, kcache, vcache, positions}, op.rotary = rotary;
   std::vector<unsigned> shape = Q.shape;
+  shape.back() = heads * dv;
+  return add_op(std::move(op), std::move(shape), DType::f32);
+}
+
+int Graph::attention_qkv(int qkv, int kcache, int vcache, int positions, unsigned heads, float scale, bool rotary,
+                         const std::string& name) {
+  const Tensor& X = operand(qkv, "attention");
+  const std::string n = name.empty() ? fmt::format("attention{}", ops_.size()) : name;
+  Op op = attention_op(kcache, vcache, positions, heads, scale, X.rows(), n);
+  const Tensor &KC = tensor(kcache), &VC = tensor(vcache);
+  const unsigned KVh = KC.shape[0], dh = KC.shape[2], dv = VC.shape[2];
+  const std::uint64_t want = std::uint64_t{heads} * dh + std::uint64_t{KVh} * (dh + dv);
+  if (X.dtype != DType::f32 || X.cols() != want || want > 65535)
+    throw std::invalid_argument(fmt::format("graph: {}: qkv '{}' {} {} needs f32 columns of {} queries, then {} keys and {} values "
+                                            "({} in all, at most 65535)",
+                                            n, X.name, compiler::name(X.dtype), shape_text(X.shape), heads, KVh, KVh, want));
+  if (rotary && dh % 2) throw std::invalid_argument(fmt::format("graph: {}: rotary embeddings need an even head_dim, not {}", n, dh));
+  op.in = {qkv, qkv, qkv, kcache, vcache, positions}, op.rotary = rotary;
+  op.k_col = heads * dh, op.v_col = (heads + KVh) * dh;
+  std::vector<unsigned> shape = X.shape;
   shape.back() = heads * dv;
   return add_op(std::move(op), std::move(shape), DType::f32);
 }

@@ -52,7 +52,7 @@ inline bool is_reduction(OpKind k) { return k == OpKind::argmax || k == OpKind::
 inline bool tiles_input(OpKind k) { return is_reduction(k) || k == OpKind::reshape || k == OpKind::route; }
 // Ops that neither start nor join an elementwise chain.
 inline bool chains(OpKind k) {
-  return !tiles_input(k) && k != OpKind::move && k != OpKind::moe && k != OpKind::gather && k != OpKind::attention;
+  return !tiles_input(k) && k != OpKind::move && k != OpKind::gather && k != OpKind::attention;
 }
 // An elementwise operation: what fusion may put after a producer.
 inline bool is_elementwise(OpKind k) { return is_unary(k) || is_binary(k) || k == OpKind::cast; }
@@ -102,6 +102,8 @@ struct Op {
   bool plane_copy = false;              // move: a plane of a route (route_indices, route_values)
   unsigned heads = 0;                   // attention: query heads
   float scale = 1;                      // attention: the scores' factor
+  bool rotary = false;                  // attention: q and k rotated at their positions first
+  unsigned k_col = 0, v_col = 0;        // attention: k's and v's first column in their tensors (attention_qkv)
 };
 
 // Whether b's values repeat over a as numpy broadcasts them: b has a's
@@ -134,6 +136,10 @@ class Graph {
   // Rotary embedding of x (.., C) in heads of `head_dim` columns; row r at
   // position `position` + r / rows_per_position.
   int rope(int x, unsigned head_dim, unsigned position, unsigned rows_per_position = 1, const std::string& name = "");
+  // The same at a position known at run time: row r at positions[0] + r /
+  // rows_per_position, positions an input of rows / rows_per_position
+  // whole numbers one after another (the chip reads the first).
+  int rope_at(int x, unsigned head_dim, int positions, unsigned rows_per_position = 1, const std::string& name = "");
   int cast(int x, DType to, const std::string& name = "");
   int argmax(int x, const std::string& name = "");
   // kind: argmax, reduce_sum or reduce_max.
@@ -156,8 +162,15 @@ class Graph {
   // columns h dv .. are softmax(scale * bf16(q_h) . K^T, row r seeing
   // positions up to p + r) rounded to BF16, times V: FP32 sums on the
   // tensor core, the vector unit's softmax. Output T x (H dv), FP32.
+  // `rotary`: q's and k's rows are rotated first (the vector unit's rope,
+  // interleaved pairs, each row at its position), in FP32 before rounding.
   int attention(int q, int k, int v, int kcache, int vcache, int positions, unsigned heads, float scale,
-                const std::string& name = "");
+                const std::string& name = "", bool rotary = false);
+  // The same with q, k and v as the columns of one tensor (a fused QKV
+  // projection): T x (H dh + KV dh + KV dv), the queries, then the keys,
+  // then the values.
+  int attention_qkv(int qkv, int kcache, int vcache, int positions, unsigned heads, float scale, bool rotary,
+                    const std::string& name = "");
   // A mixture-of-experts router's decision: for each row of `logits`
   // (.., E) the k largest (ties to the lower expert) and their gates, the
   // softmax of those k values (`softmax_gates`) or the values as they are.
@@ -214,6 +227,7 @@ class Graph {
   int add_tensor(Tensor t);
   int add_op(Op op, std::vector<unsigned> out_shape, DType out_dtype);
   int route_plane(int route, unsigned plane, const std::string& name);
+  Op attention_op(int kcache, int vcache, int positions, unsigned heads, float scale, std::uint64_t T, const std::string& n) const;
   const Tensor& operand(int t, const char* what) const;
   std::vector<Tensor> tensors_;
   std::vector<Op> ops_;

@@ -132,9 +132,9 @@ SpmPlan plan_spm(const Graph& g, const Group& grp, const Tiling& t, std::uint32_
     return p;
   } else if (anchor.kind == OpKind::moe) {
     // The combine: the sum (p0) and each other plane's block (a choice's
-    // slice), all loaded before the adds.
+    // slice), all loaded before the adds; then the chain after it (a
+    // residual), its side operands below.
     for (unsigned q = 0; q < anchor.k * std::max(1u, anchor.slices); ++q) add(fmt::format("p{}", q), block * 4);
-    return p;
   } else if (is_reduction(anchor.kind)) {
     for (int k = 0; k < 2; ++k) add(fmt::format("x{}", k), block * 4);
     for (int k = 0; k < 2; ++k) add(fmt::format("o{}", k), std::uint64_t{t.mb} * 4);

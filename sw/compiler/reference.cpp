@@ -27,10 +27,11 @@ void check_inputs(const Graph& g, const std::map<std::string, std::vector<float>
           fmt::format("run: input '{}' needs {} values, not {}", t.name, t.elements(), it->second.size()));
   }
   for (const Op& op : g.ops()) {
-    if (op.kind != OpKind::attention) continue;
-    const Tensor& P = g.tensor(op.in[5]);
+    const bool rope = op.kind == OpKind::rope && op.in.size() > 1;
+    if (op.kind != OpKind::attention && !rope) continue;
+    const Tensor& P = g.tensor(op.in[rope ? 1 : 5]);
     const std::vector<float>& p = inputs.at(P.name);
-    const unsigned C = g.tensor(op.in[3]).shape[1];
+    const unsigned C = rope ? 1u << 24 : g.tensor(op.in[3]).shape[1];
     if (!(p[0] >= 0) || p[0] != std::floor(p[0]) || p[0] + static_cast<float>(p.size()) > static_cast<float>(C))
       throw std::invalid_argument(fmt::format("run: {}: positions '{}' start at {}; {} rows need {} to {} in a cache of {}", op.name,
                                               P.name, p[0], p.size(), 0, C - p.size(), C));
@@ -150,21 +151,31 @@ std::vector<float> attention_reference(const Graph& g, const Op& op, const std::
                            &vv = v[static_cast<std::size_t>(op.in[2])];
   const unsigned T = static_cast<unsigned>(g.tensor(op.in[0]).rows());
   const unsigned p = static_cast<unsigned>(v[static_cast<std::size_t>(op.in[5])][0]), n = p + T;
+  // Rows of q, k and v: their tensors' columns from the op's first ones.
+  const std::size_t qs = g.tensor(op.in[0]).cols(), ks = g.tensor(op.in[1]).cols(), vs = g.tensor(op.in[2]).cols();
   auto bf16 = [](float x) { return static_cast<double>(num::quantize(num::Format::BF16, x)); };
+  // A head's row, rotated at its position where the op says so.
+  auto row = [&](const std::vector<float>& src, std::size_t at, unsigned width, unsigned position) {
+    std::vector<float> r(src.begin() + static_cast<std::ptrdiff_t>(at), src.begin() + static_cast<std::ptrdiff_t>(at + width));
+    if (op.rotary) vec::rope(r.data(), width, position);
+    return r;
+  };
   // The new rows into the caches, rounded.
   for (unsigned j = 0; j < KVh; ++j)
     for (unsigned t = 0; t < T; ++t) {
-      for (unsigned d = 0; d < dh; ++d)
-        kcache[(std::size_t{j} * C + p + t) * dh + d] = static_cast<float>(bf16(k[(std::size_t{t} * KVh + j) * dh + d]));
+      const std::vector<float> kr = row(k, t * ks + op.k_col + std::size_t{j} * dh, dh, p + t);
+      for (unsigned d = 0; d < dh; ++d) kcache[(std::size_t{j} * C + p + t) * dh + d] = static_cast<float>(bf16(kr[d]));
       for (unsigned d = 0; d < dv; ++d)
-        vcache[(std::size_t{j} * C + p + t) * dv + d] = static_cast<float>(bf16(vv[(std::size_t{t} * KVh + j) * dv + d]));
+        vcache[(std::size_t{j} * C + p + t) * dv + d] = static_cast<float>(bf16(vv[t * vs + op.v_col + std::size_t{j} * dv + d]));
     }
   std::vector<float> out(std::size_t{T} * H * dv);
   for (unsigned h = 0; h < H; ++h) {
     const unsigned j = h / (H / KVh);
     std::vector<double> a(std::size_t{T} * dh), kt(std::size_t{dh} * n), pv(std::size_t{n} * dv), s, o;
-    for (unsigned t = 0; t < T; ++t)
-      for (unsigned d = 0; d < dh; ++d) a[std::size_t{t} * dh + d] = bf16(q[(std::size_t{t} * H + h) * dh + d]);
+    for (unsigned t = 0; t < T; ++t) {
+      const std::vector<float> qr = row(q, t * qs + std::size_t{h} * dh, dh, p + t);
+      for (unsigned d = 0; d < dh; ++d) a[std::size_t{t} * dh + d] = bf16(qr[d]);
+    }
     for (unsigned c = 0; c < n; ++c) {
       for (unsigned d = 0; d < dh; ++d) kt[std::size_t{d} * n + c] = kcache[(std::size_t{j} * C + c) * dh + d];
       for (unsigned d = 0; d < dv; ++d) pv[std::size_t{c} * dv + d] = vcache[(std::size_t{j} * C + c) * dv + d];
@@ -238,7 +249,9 @@ std::vector<std::vector<float>> reference(const Graph& g, const std::map<std::st
             vec::softmax(row, static_cast<unsigned>(cols));
           else
             for (std::size_t h = 0; h < cols; h += op.head_dim)
-              vec::rope(row + h, op.head_dim, op.position + static_cast<unsigned>(r / op.rows_per_position));
+              vec::rope(row + h, op.head_dim,
+                        (op.in.size() > 1 ? static_cast<unsigned>(v[static_cast<std::size_t>(op.in[1])][0]) : op.position) +
+                            static_cast<unsigned>(r / op.rows_per_position));
         }
         break;
       case OpKind::cast: {

@@ -21,6 +21,7 @@
 #include "spec.hpp"
 #include <fstream>
 
+#include "compiled.hpp"
 #include "model.hpp"
 #include "serve.hpp"
 #include "speculative.hpp"
@@ -29,7 +30,7 @@ using namespace tessera;
 
 namespace {
 int usage(const char* why) {
-  std::fprintf(stderr, "tessera demo: %s\nusage: tessera-vp demo [--tiny] [--fp8] [--launches] [--device-dispatch] [--batch B] [--serve RATE [--requests N] | --serve-from TRACE.csv] [--chips 1|4|8|16|32|64] [--prompt N (1-256)] [--decode N] [--seed S] [--speculate K [--acceptance A]] [--trace FILE.json] [--waves FILE.vcd] [--stats FILE.json] [--set inst.key=value ...]\n       tessera-vp demo --hf-config FILE.json [--weights FILE|DIR] [--layers N] [--prompt N] [--decode N] [--seed S] [--check]\n", why);
+  std::fprintf(stderr, "tessera demo: %s\nusage: tessera-vp demo [--tiny] [--fp8] [--launches] [--device-dispatch] [--compiled] [--batch B] [--serve RATE [--requests N] | --serve-from TRACE.csv] [--chips 1|4|8|16|32|64] [--prompt N (1-256)] [--decode N] [--seed S] [--speculate K [--acceptance A]] [--trace FILE.json] [--waves FILE.vcd] [--stats FILE.json] [--set inst.key=value ...]\n       tessera-vp demo --hf-config FILE.json [--weights FILE|DIR] [--layers N] [--prompt N] [--decode N] [--seed S] [--check]\n", why);
   return 2;
 }
 bool number(const char* s, unsigned& out) {
@@ -47,6 +48,7 @@ int tessera::model::demo_main(int argc, char** argv) {
   model::Config c;
   unsigned prompt = 32, decode = 32, seed = 1, speculate = 0, chips = 1;
   bool launches = false;  // a launch per phase, waited for, instead of a graph per step
+  bool compiled = false;  // the model compiled from its graph (sw/compiler) instead of DeviceModel
   unsigned batch = 1;     // sequences decoded at once
   double serve_rate = 0;  // --serve: requests a second
   std::string serve_from;  // --serve-from: a trace of requests
@@ -63,6 +65,7 @@ int tessera::model::demo_main(int argc, char** argv) {
     else if (a == "--fp8") c.fp8 = true;
     else if (a == "--device-dispatch") c.device_dispatch = true;
     else if (a == "--launches") launches = true;
+    else if (a == "--compiled") compiled = true;
     else if (a == "--batch") { if (!value(batch) || !batch || batch > 64) return usage("--batch takes 1 to 64 sequences"); }
     else if (a == "--serve") {
       char* end = nullptr;
@@ -131,11 +134,14 @@ int tessera::model::demo_main(int argc, char** argv) {
   if (serve_rate > 0 && c.context < 64) return usage("--serve needs a context of 64 (prompts and outputs up to 32 each)");
   c.max_sequences = batch;
   if (acceptance >= 0 && !speculate) return usage("--acceptance needs --speculate K");
+  if (compiled && (chips > 1 || batch > 1 || speculate || serving || c.fp8 || launches || c.device_dispatch))
+    return usage("--compiled runs one sequence on one chip in BF16 (not with --chips, --batch, --serve, --speculate, --fp8, "
+                 "--launches or --device-dispatch)");
   if (chips > 1 && c.device_dispatch) return usage("--device-dispatch runs on one chip (on several the host dispatches)");
   // A step is one graph where it can be (BF16 on one chip: the tiles
   // dispatch the experts); --launches, FP8 and several chips run a launch
   // per phase.
-  if (!launches && !c.fp8 && chips == 1) c.graph = c.device_dispatch = true;
+  if (!launches && !c.fp8 && chips == 1 && !compiled) c.graph = c.device_dispatch = true;
   if (chips > 1) {
     const std::string dir = rt::Device::default_platform().substr(0, rt::Device::default_platform().rfind('/'));
     opt.platform = dir + (chips == 4 ? std::string("/t1x4-ring.json") : fmt::format("/t1x{}-torus.json", chips));
@@ -158,9 +164,13 @@ int tessera::model::demo_main(int argc, char** argv) {
     std::printf("Tessera T1: MoE decoder, %u layers, d_model %u, %u heads, %u experts (top-2, SwiGLU %u), vocabulary %u, %s\n",
                 c.layers, c.d_model, c.heads, c.experts, c.hidden, c.vocab,
                 c.fp8 ? "FP8 weights and GEMM inputs (E4M3, block scales)" : "BF16");
-    std::printf("experts dispatched by the %s; %s\n", c.device_dispatch ? "tiles (from the router's output)" : "host (it reads the router's choices)",
-                c.graph ? "each step one graph: its phases run on the device with barriers between them, one launch a step"
-                        : "a launch per phase, each waited for by the host");
+    if (compiled)
+      std::printf("compiled from the model's graph (sw/compiler): each step one launch of its compiled graph, the experts "
+                  "dispatched by the tiles, attention over KV caches on the tiles\n");
+    else
+      std::printf("experts dispatched by the %s; %s\n", c.device_dispatch ? "tiles (from the router's output)" : "host (it reads the router's choices)",
+                  c.graph ? "each step one graph: its phases run on the device with barriers between them, one launch a step"
+                          : "a launch per phase, each waited for by the host");
     if (chips > 1)
       std::printf("%u chips (%s): expert parallel, expert e on chip e %% %u; routed rows go out and results come back "
                   "through the chips' communication engines (all-to-all, push)\n",
@@ -171,7 +181,18 @@ int tessera::model::demo_main(int argc, char** argv) {
     const model::Weights w = model::Weights::random(c);
     rt::Device& dev = *devices[0];
     const double boot = dev.simulated_seconds();
-    model::DeviceModel m(devices, c, w);
+    std::unique_ptr<model::DeviceModel> hand;
+    std::unique_ptr<model::CompiledModel> graph_model;
+    if (compiled) {
+      // Compiled (and its weights uploaded) before the prompt: the steps of its lengths and of one token.
+      graph_model = std::make_unique<model::CompiledModel>(dev, c, w);
+      graph_model->executable(std::min(prompt, 64u));
+      if (prompt > 64 && prompt % 64) graph_model->executable(prompt % 64);
+      if (decode) graph_model->executable(1);
+    } else {
+      hand = std::make_unique<model::DeviceModel>(devices, c, w);
+    }
+    model::DeviceModel* m = hand.get();
     const double loaded = dev.simulated_seconds();
     if (speculate) {
       // Plain greedy decoding against speculative decoding with a one-layer
@@ -181,10 +202,10 @@ int tessera::model::demo_main(int argc, char** argv) {
       model::DeviceModel draft(dev, dc, dw);
       std::vector<std::uint32_t> p(prompt);
       for (unsigned i = 0; i < prompt; ++i) p[i] = (i * 2654435761u + seed) % c.vocab;
-      const model::Decoded plain = model::greedy(dev, m, p, decode);
+      const model::Decoded plain = model::greedy(dev, *m, p, decode);
       model::Steering steer;
       steer.rate = acceptance, steer.seed = seed, steer.reference = &plain.tokens;
-      const model::Decoded spec = model::speculative(dev, m, draft, p, decode, speculate, acceptance >= 0 ? &steer : nullptr);
+      const model::Decoded spec = model::speculative(dev, *m, draft, p, decode, speculate, acceptance >= 0 ? &steer : nullptr);
       std::printf("speculative decoding, draft length %u (%s): acceptance %.2f (%u of %u proposals)\n", speculate,
                   acceptance >= 0 ? fmt::format("one-layer draft steered to {:.2f}", acceptance).c_str() : "one-layer draft",
                   spec.acceptance(), spec.accepted, spec.proposed);
@@ -257,7 +278,7 @@ int tessera::model::demo_main(int argc, char** argv) {
                     "up to %u at once, 64 tokens a step\n",
                     reqs.size(), serve_from.c_str(), reqs.back().arrival * 1e6, p0, p1, o0, o1, seed, batch);
       }
-      model::Served sv = model::serve(dev, m, reqs, energy);
+      model::Served sv = model::serve(dev, *m, reqs, energy);
       // The idle stretches the serving loop skipped: the chip leaks through them.
       double leakage_w = 0;
       for (double w : dev.energy().static_watts) leakage_w += w;
@@ -298,7 +319,9 @@ int tessera::model::demo_main(int argc, char** argv) {
       std::vector<std::vector<std::uint32_t>> routes;
       std::vector<std::uint32_t> next;
       const double t0 = dev.simulated_seconds(), j0 = energy();
-      const auto logits = batch > 1 ? m.step(step, &next, &routes) : m.step(step[0].tokens, step[0].pos, &last[0], &routes);
+      const auto logits = batch > 1     ? m->step(step, &next, &routes)
+                          : graph_model ? graph_model->step(step[0].tokens, step[0].pos, &last[0], &routes)
+                                        : m->step(step[0].tokens, step[0].pos, &last[0], &routes);
       if (batch == 1) next = {last[0]};
       (prefilling ? prefill_s : decode_s) += dev.simulated_seconds() - t0;
       (prefilling ? prefill_j : decode_j) += energy() - j0;
@@ -375,7 +398,7 @@ int tessera::model::demo_main(int argc, char** argv) {
         for (auto it = s[chip + "c2c"].begin(); it != s[chip + "c2c"].end(); ++it)
           if (it.key().size() > 9 && it.key().substr(it.key().size() - 9) == "_tx_bytes") link_bytes += it.value().get<double>();
     }
-    const auto& p = m.profile();
+    const auto& p = graph_model ? graph_model->profile() : m->profile();
     // Per token: prefill over every prompt token; decode per step, which is
     // each sequence's time per output token (a batch's steps make one token
     // of every sequence).
@@ -416,7 +439,7 @@ int tessera::model::demo_main(int argc, char** argv) {
                   100 * s[noc]["link_utilisation"].get<double>(), 100 * s[noc]["busiest_link_utilisation"].get<double>());
     if (cluster)
       std::printf("chip-to-chip: %.2f MB over the SerDes links (messages, headers included), %.1f us in the exchanges\n",
-                  link_bytes / 1e6, m.profile().comm * 1e6);
+                  link_bytes / 1e6, p.comm * 1e6);
     std::printf("while kernels ran, the tiles' time went to: tensor core %.0f%%, vector unit %.0f%%, DMA (HBM and NoC) %.0f%% "
                 "(they overlap)\n",
                 core > 0 ? 100 * tensor / core : 0.0, core > 0 ? 100 * vector / core : 0.0, core > 0 ? 100 * dma / core : 0.0);

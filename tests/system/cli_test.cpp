@@ -386,3 +386,20 @@ TEST(Cli, BootPassesTheHartIdTheDeviceTreeAndFwDynamicInfo) {
     EXPECT_NE(r.err.find(why), std::string::npos) << args << ": " << r.err;
   }
 }
+
+TEST(Cli, DemoCompiledRunsTheModelFromItsGraph) {
+  // The main job compiled from its graph: the hand-written run's tokens,
+  // its logits within the bound, its time against the roofline.
+  auto tokens = [](const std::string& out) { return out.substr(out.find("decoded:"), out.find('\n', out.find("decoded:")) - out.find("decoded:")); };
+  Outcome r = vp("demo --tiny --compiled --prompt 6 --decode 4 --seed 3");
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("compiled from the model's graph (sw/compiler)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("logits vs host FP32 reference: max relative error"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("of the bound; decode"), std::string::npos) << r.out;
+  Outcome hand = vp("demo --tiny --prompt 6 --decode 4 --seed 3");
+  EXPECT_EQ(hand.code, 0) << hand.err;
+  EXPECT_EQ(tokens(r.out), tokens(hand.out));
+  Outcome both = vp("demo --tiny --compiled --batch 2");
+  EXPECT_EQ(both.code, 2);
+  EXPECT_NE(both.err.find("--compiled runs one sequence on one chip in BF16"), std::string::npos) << both.err;
+}

@@ -21,6 +21,7 @@
 #include "tessera_program.h"
 
 static uint32_t op_index; /* the operation being pushed: its engine command's id */
+static uint32_t base_position; /* the last TKP_POSITION's: relative vector positions add it */
 
 static void dma(const struct tkp_op* o) {
   struct tk_dma d = {0};
@@ -67,7 +68,7 @@ static void vec(const struct tkp_op* o) {
   TK_W(VCMD_SRC2, o->w[5]);
   TK_W(VCMD_DST, o->w[6]);
   TK_W(VCMD_K, o->w[7]);
-  TK_W(VCMD_POSITION, o->w[8]);
+  TK_W(VCMD_POSITION, (o->w[14] & 1) ? o->w[8] + base_position : o->w[8]);
   TK_W(VCMD_EPS, o->w[9]);
   TK_W(VCMD_FORMAT, o->w[10]);
   TK_W(VCMD_GROUP, o->w[11]);
@@ -353,21 +354,29 @@ __attribute__((noinline)) static int gather_rows(const uint32_t* w) {
  *       added to the causal mask (0, or -inf above the diagonal), each row
  *       scaled by its scale, softmax over the p + T columns;
  *   out's head h = bf16(S).V (FP32).
- * The tile whose heads include j's first (h % (H / KV) == 0) appends the
- * new K and V rows (BF16) to the cache at p. Words: 0-1 q (T x H dh), 2-3
- * k (T x KV dh), 4-5 v (T x KV dv), all FP32; 6-7 the K cache (KV x C x
- * dh), 8-9 the V cache (KV x C x dv), BF16; 10-11 positions; 12-13 the
- * constants (T scales, then T x T mask, FP32); 14-15 out (T x H dv, FP32);
- * 16 T | C << 16; 17 H | KV << 16; 18 dh | dv << 16; 19 h0 | h1 << 16; 20
- * flags. A position past the cache (p + T > C), or one that is not a
- * whole number, fails the operation (exit 2); so does a cache too long for
- * the scratchpad. Heads run one after another, each in phases. */
+ * With flags bit 1, the new Q and K rows are rotated first (the vector
+ * unit's rope, row t at position p + t) in FP32, then rounded. The tile
+ * whose heads include j's first (h % (H / KV) == 0) appends the new K and V
+ * rows (BF16) to the cache at p. Words: 0-1 q's first query (rows of T, q
+ * stride elements apart, H heads of dh), 2-3 k's first key (k stride apart,
+ * KV heads of dh), 4-5 v's first value (v stride apart, KV heads of dv),
+ * all FP32; 6-7 the K cache (KV x C x dh), 8-9 the V cache (KV x C x dv),
+ * BF16; 10-11 positions; 12-13 the constants (T scales, then T x T mask,
+ * FP32); 14-15 out (T x H dv, FP32); 16 T | C << 16; 17 H | KV << 16; 18
+ * dh | dv << 16; 19 h0 | h1 << 16; 20 flags (bit 0 positions in FP32, bit 1
+ * rotary) | v stride << 16; 21 q stride | k stride << 16. A position past
+ * the cache (p + T > C), or one that is not a whole number, fails the
+ * operation (exit 2); so does a cache too long for the scratchpad. Heads
+ * run one after another, each in phases. */
 __attribute__((noinline)) static int attention(const uint32_t* w) {
   const uint64_t q = ARG64(w, 0), k = ARG64(w, 2), v = ARG64(w, 4), kc = ARG64(w, 6), vc = ARG64(w, 8), pos = ARG64(w, 10);
   const uint64_t consts = ARG64(w, 12), out = ARG64(w, 14);
   const uint32_t T = w[16] & 0xffff, C = w[16] >> 16, H = w[17] & 0xffff, KV = w[17] >> 16, dh = w[18] & 0xffff, dv = w[18] >> 16;
-  const uint32_t h0 = w[19] & 0xffff, h1 = w[19] >> 16, as_float = w[20] & 1;
-  if (!T || !C || !H || !KV || H % KV || !dh || !dv || h0 >= h1 || h1 > H) return 2;
+  const uint32_t h0 = w[19] & 0xffff, h1 = w[19] >> 16, as_float = w[20] & 1, rotary = w[20] >> 1 & 1;
+  const uint32_t qs = w[21] & 0xffff, ks = w[21] >> 16, vs = w[20] >> 16;
+  if (!T || !C || !H || !KV || H % KV || !dh || !dv || h0 >= h1 || h1 > H || qs < H * dh || ks < KV * dh || vs < KV * dv ||
+      (rotary && dh % 2))
+    return 2;
   uint32_t top = 0x10000;
 #define ATT_BUF(bytes) (top += ((bytes) + 255u) & ~255u, top - (((bytes) + 255u) & ~255u))
   uint32_t* const P0 = (uint32_t*)tk_ptr(ATT_BUF(4));
@@ -389,66 +398,114 @@ __attribute__((noinline)) static int attention(const uint32_t* w) {
   const uint32_t n = p + T;
   if (0x10000u + tkp_attn_scratch(T, n, dh, dv) > TKP_PROGRAM_OFFSET) return 2;
   const uint32_t QB = ATT_BUF(2 * T * dh), KB = ATT_BUF(2 * n * dh), VB = ATT_BUF(2 * n * dv), S = ATT_BUF(4 * T * n);
-  const uint32_t PB = ATT_BUF(2 * T * n), O = ATT_BUF(4 * T * dv);
+  const uint32_t PB = ATT_BUF(2 * T * n), O = ATT_BUF(4 * T * dv), QF = ATT_BUF(4 * T * dh), KF = ATT_BUF(4 * T * dh);
   const uint32_t group = H / KV, cast = tk_dma_cast(TK_FP32, TK_BF16) | TK_DMA_DST_LOCAL;
+  /* A head's engines are ordered by semaphores (left at zero): the last
+   * load signals A_LOADED; the rotations' last cast A_ROTATED; the scores'
+   * last GEMM A_SCORED; the softmax's cast A_WEIGHED; P.V A_DONE, which the
+   * stores wait for. The next head reuses the buffers after a drain. */
+  enum { A_LOADED = 0, A_ROTATED, A_SCORED, A_WEIGHED, A_DONE };
   for (uint32_t h = h0; h < h1; ++h) {
     const uint32_t j = h / group;
-    /* Q, the cached K and V rows, the new ones cast into place, the mask. */
+    /* Q, the new K and V rows (cast into place, or FP32 to rotate), the
+     * cached rows, the mask. */
     struct tk_dma l = {0};
-    l.id = op_index, l.flags = cast, l.src = q + 4ull * h * dh, l.dst = QB, l.len0 = dh, l.count1 = T, l.sstride1 = 4 * H * dh;
+    l.id = op_index, l.flags = cast, l.src = q + 4ull * h * dh, l.dst = QB, l.len0 = dh, l.count1 = T, l.sstride1 = 4 * qs;
+    if (rotary) l.flags = TK_DMA_DST_LOCAL, l.dst = QF, l.len0 = 4 * dh; /* FP32, rotated below */
     tk_dma_push(&l);
-    l.src = k + 4ull * j * dh, l.dst = KB + 2 * p * dh, l.sstride1 = 4 * KV * dh;
+    l.src = k + 4ull * j * dh, l.dst = rotary ? KF : KB + 2 * p * dh, l.sstride1 = 4 * ks;
     tk_dma_push(&l);
-    l.src = v + 4ull * j * dv, l.dst = VB + 2 * p * dv, l.len0 = dv, l.sstride1 = 4 * KV * dv;
+    l.flags = cast, l.src = v + 4ull * j * dv, l.dst = VB + 2 * p * dv, l.len0 = dv, l.sstride1 = 4 * vs;
+    if (!p && T == 1) l.sem = TK_SEM(TK_NONE, A_LOADED, TK_NONE);
     tk_dma_push(&l);
     if (p) {
       struct tk_dma c = {0};
       c.id = op_index, c.flags = TK_DMA_DST_LOCAL, c.src = kc + 2ull * j * C * dh, c.dst = KB, c.len0 = 2 * p * dh;
       tk_dma_push(&c);
       c.src = vc + 2ull * j * C * dv, c.dst = VB, c.len0 = 2 * p * dv;
+      if (T == 1) c.sem = TK_SEM(TK_NONE, A_LOADED, TK_NONE);
       tk_dma_push(&c);
     }
     if (T > 1) {
       struct tk_dma m = {0};
       m.id = op_index, m.flags = TK_DMA_DST_LOCAL, m.src = consts + 4ull * T, m.dst = S + 4 * p, m.len0 = 4 * T, m.count1 = T;
-      m.sstride1 = 4 * T, m.dstride1 = 4 * n;
+      m.sstride1 = 4 * T, m.dstride1 = 4 * n, m.sem = TK_SEM(TK_NONE, A_LOADED, TK_NONE);
       tk_dma_push(&m);
     }
-    if (tk_drain()) return 3;
+    uint32_t ready = A_LOADED; /* what the scores wait for */
+    if (rotary) { /* each new row at its position, then rounded into place */
+      struct tk_vec r = {0};
+      r.id = op_index, r.op = TK_VROPE, r.rows = 1, r.cols = dh, r.sem = TK_SEM(A_LOADED, TK_NONE, TK_NONE);
+      for (uint32_t t = 0; t < T; ++t) {
+        r.src0 = r.dst = QF + 4 * t * dh, r.position = p + t;
+        tk_vec_push(&r);
+        r.sem = TK_SEM(TK_NONE, TK_NONE, TK_NONE);
+        r.src0 = r.dst = KF + 4 * t * dh;
+        tk_vec_push(&r);
+      }
+      struct tk_vec c = {0};
+      c.id = op_index, c.op = TK_VCAST_TO, c.rows = T, c.cols = dh, c.format = TK_BF16, c.src0 = QF, c.dst = QB;
+      tk_vec_push(&c);
+      c.src0 = KF, c.dst = KB + 2 * p * dh, c.sem = TK_SEM(TK_NONE, A_ROTATED, TK_NONE);
+      tk_vec_push(&c);
+      ready = A_ROTATED;
+    }
     /* The scores: the cached columns, then the new ones onto the mask. */
     struct tk_gemm g = {0};
-    g.id = op_index, g.input = TK_BF16, g.trans_b = 1, g.k = dh, g.m = T, g.a = QB, g.ldc = n;
+    g.id = op_index, g.input = TK_BF16, g.trans_b = 1, g.k = dh, g.m = T, g.a = QB, g.ldc = n, g.sem = TK_SEM(ready, TK_NONE, TK_NONE);
     if (p) {
       g.n = p, g.b = KB, g.c = S;
       tk_gemm_push(&g);
+      g.sem = TK_SEM(TK_NONE, TK_NONE, TK_NONE);
     }
     g.n = T, g.b = KB + 2 * p * dh, g.c = S + 4 * p, g.accumulate = T > 1;
+    g.sem = TK_SEM(p ? TK_NONE : (int)ready, A_SCORED, TK_NONE);
     tk_gemm_push(&g);
-    if (tk_drain()) return 3;
     struct tk_vec x = {0};
     x.id = op_index, x.op = TK_VSCALE_ROWS, x.rows = T, x.cols = n, x.src0 = S, x.src1 = SC, x.dst = S;
+    x.sem = TK_SEM(A_SCORED, TK_NONE, TK_NONE);
     tk_vec_push(&x);
-    x.op = TK_VSOFTMAX, x.src1 = 0;
+    x.op = TK_VSOFTMAX, x.src1 = 0, x.sem = TK_SEM(TK_NONE, TK_NONE, TK_NONE);
     tk_vec_push(&x);
-    x.op = TK_VCAST_TO, x.dst = PB, x.format = TK_BF16;
+    x.op = TK_VCAST_TO, x.dst = PB, x.format = TK_BF16, x.sem = TK_SEM(TK_NONE, A_WEIGHED, TK_NONE);
     tk_vec_push(&x);
-    if (tk_drain()) return 3;
     struct tk_gemm o = {0};
     o.id = op_index, o.input = TK_BF16, o.m = T, o.n = dv, o.k = n, o.a = PB, o.b = VB, o.c = O;
+    o.sem = TK_SEM(A_WEIGHED, A_DONE, TK_NONE);
     tk_gemm_push(&o);
-    if (tk_drain()) return 3;
     struct tk_dma st = {0};
     st.id = op_index, st.flags = TK_DMA_SRC_LOCAL, st.src = O, st.dst = out + 4ull * h * dv, st.len0 = 4 * dv, st.count1 = T;
-    st.dstride1 = 4 * H * dv;
+    st.dstride1 = 4 * H * dv, st.sem = TK_SEM(A_DONE, TK_NONE, TK_NONE);
     tk_dma_push(&st);
-    if (h % group == 0) { /* the new rows into the cache */
+    if (h % group == 0) { /* the new rows into the cache (rotated and rounded before P.V began) */
       st.src = KB + 2 * p * dh, st.dst = kc + 2ull * (j * C + p) * dh, st.len0 = 2 * T * dh, st.count1 = 1, st.dstride1 = 0;
+      st.sem = TK_SEM(TK_NONE, TK_NONE, TK_NONE);
       tk_dma_push(&st);
       st.src = VB + 2 * p * dv, st.dst = vc + 2ull * (j * C + p) * dv, st.len0 = 2 * T * dv;
       tk_dma_push(&st);
     }
     if (tk_drain()) return 3;
   }
+  return 0;
+}
+
+/* TKP_POSITION: the word at w[0..1] (INT32, or FP32 holding a whole number
+ * from 0 to 2^24 where w[2] bit 0 says so) becomes the base of relative
+ * vector positions; anything else fails the operation (exit 2). */
+__attribute__((noinline)) static int position(const uint32_t* w) {
+  volatile uint32_t* at = (volatile uint32_t*)tk_ptr(TKP_POSITION_OFFSET);
+  struct tk_dma d = {0};
+  d.id = op_index, d.flags = TK_DMA_DST_LOCAL, d.src = ARG64(w, 0), d.dst = TKP_POSITION_OFFSET, d.len0 = 4;
+  tk_dma_push(&d);
+  if (tk_drain()) return 3;
+  uint32_t p = *at;
+  if (w[2] & 1) {
+    union bits b;
+    b.u = p;
+    if (!(b.f >= 0.0f) || b.f >= 16777216.0f || (float)(uint32_t)b.f != b.f) return 2;
+    p = (uint32_t)b.f;
+  }
+  base_position = p;
   return 0;
 }
 
@@ -501,6 +558,7 @@ static int run_op(const struct tkp_op* o) {
     case TKP_ROUTE: return route_grouped(o->w);
     case TKP_GATHER: return gather_rows(o->w);
     case TKP_ATTN: return attention(o->w);
+    case TKP_POSITION: return position(o->w);
     default: return 2;
   }
 }

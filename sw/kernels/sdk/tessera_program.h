@@ -15,7 +15,7 @@ enum tkp_kind {
                      dstride1, dstride2, group, scales lo/hi, seed */
   TKP_GEMM = 2,   /* w: m, n, k, a, b, c, lda, ldb, ldc, CMD_FORMAT bits, promote, sa, sb, group */
   TKP_VEC = 3,    /* w: op, rows, cols, src0, src1, src2, dst, k, position, eps bits, VCMD_FORMAT bits,
-                     group, aux, seed */
+                     group, aux, seed, flags (bit 0: the position is relative to the last TKP_POSITION's) */
   TKP_WAIT = 4,   /* the core takes one from semaphore w[0] (asleep until it can) */
   TKP_SIGNAL = 5, /* the core signals semaphore w[1] of the tile whose registers are at w[0]
                      (a global address; 0: this tile) */
@@ -32,8 +32,11 @@ enum tkp_kind {
                       scratchpad: w[0..7] as the program kernel describes them (route_grouped) */
   TKP_GATHER = 11, /* rows of a table in global memory picked by indices the chip holds (an embedding
                       lookup): w[0..9] as the program kernel describes them (gather_rows) */
+  TKP_POSITION = 13, /* the core reads a position the chip holds (w[0..1] its global address; w[2] bit 0: FP32
+                        holding a whole number, else INT32) for the vector ops after it whose position is
+                        relative (TKP_VEC flags bit 0): rotary embeddings at a position known at run time */
   TKP_ATTN = 12,   /* causal attention of some heads over a KV cache in global memory, at a position the chip
-                      holds, the new K/V rows appended: w[0..20] as the program kernel describes them (attention) */
+                      holds, the new K/V rows appended: w[0..21] as the program kernel describes them (attention) */
 };
 #define TKP_BARRIER_MAX 19u
 /* Semaphores of long programs (more than TKP_MAX_OPS operations, streamed
@@ -70,11 +73,12 @@ static inline uint64_t tkp_moe_scratch(uint64_t T, uint64_t D, uint64_t Fs) {
 
 /* TKP_ATTN's scratchpad from offset 0x10000, for T rows over n positions
  * of heads of dh (K) and dv (V) values: the position word, the rows'
- * scales, Q, K, V (BF16), the scores (FP32), their BF16 copy and the output
- * (FP32). The kernel refuses (exit 2) a position whose n does not fit. */
+ * scales, Q, K, V (BF16), the scores (FP32), their BF16 copy, the output
+ * (FP32), and the new Q and K rows in FP32 (rotated there). The kernel
+ * refuses (exit 2) a position whose n does not fit. */
 static inline uint64_t tkp_attn_scratch(uint64_t T, uint64_t n, uint64_t dh, uint64_t dv) {
   return TKP_MOE_ROUND(4) + TKP_MOE_ROUND(4 * T) + TKP_MOE_ROUND(2 * T * dh) + TKP_MOE_ROUND(2 * n * dh) + TKP_MOE_ROUND(2 * n * dv) +
-         TKP_MOE_ROUND(4 * T * n) + TKP_MOE_ROUND(2 * T * n) + TKP_MOE_ROUND(4 * T * dv);
+         TKP_MOE_ROUND(4 * T * n) + TKP_MOE_ROUND(2 * T * n) + TKP_MOE_ROUND(4 * T * dv) + 2 * TKP_MOE_ROUND(4 * T * dh);
 }
 
 #define TKP_MAX_OPS 640u                 /* 60 KiB of program */
@@ -82,6 +86,7 @@ static inline uint64_t tkp_attn_scratch(uint64_t T, uint64_t n, uint64_t dh, uin
 #define TKP_MARKS_OFFSET 0x1ff000u       /* the last 4 KiB of that: not program (graphs put their marks there) */
 #define TKP_MARKS_MAX 511u
 #define TKP_CURSOR_OFFSET (TKP_MARKS_OFFSET + 8u * TKP_MARKS_MAX) /* a graph's program: the operation it is at */
+#define TKP_POSITION_OFFSET (TKP_CURSOR_OFFSET + 4u) /* TKP_POSITION's word, read there */
 
 #ifdef __cplusplus
 static_assert(sizeof(struct tkp_op) == 96, "an operation is 96 bytes");

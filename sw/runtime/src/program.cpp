@@ -86,7 +86,7 @@ TileProgram& TileProgram::vec(const Vec& v, Sem s) {
   std::memcpy(&o.w[9], &v.eps, 4);
   o.w[10] = static_cast<std::uint32_t>(v.format) | (v.saturate ? R::VCMD_FORMAT_f::SATURATE_MASK : 0) |
             (v.e8m0 ? R::VCMD_FORMAT_f::SCALE_E8M0_MASK : 0) | (v.stochastic ? R::VCMD_FORMAT_f::STOCHASTIC_MASK : 0);
-  o.w[11] = v.group, o.w[12] = v.aux, o.w[13] = v.seed;
+  o.w[11] = v.group, o.w[12] = v.aux, o.w[13] = v.seed, o.w[14] = v.relative_position ? 1 : 0;
   ops_.push_back(o);
   return *this;
 }
@@ -123,7 +123,14 @@ TileProgram& TileProgram::words(std::uint32_t kind, const char* what, const std:
 
 TileProgram& TileProgram::moe(const std::vector<std::uint32_t>& args) { return words(TKP_MOE, "moe", args, 13, 14); }
 TileProgram& TileProgram::gather(const std::vector<std::uint32_t>& args) { return words(TKP_GATHER, "gather", args, 10, 10); }
-TileProgram& TileProgram::attention(const std::vector<std::uint32_t>& args) { return words(TKP_ATTN, "attention", args, 21, 21); }
+TileProgram& TileProgram::position(std::uint64_t global, bool as_float) {
+  tkp_op o = op(TKP_POSITION);
+  o.w[0] = lo(global), o.w[1] = hi(global), o.w[2] = as_float ? 1 : 0;
+  ops_.push_back(o);
+  return *this;
+}
+
+TileProgram& TileProgram::attention(const std::vector<std::uint32_t>& args) { return words(TKP_ATTN, "attention", args, 22, 22); }
 TileProgram& TileProgram::route(const std::vector<std::uint32_t>& args) { return words(TKP_ROUTE, "route", args, 8, 8); }
 
 Graph& Graph::node(std::string name, std::vector<std::pair<unsigned, TileProgram>> per_tile) {

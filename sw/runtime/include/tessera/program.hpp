@@ -61,6 +61,7 @@ class TileProgram {
     Fmt format = Fmt::bf16;
     bool saturate = true, stochastic = false, e8m0 = false;
     std::uint32_t group = 0, aux = 0, seed = 0;
+    bool relative_position = false;  // position + the last position() read (TKP_POSITION)
   };
 
   TileProgram& dma(const Dma& d, Sem s = {});
@@ -88,8 +89,11 @@ class TileProgram {
   // lookup): the 10 words the program kernel's gather_rows() takes.
   TileProgram& gather(const std::vector<std::uint32_t>& args);
   // Causal attention of some heads over a KV cache at a position the chip
-  // holds (TKP_ATTN): the 21 words the program kernel's attention() takes.
+  // holds (TKP_ATTN): the 22 words the program kernel's attention() takes.
   TileProgram& attention(const std::vector<std::uint32_t>& args);
+  // The core reads a position held at `global` (FP32 holding a whole
+  // number, or INT32) for the vector ops after it with relative_position.
+  TileProgram& position(std::uint64_t global, bool as_float);
   // An operation as it is, unchecked (for tests of the program kernel).
   TileProgram& raw(const tkp_op& o) {
     ops_.push_back(o);

@@ -1,0 +1,133 @@
+#include "compiled.hpp"
+
+#include <fmt/format.h>
+
+#include <cmath>
+
+#include "common/paths.hpp"
+
+namespace tessera::model {
+
+using compiler::DType;
+using compiler::Graph;
+using compiler::OpKind;
+
+Graph model_graph(const Config& c, const Weights& w, unsigned rows) {
+  const unsigned T = rows, D = c.d_model, H = c.heads, dh = c.head_dim(), E = c.experts, F = c.hidden;
+  if (c.fp8) throw rt::UsageError("model: the compiled model is BF16 (no --fp8 yet)");
+  if (c.top_k != 2) throw rt::UsageError("model: the compiled model routes to 2 experts");
+  Graph g;
+  auto matrix = [&](const std::string& name, const Matrix& m) {
+    return g.weight(name, {m.rows, m.cols}, m.values, DType::bf16);
+  };
+  auto vector = [&](const std::string& name, const std::vector<float>& v) {
+    return g.weight(name, {static_cast<unsigned>(v.size())}, v);
+  };
+  const int tokens = g.input("tokens", {T}), positions = g.input("positions", {T});
+  int x = g.gather_rows(matrix("embedding.weight", w.embedding), tokens, "embed");
+  for (unsigned l = 0; l < c.layers; ++l) {
+    const Weights::Layer& L = w.layers[l];
+    const std::string p = fmt::format("layer{}.", l);
+    const int xn = g.rmsnorm(x, vector(p + "attn_norm.weight", L.attn_norm), 1e-6f, p + "attn_norm");
+    // One projection to [Q | K | V]; the attention kernel rotates Q and K at their positions.
+    std::vector<float> wqkv;
+    wqkv.reserve(std::size_t{D} * 3 * D);
+    for (unsigned r = 0; r < D; ++r)
+      for (const Matrix* m : {&L.wq, &L.wk, &L.wv})
+        wqkv.insert(wqkv.end(), m->values.begin() + std::size_t{r} * D, m->values.begin() + std::size_t{r + 1} * D);
+    const int qkv = g.matmul(xn, g.weight(p + "wqkv.weight", {D, 3 * D}, std::move(wqkv), DType::bf16), DType::bf16, p + "qkv");
+    const int kc = g.kv_cache(p + "k_cache", H, c.context, dh), vc = g.kv_cache(p + "v_cache", H, c.context, dh);
+    const int o = g.attention_qkv(qkv, kc, vc, positions, H, 1.0f / std::sqrt(static_cast<float>(dh)), true, p + "attention");
+    x = g.binary(OpKind::add, g.matmul(o, matrix(p + "wo.weight", L.wo), DType::bf16, p + "wo"), x, p + "wo_residual");
+    const int hn = g.rmsnorm(x, vector(p + "ffn_norm.weight", L.ffn_norm), 1e-6f, p + "ffn_norm");
+    // The normed rows in BF16 (the cast fuses into the norm's node): the
+    // router's matmul rounds them so anyway, and the experts take them so.
+    const int hb = g.cast(hn, DType::bf16, p + "experts_in");
+    const int route = g.route(g.matmul(hb, matrix(p + "router.weight", L.router), DType::bf16, p + "router"), 2, true, p + "route");
+    g.output(route);
+    std::vector<float> w1, w3, w2;  // [E, D, F], [E, D, F], [E, F, D]
+    for (unsigned e = 0; e < E; ++e) {
+      w1.insert(w1.end(), L.w1[e].values.begin(), L.w1[e].values.end());
+      w3.insert(w3.end(), L.w3[e].values.begin(), L.w3[e].values.end());
+      w2.insert(w2.end(), L.w2[e].values.begin(), L.w2[e].values.end());
+    }
+    const int y = g.moe(hb, route, g.weight(p + "w1.weight", {E, D, F}, std::move(w1), DType::bf16),
+                        g.weight(p + "w3.weight", {E, D, F}, std::move(w3), DType::bf16), g.weight(p + "w2.weight", {E, F, D}, std::move(w2), DType::bf16),
+                        p + "experts");
+    x = g.binary(OpKind::add, y, x, p + "combine");
+  }
+  const int logits = g.matmul(g.rmsnorm(x, vector("final_norm.weight", w.final_norm), 1e-6f, "final_norm"),
+                              matrix("lm_head.weight", w.lm_head), DType::bf16, "logits");
+  g.output(logits);
+  g.output(g.argmax(logits, "next"));
+  return g;
+}
+
+CompiledModel::CompiledModel(rt::Device& dev, const Config& c, const Weights& w) : dev_(dev), c_(c), w_(w) {
+  if (c.max_sequences > 1) throw rt::UsageError("model: the compiled model decodes one sequence (no --batch yet)");
+  if (c.fp8) throw rt::UsageError("model: the compiled model is BF16 (no --fp8 yet)");
+  program_ = dev.load_kernel(data_file(DataKind::kernels, "program.elf"), (1u << dev.tiles()) - 1);
+}
+
+CompiledModel::~CompiledModel() = default;
+
+compiler::Executable& CompiledModel::executable(unsigned rows) {
+  auto it = steps_.find(rows);
+  if (it != steps_.end()) return *it->second;
+  compiler::Options o;
+  o.state = caches_;  // the first graph's caches, shared by the others
+  try {
+    auto ex = std::make_unique<compiler::Executable>(dev_, program_, model_graph(c_, w_, rows), o);
+    if (caches_.empty()) caches_ = ex->state();
+    return *steps_.emplace(rows, std::move(ex)).first->second;
+  } catch (const std::invalid_argument& e) {
+    throw rt::UsageError(fmt::format("model: compiling a step of {} tokens: {}", rows, e.what()));
+  }
+}
+
+std::vector<float> CompiledModel::step(const std::vector<std::uint32_t>& tokens, unsigned pos, std::uint32_t* next,
+                                       std::vector<std::vector<std::uint32_t>>* routes) {
+  const unsigned T = static_cast<unsigned>(tokens.size());
+  if (!T || T > 64) throw rt::UsageError(fmt::format("model: {} tokens in one step (1 to 64)", T));
+  if (pos + T > c_.context)
+    throw rt::UsageError(fmt::format("model: position {} is past the context of {}", pos + T, c_.context));
+  for (std::uint32_t t : tokens)
+    if (t >= c_.vocab) throw rt::UsageError(fmt::format("model: token {} is not in the vocabulary of {}", t, c_.vocab));
+  compiler::Executable& ex = executable(T);
+  std::vector<float> tok(tokens.begin(), tokens.end()), at(T);
+  for (unsigned t = 0; t < T; ++t) at[t] = static_cast<float>(pos + t);
+  const double t0 = dev_.simulated_seconds();
+  std::map<std::string, std::vector<float>> out = ex.run({{"tokens", tok}, {"positions", at}});
+  const double took = dev_.simulated_seconds() - t0;
+  // Each node's time to its phase (by the name of the op that anchors it).
+  const std::vector<double> node = ex.node_seconds();
+  double kernels = 0;
+  for (std::size_t gi = 0; gi < node.size(); ++gi) {
+    const std::string& n = ex.graph().ops()[static_cast<std::size_t>(ex.groups()[gi].ops[0])].name;
+    const std::string phase = n.substr(n.find('.') + 1);
+    double* bucket = &profile_.head;
+    if (n == "embed") bucket = &profile_.embed;
+    else if (n == "next") bucket = &profile_.argmax;
+    else if (phase == "wo") bucket = &profile_.wo;
+    else if (phase == "ffn_norm" || phase == "router" || phase == "route") bucket = &profile_.router;
+    else if (phase == "experts") bucket = &profile_.experts;
+    else if (phase == "combine") bucket = &profile_.combine;
+    else if (n.rfind("layer", 0) == 0) bucket = &profile_.attention;
+    *bucket += node[gi];
+    kernels += node[gi];
+  }
+  profile_.kernels += kernels;
+  profile_.host_io += took - kernels;
+  profile_.bounds["step"].add(ex.last_bound(), took);
+  if (next) *next = static_cast<std::uint32_t>(out.at("next").back());
+  if (routes) {
+    routes->assign(c_.layers, {});
+    for (unsigned l = 0; l < c_.layers; ++l) {
+      const std::vector<float>& r = out.at(fmt::format("layer{}.route", l));
+      for (unsigned i = 0; i < 2 * T; ++i) (*routes)[l].push_back(static_cast<std::uint32_t>(r[i]));
+    }
+  }
+  return std::move(out.at("logits"));
+}
+
+}  // namespace tessera::model

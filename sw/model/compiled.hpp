@@ -1,0 +1,56 @@
+// The main job's model (Config, Weights: model.hpp) as a graph of the
+// compiler's IR (sw/compiler), built from the model's definition and
+// compiled for one chip, instead of DeviceModel's hand-written tile
+// programs. Per layer: RMSNorm, the Q, K and V projections (one matmul),
+// attention over the layer's KV caches with Q and K rotated at the step's
+// positions (read on the chip), Wo and the residual, RMSNorm (its BF16
+// copy the router's and the experts' input), the router, its
+// top-2 and the chosen experts' SwiGLU FFNs (compiler::moe), the residual;
+// then the final RMSNorm, the LM head and the argmax. A step of T tokens
+// is one compiled graph and one launch; the graphs of every step length
+// (the prompt's, then one a token) share the caches. BF16, one sequence.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "executable.hpp"
+#include "model.hpp"
+
+namespace tessera::model {
+
+// The graph of a step of `rows` tokens (inputs "tokens" and "positions";
+// outputs "logits" rows x vocab, "next" the argmax of each row, and
+// "layer<l>.route" each layer's experts and gates).
+compiler::Graph model_graph(const Config& c, const Weights& w, unsigned rows);
+
+class CompiledModel {
+ public:
+  // Throws rt::UsageError for a configuration it does not build (FP8, several sequences).
+  CompiledModel(rt::Device& dev, const Config& c, const Weights& w);
+  ~CompiledModel();
+  // As DeviceModel::step for one sequence: T tokens at positions pos..,
+  // their logits; `next` the device's argmax of the last row; `routes` the
+  // experts chosen per layer (2 per token).
+  std::vector<float> step(const std::vector<std::uint32_t>& tokens, unsigned pos, std::uint32_t* next,
+                          std::vector<std::vector<std::uint32_t>>* routes);
+  // Where the time went: each node's time in its phase's bucket (attention,
+  // wo, router, experts, combine, head, embed, argmax), the rest of each
+  // step (the launch, the inputs written, the outputs read) in host_io;
+  // `bounds["step"]` the launches against their roofline.
+  const Profile& profile() const { return profile_; }
+  // The compiled step of `rows` tokens (compiled on first use).
+  compiler::Executable& executable(unsigned rows);
+
+ private:
+  rt::Device& dev_;
+  const Config& c_;
+  const Weights& w_;
+  rt::Kernel program_;
+  std::map<unsigned, std::unique_ptr<compiler::Executable>> steps_;
+  std::map<std::string, rt::Buffer> caches_;
+  Profile profile_;
+};
+
+}  // namespace tessera::model
