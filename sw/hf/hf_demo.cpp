@@ -4,7 +4,9 @@
 // Builds the model's prefill from its config.json (llama.hpp) with its
 // safetensors weights or seeded ones, compiles it (sw/compiler) and runs it
 // on the T1 with one launch; prints the greedy next token, the simulated
-// time per prompt token and the launch against its roofline. --decode N
+// time per prompt token and the launch against its roofline (a MoE
+// model's prompt longer than 64 tokens in steps of 64, over the KV
+// caches, the experts' kernel taking 64 rows a step). --decode N
 // then decodes N tokens greedily, one compiled step a token over the KV
 // caches the prefill filled (one launch a step). --check compares every
 // logit (the prompt's and each decoded token's) with the FP32 host
@@ -29,6 +31,7 @@
 namespace tessera::hf {
 
 namespace {
+constexpr unsigned kChunk = 64;  // prompt tokens a prefill step takes at most
 int fail(const std::string& why) {
   std::cerr << "tessera demo: " << why << "\n";
   return 2;
@@ -63,7 +66,8 @@ int demo_main(int argc, char** argv) {
   LlamaConfig c;
   std::unique_ptr<SafeTensors> st;
   WeightSource w = seeded_weights(seed);
-  compiler::Graph g, step;
+  compiler::Graph g, tail, step;
+  unsigned chunk = 0, rest = 0;  // prefill steps of `chunk` tokens, the last of `rest` where it is shorter
   std::vector<std::uint32_t> tokens;
   try {
     c = LlamaConfig::load(config);
@@ -74,7 +78,13 @@ int demo_main(int argc, char** argv) {
     // per compiled graph (the graph's copy and the chip's layout; the
     // decode step is a second graph): refuse at once what this host cannot
     // hold rather than fill its memory for minutes.
-    const std::uint64_t params = c.parameters(layers), need = params * 4 * 2 * (decode ? 2 : 1);
+    // A MoE model's prompt longer than kChunk prefills kChunk tokens at a
+    // time (the experts' kernel takes 64 rows a step), its remainder a graph
+    // of its own.
+    bool sparse = false;
+    for (unsigned l = 0; l < (layers ? std::min(layers, c.layers) : c.layers); ++l) sparse |= c.sparse(l);
+    chunk = sparse ? std::min(prompt, kChunk) : prompt, rest = prompt % chunk;
+    const std::uint64_t params = c.parameters(layers), need = params * 4 * 2 * (1 + (decode ? 1 : 0) + (rest ? 1 : 0));
     const std::uint64_t host = static_cast<std::uint64_t>(sysconf(_SC_PHYS_PAGES)) * static_cast<std::uint64_t>(sysconf(_SC_PAGE_SIZE));
     if (need > host / 2)
       return fail(fmt::format("{}: {} of {} layers hold {:.3g} G weights, {:.1f} GB on the host in FP32 twice over, more than half "
@@ -82,7 +92,8 @@ int demo_main(int argc, char** argv) {
                               "(not built yet)",
                               config, layers ? std::min(layers, c.layers) : c.layers, c.layers, params / 1e9, need / 1e9, host / 1e9));
     const unsigned context = prompt + decode;
-    g = llama_step(c, w, prompt, context, layers);
+    g = llama_step(c, w, chunk, context, layers);
+    if (rest) tail = llama_step(c, w, rest, context, layers);
     if (decode) step = llama_step(c, w, 1, context, layers);
   } catch (const std::exception& e) {
     return fail(e.what());
@@ -92,16 +103,34 @@ int demo_main(int argc, char** argv) {
     rt::Device dev(opt);
     const rt::Kernel program = dev.load_kernel(data_file(DataKind::kernels, "program.elf"), (1u << dev.tiles()) - 1);
     compiler::Executable ex(dev, program, std::move(g));
-    const std::map<std::string, std::vector<float>> outputs = ex.run(llama_inputs(tokens));
-    std::vector<float> logits = outputs.at("logits");
+    std::unique_ptr<compiler::Executable> last_chunk;
+    if (rest) {
+      compiler::Options shared;
+      shared.state = ex.state();
+      last_chunk = std::make_unique<compiler::Executable>(dev, program, std::move(tail), shared);
+    }
+    // The prompt in steps of `chunk` tokens (one step unless it is longer).
+    std::vector<float> logits;
+    std::vector<std::vector<std::uint32_t>> routes;  // the chip's by layer (a MoE model's), the prompt's and then each decoded token's
+    double prefill_s = 0, prefill_bound = 0;
+    roofline::Report r;
+    for (unsigned at = 0; at < prompt; at += chunk) {
+      const unsigned n = std::min(chunk, prompt - at);
+      compiler::Executable& x = n == chunk ? ex : *last_chunk;
+      const std::map<std::string, std::vector<float>> o =
+          x.run(llama_inputs(std::vector<std::uint32_t>(tokens.begin() + at, tokens.begin() + at + n), at));
+      logits.insert(logits.end(), o.at("logits").begin(), o.at("logits").end());
+      const std::vector<std::vector<std::uint32_t>> rt_ = chip_routes(c, o, layers);
+      if (routes.empty()) routes.resize(rt_.size());
+      for (std::size_t l = 0; l < rt_.size(); ++l) routes[l].insert(routes[l].end(), rt_[l].begin(), rt_[l].end());
+      prefill_s += x.last_seconds(), prefill_bound += x.last_bound().seconds();
+      if (at == 0) r = x.last_bound();
+    }
     auto greedy = [&](const std::vector<float>& l) {
       const float* last = l.data() + l.size() - c.vocab;
       return static_cast<std::uint32_t>(std::max_element(last, last + c.vocab) - last);
     };
     const std::uint32_t next = greedy(logits);
-    // The chip's routes by layer (a MoE model's), the prompt's and then each decoded token's.
-    std::vector<std::vector<std::uint32_t>> routes = chip_routes(c, outputs, layers);
-    const roofline::Report& r = ex.last_bound();
     std::cout << fmt::format("{} ({}), {} of {} layers, {} weights: hidden {}, {} heads ({} KV), head_dim {}, vocabulary {}{}\n",
                              config, c.model_type, run_layers, c.layers, weights.empty() ? "seeded" : weights, c.hidden,
                              c.heads, c.kv_heads, c.head_dim, c.vocab,
@@ -110,10 +139,11 @@ int demo_main(int argc, char** argv) {
                                                      c.shared_intermediate ? fmt::format(", a shared expert of {}", c.shared_intermediate)
                                                                            : std::string())
                                        : std::string());
-    std::cout << fmt::format("prefill of {} tokens: {} nodes, {:.2f} us simulated ({:.2f} us/token); next token {}\n", prompt,
-                             ex.groups().size(), ex.last_seconds() * 1e6, ex.last_seconds() * 1e6 / prompt, next);
-    std::cout << fmt::format("roofline: bound {:.2f} us ({}, {}): {:.1f}% of it\n", r.seconds() * 1e6, r.binding().resource,
-                             r.binding().where, 100 * r.seconds() / ex.last_seconds());
+    std::cout << fmt::format("prefill of {} tokens{}: {} nodes, {:.2f} us simulated ({:.2f} us/token); next token {}\n", prompt,
+                             prompt > chunk ? fmt::format(" in steps of {}", chunk) : std::string(), ex.groups().size(),
+                             prefill_s * 1e6, prefill_s * 1e6 / prompt, next);
+    std::cout << fmt::format("roofline: bound {:.2f} us ({}, {}{}): {:.1f}% of it\n", prefill_bound * 1e6, r.binding().resource,
+                             r.binding().where, prompt > chunk ? " in the first step" : "", 100 * prefill_bound / prefill_s);
     {  // where the time went: the slowest nodes
       const std::vector<double> t = ex.node_seconds();
       std::vector<std::size_t> order(t.size());
