@@ -380,3 +380,35 @@ TEST(Compiler, AttentionIsCheckedAndItsReferenceKeepsTheCaches) {
   refused([&] { run({3, 4}); }, "att: positions 'pos' start at 3");
   refused([&] { run({1, 3}); }, "att: positions 'pos' [1] is 3, not 2");
 }
+
+TEST(Compiler, AnRmsNormThatOnlyAMatmulReadsBecomesItsPrologue) {
+  // x -> rmsnorm -> matmul: the norm's group goes, the matmul's takes it;
+  // a norm read twice, or an output, keeps its node; the HBM plan keeps x
+  // live until the matmul that norms it.
+  Graph g;
+  const int x = g.input("x", {4, 32});
+  const int w = g.weight("w", {32, 16}, std::vector<float>(512, 0.5f), DType::bf16);
+  const int nw = g.weight("nw", {32}, std::vector<float>(32, 1.0f));
+  const int n1 = g.rmsnorm(x, nw, 1e-6f, "n1");
+  const int m1 = g.matmul(n1, w, DType::bf16, "m1");
+  const int n2 = g.rmsnorm(x, nw, 1e-6f, "n2");
+  const int m2 = g.matmul(n2, w, DType::bf16, "m2");
+  const int twice = g.binary(OpKind::add, m2, g.matmul(n2, w, DType::bf16, "m3"), "sum");
+  const int n4 = g.rmsnorm(x, nw, 1e-6f, "n4");
+  g.output(n4);
+  g.output(g.binary(OpKind::add, g.matmul(n4, w, DType::bf16, "m4"), twice, "all"));
+  g.output(m1);
+  std::vector<Group> groups = fuse(g);
+  const std::size_t before = groups.size();
+  EXPECT_EQ(fuse_prologues(g, groups), 1u);
+  EXPECT_EQ(groups.size(), before - 1);
+  for (const Group& grp : groups) {
+    const std::string& anchor = g.ops()[static_cast<std::size_t>(grp.ops[0])].name;
+    EXPECT_NE(anchor, "n1");
+    EXPECT_EQ(grp.prologue >= 0, anchor == "m1") << anchor;
+  }
+  const HbmPlan plan = plan_hbm(g, groups, 2);
+  EXPECT_EQ(plan.find(n1), nullptr);  // stored nowhere
+  EXPECT_NE(plan.find(n2), nullptr);
+  (void)m1;
+}

@@ -24,6 +24,7 @@ constexpr int kLoaded = 0;  // a load is done: the GEMM or vector op that reads 
 constexpr int kFreed = 1;   // a GEMM is done with its B buffer: the load two chunks on may start
 constexpr int kGemmed = 2;  // a block's last GEMM is done: its epilogue (or its store) may start
 constexpr int kDone = 3;    // a block's last vector op is done: its store may start
+constexpr int kPrologue = 4;  // a matmul's prologue: A's rows loaded, then normed and cast
 
 Fmt fmt_of(DType t) {
   switch (t) {
@@ -344,8 +345,24 @@ class Emitter {
     for (unsigned m0 = part.r0; m0 < part.r1; m0 += t_.mb) {
       const unsigned mr = std::min(t_.mb, part.r1 - m0);
       if (m0 != part.r0) flush(p), p.drain();  // A's buffer is reused
-      load_block(p, addr_(mm.in[0]) + std::uint64_t{m0} * K * bytes(A.dtype), K * bytes(A.dtype), A.dtype, spm_.at("a"),
-                 mm.format, mr, K);
+      if (grp_.prologue >= 0) {
+        // A's rows as the norm's input (FP32), normed and cast into "a" on
+        // the vector unit; the first GEMM waits (the core, at kPrologue).
+        const Op& norm = g_.ops()[static_cast<std::size_t>(grp_.prologue)];
+        const Tensor& X = g_.tensor(norm.in[0]);
+        if (m0 == part.r0) load_block(p, addr_(norm.in[1]), 0, DType::f32, spm_.at("pw"), DType::f32, 1, K);
+        load_block(p, addr_(norm.in[0]) + std::uint64_t{m0} * K * bytes(X.dtype), K * bytes(X.dtype), X.dtype, spm_.at("px"),
+                   DType::f32, mr, K, Sem{-1, kPrologue});
+        TileProgram::Vec v;
+        v.op = VecOp::rmsnorm, v.rows = mr, v.cols = K, v.src0 = v.dst = spm_.at("px"), v.src1 = spm_.at("pw"), v.eps = norm.eps;
+        p.vec(v, Sem{kPrologue});
+        v.op = VecOp::cast_to, v.src1 = 0, v.dst = spm_.at("a"), v.format = fmt_of(mm.format);
+        p.vec(v, Sem{-1, kPrologue});
+      } else {
+        load_block(p, addr_(mm.in[0]) + std::uint64_t{m0} * K * bytes(A.dtype), K * bytes(A.dtype), A.dtype, spm_.at("a"),
+                   mm.format, mr, K);
+      }
+      bool waited = grp_.prologue < 0;
       for (unsigned n0 = part.c0; n0 < part.c1; n0 += t_.nb, ++j) {
         const unsigned nr = std::min(t_.nb, part.c1 - n0), par = j % 2;
         for (std::size_t s = 1; s < sides_.size(); ++s)
@@ -360,6 +377,7 @@ class Emitter {
           TileProgram::Gemm gm;
           gm.m = mr, gm.n = nr, gm.k = kr, gm.a = spm_.at("a") + k0 * eb, gm.lda = K, gm.b = b, gm.c = c;
           gm.input = fmt_of(mm.format), gm.accumulate = kc > 0;
+          if (!waited) p.wait(kPrologue), waited = true;  // A is normed and cast
           const int freed = i + 2 < total ? kFreed : -1, last = kc + 1 == nk ? kGemmed : -1;
           p.gemm(gm, Sem{kLoaded, freed >= 0 ? freed : last, freed >= 0 ? last : -1});
         }
@@ -503,6 +521,7 @@ Executable::Executable(rt::Device& dev, const rt::Kernel& program, Graph g, cons
   const Target tgt = target(dev_, o.tiles);
   groups_ = fuse(g_, o.fuse);
   if (o.narrow) narrow_storage(g_, groups_);
+  if (o.fuse) fuse_prologues(g_, groups_);
   // Each moe op's split of its experts over the tiles (the kernel's), at
   // least as many slices as spread one token's choices over every tile.
   for (std::size_t i = 0; i < g_.ops().size(); ++i) {
@@ -652,6 +671,7 @@ Executable::Executable(rt::Device& dev, const rt::Kernel& program, Graph g, cons
       if (impl_->attention.count(grp.ops[0])) e.attention_consts_ = impl_->attention.at(grp.ops[0]).address;
       const Op& anchor = g_.ops()[static_cast<std::size_t>(grp.ops[0])];
       std::string name = anchor.name;
+      if (grp.prologue >= 0) name = g_.ops()[static_cast<std::size_t>(grp.prologue)].name + ">" + name;
       for (std::size_t j = 1; j < grp.ops.size(); ++j) name += "+" + g_.ops()[static_cast<std::size_t>(grp.ops[j])].name;
       if (anchor.kind == OpKind::moe) {
         // The experts on every tile (the program kernel's moe_experts()),

@@ -58,6 +58,29 @@ std::vector<Group> fuse(const Graph& g, bool enabled) {
   return groups;
 }
 
+unsigned fuse_prologues(const Graph& g, std::vector<Group>& groups) {
+  unsigned made = 0;
+  for (std::size_t k = 0; k + 1 < groups.size(); ++k) {
+    const Group& n = groups[k];
+    const Op& norm = g.ops()[static_cast<std::size_t>(n.ops[0])];
+    if (n.ops.size() != 1 || norm.kind != OpKind::rmsnorm || g.is_output(n.out)) continue;
+    const std::vector<int> readers = g.consumers(n.out);
+    if (readers.size() != 1) continue;
+    for (std::size_t j = k + 1; j < groups.size(); ++j) {
+      Group& m = groups[j];
+      const Op& mm = g.ops()[static_cast<std::size_t>(m.ops[0])];
+      if (m.ops[0] != readers[0]) continue;
+      if (mm.kind == OpKind::matmul && mm.in[0] == n.out && mm.in[1] != n.out && m.prologue < 0) {
+        m.prologue = n.ops[0];
+        groups.erase(groups.begin() + static_cast<std::ptrdiff_t>(k));
+        --k, ++made;
+      }
+      break;
+    }
+  }
+  return made;
+}
+
 std::vector<int> side_operands(const Graph& g, const Group& grp) {
   std::vector<int> sides;
   const Op& anchor = g.ops()[static_cast<std::size_t>(grp.ops[0])];
@@ -118,6 +141,10 @@ SpmPlan plan_spm(const Graph& g, const Group& grp, const Tiling& t, std::uint32_
     const Tensor& B = g.tensor(anchor.in[1]);
     const unsigned eb = bytes(anchor.format);
     add("a", std::uint64_t{t.mb} * B.shape[0] * eb);
+    if (grp.prologue >= 0) {  // A's rows in FP32 and the norm's weight, normed and cast into "a"
+      add("px", std::uint64_t{t.mb} * B.shape[0] * 4);
+      add("pw", std::uint64_t{B.shape[0]} * 4);
+    }
     for (int k = 0; k < 2; ++k) add(fmt::format("b{}", k), std::uint64_t{t.kb} * t.nb * eb);
     for (int k = 0; k < 2; ++k) add(fmt::format("c{}", k), block * 4);
   } else if (anchor.kind == OpKind::reshape || anchor.kind == OpKind::move || anchor.kind == OpKind::gather ||
@@ -294,9 +321,11 @@ HbmPlan plan_hbm(const Graph& g, const std::vector<Group>& groups, unsigned stac
     s.bytes = (g.tensor(s.tensor).elements() * bytes(g.tensor(s.tensor).dtype) + 63) / 64 * 64;
     s.first = s.last = k;
     if (g.is_output(s.tensor)) s.last = end;
-    for (unsigned j = k + 1; j < groups.size(); ++j)
+    for (unsigned j = k + 1; j < groups.size(); ++j) {
       for (int o : groups[j].ops)
         if (reads(g.ops()[static_cast<std::size_t>(o)], s.tensor)) s.last = std::max(s.last, j);
+      if (groups[j].prologue >= 0 && reads(g.ops()[static_cast<std::size_t>(groups[j].prologue)], s.tensor)) s.last = std::max(s.last, j);
+    }
     plan.slots.push_back(s);
   }
   // Largest first, each at the lowest offset of the least filled stack

@@ -24,8 +24,13 @@ namespace tessera::compiler {
 struct Group {
   std::vector<int> ops;  // in graph order; ops[0] the anchor (a matmul, a row op, an argmax or an elementwise op)
   int out = -1;          // the tensor the group writes
+  int prologue = -1;     // a matmul's: an RMSNorm run on A's rows as they load (fuse_prologues), its output stored nowhere
 };
 std::vector<Group> fuse(const Graph& g, bool enabled = true);
+// An RMSNorm whose only reader is a matmul (as A), and no output, runs in
+// that matmul's node on each tile's rows of A as they load: its group goes,
+// the matmul's takes it as its prologue. Returns the prologues made.
+unsigned fuse_prologues(const Graph& g, std::vector<Group>& groups);
 
 // A tile's part of a group's output: rows [r0, r1) x columns [c0, c1) of
 // the anchor's rows x cols view, cut into blocks of mb rows x nb columns
