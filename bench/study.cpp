@@ -21,7 +21,7 @@
 //   energy-batch      decode tokens/s and energy per token of the MoE decoder
 //                     (BF16, one chip, a graph a step) at batch 1 to 64, the
 //                     leakage's share and the run's share of its roofline
-//                     bound: `tessera-vp demo --batch B --prompt 8 --decode 8`
+//                     bound: `tessera-vp demo --hand-written --batch B --prompt 8 --decode 8`
 //   power-headroom    a fused MoE layer on four chips (compute, HBM and links
 //                     busy at once) under caps from 50% to 120% of the sum of
 //                     the domains' peaks: the manager's control loop against
@@ -362,7 +362,8 @@ struct BatchRun {
   double tps = -1, uj = -1, watts = -1, leakage = -1, of_bound = -1;
 };
 bool batch_run(unsigned batch, BatchRun& r) {
-  const std::string cmd = fmt::format("{} demo --batch {} --prompt 8 --decode 8", TESSERA_VP, batch);
+  // DeviceModel at every batch (batch 1 alone would run the compiled model by default).
+  const std::string cmd = fmt::format("{} demo --hand-written --batch {} --prompt 8 --decode 8", TESSERA_VP, batch);
   std::FILE* p = popen((cmd + " 2>&1").c_str(), "r");
   if (!p) return false;
   char line[4096];

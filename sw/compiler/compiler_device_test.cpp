@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <functional>
 #include <set>
@@ -257,7 +258,12 @@ TEST(CompilerDevice, AMixtureOfExpertsRunsOnlyTheChosenExpertsBitForBit) {
     SCOPED_TRACE(testing::Message() << rows << " rows, top-" << k);
     const std::map<std::string, std::vector<float>> in{{"x", seeded_values(std::size_t{rows} * 64, 7 + rows, 2.0f)}};
     Executable ex(c.dev, c.program, moe_block(rows, 64, 128, 8, k));
-    // The residual is added in the experts' combine (one node, the same bits).
+    // The router's top k runs in its matmul's node; the residual is added
+    // in the experts' combine (one node each, the same bits).
+    const auto& gs = ex.groups();
+    EXPECT_TRUE(std::any_of(gs.begin(), gs.end(), [&](const Group& grp) {
+      return grp.ops.size() == 2 && ex.graph().ops()[static_cast<std::size_t>(grp.ops[1])].name == "route";
+    }));
     EXPECT_EQ(ex.graph().ops()[static_cast<std::size_t>(ex.groups().back().ops.back())].name, "residual");
     EXPECT_EQ(ex.groups().back().ops.size(), 2u);
     const auto out = ex.run(in);

@@ -412,3 +412,27 @@ TEST(Compiler, AnRmsNormThatOnlyAMatmulReadsBecomesItsPrologue) {
   EXPECT_NE(plan.find(n2), nullptr);
   (void)m1;
 }
+
+TEST(Compiler, ARoutersTopKRunsInItsMatmulsNodeOnWholeRows) {
+  // matmul -> route: one group ending with the route, tiled by whole rows;
+  // a route whose logits something else reads too, or a grouped one, keeps
+  // its own node.
+  Graph g;
+  const int x = g.input("x", {6, 32});
+  const int w = g.weight("w", {32, 8}, std::vector<float>(256, 0.5f), DType::bf16);
+  const int logits = g.matmul(x, w, DType::bf16, "router");
+  g.output(g.route(logits, 2, true, "route"));
+  const int shared = g.matmul(x, w, DType::bf16, "shared");
+  g.output(g.route(shared, 2, true, "route2"));
+  g.output(g.unary(OpKind::exp, shared, "also"));
+  std::vector<Group> groups = fuse(g);
+  const std::size_t before = groups.size();
+  EXPECT_EQ(fuse_routes(g, groups), 1u);
+  ASSERT_EQ(groups.size(), before - 1);
+  EXPECT_EQ(groups[0].ops.size(), 2u);
+  EXPECT_EQ(g.ops()[static_cast<std::size_t>(groups[0].ops[1])].name, "route");
+  Target t;
+  const Tiling tl = tile(g, groups[0], t);
+  for (const Part& p : tl.parts) EXPECT_EQ(p.c1 - p.c0, 8u);  // whole rows of the 8 logits
+  EXPECT_EQ(tl.nb, 8u);
+}

@@ -340,7 +340,8 @@ class Emitter {
     const unsigned nk = (K + t_.kb - 1) / t_.kb;
     const unsigned blocks = ((part.r1 - part.r0 + t_.mb - 1) / t_.mb) * ((part.c1 - part.c0 + t_.nb - 1) / t_.nb);
     const unsigned total = blocks * nk;
-    const bool epilogue = grp_.ops.size() > 1 || out_.dtype != DType::f32;
+    const bool routed = op(grp_.ops.size() - 1).kind == OpKind::route;  // the group ends with a router's top k
+    const bool epilogue = !routed && (grp_.ops.size() > 1 || out_.dtype != DType::f32);
     unsigned i = 0, j = 0;
     for (unsigned m0 = part.r0; m0 < part.r1; m0 += t_.mb) {
       const unsigned mr = std::min(t_.mb, part.r1 - m0);
@@ -382,6 +383,22 @@ class Emitter {
           p.gemm(gm, Sem{kLoaded, freed >= 0 ? freed : last, freed >= 0 ? last : -1});
         }
         flush(p);
+        if (routed) {  // whole rows: their top k and its gates, each plane's rows stored
+          const Op& r = op(grp_.ops.size() - 1);
+          const unsigned k = r.k, T = static_cast<unsigned>(g_.tensor(mm.in[0]).rows());
+          const std::uint32_t top = spm_.at("rt"), gates = r.gate_softmax ? spm_.at("rg") : top;
+          TileProgram::Vec v;
+          v.op = VecOp::topk, v.rows = mr, v.cols = nr, v.k = k, v.src0 = c, v.dst = top;
+          p.vec(v, Sem{kGemmed, r.gate_softmax ? -1 : kDone});
+          if (r.gate_softmax) {
+            TileProgram::Vec sm;
+            sm.op = VecOp::softmax, sm.rows = mr, sm.cols = k, sm.src0 = top, sm.dst = gates;
+            p.vec(sm, Sem{-1, kDone});
+          }
+          p.store(top + mr * k * 4, addr_(grp_.out) + std::uint64_t{m0} * k * 4, mr * k * 4, Sem{kDone});
+          p.store(gates, addr_(grp_.out) + (std::uint64_t{T} + m0) * k * 4, mr * k * 4);
+          continue;
+        }
         const std::uint32_t result = epilogue ? chain(p, 1, c, par, m0, mr, nr, kGemmed) : c;
         store_later(result, m0, mr, n0, nr, epilogue ? kDone : kGemmed);
       }
@@ -521,7 +538,7 @@ Executable::Executable(rt::Device& dev, const rt::Kernel& program, Graph g, cons
   const Target tgt = target(dev_, o.tiles);
   groups_ = fuse(g_, o.fuse);
   if (o.narrow) narrow_storage(g_, groups_);
-  if (o.fuse) fuse_prologues(g_, groups_);
+  if (o.fuse) fuse_prologues(g_, groups_), fuse_routes(g_, groups_);
   // Each moe op's split of its experts over the tiles (the kernel's), at
   // least as many slices as spread one token's choices over every tile.
   for (std::size_t i = 0; i < g_.ops().size(); ++i) {

@@ -81,6 +81,29 @@ unsigned fuse_prologues(const Graph& g, std::vector<Group>& groups) {
   return made;
 }
 
+unsigned fuse_routes(const Graph& g, std::vector<Group>& groups) {
+  unsigned made = 0;
+  for (std::size_t k = 0; k + 1 < groups.size(); ++k) {
+    Group& m = groups[k];
+    const Op& mm = g.ops()[static_cast<std::size_t>(m.ops[0])];
+    if (mm.kind != OpKind::matmul || m.ops.size() != 1 || g.is_output(m.out)) continue;
+    const std::vector<int> readers = g.consumers(m.out);
+    if (readers.size() != 1) continue;
+    const Op& r = g.ops()[static_cast<std::size_t>(readers[0])];
+    if (r.kind != OpKind::route || r.groups) continue;
+    for (std::size_t j = k + 1; j < groups.size(); ++j)
+      if (groups[j].ops[0] == readers[0]) {
+        if (groups[j].ops.size() != 1) break;
+        m.ops.push_back(readers[0]);
+        m.out = groups[j].out;
+        groups.erase(groups.begin() + static_cast<std::ptrdiff_t>(j));
+        ++made;
+        break;
+      }
+  }
+  return made;
+}
+
 std::vector<int> side_operands(const Graph& g, const Group& grp) {
   std::vector<int> sides;
   const Op& anchor = g.ops()[static_cast<std::size_t>(grp.ops[0])];
@@ -147,6 +170,12 @@ SpmPlan plan_spm(const Graph& g, const Group& grp, const Tiling& t, std::uint32_
     }
     for (int k = 0; k < 2; ++k) add(fmt::format("b{}", k), std::uint64_t{t.kb} * t.nb * eb);
     for (int k = 0; k < 2; ++k) add(fmt::format("c{}", k), block * 4);
+    const Op& last = g.ops()[static_cast<std::size_t>(grp.ops.back())];
+    if (last.kind == OpKind::route) {  // its epilogue: the top k's values and indices, the gates
+      add("rt", std::uint64_t{t.mb} * last.k * 8);
+      add("rg", std::uint64_t{t.mb} * last.k * 4);
+      return p;
+    }
   } else if (anchor.kind == OpKind::reshape || anchor.kind == OpKind::move || anchor.kind == OpKind::gather ||
              anchor.kind == OpKind::attention) {
     return p;  // memory to memory (a gather's indices, an attention's blocks: the kernel's own buffers)
@@ -243,7 +272,7 @@ Tiling tile(const Graph& g, const Group& grp, const Target& tgt) {
       g.tensor(tiles_input(anchor.kind) ? anchor.in[0] : anchor.out);
   const unsigned rows = static_cast<unsigned>(view.rows()), cols = view.cols();
   bool full_rows = tiles_input(anchor.kind);
-  for (int o : grp.ops) full_rows |= is_rowwise(g.ops()[static_cast<std::size_t>(o)].kind);
+  for (int o : grp.ops) full_rows |= is_rowwise(g.ops()[static_cast<std::size_t>(o)].kind) || g.ops()[static_cast<std::size_t>(o)].kind == OpKind::route;
   const std::vector<int> sides = side_operands(g, grp);
   unsigned n_sides = 0;
   for (int s : sides) n_sides += s >= 0;

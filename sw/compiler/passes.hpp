@@ -31,6 +31,11 @@ std::vector<Group> fuse(const Graph& g, bool enabled = true);
 // that matmul's node on each tile's rows of A as they load: its group goes,
 // the matmul's takes it as its prologue. Returns the prologues made.
 unsigned fuse_prologues(const Graph& g, std::vector<Group>& groups);
+// A router's top k (route(), not route_grouped) whose logits only it reads,
+// from a matmul with nothing fused after it, runs in that matmul's node on
+// each block of whole rows (the top k and the gates' softmax on the vector
+// unit): its group goes, the matmul's ends with it. Returns the routes moved.
+unsigned fuse_routes(const Graph& g, std::vector<Group>& groups);
 
 // A tile's part of a group's output: rows [r0, r1) x columns [c0, c1) of
 // the anchor's rows x cols view, cut into blocks of mb rows x nb columns

@@ -30,7 +30,7 @@ using namespace tessera;
 
 namespace {
 int usage(const char* why) {
-  std::fprintf(stderr, "tessera demo: %s\nusage: tessera-vp demo [--tiny] [--fp8] [--launches] [--device-dispatch] [--compiled] [--batch B] [--serve RATE [--requests N] | --serve-from TRACE.csv] [--chips 1|4|8|16|32|64] [--prompt N (1-256)] [--decode N] [--seed S] [--speculate K [--acceptance A]] [--trace FILE.json] [--waves FILE.vcd] [--stats FILE.json] [--set inst.key=value ...]\n       tessera-vp demo --hf-config FILE.json [--weights FILE|DIR] [--layers N] [--prompt N] [--decode N] [--seed S] [--check]\n", why);
+  std::fprintf(stderr, "tessera demo: %s\nusage: tessera-vp demo [--tiny] [--fp8] [--launches] [--device-dispatch] [--compiled | --hand-written] [--batch B] [--serve RATE [--requests N] | --serve-from TRACE.csv] [--chips 1|4|8|16|32|64] [--prompt N (1-256)] [--decode N] [--seed S] [--speculate K [--acceptance A]] [--trace FILE.json] [--waves FILE.vcd] [--stats FILE.json] [--set inst.key=value ...]\n       tessera-vp demo --hf-config FILE.json [--weights FILE|DIR] [--layers N] [--prompt N] [--decode N] [--seed S] [--check]\n", why);
   return 2;
 }
 bool number(const char* s, unsigned& out) {
@@ -48,7 +48,10 @@ int tessera::model::demo_main(int argc, char** argv) {
   model::Config c;
   unsigned prompt = 32, decode = 32, seed = 1, speculate = 0, chips = 1;
   bool launches = false;  // a launch per phase, waited for, instead of a graph per step
-  bool compiled = false;  // the model compiled from its graph (sw/compiler) instead of DeviceModel
+  // The model compiled from its graph (sw/compiler, compiled.hpp): the
+  // default for one sequence on one chip in BF16; DeviceModel's
+  // hand-written programs for the rest, and where --hand-written says.
+  bool compiled = false, hand_written = false;
   unsigned batch = 1;     // sequences decoded at once
   double serve_rate = 0;  // --serve: requests a second
   std::string serve_from;  // --serve-from: a trace of requests
@@ -66,6 +69,7 @@ int tessera::model::demo_main(int argc, char** argv) {
     else if (a == "--device-dispatch") c.device_dispatch = true;
     else if (a == "--launches") launches = true;
     else if (a == "--compiled") compiled = true;
+    else if (a == "--hand-written") hand_written = true;
     else if (a == "--batch") { if (!value(batch) || !batch || batch > 64) return usage("--batch takes 1 to 64 sequences"); }
     else if (a == "--serve") {
       char* end = nullptr;
@@ -134,9 +138,12 @@ int tessera::model::demo_main(int argc, char** argv) {
   if (serve_rate > 0 && c.context < 64) return usage("--serve needs a context of 64 (prompts and outputs up to 32 each)");
   c.max_sequences = batch;
   if (acceptance >= 0 && !speculate) return usage("--acceptance needs --speculate K");
-  if (compiled && (chips > 1 || batch > 1 || speculate || serving || c.fp8 || launches || c.device_dispatch))
+  if (compiled && hand_written) return usage("--compiled or --hand-written, not both");
+  const bool compilable = chips == 1 && batch == 1 && !speculate && !serving && !c.fp8 && !launches && !c.device_dispatch;
+  if (compiled && !compilable)
     return usage("--compiled runs one sequence on one chip in BF16 (not with --chips, --batch, --serve, --speculate, --fp8, "
                  "--launches or --device-dispatch)");
+  compiled = compilable && !hand_written;
   if (chips > 1 && c.device_dispatch) return usage("--device-dispatch runs on one chip (on several the host dispatches)");
   // A step is one graph where it can be (BF16 on one chip: the tiles
   // dispatch the experts); --launches, FP8 and several chips run a launch

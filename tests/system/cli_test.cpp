@@ -391,15 +391,19 @@ TEST(Cli, DemoCompiledRunsTheModelFromItsGraph) {
   // The main job compiled from its graph: the hand-written run's tokens,
   // its logits within the bound, its time against the roofline.
   auto tokens = [](const std::string& out) { return out.substr(out.find("decoded:"), out.find('\n', out.find("decoded:")) - out.find("decoded:")); };
-  Outcome r = vp("demo --tiny --compiled --prompt 6 --decode 4 --seed 3");
+  Outcome r = vp("demo --tiny --prompt 6 --decode 4 --seed 3");  // compiled: the default for one sequence on one chip
   EXPECT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("compiled from the model's graph (sw/compiler)"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("logits vs host FP32 reference: max relative error"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("of the bound; decode"), std::string::npos) << r.out;
-  Outcome hand = vp("demo --tiny --prompt 6 --decode 4 --seed 3");
+  Outcome hand = vp("demo --tiny --hand-written --prompt 6 --decode 4 --seed 3");
+  EXPECT_NE(hand.out.find("experts dispatched by the tiles"), std::string::npos) << hand.out;
   EXPECT_EQ(hand.code, 0) << hand.err;
   EXPECT_EQ(tokens(r.out), tokens(hand.out));
   Outcome both = vp("demo --tiny --compiled --batch 2");
   EXPECT_EQ(both.code, 2);
   EXPECT_NE(both.err.find("--compiled runs one sequence on one chip in BF16"), std::string::npos) << both.err;
+  Outcome twice = vp("demo --tiny --compiled --hand-written");
+  EXPECT_EQ(twice.code, 2);
+  EXPECT_NE(twice.err.find("--compiled or --hand-written, not both"), std::string::npos) << twice.err;
 }
