@@ -292,17 +292,23 @@ TEST(Compiler, TheReferenceRoundsOperandsAndAccumulatesInFp32) {
   EXPECT_EQ(v.back()[0], 1.0f);
 }
 
+namespace {
+
+// `f` throws std::invalid_argument saying `words`.
+void refused(const std::function<void()>& f, const std::string& words) {
+  try {
+    f();
+    ADD_FAILURE() << "accepted: " << words;
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find(words), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+
 TEST(Compiler, RoutesAndExpertsAreCheckedAndTheReferenceRoutesAsTheVectorUnit) {
   Graph g;
   const int logits = g.input("logits", {3, 6});
-  auto refused = [](const std::function<void()>& f, const std::string& words) {
-    try {
-      f();
-      ADD_FAILURE() << "accepted: " << words;
-    } catch (const std::invalid_argument& e) {
-      EXPECT_NE(std::string(e.what()).find(words), std::string::npos) << e.what();
-    }
-  };
   refused([&] { g.route(logits, 7, true, "r9"); }, "r9: k 7 must be 1 to 8 and at most the 6 experts");
   const int r = g.route(logits, 2, true, "route");
   const int soft = g.route(logits, 3, false, "plain");
@@ -340,14 +346,6 @@ TEST(Compiler, RoutesAndExpertsAreCheckedAndTheReferenceRoutesAsTheVectorUnit) {
 }
 
 TEST(Compiler, AttentionIsCheckedAndItsReferenceKeepsTheCaches) {
-  auto refused = [](const std::function<void()>& f, const std::string& words) {
-    try {
-      f();
-      ADD_FAILURE() << "accepted: " << words;
-    } catch (const std::invalid_argument& e) {
-      EXPECT_NE(std::string(e.what()).find(words), std::string::npos) << e.what();
-    }
-  };
   Graph g;
   const int q = g.input("q", {2, 8}), k = g.input("k", {2, 4}), v = g.input("v", {2, 2}), pos = g.input("pos", {2});
   const int kc = g.kv_cache("kc", 1, 4, 4), vc = g.kv_cache("vc", 1, 4, 2), wide = g.kv_cache("wide", 1, 5, 2);

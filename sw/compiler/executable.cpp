@@ -384,19 +384,8 @@ class Emitter {
         }
         flush(p);
         if (routed) {  // whole rows: their top k and its gates, each plane's rows stored
-          const Op& r = op(grp_.ops.size() - 1);
-          const unsigned k = r.k, T = static_cast<unsigned>(g_.tensor(mm.in[0]).rows());
-          const std::uint32_t top = spm_.at("rt"), gates = r.gate_softmax ? spm_.at("rg") : top;
-          TileProgram::Vec v;
-          v.op = VecOp::topk, v.rows = mr, v.cols = nr, v.k = k, v.src0 = c, v.dst = top;
-          p.vec(v, Sem{kGemmed, r.gate_softmax ? -1 : kDone});
-          if (r.gate_softmax) {
-            TileProgram::Vec sm;
-            sm.op = VecOp::softmax, sm.rows = mr, sm.cols = k, sm.src0 = top, sm.dst = gates;
-            p.vec(sm, Sem{-1, kDone});
-          }
-          p.store(top + mr * k * 4, addr_(grp_.out) + std::uint64_t{m0} * k * 4, mr * k * 4, Sem{kDone});
-          p.store(gates, addr_(grp_.out) + (std::uint64_t{T} + m0) * k * 4, mr * k * 4);
+          top_k(p, op(grp_.ops.size() - 1), c, spm_.at("rt"), spm_.at("rg"), m0, mr, nr, static_cast<unsigned>(g_.tensor(mm.in[0]).rows()),
+                kGemmed);
           continue;
         }
         const std::uint32_t result = epilogue ? chain(p, 1, c, par, m0, mr, nr, kGemmed) : c;
@@ -407,6 +396,25 @@ class Emitter {
 
   // The router's top-k on the part's rows: the experts' indices to plane
   // 0, the gates (the softmax of the k values, or the values) to plane 1.
+  // A route's top k of mr rows of `cols` logits at `src` (once `wait` is
+  // signalled): the values and indices at `top`, the gates (their softmax,
+  // where the op asks) at `gates`; each plane's rows stored in the output.
+  void top_k(TileProgram& p, const Op& o, std::uint32_t src, std::uint32_t top, std::uint32_t gates, unsigned m0, unsigned mr,
+             unsigned cols, unsigned T, int wait) {
+    const unsigned k = o.k;
+    if (!o.gate_softmax) gates = top;
+    TileProgram::Vec v;
+    v.op = VecOp::topk, v.rows = mr, v.cols = cols, v.k = k, v.src0 = src, v.dst = top;
+    p.vec(v, Sem{wait, o.gate_softmax ? -1 : kDone});
+    if (o.gate_softmax) {
+      TileProgram::Vec sm;
+      sm.op = VecOp::softmax, sm.rows = mr, sm.cols = k, sm.src0 = top, sm.dst = gates;
+      p.vec(sm, Sem{-1, kDone});
+    }
+    p.store(top + mr * k * 4, addr_(grp_.out) + std::uint64_t{m0} * k * 4, mr * k * 4, Sem{kDone});
+    p.store(gates, addr_(grp_.out) + (std::uint64_t{T} + m0) * k * 4, mr * k * 4);
+  }
+
   void route(TileProgram& p, const Part& part) {
     const Op& o = op(0);
     const Tensor& L = g_.tensor(o.in[0]);
@@ -428,16 +436,7 @@ class Emitter {
         continue;
       }
       load_block(p, addr_(o.in[0]) + std::uint64_t{m0} * E * 4, E * 4, L.dtype, x, DType::f32, mr, E, Sem{-1, kLoaded});
-      TileProgram::Vec v;
-      v.op = VecOp::topk, v.rows = mr, v.cols = E, v.k = k, v.src0 = x, v.dst = top;
-      p.vec(v, Sem{kLoaded, o.gate_softmax ? -1 : kDone});
-      if (o.gate_softmax) {
-        TileProgram::Vec sm;
-        sm.op = VecOp::softmax, sm.rows = mr, sm.cols = k, sm.src0 = top, sm.dst = gates;
-        p.vec(sm, Sem{-1, kDone});
-      }
-      p.store(top + mr * k * 4, addr_(grp_.out) + std::uint64_t{m0} * k * 4, mr * k * 4, Sem{kDone});
-      p.store(gates, addr_(grp_.out) + (std::uint64_t{T} + m0) * k * 4, mr * k * 4);
+      top_k(p, o, x, top, gates, m0, mr, E, T, kLoaded);
       p.drain();
     }
   }

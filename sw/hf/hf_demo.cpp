@@ -31,7 +31,7 @@
 namespace tessera::hf {
 
 namespace {
-constexpr unsigned kChunk = 64;  // prompt tokens a prefill step takes at most
+constexpr unsigned kChunk = TKP_MOE_MAX_T;  // prompt tokens a MoE prefill step takes at most (the experts' kernel's rows)
 int fail(const std::string& why) {
   std::cerr << "tessera demo: " << why << "\n";
   return 2;

@@ -88,7 +88,7 @@ compiler::Executable& CompiledModel::executable(unsigned rows) {
 std::vector<float> CompiledModel::step(const std::vector<std::uint32_t>& tokens, unsigned pos, std::uint32_t* next,
                                        std::vector<std::vector<std::uint32_t>>* routes) {
   const unsigned T = static_cast<unsigned>(tokens.size());
-  if (!T || T > 64) throw rt::UsageError(fmt::format("model: {} tokens in one step (1 to 64)", T));
+  if (!T || T > TKP_MOE_MAX_T) throw rt::UsageError(fmt::format("model: {} tokens in one step (1 to {})", T, TKP_MOE_MAX_T));
   if (pos + T > c_.context)
     throw rt::UsageError(fmt::format("model: position {} is past the context of {}", pos + T, c_.context));
   for (std::uint32_t t : tokens)
