@@ -408,7 +408,6 @@ TEST(Compiler, AnRmsNormThatOnlyAMatmulReadsBecomesItsPrologue) {
   const HbmPlan plan = plan_hbm(g, groups, 2);
   EXPECT_EQ(plan.find(n1), nullptr);  // stored nowhere
   EXPECT_NE(plan.find(n2), nullptr);
-  (void)m1;
 }
 
 TEST(Compiler, ARoutersTopKRunsInItsMatmulsNodeOnWholeRows) {

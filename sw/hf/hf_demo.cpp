@@ -120,9 +120,9 @@ int demo_main(int argc, char** argv) {
       const std::map<std::string, std::vector<float>> o =
           x.run(llama_inputs(std::vector<std::uint32_t>(tokens.begin() + at, tokens.begin() + at + n), at));
       logits.insert(logits.end(), o.at("logits").begin(), o.at("logits").end());
-      const std::vector<std::vector<std::uint32_t>> rt_ = chip_routes(c, o, layers);
-      if (routes.empty()) routes.resize(rt_.size());
-      for (std::size_t l = 0; l < rt_.size(); ++l) routes[l].insert(routes[l].end(), rt_[l].begin(), rt_[l].end());
+      const std::vector<std::vector<std::uint32_t>> step_routes = chip_routes(c, o, layers);
+      if (routes.empty()) routes.resize(step_routes.size());
+      for (std::size_t l = 0; l < step_routes.size(); ++l) routes[l].insert(routes[l].end(), step_routes[l].begin(), step_routes[l].end());
       prefill_s += x.last_seconds(), prefill_bound += x.last_bound().seconds();
       if (at == 0) r = x.last_bound();
     }
