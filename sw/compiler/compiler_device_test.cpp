@@ -397,7 +397,137 @@ std::map<std::string, std::vector<float>> attention_inputs(unsigned p, unsigned 
   return {{"x", seeded_values(std::size_t{T} * 64, seed, 2.0f)}, {"positions", pos}};
 }
 
+// attention_step's projections over paged caches: 3 sequences, pages of
+// 4 positions, 4 pages each, a pool of 12.
+Graph paged_step(unsigned T) {
+  constexpr unsigned D = 64, H = 4, KV = 2, dh = 16, dv = 8;
+  Graph g;
+  const int x = g.input("x", {T, D});
+  const int pos = g.input("positions", {T});
+  Paging paging;
+  paging.sequences = g.input("sequences", {T}), paging.table = g.input("pages", {3, 4}), paging.page = 4;
+  auto w = [&](const char* name, unsigned cols, std::uint32_t seed) {
+    return g.weight(name, {D, cols}, seeded_values(std::size_t{D} * cols, seed, 0.5f), DType::bf16);
+  };
+  const int q = g.matmul(x, w("wq", H * dh, 21), DType::bf16, "q");
+  const int k = g.matmul(x, w("wk", KV * dh, 22), DType::bf16, "k");
+  const int v = g.matmul(x, w("wv", KV * dv, 23), DType::bf16, "v");
+  const int kc = g.kv_cache("cache.k", KV, 48, dh), vc = g.kv_cache("cache.v", KV, 48, dv);
+  g.output(g.attention(q, k, v, kc, vc, pos, H, 0.25f, "o", false, paging));
+  return g;
+}
+
 }  // namespace
+
+TEST(CompilerDevice, PagedAttentionOverSeveralSequencesEqualsTheReferenceAndEachSequenceAlone) {
+  // Steps mixing sequences (a prompt beside decode rows, rows crossing a
+  // page, sequences in any order), each sequence's positions in its own
+  // pages: every step equals the reference bit for bit, and each
+  // sequence's rows equal those of the unpaged graph run on it alone.
+  Chip c;
+  Executable step8(c.dev, c.program, paged_step(8));
+  Options shared;
+  shared.state = step8.state();
+  Executable step3(c.dev, c.program, paged_step(3), shared);
+  const std::vector<float> pages = {5, 1, 9, 4, 0, 2, 11, 6, 7, 3, 10, 8};  // by sequence, in position order
+  std::vector<std::vector<float>> rows_of(3);  // each sequence's x rows so far
+  std::vector<std::vector<float>> out_of(3);   // and their outputs
+  std::map<std::string, std::vector<float>> caches;
+  auto run = [&](Executable& e, const std::vector<std::pair<unsigned, unsigned>>& seq_rows, std::uint32_t seed) {
+    std::map<std::string, std::vector<float>> in;
+    const unsigned T = static_cast<unsigned>(e.graph().tensor(e.graph().outputs()[0]).rows());
+    in["x"] = seeded_values(std::size_t{T} * 64, seed, 2.0f);
+    in["pages"] = pages;
+    for (const auto& [s, n] : seq_rows)
+      for (unsigned i = 0; i < n; ++i) {
+        in["positions"].push_back(static_cast<float>(rows_of[s].size() / 64));
+        const std::size_t r = in["sequences"].size();
+        in["sequences"].push_back(static_cast<float>(s));
+        rows_of[s].insert(rows_of[s].end(), in["x"].begin() + r * 64, in["x"].begin() + (r + 1) * 64);
+      }
+    const auto out = e.run(in);
+    const std::vector<std::vector<float>> ref = reference(e.graph(), in, &caches);
+    expect_bits(out.at("o"), ref[static_cast<std::size_t>(e.graph().outputs()[0])], fmt::format("step of seed {}", seed));
+    for (std::size_t r = 0; r < in["sequences"].size(); ++r) {
+      auto& o = out_of[static_cast<std::size_t>(in["sequences"][r])];
+      o.insert(o.end(), out.at("o").begin() + r * 32, out.at("o").begin() + (r + 1) * 32);
+    }
+    return in;
+  };
+  run(step8, {{0, 5}, {2, 3}}, 70);
+  run(step8, {{1, 6}, {0, 1}, {2, 1}}, 71);
+  const auto last = run(step3, {{2, 1}, {0, 1}, {1, 1}}, 72);
+  for (unsigned s = 0; s < 3; ++s) {  // alone, unpaged, as one prompt (caches of its own)
+    const unsigned T = static_cast<unsigned>(rows_of[s].size() / 64);
+    Executable e(c.dev, c.program, attention_step(T, 16));
+    auto in = attention_inputs(0, T, 1);
+    in["x"] = rows_of[s];
+    expect_bits(out_of[s], e.run(in).at("o"), fmt::format("sequence {} alone", s));
+  }
+  // Inputs that break the paging are refused by name before anything
+  // runs; the device serves on.
+  auto refused_run = [&](std::map<std::string, std::vector<float>> in, const std::string& what) {
+    EXPECT_THROW(
+        try { step3.run(in); } catch (const std::invalid_argument& e) {
+          EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+          throw;
+        },
+        std::invalid_argument);
+  };
+  auto in = last;
+  in["sequences"] = {0, 1, 0}, in["positions"] = {7, 7, 8};
+  refused_run(in, "o: sequence 0's rows are not together");
+  in["sequences"] = {0, 1, 3}, in["positions"] = {7, 7, 0};
+  refused_run(in, "sequences 'sequences' [2] is 3");
+  in["sequences"] = {0, 1, 2}, in["positions"] = {7, 7, 16};
+  refused_run(in, "sequence 2 at positions 16 to 16 is past its 4 pages of 4");
+  in["positions"] = {7, 7, 5};
+  in["pages"][4] = 12;
+  refused_run(in, "page table 'pages' [1][0] is 12");
+  in["pages"] = pages;
+  in["pages"][9] = 2;  // sequence 2's second page is sequence 1's, which it writes
+  refused_run(in, "page 2 is written by sequence");
+  in["pages"] = pages;
+  in["positions"] = {7, 7, 5.5f};
+  refused_run(in, "positions 'positions' [2] is 5.5");
+  // The next step runs as if none of that had been tried.
+  run(step3, {{2, 1}, {0, 1}, {1, 1}}, 73);
+}
+
+TEST(CompilerDevice, ExecutablesGivenOneWeightStoreHoldOneCopyOfEachLayout) {
+  // A step graph of 5 rows and one of 1 with one store: the second writes
+  // only the layouts the first's tiling did not make; the same graph again
+  // writes nothing; a graph with other values under the same names gets
+  // its own. Every run still equals the reference.
+  Chip c;
+  auto store = std::make_shared<WeightStore>(c.dev);
+  Options o;
+  o.weights = store;
+  auto mlp = [](unsigned T, std::uint32_t seed) {
+    Graph g;
+    const int x = g.input("x", {T, 64});
+    const int h = g.matmul(x, g.weight("w1", {64, 256}, seeded_values(64 * 256, seed, 0.5f), DType::bf16), DType::bf16, "h");
+    g.output(g.matmul(h, g.weight("w2", {256, 64}, seeded_values(256 * 64, seed + 1, 0.5f), DType::bf16), DType::bf16, "y"));
+    return g;
+  };
+  auto check = [&](Executable& e, unsigned T) {
+    const std::map<std::string, std::vector<float>> in = {{"x", seeded_values(std::size_t{T} * 64, 9, 2.0f)}};
+    expect_bits(e.run(in).at("y"), reference(e.graph(), in)[static_cast<std::size_t>(e.graph().outputs()[0])], fmt::format("{} rows", T));
+  };
+  Executable five(c.dev, c.program, mlp(5, 30), o);
+  const std::uint64_t first = store->bytes();
+  EXPECT_GE(first, 2u * 64 * 256 * 2) << "both weights, in BF16";
+  Executable one(c.dev, c.program, mlp(1, 30), o);
+  const std::uint64_t both = store->bytes();
+  Executable again(c.dev, c.program, mlp(1, 30), o);
+  EXPECT_EQ(store->bytes(), both) << "the same graph again writes nothing";
+  Executable other(c.dev, c.program, mlp(1, 31), o);
+  EXPECT_GE(store->bytes(), both + 2u * 64 * 256 * 2) << "other values under the same names are their own";
+  EXPECT_EQ(five.weights(), store);
+  check(five, 5), check(one, 1), check(again, 1), check(other, 1);
+  std::printf("weights: %llu bytes for 5 rows, %llu with 1 row too\n", static_cast<unsigned long long>(first),
+              static_cast<unsigned long long>(both));
+}
 
 TEST(CompilerDevice, AttentionOverAKvCacheEqualsTheReferenceRunAfterRun) {
   // A prompt of 5 rows, then 3 decode steps of one row sharing its caches

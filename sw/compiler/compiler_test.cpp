@@ -357,6 +357,19 @@ TEST(Compiler, AttentionIsCheckedAndItsReferenceKeepsTheCaches) {
   refused([&] { g.attention(q, k, v, kc, vc, q, 2, 1.0f, "a5"); }, "a5: positions 'q' must be an input of 2 values");
   refused([&] { g.attention(q, k, v, kc, vc, pos, 2, -1.0f, "a6"); }, "a6: scale -1");
   refused([&] { g.output(kc); }, "output 'kc' is an input, a weight or state");
+  {  // paged: the sequences and page tables checked too
+    Graph h;
+    const int hq = h.input("q", {2, 8}), hk = h.input("k", {2, 4}), hv = h.input("v", {2, 2}), hp = h.input("pos", {2});
+    const int hkc = h.kv_cache("kc", 1, 4, 4), hvc = h.kv_cache("vc", 1, 4, 2);
+    Paging paging;
+    paging.sequences = h.input("seqs", {2}), paging.table = h.input("table", {2, 2}), paging.page = 3;
+    refused([&] { h.attention(hq, hk, hv, hkc, hvc, hp, 2, 1.0f, "p1", false, paging); }, "p1: pages of 3 positions in a cache of 4");
+    paging.page = 2, paging.sequences = paging.table;
+    refused([&] { h.attention(hq, hk, hv, hkc, hvc, hp, 2, 1.0f, "p2", false, paging); },
+            "p2: sequences 'table' must be an input of 2 values");
+    paging.sequences = hp, paging.table = hkc;
+    refused([&] { h.attention(hq, hk, hv, hkc, hvc, hp, 2, 1.0f, "p3", false, paging); }, "p3: page table 'kc' [1, 4, 4] must be an input");
+  }
   const int o = g.attention(q, k, v, kc, vc, pos, 2, 1.0f, "att");
   g.output(o);
   EXPECT_EQ(g.tensor(o).shape, (std::vector<unsigned>{2, 4}));

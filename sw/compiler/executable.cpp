@@ -6,6 +6,7 @@
 #include <cstring>
 #include <functional>
 #include <limits>
+#include <set>
 #include <stdexcept>
 
 #include "reference.hpp"
@@ -200,6 +201,12 @@ class Emitter {
       w.push_back(p.r0 | p.r1 << 16);
       w.push_back((P.dtype == DType::f32 ? 1u : 0u) | (anchor.rotary ? 2u : 0u) | V.cols() << 16);
       w.push_back(Q.cols() | K.cols() << 16);
+      if (anchor.page) {  // the rows' sequences and their page tables
+        const Tensor &Sq = g_.tensor(anchor.in[6]), &Tb = g_.tensor(anchor.in[7]);
+        const std::uint64_t seqs = addr_(anchor.in[6]), table = addr_(anchor.in[7]);
+        prog.paged({rt::lo(seqs), rt::hi(seqs), rt::lo(table), rt::hi(table), anchor.page | Tb.shape[1] << 16, Tb.shape[0],
+                    Sq.dtype == DType::f32 ? 1u : 0u, p.c0 | p.c1 << 16});
+      }
       prog.attention(w);
     } else if (anchor.kind == OpKind::route) {
       route(prog, p);
@@ -531,8 +538,42 @@ class Emitter {
 
 }  // namespace
 
+WeightStore::~WeightStore() {
+  try {
+    for (const auto& [key, b] : held_) dev_.free(b);
+  } catch (...) {  // a device that failed may refuse; nothing to do then
+  }
+}
+
+rt::Buffer WeightStore::get(const std::string& key, unsigned stack, const std::function<std::vector<std::uint8_t>()>& data) {
+  const auto it = held_.find(key);
+  if (it != held_.end()) return it->second;
+  const std::vector<std::uint8_t> d = data();
+  const rt::Buffer b = dev_.alloc(std::max<std::uint64_t>(d.size(), 64), stack);
+  dev_.write(b, d.data(), d.size());
+  bytes_ += b.size;
+  return held_[key] = b;
+}
+
+namespace {
+
+// A weight's name and a hash of its values (FNV-1a over their bits, a
+// value at a time): what a WeightStore key starts with.
+std::string weight_key(const Tensor& t) {
+  std::uint64_t h = 1469598103934665603ull;
+  for (float v : t.values) {
+    std::uint32_t u;
+    std::memcpy(&u, &v, 4);
+    h = (h ^ u) * 1099511628211ull;
+  }
+  return fmt::format("{}#{:016x}", t.name, h);
+}
+
+}  // namespace
+
 Executable::Executable(rt::Device& dev, const rt::Kernel& program, Graph g, const Options& o)
-    : dev_(dev), program_(program), g_(std::move(g)), impl_(std::make_unique<Impl>()) {
+    : dev_(dev), program_(program), g_(std::move(g)),
+      weights_(o.weights ? o.weights : std::make_shared<WeightStore>(dev)), impl_(std::make_unique<Impl>()) {
   if (g_.outputs().empty()) throw std::invalid_argument("compiler: the graph has no outputs");
   const Target tgt = target(dev_, o.tiles);
   groups_ = fuse(g_, o.fuse);
@@ -573,15 +614,21 @@ Executable::Executable(rt::Device& dev, const rt::Kernel& program, Graph g, cons
       impl_->plain[i] = rt::Buffer{whole.address + off, t.elements() * (t.role == Role::input ? 4 : bytes(t.dtype)), whole.chip};
     }
     // Weights as they are, round robin over the stacks.
+    std::set<int> anchors;  // ops that anchor a group
+    for (const Group& grp : groups_) anchors.insert(grp.ops[0]);
     unsigned next = 0;
     for (std::size_t i = 0; i < g_.tensors().size(); ++i) {
       const Tensor& t = g_.tensors()[i];
       if (t.role == Role::intermediate || t.role == Role::input) continue;
-      // Experts' weights only moe ops read are laid out in slices below.
+      // Experts' weights only moe ops read are laid out in slices below, a
+      // matmul's B by the tiles' columns: neither needs the weight as it is.
       const std::vector<int> readers = g_.consumers(static_cast<int>(i));
-      if (t.role == Role::weight && !readers.empty() &&
-          std::all_of(readers.begin(), readers.end(), [&](int r) { return g_.ops()[static_cast<std::size_t>(r)].kind == OpKind::moe; }))
-        continue;
+      auto laid_out = [&](int r) {
+        const Op& op = g_.ops()[static_cast<std::size_t>(r)];
+        return op.kind == OpKind::moe ||
+               (op.kind == OpKind::matmul && anchors.count(r) && op.in[1] == static_cast<int>(i) && op.in[0] != static_cast<int>(i));
+      };
+      if (t.role == Role::weight && !readers.empty() && std::all_of(readers.begin(), readers.end(), laid_out)) continue;
       if (t.role == Role::state) {  // shared, or a buffer of its own
         const auto shared = o.state.find(t.name);
         if (shared != o.state.end() && shared->second.size < t.elements() * bytes(t.dtype))
@@ -591,12 +638,9 @@ Executable::Executable(rt::Device& dev, const rt::Kernel& program, Graph g, cons
         impl_->plain[static_cast<int>(i)] = state_[t.name] = b;
         continue;
       }
-      const rt::Buffer b = impl_->alloc(dev_, t.elements() * bytes(t.dtype), next++ % dev_.hbm_stacks());
-      if (t.role == Role::weight) {
-        const std::vector<std::uint8_t> data = encode(t.values, t.dtype);
-        dev_.write(b, data.data(), data.size());
-      }
-      impl_->plain[static_cast<int>(i)] = b;
+      const unsigned stack = next++ % dev_.hbm_stacks();
+      impl_->plain[static_cast<int>(i)] = weights_->get(fmt::format("{}|{}|{}", weight_key(t), name(t.dtype), stack), stack,
+                                                        [&] { return encode(t.values, t.dtype); });
     }
     for (std::uint64_t bytes_ : hbm_.arena) impl_->arenas.push_back(impl_->alloc(dev_, bytes_, static_cast<unsigned>(impl_->arenas.size())));
     // A matmul's weight per tile: its part's columns in the matmul's
@@ -607,16 +651,18 @@ Executable::Executable(rt::Device& dev, const rt::Kernel& program, Graph g, cons
       if (anchor.kind == OpKind::matmul && g_.tensor(anchor.in[1]).role == Role::weight) {
         const Tensor& B = g_.tensor(anchor.in[1]);
         const unsigned K = B.shape[0], N = B.shape[1];
+        const std::string key = weight_key(B);
         for (const Part& p : tilings_[gi].parts) {
           if (impl_->panels.count({gi, p.c0})) continue;
-          std::vector<float> panel;
-          panel.reserve(std::size_t{K} * (p.c1 - p.c0));
-          for (unsigned k = 0; k < K; ++k)
-            panel.insert(panel.end(), B.values.begin() + std::size_t{k} * N + p.c0, B.values.begin() + std::size_t{k} * N + p.c1);
-          const std::vector<std::uint8_t> data = encode(panel, anchor.format);
-          const rt::Buffer b = impl_->alloc(dev_, data.size(), dev_.stack_near(p.tile));
-          dev_.write(b, data.data(), data.size());
-          impl_->panels[{gi, p.c0}] = b;
+          const unsigned stack = dev_.stack_near(p.tile);
+          impl_->panels[{gi, p.c0}] =
+              weights_->get(fmt::format("{}|{}|columns {}-{}|{}", key, name(anchor.format), p.c0, p.c1, stack), stack, [&] {
+                std::vector<float> panel;
+                panel.reserve(std::size_t{K} * (p.c1 - p.c0));
+                for (unsigned k = 0; k < K; ++k)
+                  panel.insert(panel.end(), B.values.begin() + std::size_t{k} * N + p.c0, B.values.begin() + std::size_t{k} * N + p.c1);
+                return encode(panel, anchor.format);
+              });
         }
       }
     }
@@ -632,20 +678,26 @@ Executable::Executable(rt::Device& dev, const rt::Kernel& program, Graph g, cons
       for (unsigned j = 0; j < op.k; ++j)
         for (unsigned sl = 0; sl < S; ++sl) m.planes.push_back(partials[sl] + 4ull * j * T * D);
       std::vector<std::uint32_t> table;
+      const std::string keys[3] = {weight_key(W1), weight_key(W3), weight_key(W2)};
       for (unsigned e = 0; e < E; ++e)
         for (unsigned sl = 0; sl < S; ++sl) {
-          std::vector<float> w1(std::size_t{D} * Fs), w3(w1.size()), w2(w1.size());
-          for (unsigned d = 0; d < D; ++d)
-            for (unsigned f = 0; f < Fs; ++f) {
-              w1[std::size_t{d} * Fs + f] = W1.values[(std::size_t{e} * D + d) * F + sl * Fs + f];
-              w3[std::size_t{d} * Fs + f] = W3.values[(std::size_t{e} * D + d) * F + sl * Fs + f];
+          // Expert e's slice sl: w1's and w3's columns, w2's rows.
+          auto slice = [&](int which) {
+            std::vector<float> w(std::size_t{D} * Fs);
+            if (which == 2) {
+              std::copy_n(W2.values.begin() + static_cast<std::ptrdiff_t>((std::size_t{e} * F + std::size_t{sl} * Fs) * D),
+                          std::size_t{Fs} * D, w.begin());
+            } else {
+              const Tensor& W = which ? W3 : W1;
+              for (unsigned d = 0; d < D; ++d)
+                for (unsigned f = 0; f < Fs; ++f) w[std::size_t{d} * Fs + f] = W.values[(std::size_t{e} * D + d) * F + sl * Fs + f];
             }
-          std::copy_n(W2.values.begin() + static_cast<std::ptrdiff_t>((std::size_t{e} * F + std::size_t{sl} * Fs) * D),
-                      std::size_t{Fs} * D, w2.begin());
-          for (const std::vector<float>* w : {&w1, &w3, &w2}) {
-            const std::vector<std::uint8_t> data = encode(*w, DType::bf16);
-            const rt::Buffer b = impl_->alloc(dev_, data.size(), m.split.stacks[sl % Q]);
-            dev_.write(b, data.data(), data.size());
+            return encode(w, DType::bf16);
+          };
+          const unsigned stack = m.split.stacks[sl % Q];
+          for (int which = 0; which < 3; ++which) {
+            const rt::Buffer b = weights_->get(fmt::format("{}|expert {} slice {} of {}|{}", keys[which], e, sl, S, stack), stack,
+                                               [&] { return slice(which); });
             table.push_back(rt::lo(b.address)), table.push_back(rt::hi(b.address));
           }
           table.push_back(rt::lo(partials[sl])), table.push_back(rt::hi(partials[sl]));
@@ -661,10 +713,13 @@ Executable::Executable(rt::Device& dev, const rt::Kernel& program, Graph g, cons
       if (op.kind != OpKind::attention) continue;
       const Tensor &KC = g_.tensor(op.in[3]), &VC = g_.tensor(op.in[4]);
       const unsigned T = static_cast<unsigned>(g_.tensor(op.in[0]).rows());
-      if (tgt.spm_base + tkp_attn_scratch(T, KC.shape[1], KC.shape[2], VC.shape[2]) > tgt.spm_end)
+      // The worst case: every row one sequence's, at the end of its cache.
+      const Tensor* Tb = op.page ? &g_.tensor(op.in[7]) : nullptr;
+      const unsigned n = Tb ? Tb->shape[1] * op.page : KC.shape[1];
+      if (tgt.spm_base + tkp_attn_scratch(T, T, n, KC.shape[2], VC.shape[2], Tb ? Tb->elements() : 1) > tgt.spm_end)
         throw std::invalid_argument(fmt::format("compiler: attention '{}': {} rows over a cache of {} positions do not fit the "
                                                 "scratchpad's {} KiB",
-                                                op.name, T, KC.shape[1], (tgt.spm_end - tgt.spm_base) / 1024));
+                                                op.name, T, n, (tgt.spm_end - tgt.spm_base) / 1024));
       std::vector<float> c(T, op.scale);
       if (T > 1)
         for (unsigned r = 0; r < T; ++r)

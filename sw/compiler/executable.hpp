@@ -19,6 +19,7 @@
 // panel in the HBM stack nearest the tile (rt::Device::stack_near).
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -31,6 +32,31 @@
 
 namespace tessera::compiler {
 
+// Weights on a device by their layout, shared by the executables given the
+// same store (a model's step graphs of several lengths hold one copy): an
+// executable takes a weight laid out as it needs from here, or writes it
+// and keeps it here. The key holds the weight's name, a hash of its
+// values and the layout (format, columns or slice, stack), so graphs with
+// other weights under the same names never share. The buffers are freed
+// with the store, when its last holder goes.
+class WeightStore {
+ public:
+  explicit WeightStore(rt::Device& dev) : dev_(dev) {}
+  ~WeightStore();
+  WeightStore(const WeightStore&) = delete;
+  WeightStore& operator=(const WeightStore&) = delete;
+  // The buffer under `key`; where there is none, `data()` written to a new
+  // one in `stack`.
+  rt::Buffer get(const std::string& key, unsigned stack, const std::function<std::vector<std::uint8_t>()>& data);
+  std::uint64_t bytes() const { return bytes_; }  // held on the device
+  std::size_t uploads() const { return held_.size(); }
+
+ private:
+  rt::Device& dev_;
+  std::map<std::string, rt::Buffer> held_;
+  std::uint64_t bytes_ = 0;
+};
+
 struct Options {
   bool fuse = true;
   bool narrow = true;  // narrow_storage: intermediates only matmuls read, in their format
@@ -40,6 +66,9 @@ struct Options {
   // share the caches (a prefill's graph, then a decode step's). A state
   // tensor not named here gets a buffer of its own.
   std::map<std::string, rt::Buffer> state;
+  // Where the weights go (and come from, where another executable put them
+  // there already); none: a store of this executable's own.
+  std::shared_ptr<WeightStore> weights;
 };
 
 // The tiler's view of a device, from its roofline limits.
@@ -77,6 +106,8 @@ class Executable {
   // Its state tensors' buffers by name (to share with Options::state; they
   // live as long as the executable that allocated them).
   const std::map<std::string, rt::Buffer>& state() const { return state_; }
+  // Its weights' store (to share with Options::weights).
+  const std::shared_ptr<WeightStore>& weights() const { return weights_; }
 
  private:
   struct Impl;
@@ -90,6 +121,7 @@ class Executable {
   double last_seconds_ = 0;
   roofline::Report last_bound_;
   std::map<std::string, rt::Buffer> state_;
+  std::shared_ptr<WeightStore> weights_;
   std::unique_ptr<Impl> impl_;
 };
 

@@ -354,7 +354,8 @@ int Graph::kv_cache(const std::string& name, unsigned kv_heads, unsigned capacit
   return add_tensor(std::move(t));
 }
 
-Op Graph::attention_op(int kcache, int vcache, int positions, unsigned heads, float scale, std::uint64_t T, const std::string& n) const {
+Op Graph::attention_op(int kcache, int vcache, int positions, unsigned heads, float scale, std::uint64_t T, const Paging& paging,
+                       const std::string& n) const {
   const Tensor &KC = operand(kcache, "attention"), &VC = operand(vcache, "attention"), &P = operand(positions, "attention");
   auto bad = [&](const std::string& what) { return std::invalid_argument(fmt::format("graph: {}: {}", n, what)); };
   for (const Tensor* c : {&KC, &VC})
@@ -372,14 +373,25 @@ Op Graph::attention_op(int kcache, int vcache, int positions, unsigned heads, fl
   if (!(scale > 0) || !std::isfinite(scale)) throw bad(fmt::format("scale {} (must be positive)", scale));
   Op op;
   op.kind = OpKind::attention, op.name = n, op.heads = heads, op.scale = scale;
+  if (paging.sequences >= 0 || paging.table >= 0 || paging.page) {
+    const Tensor &Sq = operand(paging.sequences, "attention"), &Tb = operand(paging.table, "attention");
+    if (Sq.role != Role::input || Sq.elements() != T || (Sq.dtype != DType::f32 && Sq.dtype != DType::i32))
+      throw bad(fmt::format("sequences '{}' must be an input of {} values", Sq.name, T));
+    if (Tb.role != Role::input || Tb.shape.size() != 2 || (Tb.dtype != DType::f32 && Tb.dtype != DType::i32))
+      throw bad(fmt::format("page table '{}' {} must be an input of sequences x pages", Tb.name, shape_text(Tb.shape)));
+    if (!paging.page || C % paging.page || paging.page > 65535 || Tb.shape[1] > 65535 || Tb.elements() > 65536)
+      throw bad(fmt::format("pages of {} positions in a cache of {} (a divisor of it), {} tables of {} pages (at most 65536 entries)",
+                            paging.page, C, Tb.shape[0], Tb.shape[1]));
+    op.page = paging.page;
+  }
   return op;
 }
 
 int Graph::attention(int q, int k, int v, int kcache, int vcache, int positions, unsigned heads, float scale,
-                     const std::string& name, bool rotary) {
+                     const std::string& name, bool rotary, const Paging& paging) {
   const Tensor &Q = operand(q, "attention"), &K = operand(k, "attention"), &V = operand(v, "attention");
   const std::string n = name.empty() ? fmt::format("attention{}", ops_.size()) : name;
-  Op op = attention_op(kcache, vcache, positions, heads, scale, Q.rows(), n);
+  Op op = attention_op(kcache, vcache, positions, heads, scale, Q.rows(), paging, n);
   auto bad = [&](const std::string& what) { return std::invalid_argument(fmt::format("graph: {}: {}", n, what)); };
   const Tensor &KC = tensor(kcache), &VC = tensor(vcache);
   const unsigned KVh = KC.shape[0], dh = KC.shape[2], dv = VC.shape[2];
@@ -394,16 +406,17 @@ int Graph::attention(int q, int k, int v, int kcache, int vcache, int positions,
   if (rotary && dh % 2) throw bad(fmt::format("rotary embeddings need an even head_dim, not {}", dh));
   if (Q.cols() > 65535) throw bad(fmt::format("rows of {} queries (at most 65535 values)", Q.cols()));
   op.in = {q, k, v, kcache, vcache, positions}, op.rotary = rotary;
+  if (op.page) op.in.insert(op.in.end(), {paging.sequences, paging.table});
   std::vector<unsigned> shape = Q.shape;
   shape.back() = heads * dv;
   return add_op(std::move(op), std::move(shape), DType::f32);
 }
 
 int Graph::attention_qkv(int qkv, int kcache, int vcache, int positions, unsigned heads, float scale, bool rotary,
-                         const std::string& name) {
+                         const std::string& name, const Paging& paging) {
   const Tensor& X = operand(qkv, "attention");
   const std::string n = name.empty() ? fmt::format("attention{}", ops_.size()) : name;
-  Op op = attention_op(kcache, vcache, positions, heads, scale, X.rows(), n);
+  Op op = attention_op(kcache, vcache, positions, heads, scale, X.rows(), paging, n);
   const Tensor &KC = tensor(kcache), &VC = tensor(vcache);
   const unsigned KVh = KC.shape[0], dh = KC.shape[2], dv = VC.shape[2];
   const std::uint64_t want = std::uint64_t{heads} * dh + std::uint64_t{KVh} * (dh + dv);
@@ -413,6 +426,7 @@ int Graph::attention_qkv(int qkv, int kcache, int vcache, int positions, unsigne
                                             n, X.name, compiler::name(X.dtype), shape_text(X.shape), heads, KVh, KVh, want));
   if (rotary && dh % 2) throw std::invalid_argument(fmt::format("graph: {}: rotary embeddings need an even head_dim, not {}", n, dh));
   op.in = {qkv, qkv, qkv, kcache, vcache, positions}, op.rotary = rotary;
+  if (op.page) op.in.insert(op.in.end(), {paging.sequences, paging.table});
   op.k_col = heads * dh, op.v_col = (heads + KVh) * dh;
   std::vector<unsigned> shape = X.shape;
   shape.back() = heads * dv;

@@ -104,6 +104,19 @@ struct Op {
   float scale = 1;                      // attention: the scores' factor
   bool rotary = false;                  // attention: q and k rotated at their positions first
   unsigned k_col = 0, v_col = 0;        // attention: k's and v's first column in their tensors (attention_qkv)
+  unsigned page = 0;                    // attention over paged caches: positions per page (0: one sequence, unpaged)
+};
+
+// Attention over paged KV caches for several sequences in one step (a
+// batch, as a serving engine keeps them): row r belongs to sequence
+// sequences[r] (an input of the step's T rows, whole numbers below S; a
+// sequence's rows together, at consecutive positions), and a sequence's
+// position x lives in page table[s][x / page] of the caches (table an
+// input S x pages of whole numbers below the caches' capacity / page;
+// page divides the capacity). Positions are then per row.
+struct Paging {
+  int sequences = -1, table = -1;
+  unsigned page = 0;
 };
 
 // Whether b's values repeat over a as numpy broadcasts them: b has a's
@@ -152,7 +165,8 @@ class Graph {
   // executables that name it alike, Options::state): `kv_heads` x
   // `capacity` positions x `dim` values, BF16.
   int kv_cache(const std::string& name, unsigned kv_heads, unsigned capacity, unsigned dim);
-  // Causal attention over KV caches. q is T x (H dh), k T x (KV dh), v
+  // Causal attention over KV caches (of one sequence; of several with
+  // `paging`). q is T x (H dh), k T x (KV dh), v
   // T x (KV dv) (FP32: the new rows' queries, keys and values); kcache and
   // vcache are kv_cache()s of KV heads of dh and dv values. The rows are at
   // positions p .. p + T - 1, p = positions[0] (an input of T whole
@@ -165,12 +179,12 @@ class Graph {
   // `rotary`: q's and k's rows are rotated first (the vector unit's rope,
   // interleaved pairs, each row at its position), in FP32 before rounding.
   int attention(int q, int k, int v, int kcache, int vcache, int positions, unsigned heads, float scale,
-                const std::string& name = "", bool rotary = false);
+                const std::string& name = "", bool rotary = false, const Paging& paging = {});
   // The same with q, k and v as the columns of one tensor (a fused QKV
   // projection): T x (H dh + KV dh + KV dv), the queries, then the keys,
   // then the values.
   int attention_qkv(int qkv, int kcache, int vcache, int positions, unsigned heads, float scale, bool rotary,
-                    const std::string& name = "");
+                    const std::string& name = "", const Paging& paging = {});
   // A mixture-of-experts router's decision: for each row of `logits`
   // (.., E) the k largest (ties to the lower expert) and their gates, the
   // softmax of those k values (`softmax_gates`) or the values as they are.
@@ -227,7 +241,8 @@ class Graph {
   int add_tensor(Tensor t);
   int add_op(Op op, std::vector<unsigned> out_shape, DType out_dtype);
   int route_plane(int route, unsigned plane, const std::string& name);
-  Op attention_op(int kcache, int vcache, int positions, unsigned heads, float scale, std::uint64_t T, const std::string& n) const;
+  Op attention_op(int kcache, int vcache, int positions, unsigned heads, float scale, std::uint64_t T, const Paging& paging,
+                  const std::string& n) const;
   const Tensor& operand(int t, const char* what) const;
   std::vector<Tensor> tensors_;
   std::vector<Op> ops_;

@@ -261,10 +261,16 @@ Tiling tile(const Graph& g, const Group& grp, const Target& tgt) {
     return t;
   }
   if (anchor.kind == OpKind::attention) {
-    // Parts are ranges of the heads (r0, r1), as even as the tiles allow.
+    // Parts are ranges of the heads (r0, r1), as even as the tiles allow;
+    // over paged caches (rows of several sequences) tiles left over take
+    // ranges of the rows too (c0, c1: a part runs the segments that start
+    // in its rows).
     Tiling t;
     t.mb = t.nb = 1;
-    for (const auto& [h0, h1] : split(anchor.heads, tgt.tiles, 1)) t.parts.push_back({static_cast<unsigned>(t.parts.size()), h0, h1, 0, 0});
+    const unsigned T = static_cast<unsigned>(g.tensor(anchor.in[0]).rows());
+    const unsigned hg = std::min(anchor.heads, tgt.tiles), rg = anchor.page ? std::max(1u, std::min(T, tgt.tiles / hg)) : 1;
+    for (const auto& [h0, h1] : split(anchor.heads, hg, 1))
+      for (const auto& [a, b] : split(T, rg, 1)) t.parts.push_back({static_cast<unsigned>(t.parts.size()), h0, h1, a, b});
     return t;
   }
   // The rows x cols the parts cover: the anchor's output (an argmax's input).

@@ -29,6 +29,10 @@ void check_inputs(const Graph& g, const std::map<std::string, std::vector<float>
   for (const Op& op : g.ops()) {
     const bool rope = op.kind == OpKind::rope && op.in.size() > 1;
     if (op.kind != OpKind::attention && !rope) continue;
+    if (op.page) {
+      attention_segments(g, op, inputs);  // checks them
+      continue;
+    }
     const Tensor& P = g.tensor(op.in[rope ? 1 : 5]);
     const std::vector<float>& p = inputs.at(P.name);
     const unsigned C = rope ? 1u << 24 : g.tensor(op.in[3]).shape[1];
@@ -40,6 +44,56 @@ void check_inputs(const Graph& g, const std::map<std::string, std::vector<float>
         throw std::invalid_argument(fmt::format("run: {}: positions '{}' [{}] is {}, not {} (one after another)", op.name, P.name, r,
                                                 p[r], p[0] + static_cast<float>(r)));
   }
+}
+
+std::vector<Segment> attention_segments(const Graph& g, const Op& op, const std::map<std::string, std::vector<float>>& inputs) {
+  const Tensor &P = g.tensor(op.in[5]), &Sq = g.tensor(op.in[6]), &Tb = g.tensor(op.in[7]);
+  const std::vector<float>&pos = inputs.at(P.name), &seq = inputs.at(Sq.name), &table = inputs.at(Tb.name);
+  const unsigned S = Tb.shape[0], pages = Tb.shape[1], page = op.page, pool = g.tensor(op.in[3]).shape[1] / page;
+  auto bad = [&](const std::string& what) { return std::invalid_argument(fmt::format("run: {}: {}", op.name, what)); };
+  auto whole = [](float x, float below) { return x >= 0 && x < below && x == std::floor(x); };
+  std::vector<Segment> segs;
+  std::vector<int> seen(S, -1);
+  for (std::size_t r = 0; r < pos.size(); ++r) {
+    if (!whole(pos[r], 16777216.0f)) throw bad(fmt::format("positions '{}' [{}] is {}, not a whole number", P.name, r, pos[r]));
+    if (!whole(seq[r], static_cast<float>(S)))
+      throw bad(fmt::format("sequences '{}' [{}] is {}, not a sequence of the page table's {}", Sq.name, r, seq[r], S));
+    const unsigned s = static_cast<unsigned>(seq[r]), x = static_cast<unsigned>(pos[r]);
+    if (!segs.empty() && segs.back().sequence == s && segs.back().position + segs.back().rows == x) {
+      ++segs.back().rows;
+      continue;
+    }
+    if (seen[s] >= 0)
+      throw bad(fmt::format("sequence {}'s rows are not together at consecutive positions (row {} at position {})", s, r, x));
+    seen[s] = static_cast<int>(segs.size());
+    segs.push_back({s, static_cast<unsigned>(r), 1, x});
+  }
+  // Each segment's pages: in the pool, and a page a segment writes touched by no other.
+  std::map<unsigned, std::size_t> owner;
+  for (std::size_t i = 0; i < segs.size(); ++i) {
+    const Segment& sg = segs[i];
+    if (sg.position + sg.rows > pages * page)
+      throw bad(fmt::format("sequence {} at positions {} to {} is past its {} pages of {}", sg.sequence, sg.position,
+                            sg.position + sg.rows - 1, pages, page));
+    for (unsigned x = 0; x < sg.position + sg.rows; x += page) {
+      const float e = table[std::size_t{sg.sequence} * pages + x / page];
+      if (!whole(e, static_cast<float>(pool)))
+        throw bad(fmt::format("page table '{}' [{}][{}] is {}, not a page of the cache's {}", Tb.name, sg.sequence, x / page, e, pool));
+    }
+  }
+  for (int pass = 0; pass < 2; ++pass)  // the pages written, then every page touched
+    for (std::size_t i = 0; i < segs.size(); ++i) {
+      const Segment& sg = segs[i];
+      const unsigned first = pass ? 0 : sg.position / page, end = (sg.position + sg.rows + page - 1) / page;
+      for (unsigned x = first; x < end; ++x) {
+        const unsigned phys = static_cast<unsigned>(table[std::size_t{sg.sequence} * pages + x]);
+        const auto [it, fresh] = owner.emplace(phys, i);
+        if (!fresh && it->second != i)
+          throw bad(fmt::format("page {} is written by sequence {} and used by sequence {} in the same step", phys,
+                                segs[pass ? it->second : i].sequence, segs[pass ? i : it->second].sequence));
+      }
+    }
+  return segs;
 }
 
 namespace {
@@ -141,8 +195,10 @@ std::vector<float> moe_reference(const Graph& g, const Op& op, const std::vector
   return out;
 }
 
-// attention: each head as the program kernel's attention() computes it.
-std::vector<float> attention_reference(const Graph& g, const Op& op, const std::vector<std::vector<float>>& v, std::vector<float>& kcache,
+// attention: each segment's heads as the program kernel's attention()
+// computes them.
+std::vector<float> attention_reference(const Graph& g, const Op& op, const std::vector<std::vector<float>>& v,
+                                       const std::map<std::string, std::vector<float>>& inputs, std::vector<float>& kcache,
                                        std::vector<float>& vcache) {
   namespace vec = num::vec;
   const Tensor &KC = g.tensor(op.in[3]), &VC = g.tensor(op.in[4]);
@@ -150,7 +206,9 @@ std::vector<float> attention_reference(const Graph& g, const Op& op, const std::
   const std::vector<float> &q = v[static_cast<std::size_t>(op.in[0])], &k = v[static_cast<std::size_t>(op.in[1])],
                            &vv = v[static_cast<std::size_t>(op.in[2])];
   const unsigned T = static_cast<unsigned>(g.tensor(op.in[0]).rows());
-  const unsigned p = static_cast<unsigned>(v[static_cast<std::size_t>(op.in[5])][0]), n = p + T;
+  const std::vector<Segment> segs =
+      op.page ? attention_segments(g, op, inputs)
+              : std::vector<Segment>{{0, 0, T, static_cast<unsigned>(v[static_cast<std::size_t>(op.in[5])][0])}};
   // Rows of q, k and v: their tensors' columns from the op's first ones.
   const std::size_t qs = g.tensor(op.in[0]).cols(), ks = g.tensor(op.in[1]).cols(), vs = g.tensor(op.in[2]).cols();
   auto bf16 = [](float x) { return static_cast<double>(num::quantize(num::Format::BF16, x)); };
@@ -160,38 +218,50 @@ std::vector<float> attention_reference(const Graph& g, const Op& op, const std::
     if (op.rotary) vec::rope(r.data(), width, position);
     return r;
   };
-  // The new rows into the caches, rounded.
-  for (unsigned j = 0; j < KVh; ++j)
-    for (unsigned t = 0; t < T; ++t) {
-      const std::vector<float> kr = row(k, t * ks + op.k_col + std::size_t{j} * dh, dh, p + t);
-      for (unsigned d = 0; d < dh; ++d) kcache[(std::size_t{j} * C + p + t) * dh + d] = static_cast<float>(bf16(kr[d]));
-      for (unsigned d = 0; d < dv; ++d)
-        vcache[(std::size_t{j} * C + p + t) * dv + d] = static_cast<float>(bf16(vv[t * vs + op.v_col + std::size_t{j} * dv + d]));
-    }
   std::vector<float> out(std::size_t{T} * H * dv);
-  for (unsigned h = 0; h < H; ++h) {
-    const unsigned j = h / (H / KVh);
-    std::vector<double> a(std::size_t{T} * dh), kt(std::size_t{dh} * n), pv(std::size_t{n} * dv), s, o;
-    for (unsigned t = 0; t < T; ++t) {
-      const std::vector<float> qr = row(q, t * qs + std::size_t{h} * dh, dh, p + t);
-      for (unsigned d = 0; d < dh; ++d) a[std::size_t{t} * dh + d] = bf16(qr[d]);
+  for (const Segment& sg : segs) {
+    const unsigned p = sg.position, Ts = sg.rows, r0 = sg.row, n = p + Ts;
+    // A position's row of the caches: through the sequence's page table.
+    auto slot = [&](unsigned x) -> std::size_t {
+      if (!op.page) return x;
+      const Tensor& Tb = g.tensor(op.in[7]);
+      const float e = v[static_cast<std::size_t>(op.in[7])][std::size_t{sg.sequence} * Tb.shape[1] + x / op.page];
+      return static_cast<std::size_t>(e) * op.page + x % op.page;
+    };
+    // The new rows into the caches, rounded.
+    for (unsigned j = 0; j < KVh; ++j)
+      for (unsigned t = 0; t < Ts; ++t) {
+        const std::vector<float> kr = row(k, (r0 + t) * ks + op.k_col + std::size_t{j} * dh, dh, p + t);
+        for (unsigned d = 0; d < dh; ++d) kcache[(std::size_t{j} * C + slot(p + t)) * dh + d] = static_cast<float>(bf16(kr[d]));
+        for (unsigned d = 0; d < dv; ++d)
+          vcache[(std::size_t{j} * C + slot(p + t)) * dv + d] =
+              static_cast<float>(bf16(vv[(r0 + t) * vs + op.v_col + std::size_t{j} * dv + d]));
+      }
+    for (unsigned h = 0; h < H; ++h) {
+      const unsigned j = h / (H / KVh);
+      std::vector<double> a(std::size_t{Ts} * dh), kt(std::size_t{dh} * n), pv(std::size_t{n} * dv), s, o;
+      for (unsigned t = 0; t < Ts; ++t) {
+        const std::vector<float> qr = row(q, (r0 + t) * qs + std::size_t{h} * dh, dh, p + t);
+        for (unsigned d = 0; d < dh; ++d) a[std::size_t{t} * dh + d] = bf16(qr[d]);
+      }
+      for (unsigned c = 0; c < n; ++c) {
+        for (unsigned d = 0; d < dh; ++d) kt[std::size_t{d} * n + c] = kcache[(std::size_t{j} * C + slot(c)) * dh + d];
+        for (unsigned d = 0; d < dv; ++d) pv[std::size_t{c} * dv + d] = vcache[(std::size_t{j} * C + slot(c)) * dv + d];
+      }
+      num::gemm(a, kt, s, Ts, n, dh, num::Accumulation{});
+      std::vector<double> probs(s.size());
+      for (unsigned t = 0; t < Ts; ++t) {
+        std::vector<float> r(n);
+        for (unsigned c = 0; c < n; ++c)
+          r[c] = (c > p + t ? -std::numeric_limits<float>::infinity() : static_cast<float>(s[std::size_t{t} * n + c])) * op.scale;
+        vec::softmax(r.data(), n);
+        for (unsigned c = 0; c < n; ++c) probs[std::size_t{t} * n + c] = bf16(r[c]);
+      }
+      num::gemm(probs, pv, o, Ts, dv, n, num::Accumulation{});
+      for (unsigned t = 0; t < Ts; ++t)
+        for (unsigned d = 0; d < dv; ++d)
+          out[(std::size_t{r0 + t} * H + h) * dv + d] = static_cast<float>(o[std::size_t{t} * dv + d]);
     }
-    for (unsigned c = 0; c < n; ++c) {
-      for (unsigned d = 0; d < dh; ++d) kt[std::size_t{d} * n + c] = kcache[(std::size_t{j} * C + c) * dh + d];
-      for (unsigned d = 0; d < dv; ++d) pv[std::size_t{c} * dv + d] = vcache[(std::size_t{j} * C + c) * dv + d];
-    }
-    num::gemm(a, kt, s, T, n, dh, num::Accumulation{});
-    std::vector<double> probs(s.size());
-    for (unsigned t = 0; t < T; ++t) {
-      std::vector<float> row(n);
-      for (unsigned c = 0; c < n; ++c)
-        row[c] = (c > p + t ? -std::numeric_limits<float>::infinity() : static_cast<float>(s[std::size_t{t} * n + c])) * op.scale;
-      vec::softmax(row.data(), n);
-      for (unsigned c = 0; c < n; ++c) probs[std::size_t{t} * n + c] = bf16(row[c]);
-    }
-    num::gemm(probs, pv, o, T, dv, n, num::Accumulation{});
-    for (unsigned t = 0; t < T; ++t)
-      for (unsigned d = 0; d < dv; ++d) out[(std::size_t{t} * H + h) * dv + d] = static_cast<float>(o[std::size_t{t} * dv + d]);
   }
   return out;
 }
@@ -291,7 +361,7 @@ std::vector<std::vector<float>> reference(const Graph& g, const std::map<std::st
       }
       case OpKind::moe: y = moe_reference(g, op, x, v[static_cast<std::size_t>(op.in[1])]); break;
       case OpKind::attention:
-        y = attention_reference(g, op, v, state->at(g.tensor(op.in[3]).name), state->at(g.tensor(op.in[4]).name));
+        y = attention_reference(g, op, v, inputs, state->at(g.tensor(op.in[3]).name), state->at(g.tensor(op.in[4]).name));
         break;
       case OpKind::gather: {
         const std::vector<float>& idx = v[static_cast<std::size_t>(op.in[1])];

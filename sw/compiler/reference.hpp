@@ -25,7 +25,19 @@ std::vector<std::vector<float>> reference(const Graph& g, const std::map<std::st
                                           std::map<std::string, std::vector<float>>* state = nullptr);
 
 // Checks run()'s and reference()'s inputs against the graph (an
-// attention's positions: whole numbers, one after another, inside its cache).
+// attention's positions: whole numbers, one after another, inside its
+// cache; over paged caches, attention_segments()).
 void check_inputs(const Graph& g, const std::map<std::string, std::vector<float>>& inputs);
+
+// A paged attention's rows as runs of one sequence at consecutive
+// positions: `rows` rows from `row`, at positions `position` ...
+struct Segment {
+  unsigned sequence = 0, row = 0, rows = 0, position = 0;
+};
+// The segments of a paged attention `op` (Paging) for these inputs,
+// checked: whole numbers; a sequence's rows together; its positions and
+// the pages they need inside its page table and the cache; no page that a
+// segment writes used by another. Throws std::invalid_argument naming the op.
+std::vector<Segment> attention_segments(const Graph& g, const Op& op, const std::map<std::string, std::vector<float>>& inputs);
 
 }  // namespace tessera::compiler

@@ -24,6 +24,15 @@ Graph model_graph(const Config& c, const Weights& w, unsigned rows) {
     return g.weight(name, {static_cast<unsigned>(v.size())}, v);
   };
   const int tokens = g.input("tokens", {T}), positions = g.input("positions", {T});
+  // Several sequences: each row's, and their page tables into caches of a pool of pages.
+  compiler::Paging paging;
+  unsigned capacity = c.context;
+  if (c.max_sequences > 1) {
+    const KvPages pages(c);
+    paging.sequences = g.input("sequences", {T});
+    paging.table = g.input("pages", {c.max_sequences, pages.per_sequence()});
+    paging.page = KvPages::kPage, capacity = pages.pool() * KvPages::kPage;
+  }
   int x = g.gather_rows(matrix("embedding.weight", w.embedding), tokens, "embed");
   for (unsigned l = 0; l < c.layers; ++l) {
     const Weights::Layer& L = w.layers[l];
@@ -36,8 +45,8 @@ Graph model_graph(const Config& c, const Weights& w, unsigned rows) {
       for (const Matrix* m : {&L.wq, &L.wk, &L.wv})
         wqkv.insert(wqkv.end(), m->values.begin() + std::size_t{r} * D, m->values.begin() + std::size_t{r + 1} * D);
     const int qkv = g.matmul(xn, g.weight(p + "wqkv.weight", {D, 3 * D}, std::move(wqkv), DType::bf16), DType::bf16, p + "qkv");
-    const int kc = g.kv_cache(p + "k_cache", H, c.context, dh), vc = g.kv_cache(p + "v_cache", H, c.context, dh);
-    const int o = g.attention_qkv(qkv, kc, vc, positions, H, 1.0f / std::sqrt(static_cast<float>(dh)), true, p + "attention");
+    const int kc = g.kv_cache(p + "k_cache", H, capacity, dh), vc = g.kv_cache(p + "v_cache", H, capacity, dh);
+    const int o = g.attention_qkv(qkv, kc, vc, positions, H, 1.0f / std::sqrt(static_cast<float>(dh)), true, p + "attention", paging);
     x = g.binary(OpKind::add, g.matmul(o, matrix(p + "wo.weight", L.wo), DType::bf16, p + "wo"), x, p + "wo_residual");
     const int hn = g.rmsnorm(x, vector(p + "ffn_norm.weight", L.ffn_norm), 1e-6f, p + "ffn_norm");
     // The normed rows in BF16 (the cast fuses into the norm's node): the
@@ -63,10 +72,10 @@ Graph model_graph(const Config& c, const Weights& w, unsigned rows) {
   return g;
 }
 
-CompiledModel::CompiledModel(rt::Device& dev, const Config& c, const Weights& w) : dev_(dev), c_(c), w_(w) {
-  if (c.max_sequences > 1) throw rt::UsageError("model: the compiled model decodes one sequence (no --batch yet)");
+CompiledModel::CompiledModel(rt::Device& dev, const Config& c, const Weights& w) : dev_(dev), c_(c), w_(w), pages_(c) {
   if (c.fp8) throw rt::UsageError("model: the compiled model is BF16 (no --fp8 yet)");
   program_ = dev.load_kernel(data_file(DataKind::kernels, "program.elf"), (1u << dev.tiles()) - 1);
+  weights_ = std::make_shared<compiler::WeightStore>(dev);
 }
 
 CompiledModel::~CompiledModel() = default;
@@ -76,6 +85,7 @@ compiler::Executable& CompiledModel::executable(unsigned rows) {
   if (it != steps_.end()) return *it->second;
   compiler::Options o;
   o.state = caches_;  // the first graph's caches, shared by the others
+  o.weights = weights_;
   try {
     auto ex = std::make_unique<compiler::Executable>(dev_, program_, model_graph(c_, w_, rows), o);
     if (caches_.empty()) caches_ = ex->state();
@@ -87,17 +97,60 @@ compiler::Executable& CompiledModel::executable(unsigned rows) {
 
 std::vector<float> CompiledModel::step(const std::vector<std::uint32_t>& tokens, unsigned pos, std::uint32_t* next,
                                        std::vector<std::vector<std::uint32_t>>* routes) {
+  if (c_.max_sequences > 1) {  // sequence 0 of the batch's graphs
+    std::vector<std::uint32_t> nexts;
+    std::vector<float> logits = step(std::vector<Seq>{{0, tokens, pos}}, &nexts, routes);
+    if (next) *next = nexts.at(0);
+    return logits;
+  }
   const unsigned T = static_cast<unsigned>(tokens.size());
   if (!T || T > TKP_MOE_MAX_T) throw rt::UsageError(fmt::format("model: {} tokens in one step (1 to {})", T, TKP_MOE_MAX_T));
   if (pos + T > c_.context)
     throw rt::UsageError(fmt::format("model: position {} is past the context of {}", pos + T, c_.context));
   for (std::uint32_t t : tokens)
     if (t >= c_.vocab) throw rt::UsageError(fmt::format("model: token {} is not in the vocabulary of {}", t, c_.vocab));
-  compiler::Executable& ex = executable(T);
-  std::vector<float> tok(tokens.begin(), tokens.end()), at(T);
+  std::vector<float> at(T), rows_next;
   for (unsigned t = 0; t < T; ++t) at[t] = static_cast<float>(pos + t);
+  std::vector<float> logits = launch(tokens, {{"positions", at}}, rows_next, routes);
+  if (next) *next = static_cast<std::uint32_t>(rows_next.back());
+  return logits;
+}
+
+std::vector<float> CompiledModel::step(const std::vector<Seq>& batch, std::vector<std::uint32_t>* next,
+                                       std::vector<std::vector<std::uint32_t>>* routes) {
+  if (c_.max_sequences == 1) {  // one sequence: the unpaged graphs
+    if (batch.size() != 1 || batch[0].seq != 0)
+      throw rt::UsageError(fmt::format("model: sequence {} (the model holds 1)", batch.empty() ? 0 : batch.back().seq));
+    std::uint32_t last = 0;
+    std::vector<float> logits = step(batch[0].tokens, batch[0].pos, &last, routes);
+    if (next) *next = {last};
+    return logits;
+  }
+  std::vector<std::uint32_t> tokens;
+  const std::vector<KvPages::Part> parts = pages_.admit(batch, tokens);
+  std::map<std::string, std::vector<float>> in;
+  std::vector<float>&positions = in["positions"], &sequences = in["sequences"], &table = in["pages"];
+  for (const KvPages::Part& q : parts)
+    for (unsigned r = 0; r < q.rows; ++r) positions.push_back(static_cast<float>(q.pos + r)), sequences.push_back(static_cast<float>(q.seq));
+  table.assign(std::size_t{c_.max_sequences} * pages_.per_sequence(), 0.0f);
+  for (unsigned s = 0; s < c_.max_sequences; ++s)
+    for (std::size_t i = 0; i < pages_.pages(s).size(); ++i) table[s * pages_.per_sequence() + i] = static_cast<float>(pages_.pages(s)[i]);
+  std::vector<float> rows_next;
+  std::vector<float> logits = launch(tokens, std::move(in), rows_next, routes);
+  if (next) {
+    next->clear();
+    for (const KvPages::Part& q : parts) next->push_back(static_cast<std::uint32_t>(rows_next[q.row0 + q.rows - 1]));
+  }
+  return logits;
+}
+
+std::vector<float> CompiledModel::launch(const std::vector<std::uint32_t>& tokens, std::map<std::string, std::vector<float>> in,
+                                         std::vector<float>& rows_next, std::vector<std::vector<std::uint32_t>>* routes) {
+  const unsigned T = static_cast<unsigned>(tokens.size());
+  compiler::Executable& ex = executable(T);
+  in["tokens"].assign(tokens.begin(), tokens.end());
   const double t0 = dev_.simulated_seconds();
-  std::map<std::string, std::vector<float>> out = ex.run({{"tokens", tok}, {"positions", at}});
+  std::map<std::string, std::vector<float>> out = ex.run(in);
   const double took = dev_.simulated_seconds() - t0;
   // Each node's time to its phase (by the name of the op that anchors it).
   const std::vector<double> node = ex.node_seconds();
@@ -119,7 +172,7 @@ std::vector<float> CompiledModel::step(const std::vector<std::uint32_t>& tokens,
   profile_.kernels += kernels;
   profile_.host_io += took - kernels;
   profile_.bounds["step"].add(ex.last_bound(), took);
-  if (next) *next = static_cast<std::uint32_t>(out.at("next").back());
+  rows_next = std::move(out.at("next"));
   if (routes) {
     routes->assign(c_.layers, {});
     for (unsigned l = 0; l < c_.layers; ++l) {

@@ -8,7 +8,10 @@
 // top-2 and the chosen experts' SwiGLU FFNs (compiler::moe), the residual;
 // then the final RMSNorm, the LM head and the argmax. A step of T tokens
 // is one compiled graph and one launch; the graphs of every step length
-// (the prompt's, then one a token) share the caches. BF16, one sequence.
+// (the prompt's, then one a token) share the caches. BF16. With
+// Config::max_sequences above 1 a step holds several sequences (a batch),
+// each over its own pages of the caches (KvPages: the host keeps the page
+// tables and passes them with the step, the chip's attention follows them).
 #pragma once
 
 #include <map>
@@ -21,35 +24,49 @@
 namespace tessera::model {
 
 // The graph of a step of `rows` tokens (inputs "tokens" and "positions";
-// outputs "logits" rows x vocab, "next" the argmax of each row, and
-// "layer<l>.route" each layer's experts and gates).
+// with Config::max_sequences above 1 also "sequences", each row's, and
+// "pages", the page tables; outputs "logits" rows x vocab, "next" the
+// argmax of each row, and "layer<l>.route" each layer's experts and gates).
 compiler::Graph model_graph(const Config& c, const Weights& w, unsigned rows);
 
-class CompiledModel {
+class CompiledModel : public Model {
  public:
-  // Throws rt::UsageError for a configuration it does not build (FP8, several sequences).
+  // Throws rt::UsageError for a configuration it does not build (FP8).
   CompiledModel(rt::Device& dev, const Config& c, const Weights& w);
-  ~CompiledModel();
-  // As DeviceModel::step for one sequence: T tokens at positions pos..,
-  // their logits; `next` the device's argmax of the last row; `routes` the
-  // experts chosen per layer (2 per token).
+  ~CompiledModel() override;
+  // `next` the device's argmax of the last row; `routes` the experts chosen
+  // per layer (2 per token).
   std::vector<float> step(const std::vector<std::uint32_t>& tokens, unsigned pos, std::uint32_t* next,
-                          std::vector<std::vector<std::uint32_t>>* routes);
+                          std::vector<std::vector<std::uint32_t>>* routes) override;
+  std::vector<float> step(const std::vector<Seq>& batch, std::vector<std::uint32_t>* next,
+                          std::vector<std::vector<std::uint32_t>>* routes) override;
+  void release(unsigned seq) override { pages_.release(seq); }
   // Where the time went: each node's time in its phase's bucket (attention,
   // wo, router, experts, combine, head, embed, argmax), the rest of each
   // step (the launch, the inputs written, the outputs read) in host_io;
   // `bounds["step"]` the launches against their roofline.
-  const Profile& profile() const { return profile_; }
+  const Profile& profile() const override { return profile_; }
+  const Config& config() const override { return c_; }
   // The compiled step of `rows` tokens (compiled on first use).
   compiler::Executable& executable(unsigned rows);
+  // The steps compiled so far, and the bytes of weights they hold on the
+  // device (one copy of each weight per layout their tilings ask for).
+  std::size_t steps() const { return steps_.size(); }
+  std::uint64_t weight_bytes() const { return weights_->bytes(); }
 
  private:
+  // Runs the step of tokens.size() rows; the logits, and each row's argmax in `rows_next`.
+  std::vector<float> launch(const std::vector<std::uint32_t>& tokens, std::map<std::string, std::vector<float>> in,
+                            std::vector<float>& rows_next, std::vector<std::vector<std::uint32_t>>* routes);
+
   rt::Device& dev_;
   const Config& c_;
   const Weights& w_;
   rt::Kernel program_;
+  KvPages pages_;
   std::map<unsigned, std::unique_ptr<compiler::Executable>> steps_;
   std::map<std::string, rt::Buffer> caches_;
+  std::shared_ptr<compiler::WeightStore> weights_;  // one copy for the steps of every length
   Profile profile_;
 };
 

@@ -49,8 +49,11 @@ int tessera::model::demo_main(int argc, char** argv) {
   unsigned prompt = 32, decode = 32, seed = 1, speculate = 0, chips = 1;
   bool launches = false;  // a launch per phase, waited for, instead of a graph per step
   // The model compiled from its graph (sw/compiler, compiled.hpp): the
-  // default for one sequence on one chip in BF16; DeviceModel's
-  // hand-written programs for the rest, and where --hand-written says.
+  // default for one sequence on one chip in BF16, and with --compiled for
+  // a batch, serving or speculative decoding (where the hand-written
+  // programs are still the faster: the attention's per-sequence operations
+  // cost the tile cores more); DeviceModel's hand-written programs for the
+  // rest, and where --hand-written says.
   bool compiled = false, hand_written = false;
   unsigned batch = 1;     // sequences decoded at once
   double serve_rate = 0;  // --serve: requests a second
@@ -139,11 +142,10 @@ int tessera::model::demo_main(int argc, char** argv) {
   c.max_sequences = batch;
   if (acceptance >= 0 && !speculate) return usage("--acceptance needs --speculate K");
   if (compiled && hand_written) return usage("--compiled or --hand-written, not both");
-  const bool compilable = chips == 1 && batch == 1 && !speculate && !serving && !c.fp8 && !launches && !c.device_dispatch;
+  const bool compilable = chips == 1 && !c.fp8 && !launches && !c.device_dispatch;
   if (compiled && !compilable)
-    return usage("--compiled runs one sequence on one chip in BF16 (not with --chips, --batch, --serve, --speculate, --fp8, "
-                 "--launches or --device-dispatch)");
-  compiled = compilable && !hand_written;
+    return usage("--compiled runs on one chip in BF16 (not with --chips, --fp8, --launches or --device-dispatch)");
+  compiled = compiled || (compilable && !hand_written && batch == 1 && !speculate && !serving);
   if (chips > 1 && c.device_dispatch) return usage("--device-dispatch runs on one chip (on several the host dispatches)");
   // A step is one graph where it can be (BF16 on one chip: the tiles
   // dispatch the experts); --launches, FP8 and several chips run a launch
@@ -188,31 +190,37 @@ int tessera::model::demo_main(int argc, char** argv) {
     const model::Weights w = model::Weights::random(c);
     rt::Device& dev = *devices[0];
     const double boot = dev.simulated_seconds();
-    std::unique_ptr<model::DeviceModel> hand;
-    std::unique_ptr<model::CompiledModel> graph_model;
+    std::unique_ptr<model::Model> m;
     if (compiled) {
-      // Compiled (and its weights uploaded) before the prompt: the steps of its lengths and of one token.
-      graph_model = std::make_unique<model::CompiledModel>(dev, c, w);
-      graph_model->executable(std::min(prompt, 64u));
-      if (prompt > 64 && prompt % 64) graph_model->executable(prompt % 64);
-      if (decode) graph_model->executable(1);
+      // Compiled (and its weights uploaded) before the prompt: the steps of
+      // the prefill's lengths and of the decode steps' (one token a sequence).
+      auto cm = std::make_unique<model::CompiledModel>(dev, c, w);
+      if (!serving && !speculate) {
+        const unsigned group = prompt > 64 ? 0 : std::max(1u, 64 / prompt);  // prompts prefilled together
+        if (prompt > 64) cm->executable(64);
+        if (prompt > 64 && prompt % 64) cm->executable(prompt % 64);
+        for (unsigned b = 0; group && b < batch; b += group) cm->executable(std::min(group, batch - b) * prompt);
+        if (decode) cm->executable(batch);
+      }
+      m = std::move(cm);
     } else {
-      hand = std::make_unique<model::DeviceModel>(devices, c, w);
+      m = std::make_unique<model::DeviceModel>(devices, c, w);
     }
-    model::DeviceModel* m = hand.get();
     const double loaded = dev.simulated_seconds();
     if (speculate) {
       // Plain greedy decoding against speculative decoding with a one-layer
       // draft (the target's first layer): the same tokens, fewer target steps.
       model::Config dc;
       const model::Weights dw = model::first_layer_draft(c, w, dc);
-      model::DeviceModel draft(dev, dc, dw);
+      std::unique_ptr<model::Model> draft;
+      if (compiled) draft = std::make_unique<model::CompiledModel>(dev, dc, dw);
+      else draft = std::make_unique<model::DeviceModel>(dev, dc, dw);
       std::vector<std::uint32_t> p(prompt);
       for (unsigned i = 0; i < prompt; ++i) p[i] = (i * 2654435761u + seed) % c.vocab;
       const model::Decoded plain = model::greedy(dev, *m, p, decode);
       model::Steering steer;
       steer.rate = acceptance, steer.seed = seed, steer.reference = &plain.tokens;
-      const model::Decoded spec = model::speculative(dev, *m, draft, p, decode, speculate, acceptance >= 0 ? &steer : nullptr);
+      const model::Decoded spec = model::speculative(dev, *m, *draft, p, decode, speculate, acceptance >= 0 ? &steer : nullptr);
       std::printf("speculative decoding, draft length %u (%s): acceptance %.2f (%u of %u proposals)\n", speculate,
                   acceptance >= 0 ? fmt::format("one-layer draft steered to {:.2f}", acceptance).c_str() : "one-layer draft",
                   spec.acceptance(), spec.accepted, spec.proposed);
@@ -322,13 +330,11 @@ int tessera::model::demo_main(int argc, char** argv) {
     // steps of every sequence at once; the last step's tokens are not kept.
     std::vector<unsigned> pos(batch, 0);
     std::vector<std::uint32_t> last(batch);
-    auto run = [&](const std::vector<model::DeviceModel::Seq>& step, bool prefilling) {
+    auto run = [&](const std::vector<model::Model::Seq>& step, bool prefilling) {
       std::vector<std::vector<std::uint32_t>> routes;
       std::vector<std::uint32_t> next;
       const double t0 = dev.simulated_seconds(), j0 = energy();
-      const auto logits = batch > 1     ? m->step(step, &next, &routes)
-                          : graph_model ? graph_model->step(step[0].tokens, step[0].pos, &last[0], &routes)
-                                        : m->step(step[0].tokens, step[0].pos, &last[0], &routes);
+      const auto logits = batch > 1 ? m->step(step, &next, &routes) : m->step(step[0].tokens, step[0].pos, &last[0], &routes);
       if (batch == 1) next = {last[0]};
       (prefilling ? prefill_s : decode_s) += dev.simulated_seconds() - t0;
       (prefilling ? prefill_j : decode_j) += energy() - j0;
@@ -360,7 +366,7 @@ int tessera::model::demo_main(int argc, char** argv) {
         }
     }
     for (unsigned b0 = 0; b0 < batch && prompt <= 64;) {
-      std::vector<model::DeviceModel::Seq> group;
+      std::vector<model::Model::Seq> group;
       unsigned rows = 0;
       for (; b0 < batch && (group.empty() || rows + prompt <= 64); ++b0) group.push_back({b0, prompts[b0], 0}), rows += prompt;
       run(group, true);
@@ -368,7 +374,7 @@ int tessera::model::demo_main(int argc, char** argv) {
     if (decode) out.push_back(last[0]);
     snapshot(at_decode);
     for (unsigned step = 1; step <= decode; ++step) {
-      std::vector<model::DeviceModel::Seq> all;
+      std::vector<model::Model::Seq> all;
       for (unsigned b = 0; b < batch; ++b) all.push_back({b, {last[b]}, pos[b]});
       run(all, false);
       if (step < decode) out.push_back(last[0]);
@@ -405,7 +411,7 @@ int tessera::model::demo_main(int argc, char** argv) {
         for (auto it = s[chip + "c2c"].begin(); it != s[chip + "c2c"].end(); ++it)
           if (it.key().size() > 9 && it.key().substr(it.key().size() - 9) == "_tx_bytes") link_bytes += it.value().get<double>();
     }
-    const auto& p = graph_model ? graph_model->profile() : m->profile();
+    const auto& p = m->profile();
     // Per token: prefill over every prompt token; decode per step, which is
     // each sequence's time per output token (a batch's steps make one token
     // of every sequence).
@@ -414,6 +420,13 @@ int tessera::model::demo_main(int argc, char** argv) {
                 boot * 1e6, (loaded - boot) * 1e6, prefill_s * 1e6, prefill_s * 1e6 / prompt_tokens, decode_s * 1e6,
                 decode ? decode_s * 1e6 / decode : 0.0, batch > 1 ? fmt::format(" of each of {} sequences", batch).c_str() : "",
                 decode ? decode * batch / decode_s : 0.0);
+    if (const auto* cm = dynamic_cast<const model::CompiledModel*>(m.get())) {
+      // The weights in BF16 (norms FP32), once: what the graphs' layouts hold against.
+      const double d = c.d_model, once = 2 * (2 * c.vocab * d + c.layers * (4 * d * d + d * c.experts + 3 * c.experts * d * c.hidden)) +
+                                         4 * d * (2 * c.layers + 1);
+      std::printf("compiled steps: %zu graphs (a step length each) holding %.2f MB of weights on the device (the weights once: "
+                  "%.2f MB)\n", cm->steps(), cm->weight_bytes() / 1e6, once / 1e6);
+    }
     {
       // Average power per domain over the whole run (boot and weights included).
       const rt::Device::Energy first = dev.energy();

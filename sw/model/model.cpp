@@ -23,8 +23,8 @@ using rt::VecOp;
 
 namespace {
 
-constexpr unsigned kMaxBlock = 64;  // tokens per step
-constexpr unsigned kPage = 64;      // positions per page of the KV cache
+constexpr unsigned kMaxBlock = KvPages::kMaxTokens;  // tokens per step
+constexpr unsigned kPage = KvPages::kPage;           // positions per page of the KV cache
 
 // BF16 is the upper half of an FP32: its value is exact as a float.
 float bf16_value(std::uint16_t code) {
@@ -340,7 +340,7 @@ DeviceModel::DeviceModel(const std::vector<rt::Device*>& chips, const Config& c,
     : dev_(*chips.at(0)), chips_(chips),
       prefix_(chips.size() > 1 ? fmt::format("chip{}.", chips[0]->chip()) : std::string("device.")), c_(c),
       program_(dev_.load_kernel(data_file(DataKind::kernels, "program.elf"), (1u << dev_.tiles()) - 1)),
-      tiles_(dev_.tiles()) {
+      tiles_(dev_.tiles()), pages_(c) {
   if (const std::string why = c.check(); !why.empty()) throw rt::UsageError("model: " + why);
   const unsigned N = static_cast<unsigned>(chips_.size());
   if (N > 1) {
@@ -400,10 +400,7 @@ DeviceModel::DeviceModel(const std::vector<rt::Device*>& chips, const Config& c,
   // The KV cache in pages of kPage positions, a pool per layer and head
   // (a page holds its K rows, then its V rows, so one DMA moves both); page
   // i is the same in every pool (a sequence's page table holds one list).
-  if (!c.max_sequences) throw rt::UsageError("model: max_sequences must be at least 1");
-  const unsigned pages = c.max_sequences * ((c.context + kPage - 1) / kPage);
-  pages_.assign(c.max_sequences, {});
-  for (unsigned i = pages; i-- > 0;) free_pages_.push_back(i);
+  const unsigned pages = pages_.pool();
   // The experts' partial sums, a block (slot, token) a slice, in the
   // slice's stack (its tiles write near, the combine reads from them all).
   for (unsigned sl = 0; sl < moe_slices_ && device_dispatch_; ++sl)
@@ -718,24 +715,27 @@ std::vector<float> DeviceModel::step(const std::vector<std::uint32_t>& tokens, u
   return logits;
 }
 
-void DeviceModel::release(unsigned seq) {
-  if (seq >= pages_.size()) return;
-  for (unsigned page : pages_[seq]) free_pages_.push_back(page);
-  pages_[seq].clear();
+KvPages::KvPages(const Config& c) : c_(c) {
+  if (!c.max_sequences) throw rt::UsageError("model: max_sequences must be at least 1");
+  per_sequence_ = (c.context + kPage - 1) / kPage;
+  pool_ = c.max_sequences * per_sequence_;
+  pages_.assign(c.max_sequences, {});
+  held_.assign(c.max_sequences, 0);
+  for (unsigned i = pool_; i-- > 0;) free_.push_back(i);
 }
 
-std::vector<float> DeviceModel::step(const std::vector<Seq>& batch, std::vector<std::uint32_t>* next,
-                                     std::vector<std::vector<std::uint32_t>>* routes) {
-  const unsigned D = c_.d_model, H = c_.heads, dh = c_.head_dim(), E = c_.experts, V = c_.vocab;
-  const unsigned ab = c_.fp8 ? 1 : 2;  // bytes of an A-operand element
-  // The batch's rows: each sequence's tokens in turn.
-  struct Part {
-    unsigned seq, row0, rows, pos;
-  };
+void KvPages::release(unsigned seq) {
+  if (seq >= pages_.size()) return;
+  for (unsigned page : pages_[seq]) free_.push_back(page);
+  pages_[seq].clear();
+  held_[seq] = 0;
+}
+
+std::vector<KvPages::Part> KvPages::admit(const std::vector<Model::Seq>& batch, std::vector<std::uint32_t>& tokens) {
   std::vector<Part> parts;
-  std::vector<std::uint32_t> tokens;
+  tokens.clear();
   if (batch.empty()) throw rt::UsageError("model: a step of no sequences");
-  for (const Seq& q : batch) {
+  for (const Model::Seq& q : batch) {
     if (q.seq >= c_.max_sequences)
       throw rt::UsageError(fmt::format("model: sequence {} (the model holds {})", q.seq, c_.max_sequences));
     for (const Part& o : parts)
@@ -744,27 +744,39 @@ std::vector<float> DeviceModel::step(const std::vector<Seq>& batch, std::vector<
     if (q.pos + q.tokens.size() > c_.context)
       throw rt::UsageError(fmt::format("model: sequence {}: position {} is past the context of {}", q.seq,
                                        q.pos + q.tokens.size(), c_.context));
-    if (q.pos > pages_[q.seq].size() * kPage)
-      throw rt::UsageError(fmt::format("model: sequence {} resumes at position {}, but holds {} positions", q.seq,
-                                       q.pos, pages_[q.seq].size() * kPage));
+    if (q.pos > held_[q.seq])
+      throw rt::UsageError(fmt::format("model: sequence {} resumes at position {}, but holds {} positions", q.seq, q.pos,
+                                       held_[q.seq]));
     for (std::uint32_t t : q.tokens)
       if (t >= c_.vocab) throw rt::UsageError(fmt::format("model: token {} is not in the vocabulary of {}", t, c_.vocab));
     parts.push_back({q.seq, static_cast<unsigned>(tokens.size()), static_cast<unsigned>(q.tokens.size()), q.pos});
     tokens.insert(tokens.end(), q.tokens.begin(), q.tokens.end());
   }
-  const unsigned T = static_cast<unsigned>(tokens.size());
-  if (T > kMaxBlock) throw rt::UsageError(fmt::format("model: {} tokens in one step (1 to {})", T, kMaxBlock));
-  // The paged KV cache: each sequence's pages cover its positions (the host
-  // keeps the page tables, as a serving scheduler does).
+  if (tokens.size() > kMaxTokens)
+    throw rt::UsageError(fmt::format("model: {} tokens in one step (1 to {})", tokens.size(), kMaxTokens));
+  // Each sequence's pages cover its positions.
   for (const Part& q : parts) {
     std::vector<unsigned>& own = pages_[q.seq];
     if (q.pos == 0) release(q.seq);
     while (own.size() * kPage < q.pos + q.rows) {
-      if (free_pages_.empty()) throw rt::UsageError("model: the KV cache's pages are all taken");
-      own.push_back(free_pages_.back());
-      free_pages_.pop_back();
+      if (free_.empty()) throw rt::UsageError("model: the KV cache's pages are all taken");
+      own.push_back(free_.back());
+      free_.pop_back();
     }
+    held_[q.seq] = q.pos + q.rows;
   }
+  return parts;
+}
+
+std::vector<float> DeviceModel::step(const std::vector<Seq>& batch, std::vector<std::uint32_t>* next,
+                                     std::vector<std::vector<std::uint32_t>>* routes) {
+  const unsigned D = c_.d_model, H = c_.heads, dh = c_.head_dim(), E = c_.experts, V = c_.vocab;
+  const unsigned ab = c_.fp8 ? 1 : 2;  // bytes of an A-operand element
+  // The batch's rows: each sequence's tokens in turn, its pages given.
+  using Part = KvPages::Part;
+  std::vector<std::uint32_t> tokens;
+  const std::vector<Part> parts = pages_.admit(batch, tokens);
+  const unsigned T = static_cast<unsigned>(tokens.size());
   using Programs = std::vector<std::pair<std::uint32_t, TileProgram>>;
   auto fresh = [&] {
     Programs p;
@@ -898,7 +910,7 @@ std::vector<float> DeviceModel::step(const std::vector<Seq>& batch, std::vector<
           for (std::size_t i = first; i < last; ++i) {
             const Part& q = parts[i];
             const Buffers& b = bufs[i - first];
-            const std::vector<unsigned>& own = pages_[q.seq];
+            const std::vector<unsigned>& own = pages_.pages(q.seq);
             for (unsigned at = 0; at < q.pos; at += kPage) {
               TileProgram::Dma d;  // the page's K rows and its V rows
               d.src = pool + 2ull * own[at / kPage] * page_bytes, d.sstride1 = page_bytes;
@@ -915,7 +927,7 @@ std::vector<float> DeviceModel::step(const std::vector<Seq>& batch, std::vector<
           for (std::size_t i = first; i < last; ++i) {
             const Part& q = parts[i];
             const Buffers& b = bufs[i - first];
-            const std::vector<unsigned>& own = pages_[q.seq];
+            const std::vector<unsigned>& own = pages_.pages(q.seq);
             for (unsigned at = q.pos; at < q.pos + q.rows;) {
               const unsigned n = std::min(kPage - at % kPage, q.pos + q.rows - at);
               TileProgram::Dma d;

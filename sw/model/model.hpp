@@ -123,7 +123,68 @@ struct Profile {
   std::map<std::string, PhaseBound> bounds;  // by phase: embed, attention, wo, router, experts, combine, head, argmax, comm
 };
 
-class DeviceModel {
+// A model on the device, as the demo, serving and speculative decoding
+// drive it (DeviceModel's hand-written programs, or CompiledModel's graphs).
+class Model {
+ public:
+  // A sequence's tokens in a step, at positions pos.. of its own KV cache
+  // (sequence ids below Config::max_sequences; position 0 starts a
+  // sequence afresh).
+  struct Seq {
+    unsigned seq = 0;
+    std::vector<std::uint32_t> tokens;
+    unsigned pos = 0;
+  };
+  virtual ~Model() = default;
+  // Runs T tokens of sequence 0 at positions pos..; returns the logits (T x
+  // vocab) and the device's argmax of the last row; `routes` gets the
+  // experts chosen (2 per token, per layer).
+  virtual std::vector<float> step(const std::vector<std::uint32_t>& tokens, unsigned pos, std::uint32_t* next,
+                                  std::vector<std::vector<std::uint32_t>>* routes) = 0;
+  // A batch: several sequences' tokens in one step (64 tokens at most in
+  // all). Returns the logits of every token, in the batch's order; `next`
+  // gets each sequence's greedy token, `routes` the experts chosen per
+  // layer (2 per token, in the batch's order).
+  virtual std::vector<float> step(const std::vector<Seq>& batch, std::vector<std::uint32_t>* next,
+                                  std::vector<std::vector<std::uint32_t>>* routes) = 0;
+  // Gives a finished sequence's pages back.
+  virtual void release(unsigned seq) = 0;
+  virtual const Profile& profile() const = 0;
+  virtual const Config& config() const = 0;
+};
+
+// The host's page tables of a paged KV cache, as a serving scheduler keeps
+// them: each sequence's pages of kPage positions, in position order, from
+// a pool of max_sequences x ceil(context / kPage).
+class KvPages {
+ public:
+  static constexpr unsigned kPage = 64;
+  static constexpr unsigned kMaxTokens = 64;  // a step's tokens
+  explicit KvPages(const Config& c);
+  // A batch's rows: `rows` tokens of sequence `seq` from row `row0`, at `pos`.
+  struct Part {
+    unsigned seq, row0, rows, pos;
+  };
+  // Checks a batch against the configuration (sequence ids, each once,
+  // tokens in the vocabulary, positions inside the context and no gap
+  // after what a sequence holds), gives each sequence the pages its
+  // positions need (position 0 releases its old ones first) and returns
+  // its parts and tokens. Throws rt::UsageError naming what is wrong.
+  std::vector<Part> admit(const std::vector<Model::Seq>& batch, std::vector<std::uint32_t>& tokens);
+  void release(unsigned seq);
+  const std::vector<unsigned>& pages(unsigned seq) const { return pages_.at(seq); }
+  unsigned pool() const { return pool_; }
+  unsigned per_sequence() const { return per_sequence_; }  // pages a sequence's context needs
+
+ private:
+  const Config& c_;
+  unsigned pool_ = 0, per_sequence_ = 0;
+  std::vector<std::vector<unsigned>> pages_;  // by sequence
+  std::vector<unsigned> held_;                // by sequence: the positions its last step left written
+  std::vector<unsigned> free_;
+};
+
+class DeviceModel : public Model {
  public:
   DeviceModel(rt::Device& dev, const Config& c, const Weights& w);
   // Expert parallel over a system of chips: chip 0 runs the model, expert e
@@ -131,27 +192,13 @@ class DeviceModel {
   // chips and their results come back through the communication engines
   // (all-to-all, push).
   DeviceModel(const std::vector<rt::Device*>& chips, const Config& c, const Weights& w);
-  // Runs T tokens at positions pos..; returns the logits (T x vocab) and the
-  // device's argmax of the last row; `routes` gets the experts chosen.
   std::vector<float> step(const std::vector<std::uint32_t>& tokens, unsigned pos, std::uint32_t* next,
-                          std::vector<std::vector<std::uint32_t>>* routes);
-  // A batch: several sequences' tokens in one step (64 tokens at most in
-  // all), each sequence at its own position of its own KV cache (sequence
-  // ids below Config::max_sequences; position 0 starts a sequence afresh).
-  // Returns the logits of every token, in the batch's order; `next` gets
-  // each sequence's greedy token, `routes` the experts chosen per layer
-  // (2 per token, in the batch's order).
-  struct Seq {
-    unsigned seq = 0;
-    std::vector<std::uint32_t> tokens;
-    unsigned pos = 0;
-  };
+                          std::vector<std::vector<std::uint32_t>>* routes) override;
   std::vector<float> step(const std::vector<Seq>& batch, std::vector<std::uint32_t>* next,
-                          std::vector<std::vector<std::uint32_t>>* routes);
-  // Gives a finished sequence's pages back.
-  void release(unsigned seq);
-  const Profile& profile() const { return profile_; }
-  const Config& config() const { return c_; }
+                          std::vector<std::vector<std::uint32_t>>* routes) override;
+  void release(unsigned seq) override { pages_.release(seq); }
+  const Profile& profile() const override { return profile_; }
+  const Config& config() const override { return c_; }
 
  private:
   // A matrix on the device: its codes and (FP8) its block scales.
@@ -226,8 +273,7 @@ class DeviceModel {
   std::vector<DevMatrix> lm_panels_;  // the LM head by tile (its columns j * vocab / tiles ..), when it splits so
   rt::Buffer final_norm_, x_, hb_, attn_, y0_, y1_, logits_, topk_, mask_, qscale_, next_;
   std::vector<LayerBuffers> layers_;
-  std::vector<std::vector<unsigned>> pages_;  // by sequence: its KV cache's pages, in position order
-  std::vector<unsigned> free_pages_;
+  KvPages pages_;  // each sequence's KV cache pages
   Profile profile_;
 };
 

@@ -209,14 +209,11 @@ TEST(Model, AStepAsOneGraphGivesTheLaunchesLogitsBitForBit) {
 
 // Batching: three sequences (prompts of 5, 3 and 4 tokens) prefilled in
 // one step and decoded together give bit for bit the logits and tokens of
-// three runs of one sequence each; each sequence keeps its own paged KV
-// cache. Every row's arithmetic is its own (GEMMs, norms, the experts'
+// three runs of one sequence each (on `single`, as sequence `single_seq`
+// or, where it is negative, as its own); each sequence keeps its own paged
+// KV cache. Every row's arithmetic is its own (GEMMs, norms, the experts'
 // slices), so nothing may differ.
-TEST(Model, ABatchGivesTheTokensOfSingleSequenceRuns) {
-  const Config c = tiny_batched(3);
-  const Weights w = Weights::random(c);
-  rt::Device dev;
-  DeviceModel single(dev, c, w), batched(dev, c, w);
+void batch_gives_single_runs(const Config& c, Model& single, int single_seq, Model& batched) {
   const std::vector<std::vector<std::uint32_t>> prompts = {{1, 17, 42, 200, 5}, {9, 8, 7}, {250, 3, 99, 64}};
   const unsigned steps = 4;  // the prefill, then three decode steps
   // One sequence at a time: its logits per step (the last row's), its tokens.
@@ -227,14 +224,14 @@ TEST(Model, ABatchGivesTheTokensOfSingleSequenceRuns) {
     unsigned pos = 0;
     for (unsigned step = 0; step < steps; ++step) {
       std::vector<std::uint32_t> next;
-      const auto logits = single.step({{b, tokens, pos}}, &next, nullptr);
+      const auto logits = single.step({{single_seq < 0 ? b : static_cast<unsigned>(single_seq), tokens, pos}}, &next, nullptr);
       want[b].emplace_back(logits.end() - c.vocab, logits.end());
       want_tokens[b].push_back(next.at(0));
       pos += static_cast<unsigned>(tokens.size());
       tokens = {next[0]};
     }
   }
-  std::vector<DeviceModel::Seq> batch;
+  std::vector<Model::Seq> batch;
   for (unsigned b = 0; b < 3; ++b) batch.push_back({b, prompts[b], 0});
   for (unsigned step = 0; step < steps; ++step) {
     std::vector<std::uint32_t> next;
@@ -261,17 +258,35 @@ TEST(Model, ABatchGivesTheTokensOfSingleSequenceRuns) {
   EXPECT_THROW(batched.step({{3, {1}, 0}}, &next, nullptr), rt::UsageError) << "past max_sequences";
   EXPECT_THROW(batched.step({{0, {1}, 0}, {0, {2}, 0}}, &next, nullptr), rt::UsageError) << "a sequence twice";
   EXPECT_THROW(batched.step({{0, {1}, 90}}, &next, nullptr), rt::UsageError) << "past the context";
+  EXPECT_THROW(batched.step({{0, {1}, 20}}, &next, nullptr), rt::UsageError) << "a gap after what sequence 0 holds";
+}
+
+TEST(Model, ABatchGivesTheTokensOfSingleSequenceRuns) {
+  const Config c = tiny_batched(3);
+  const Weights w = Weights::random(c);
+  rt::Device dev;
+  DeviceModel single(dev, c, w), batched(dev, c, w);
+  batch_gives_single_runs(c, single, -1, batched);
+}
+
+TEST(Model, ACompiledBatchGivesTheTokensOfTheUnpagedModelsSingleRuns) {
+  // The compiled model over paged caches (a graph per step with each row's
+  // sequence and the page tables as inputs) against the compiled model of
+  // one sequence (unpaged caches), each prompt run on it afresh.
+  Config c = tiny();
+  c.max_sequences = 3;
+  const Config one = tiny();
+  const Weights w = Weights::random(c);
+  rt::Device dev;
+  CompiledModel single(dev, one, w), batched(dev, c, w);
+  batch_gives_single_runs(c, single, 0, batched);
 }
 
 // Serving: five requests, three arriving together (their prompts do not
 // fit one step, so one is prefilled over two), two later (one after the
 // device went idle), at most three at once: every request gets its
 // outputs, each exactly what greedy decoding of its prompt alone gives.
-TEST(Model, ServingBatchesRequestsAsTheyArriveAndGivesEachItsGreedyTokens) {
-  const Config c = tiny_batched(3);
-  const Weights w = Weights::random(c);
-  rt::Device dev;
-  DeviceModel m(dev, c, w), alone(dev, c, w);
+void serving_gives_greedy_tokens(rt::Device& dev, const Config& c, Model& m, Model& alone) {
   std::vector<Request> reqs(5);
   for (unsigned i = 0; i < 5; ++i) {
     for (unsigned t = 0; t < 25 - 3 * i; ++t) reqs[i].prompt.push_back((t * 37 + i * 11) % c.vocab);
@@ -310,6 +325,27 @@ TEST(Model, ServingBatchesRequestsAsTheyArriveAndGivesEachItsGreedyTokens) {
               quantile(a.ttft, 0) * 1e6, quantile(a.ttft, 1) * 1e6);
   reqs[1].arrival = -1;
   EXPECT_THROW(serve(dev, m, reqs, energy), rt::UsageError) << "out of arrival order";
+}
+
+TEST(Model, ServingBatchesRequestsAsTheyArriveAndGivesEachItsGreedyTokens) {
+  const Config c = tiny_batched(3);
+  const Weights w = Weights::random(c);
+  rt::Device dev;
+  DeviceModel m(dev, c, w), alone(dev, c, w);
+  serving_gives_greedy_tokens(dev, c, m, alone);
+}
+
+TEST(Model, ServingTheCompiledModelGivesEachRequestItsGreedyTokens) {
+  // The same requests on the compiled model over paged caches (a graph per
+  // step length, compiled as the steps come), against the compiled model
+  // of one sequence.
+  Config c = tiny();
+  c.max_sequences = 3;
+  const Config one = tiny();
+  const Weights w = Weights::random(c);
+  rt::Device dev;
+  CompiledModel m(dev, c, w), alone(dev, one, w);
+  serving_gives_greedy_tokens(dev, c, m, alone);
 }
 
 TEST(Model, ATraceFileGivesItsRequestsOrRefusesItsBadLinesByNumber) {

@@ -91,7 +91,7 @@ double quantile(std::vector<double> v, double q) {
   return v[std::min(v.size() - 1, at ? at - 1 : 0)];
 }
 
-Served serve(rt::Device& dev, DeviceModel& m, const std::vector<Request>& requests, const std::function<double()>& energy) {
+Served serve(rt::Device& dev, Model& m, const std::vector<Request>& requests, const std::function<double()>& energy) {
   constexpr unsigned kBudget = 64;  // tokens a step
   const Config& c = m.config();
   for (std::size_t i = 0; i < requests.size(); ++i) {
@@ -130,7 +130,7 @@ Served serve(rt::Device& dev, DeviceModel& m, const std::vector<Request>& reques
     }
     // The step: every decoding sequence's token, then prompts (or the rest
     // of one) while the step has room, oldest first.
-    std::vector<DeviceModel::Seq> batch;
+    std::vector<Model::Seq> batch;
     std::vector<std::size_t> who;  // index into active, by batch entry
     unsigned room = kBudget;
     for (std::size_t a = 0; a < active.size(); ++a) {

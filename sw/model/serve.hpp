@@ -51,7 +51,7 @@ struct Served {
 
 // Serves the requests on `m` (its max_sequences bounds the batch).
 // `energy` gives the device's joules so far (the demo's meter).
-Served serve(rt::Device& dev, DeviceModel& m, const std::vector<Request>& requests, const std::function<double()>& energy);
+Served serve(rt::Device& dev, Model& m, const std::vector<Request>& requests, const std::function<double()>& energy);
 
 // The q-quantile (0..1) of the values, nearest rank.
 double quantile(std::vector<double> v, double q);

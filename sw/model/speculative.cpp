@@ -24,7 +24,7 @@ std::uint32_t argmax_row(const std::vector<float>& logits, std::size_t row, unsi
 }
 }  // namespace
 
-Decoded greedy(rt::Device& dev, DeviceModel& target, const std::vector<std::uint32_t>& prompt, unsigned n) {
+Decoded greedy(rt::Device& dev, Model& target, const std::vector<std::uint32_t>& prompt, unsigned n) {
   Decoded d;
   const double t0 = dev.simulated_seconds();
   std::uint32_t next = 0;
@@ -43,7 +43,7 @@ Decoded greedy(rt::Device& dev, DeviceModel& target, const std::vector<std::uint
   return d;
 }
 
-Decoded speculative(rt::Device& dev, DeviceModel& target, DeviceModel& draft, const std::vector<std::uint32_t>& prompt,
+Decoded speculative(rt::Device& dev, Model& target, Model& draft, const std::vector<std::uint32_t>& prompt,
                     unsigned n, unsigned k, const Steering* steer) {
   Decoded d;
   std::mt19937_64 rng(steer ? steer->seed : 0);

@@ -27,7 +27,7 @@ struct Decoded {
 };
 
 // Plain greedy decoding of `n` tokens after `prompt`.
-Decoded greedy(rt::Device& dev, DeviceModel& target, const std::vector<std::uint32_t>& prompt, unsigned n);
+Decoded greedy(rt::Device& dev, Model& target, const std::vector<std::uint32_t>& prompt, unsigned n);
 // A draft whose acceptance is an input: the draft model still runs (its
 // time is real), but each token it proposes is replaced by the target's
 // own greedy choice there (`reference`, from plain decoding) with
@@ -41,7 +41,7 @@ struct Steering {
 
 // Speculative greedy decoding with drafts of `k` tokens (steered when
 // `steer` is given).
-Decoded speculative(rt::Device& dev, DeviceModel& target, DeviceModel& draft, const std::vector<std::uint32_t>& prompt,
+Decoded speculative(rt::Device& dev, Model& target, Model& draft, const std::vector<std::uint32_t>& prompt,
                     unsigned n, unsigned k, const Steering* steer = nullptr);
 
 }  // namespace tessera::model

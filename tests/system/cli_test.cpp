@@ -400,9 +400,17 @@ TEST(Cli, DemoCompiledRunsTheModelFromItsGraph) {
   EXPECT_NE(hand.out.find("experts dispatched by the tiles"), std::string::npos) << hand.out;
   EXPECT_EQ(hand.code, 0) << hand.err;
   EXPECT_EQ(tokens(r.out), tokens(hand.out));
-  Outcome both = vp("demo --tiny --compiled --batch 2");
-  EXPECT_EQ(both.code, 2);
-  EXPECT_NE(both.err.find("--compiled runs one sequence on one chip in BF16"), std::string::npos) << both.err;
+  // A batch compiled (paged KV caches, the sequences' rows in one step):
+  // sequence 0's tokens are the single run's; the steps share one copy of
+  // the weights per layout.
+  Outcome batch = vp("demo --tiny --compiled --batch 3 --prompt 6 --decode 4 --seed 3");
+  EXPECT_EQ(batch.code, 0) << batch.err;
+  EXPECT_NE(batch.out.find("compiled from the model's graph (sw/compiler)"), std::string::npos) << batch.out;
+  EXPECT_NE(batch.out.find("compiled steps: 2 graphs"), std::string::npos) << batch.out;
+  EXPECT_EQ(tokens(batch.out), tokens(r.out));
+  Outcome chips = vp("demo --tiny --compiled --chips 4");
+  EXPECT_EQ(chips.code, 2);
+  EXPECT_NE(chips.err.find("--compiled runs on one chip in BF16"), std::string::npos) << chips.err;
   Outcome twice = vp("demo --tiny --compiled --hand-written");
   EXPECT_EQ(twice.code, 2);
   EXPECT_NE(twice.err.find("--compiled or --hand-written, not both"), std::string::npos) << twice.err;

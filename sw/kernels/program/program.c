@@ -311,6 +311,17 @@ __attribute__((noinline)) static int route_grouped(const uint32_t* w) {
   return 0;
 }
 
+/* A whole number from 0 to 2^24 held as FP32 (as_float) or as it is, in
+ * place; 0 when it is not one. */
+static int whole(uint32_t* u, uint32_t as_float) {
+  if (!as_float) return 1;
+  union bits b;
+  b.u = *u;
+  if (!(b.f >= 0.0f) || b.f >= 16777216.0f || (float)(uint32_t)b.f != b.f) return 0;
+  *u = (uint32_t)b.f;
+  return 1;
+}
+
 /* Rows of a table picked by indices (TKP_GATHER): indices i0 .. i0 + n - 1
  * of the list at `index` (global memory; INT32, or FP32 holding whole
  * numbers where w[9] bit 0 says so) are read into the scratchpad, each
@@ -330,13 +341,7 @@ __attribute__((noinline)) static int gather_rows(const uint32_t* w) {
   if (tk_drain()) return 3;
   for (uint32_t i = 0; i < n; ++i) {
     uint32_t r = idx[i];
-    if (as_float) {  /* a whole number from 0 to 2^24 */
-      union bits v;
-      v.u = r;
-      if (!(v.f >= 0.0f) || v.f >= 16777216.0f || (float)(uint32_t)v.f != v.f) return 2;
-      r = (uint32_t)v.f;
-    }
-    if (r >= rows) return 2;
+    if (!whole(&r, as_float) || r >= rows) return 2;
     struct tk_dma c = {0};
     c.id = op_index, c.src = table + (uint64_t)r * row_bytes, c.dst = out + (uint64_t)(i0 + i) * row_bytes, c.len0 = row_bytes;
     tk_dma_push(&c);
@@ -344,148 +349,240 @@ __attribute__((noinline)) static int gather_rows(const uint32_t* w) {
   return 0;
 }
 
+/* TKP_PAGED's words, for the next TKP_ATTN (which clears them). */
+static struct {
+  uint32_t on, page, pages, S, as_float, r0, r1;
+  uint64_t seqs, table;
+} paging;
+
+/* TKP_PAGED: the next TKP_ATTN's rows belong to sequences, each with its
+ * own paged KV cache. Words: 0-1 the rows' sequences (T values), 2-3 the
+ * page tables (S rows of `pages` entries: a sequence's physical pages in
+ * position order), both in global memory, INT32 or FP32 holding whole
+ * numbers where w[6] bit 0 says so; 4 page (positions per page) | pages
+ * << 16; 5 S; 6 flags; 7 r0 | r1 << 16: this tile runs the segments (runs
+ * of rows of one sequence at consecutive positions) that start in rows
+ * [r0, r1). Checked by the attention. */
+__attribute__((noinline)) static int paged(const uint32_t* w) {
+  paging.seqs = ARG64(w, 0), paging.table = ARG64(w, 2);
+  paging.page = w[4] & 0xffff, paging.pages = w[4] >> 16, paging.S = w[5], paging.as_float = w[6] & 1;
+  paging.r0 = w[7] & 0xffff, paging.r1 = w[7] >> 16, paging.on = 1;
+  return 0;
+}
+
 /* Causal attention over a KV cache (TKP_ATTN), for heads [h0, h1) of H
- * on this tile: T new rows at positions p .. p + T - 1, p read from the
- * chip (element 0 of `positions`: INT32, or FP32 holding a whole number
- * where flags bit 0 says so). For head h (KV head j = h / (H / KV)):
- *   K = the cache's rows 0 .. p - 1 of head j (BF16) and the new rows of
- *       k's head j cast to BF16; V the same from v and the V cache;
+ * on this tile: T new rows, row r at position positions[r] (read from the
+ * chip: INT32, or FP32 holding a whole number where flags bit 0 says so).
+ * Without TKP_PAGED before it the rows are one sequence at p .. p + T - 1
+ * (p = positions[0]) over a cache of C positions; with it they are
+ * segments of sequences, each over its own pages of the cache (a pool of
+ * C / page pages per KV head), and this tile runs the segments starting
+ * in its rows. For a segment of Ts rows at p and head h (KV head j = h /
+ * (H / KV)):
+ *   K = the sequence's cached rows 0 .. p - 1 of head j (BF16) and the new
+ *       rows of k's head j cast to BF16; V the same from v and the V cache;
  *   S = Q.K^T in FP32 (Q: q's head h cast to BF16), the new rows' block
  *       added to the causal mask (0, or -inf above the diagonal), each row
- *       scaled by its scale, softmax over the p + T columns;
+ *       scaled by its scale, softmax over the p + Ts columns;
  *   out's head h = bf16(S).V (FP32).
  * With flags bit 1, the new Q and K rows are rotated first (the vector
- * unit's rope, row t at position p + t) in FP32, then rounded. The tile
+ * unit's rope, each row at its position) in FP32, then rounded. The tile
  * whose heads include j's first (h % (H / KV) == 0) appends the new K and V
- * rows (BF16) to the cache at p. Words: 0-1 q's first query (rows of T, q
- * stride elements apart, H heads of dh), 2-3 k's first key (k stride apart,
- * KV heads of dh), 4-5 v's first value (v stride apart, KV heads of dv),
- * all FP32; 6-7 the K cache (KV x C x dh), 8-9 the V cache (KV x C x dv),
- * BF16; 10-11 positions; 12-13 the constants (T scales, then T x T mask,
- * FP32); 14-15 out (T x H dv, FP32); 16 T | C << 16; 17 H | KV << 16; 18
- * dh | dv << 16; 19 h0 | h1 << 16; 20 flags (bit 0 positions in FP32, bit 1
- * rotary) | v stride << 16; 21 q stride | k stride << 16. A position past
- * the cache (p + T > C), or one that is not a whole number, fails the
- * operation (exit 2); so does a cache too long for the scratchpad. Heads
- * run one after another, each in phases. */
+ * rows (BF16) to the cache's pages. Words: 0-1 q's first query (rows of
+ * T, q stride elements apart, H heads of dh), 2-3 k's first key (k stride
+ * apart, KV heads of dh), 4-5 v's first value (v stride apart, KV heads of
+ * dv), all FP32; 6-7 the K cache (KV x C x dh), 8-9 the V cache (KV x C x
+ * dv), BF16; 10-11 positions; 12-13 the constants (T scales, then T x T
+ * mask, FP32); 14-15 out (T x H dv, FP32); 16 T | C << 16; 17 H | KV << 16;
+ * 18 dh | dv << 16; 19 h0 | h1 << 16; 20 flags (bit 0 positions in FP32,
+ * bit 1 rotary) | v stride << 16; 21 q stride | k stride << 16. A position
+ * past the sequence's cache, a sequence or page out of range, or a value
+ * that is not a whole number fails the operation (exit 2); so does a
+ * segment too long for the scratchpad. Segments and heads run one after
+ * another, each head in phases. */
 __attribute__((noinline)) static int attention(const uint32_t* w) {
   const uint64_t q = ARG64(w, 0), k = ARG64(w, 2), v = ARG64(w, 4), kc = ARG64(w, 6), vc = ARG64(w, 8), pos = ARG64(w, 10);
   const uint64_t consts = ARG64(w, 12), out = ARG64(w, 14);
   const uint32_t T = w[16] & 0xffff, C = w[16] >> 16, H = w[17] & 0xffff, KV = w[17] >> 16, dh = w[18] & 0xffff, dv = w[18] >> 16;
   const uint32_t h0 = w[19] & 0xffff, h1 = w[19] >> 16, as_float = w[20] & 1, rotary = w[20] >> 1 & 1;
   const uint32_t qs = w[21] & 0xffff, ks = w[21] >> 16, vs = w[20] >> 16;
+  const uint32_t is_paged = paging.on;
+  paging.on = 0;
+  const uint32_t page = is_paged ? paging.page : C, pages = is_paged ? paging.pages : 1, S = is_paged ? paging.S : 1;
+  const uint32_t ra = is_paged ? paging.r0 : 0, rb = is_paged ? paging.r1 : 1;
   if (!T || !C || !H || !KV || H % KV || !dh || !dv || h0 >= h1 || h1 > H || qs < H * dh || ks < KV * dh || vs < KV * dv ||
-      (rotary && dh % 2))
+      (rotary && dh % 2) || !page || !pages || C % page || !S || rb > T || (uint64_t)S * pages > 65536)
     return 2;
+  const uint32_t cap = pages * page; /* a sequence's positions */
+  if (0x10000u + tkp_attn_fixed(T, (uint64_t)S * pages) > TKP_PROGRAM_OFFSET) return 2;
   uint32_t top = 0x10000;
 #define ATT_BUF(bytes) (top += ((bytes) + 255u) & ~255u, top - (((bytes) + 255u) & ~255u))
-  uint32_t* const P0 = (uint32_t*)tk_ptr(ATT_BUF(4));
+  /* One sequence: its position, sequence 0 and page 0 (the whole cache). */
+  uint32_t one_seq = 0, one_page = 0;
+  uint32_t* const POS = (uint32_t*)tk_ptr(ATT_BUF(4 * (is_paged ? T : 1)));
+  uint32_t* const SEQ = is_paged ? (uint32_t*)tk_ptr(ATT_BUF(4 * T)) : &one_seq;
+  uint32_t* const TABLE = is_paged ? (uint32_t*)tk_ptr(ATT_BUF(4 * S * pages)) : &one_page;
   const uint32_t SC = ATT_BUF(4 * T);
   struct tk_dma d = {0};
-  d.id = op_index, d.flags = TK_DMA_DST_LOCAL, d.src = pos, d.dst = tk_off(P0), d.len0 = 4;
+  d.id = op_index, d.flags = TK_DMA_DST_LOCAL, d.src = pos, d.dst = tk_off(POS), d.len0 = 4 * (is_paged ? T : 1);
   tk_dma_push(&d);
   d.src = consts, d.dst = SC, d.len0 = 4 * T;
   tk_dma_push(&d);
-  if (tk_drain()) return 3;
-  uint32_t p = P0[0];
-  if (as_float) {
-    union bits b;
-    b.u = p;
-    if (!(b.f >= 0.0f) || b.f >= 16777216.0f || (float)(uint32_t)b.f != b.f) return 2;
-    p = (uint32_t)b.f;
+  if (is_paged) {
+    d.src = paging.seqs, d.dst = tk_off(SEQ), d.len0 = 4 * T;
+    tk_dma_push(&d);
+    d.src = paging.table, d.dst = tk_off(TABLE), d.len0 = 4 * S * pages;
+    tk_dma_push(&d);
   }
-  if (p > C || T > C - p) return 2;
-  const uint32_t n = p + T;
-  if (0x10000u + tkp_attn_scratch(T, n, dh, dv) > TKP_PROGRAM_OFFSET) return 2;
-  const uint32_t QB = ATT_BUF(2 * T * dh), KB = ATT_BUF(2 * n * dh), VB = ATT_BUF(2 * n * dv), S = ATT_BUF(4 * T * n);
-  const uint32_t PB = ATT_BUF(2 * T * n), O = ATT_BUF(4 * T * dv), QF = ATT_BUF(4 * T * dh), KF = ATT_BUF(4 * T * dh);
-  const uint32_t group = H / KV, cast = tk_dma_cast(TK_FP32, TK_BF16) | TK_DMA_DST_LOCAL;
-  /* A head's engines are ordered by semaphores (left at zero): the last
-   * load signals A_LOADED; the rotations' last cast A_ROTATED; the scores'
-   * last GEMM A_SCORED; the softmax's cast A_WEIGHED; P.V A_DONE, which the
-   * stores wait for. The next head reuses the buffers after a drain. */
+  if (tk_drain()) return 3;
+  for (uint32_t r = 0; r < (is_paged ? T : 1); ++r)
+    if (!whole(&POS[r], as_float) || (is_paged && (!whole(&SEQ[r], paging.as_float) || SEQ[r] >= S))) return 2;
+  const uint32_t fixed = top, group = H / KV, cast = tk_dma_cast(TK_FP32, TK_BF16) | TK_DMA_DST_LOCAL;
+  /* A segment starts at row r unless r continues the one before; its rows. */
+#define ATT_STARTS(r) (!is_paged || !(r) || SEQ[r] != SEQ[(r) - 1] || POS[r] != POS[(r) - 1] + 1)
+#define ATT_ROWS(r, Ts) \
+  for (Ts = is_paged ? 1 : T; (r) + Ts < T && SEQ[(r) + Ts] == SEQ[r] && POS[(r) + Ts] == POS[r] + Ts; ++Ts)
+  /* Every segment checked before anything runs. */
+  for (uint32_t r0 = ra; r0 < rb; ++r0) {
+    if (!ATT_STARTS(r0)) continue;
+    uint32_t Ts;
+    ATT_ROWS(r0, Ts);
+    const uint32_t p = POS[r0], n = p + Ts;
+    if (p > cap || Ts > cap - p) return 2;
+    if (0x10000u + tkp_attn_scratch(T, Ts, n, dh, dv, (uint64_t)S * pages) > TKP_PROGRAM_OFFSET) return 2;
+    uint32_t* const PT = TABLE + SEQ[r0] * pages;
+    for (uint32_t i = 0; i * page < n; ++i)
+      if (!whole(&PT[i], is_paged ? paging.as_float : 0) || PT[i] >= C / page) return 2;
+  }
+  /* A head's engines are ordered by semaphores (left at zero), a segment
+   * at a time: its last load signals A_LOADED; the rotations' last cast
+   * A_ROTATED; the scores' last GEMM A_SCORED; the softmax's cast
+   * A_WEIGHED; P.V A_DONE, which its stores wait for. Each engine takes the
+   * segments in order, so a segment's loads run under the arithmetic of
+   * the ones before it: a group of segments (as many as the scratchpad
+   * holds, ATT_GROUP at most) is pushed, loads and arithmetic first, then
+   * the stores, then drained before the next reuses the buffers. */
   enum { A_LOADED = 0, A_ROTATED, A_SCORED, A_WEIGHED, A_DONE };
+  enum { ATT_GROUP = 32 };
+  struct {
+    uint32_t r0, Ts, p, KB, VB, O;
+  } seg[ATT_GROUP];
   for (uint32_t h = h0; h < h1; ++h) {
     const uint32_t j = h / group;
-    /* Q, the new K and V rows (cast into place, or FP32 to rotate), the
-     * cached rows, the mask. */
-    struct tk_dma l = {0};
-    l.id = op_index, l.flags = cast, l.src = q + 4ull * h * dh, l.dst = QB, l.len0 = dh, l.count1 = T, l.sstride1 = 4 * qs;
-    if (rotary) l.flags = TK_DMA_DST_LOCAL, l.dst = QF, l.len0 = 4 * dh; /* FP32, rotated below */
-    tk_dma_push(&l);
-    l.src = k + 4ull * j * dh, l.dst = rotary ? KF : KB + 2 * p * dh, l.sstride1 = 4 * ks;
-    tk_dma_push(&l);
-    l.flags = cast, l.src = v + 4ull * j * dv, l.dst = VB + 2 * p * dv, l.len0 = dv, l.sstride1 = 4 * vs;
-    if (!p && T == 1) l.sem = TK_SEM(TK_NONE, A_LOADED, TK_NONE);
-    tk_dma_push(&l);
-    if (p) {
-      struct tk_dma c = {0};
-      c.id = op_index, c.flags = TK_DMA_DST_LOCAL, c.src = kc + 2ull * j * C * dh, c.dst = KB, c.len0 = 2 * p * dh;
-      tk_dma_push(&c);
-      c.src = vc + 2ull * j * C * dv, c.dst = VB, c.len0 = 2 * p * dv;
-      if (T == 1) c.sem = TK_SEM(TK_NONE, A_LOADED, TK_NONE);
-      tk_dma_push(&c);
-    }
-    if (T > 1) {
-      struct tk_dma m = {0};
-      m.id = op_index, m.flags = TK_DMA_DST_LOCAL, m.src = consts + 4ull * T, m.dst = S + 4 * p, m.len0 = 4 * T, m.count1 = T;
-      m.sstride1 = 4 * T, m.dstride1 = 4 * n, m.sem = TK_SEM(TK_NONE, A_LOADED, TK_NONE);
-      tk_dma_push(&m);
-    }
-    uint32_t ready = A_LOADED; /* what the scores wait for */
-    if (rotary) { /* each new row at its position, then rounded into place */
-      struct tk_vec r = {0};
-      r.id = op_index, r.op = TK_VROPE, r.rows = 1, r.cols = dh, r.sem = TK_SEM(A_LOADED, TK_NONE, TK_NONE);
-      for (uint32_t t = 0; t < T; ++t) {
-        r.src0 = r.dst = QF + 4 * t * dh, r.position = p + t;
-        tk_vec_push(&r);
-        r.sem = TK_SEM(TK_NONE, TK_NONE, TK_NONE);
-        r.src0 = r.dst = KF + 4 * t * dh;
-        tk_vec_push(&r);
+    for (uint32_t r0 = ra; r0 < rb;) {
+      uint32_t count = 0;
+      top = fixed;
+      for (; r0 < rb && count < ATT_GROUP; ++r0) {
+        if (!ATT_STARTS(r0)) continue;
+        uint32_t Ts;
+        ATT_ROWS(r0, Ts);
+        const uint32_t p = POS[r0], n = p + Ts;
+        if (count && top + tkp_attn_scratch(0, Ts, n, dh, dv, 0) > TKP_PROGRAM_OFFSET) break; /* the next group's */
+        const uint32_t* const PT = TABLE + SEQ[r0] * pages;
+        const uint32_t QB = ATT_BUF(2 * Ts * dh), KB = ATT_BUF(2 * n * dh), VB = ATT_BUF(2 * n * dv), SS = ATT_BUF(4 * Ts * n);
+        const uint32_t PB = ATT_BUF(2 * Ts * n), O = ATT_BUF(4 * Ts * dv), QF = ATT_BUF(4 * Ts * dh), KF = ATT_BUF(4 * Ts * dh);
+        seg[count].r0 = r0, seg[count].Ts = Ts, seg[count].p = p, seg[count].KB = KB, seg[count].VB = VB, seg[count].O = O;
+        ++count;
+        /* Q, the new K and V rows (cast into place, or FP32 to rotate), the
+         * cached rows page by page, the mask; the last of them (the mask,
+         * else the last cached V rows, else the new V rows) signals. */
+        struct tk_dma l = {0};
+        l.id = op_index, l.flags = cast, l.src = q + 4ull * (r0 * qs + h * dh), l.dst = QB, l.len0 = dh, l.count1 = Ts;
+        l.sstride1 = 4 * qs;
+        if (rotary) l.flags = TK_DMA_DST_LOCAL, l.dst = QF, l.len0 = 4 * dh; /* FP32, rotated below */
+        tk_dma_push(&l);
+        l.src = k + 4ull * (r0 * ks + j * dh), l.dst = rotary ? KF : KB + 2 * p * dh, l.sstride1 = 4 * ks;
+        tk_dma_push(&l);
+        l.flags = cast, l.src = v + 4ull * (r0 * vs + j * dv), l.dst = VB + 2 * p * dv, l.len0 = dv, l.sstride1 = 4 * vs;
+        if (!p && Ts == 1) l.sem = TK_SEM(TK_NONE, A_LOADED, TK_NONE);
+        tk_dma_push(&l);
+        for (uint32_t at = 0; at < p; at += page) {
+          const uint32_t rows = p - at < page ? p - at : page, phys = PT[at / page] * page;
+          struct tk_dma c = {0};
+          c.id = op_index, c.flags = TK_DMA_DST_LOCAL, c.src = kc + 2ull * (j * C + phys) * dh, c.dst = KB + 2 * at * dh;
+          c.len0 = 2 * rows * dh;
+          tk_dma_push(&c);
+          c.src = vc + 2ull * (j * C + phys) * dv, c.dst = VB + 2 * at * dv, c.len0 = 2 * rows * dv;
+          if (Ts == 1 && at + rows == p) c.sem = TK_SEM(TK_NONE, A_LOADED, TK_NONE);
+          tk_dma_push(&c);
+        }
+        if (Ts > 1) {
+          struct tk_dma m = {0};
+          m.id = op_index, m.flags = TK_DMA_DST_LOCAL, m.src = consts + 4ull * (T + r0 * T + r0), m.dst = SS + 4 * p, m.len0 = 4 * Ts;
+          m.count1 = Ts, m.sstride1 = 4 * T, m.dstride1 = 4 * n, m.sem = TK_SEM(TK_NONE, A_LOADED, TK_NONE);
+          tk_dma_push(&m);
+        }
+        uint32_t ready = A_LOADED; /* what the scores wait for */
+        if (rotary) { /* each new row at its position, then rounded into place */
+          struct tk_vec r = {0};
+          r.id = op_index, r.op = TK_VROPE, r.rows = 1, r.cols = dh, r.sem = TK_SEM(A_LOADED, TK_NONE, TK_NONE);
+          for (uint32_t t = 0; t < Ts; ++t) {
+            r.src0 = r.dst = QF + 4 * t * dh, r.position = p + t;
+            tk_vec_push(&r);
+            r.sem = TK_SEM(TK_NONE, TK_NONE, TK_NONE);
+            r.src0 = r.dst = KF + 4 * t * dh;
+            tk_vec_push(&r);
+          }
+          struct tk_vec c = {0};
+          c.id = op_index, c.op = TK_VCAST_TO, c.rows = Ts, c.cols = dh, c.format = TK_BF16, c.src0 = QF, c.dst = QB;
+          tk_vec_push(&c);
+          c.src0 = KF, c.dst = KB + 2 * p * dh, c.sem = TK_SEM(TK_NONE, A_ROTATED, TK_NONE);
+          tk_vec_push(&c);
+          ready = A_ROTATED;
+        }
+        /* The scores: the cached columns, then the new ones onto the mask. */
+        struct tk_gemm g = {0};
+        g.id = op_index, g.input = TK_BF16, g.trans_b = 1, g.k = dh, g.m = Ts, g.a = QB, g.ldc = n;
+        g.sem = TK_SEM(ready, TK_NONE, TK_NONE);
+        if (p) {
+          g.n = p, g.b = KB, g.c = SS;
+          tk_gemm_push(&g);
+          g.sem = TK_SEM(TK_NONE, TK_NONE, TK_NONE);
+        }
+        g.n = Ts, g.b = KB + 2 * p * dh, g.c = SS + 4 * p, g.accumulate = Ts > 1;
+        g.sem = TK_SEM(p ? TK_NONE : (int)ready, A_SCORED, TK_NONE);
+        tk_gemm_push(&g);
+        struct tk_vec x = {0};
+        x.id = op_index, x.op = TK_VSCALE_ROWS, x.rows = Ts, x.cols = n, x.src0 = SS, x.src1 = SC + 4 * r0, x.dst = SS;
+        x.sem = TK_SEM(A_SCORED, TK_NONE, TK_NONE);
+        tk_vec_push(&x);
+        x.op = TK_VSOFTMAX, x.src1 = 0, x.sem = TK_SEM(TK_NONE, TK_NONE, TK_NONE);
+        tk_vec_push(&x);
+        x.op = TK_VCAST_TO, x.dst = PB, x.format = TK_BF16, x.sem = TK_SEM(TK_NONE, A_WEIGHED, TK_NONE);
+        tk_vec_push(&x);
+        struct tk_gemm o = {0};
+        o.id = op_index, o.input = TK_BF16, o.m = Ts, o.n = dv, o.k = n, o.a = PB, o.b = VB, o.c = O;
+        o.sem = TK_SEM(A_WEIGHED, A_DONE, TK_NONE);
+        tk_gemm_push(&o);
       }
-      struct tk_vec c = {0};
-      c.id = op_index, c.op = TK_VCAST_TO, c.rows = T, c.cols = dh, c.format = TK_BF16, c.src0 = QF, c.dst = QB;
-      tk_vec_push(&c);
-      c.src0 = KF, c.dst = KB + 2 * p * dh, c.sem = TK_SEM(TK_NONE, A_ROTATED, TK_NONE);
-      tk_vec_push(&c);
-      ready = A_ROTATED;
+      /* The group's stores: each segment's output, and (the tile holding
+       * the KV head's first query head) its new rows into their pages,
+       * rotated and rounded before its P.V began. */
+      for (uint32_t i = 0; i < count; ++i) {
+        const uint32_t Ts = seg[i].Ts, p = seg[i].p, n = p + Ts, KB = seg[i].KB, VB = seg[i].VB;
+        const uint32_t* const PT = TABLE + SEQ[seg[i].r0] * pages;
+        struct tk_dma st = {0};
+        st.id = op_index, st.flags = TK_DMA_SRC_LOCAL, st.src = seg[i].O, st.dst = out + 4ull * (seg[i].r0 * H + h) * dv;
+        st.len0 = 4 * dv, st.count1 = Ts, st.dstride1 = 4 * H * dv, st.sem = TK_SEM(A_DONE, TK_NONE, TK_NONE);
+        tk_dma_push(&st);
+        if (h % group == 0)
+          for (uint32_t at = p; at < n;) {
+            const uint32_t off = at % page, rows = n - at < page - off ? n - at : page - off, phys = PT[at / page] * page + off;
+            struct tk_dma a = {0};
+            a.id = op_index, a.flags = TK_DMA_SRC_LOCAL, a.src = KB + 2 * at * dh, a.dst = kc + 2ull * (j * C + phys) * dh;
+            a.len0 = 2 * rows * dh;
+            tk_dma_push(&a);
+            a.src = VB + 2 * at * dv, a.dst = vc + 2ull * (j * C + phys) * dv, a.len0 = 2 * rows * dv;
+            tk_dma_push(&a);
+            at += rows;
+          }
+      }
+      if (tk_drain()) return 3;
     }
-    /* The scores: the cached columns, then the new ones onto the mask. */
-    struct tk_gemm g = {0};
-    g.id = op_index, g.input = TK_BF16, g.trans_b = 1, g.k = dh, g.m = T, g.a = QB, g.ldc = n, g.sem = TK_SEM(ready, TK_NONE, TK_NONE);
-    if (p) {
-      g.n = p, g.b = KB, g.c = S;
-      tk_gemm_push(&g);
-      g.sem = TK_SEM(TK_NONE, TK_NONE, TK_NONE);
-    }
-    g.n = T, g.b = KB + 2 * p * dh, g.c = S + 4 * p, g.accumulate = T > 1;
-    g.sem = TK_SEM(p ? TK_NONE : (int)ready, A_SCORED, TK_NONE);
-    tk_gemm_push(&g);
-    struct tk_vec x = {0};
-    x.id = op_index, x.op = TK_VSCALE_ROWS, x.rows = T, x.cols = n, x.src0 = S, x.src1 = SC, x.dst = S;
-    x.sem = TK_SEM(A_SCORED, TK_NONE, TK_NONE);
-    tk_vec_push(&x);
-    x.op = TK_VSOFTMAX, x.src1 = 0, x.sem = TK_SEM(TK_NONE, TK_NONE, TK_NONE);
-    tk_vec_push(&x);
-    x.op = TK_VCAST_TO, x.dst = PB, x.format = TK_BF16, x.sem = TK_SEM(TK_NONE, A_WEIGHED, TK_NONE);
-    tk_vec_push(&x);
-    struct tk_gemm o = {0};
-    o.id = op_index, o.input = TK_BF16, o.m = T, o.n = dv, o.k = n, o.a = PB, o.b = VB, o.c = O;
-    o.sem = TK_SEM(A_WEIGHED, A_DONE, TK_NONE);
-    tk_gemm_push(&o);
-    struct tk_dma st = {0};
-    st.id = op_index, st.flags = TK_DMA_SRC_LOCAL, st.src = O, st.dst = out + 4ull * h * dv, st.len0 = 4 * dv, st.count1 = T;
-    st.dstride1 = 4 * H * dv, st.sem = TK_SEM(A_DONE, TK_NONE, TK_NONE);
-    tk_dma_push(&st);
-    if (h % group == 0) { /* the new rows into the cache (rotated and rounded before P.V began) */
-      st.src = KB + 2 * p * dh, st.dst = kc + 2ull * (j * C + p) * dh, st.len0 = 2 * T * dh, st.count1 = 1, st.dstride1 = 0;
-      st.sem = TK_SEM(TK_NONE, TK_NONE, TK_NONE);
-      tk_dma_push(&st);
-      st.src = VB + 2 * p * dv, st.dst = vc + 2ull * (j * C + p) * dv, st.len0 = 2 * T * dv;
-      tk_dma_push(&st);
-    }
-    if (tk_drain()) return 3;
   }
+#undef ATT_STARTS
+#undef ATT_ROWS
+#undef ATT_BUF
   return 0;
 }
 
@@ -499,12 +596,7 @@ __attribute__((noinline)) static int position(const uint32_t* w) {
   tk_dma_push(&d);
   if (tk_drain()) return 3;
   uint32_t p = *at;
-  if (w[2] & 1) {
-    union bits b;
-    b.u = p;
-    if (!(b.f >= 0.0f) || b.f >= 16777216.0f || (float)(uint32_t)b.f != b.f) return 2;
-    p = (uint32_t)b.f;
-  }
+  if (!whole(&p, w[2] & 1)) return 2;
   base_position = p;
   return 0;
 }
@@ -558,6 +650,7 @@ static int run_op(const struct tkp_op* o) {
     case TKP_ROUTE: return route_grouped(o->w);
     case TKP_GATHER: return gather_rows(o->w);
     case TKP_ATTN: return attention(o->w);
+    case TKP_PAGED: return paged(o->w);
     case TKP_POSITION: return position(o->w);
     default: return 2;
   }

@@ -117,7 +117,11 @@ static inline uint32_t tk_dma_cast(enum tk_format from, enum tk_format to) {
   return TILE_DMA_FLAGS_CAST_MASK | TILE_DMA_FLAGS_SATURATE_MASK | (uint32_t)from << TILE_DMA_FLAGS_SRC_FORMAT_SHIFT |
          (uint32_t)to << TILE_DMA_FLAGS_DST_FORMAT_SHIFT;
 }
-static inline void tk_dma_push(const struct tk_dma* d) {
+/* The pushes are always inlined: a caller that fills the fields from
+ * constants and an operation's words then writes them straight to the
+ * registers, where a call would store the command and load it back (the
+ * program kernel pushes thousands; its attention ran 50% longer so). */
+static inline __attribute__((always_inline)) void tk_dma_push(const struct tk_dma* d) {
   tk_wait_space(TILE_DMA_STATUS_OFFSET, TILE_IRQ_STATUS_DDONE_MASK, TILE_IRQ_STATUS_DERROR_MASK);
   TK_W(DMA_ID, d->id);
   TK_W(DMA_SRC_LO, (uint32_t)d->src);
@@ -153,7 +157,7 @@ struct tk_gemm {
   uint32_t sem;
   uint32_t id;
 };
-static inline void tk_gemm_push(const struct tk_gemm* g) {
+static inline __attribute__((always_inline)) void tk_gemm_push(const struct tk_gemm* g) {
   tk_wait_space(TILE_STATUS_OFFSET, TILE_IRQ_STATUS_DONE_MASK, TILE_IRQ_STATUS_ERROR_MASK);
   TK_W(CMD_ID, g->id);
   /* INT8 sums in INT32; every other input in FP32. */
@@ -194,7 +198,7 @@ struct tk_vec {
   uint32_t sem;
   uint32_t id;
 };
-static inline void tk_vec_push(const struct tk_vec* v) {
+static inline __attribute__((always_inline)) void tk_vec_push(const struct tk_vec* v) {
   tk_wait_space(TILE_VSTATUS_OFFSET, TILE_IRQ_STATUS_VDONE_MASK, TILE_IRQ_STATUS_VERROR_MASK);
   TK_W(VCMD_ID, v->id);
   TK_W(VCMD_OP, (uint32_t)v->op);

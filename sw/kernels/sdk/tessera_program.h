@@ -35,8 +35,10 @@ enum tkp_kind {
   TKP_POSITION = 13, /* the core reads a position the chip holds (w[0..1] its global address; w[2] bit 0: FP32
                         holding a whole number, else INT32) for the vector ops after it whose position is
                         relative (TKP_VEC flags bit 0): rotary embeddings at a position known at run time */
-  TKP_ATTN = 12,   /* causal attention of some heads over a KV cache in global memory, at a position the chip
+  TKP_ATTN = 12,   /* causal attention of some heads over a KV cache in global memory, at positions the chip
                       holds, the new K/V rows appended: w[0..21] as the program kernel describes them (attention) */
+  TKP_PAGED = 14,  /* the next TKP_ATTN's rows are sequences over paged KV caches: w[0..7] as the program
+                      kernel describes them (paged) */
 };
 #define TKP_BARRIER_MAX 19u
 /* Semaphores of long programs (more than TKP_MAX_OPS operations, streamed
@@ -71,14 +73,17 @@ static inline uint64_t tkp_moe_scratch(uint64_t T, uint64_t D, uint64_t Fs) {
          2 * TKP_MOE_ROUND(4 * T * Fs) + TKP_MOE_ROUND(2 * T * Fs);
 }
 
-/* TKP_ATTN's scratchpad from offset 0x10000, for T rows over n positions
- * of heads of dh (K) and dv (V) values: the position word, the rows'
- * scales, Q, K, V (BF16), the scores (FP32), their BF16 copy, the output
- * (FP32), and the new Q and K rows in FP32 (rotated there). The kernel
- * refuses (exit 2) a position whose n does not fit. */
-static inline uint64_t tkp_attn_scratch(uint64_t T, uint64_t n, uint64_t dh, uint64_t dv) {
-  return TKP_MOE_ROUND(4) + TKP_MOE_ROUND(4 * T) + TKP_MOE_ROUND(2 * T * dh) + TKP_MOE_ROUND(2 * n * dh) + TKP_MOE_ROUND(2 * n * dv) +
-         TKP_MOE_ROUND(4 * T * n) + TKP_MOE_ROUND(2 * T * n) + TKP_MOE_ROUND(4 * T * dv) + 2 * TKP_MOE_ROUND(4 * T * dh);
+/* TKP_ATTN's scratchpad from offset 0x10000, for T rows (with `table`
+ * page-table entries: TKP_PAGED's S x pages, else 1): the rows' positions,
+ * sequences, the page tables and the rows' scales; then, for a segment of
+ * Ts rows over n positions of heads of dh (K) and dv (V) values: Q, K, V
+ * (BF16), the scores (FP32), their BF16 copy, the output (FP32), and the
+ * new Q and K rows in FP32 (rotated there). The kernel refuses (exit 2) a
+ * segment that does not fit. */
+static inline uint64_t tkp_attn_fixed(uint64_t T, uint64_t table) { return 3 * TKP_MOE_ROUND(4 * T) + TKP_MOE_ROUND(4 * table); }
+static inline uint64_t tkp_attn_scratch(uint64_t T, uint64_t Ts, uint64_t n, uint64_t dh, uint64_t dv, uint64_t table) {
+  return tkp_attn_fixed(T, table) + TKP_MOE_ROUND(2 * Ts * dh) + TKP_MOE_ROUND(2 * n * dh) + TKP_MOE_ROUND(2 * n * dv) +
+         TKP_MOE_ROUND(4 * Ts * n) + TKP_MOE_ROUND(2 * Ts * n) + TKP_MOE_ROUND(4 * Ts * dv) + 2 * TKP_MOE_ROUND(4 * Ts * dh);
 }
 
 #define TKP_MAX_OPS 640u                 /* 60 KiB of program */

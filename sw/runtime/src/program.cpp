@@ -131,6 +131,7 @@ TileProgram& TileProgram::position(std::uint64_t global, bool as_float) {
 }
 
 TileProgram& TileProgram::attention(const std::vector<std::uint32_t>& args) { return words(TKP_ATTN, "attention", args, 22, 22); }
+TileProgram& TileProgram::paged(const std::vector<std::uint32_t>& args) { return words(TKP_PAGED, "paged", args, 8, 8); }
 TileProgram& TileProgram::route(const std::vector<std::uint32_t>& args) { return words(TKP_ROUTE, "route", args, 8, 8); }
 
 Graph& Graph::node(std::string name, std::vector<std::pair<unsigned, TileProgram>> per_tile) {

@@ -91,6 +91,9 @@ class TileProgram {
   // Causal attention of some heads over a KV cache at a position the chip
   // holds (TKP_ATTN): the 22 words the program kernel's attention() takes.
   TileProgram& attention(const std::vector<std::uint32_t>& args);
+  // The next attention's rows are sequences, each over its own pages of
+  // the KV cache (TKP_PAGED): the 8 words the program kernel's paged() takes.
+  TileProgram& paged(const std::vector<std::uint32_t>& args);
   // The core reads a position held at `global` (FP32 holding a whole
   // number, or INT32) for the vector ops after it with relative_position.
   TileProgram& position(std::uint64_t global, bool as_float);
