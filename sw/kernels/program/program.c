@@ -455,95 +455,105 @@ __attribute__((noinline)) static int attention(const uint32_t* w) {
       if (!whole(&PT[i], is_paged ? paging.as_float : 0) || PT[i] >= C / page) return 2;
   }
   /* A head's engines are ordered by semaphores (left at zero), a segment
-   * at a time: its last load signals A_LOADED; the rotations' last cast
-   * A_ROTATED; the scores' last GEMM A_SCORED; the softmax's cast
-   * A_WEIGHED; P.V A_DONE, which its stores wait for. Each engine takes the
-   * segments in order, so a segment's loads run under the arithmetic of
-   * the ones before it: a group of segments (as many as the scratchpad
-   * holds, ATT_GROUP at most) is pushed, loads and arithmetic first, then
-   * the stores, then drained before the next reuses the buffers. */
+   * at a time: its last load signals A_LOADED; its rotations' cast
+   * A_ROTATED; its scores' last GEMM A_SCORED; its softmax's cast
+   * A_WEIGHED; its P.V A_DONE, which the stores wait for. Each engine
+   * takes the segments in order, so a segment's loads run under the
+   * arithmetic of the ones before it. A group of segments (as many as the
+   * scratchpad holds, ATT_GROUP at most) is pushed, loads and arithmetic
+   * first, then the stores, then drained before the next reuses the
+   * buffers. The group's Q and new K rows load in one DMA each, row t's
+   * query and key side by side (one rotation turns both: they share the
+   * position), and its outputs store in one. */
   enum { A_LOADED = 0, A_ROTATED, A_SCORED, A_WEIGHED, A_DONE };
   enum { ATT_GROUP = 32 };
   struct {
-    uint32_t r0, Ts, p, KB, VB, O;
+    uint32_t r0, Ts, p, VB, KN;
   } seg[ATT_GROUP];
   for (uint32_t h = h0; h < h1; ++h) {
     const uint32_t j = h / group;
     for (uint32_t r0 = ra; r0 < rb;) {
-      uint32_t count = 0;
-      top = fixed;
+      /* The group: segments from r0 while the scratchpad holds them. */
+      uint32_t count = 0, first = 0, rows = 0;
+      uint64_t segs_bytes = 0;
       for (; r0 < rb && count < ATT_GROUP; ++r0) {
         if (!ATT_STARTS(r0)) continue;
         uint32_t Ts;
         ATT_ROWS(r0, Ts);
-        const uint32_t p = POS[r0], n = p + Ts;
-        if (count && top + tkp_attn_scratch(0, Ts, n, dh, dv, 0) > TKP_PROGRAM_OFFSET) break; /* the next group's */
-        const uint32_t* const PT = TABLE + SEQ[r0] * pages;
-        const uint32_t QB = ATT_BUF(2 * Ts * dh), KB = ATT_BUF(2 * n * dh), VB = ATT_BUF(2 * n * dv), SS = ATT_BUF(4 * Ts * n);
-        const uint32_t PB = ATT_BUF(2 * Ts * n), O = ATT_BUF(4 * Ts * dv), QF = ATT_BUF(4 * Ts * dh), KF = ATT_BUF(4 * Ts * dh);
-        seg[count].r0 = r0, seg[count].Ts = Ts, seg[count].p = p, seg[count].KB = KB, seg[count].VB = VB, seg[count].O = O;
-        ++count;
-        /* Q, the new K and V rows (cast into place, or FP32 to rotate), the
-         * cached rows page by page, the mask; the last of them (the mask,
-         * else the last cached V rows, else the new V rows) signals. */
-        struct tk_dma l = {0};
-        l.id = op_index, l.flags = cast, l.src = q + 4ull * (r0 * qs + h * dh), l.dst = QB, l.len0 = dh, l.count1 = Ts;
-        l.sstride1 = 4 * qs;
-        if (rotary) l.flags = TK_DMA_DST_LOCAL, l.dst = QF, l.len0 = 4 * dh; /* FP32, rotated below */
-        tk_dma_push(&l);
-        l.src = k + 4ull * (r0 * ks + j * dh), l.dst = rotary ? KF : KB + 2 * p * dh, l.sstride1 = 4 * ks;
-        tk_dma_push(&l);
-        l.flags = cast, l.src = v + 4ull * (r0 * vs + j * dv), l.dst = VB + 2 * p * dv, l.len0 = dv, l.sstride1 = 4 * vs;
+        const uint32_t p = POS[r0];
+        const uint64_t more = segs_bytes + tkp_attn_segment(Ts, p + Ts, dh, dv);
+        if (!count) first = r0;
+        if (count && fixed + tkp_attn_group(r0 + Ts - first, dh, dv) + more > TKP_PROGRAM_OFFSET) break; /* the next group's */
+        seg[count].r0 = r0, seg[count].Ts = Ts, seg[count].p = p;
+        ++count, rows = r0 + Ts - first, segs_bytes = more;
+      }
+      top = fixed;
+      const uint32_t QKF = ATT_BUF(8 * rows * dh), QKB = ATT_BUF(4 * rows * dh), O = ATT_BUF(4 * rows * dv);
+      /* The group's queries and new keys, side by side: FP32 to rotate, or cast into place. */
+      struct tk_dma l = {0};
+      l.id = op_index, l.flags = rotary ? TK_DMA_DST_LOCAL : cast, l.src = q + 4ull * (first * qs + h * dh), l.dst = rotary ? QKF : QKB;
+      l.len0 = rotary ? 4 * dh : dh, l.count1 = rows, l.sstride1 = 4 * qs, l.dstride1 = rotary ? 8 * dh : 4 * dh;
+      tk_dma_push(&l);
+      l.src = k + 4ull * (first * ks + j * dh), l.dst += rotary ? 4 * dh : 2 * dh, l.sstride1 = 4 * ks;
+      tk_dma_push(&l);
+      for (uint32_t i = 0; i < count; ++i) {
+        const uint32_t Ts = seg[i].Ts, p = seg[i].p, n = p + Ts, u = seg[i].r0 - first, r = seg[i].r0;
+        const uint32_t* const PT = TABLE + SEQ[r] * pages;
+        const uint32_t KB = ATT_BUF(2 * p * dh), VB = ATT_BUF(2 * n * dv), SS = ATT_BUF(4 * Ts * n), PB = ATT_BUF(2 * Ts * n);
+        const uint32_t QK = QKB + 4 * u * dh; /* row t's query at QK + 4 t dh, its key 2 dh after */
+        seg[i].VB = VB, seg[i].KN = QK + 2 * dh;
+        /* The new V rows cast into place, the cached rows page by page, the
+         * mask; the last of them (the mask, else the last cached V rows,
+         * else the new V rows) signals. */
+        l.flags = cast, l.src = v + 4ull * (r * vs + j * dv), l.dst = VB + 2 * p * dv, l.len0 = dv, l.count1 = Ts;
+        l.sstride1 = 4 * vs, l.dstride1 = 2 * dv;
         if (!p && Ts == 1) l.sem = TK_SEM(TK_NONE, A_LOADED, TK_NONE);
         tk_dma_push(&l);
+        l.sem = 0;
         for (uint32_t at = 0; at < p; at += page) {
-          const uint32_t rows = p - at < page ? p - at : page, phys = PT[at / page] * page;
+          const uint32_t n_at = p - at < page ? p - at : page, phys = PT[at / page] * page;
           struct tk_dma c = {0};
           c.id = op_index, c.flags = TK_DMA_DST_LOCAL, c.src = kc + 2ull * (j * C + phys) * dh, c.dst = KB + 2 * at * dh;
-          c.len0 = 2 * rows * dh;
+          c.len0 = 2 * n_at * dh;
           tk_dma_push(&c);
-          c.src = vc + 2ull * (j * C + phys) * dv, c.dst = VB + 2 * at * dv, c.len0 = 2 * rows * dv;
-          if (Ts == 1 && at + rows == p) c.sem = TK_SEM(TK_NONE, A_LOADED, TK_NONE);
+          c.src = vc + 2ull * (j * C + phys) * dv, c.dst = VB + 2 * at * dv, c.len0 = 2 * n_at * dv;
+          if (Ts == 1 && at + n_at == p) c.sem = TK_SEM(TK_NONE, A_LOADED, TK_NONE);
           tk_dma_push(&c);
         }
         if (Ts > 1) {
           struct tk_dma m = {0};
-          m.id = op_index, m.flags = TK_DMA_DST_LOCAL, m.src = consts + 4ull * (T + r0 * T + r0), m.dst = SS + 4 * p, m.len0 = 4 * Ts;
+          m.id = op_index, m.flags = TK_DMA_DST_LOCAL, m.src = consts + 4ull * (T + r * T + r), m.dst = SS + 4 * p, m.len0 = 4 * Ts;
           m.count1 = Ts, m.sstride1 = 4 * T, m.dstride1 = 4 * n, m.sem = TK_SEM(TK_NONE, A_LOADED, TK_NONE);
           tk_dma_push(&m);
         }
         uint32_t ready = A_LOADED; /* what the scores wait for */
-        if (rotary) { /* each new row at its position, then rounded into place */
-          struct tk_vec r = {0};
-          r.id = op_index, r.op = TK_VROPE, r.rows = 1, r.cols = dh, r.sem = TK_SEM(A_LOADED, TK_NONE, TK_NONE);
+        if (rotary) { /* each query and key pair at its position, then rounded into place */
+          struct tk_vec x = {0};
+          x.id = op_index, x.op = TK_VROPE, x.rows = 2, x.cols = dh, x.sem = TK_SEM(A_LOADED, TK_NONE, TK_NONE);
           for (uint32_t t = 0; t < Ts; ++t) {
-            r.src0 = r.dst = QF + 4 * t * dh, r.position = p + t;
-            tk_vec_push(&r);
-            r.sem = TK_SEM(TK_NONE, TK_NONE, TK_NONE);
-            r.src0 = r.dst = KF + 4 * t * dh;
-            tk_vec_push(&r);
+            x.src0 = x.dst = QKF + 8 * (u + t) * dh, x.position = p + t;
+            tk_vec_push(&x);
+            x.sem = TK_SEM(TK_NONE, TK_NONE, TK_NONE);
           }
-          struct tk_vec c = {0};
-          c.id = op_index, c.op = TK_VCAST_TO, c.rows = Ts, c.cols = dh, c.format = TK_BF16, c.src0 = QF, c.dst = QB;
-          tk_vec_push(&c);
-          c.src0 = KF, c.dst = KB + 2 * p * dh, c.sem = TK_SEM(TK_NONE, A_ROTATED, TK_NONE);
-          tk_vec_push(&c);
+          x.op = TK_VCAST_TO, x.rows = 2 * Ts, x.format = TK_BF16, x.src0 = QKF + 8 * u * dh, x.dst = QK;
+          x.sem = TK_SEM(TK_NONE, A_ROTATED, TK_NONE);
+          tk_vec_push(&x);
           ready = A_ROTATED;
         }
         /* The scores: the cached columns, then the new ones onto the mask. */
         struct tk_gemm g = {0};
-        g.id = op_index, g.input = TK_BF16, g.trans_b = 1, g.k = dh, g.m = Ts, g.a = QB, g.ldc = n;
+        g.id = op_index, g.input = TK_BF16, g.trans_b = 1, g.k = dh, g.m = Ts, g.a = QK, g.lda = 2 * dh, g.ldc = n;
         g.sem = TK_SEM(ready, TK_NONE, TK_NONE);
         if (p) {
           g.n = p, g.b = KB, g.c = SS;
           tk_gemm_push(&g);
           g.sem = TK_SEM(TK_NONE, TK_NONE, TK_NONE);
         }
-        g.n = Ts, g.b = KB + 2 * p * dh, g.c = SS + 4 * p, g.accumulate = Ts > 1;
+        g.n = Ts, g.b = QK + 2 * dh, g.ldb = 2 * dh, g.c = SS + 4 * p, g.accumulate = Ts > 1;
         g.sem = TK_SEM(p ? TK_NONE : (int)ready, A_SCORED, TK_NONE);
         tk_gemm_push(&g);
         struct tk_vec x = {0};
-        x.id = op_index, x.op = TK_VSCALE_ROWS, x.rows = Ts, x.cols = n, x.src0 = SS, x.src1 = SC + 4 * r0, x.dst = SS;
+        x.id = op_index, x.op = TK_VSCALE_ROWS, x.rows = Ts, x.cols = n, x.src0 = SS, x.src1 = SC + 4 * r, x.dst = SS;
         x.sem = TK_SEM(A_SCORED, TK_NONE, TK_NONE);
         tk_vec_push(&x);
         x.op = TK_VSOFTMAX, x.src1 = 0, x.sem = TK_SEM(TK_NONE, TK_NONE, TK_NONE);
@@ -551,31 +561,31 @@ __attribute__((noinline)) static int attention(const uint32_t* w) {
         x.op = TK_VCAST_TO, x.dst = PB, x.format = TK_BF16, x.sem = TK_SEM(TK_NONE, A_WEIGHED, TK_NONE);
         tk_vec_push(&x);
         struct tk_gemm o = {0};
-        o.id = op_index, o.input = TK_BF16, o.m = Ts, o.n = dv, o.k = n, o.a = PB, o.b = VB, o.c = O;
-        o.sem = TK_SEM(A_WEIGHED, A_DONE, TK_NONE);
+        o.id = op_index, o.input = TK_BF16, o.m = Ts, o.n = dv, o.k = n, o.a = PB, o.b = VB, o.c = O + 4 * u * dv;
+        o.sem = TK_SEM(A_WEIGHED, i + 1 == count ? A_DONE : TK_NONE, TK_NONE); /* the tensor core runs them in order */
         tk_gemm_push(&o);
       }
-      /* The group's stores: each segment's output, and (the tile holding
-       * the KV head's first query head) its new rows into their pages,
-       * rotated and rounded before its P.V began. */
-      for (uint32_t i = 0; i < count; ++i) {
-        const uint32_t Ts = seg[i].Ts, p = seg[i].p, n = p + Ts, KB = seg[i].KB, VB = seg[i].VB;
+      /* The group's outputs in one store once its last P.V is done; then
+       * (the tile holding the KV head's first query head) each segment's
+       * new rows into their pages. */
+      struct tk_dma st = {0};
+      st.id = op_index, st.flags = TK_DMA_SRC_LOCAL, st.src = O, st.dst = out + 4ull * (first * H + h) * dv, st.len0 = 4 * dv;
+      st.count1 = rows, st.sstride1 = 4 * dv, st.dstride1 = 4 * H * dv, st.sem = TK_SEM(A_DONE, TK_NONE, TK_NONE);
+      tk_dma_push(&st);
+      for (uint32_t i = 0; i < count && h % group == 0; ++i) {
+        const uint32_t Ts = seg[i].Ts, p = seg[i].p, n = p + Ts;
         const uint32_t* const PT = TABLE + SEQ[seg[i].r0] * pages;
-        struct tk_dma st = {0};
-        st.id = op_index, st.flags = TK_DMA_SRC_LOCAL, st.src = seg[i].O, st.dst = out + 4ull * (seg[i].r0 * H + h) * dv;
-        st.len0 = 4 * dv, st.count1 = Ts, st.dstride1 = 4 * H * dv, st.sem = TK_SEM(A_DONE, TK_NONE, TK_NONE);
-        tk_dma_push(&st);
-        if (h % group == 0)
-          for (uint32_t at = p; at < n;) {
-            const uint32_t off = at % page, rows = n - at < page - off ? n - at : page - off, phys = PT[at / page] * page + off;
-            struct tk_dma a = {0};
-            a.id = op_index, a.flags = TK_DMA_SRC_LOCAL, a.src = KB + 2 * at * dh, a.dst = kc + 2ull * (j * C + phys) * dh;
-            a.len0 = 2 * rows * dh;
-            tk_dma_push(&a);
-            a.src = VB + 2 * at * dv, a.dst = vc + 2ull * (j * C + phys) * dv, a.len0 = 2 * rows * dv;
-            tk_dma_push(&a);
-            at += rows;
-          }
+        for (uint32_t at = p; at < n;) {
+          const uint32_t off = at % page, n_at = n - at < page - off ? n - at : page - off, phys = PT[at / page] * page + off;
+          struct tk_dma a = {0};
+          a.id = op_index, a.flags = TK_DMA_SRC_LOCAL, a.src = seg[i].KN + 4 * (at - p) * dh, a.dst = kc + 2ull * (j * C + phys) * dh;
+          a.len0 = 2 * dh, a.count1 = n_at, a.sstride1 = 4 * dh, a.dstride1 = 2 * dh;
+          tk_dma_push(&a);
+          a.src = seg[i].VB + 2 * at * dv, a.dst = vc + 2ull * (j * C + phys) * dv, a.len0 = 2 * n_at * dv, a.count1 = 1;
+          a.sstride1 = a.dstride1 = 0;
+          tk_dma_push(&a);
+          at += n_at;
+        }
       }
       if (tk_drain()) return 3;
     }

@@ -75,15 +75,21 @@ static inline uint64_t tkp_moe_scratch(uint64_t T, uint64_t D, uint64_t Fs) {
 
 /* TKP_ATTN's scratchpad from offset 0x10000, for T rows (with `table`
  * page-table entries: TKP_PAGED's S x pages, else 1): the rows' positions,
- * sequences, the page tables and the rows' scales; then, for a segment of
- * Ts rows over n positions of heads of dh (K) and dv (V) values: Q, K, V
- * (BF16), the scores (FP32), their BF16 copy, the output (FP32), and the
- * new Q and K rows in FP32 (rotated there). The kernel refuses (exit 2) a
- * segment that does not fit. */
+ * sequences, the page tables and the rows' scales; then for a group of
+ * segments of R rows in all, their queries and new keys side by side (FP32
+ * and BF16) and their outputs (FP32); then per segment of Ts rows over n
+ * positions of heads of dh (K) and dv (V) values: its cached K (BF16), its
+ * V (BF16), its scores (FP32) and their BF16 copy. The kernel refuses
+ * (exit 2) a segment that does not fit alone. */
 static inline uint64_t tkp_attn_fixed(uint64_t T, uint64_t table) { return 3 * TKP_MOE_ROUND(4 * T) + TKP_MOE_ROUND(4 * table); }
+static inline uint64_t tkp_attn_group(uint64_t R, uint64_t dh, uint64_t dv) {
+  return TKP_MOE_ROUND(8 * R * dh) + TKP_MOE_ROUND(4 * R * dh) + TKP_MOE_ROUND(4 * R * dv);
+}
+static inline uint64_t tkp_attn_segment(uint64_t Ts, uint64_t n, uint64_t dh, uint64_t dv) {
+  return TKP_MOE_ROUND(2 * (n - Ts) * dh) + TKP_MOE_ROUND(2 * n * dv) + TKP_MOE_ROUND(4 * Ts * n) + TKP_MOE_ROUND(2 * Ts * n);
+}
 static inline uint64_t tkp_attn_scratch(uint64_t T, uint64_t Ts, uint64_t n, uint64_t dh, uint64_t dv, uint64_t table) {
-  return tkp_attn_fixed(T, table) + TKP_MOE_ROUND(2 * Ts * dh) + TKP_MOE_ROUND(2 * n * dh) + TKP_MOE_ROUND(2 * n * dv) +
-         TKP_MOE_ROUND(4 * Ts * n) + TKP_MOE_ROUND(2 * Ts * n) + TKP_MOE_ROUND(4 * Ts * dv) + 2 * TKP_MOE_ROUND(4 * Ts * dh);
+  return tkp_attn_fixed(T, table) + tkp_attn_group(Ts, dh, dv) + tkp_attn_segment(Ts, n, dh, dv);
 }
 
 #define TKP_MAX_OPS 640u                 /* 60 KiB of program */
