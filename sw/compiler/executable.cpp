@@ -705,9 +705,9 @@ Executable::Executable(rt::Device& dev, const rt::Kernel& program, Graph g, cons
       m.table = impl_->alloc(dev_, table.size() * 4, m.split.stacks[0]);
       dev_.write(m.table, table.data(), table.size() * 4);
     }
-    // An attention's constants: the rows' scales, then the causal mask of
-    // the new rows (0, or -inf above the diagonal); its worst case (the
-    // whole cache) must fit the kernel's scratchpad.
+    // An attention's constants: the rows' scales, the causal mask of the
+    // new rows (0, or -inf above the diagonal), a row of -inf; its worst
+    // case (the whole cache) must fit the kernel's scratchpad.
     for (std::size_t i = 0; i < g_.ops().size(); ++i) {
       const Op& op = g_.ops()[i];
       if (op.kind != OpKind::attention) continue;
@@ -720,10 +720,13 @@ Executable::Executable(rt::Device& dev, const rt::Kernel& program, Graph g, cons
         throw std::invalid_argument(fmt::format("compiler: attention '{}': {} rows over a cache of {} positions do not fit the "
                                                 "scratchpad's {} KiB",
                                                 op.name, T, n, (tgt.spm_end - tgt.spm_base) / 1024));
+      // The scales, the T x T mask, then n + T of -inf (the kernel fills
+      // a group's scores with them, a row from each next one).
+      const float inf = std::numeric_limits<float>::infinity();
       std::vector<float> c(T, op.scale);
-      if (T > 1)
-        for (unsigned r = 0; r < T; ++r)
-          for (unsigned col = 0; col < T; ++col) c.push_back(col > r ? -std::numeric_limits<float>::infinity() : 0.0f);
+      for (unsigned r = 0; r < T; ++r)
+        for (unsigned col = 0; col < T; ++col) c.push_back(col > r ? -inf : 0.0f);
+      c.resize(c.size() + n + T, -inf);
       const rt::Buffer b = impl_->alloc(dev_, c.size() * 4, next++ % dev_.hbm_stacks());
       dev_.write(b, c.data(), c.size() * 4);
       impl_->attention[static_cast<int>(i)] = b;

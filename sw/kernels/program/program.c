@@ -392,8 +392,8 @@ __attribute__((noinline)) static int paged(const uint32_t* w) {
  * T, q stride elements apart, H heads of dh), 2-3 k's first key (k stride
  * apart, KV heads of dh), 4-5 v's first value (v stride apart, KV heads of
  * dv), all FP32; 6-7 the K cache (KV x C x dh), 8-9 the V cache (KV x C x
- * dv), BF16; 10-11 positions; 12-13 the constants (T scales, then T x T
- * mask, FP32); 14-15 out (T x H dv, FP32); 16 T | C << 16; 17 H | KV << 16;
+ * dv), BF16; 10-11 positions; 12-13 the constants (T scales, the T x T
+ * mask, then -inf as many times as a sequence's positions plus T, FP32); 14-15 out (T x H dv, FP32); 16 T | C << 16; 17 H | KV << 16;
  * 18 dh | dv << 16; 19 h0 | h1 << 16; 20 flags (bit 0 positions in FP32,
  * bit 1 rotary) | v stride << 16; 21 q stride | k stride << 16. A position
  * past the sequence's cache, a sequence or page out of range, or a value
@@ -454,52 +454,61 @@ __attribute__((noinline)) static int attention(const uint32_t* w) {
     for (uint32_t i = 0; i * page < n; ++i)
       if (!whole(&PT[i], is_paged ? paging.as_float : 0) || PT[i] >= C / page) return 2;
   }
-  /* A head's engines are ordered by semaphores (left at zero), a segment
-   * at a time: its last load signals A_LOADED; its rotations' cast
-   * A_ROTATED; its scores' last GEMM A_SCORED; its softmax's cast
-   * A_WEIGHED; its P.V A_DONE, which the stores wait for. Each engine
-   * takes the segments in order, so a segment's loads run under the
-   * arithmetic of the ones before it. A group of segments (as many as the
-   * scratchpad holds, ATT_GROUP at most) is pushed, loads and arithmetic
-   * first, then the stores, then drained before the next reuses the
-   * buffers. The group's Q and new K rows load in one DMA each, row t's
-   * query and key side by side (one rotation turns both: they share the
-   * position), and its outputs store in one. */
+  /* A group of segments (as many as the scratchpad holds, ATT_GROUP at
+   * most) runs as one: its rows' queries and new keys load in one DMA each,
+   * row t's query and key side by side (one rotation turns both: they share
+   * the position); each segment's scores go to its rows of one matrix as
+   * wide as the group's longest segment, whose other columns hold -inf (a
+   * row of the constants), so that one scaling, one softmax and one cast
+   * serve the group (the -inf columns weigh 0, exactly); each segment's
+   * P.V reads its rows; one store writes the group's outputs. The engines
+   * are ordered by semaphores (left at zero): each segment's last load
+   * signals A_LOADED; its rotations' cast A_ROTATED; the last segment's
+   * last score GEMM A_SCORED (the tensor core runs them in order); the
+   * cast A_WEIGHED; the last P.V A_DONE, which the stores wait for. The
+   * group drains before the next reuses the buffers. */
   enum { A_LOADED = 0, A_ROTATED, A_SCORED, A_WEIGHED, A_DONE };
   enum { ATT_GROUP = 32 };
   struct {
     uint32_t r0, Ts, p, VB, KN;
   } seg[ATT_GROUP];
+  const uint64_t minus_inf = consts + 4ull * (T + (uint64_t)T * T); /* cap + T of them */
   for (uint32_t h = h0; h < h1; ++h) {
     const uint32_t j = h / group;
     for (uint32_t r0 = ra; r0 < rb;) {
       /* The group: segments from r0 while the scratchpad holds them. */
-      uint32_t count = 0, first = 0, rows = 0;
+      uint32_t count = 0, first = 0, rows = 0, wide = 0;
       uint64_t segs_bytes = 0;
       for (; r0 < rb && count < ATT_GROUP; ++r0) {
         if (!ATT_STARTS(r0)) continue;
         uint32_t Ts;
         ATT_ROWS(r0, Ts);
-        const uint32_t p = POS[r0];
-        const uint64_t more = segs_bytes + tkp_attn_segment(Ts, p + Ts, dh, dv);
+        const uint32_t p = POS[r0], n = p + Ts, w2 = n > wide ? n : wide;
+        const uint64_t more = segs_bytes + tkp_attn_segment(Ts, n, dh, dv);
         if (!count) first = r0;
-        if (count && fixed + tkp_attn_group(r0 + Ts - first, dh, dv) + more > TKP_PROGRAM_OFFSET) break; /* the next group's */
+        if (count && fixed + tkp_attn_group(r0 + Ts - first, w2, dh, dv) + more > TKP_PROGRAM_OFFSET) break; /* the next group's */
         seg[count].r0 = r0, seg[count].Ts = Ts, seg[count].p = p;
-        ++count, rows = r0 + Ts - first, segs_bytes = more;
+        ++count, rows = r0 + Ts - first, segs_bytes = more, wide = w2;
       }
       top = fixed;
       const uint32_t QKF = ATT_BUF(8 * rows * dh), QKB = ATT_BUF(4 * rows * dh), O = ATT_BUF(4 * rows * dv);
-      /* The group's queries and new keys, side by side: FP32 to rotate, or cast into place. */
+      const uint32_t SS = ATT_BUF(4 * rows * wide), PB = ATT_BUF(2 * rows * wide);
+      /* The scores' matrix all -inf (the segments write theirs over it),
+       * the group's queries and new keys side by side: FP32 to rotate, or
+       * cast into place. */
       struct tk_dma l = {0};
-      l.id = op_index, l.flags = rotary ? TK_DMA_DST_LOCAL : cast, l.src = q + 4ull * (first * qs + h * dh), l.dst = rotary ? QKF : QKB;
-      l.len0 = rotary ? 4 * dh : dh, l.count1 = rows, l.sstride1 = 4 * qs, l.dstride1 = rotary ? 8 * dh : 4 * dh;
+      l.id = op_index, l.flags = TK_DMA_DST_LOCAL, l.src = minus_inf, l.dst = SS, l.len0 = 4 * wide, l.count1 = rows;
+      l.sstride1 = 4, l.dstride1 = 4 * wide; /* (a stride of 0 would mean packed) */
+      tk_dma_push(&l);
+      l.flags = rotary ? TK_DMA_DST_LOCAL : cast, l.src = q + 4ull * (first * qs + h * dh), l.dst = rotary ? QKF : QKB;
+      l.len0 = rotary ? 4 * dh : dh, l.sstride1 = 4 * qs, l.dstride1 = rotary ? 8 * dh : 4 * dh;
       tk_dma_push(&l);
       l.src = k + 4ull * (first * ks + j * dh), l.dst += rotary ? 4 * dh : 2 * dh, l.sstride1 = 4 * ks;
       tk_dma_push(&l);
       for (uint32_t i = 0; i < count; ++i) {
         const uint32_t Ts = seg[i].Ts, p = seg[i].p, n = p + Ts, u = seg[i].r0 - first, r = seg[i].r0;
         const uint32_t* const PT = TABLE + SEQ[r] * pages;
-        const uint32_t KB = ATT_BUF(2 * p * dh), VB = ATT_BUF(2 * n * dv), SS = ATT_BUF(4 * Ts * n), PB = ATT_BUF(2 * Ts * n);
+        const uint32_t KB = ATT_BUF(2 * p * dh), VB = ATT_BUF(2 * n * dv), S_i = SS + 4 * u * wide;
         const uint32_t QK = QKB + 4 * u * dh; /* row t's query at QK + 4 t dh, its key 2 dh after */
         seg[i].VB = VB, seg[i].KN = QK + 2 * dh;
         /* The new V rows cast into place, the cached rows page by page, the
@@ -522,8 +531,8 @@ __attribute__((noinline)) static int attention(const uint32_t* w) {
         }
         if (Ts > 1) {
           struct tk_dma m = {0};
-          m.id = op_index, m.flags = TK_DMA_DST_LOCAL, m.src = consts + 4ull * (T + r * T + r), m.dst = SS + 4 * p, m.len0 = 4 * Ts;
-          m.count1 = Ts, m.sstride1 = 4 * T, m.dstride1 = 4 * n, m.sem = TK_SEM(TK_NONE, A_LOADED, TK_NONE);
+          m.id = op_index, m.flags = TK_DMA_DST_LOCAL, m.src = consts + 4ull * (T + r * T + r), m.dst = S_i + 4 * p, m.len0 = 4 * Ts;
+          m.count1 = Ts, m.sstride1 = 4 * T, m.dstride1 = 4 * wide, m.sem = TK_SEM(TK_NONE, A_LOADED, TK_NONE);
           tk_dma_push(&m);
         }
         uint32_t ready = A_LOADED; /* what the scores wait for */
@@ -542,27 +551,32 @@ __attribute__((noinline)) static int attention(const uint32_t* w) {
         }
         /* The scores: the cached columns, then the new ones onto the mask. */
         struct tk_gemm g = {0};
-        g.id = op_index, g.input = TK_BF16, g.trans_b = 1, g.k = dh, g.m = Ts, g.a = QK, g.lda = 2 * dh, g.ldc = n;
+        g.id = op_index, g.input = TK_BF16, g.trans_b = 1, g.k = dh, g.m = Ts, g.a = QK, g.lda = 2 * dh, g.ldc = wide;
         g.sem = TK_SEM(ready, TK_NONE, TK_NONE);
         if (p) {
-          g.n = p, g.b = KB, g.c = SS;
+          g.n = p, g.b = KB, g.c = S_i;
           tk_gemm_push(&g);
           g.sem = TK_SEM(TK_NONE, TK_NONE, TK_NONE);
         }
-        g.n = Ts, g.b = QK + 2 * dh, g.ldb = 2 * dh, g.c = SS + 4 * p, g.accumulate = Ts > 1;
-        g.sem = TK_SEM(p ? TK_NONE : (int)ready, A_SCORED, TK_NONE);
+        g.n = Ts, g.b = QK + 2 * dh, g.ldb = 2 * dh, g.c = S_i + 4 * p, g.accumulate = Ts > 1;
+        g.sem = TK_SEM(p ? TK_NONE : (int)ready, i + 1 == count ? A_SCORED : TK_NONE, TK_NONE);
         tk_gemm_push(&g);
-        struct tk_vec x = {0};
-        x.id = op_index, x.op = TK_VSCALE_ROWS, x.rows = Ts, x.cols = n, x.src0 = SS, x.src1 = SC + 4 * r, x.dst = SS;
-        x.sem = TK_SEM(A_SCORED, TK_NONE, TK_NONE);
-        tk_vec_push(&x);
-        x.op = TK_VSOFTMAX, x.src1 = 0, x.sem = TK_SEM(TK_NONE, TK_NONE, TK_NONE);
-        tk_vec_push(&x);
-        x.op = TK_VCAST_TO, x.dst = PB, x.format = TK_BF16, x.sem = TK_SEM(TK_NONE, A_WEIGHED, TK_NONE);
-        tk_vec_push(&x);
+      }
+      /* Every row scaled, its softmax, rounded to BF16: once for the group. */
+      struct tk_vec x = {0};
+      x.id = op_index, x.op = TK_VSCALE_ROWS, x.rows = rows, x.cols = wide, x.src0 = SS, x.src1 = SC + 4 * first, x.dst = SS;
+      x.sem = TK_SEM(A_SCORED, TK_NONE, TK_NONE);
+      tk_vec_push(&x);
+      x.op = TK_VSOFTMAX, x.src1 = 0, x.sem = TK_SEM(TK_NONE, TK_NONE, TK_NONE);
+      tk_vec_push(&x);
+      x.op = TK_VCAST_TO, x.dst = PB, x.format = TK_BF16, x.sem = TK_SEM(TK_NONE, A_WEIGHED, TK_NONE);
+      tk_vec_push(&x);
+      for (uint32_t i = 0; i < count; ++i) { /* each segment's P.V */
+        const uint32_t u = seg[i].r0 - first;
         struct tk_gemm o = {0};
-        o.id = op_index, o.input = TK_BF16, o.m = Ts, o.n = dv, o.k = n, o.a = PB, o.b = VB, o.c = O + 4 * u * dv;
-        o.sem = TK_SEM(A_WEIGHED, i + 1 == count ? A_DONE : TK_NONE, TK_NONE); /* the tensor core runs them in order */
+        o.id = op_index, o.input = TK_BF16, o.m = seg[i].Ts, o.n = dv, o.k = seg[i].p + seg[i].Ts, o.a = PB + 2 * u * wide;
+        o.lda = wide, o.b = seg[i].VB, o.c = O + 4 * u * dv;
+        o.sem = TK_SEM(i ? TK_NONE : A_WEIGHED, i + 1 == count ? A_DONE : TK_NONE, TK_NONE);
         tk_gemm_push(&o);
       }
       /* The group's outputs in one store once its last P.V is done; then

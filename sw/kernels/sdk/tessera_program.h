@@ -76,20 +76,22 @@ static inline uint64_t tkp_moe_scratch(uint64_t T, uint64_t D, uint64_t Fs) {
 /* TKP_ATTN's scratchpad from offset 0x10000, for T rows (with `table`
  * page-table entries: TKP_PAGED's S x pages, else 1): the rows' positions,
  * sequences, the page tables and the rows' scales; then for a group of
- * segments of R rows in all, their queries and new keys side by side (FP32
- * and BF16) and their outputs (FP32); then per segment of Ts rows over n
- * positions of heads of dh (K) and dv (V) values: its cached K (BF16), its
- * V (BF16), its scores (FP32) and their BF16 copy. The kernel refuses
- * (exit 2) a segment that does not fit alone. */
+ * segments of R rows in all, the longest over n positions: their queries
+ * and new keys side by side (FP32 and BF16), their outputs (FP32), their
+ * scores (FP32, R x n) and the scores' BF16 copy; then per segment of Ts
+ * rows over n positions of heads of dh (K) and dv (V) values: its cached
+ * K and its V (BF16). The kernel refuses (exit 2) a segment that does not
+ * fit alone. */
 static inline uint64_t tkp_attn_fixed(uint64_t T, uint64_t table) { return 3 * TKP_MOE_ROUND(4 * T) + TKP_MOE_ROUND(4 * table); }
-static inline uint64_t tkp_attn_group(uint64_t R, uint64_t dh, uint64_t dv) {
-  return TKP_MOE_ROUND(8 * R * dh) + TKP_MOE_ROUND(4 * R * dh) + TKP_MOE_ROUND(4 * R * dv);
+static inline uint64_t tkp_attn_group(uint64_t R, uint64_t n, uint64_t dh, uint64_t dv) {
+  return TKP_MOE_ROUND(8 * R * dh) + TKP_MOE_ROUND(4 * R * dh) + TKP_MOE_ROUND(4 * R * dv) + TKP_MOE_ROUND(4 * R * n) +
+         TKP_MOE_ROUND(2 * R * n);
 }
 static inline uint64_t tkp_attn_segment(uint64_t Ts, uint64_t n, uint64_t dh, uint64_t dv) {
-  return TKP_MOE_ROUND(2 * (n - Ts) * dh) + TKP_MOE_ROUND(2 * n * dv) + TKP_MOE_ROUND(4 * Ts * n) + TKP_MOE_ROUND(2 * Ts * n);
+  return TKP_MOE_ROUND(2 * (n - Ts) * dh) + TKP_MOE_ROUND(2 * n * dv);
 }
 static inline uint64_t tkp_attn_scratch(uint64_t T, uint64_t Ts, uint64_t n, uint64_t dh, uint64_t dv, uint64_t table) {
-  return tkp_attn_fixed(T, table) + tkp_attn_group(Ts, dh, dv) + tkp_attn_segment(Ts, n, dh, dv);
+  return tkp_attn_fixed(T, table) + tkp_attn_group(Ts, n, dh, dv) + tkp_attn_segment(Ts, n, dh, dv);
 }
 
 #define TKP_MAX_OPS 640u                 /* 60 KiB of program */
