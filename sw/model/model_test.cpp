@@ -269,17 +269,24 @@ TEST(Model, ABatchGivesTheTokensOfSingleSequenceRuns) {
   batch_gives_single_runs(c, single, -1, batched);
 }
 
-TEST(Model, ACompiledBatchGivesTheTokensOfTheUnpagedModelsSingleRuns) {
-  // The compiled model over paged caches (a graph per step with each row's
-  // sequence and the page tables as inputs) against the compiled model of
-  // one sequence (unpaged caches), each prompt run on it afresh.
-  Config c = tiny();
-  c.max_sequences = 3;
-  const Config one = tiny();
-  const Weights w = Weights::random(c);
+// The compiled model over paged caches for three sequences (a graph per
+// step length, each row's sequence and the page tables among its inputs),
+// and the compiled model of one sequence (unpaged caches), on one device.
+struct CompiledPair {
+  static Config sequences(Config c, unsigned n) {
+    c.max_sequences = n;
+    return c;
+  }
+  const Config paged = sequences(tiny(), 3), one = tiny();
+  const Weights w = Weights::random(paged);
   rt::Device dev;
-  CompiledModel single(dev, one, w), batched(dev, c, w);
-  batch_gives_single_runs(c, single, 0, batched);
+  CompiledModel batched{dev, paged, w}, single{dev, one, w};
+};
+
+TEST(Model, ACompiledBatchGivesTheTokensOfTheUnpagedModelsSingleRuns) {
+  // Each prompt run on the one-sequence model afresh.
+  CompiledPair m;
+  batch_gives_single_runs(m.paged, m.single, 0, m.batched);
 }
 
 // Serving: five requests, three arriving together (their prompts do not
@@ -336,16 +343,10 @@ TEST(Model, ServingBatchesRequestsAsTheyArriveAndGivesEachItsGreedyTokens) {
 }
 
 TEST(Model, ServingTheCompiledModelGivesEachRequestItsGreedyTokens) {
-  // The same requests on the compiled model over paged caches (a graph per
-  // step length, compiled as the steps come), against the compiled model
-  // of one sequence.
-  Config c = tiny();
-  c.max_sequences = 3;
-  const Config one = tiny();
-  const Weights w = Weights::random(c);
-  rt::Device dev;
-  CompiledModel m(dev, c, w), alone(dev, one, w);
-  serving_gives_greedy_tokens(dev, c, m, alone);
+  // The same requests on the paged model (its graphs compiled as the
+  // scheduler's step lengths come), against the one-sequence model.
+  CompiledPair m;
+  serving_gives_greedy_tokens(m.dev, m.paged, m.batched, m.single);
 }
 
 TEST(Model, ATraceFileGivesItsRequestsOrRefusesItsBadLinesByNumber) {

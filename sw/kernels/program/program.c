@@ -493,13 +493,15 @@ __attribute__((noinline)) static int attention(const uint32_t* w) {
       top = fixed;
       const uint32_t QKF = ATT_BUF(8 * rows * dh), QKB = ATT_BUF(4 * rows * dh), O = ATT_BUF(4 * rows * dv);
       const uint32_t SS = ATT_BUF(4 * rows * wide), PB = ATT_BUF(2 * rows * wide);
-      /* The scores' matrix all -inf (the segments write theirs over it),
-       * the group's queries and new keys side by side: FP32 to rotate, or
+      /* The scores' matrix all -inf where a segment is narrower than it
+       * (the segments write theirs over it), the group's queries and new keys side by side: FP32 to rotate, or
        * cast into place. */
       struct tk_dma l = {0};
+      uint32_t ragged = 0; /* a segment narrower than the matrix: the -inf needed */
+      for (uint32_t i = 0; i < count; ++i) ragged |= seg[i].p + seg[i].Ts < wide;
       l.id = op_index, l.flags = TK_DMA_DST_LOCAL, l.src = minus_inf, l.dst = SS, l.len0 = 4 * wide, l.count1 = rows;
       l.sstride1 = 4, l.dstride1 = 4 * wide; /* (a stride of 0 would mean packed) */
-      tk_dma_push(&l);
+      if (ragged) tk_dma_push(&l);
       l.flags = rotary ? TK_DMA_DST_LOCAL : cast, l.src = q + 4ull * (first * qs + h * dh), l.dst = rotary ? QKF : QKB;
       l.len0 = rotary ? 4 * dh : dh, l.sstride1 = 4 * qs, l.dstride1 = rotary ? 8 * dh : 4 * dh;
       tk_dma_push(&l);
