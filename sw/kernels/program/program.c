@@ -393,13 +393,14 @@ __attribute__((noinline)) static int paged(const uint32_t* w) {
  * apart, KV heads of dh), 4-5 v's first value (v stride apart, KV heads of
  * dv), all FP32; 6-7 the K cache (KV x C x dh), 8-9 the V cache (KV x C x
  * dv), BF16; 10-11 positions; 12-13 the constants (T scales, the T x T
- * mask, then -inf as many times as a sequence's positions plus T, FP32); 14-15 out (T x H dv, FP32); 16 T | C << 16; 17 H | KV << 16;
- * 18 dh | dv << 16; 19 h0 | h1 << 16; 20 flags (bit 0 positions in FP32,
- * bit 1 rotary) | v stride << 16; 21 q stride | k stride << 16. A position
- * past the sequence's cache, a sequence or page out of range, or a value
- * that is not a whole number fails the operation (exit 2); so does a
- * segment too long for the scratchpad. Segments and heads run one after
- * another, each head in phases. */
+ * mask, then -inf as many times as a sequence's positions plus T, FP32);
+ * 14-15 out (T x H dv, FP32); 16 T | C << 16; 17 H | KV << 16; 18 dh | dv
+ * << 16; 19 h0 | h1 << 16; 20 flags (bit 0 positions in FP32, bit 1
+ * rotary) | v stride << 16; 21 q stride | k stride << 16. A position past
+ * the sequence's cache, a sequence or page out of range, or a value that
+ * is not a whole number fails the operation (exit 2); so does a segment
+ * too long for the scratchpad. Heads run one after another, each over its
+ * segments in groups (below). */
 __attribute__((noinline)) static int attention(const uint32_t* w) {
   const uint64_t q = ARG64(w, 0), k = ARG64(w, 2), v = ARG64(w, 4), kc = ARG64(w, 6), vc = ARG64(w, 8), pos = ARG64(w, 10);
   const uint64_t consts = ARG64(w, 12), out = ARG64(w, 14);
