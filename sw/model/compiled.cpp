@@ -97,44 +97,29 @@ compiler::Executable& CompiledModel::executable(unsigned rows) {
 
 std::vector<float> CompiledModel::step(const std::vector<std::uint32_t>& tokens, unsigned pos, std::uint32_t* next,
                                        std::vector<std::vector<std::uint32_t>>* routes) {
-  if (c_.max_sequences > 1) {  // sequence 0 of the batch's graphs
-    std::vector<std::uint32_t> nexts;
-    std::vector<float> logits = step(std::vector<Seq>{{0, tokens, pos}}, &nexts, routes);
-    if (next) *next = nexts.at(0);
-    return logits;
-  }
-  const unsigned T = static_cast<unsigned>(tokens.size());
-  if (!T || T > TKP_MOE_MAX_T) throw rt::UsageError(fmt::format("model: {} tokens in one step (1 to {})", T, TKP_MOE_MAX_T));
-  if (pos + T > c_.context)
-    throw rt::UsageError(fmt::format("model: position {} is past the context of {}", pos + T, c_.context));
-  for (std::uint32_t t : tokens)
-    if (t >= c_.vocab) throw rt::UsageError(fmt::format("model: token {} is not in the vocabulary of {}", t, c_.vocab));
-  std::vector<float> at(T), rows_next;
-  for (unsigned t = 0; t < T; ++t) at[t] = static_cast<float>(pos + t);
-  std::vector<float> logits = launch(tokens, {{"positions", at}}, rows_next, routes);
-  if (next) *next = static_cast<std::uint32_t>(rows_next.back());
+  std::vector<std::uint32_t> nexts;
+  std::vector<float> logits = step(std::vector<Seq>{{0, tokens, pos}}, &nexts, routes);
+  if (next) *next = nexts.at(0);
   return logits;
 }
 
 std::vector<float> CompiledModel::step(const std::vector<Seq>& batch, std::vector<std::uint32_t>* next,
                                        std::vector<std::vector<std::uint32_t>>* routes) {
-  if (c_.max_sequences == 1) {  // one sequence: the unpaged graphs
-    if (batch.size() != 1 || batch[0].seq != 0)
-      throw rt::UsageError(fmt::format("model: sequence {} (the model holds 1)", batch.empty() ? 0 : batch.back().seq));
-    std::uint32_t last = 0;
-    std::vector<float> logits = step(batch[0].tokens, batch[0].pos, &last, routes);
-    if (next) *next = {last};
-    return logits;
-  }
+  // The batch checked and its pages given (one sequence: the unpaged graphs
+  // read the positions only).
   std::vector<std::uint32_t> tokens;
   const std::vector<KvPages::Part> parts = pages_.admit(batch, tokens);
   std::map<std::string, std::vector<float>> in;
-  std::vector<float>&positions = in["positions"], &sequences = in["sequences"], &table = in["pages"];
+  std::vector<float>& positions = in["positions"];
   for (const KvPages::Part& q : parts)
-    for (unsigned r = 0; r < q.rows; ++r) positions.push_back(static_cast<float>(q.pos + r)), sequences.push_back(static_cast<float>(q.seq));
-  table.assign(std::size_t{c_.max_sequences} * pages_.per_sequence(), 0.0f);
-  for (unsigned s = 0; s < c_.max_sequences; ++s)
-    for (std::size_t i = 0; i < pages_.pages(s).size(); ++i) table[s * pages_.per_sequence() + i] = static_cast<float>(pages_.pages(s)[i]);
+    for (unsigned r = 0; r < q.rows; ++r) positions.push_back(static_cast<float>(q.pos + r));
+  if (c_.max_sequences > 1) {
+    std::vector<float>&sequences = in["sequences"], &table = in["pages"];
+    for (const KvPages::Part& q : parts) sequences.insert(sequences.end(), q.rows, static_cast<float>(q.seq));
+    table.assign(std::size_t{c_.max_sequences} * pages_.per_sequence(), 0.0f);
+    for (unsigned s = 0; s < c_.max_sequences; ++s)
+      for (std::size_t i = 0; i < pages_.pages(s).size(); ++i) table[s * pages_.per_sequence() + i] = static_cast<float>(pages_.pages(s)[i]);
+  }
   std::vector<float> rows_next;
   std::vector<float> logits = launch(tokens, std::move(in), rows_next, routes);
   if (next) {
