@@ -95,14 +95,6 @@ compiler::Executable& CompiledModel::executable(unsigned rows) {
   }
 }
 
-std::vector<float> CompiledModel::step(const std::vector<std::uint32_t>& tokens, unsigned pos, std::uint32_t* next,
-                                       std::vector<std::vector<std::uint32_t>>* routes) {
-  std::vector<std::uint32_t> nexts;
-  std::vector<float> logits = step(std::vector<Seq>{{0, tokens, pos}}, &nexts, routes);
-  if (next) *next = nexts.at(0);
-  return logits;
-}
-
 std::vector<float> CompiledModel::step(const std::vector<Seq>& batch, std::vector<std::uint32_t>* next,
                                        std::vector<std::vector<std::uint32_t>>* routes) {
   // The batch checked and its pages given (one sequence: the unpaged graphs

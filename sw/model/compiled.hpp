@@ -34,10 +34,7 @@ class CompiledModel : public Model {
   // Throws rt::UsageError for a configuration it does not build (FP8).
   CompiledModel(rt::Device& dev, const Config& c, const Weights& w);
   ~CompiledModel() override;
-  // `next` the device's argmax of the last row; `routes` the experts chosen
-  // per layer (2 per token).
-  std::vector<float> step(const std::vector<std::uint32_t>& tokens, unsigned pos, std::uint32_t* next,
-                          std::vector<std::vector<std::uint32_t>>* routes) override;
+  using Model::step;
   std::vector<float> step(const std::vector<Seq>& batch, std::vector<std::uint32_t>* next,
                           std::vector<std::vector<std::uint32_t>>* routes) override;
   void release(unsigned seq) override { pages_.release(seq); }

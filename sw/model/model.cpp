@@ -707,8 +707,8 @@ void DeviceModel::experts_across_chips(const LayerBuffers& L, const std::vector<
   }
 }
 
-std::vector<float> DeviceModel::step(const std::vector<std::uint32_t>& tokens, unsigned pos, std::uint32_t* next,
-                                     std::vector<std::vector<std::uint32_t>>* routes) {
+std::vector<float> Model::step(const std::vector<std::uint32_t>& tokens, unsigned pos, std::uint32_t* next,
+                               std::vector<std::vector<std::uint32_t>>* routes) {
   std::vector<std::uint32_t> nexts;
   std::vector<float> logits = step(std::vector<Seq>{{0, tokens, pos}}, &nexts, routes);
   if (next) *next = nexts.at(0);

@@ -136,11 +136,11 @@ class Model {
     unsigned pos = 0;
   };
   virtual ~Model() = default;
-  // Runs T tokens of sequence 0 at positions pos..; returns the logits (T x
-  // vocab) and the device's argmax of the last row; `routes` gets the
-  // experts chosen (2 per token, per layer).
-  virtual std::vector<float> step(const std::vector<std::uint32_t>& tokens, unsigned pos, std::uint32_t* next,
-                                  std::vector<std::vector<std::uint32_t>>* routes) = 0;
+  // Runs T tokens of sequence 0 at positions pos.. (a batch of one);
+  // returns the logits (T x vocab) and the device's argmax of the last row;
+  // `routes` gets the experts chosen (2 per token, per layer).
+  std::vector<float> step(const std::vector<std::uint32_t>& tokens, unsigned pos, std::uint32_t* next,
+                          std::vector<std::vector<std::uint32_t>>* routes);
   // A batch: several sequences' tokens in one step (64 tokens at most in
   // all). Returns the logits of every token, in the batch's order; `next`
   // gets each sequence's greedy token, `routes` the experts chosen per
@@ -192,8 +192,7 @@ class DeviceModel : public Model {
   // chips and their results come back through the communication engines
   // (all-to-all, push).
   DeviceModel(const std::vector<rt::Device*>& chips, const Config& c, const Weights& w);
-  std::vector<float> step(const std::vector<std::uint32_t>& tokens, unsigned pos, std::uint32_t* next,
-                          std::vector<std::vector<std::uint32_t>>* routes) override;
+  using Model::step;
   std::vector<float> step(const std::vector<Seq>& batch, std::vector<std::uint32_t>* next,
                           std::vector<std::vector<std::uint32_t>>* routes) override;
   void release(unsigned seq) override { pages_.release(seq); }
