@@ -322,8 +322,9 @@ Tiling tile(const Graph& g, const Group& grp, const Target& tgt) {
   unsigned max_r = 0, max_c = 0;
   for (const Part& p : best.parts) max_r = std::max(max_r, p.r1 - p.r0), max_c = std::max(max_c, p.c1 - p.c0);
   // Row groups in at least four blocks where they have the rows, so loads,
-  // vector ops and stores overlap (a matmul's blocks overlap across K chunks).
-  best.mb = std::min(max_r, 64u);
+  // vector ops and stores overlap (a matmul's blocks overlap across K
+  // chunks, and its B streams once a row block: as many rows as fit).
+  best.mb = std::min(max_r, anchor.kind == OpKind::matmul ? 256u : 64u);
   if (anchor.kind != OpKind::matmul) best.mb = std::max(1u, std::min(best.mb, (max_r + 3) / 4));
   best.nb = full_rows ? max_c : std::min(max_c, 512u);
   best.kb = K ? std::min(K, 512u) : 0;

@@ -5,8 +5,8 @@
 // safetensors weights or seeded ones, compiles it (sw/compiler) and runs it
 // on the T1 with one launch; prints the greedy next token, the simulated
 // time per prompt token and the launch against its roofline (a MoE
-// model's prompt longer than 64 tokens in steps of 64, over the KV
-// caches, the experts' kernel taking 64 rows a step). --decode N
+// model's prompt longer than 256 tokens in steps of 256, over the KV
+// caches, the experts' kernel taking 256 rows a step). --decode N
 // then decodes N tokens greedily, one compiled step a token over the KV
 // caches the prefill filled (one launch a step). --check compares every
 // logit (the prompt's and each decoded token's) with the FP32 host
@@ -79,7 +79,7 @@ int demo_main(int argc, char** argv) {
     // decode step is a second graph): refuse at once what this host cannot
     // hold rather than fill its memory for minutes.
     // A MoE model's prompt longer than kChunk prefills kChunk tokens at a
-    // time (the experts' kernel takes 64 rows a step), its remainder a graph
+    // time (the experts' kernel takes TKP_MOE_MAX_T rows a step), its remainder a graph
     // of its own.
     bool sparse = false;
     for (unsigned l = 0; l < (layers ? std::min(layers, c.layers) : c.layers); ++l) sparse |= c.sparse(l);

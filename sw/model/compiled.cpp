@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "common/paths.hpp"
+#include "tessera_program.h"
 
 namespace tessera::model {
 
@@ -72,7 +73,7 @@ Graph model_graph(const Config& c, const Weights& w, unsigned rows) {
   return g;
 }
 
-CompiledModel::CompiledModel(rt::Device& dev, const Config& c, const Weights& w) : dev_(dev), c_(c), w_(w), pages_(c) {
+CompiledModel::CompiledModel(rt::Device& dev, const Config& c, const Weights& w) : dev_(dev), c_(c), w_(w), pages_(c, TKP_MOE_MAX_T) {
   if (c.fp8) throw rt::UsageError("model: the compiled model is BF16 (no --fp8 yet)");
   program_ = dev.load_kernel(data_file(DataKind::kernels, "program.elf"), (1u << dev.tiles()) - 1);
   weights_ = std::make_shared<compiler::WeightStore>(dev);

@@ -44,6 +44,8 @@ class CompiledModel : public Model {
   // `bounds["step"]` the launches against their roofline.
   const Profile& profile() const override { return profile_; }
   const Config& config() const override { return c_; }
+  // A step's tokens: as many as the experts' kernel takes (TKP_MOE_MAX_T, 256).
+  unsigned max_step_tokens() const override { return pages_.max_tokens(); }
   // The compiled step of `rows` tokens (compiled on first use).
   compiler::Executable& executable(unsigned rows);
   // The steps compiled so far, and the bytes of weights they hold on the

@@ -118,7 +118,7 @@ int tessera::model::demo_main(int argc, char** argv) {
     std::fprintf(stderr, "tessera demo: %s\n", e.what());
     return 2;
   }
-  if (!prompt || prompt > 256) return usage("--prompt must be 1 to 256 tokens (longer than 64: prefilled 64 at a time)");
+  if (!prompt || prompt > 256) return usage("--prompt must be 1 to 256 tokens (longer than a step takes, 64 hand-written, 256 compiled: prefilled in steps)");
   if (!stats_file.empty() && !std::ofstream(stats_file, std::ios::app)) return usage("--stats: cannot write the file");
   if (chips == 1 && launched_ranks() > 1)
     return usage("under mpirun the main job spreads a system's chips over the ranks (--chips 4 to 64); one chip runs in "
@@ -196,9 +196,9 @@ int tessera::model::demo_main(int argc, char** argv) {
       // the prefill's lengths and of the decode steps' (one token a sequence).
       auto cm = std::make_unique<model::CompiledModel>(dev, c, w);
       if (!serving && !speculate) {
-        const unsigned group = prompt > 64 ? 0 : std::max(1u, 64 / prompt);  // prompts prefilled together
-        if (prompt > 64) cm->executable(64);
-        if (prompt > 64 && prompt % 64) cm->executable(prompt % 64);
+        const unsigned most = cm->max_step_tokens(), group = prompt > most ? 0 : std::max(1u, most / prompt);  // prompts prefilled together
+        if (prompt > most) cm->executable(most);
+        if (prompt > most && prompt % most) cm->executable(prompt % most);
         for (unsigned b = 0; group && b < batch; b += group) cm->executable(std::min(group, batch - b) * prompt);
         if (decode) cm->executable(batch);
       }
@@ -269,7 +269,7 @@ int tessera::model::demo_main(int argc, char** argv) {
     std::printf("\n");
     if (batch > 1 && !serving)
       std::printf("batch of %u sequences (their own prompts and paged KV caches): prefilled %u at a time, decoded together\n",
-                  batch, std::max(1u, 64 / prompt));
+                  batch, std::max(1u, m->max_step_tokens() / prompt));
     unsigned disagreements = 0;
     double worst = 0, prefill_s = 0, decode_s = 0, prefill_j = 0, decode_j = 0;
     // Energy of every chip (dynamic from the IPs' activity, leakage over time), in joules.
@@ -326,8 +326,10 @@ int tessera::model::demo_main(int argc, char** argv) {
       }
       return worst;
     };
-    // Prefill (the sequences in groups of at most 64 tokens), then `decode`
-    // steps of every sequence at once; the last step's tokens are not kept.
+    // Prefill (the sequences in groups of at most a step's tokens, 64
+    // hand-written, 256 compiled), then `decode` steps of every sequence at
+    // once; the last step's tokens are not kept.
+    const unsigned most = m->max_step_tokens();
     std::vector<unsigned> pos(batch, 0);
     std::vector<std::uint32_t> last(batch);
     auto run = [&](const std::vector<model::Model::Seq>& step, bool prefilling) {
@@ -357,18 +359,18 @@ int tessera::model::demo_main(int argc, char** argv) {
       }
     };
     snapshot(at_prefill);
-    if (prompt > 64) {
-      // A long prompt: each sequence's in steps of 64 tokens.
+    if (prompt > most) {
+      // A long prompt: each sequence's in steps of `most` tokens.
       for (unsigned b = 0; b < batch; ++b)
-        for (unsigned at = 0; at < prompt; at += 64) {
-          const unsigned n = std::min(64u, prompt - at);
+        for (unsigned at = 0; at < prompt; at += most) {
+          const unsigned n = std::min(most, prompt - at);
           run({{b, std::vector<std::uint32_t>(prompts[b].begin() + at, prompts[b].begin() + at + n), at}}, true);
         }
     }
-    for (unsigned b0 = 0; b0 < batch && prompt <= 64;) {
+    for (unsigned b0 = 0; b0 < batch && prompt <= most;) {
       std::vector<model::Model::Seq> group;
       unsigned rows = 0;
-      for (; b0 < batch && (group.empty() || rows + prompt <= 64); ++b0) group.push_back({b0, prompts[b0], 0}), rows += prompt;
+      for (; b0 < batch && (group.empty() || rows + prompt <= most); ++b0) group.push_back({b0, prompts[b0], 0}), rows += prompt;
       run(group, true);
     }
     if (decode) out.push_back(last[0]);

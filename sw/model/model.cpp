@@ -715,7 +715,7 @@ std::vector<float> Model::step(const std::vector<std::uint32_t>& tokens, unsigne
   return logits;
 }
 
-KvPages::KvPages(const Config& c) : c_(c) {
+KvPages::KvPages(const Config& c, unsigned max_tokens) : c_(c), max_tokens_(max_tokens) {
   if (!c.max_sequences) throw rt::UsageError("model: max_sequences must be at least 1");
   per_sequence_ = (c.context + kPage - 1) / kPage;
   pool_ = c.max_sequences * per_sequence_;
@@ -752,8 +752,8 @@ std::vector<KvPages::Part> KvPages::admit(const std::vector<Model::Seq>& batch, 
     parts.push_back({q.seq, static_cast<unsigned>(tokens.size()), static_cast<unsigned>(q.tokens.size()), q.pos});
     tokens.insert(tokens.end(), q.tokens.begin(), q.tokens.end());
   }
-  if (tokens.size() > kMaxTokens)
-    throw rt::UsageError(fmt::format("model: {} tokens in one step (1 to {})", tokens.size(), kMaxTokens));
+  if (tokens.size() > max_tokens_)
+    throw rt::UsageError(fmt::format("model: {} tokens in one step (1 to {})", tokens.size(), max_tokens_));
   // Each sequence's pages cover its positions.
   for (const Part& q : parts) {
     std::vector<unsigned>& own = pages_[q.seq];

@@ -141,8 +141,8 @@ class Model {
   // `routes` gets the experts chosen (2 per token, per layer).
   std::vector<float> step(const std::vector<std::uint32_t>& tokens, unsigned pos, std::uint32_t* next,
                           std::vector<std::vector<std::uint32_t>>* routes);
-  // A batch: several sequences' tokens in one step (64 tokens at most in
-  // all). Returns the logits of every token, in the batch's order; `next`
+  // A batch: several sequences' tokens in one step (max_step_tokens() at
+  // most in all). Returns the logits of every token, in the batch's order; `next`
   // gets each sequence's greedy token, `routes` the experts chosen per
   // layer (2 per token, in the batch's order).
   virtual std::vector<float> step(const std::vector<Seq>& batch, std::vector<std::uint32_t>* next,
@@ -151,6 +151,8 @@ class Model {
   virtual void release(unsigned seq) = 0;
   virtual const Profile& profile() const = 0;
   virtual const Config& config() const = 0;
+  // The most tokens a step takes (all its sequences' together).
+  virtual unsigned max_step_tokens() const = 0;
 };
 
 // The host's page tables of a paged KV cache, as a serving scheduler keeps
@@ -159,8 +161,8 @@ class Model {
 class KvPages {
  public:
   static constexpr unsigned kPage = 64;
-  static constexpr unsigned kMaxTokens = 64;  // a step's tokens
-  explicit KvPages(const Config& c);
+  static constexpr unsigned kMaxTokens = 64;  // a step's tokens (the hand-written programs')
+  explicit KvPages(const Config& c, unsigned max_tokens = kMaxTokens);
   // A batch's rows: `rows` tokens of sequence `seq` from row `row0`, at `pos`.
   struct Part {
     unsigned seq, row0, rows, pos;
@@ -173,12 +175,13 @@ class KvPages {
   std::vector<Part> admit(const std::vector<Model::Seq>& batch, std::vector<std::uint32_t>& tokens);
   void release(unsigned seq);
   const std::vector<unsigned>& pages(unsigned seq) const { return pages_.at(seq); }
+  unsigned max_tokens() const { return max_tokens_; }
   unsigned pool() const { return pool_; }
   unsigned per_sequence() const { return per_sequence_; }  // pages a sequence's context needs
 
  private:
   const Config& c_;
-  unsigned pool_ = 0, per_sequence_ = 0;
+  unsigned max_tokens_, pool_ = 0, per_sequence_ = 0;
   std::vector<std::vector<unsigned>> pages_;  // by sequence
   std::vector<unsigned> held_;                // by sequence: the positions its last step left written
   std::vector<unsigned> free_;
@@ -198,6 +201,7 @@ class DeviceModel : public Model {
   void release(unsigned seq) override { pages_.release(seq); }
   const Profile& profile() const override { return profile_; }
   const Config& config() const override { return c_; }
+  unsigned max_step_tokens() const override { return pages_.max_tokens(); }
 
  private:
   // A matrix on the device: its codes and (FP8) its block scales.

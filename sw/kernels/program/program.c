@@ -92,8 +92,10 @@ static uint32_t entry[4];
  * the slice's columns, the down projection of those, scales the rows by
  * their gates and writes them to the slice's partial sums P_s[k][t] (FP32
  * rows of D: the slice's share of token t's output from its slot-k
- * expert); the combine adds the slices. Pipelined: the next slice's rows and weights
- * load while this one computes (two buffers of each), the engines ordered
+ * expert); the combine adds the slices. A slice's rows run in blocks of
+ * up to TKP_MOE_BLOCK, its weights loaded once for them all. Pipelined: the
+ * next block's rows (and at a slice's first block its weights) load while
+ * this one computes (two buffers of each), the engines ordered
  * by semaphores 0-6 (left at zero). Words: 0-1 the router's output, 2-3 the
  * normed rows (T x D BF16), 4-5 the slices' table (w1, w3, w2 and P_s
  * addresses, by expert, then slice), 6 D, 7 Fs, 8 E | T << 16, 9 S, 10
@@ -158,70 +160,81 @@ __attribute__((noinline)) static int moe_experts(const uint32_t* a) {
       if ((x * m + j) % R == r) moe_item_a[items] = x, moe_item_s[items] = j * stacks + me, ++items;
   if (!items) return 0;
   top = 0x10000;
+  /* A slice's rows run in blocks of up to B: the pipeline's units. */
+  const uint32_t B = T < TKP_MOE_BLOCK ? T : TKP_MOE_BLOCK;
   uint32_t XB[2], W1[2], W3[2], W2[2], Y[2];
   for (unsigned p = 0; p < 2; ++p) {
-    XB[p] = MOE_BUF(2 * T * D), W1[p] = MOE_BUF(2 * D * Fs), W3[p] = MOE_BUF(2 * D * Fs);
-    W2[p] = MOE_BUF(2 * Fs * D), Y[p] = MOE_BUF(4 * T * D);
+    XB[p] = MOE_BUF(2 * B * D), W1[p] = MOE_BUF(2 * D * Fs), W3[p] = MOE_BUF(2 * D * Fs);
+    W2[p] = MOE_BUF(2 * Fs * D), Y[p] = MOE_BUF(4 * B * D);
   }
-  const uint32_t H1 = MOE_BUF(4 * T * Fs), H3 = MOE_BUF(4 * T * Fs), G16 = MOE_BUF(2 * T * Fs);
+  const uint32_t H1 = MOE_BUF(4 * B * Fs), H3 = MOE_BUF(4 * B * Fs), G16 = MOE_BUF(2 * B * Fs);
   if (top > lists) return 2;
-  for (uint32_t i = 0; i <= items; ++i) {
-    /* Loads of slice i (while slice i - 1 computes), then slice i - 1's
-     * stores, which wait for its result. */
-    if (i < items) {
-      const uint32_t x = moe_item_a[i], sl = moe_item_s[i], p = i & 1, e = moe_expert[x];
-      const uint32_t* w = &moe_table[8 * (e * S + sl)];
+  /* Unit u loads into buffers u & 1, a slice's weights (at its first
+   * block) into buffers (its item) & 1; the DMA queue's order keeps a load
+   * behind the stores of the unit two back, which wait for its arithmetic. */
+  uint32_t ui = 0, ub = 0;                      /* the unit to load: item ui, its rows from ub */
+  uint32_t pi = 0, pb = 0, pn = 0, pp = 0, prev = 0; /* the unit before (stored after the loads) */
+  for (uint32_t u = 0;; ++u) {
+    const uint32_t x = ui < items ? moe_item_a[ui] : 0, p = u & 1, wp = ui & 1;
+    const uint32_t n = ui < items ? (moe_count[x] - ub < B ? moe_count[x] - ub : B) : 0, whole = ub == 0;
+    if (ui < items) {
+      const uint32_t* w = &moe_table[8 * (moe_expert[x] * S + moe_item_s[ui])];
       struct tk_dma g = {0};
       g.id = op_index, g.flags = TK_DMA_DST_LOCAL, g.len0 = 2 * D;
-      for (uint32_t q = 0; q < moe_count[x]; ++q) {
-        g.src = rows + 2ull * moe_token[moe_first[x] + q] * D, g.dst = XB[p] + 2 * q * D;
+      for (uint32_t q = 0; q < n; ++q) {
+        g.src = rows + 2ull * moe_token[moe_first[x] + ub + q] * D, g.dst = XB[p] + 2 * q * D;
+        if (q + 1 == n && !whole) g.sem = TK_SEM(TK_NONE, SEM_W1, TK_NONE);
         tk_dma_push(&g);
       }
-      g.len0 = 2 * D * Fs;
-      g.src = w[0] | (uint64_t)w[1] << 32, g.dst = W1[p], g.sem = TK_SEM(TK_NONE, SEM_W1, TK_NONE);
-      tk_dma_push(&g);
-      g.src = w[2] | (uint64_t)w[3] << 32, g.dst = W3[p], g.sem = TK_SEM(TK_NONE, SEM_W3, TK_NONE);
-      tk_dma_push(&g);
-      g.src = w[4] | (uint64_t)w[5] << 32, g.dst = W2[p], g.sem = TK_SEM(TK_NONE, SEM_W2, TK_NONE);
-      tk_dma_push(&g);
+      if (whole) {
+        g.len0 = 2 * D * Fs;
+        g.src = w[0] | (uint64_t)w[1] << 32, g.dst = W1[wp], g.sem = TK_SEM(TK_NONE, SEM_W1, TK_NONE);
+        tk_dma_push(&g);
+        g.src = w[2] | (uint64_t)w[3] << 32, g.dst = W3[wp], g.sem = TK_SEM(TK_NONE, SEM_W3, TK_NONE);
+        tk_dma_push(&g);
+        g.src = w[4] | (uint64_t)w[5] << 32, g.dst = W2[wp], g.sem = TK_SEM(TK_NONE, SEM_W2, TK_NONE);
+        tk_dma_push(&g);
+      }
     }
-    if (i > 0) {
-      const uint32_t x = moe_item_a[i - 1], sl = moe_item_s[i - 1], p = (i - 1) & 1, n = moe_count[x];
-      const uint32_t* w = &moe_table[8 * (moe_expert[x] * S + sl)];
+    if (prev) {
+      const uint32_t* w = &moe_table[8 * (moe_expert[moe_item_a[pi]] * S + moe_item_s[pi])];
       const uint64_t partials = w[6] | (uint64_t)w[7] << 32;
-      for (uint32_t q = 0; q < n; ++q) {
-        const uint32_t at2 = moe_first[x] + q;
+      for (uint32_t q = 0; q < pn; ++q) {
+        const uint32_t at2 = moe_first[moe_item_a[pi]] + pb + q;
         struct tk_dma o = {0};
-        o.id = op_index, o.flags = TK_DMA_SRC_LOCAL, o.len0 = 4 * D, o.src = Y[p] + 4 * q * D;
+        o.id = op_index, o.flags = TK_DMA_SRC_LOCAL, o.len0 = 4 * D, o.src = Y[pp] + 4 * q * D;
         o.dst = partials + ((uint64_t)moe_slot[at2] * T + moe_token[at2]) * D * 4;
         if (q == 0) o.sem = TK_SEM(SEM_Z, TK_NONE, TK_NONE);
         tk_dma_push(&o);
       }
     }
-    if (i == items) break;
-    /* Slice i's arithmetic, each engine waiting for what it needs. */
-    const uint32_t x = moe_item_a[i], p = i & 1, n = moe_count[x];
+    if (ui == items) break;
+    /* The unit's arithmetic, each engine waiting for what it needs (a
+     * slice's later blocks for their rows only). */
     struct tk_gemm g = {0};
-    g.id = op_index, g.m = n, g.n = Fs, g.k = D, g.a = XB[p], g.b = W1[p], g.c = H1, g.input = TK_BF16;
+    g.id = op_index, g.m = n, g.n = Fs, g.k = D, g.a = XB[p], g.b = W1[wp], g.c = H1, g.input = TK_BF16;
     g.sem = TK_SEM(SEM_W1, TK_NONE, TK_NONE);
     tk_gemm_push(&g);
-    g.b = W3[p], g.c = H3, g.sem = TK_SEM(SEM_W3, SEM_G, TK_NONE);
+    g.b = W3[wp], g.c = H3, g.sem = TK_SEM(whole ? SEM_W3 : TK_NONE, SEM_G, TK_NONE);
     tk_gemm_push(&g);
     struct tk_vec v = {0};
     v.id = op_index, v.op = TK_VSWIGLU, v.rows = n, v.cols = Fs, v.src0 = H1, v.src1 = H3, v.dst = H1;
     v.sem = TK_SEM(SEM_G, TK_NONE, TK_NONE);
     tk_vec_push(&v);
     v.op = TK_VCAST_TO, v.src0 = H1, v.src1 = 0, v.dst = G16, v.format = TK_BF16;
-    v.sem = TK_SEM(SEM_W2, SEM_V, TK_NONE);
+    v.sem = TK_SEM(whole ? SEM_W2 : TK_NONE, SEM_V, TK_NONE);
     tk_vec_push(&v);
     struct tk_gemm down = {0};
-    down.id = op_index, down.m = n, down.n = D, down.k = Fs, down.a = G16, down.b = W2[p], down.c = Y[p];
+    down.id = op_index, down.m = n, down.n = D, down.k = Fs, down.a = G16, down.b = W2[wp], down.c = Y[p];
     down.input = TK_BF16, down.sem = TK_SEM(SEM_V, SEM_D, TK_NONE);
     tk_gemm_push(&down);
     struct tk_vec sc = {0};
     sc.id = op_index, sc.op = TK_VSCALE_ROWS, sc.rows = n, sc.cols = D, sc.src0 = Y[p];
-    sc.src1 = tk_off(&moe_scale[moe_first[x]]), sc.dst = Y[p], sc.sem = TK_SEM(SEM_D, SEM_Z, TK_NONE);
+    sc.src1 = tk_off(&moe_scale[moe_first[x] + ub]), sc.dst = Y[p], sc.sem = TK_SEM(SEM_D, SEM_Z, TK_NONE);
     tk_vec_push(&sc);
+    pi = ui, pb = ub, pn = n, pp = p, prev = 1;
+    ub += n;
+    if (ub == moe_count[x]) ++ui, ub = 0;
   }
   return tk_drain() ? 3 : 0;
 }

@@ -56,12 +56,14 @@ struct tkp_op { /* 96 bytes */
 
 /* TKP_MOE's limits and the scratchpad it uses: its lists and slice table
  * just below the program area (TKP_MOE_LISTS bytes), and from offset
- * 0x10000 (the kernel's buffer area) two of each pipelined buffer for T
- * tokens of D columns and slices of Fs hidden columns. The host plans its
- * split with tkp_moe_scratch(); the kernel lays its buffers out in this
- * order and refuses (exit 2) a split that does not fit (and a D or Fs over
- * 16384, which never does). */
-#define TKP_MOE_MAX_T 64u        /* tokens */
+ * 0x10000 (the kernel's buffer area) two of each pipelined buffer for a
+ * block of rows (TKP_MOE_BLOCK of a slice's tokens at a time; a slice's
+ * weights load once for all its blocks) of D columns and slices of Fs
+ * hidden columns. The host plans its split with tkp_moe_scratch(); the
+ * kernel lays its buffers out in this order and refuses (exit 2) a split
+ * that does not fit (and a D or Fs over 16384, which never does). */
+#define TKP_MOE_MAX_T 256u       /* tokens */
+#define TKP_MOE_BLOCK 64u        /* rows a slice computes at once */
 #define TKP_MOE_MAX_K 8u         /* experts per token */
 #define TKP_MOE_MAX_SLICES 1024u /* experts x slices */
 #define TKP_MOE_ROUND(b) (((b) + 255u) & ~(uint64_t)255u)
@@ -69,8 +71,9 @@ struct tkp_op { /* 96 bytes */
   (5 * TKP_MOE_ROUND(4ull * TKP_MOE_MAX_K * TKP_MOE_MAX_T) + TKP_MOE_ROUND(4ull * 8 * TKP_MOE_MAX_SLICES) + \
    5 * TKP_MOE_ROUND(4ull * TKP_MOE_MAX_SLICES))
 static inline uint64_t tkp_moe_scratch(uint64_t T, uint64_t D, uint64_t Fs) {
-  return TKP_MOE_LISTS + 2 * (TKP_MOE_ROUND(2 * T * D) + 2 * TKP_MOE_ROUND(2 * D * Fs) + TKP_MOE_ROUND(2 * Fs * D) + TKP_MOE_ROUND(4 * T * D)) +
-         2 * TKP_MOE_ROUND(4 * T * Fs) + TKP_MOE_ROUND(2 * T * Fs);
+  const uint64_t B = T < TKP_MOE_BLOCK ? T : TKP_MOE_BLOCK;
+  return TKP_MOE_LISTS + 2 * (TKP_MOE_ROUND(2 * B * D) + 2 * TKP_MOE_ROUND(2 * D * Fs) + TKP_MOE_ROUND(2 * Fs * D) + TKP_MOE_ROUND(4 * B * D)) +
+         2 * TKP_MOE_ROUND(4 * B * Fs) + TKP_MOE_ROUND(2 * B * Fs);
 }
 
 /* TKP_ATTN's scratchpad from offset 0x10000, for T rows (with `table`
