@@ -30,7 +30,7 @@ using namespace tessera;
 
 namespace {
 int usage(const char* why) {
-  std::fprintf(stderr, "tessera demo: %s\nusage: tessera-vp demo [--tiny] [--fp8] [--launches] [--device-dispatch] [--compiled | --hand-written] [--batch B] [--serve RATE [--requests N] | --serve-from TRACE.csv] [--chips 1|4|8|16|32|64] [--prompt N (1-256)] [--decode N] [--seed S] [--speculate K [--acceptance A]] [--trace FILE.json] [--waves FILE.vcd] [--stats FILE.json] [--set inst.key=value ...]\n       tessera-vp demo --hf-config FILE.json [--weights FILE|DIR] [--layers N] [--prompt N] [--decode N] [--seed S] [--check]\n", why);
+  std::fprintf(stderr, "tessera demo: %s\nusage: tessera-vp demo [--tiny] [--fp8] [--launches] [--device-dispatch] [--compiled | --hand-written] [--batch B] [--serve RATE [--requests N] | --serve-from TRACE.csv] [--chips 1|4|8|16|32|64] [--prompt N (1-256)] [--decode N] [--seed S] [--speculate K [--acceptance A] [--draft first-layer|small]] [--trace FILE.json] [--waves FILE.vcd] [--stats FILE.json] [--set inst.key=value ...]\n       tessera-vp demo --hf-config FILE.json [--weights FILE|DIR] [--layers N] [--prompt N] [--decode N] [--seed S] [--check]\n", why);
   return 2;
 }
 bool number(const char* s, unsigned& out) {
@@ -60,6 +60,7 @@ int tessera::model::demo_main(int argc, char** argv) {
   std::string serve_from;  // --serve-from: a trace of requests
   unsigned requests = 32;
   double acceptance = -1;  // steer the draft to this acceptance (speculative.hpp); < 0: the draft as it is
+  std::string draft_kind = "first-layer";  // --draft: the target's first layer, or a small model of its own
   rt::Device::Options opt;
   std::string stats_file;
   for (int i = 1; i < argc; ++i) {
@@ -90,6 +91,10 @@ int tessera::model::demo_main(int argc, char** argv) {
       char* end = nullptr;
       if (i + 1 >= argc || (acceptance = std::strtod(argv[++i], &end), *end) || !(acceptance >= 0 && acceptance <= 1))
         return usage("--acceptance takes a rate from 0 to 1");
+    }
+    else if (a == "--draft") {
+      if (i + 1 >= argc || ((draft_kind = argv[++i]) != "first-layer" && draft_kind != "small"))
+        return usage("--draft takes first-layer (the target's first layer, its LM head) or small (a model of a quarter of the width, one layer)");
     }
     else if (a == "--chips") { if (!value(chips) || (chips != 1 && chips != 4 && chips != 8 && chips != 16 && chips != 32 && chips != 64)) return usage("--chips takes 1, 4 (platform/t1x4-ring.json), 8, 16, 32 or 64 (platform/t1xN-torus.json)"); }
     else if (a == "--trace") { if (i + 1 >= argc) return usage("--trace takes a file (FILE.json)"); opt.trace = argv[++i]; }
@@ -125,6 +130,7 @@ int tessera::model::demo_main(int argc, char** argv) {
                  "one process, without mpirun");
   if (chips > 1 && speculate) return usage("--speculate runs on one chip");
   if (batch > 1 && speculate) return usage("--speculate decodes one sequence (no --batch)");
+  if (draft_kind != "first-layer" && !speculate) return usage("--draft goes with --speculate");
   if (serve_rate > 0 && !serve_from.empty()) return usage("--serve and --serve-from: one stream of requests at a time");
   std::vector<model::Request> trace;  // --serve-from's requests
   if (!serve_from.empty()) {
@@ -209,9 +215,14 @@ int tessera::model::demo_main(int argc, char** argv) {
     const double loaded = dev.simulated_seconds();
     if (speculate) {
       // Plain greedy decoding against speculative decoding with a one-layer
-      // draft (the target's first layer): the same tokens, fewer target steps.
+      // draft (the target's first layer, or a small model of its own): the
+      // same tokens, fewer target steps.
       model::Config dc;
-      const model::Weights dw = model::first_layer_draft(c, w, dc);
+      const model::Weights dw = draft_kind == "small" ? model::small_draft(c, dc) : model::first_layer_draft(c, w, dc);
+      const std::string what = draft_kind == "small" ? fmt::format("small draft: 1 layer, d_model {}, {} heads, {} experts of {} hidden, "
+                                                                  "{:.1f} M weights against the target's {:.1f} M",
+                                                                  dc.d_model, dc.heads, dc.experts, dc.hidden, dw.count() / 1e6, w.count() / 1e6)
+                                                    : std::string("one-layer draft");
       std::unique_ptr<model::Model> draft;
       if (compiled) draft = std::make_unique<model::CompiledModel>(dev, dc, dw);
       else draft = std::make_unique<model::DeviceModel>(dev, dc, dw);
@@ -222,7 +233,7 @@ int tessera::model::demo_main(int argc, char** argv) {
       steer.rate = acceptance, steer.seed = seed, steer.reference = &plain.tokens;
       const model::Decoded spec = model::speculative(dev, *m, *draft, p, decode, speculate, acceptance >= 0 ? &steer : nullptr);
       std::printf("speculative decoding, draft length %u (%s): acceptance %.2f (%u of %u proposals)\n", speculate,
-                  acceptance >= 0 ? fmt::format("one-layer draft steered to {:.2f}", acceptance).c_str() : "one-layer draft",
+                  acceptance >= 0 ? fmt::format("{} steered to {:.2f}", what, acceptance).c_str() : what.c_str(),
                   spec.acceptance(), spec.accepted, spec.proposed);
       std::printf("target steps %u against %u plain; virtual time %.1f us against %.1f us plain: speed-up %.2fx\n",
                   spec.target_steps, plain.target_steps, spec.seconds * 1e6, plain.seconds * 1e6,
@@ -252,6 +263,11 @@ int tessera::model::demo_main(int argc, char** argv) {
       std::printf("decode speed-up (after the prompt): measured %.2fx, analytic (1 - a^(k+1)) / (1 - a) / (1 + k c) "
                   "%.2fx (%+.0f%%), a = %.3f a token (%.2f proposals accepted a round)\n",
                   measured, expected, 100 * (measured / expected - 1), a, per_round);
+      // The same with the verifying step at its own cost (v plain steps: a
+      // MoE verifying k + 1 tokens wakes more experts than one token does).
+      const double with_v = (a < 1 - 1e-9 ? (1 - std::pow(a, k + 1)) / (1 - a) : k + 1) / (verify + k * c_draft);
+      std::printf("analytic with the verifying step's cost, (1 - a^(k+1)) / (1 - a) / (v + k c): %.2fx (the run %+.0f%%)\n",
+                  with_v, 100 * (measured / with_v - 1));
       std::printf("tokens identical to plain greedy decoding: %s\n", spec.tokens == plain.tokens ? "yes" : "NO");
       return spec.tokens == plain.tokens ? 0 : 1;
     }

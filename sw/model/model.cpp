@@ -114,6 +114,17 @@ std::string Config::check() const {
   return {};
 }
 
+std::uint64_t Weights::count() const {
+  auto m = [](const Matrix& x) { return std::uint64_t{x.rows} * x.cols; };
+  std::uint64_t n = m(embedding) + m(lm_head) + final_norm.size();
+  for (const Layer& L : layers) {
+    n += L.attn_norm.size() + L.ffn_norm.size() + m(L.wq) + m(L.wk) + m(L.wv) + m(L.wo) + m(L.router);
+    for (const std::vector<Matrix>* e : {&L.w1, &L.w3, &L.w2})
+      for (const Matrix& x : *e) n += m(x);
+  }
+  return n;
+}
+
 Weights Weights::random(const Config& c) {
   std::mt19937_64 rng(c.seed);
   const unsigned d = c.d_model;

@@ -83,6 +83,7 @@ struct Weights {
   std::vector<float> final_norm;  // d
   Matrix lm_head;                 // d x vocab
   static Weights random(const Config& c);
+  std::uint64_t count() const;  // how many weights (every matrix and norm)
 };
 
 // The host FP32 reference: the same model in float, weights as their BF16

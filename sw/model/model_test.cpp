@@ -117,6 +117,21 @@ TEST(Model, SpeculativeDecodingGivesTheGreedyTokens) {
   EXPECT_EQ(never.tokens, plain.tokens);
   EXPECT_EQ(never.accepted, 0u);
   EXPECT_EQ(never.target_steps, plain.target_steps);
+  // A small draft of its own (a quarter of the width, one layer): a few
+  // percent of the weights, the same tokens, and steered like the other.
+  Config sc;
+  const Weights sw = small_draft(c, sc);
+  EXPECT_EQ(sc.vocab, c.vocab);
+  EXPECT_EQ(sc.layers, 1u);
+  EXPECT_EQ(sc.d_model, c.d_model / 4);
+  EXPECT_LT(sw.count() * 10, w.count()) << sw.count() << " weights against " << w.count();
+  CompiledModel small(dev, sc, sw);
+  const Decoded cheap = speculative(dev, target, small, prompt, n, k);
+  EXPECT_EQ(cheap.tokens, plain.tokens);
+  const Decoded cheap_sure = speculative(dev, target, small, prompt, n, k, &all);
+  EXPECT_EQ(cheap_sure.tokens, plain.tokens);
+  EXPECT_EQ(cheap_sure.target_steps, perfect.target_steps);
+  EXPECT_LT(cheap_sure.draft_seconds, sure.draft_seconds) << "the small draft's steps cost less than the one-layer draft's";
   std::printf("speculative (k=%u): perfect draft %u target steps, %.1f us vs plain %u steps, %.1f us; "
               "one-layer draft acceptance %.2f, %u target steps, %.1f us\n",
               k, perfect.target_steps, perfect.seconds * 1e6, plain.target_steps, plain.seconds * 1e6, spec.acceptance(),

@@ -17,6 +17,19 @@ Weights first_layer_draft(const Config& target, const Weights& w, Config& draft)
   return d;
 }
 
+Weights small_draft(const Config& target, Config& draft) {
+  draft = target;
+  draft.layers = 1;
+  draft.d_model = std::max(2u, target.d_model / 4);
+  draft.heads = std::max(1u, target.heads / 4);
+  draft.hidden = std::max(1u, target.hidden / 4);
+  draft.hidden_chunk = std::min(draft.hidden, target.hidden_chunk);
+  draft.seed = target.seed * 0x9e3779b97f4a7c15ull + 1;
+  const std::string why = draft.check();
+  if (!why.empty()) throw rt::UsageError("model: the small draft of this model: " + why);
+  return Weights::random(draft);
+}
+
 namespace {
 std::uint32_t argmax_row(const std::vector<float>& logits, std::size_t row, unsigned vocab) {
   const auto first = logits.begin() + static_cast<std::ptrdiff_t>(row * vocab);

@@ -15,6 +15,12 @@ namespace tessera::model {
 // The draft used by default: the target's embedding, first layer, final
 // norm and LM head (a one-layer model that skips the other layers).
 Weights first_layer_draft(const Config& target, const Weights& w, Config& draft);
+// A small draft of the target's vocabulary, as serving systems pair a
+// model with (a few percent of its weights): one layer, a quarter of the
+// width, the heads, the experts' hidden layer, its own seeded weights (a
+// random model agrees with the target by chance; steer it to an
+// acceptance rate).
+Weights small_draft(const Config& target, Config& draft);
 
 struct Decoded {
   std::vector<std::uint32_t> tokens;  // generated after the prompt
