@@ -136,7 +136,7 @@ struct Executable::Impl {
     std::vector<std::uint64_t> planes;  // by j * S + s
   };
   std::map<int, Moe> moe;
-  std::map<int, rt::Buffer> attention;  // by attention op: its constants (T scales, then the T x T causal mask)
+  std::map<int, std::vector<rt::Buffer>> attention;  // by attention op, by stack: its constants (T scales, then the T x T causal mask)
   // The inputs side by side in one buffer, and the outputs in another, so
   // that a run writes the one and reads the other in one transfer each.
   rt::Buffer inputs, outputs;
@@ -193,7 +193,7 @@ class Emitter {
         const std::uint64_t a = addr_(anchor.in[static_cast<std::size_t>(i)]) + 4 * col[i];
         w.push_back(rt::lo(a)), w.push_back(rt::hi(a));
       }
-      const std::uint64_t consts = attention_consts_, out = addr_(grp_.out);
+      const std::uint64_t consts = attention_consts_.at(p.tile), out = addr_(grp_.out);
       w.insert(w.end(), {rt::lo(consts), rt::hi(consts), rt::lo(out), rt::hi(out)});
       w.push_back(static_cast<std::uint32_t>(Q.rows()) | KC.shape[1] << 16);
       w.push_back(anchor.heads | KC.shape[0] << 16);
@@ -533,7 +533,7 @@ class Emitter {
 
  public:
   const std::vector<std::uint64_t>* planes_ = nullptr;  // a moe group's: where its planes lie
-  std::uint64_t attention_consts_ = 0;                    // an attention group's constants
+  std::vector<std::uint64_t> attention_consts_;          // an attention group's constants, by tile (its stack's copy)
 };
 
 }  // namespace
@@ -727,9 +727,13 @@ Executable::Executable(rt::Device& dev, const rt::Kernel& program, Graph g, cons
       for (unsigned r = 0; r < T; ++r)
         for (unsigned col = 0; col < T; ++col) c.push_back(col > r ? -inf : 0.0f);
       c.resize(c.size() + n + T, -inf);
-      const rt::Buffer b = impl_->alloc(dev_, c.size() * 4, next++ % dev_.hbm_stacks());
-      dev_.write(b, c.data(), c.size() * 4);
-      impl_->attention[static_cast<int>(i)] = b;
+      // A copy in every stack, each tile reading its nearest: every tile
+      // reads the mask whole (a 256-row prompt's is 256 KiB).
+      std::vector<rt::Buffer>& copies = impl_->attention[static_cast<int>(i)];
+      for (unsigned s = 0; s < dev_.hbm_stacks(); ++s) {
+        copies.push_back(impl_->alloc(dev_, c.size() * 4, s));
+        dev_.write(copies.back(), c.data(), c.size() * 4);
+      }
     }
     auto addr = [this](int t) -> std::uint64_t {
       const auto it = impl_->plain.find(t);
@@ -742,7 +746,9 @@ Executable::Executable(rt::Device& dev, const rt::Kernel& program, Graph g, cons
       const Group& grp = groups_[gi];
       const SpmPlan spm = plan_spm(g_, grp, tilings_[gi], tgt.spm_base);
       Emitter e(g_, grp, gi, tilings_[gi], spm, addr, impl_->panels);
-      if (impl_->attention.count(grp.ops[0])) e.attention_consts_ = impl_->attention.at(grp.ops[0]).address;
+      if (impl_->attention.count(grp.ops[0]))
+        for (unsigned t = 0; t < tgt.tiles; ++t)
+          e.attention_consts_.push_back(impl_->attention.at(grp.ops[0]).at(dev_.stack_near(t)).address);
       const Op& anchor = g_.ops()[static_cast<std::size_t>(grp.ops[0])];
       std::string name = anchor.name;
       if (grp.prologue >= 0) name = g_.ops()[static_cast<std::size_t>(grp.prologue)].name + ">" + name;
