@@ -30,6 +30,13 @@ std::string platform_file(const std::string& name, const std::string& json) {
 
 const std::string kT1 = std::string(TESSERA_SOURCE_DIR) + "/platform/t1.json";
 
+// A command line refused before anything runs: exit 2, `why` in its line.
+void expect_refused(const std::string& args, const std::string& why) {
+  const Outcome r = vp(args);
+  EXPECT_EQ(r.code, 2) << args;
+  EXPECT_NE(r.err.find(why), std::string::npos) << args << ": " << r.err;
+}
+
 
 // A program that passes through HTIF: tohost = 1 at 0x80001000.
 ElfSpec passing_program(unsigned xlen) {
@@ -92,12 +99,8 @@ TEST(Cli, DemoSubcommandRunsTheModelAndChecksIt) {
   const std::string serve1 = served();
   EXPECT_NE(serve1.find("time to first token: p50"), std::string::npos) << serve1;
   EXPECT_EQ(serve1, served());
-  Outcome big = vp("demo --tiny --batch 65");
-  EXPECT_EQ(big.code, 2);
-  EXPECT_NE(big.err.find("--batch takes 1 to 64 sequences"), std::string::npos) << big.err;
-  Outcome bad = vp("demo --prompt 0");
-  EXPECT_EQ(bad.code, 2);
-  EXPECT_NE(bad.err.find("--prompt must be 1 to 256 tokens"), std::string::npos) << bad.err;
+  expect_refused("demo --tiny --batch 65", "--batch takes 1 to 64 sequences");
+  expect_refused("demo --prompt 0", "--prompt must be 1 to 256 tokens");
 }
 
 TEST(Cli, DemoServesATraceFileOrRefusesItsBadLines) {
@@ -437,10 +440,6 @@ TEST(Cli, DemoSpeculatesWithASmallDraftAtTheIssuesSpeed) {
   EXPECT_GE(speedup, 1.5) << r.out;
   EXPECT_GT(with_v, 1.0) << r.out;
   EXPECT_LE(std::fabs(gap), 10.0) << r.out;
-  Outcome alone = vp("demo --tiny --draft small");
-  EXPECT_EQ(alone.code, 2);
-  EXPECT_NE(alone.err.find("--draft goes with --speculate"), std::string::npos) << alone.err;
-  Outcome bad = vp("demo --tiny --speculate 2 --draft big");
-  EXPECT_EQ(bad.code, 2);
-  EXPECT_NE(bad.err.find("--draft takes first-layer"), std::string::npos) << bad.err;
+  expect_refused("demo --tiny --draft small", "--draft goes with --speculate");
+  expect_refused("demo --tiny --speculate 2 --draft big", "--draft takes first-layer");
 }
