@@ -6,9 +6,11 @@
 // read at once), a gate makes it the same whichever processes share the
 // simulation: one process or a system spread over MPI ranks.
 //
-// pass(key) from a thread: the callers of one instant and delta cycle wait
-// one delta, then go on one after another in key order (equal keys: in the
-// order they came), each running until it waits.
+// pass(key, tie) from a thread: the callers of one instant and delta cycle
+// wait one delta, then go on one after another in the order of key, then
+// tie (equal both: in the order they came, which SystemC decides: give
+// callers that may meet a tie that tells them apart), each running until
+// it waits.
 #pragma once
 
 #include <algorithm>
@@ -29,7 +31,7 @@ class InstantGate {
 
   // Only in windowed runs (sim::windowed(): a system of chips): a chip
   // alone has no other order to agree with and goes on at once.
-  void pass(std::uint64_t key) {
+  void pass(std::uint64_t key, std::uint64_t tie = 0) {
     if (!sim::windowed()) return;
     if (!opener_) {  // the process that opens the gate, made on first use
       sc_core::sc_spawn_options o;
@@ -40,21 +42,23 @@ class InstantGate {
       opener_ = true;
     }
     sc_core::sc_event go;
-    batch_.push_back({key, batch_.size(), &go});
+    batch_.push_back({key, tie, batch_.size(), &go});
     if (batch_.size() == 1) arrived_.notify(sc_core::SC_ZERO_TIME);
     sc_core::wait(go);
   }
 
  private:
   struct Waiter {
-    std::uint64_t key, seq;
+    std::uint64_t key, tie, seq;
     sc_core::sc_event* go;
   };
   void open() {
     std::vector<Waiter> now;
     now.swap(batch_);
     std::sort(now.begin(), now.end(),
-              [](const Waiter& a, const Waiter& b) { return a.key != b.key ? a.key < b.key : a.seq < b.seq; });
+              [](const Waiter& a, const Waiter& b) {
+                return a.key != b.key ? a.key < b.key : a.tie != b.tie ? a.tie < b.tie : a.seq < b.seq;
+              });
     for (const Waiter& w : now) w.go->notify();  // runnable in this order
   }
   bool opener_ = false;

@@ -154,20 +154,21 @@ void Noc::b_transport(int id, tlm::tlm_generic_payload& trans, sc_core::sc_time&
   ++transactions_;
   const unsigned src = initiator_nodes_.at(static_cast<unsigned>(id)), len = trans.get_data_length();
   // Packets of one instant in address order: the same whichever initiator
-  // ran first then.
-  const std::uint64_t order = addr << 1 | (trans.is_write() ? 1 : 0);
-  gate_.pass(std::uint64_t(src) << 56 | order);
+  // ran first then (initiators of one node, or answers from one target to
+  // several that asked for one address at once: by initiator).
+  const std::uint64_t order = addr << 1 | (trans.is_write() ? 1 : 0), who = static_cast<std::uint64_t>(id);
+  gate_.pass(std::uint64_t(src) << 56 | order, who);
   carry(src, t->node, trans.is_write() ? len : 0, 0, order);
   trans.set_address(addr - t->base);
   sc_core::sc_time d = sc_core::SC_ZERO_TIME;
   if (target_gates_.size() <= index) target_gates_.resize(index + 1);
   if (!target_gates_[index]) target_gates_[index] = std::make_unique<InstantGate>();
-  target_gates_[index]->pass(std::uint64_t(src) << 56 | order);
+  target_gates_[index]->pass(std::uint64_t(src) << 56 | order, who);
   target_side[index]->b_transport(trans, d);
   trans.set_address(addr);
   sc_core::wait(d);
   if (trans.get_response_status() != tlm::TLM_OK_RESPONSE) ++errors_;
-  gate_.pass(std::uint64_t(t->node) << 56 | order);
+  gate_.pass(std::uint64_t(t->node) << 56 | order, who);
   carry(t->node, src, trans.is_read() ? len : 0, config_.net.classes > 1 ? 1 : 0, order);
 }
 

@@ -26,6 +26,7 @@ constexpr int kFreed = 1;   // a GEMM is done with its B buffer: the load two ch
 constexpr int kGemmed = 2;  // a block's last GEMM is done: its epilogue (or its store) may start
 constexpr int kDone = 3;    // a block's last vector op is done: its store may start
 constexpr int kPrologue = 4;  // a matmul's prologue: A's rows loaded, then normed and cast
+constexpr unsigned kChipSem = 12;  // the chips' hand-over of a moe op (Options::peers)
 
 Fmt fmt_of(DType t) {
   switch (t) {
@@ -121,19 +122,52 @@ Target target(const rt::Device& dev, unsigned tiles) {
   return t;
 }
 
+namespace {
+
+// Where a chip's planes of a moe op lie (choice j, slice s, its slices':
+// P = K S of them on one chip): each stack's slices' planes in one buffer,
+// a plane apart (`stride`), so that the combine loads a block of all of a
+// stack's planes with one descriptor (its chunks in flight together) into
+// consecutive scratchpad slots. `slot` maps the sum's order (j, then s)
+// to the slot. With peers, the device's runs end with one of the peers'
+// sums.
+struct Planes {
+  struct Run {
+    std::uint64_t base = 0;  // the first plane
+    unsigned planes = 0;
+  };
+  std::vector<Run> runs;  // by stack, their slots one after another
+  std::vector<unsigned> slot;
+  std::uint64_t stride = 0;
+};
+
+}  // namespace
+
 struct Executable::Impl {
-  std::vector<rt::Buffer> owned;
+  std::vector<std::pair<rt::Device*, rt::Buffer>> owned;  // on the device or a peer
   std::map<int, rt::Buffer> plain;                          // inputs and weights, as they are
   std::map<std::pair<std::size_t, unsigned>, rt::Buffer> panels;   // (group, first column): a matmul's B columns
   std::vector<rt::Buffer> arenas;                           // by stack: the groups' outputs
   std::vector<rt::GraphExec> execs;  // the graph in launches of at most kNodesPerLaunch nodes
-  std::vector<std::size_t> node_group;  // by device node: its group (a moe group runs as two nodes)
-  // By moe op: its split over the tiles, its slice table, and where the
-  // planes (choice j, slice s) of its sums lie.
+  std::vector<std::size_t> node_group;  // by device node: its group (a moe group runs as two nodes, three with peers)
+  std::vector<rt::GraphExec> peer_execs;  // by peer: its graph (its share of the moe ops), one launch
+  std::vector<rt::Buffer> ones;           // by chip (0 the device): a word holding 1, what signals a semaphore
+  unsigned tiles = 0;                     // the tiles a node spans
+  // By moe op: its split over the tiles, its slice table on each chip, and
+  // where the planes (choice j, slice s) of its sums lie (on the device).
   struct Moe {
+    unsigned chips = 1;  // over which its slices spread (the device, then its peers)
     rt::MoeSplit split;
-    rt::Buffer table;
-    std::vector<std::uint64_t> planes;  // by j * S + s
+    std::vector<rt::Buffer> tables;  // by chip
+    Planes planes;
+    // By peer: the rows and the router's output the device pushes to it,
+    // and its slices' planes (summed on the peer into the device's run of
+    // the peers' sums).
+    struct Copy {
+      rt::Buffer rows, route;
+      Planes planes;
+    };
+    std::vector<Copy> copies;
   };
   std::map<int, Moe> moe;
   std::map<int, std::vector<rt::Buffer>> attention;  // by attention op, by stack: its constants (T scales, then the T x T causal mask)
@@ -143,8 +177,13 @@ struct Executable::Impl {
   std::map<int, std::uint64_t> at;  // an input's or output's offset in its buffer
 
   rt::Buffer alloc(rt::Device& d, std::uint64_t bytes, unsigned stack) {
-    owned.push_back(d.alloc(std::max<std::uint64_t>(bytes, 64), stack));
-    return owned.back();
+    owned.emplace_back(&d, d.alloc(std::max<std::uint64_t>(bytes, 64), stack));
+    return owned.back().second;
+  }
+  void free_all(rt::Device& dev, const std::vector<Options::Peer>& peers) {
+    for (const rt::GraphExec& x : execs) dev.free(x);
+    for (std::size_t k = 0; k < peer_execs.size(); ++k) peers[k].dev->free(peer_execs[k]);
+    for (const auto& [d, b] : owned) d->free(b);
   }
 };
 
@@ -448,10 +487,53 @@ class Emitter {
     }
   }
 
-  // A moe op's sums: each block of the part, every plane (choice j, slice
-  // s, in that order) loaded, added into the first one by one, stored.
+  // A block of every plane of `pl` at `at` (a descriptor per run; the
+  // queue runs in order, so the last one signals kLoaded where `signal`
+  // says), added into slot 0 in the sum's order, the last add signalling
+  // `done`. The sum is in scratchpad buffer p0.
+  void add_planes(TileProgram& p, const Planes& pl, std::uint64_t at, unsigned D, unsigned mr, unsigned nr, bool signal, int done) {
+    const unsigned P = static_cast<unsigned>(pl.slot.size());
+    auto slot = [&](unsigned q) { return spm_.at(fmt::format("p{}", pl.slot[q])); };
+    unsigned first = 0;
+    for (std::size_t r = 0; r < pl.runs.size(); ++r) {
+      const Planes::Run& run = pl.runs[r];
+      TileProgram::Dma d = block_dma(run.base + at, D * 4, DType::f32, spm_.at(fmt::format("p{}", first)), DType::f32, mr, nr);
+      if (run.planes > 1) {
+        d.count2 = run.planes, d.sstride2 = static_cast<std::uint32_t>(pl.stride);
+        d.dstride1 = nr * 4, d.dstride2 = spm_.at("p1") - spm_.at("p0");
+      }
+      p.dma(d, r + 1 == pl.runs.size() && signal ? Sem{-1, kLoaded} : Sem{});
+      first += run.planes;
+    }
+    for (unsigned q = 1; q < P; ++q) {
+      TileProgram::Vec v;
+      v.op = VecOp::add, v.rows = mr, v.cols = nr, v.src0 = slot(0), v.src1 = slot(q);
+      v.dst = v.src0;
+      p.vec(v, Sem{q == 1 ? kLoaded : -1, q + 1 == P ? done : -1});
+    }
+  }
+
+ public:
+  // A peer's share of a moe op's sums: each block of the part, the peer's
+  // planes `pl` added (add_planes), stored at `out` (the device's plane
+  // for this peer's sums, a global address).
+  void peer_sum(TileProgram& p, const Part& part, const Planes& pl, std::uint64_t out) {
+    const unsigned D = out_cols(), P = static_cast<unsigned>(pl.slot.size());
+    for (unsigned m0 = part.r0; m0 < part.r1; m0 += t_.mb)
+      for (unsigned n0 = part.c0; n0 < part.c1; n0 += t_.nb) {
+        const unsigned mr = std::min(t_.mb, part.r1 - m0), nr = std::min(t_.nb, part.c1 - n0);
+        const std::uint64_t at = (std::uint64_t{m0} * D + n0) * 4;
+        add_planes(p, pl, at, D, mr, nr, true, kDone);
+        p.store_rows(spm_.at("p0"), out + at, D * 4, mr, nr * 4, Sem{P > 1 ? kDone : kLoaded});
+        p.drain();  // the buffers are reused
+      }
+  }
+
+ private:
+  // A moe op's sums: each block of the part, every plane loaded and added
+  // (add_planes), the chain after it (a residual), stored.
   void combine(TileProgram& p, const Part& part) {
-    const unsigned D = out_cols(), P = static_cast<unsigned>(planes_->size());
+    const unsigned D = out_cols(), P = static_cast<unsigned>(planes_->slot.size());
     const bool chained = grp_.ops.size() > 1;  // a chain after the sum (a residual): its operands load last
     int loads = 0;  // the chain's side operands
     for (std::size_t j = 1; j < sides_.size(); ++j) loads += sides_[j] >= 0;
@@ -459,15 +541,7 @@ class Emitter {
       for (unsigned n0 = part.c0; n0 < part.c1; n0 += t_.nb) {
         const unsigned mr = std::min(t_.mb, part.r1 - m0), nr = std::min(t_.nb, part.c1 - n0);
         const std::uint64_t at = (std::uint64_t{m0} * D + n0) * 4;
-        for (unsigned q = 0; q < P; ++q)
-          load_block(p, (*planes_)[q] + at, D * 4, DType::f32, spm_.at(fmt::format("p{}", q)), DType::f32, mr, nr,
-                     q > 0 || (P == 1 && !loads) ? Sem{-1, kLoaded} : Sem{});
-        for (unsigned q = 1; q < P; ++q) {
-          TileProgram::Vec v;
-          v.op = VecOp::add, v.rows = mr, v.cols = nr, v.src0 = spm_.at("p0"), v.src1 = spm_.at(fmt::format("p{}", q));
-          v.dst = v.src0;
-          p.vec(v, Sem{kLoaded, q + 1 == P && !chained ? kDone : -1});
-        }
+        add_planes(p, *planes_, at, D, mr, nr, P > 1 || !loads, chained ? -1 : kDone);
         std::uint32_t result = spm_.at("p0");
         if (chained) {
           // The side operands (each its last descriptor signalling), then the
@@ -532,7 +606,7 @@ class Emitter {
   std::function<void(TileProgram&)> pending_;
 
  public:
-  const std::vector<std::uint64_t>* planes_ = nullptr;  // a moe group's: where its planes lie
+  const Planes* planes_ = nullptr;  // a moe group's: where its planes lie
   std::vector<std::uint64_t> attention_consts_;          // an attention group's constants, by tile (its stack's copy)
 };
 
@@ -576,18 +650,46 @@ Executable::Executable(rt::Device& dev, const rt::Kernel& program, Graph g, cons
       weights_(o.weights ? o.weights : std::make_shared<WeightStore>(dev)), impl_(std::make_unique<Impl>()) {
   if (g_.outputs().empty()) throw std::invalid_argument("compiler: the graph has no outputs");
   const Target tgt = target(dev_, o.tiles);
+  // The peers: chips of the device's system, each like the device.
+  for (std::size_t k = 0; k < o.peers.size(); ++k) {
+    Options::Peer p = o.peers[k];
+    if (!p.dev) throw std::invalid_argument(fmt::format("compiler: peer {} is no device", k));
+    if (p.dev->chips() != dev_.chips() || p.dev->chip() == dev_.chip() || p.dev->chip() >= dev_.chips())
+      throw std::invalid_argument(fmt::format("compiler: peer {} is chip {} of {}; the device is chip {} of {} (peers are the other "
+                                              "chips of its system)", k, p.dev->chip(), p.dev->chips(), dev_.chip(), dev_.chips()));
+    for (const Options::Peer& q : peers_)
+      if (q.dev->chip() == p.dev->chip()) throw std::invalid_argument(fmt::format("compiler: chip {} is a peer twice", p.dev->chip()));
+    if (p.dev->tiles() < tgt.tiles || p.dev->hbm_stacks() != dev_.hbm_stacks())
+      throw std::invalid_argument(fmt::format("compiler: peer chip {} has {} tiles and {} stacks; the device's work needs {} and {}",
+                                              p.dev->chip(), p.dev->tiles(), p.dev->hbm_stacks(), tgt.tiles, dev_.hbm_stacks()));
+    for (unsigned t = 0; t < tgt.tiles; ++t)
+      if (p.dev->stack_near(t) != dev_.stack_near(t))
+        throw std::invalid_argument(fmt::format("compiler: peer chip {}'s tile {} is nearest stack {}, the device's {}", p.dev->chip(),
+                                                t, p.dev->stack_near(t), dev_.stack_near(t)));
+    if (!p.weights) p.weights = std::make_shared<WeightStore>(*p.dev);
+    peers_.push_back(std::move(p));
+  }
+  const unsigned chips = 1 + static_cast<unsigned>(peers_.size());
+  auto chip_dev = [&](unsigned c) -> rt::Device& { return c ? *peers_[c - 1].dev : dev_; };
   groups_ = fuse(g_, o.fuse);
   if (o.narrow) narrow_storage(g_, groups_);
   if (o.fuse) fuse_prologues(g_, groups_), fuse_routes(g_, groups_);
   // Each moe op's split of its experts over the tiles (the kernel's), at
   // least as many slices as spread one token's choices over every tile.
+  // With peers, an op of up to a block of rows (TKP_MOE_BLOCK) spreads its
+  // slices over every chip; a longer one stays on the device: past a block
+  // each tile gathers and stores its experts' rows one by one however thin
+  // its slices, and the chips' sums only add traffic (a 256-token prompt of
+  // the main job on four chips: 9.38 us/token spread, 8.40 on one chip).
   for (std::size_t i = 0; i < g_.ops().size(); ++i) {
     const Op& op = g_.ops()[i];
     if (op.kind != OpKind::moe) continue;
     const Tensor &X = g_.tensor(op.in[0]), &W1 = g_.tensor(op.in[2]);
+    Impl::Moe& m = impl_->moe[static_cast<int>(i)];
+    m.chips = X.rows() <= TKP_MOE_BLOCK ? chips : 1;
     try {
-      impl_->moe[static_cast<int>(i)].split = rt::MoeSplit::plan(dev_, tgt.tiles, W1.shape[0], W1.shape[2], X.cols(),
-                                                                 static_cast<unsigned>(X.rows()), (tgt.tiles + op.k - 1) / op.k);
+      m.split = rt::MoeSplit::plan(dev_, tgt.tiles, W1.shape[0], W1.shape[2], X.cols(), static_cast<unsigned>(X.rows()),
+                                   (m.chips * tgt.tiles + op.k - 1) / op.k, m.chips);
     } catch (const rt::UsageError& e) {
       throw std::invalid_argument(fmt::format("compiler: moe '{}': {}", op.name, e.what()));
     }
@@ -666,18 +768,54 @@ Executable::Executable(rt::Device& dev, const rt::Kernel& program, Graph g, cons
         }
       }
     }
-    // A moe op's experts in slices near the tiles that run them, its
-    // planes (per slice: K x T rows of D, FP32) and its slice table.
+    // A moe op's experts in slices near the tiles that run them (with
+    // peers, slice s on chip (s mod C Q) / Q, C chips of Q stacks), its
+    // planes on the device (per slice: K x T rows of D, FP32) and its slice
+    // table on each chip (a peer's: its own slices' weights, the planes'
+    // global addresses).
     for (auto& [index, m] : impl_->moe) {
       const Op& op = g_.ops()[static_cast<std::size_t>(index)];
       const Tensor &X = g_.tensor(op.in[0]), &W1 = g_.tensor(op.in[2]), &W3 = g_.tensor(op.in[3]), &W2 = g_.tensor(op.in[4]);
       const unsigned E = W1.shape[0], D = X.cols(), F = W1.shape[2], T = static_cast<unsigned>(X.rows());
       const unsigned S = m.split.slices, Fs = F / S, Q = static_cast<unsigned>(m.split.stacks.size());
+      // Chip c holds slices c Q + q + k C Q (k < S / C Q): slice s's K
+      // planes (the kernel writes choice j a plane after choice 0) in stack
+      // q's buffer of chip c's from plane k K. The sum's order on a chip:
+      // choice j, then its slices in order (k, then q).
+      const unsigned mine = S / (m.chips * Q), per_stack = mine * op.k;
       std::vector<std::uint64_t> partials(S);
-      for (unsigned sl = 0; sl < S; ++sl) partials[sl] = impl_->alloc(dev_, 4ull * op.k * T * D, m.split.stacks[sl % Q]).address;
-      for (unsigned j = 0; j < op.k; ++j)
-        for (unsigned sl = 0; sl < S; ++sl) m.planes.push_back(partials[sl] + 4ull * j * T * D);
-      std::vector<std::uint32_t> table;
+      std::vector<unsigned> homes(S);
+      for (unsigned c = 0; c < m.chips; ++c) {
+        Planes pl;
+        pl.stride = 4ull * T * D;
+        for (unsigned q = 0; q < Q; ++q) {
+          const rt::Buffer b = impl_->alloc(chip_dev(c), per_stack * pl.stride, m.split.stacks[q]);
+          pl.runs.push_back({b.address, per_stack});
+          for (unsigned k = 0; k < mine; ++k) {
+            const unsigned sl = c * Q + q + k * m.chips * Q;
+            partials[sl] = b.address + std::uint64_t{k} * op.k * pl.stride, homes[sl] = c;
+          }
+        }
+        for (unsigned j = 0; j < op.k; ++j)
+          for (unsigned k = 0; k < mine; ++k)
+            for (unsigned q = 0; q < Q; ++q) pl.slot.push_back(q * per_stack + k * op.k + j);
+        if (c == 0 && m.chips > 1) {  // then the peers' sums
+          const rt::Buffer b = impl_->alloc(dev_, (m.chips - 1) * pl.stride, m.split.stacks[0]);
+          pl.runs.push_back({b.address, m.chips - 1});
+          for (unsigned k = 0; k + 1 < m.chips; ++k) pl.slot.push_back(Q * per_stack + k);
+        }
+        if (c == 0) {
+          m.planes = std::move(pl);
+        } else {
+          Impl::Moe::Copy cp;
+          cp.rows = impl_->alloc(chip_dev(c), 2ull * T * D, m.split.stacks[0]);
+          cp.route = impl_->alloc(chip_dev(c), 8ull * op.k * T, m.split.stacks[0]);
+          cp.planes = std::move(pl);
+          m.copies.push_back(std::move(cp));
+        }
+      }
+      if (m.chips > 1) g_.split_experts(index, S, homes);
+      std::vector<std::vector<std::uint32_t>> tables(m.chips);
       const std::string keys[3] = {weight_key(W1), weight_key(W3), weight_key(W2)};
       for (unsigned e = 0; e < E; ++e)
         for (unsigned sl = 0; sl < S; ++sl) {
@@ -694,17 +832,32 @@ Executable::Executable(rt::Device& dev, const rt::Kernel& program, Graph g, cons
             }
             return encode(w, DType::bf16);
           };
-          const unsigned stack = m.split.stacks[sl % Q];
-          for (int which = 0; which < 3; ++which) {
-            const rt::Buffer b = weights_->get(fmt::format("{}|expert {} slice {} of {}|{}", keys[which], e, sl, S, stack), stack,
-                                               [&] { return slice(which); });
-            table.push_back(rt::lo(b.address)), table.push_back(rt::hi(b.address));
+          const unsigned stack = m.split.stacks[sl % Q], home = homes[sl];
+          WeightStore& store = home ? *peers_[home - 1].weights : *weights_;
+          for (unsigned c = 0; c < m.chips; ++c)
+            for (int which = 0; which < 3; ++which) {
+              const std::uint64_t a =
+                  c != home ? 0
+                            : store.get(fmt::format("{}|expert {} slice {} of {}|{}", keys[which], e, sl, S, stack), stack,
+                                        [&] { return slice(which); }).address;
+              tables[c].push_back(rt::lo(a)), tables[c].push_back(rt::hi(a));
+            }
+          for (unsigned c = 0; c < m.chips; ++c) {
+            const std::uint64_t a = c == home ? partials[sl] : 0;
+            tables[c].push_back(rt::lo(a)), tables[c].push_back(rt::hi(a));
           }
-          table.push_back(rt::lo(partials[sl])), table.push_back(rt::hi(partials[sl]));
         }
-      m.table = impl_->alloc(dev_, table.size() * 4, m.split.stacks[0]);
-      dev_.write(m.table, table.data(), table.size() * 4);
+      for (unsigned c = 0; c < m.chips; ++c) {
+        m.tables.push_back(impl_->alloc(chip_dev(c), tables[c].size() * 4, m.split.stacks[0]));
+        chip_dev(c).write(m.tables[c], tables[c].data(), tables[c].size() * 4);
+      }
     }
+    if (chips > 1)
+      for (unsigned c = 0; c < chips; ++c) {
+        const std::vector<std::uint32_t> ones(tgt.tiles, 1);
+        impl_->ones.push_back(impl_->alloc(chip_dev(c), 4ull * tgt.tiles, 0));
+        chip_dev(c).write(impl_->ones[c], ones.data(), 4ull * tgt.tiles);
+      }
     // An attention's constants: the rows' scales, the causal mask of the
     // new rows (0, or -inf above the diagonal), a row of -inf; its worst
     // case (the whole cache) must fit the kernel's scratchpad.
@@ -742,6 +895,9 @@ Executable::Executable(rt::Device& dev, const rt::Kernel& program, Graph g, cons
       if (!s) throw std::logic_error(fmt::format("compiler: tensor '{}' has no place in HBM", g_.tensor(t).name));
       return impl_->arenas[s->stack].address + s->offset;
     };
+    impl_->tiles = tgt.tiles;
+    std::vector<rt::Graph> peer_graphs(peers_.size());  // by peer: its share of the moe ops
+    bool handed_over = false;                           // a moe op before this one ran on the peers too
     for (std::size_t gi = 0; gi < groups_.size(); ++gi) {
       const Group& grp = groups_[gi];
       const SpmPlan spm = plan_spm(g_, grp, tilings_[gi], tgt.spm_base);
@@ -755,20 +911,95 @@ Executable::Executable(rt::Device& dev, const rt::Kernel& program, Graph g, cons
       for (std::size_t j = 1; j < grp.ops.size(); ++j) name += "+" + g_.ops()[static_cast<std::size_t>(grp.ops[j])].name;
       if (anchor.kind == OpKind::moe) {
         // The experts on every tile (the program kernel's moe_experts()),
-        // then the combine.
+        // then the combine. With peers, every chip's tiles take their
+        // slices. Once the rows and the router's choices are there, a tile
+        // of the device's per peer (tile (c - 1) mod tiles for peer c)
+        // pushes them to the peer and signals each of its tiles (at the
+        // first moe op, after each of those has signalled that it runs: a
+        // launch clears a tile's semaphores). The peer's tiles compute
+        // their slices into planes of their own; a node of the peer's sends
+        // them to the device's planes in bulk, a tile per stack, each then
+        // signalling the device's tile 0; a node of the device's
+        // (".gather") waits for them all before the combine reads the planes.
         const Impl::Moe& m = impl_->moe.at(grp.ops[0]);
         const Tensor &X = g_.tensor(anchor.in[0]), &W1 = g_.tensor(anchor.in[2]);
         const std::uint64_t route = addr(anchor.in[1]), x = addr(anchor.in[0]);
+        const unsigned Q = static_cast<unsigned>(m.split.stacks.size()), T = static_cast<unsigned>(X.rows()), D = X.cols();
+        auto words = [&](unsigned c, unsigned t) {
+          const std::uint64_t r = c ? m.copies[c - 1].route.address : route, xs = c ? m.copies[c - 1].rows.address : x;
+          const std::uint64_t tb = m.tables[c].address;
+          return std::vector<std::uint32_t>{rt::lo(r), rt::hi(r), rt::lo(xs), rt::hi(xs), rt::lo(tb), rt::hi(tb), D,
+                                            W1.shape[2] / m.split.slices, W1.shape[0] | T << 16, m.split.slices, m.chips * Q,
+                                            c * Q + m.split.words[t].first, m.split.words[t].second, anchor.k};
+        };
+        auto copy = [](TileProgram& p, std::uint64_t from, std::uint64_t to, std::uint32_t bytes) {
+          TileProgram::Dma d;
+          d.src = from, d.dst = to, d.len0 = bytes;
+          p.dma(d);
+        };
+        // Semaphore kChipSem of every tile of chip c, from chip `from`: one
+        // descriptor where their registers lie evenly apart.
+        auto signal_all = [&](TileProgram& p, unsigned from, unsigned c) {
+          const std::uint64_t s0 = chip_dev(c).semaphore(0, kChipSem);
+          const std::uint64_t step = tgt.tiles > 1 ? chip_dev(c).semaphore(1, kChipSem) - s0 : 0;
+          bool even = step > 0 && step <= 0xffffffffu;
+          for (unsigned u = 2; u < tgt.tiles && even; ++u) even = chip_dev(c).semaphore(u, kChipSem) == s0 + u * step;
+          TileProgram::Dma d;
+          d.src = impl_->ones[from].address, d.dst = s0, d.len0 = 4;
+          if (even) {
+            d.count1 = tgt.tiles, d.sstride1 = 4, d.dstride1 = static_cast<std::uint32_t>(step);
+            p.dma(d);
+          } else {
+            for (unsigned u = 0; u < tgt.tiles; ++u) d.dst = chip_dev(c).semaphore(u, kChipSem), p.dma(d);
+          }
+        };
+        auto signaller = [&](unsigned c) { return (c - 1) % tgt.tiles; };
         std::vector<std::pair<unsigned, TileProgram>> experts;
         for (unsigned t = 0; t < tgt.tiles; ++t) {
           TileProgram p;
-          p.moe({rt::lo(route), rt::hi(route), rt::lo(x), rt::hi(x), rt::lo(m.table.address), rt::hi(m.table.address), X.cols(),
-                 W1.shape[2] / m.split.slices, W1.shape[0] | static_cast<std::uint32_t>(X.rows()) << 16, m.split.slices,
-                 static_cast<std::uint32_t>(m.split.stacks.size()), m.split.words[t].first, m.split.words[t].second, anchor.k});
+          for (unsigned c = 1; c < m.chips; ++c) {
+            if (signaller(c) != t) continue;
+            if (!handed_over)
+              for (unsigned i = 0; i < tgt.tiles; ++i) p.wait(kChipSem);
+            copy(p, x, chip_dev(c).global(m.copies[c - 1].rows), 2 * T * D);
+            copy(p, route, chip_dev(c).global(m.copies[c - 1].route), 8 * anchor.k * T);
+            signal_all(p, 0, c);
+          }
+          p.moe(words(0, t));
           experts.emplace_back(t, std::move(p));
         }
         dgraph_.node(name + ".experts", std::move(experts));
         impl_->node_group.push_back(gi);
+        if (m.chips > 1) {
+          const std::vector<Part>& parts = tilings_[gi].parts;
+          TileProgram gather;
+          for (std::size_t i = 0; i < (m.chips - 1) * parts.size(); ++i) gather.wait(kChipSem);
+          dgraph_.node(name + ".gather", {{0u, std::move(gather)}});
+          impl_->node_group.push_back(gi);
+          const std::uint64_t back = dev_.semaphore(0, kChipSem);
+          const std::uint64_t sums = dev_.global(rt::Buffer{m.planes.runs.back().base, 0, dev_.chip()});
+          for (unsigned c = 1; c < m.chips; ++c) {
+            const std::uint64_t ready = dev_.semaphore(signaller(c), kChipSem);
+            std::vector<std::pair<unsigned, TileProgram>> share, sum;
+            for (unsigned t = 0; t < tgt.tiles; ++t) {
+              TileProgram p;
+              if (!handed_over) copy(p, impl_->ones[c].address, ready, 4);
+              p.wait(kChipSem).moe(words(c, t));
+              share.emplace_back(t, std::move(p));
+            }
+            // The peer's planes summed as the combine's tiling has it, into
+            // the device's plane of this peer's sums; each tile then signals.
+            for (const Part& part : parts) {
+              TileProgram p;
+              e.peer_sum(p, part, m.copies[c - 1].planes, sums + (c - 1) * m.planes.stride);
+              copy(p, impl_->ones[c].address, back, 4);
+              sum.emplace_back(part.tile, std::move(p));
+            }
+            peer_graphs[c - 1].node(name + ".experts", std::move(share));
+            peer_graphs[c - 1].node(name + ".sum", std::move(sum));
+          }
+          handed_over = true;
+        }
         e.planes_ = &m.planes;
         name += ".combine";
       }
@@ -779,23 +1010,29 @@ Executable::Executable(rt::Device& dev, const rt::Kernel& program, Graph g, cons
     }
     // A device graph holds at most TKP_MARKS_MAX - 1 nodes: a longer one
     // runs as several, launched one after another.
+    // With peers, one launch each: a launch between two of a moe op's
+    // nodes would clear the semaphore the peers signal.
     constexpr std::size_t kNodesPerLaunch = TKP_MARKS_MAX - 1;
+    if (chips > 1 && dgraph_.nodes().size() > kNodesPerLaunch)
+      throw std::invalid_argument(fmt::format("compiler: on {} chips a graph runs as one launch, at most {} device nodes, not {}", chips,
+                                              kNodesPerLaunch, dgraph_.nodes().size()));
     for (std::size_t k = 0; k < dgraph_.nodes().size(); k += kNodesPerLaunch) {
       rt::Graph part;
       for (std::size_t j = k; j < std::min(dgraph_.nodes().size(), k + kNodesPerLaunch); ++j)
         part.node(dgraph_.nodes()[j].name, dgraph_.nodes()[j].per_tile);
       impl_->execs.push_back(dev_.instantiate(part));
     }
+    for (std::size_t k = 0; k < peers_.size() && !peer_graphs[k].nodes().empty(); ++k)
+      impl_->peer_execs.push_back(peers_[k].dev->instantiate(peer_graphs[k]));
   } catch (...) {
-    for (const rt::Buffer& b : impl_->owned) dev_.free(b);
+    impl_->free_all(dev_, peers_);
     throw;
   }
 }
 
 Executable::~Executable() {
   try {
-    for (const rt::GraphExec& x : impl_->execs) dev_.free(x);
-    for (const rt::Buffer& b : impl_->owned) dev_.free(b);
+    impl_->free_all(dev_, peers_);
   } catch (...) {  // a device that failed may refuse; nothing to do then
   }
 }
@@ -811,13 +1048,41 @@ std::map<std::string, std::vector<float>> Executable::run(const std::map<std::st
       }
     dev_.write(impl_->inputs, staged.data(), staged.size());
   }
-  const nlohmann::ordered_json before = dev_.stats();
+  const std::size_t P = impl_->peer_execs.size();  // the peers with work
+  std::vector<nlohmann::ordered_json> before{dev_.stats()};
+  for (std::size_t k = 0; k < P; ++k) before.push_back(peers_[k].dev->stats());
   const double t0 = dev_.simulated_seconds();
-  std::vector<rt::Event> launched;  // all queued (stream 0 runs them in order), then each waited for
+  // All queued (stream 0 runs them in order), the device's first (see the
+  // hand-over in the constructor), then each waited for.
+  std::vector<rt::Event> launched;
   for (const rt::GraphExec& x : impl_->execs) launched.push_back(dev_.launch_graph(program_, x));
-  for (const rt::Event& e : launched) dev_.wait(e);
+  std::vector<rt::Event> peer_launched;
+  for (std::size_t k = 0; k < P; ++k) peer_launched.push_back(peers_[k].dev->launch_graph(peers_[k].program, impl_->peer_execs[k]));
+  try {
+    for (const rt::Event& e : launched) dev_.wait(e);
+  } catch (const rt::DeviceError&) {
+    // The peers' tiles wait for the device's: every hand-over given to
+    // them at once, and they are waited for (whatever they then make of
+    // the rows), so that no launch of theirs outlives the run.
+    for (std::size_t k = 0; k < P; ++k)
+      for (unsigned t = 0; t < impl_->tiles; ++t)
+        peers_[k].dev->write32(peers_[k].dev->semaphore(t, kChipSem), static_cast<std::uint32_t>(impl_->moe.size()));
+    for (std::size_t k = 0; k < P; ++k) {
+      try {
+        peers_[k].dev->wait(peer_launched[k]);
+      } catch (const rt::DeviceError&) {
+      }
+    }
+    throw;
+  }
+  for (std::size_t k = 0; k < P; ++k) peers_[k].dev->wait(peer_launched[k]);
   last_seconds_ = dev_.simulated_seconds() - t0;
-  last_bound_ = dev_.roofline(before, dev_.stats());
+  last_bound_ = dev_.roofline(before[0], dev_.stats());
+  last_bound_chip_ = 0;
+  for (std::size_t k = 0; k < P; ++k) {
+    roofline::Report r = peers_[k].dev->roofline(before[k + 1], peers_[k].dev->stats());
+    if (r.seconds() > last_bound_.seconds()) last_bound_ = std::move(r), last_bound_chip_ = static_cast<unsigned>(k + 1);
+  }
   std::map<std::string, std::vector<float>> out;
   std::vector<std::uint8_t> all(impl_->outputs.size);  // every output, read in one transfer
   dev_.read(impl_->outputs, all.data(), all.size());

@@ -69,6 +69,19 @@ struct Options {
   // Where the weights go (and come from, where another executable put them
   // there already); none: a store of this executable's own.
   std::shared_ptr<WeightStore> weights;
+  // Other chips of the device's system (rt::Cluster) that share the work:
+  // each moe op's experts are split over their tiles and the device's
+  // (tensor parallel: every chip holds its share of every expert's
+  // slices); the rows and the router's choices stay on the device, each
+  // chip's tiles read them and write their sums there, and the tiles of
+  // the chips hand the op over through each other's semaphores, the host
+  // not involved. Everything else runs on the device.
+  struct Peer {
+    rt::Device* dev = nullptr;
+    rt::Kernel program;                    // the program kernel, loaded on its tiles
+    std::shared_ptr<WeightStore> weights;  // its weights (none: a store of this executable's own)
+  };
+  std::vector<Peer> peers;
 };
 
 // The tiler's view of a device, from its roofline limits.
@@ -86,7 +99,8 @@ class Executable {
 
   // Runs the graph: `inputs` by name, FP32; returns the outputs by name
   // (as reference() gives them). A failing op throws rt::DeviceError naming
-  // its node (the group's first op) and tile; the device serves on.
+  // its node (the group's first op) and tile; the device serves on. With
+  // peers, each chip's graph is launched (the device's first) and waited for.
   std::map<std::string, std::vector<float>> run(const std::map<std::string, std::vector<float>>& inputs);
 
   const Graph& graph() const { return g_; }
@@ -98,9 +112,11 @@ class Executable {
   // as two device nodes, its experts and its combine: their sum).
   std::vector<double> node_seconds() const;
   // The last run's launch: its simulated seconds, and its roofline (the
-  // bound each resource sets on the work it did, and the binding one).
+  // bound each resource sets on the work it did, and the binding one; with
+  // peers, the chip's whose bound is the longest: last_bound_chip()).
   double last_seconds() const { return last_seconds_; }
   const roofline::Report& last_bound() const { return last_bound_; }
+  unsigned last_bound_chip() const { return last_bound_chip_; }  // 0 the device, k its peer k - 1
   // The ops of each tile's program, summed over the nodes.
   std::size_t device_ops() const;
   // Its state tensors' buffers by name (to share with Options::state; they
@@ -120,8 +136,10 @@ class Executable {
   rt::Graph dgraph_;
   double last_seconds_ = 0;
   roofline::Report last_bound_;
+  unsigned last_bound_chip_ = 0;
   std::map<std::string, rt::Buffer> state_;
   std::shared_ptr<WeightStore> weights_;
+  std::vector<Options::Peer> peers_;  // each with its weights' store
   std::unique_ptr<Impl> impl_;
 };
 

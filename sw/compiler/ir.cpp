@@ -504,12 +504,13 @@ void Graph::store_as(int t, DType dtype) {
   T.dtype = dtype;
 }
 
-void Graph::split_experts(int op, unsigned slices) {
+void Graph::split_experts(int op, unsigned slices, std::vector<unsigned> chips) {
   Op& o = ops_.at(static_cast<std::size_t>(op));
   const unsigned F = tensor(o.in[2]).shape[2];
-  if (o.kind != OpKind::moe || !slices || F % slices)
-    throw std::logic_error(fmt::format("graph: {}: no moe op to split in {} slices", o.name, slices));
+  if (o.kind != OpKind::moe || !slices || F % slices || (!chips.empty() && chips.size() != slices))
+    throw std::logic_error(fmt::format("graph: {}: no moe op to split in {} slices over {} chips", o.name, slices, chips.size()));
   o.slices = slices;
+  o.slice_chips = std::move(chips);
 }
 
 bool Graph::is_output(int t) const { return std::find(outputs_.begin(), outputs_.end(), t) != outputs_.end(); }

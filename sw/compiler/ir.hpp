@@ -96,6 +96,7 @@ struct Op {
   unsigned k = 0;                  // route: experts per token
   bool gate_softmax = true;        // route: gates are the softmax of the k chosen logits (else those values)
   unsigned slices = 0;             // moe: the compiler's split of F (the order the chip sums in; 0: not compiled, as 1)
+  std::vector<unsigned> slice_chips;  // moe: by slice, the chip that computes it (empty: all one chip's)
   unsigned groups = 0, topk_group = 0;  // route: group-limited (route_grouped), 0: plain
   float route_scale = 1;                // route_grouped: the gates' factor
   bool normalize = false;               // route_grouped: the gates divided by their sum first
@@ -219,7 +220,9 @@ class Graph {
   int moe(int x, int route, int w1, int w3, int w2, const std::string& name = "");
   // The compiler's split of a moe op's hidden layer into `slices` slices
   // (each summed into the output in turn): fixes the order of its sums.
-  void split_experts(int op, unsigned slices);
+  // Over several chips (`chips`, by slice: which computes it), each chip
+  // sums its slices' planes first, then the chips' sums are added in order.
+  void split_experts(int op, unsigned slices, std::vector<unsigned> chips = {});
   // Marks a tensor as an output of the graph (read back after a run).
   void output(int t);
 

@@ -103,7 +103,8 @@ namespace {
 // columns each): h1 = x.w1[e][:, s], h3 = x.w3[e][:, s] (FP32 sums, one
 // product at a time), a = bf16(silu(h1) * h3), y = a.w2[e][s, :], times
 // the gate; the plane of choice j and slice s added to the row's sum in
-// the order j = 0.., s = 0... The slices split F as the compiler does
+// the order j = 0.., s = 0... (over several chips: each chip's slices so,
+// then the chips' sums in order). The slices split F as the compiler does
 // (moe_slices), so the sums' order is the chip's.
 // route_grouped as the tile core computes it (program.c's route_grouped):
 // floats compared as values (ties to the lower index), sums in FP32.
@@ -186,11 +187,20 @@ std::vector<float> moe_reference(const Graph& g, const Op& op, const std::vector
       }
     }
   }
-  std::vector<float> out(std::size_t{T} * D);
+  // Each chip's planes summed (all of them, on one chip), then the chips' sums.
+  unsigned C = 1;
+  for (unsigned c : op.slice_chips) C = std::max(C, c + 1);
+  std::vector<float> out(std::size_t{T} * D), sum(D);
   for (unsigned t = 0; t < T; ++t)
-    for (unsigned q = 0; q < K * S; ++q) {
-      const std::vector<float>& p = planes[std::size_t{q} * T + t];
-      for (unsigned d = 0; d < D; ++d) out[std::size_t{t} * D + d] = q ? out[std::size_t{t} * D + d] + p[d] : p[d];
+    for (unsigned c = 0; c < C; ++c) {
+      bool first = true;
+      for (unsigned q = 0; q < K * S; ++q) {
+        if (!op.slice_chips.empty() && op.slice_chips[q % S] != c) continue;
+        const std::vector<float>& p = planes[std::size_t{q} * T + t];
+        for (unsigned d = 0; d < D; ++d) sum[d] = first ? p[d] : sum[d] + p[d];
+        first = false;
+      }
+      for (unsigned d = 0; d < D; ++d) out[std::size_t{t} * D + d] = c ? out[std::size_t{t} * D + d] + sum[d] : sum[d];
     }
   return out;
 }

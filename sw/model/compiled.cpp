@@ -73,10 +73,18 @@ Graph model_graph(const Config& c, const Weights& w, unsigned rows) {
   return g;
 }
 
-CompiledModel::CompiledModel(rt::Device& dev, const Config& c, const Weights& w) : dev_(dev), c_(c), w_(w), pages_(c, TKP_MOE_MAX_T) {
+CompiledModel::CompiledModel(rt::Device& dev, const Config& c, const Weights& w) : CompiledModel(std::vector<rt::Device*>{&dev}, c, w) {}
+
+CompiledModel::CompiledModel(const std::vector<rt::Device*>& chips, const Config& c, const Weights& w)
+    : dev_(*chips.at(0)), c_(c), w_(w), pages_(c, TKP_MOE_MAX_T) {
   if (c.fp8) throw rt::UsageError("model: the compiled model is BF16 (no --fp8 yet)");
-  program_ = dev.load_kernel(data_file(DataKind::kernels, "program.elf"), (1u << dev.tiles()) - 1);
-  weights_ = std::make_shared<compiler::WeightStore>(dev);
+  auto program = [](rt::Device& d) { return d.load_kernel(data_file(DataKind::kernels, "program.elf"), (1u << d.tiles()) - 1); };
+  program_ = program(dev_);
+  weights_ = std::make_shared<compiler::WeightStore>(dev_);
+  // As many chips as experts at most (as DeviceModel places them): past
+  // that the slices only grow thinner.
+  for (std::size_t k = 1; k < std::min<std::size_t>(chips.size(), std::max(1u, c.experts)); ++k)
+    peers_.push_back({chips[k], program(*chips[k]), std::make_shared<compiler::WeightStore>(*chips[k])});
 }
 
 CompiledModel::~CompiledModel() = default;
@@ -87,6 +95,7 @@ compiler::Executable& CompiledModel::executable(unsigned rows) {
   compiler::Options o;
   o.state = caches_;  // the first graph's caches, shared by the others
   o.weights = weights_;
+  o.peers = peers_;
   try {
     auto ex = std::make_unique<compiler::Executable>(dev_, program_, model_graph(c_, w_, rows), o);
     if (caches_.empty()) caches_ = ex->state();

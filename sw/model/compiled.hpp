@@ -1,6 +1,6 @@
 // The main job's model (Config, Weights: model.hpp) as a graph of the
 // compiler's IR (sw/compiler), built from the model's definition and
-// compiled for one chip, instead of DeviceModel's hand-written tile
+// compiled for one chip or a system's, instead of DeviceModel's hand-written tile
 // programs. Per layer: RMSNorm, the Q, K and V projections (one matmul),
 // attention over the layer's KV caches with Q and K rotated at the step's
 // positions (read on the chip), Wo and the residual, RMSNorm (its BF16
@@ -33,6 +33,10 @@ class CompiledModel : public Model {
  public:
   // Throws rt::UsageError for a configuration it does not build (FP8).
   CompiledModel(rt::Device& dev, const Config& c, const Weights& w);
+  // On the chips of a system (chips[0] runs the model; the tiles of every
+  // chip up to as many as there are experts take a share of each layer's
+  // experts: compiler::Options::peers).
+  CompiledModel(const std::vector<rt::Device*>& chips, const Config& c, const Weights& w);
   ~CompiledModel() override;
   using Model::step;
   std::vector<float> step(const std::vector<Seq>& batch, std::vector<std::uint32_t>* next,
@@ -51,7 +55,12 @@ class CompiledModel : public Model {
   // The steps compiled so far, and the bytes of weights they hold on the
   // device (one copy of each weight per layout their tilings ask for).
   std::size_t steps() const { return steps_.size(); }
-  std::uint64_t weight_bytes() const { return weights_->bytes(); }
+  unsigned chips() const { return 1 + static_cast<unsigned>(peers_.size()); }  // that run the experts
+  std::uint64_t weight_bytes() const {  // on every chip
+    std::uint64_t b = weights_->bytes();
+    for (const compiler::Options::Peer& p : peers_) b += p.weights->bytes();
+    return b;
+  }
 
  private:
   // Runs the step of tokens.size() rows; the logits, and each row's argmax in `rows_next`.
@@ -62,6 +71,7 @@ class CompiledModel : public Model {
   const Config& c_;
   const Weights& w_;
   rt::Kernel program_;
+  std::vector<compiler::Options::Peer> peers_;  // the other chips that take experts, each with its weights
   KvPages pages_;
   std::map<unsigned, std::unique_ptr<compiler::Executable>> steps_;
   std::map<std::string, rt::Buffer> caches_;

@@ -467,3 +467,56 @@ TEST(Model, TheCompiledModelGivesTheHandWrittenOnesTokensWithinTheBound) {
   compiled.step({3}, 12, &next, nullptr);
   EXPECT_LT(next, c.vocab);
 }
+
+namespace {
+
+// The compiled model on the first `chips` chips of a system against the
+// same model compiled for its chip 0 alone: the same tokens, every step
+// within the bound of the FP32 reference, every chip's tiles running
+// experts and holding its share of their weights.
+void compiled_on_chips(const std::string& system, unsigned chips) {
+  Config c = tiny();
+  c.experts = chips;  // every chip takes experts
+  const Weights w = Weights::random(c);
+  rt::Device::Options o;
+  o.platform = rt::Device::default_platform().substr(0, rt::Device::default_platform().rfind('/')) + "/" + system;
+  rt::Cluster cluster(o);
+  std::vector<rt::Device*> all;
+  for (unsigned k = 0; k < cluster.chips(); ++k) all.push_back(&cluster.chip(k));
+  CompiledModel one(*all[0], c, w), many(all, c, w);
+  EXPECT_EQ(many.chips(), chips);
+  Reference r1(c, w), r2(c, w);
+  unsigned d1 = 0, d2 = 0;
+  std::vector<std::uint32_t> a, b;
+  const auto before = cluster.stats();
+  const double worst = compare_steps(c, many, r1, {1, 17, 42, 200, 5}, 8, &d1, &a);
+  const auto after = cluster.stats();
+  compare_steps(c, one, r2, {1, 17, 42, 200, 5}, 8, &d2, &b);
+  std::printf("compiled tiny MoE on %u chips: max relative logit error %.3g, routing disagreements %u; decode %.2f us a step "
+              "(one chip %.2f)\n",
+              many.chips(), worst, d1, many.profile().kernels * 1e6 / 8, one.profile().kernels * 1e6 / 8);
+  EXPECT_LT(worst, 0.03);
+  EXPECT_LE(d1, 1u);
+  EXPECT_EQ(a, b);
+  for (unsigned k = 0; k < many.chips(); ++k) {
+    std::uint64_t macs = 0;
+    for (unsigned t = 0; t < 8; ++t) {
+      const std::string tile = "chip" + std::to_string(k) + ".tile" + std::to_string(t);
+      macs += after[tile]["tensor_macs_bf16"].get<std::uint64_t>() - before[tile]["tensor_macs_bf16"].get<std::uint64_t>();
+    }
+    EXPECT_GT(macs, 0u) << "chip " << k << " ran experts";
+  }
+  // Each chip holds its slices of the experts: over all chips the same
+  // bytes as one chip holding them all.
+  EXPECT_EQ(many.weight_bytes(), one.weight_bytes());
+  // A bad step is refused; the chips serve on.
+  EXPECT_THROW(many.step({c.vocab}, 13, nullptr, nullptr), rt::UsageError);
+  std::uint32_t next = 0;
+  many.step({3}, 12, &next, nullptr);
+  EXPECT_LT(next, c.vocab);
+}
+
+}  // namespace
+
+TEST(Model, TheCompiledModelOnFourChipsGivesTheOneChipTokens) { compiled_on_chips("t1x4-ring.json", 4); }
+TEST(Model, TheCompiledModelOnEightChipsGivesTheOneChipTokens) { compiled_on_chips("t1x8-torus.json", 8); }

@@ -412,9 +412,15 @@ TEST(Cli, DemoCompiledRunsTheModelFromItsGraph) {
   EXPECT_NE(batch.out.find("compiled from the model's graph (sw/compiler)"), std::string::npos) << batch.out;
   EXPECT_NE(batch.out.find("compiled steps: 2 graphs"), std::string::npos) << batch.out;
   EXPECT_EQ(tokens(batch.out), tokens(r.out));
-  Outcome chips = vp("demo --tiny --compiled --chips 4");
-  EXPECT_EQ(chips.code, 2);
-  EXPECT_NE(chips.err.find("--compiled runs on one chip in BF16"), std::string::npos) << chips.err;
+  // On the ring of four (compiled by default there too): each layer's
+  // experts over every chip's tiles, the single chip's tokens.
+  Outcome chips = vp("demo --tiny --chips 4 --prompt 6 --decode 4 --seed 3");
+  EXPECT_EQ(chips.code, 0) << chips.err;
+  EXPECT_NE(chips.out.find("split in slices over the tiles of chips 0-3"), std::string::npos) << chips.out;
+  EXPECT_EQ(tokens(chips.out), tokens(r.out));
+  Outcome fp8 = vp("demo --tiny --compiled --fp8");
+  EXPECT_EQ(fp8.code, 2);
+  EXPECT_NE(fp8.err.find("--compiled runs in BF16"), std::string::npos) << fp8.err;
   Outcome twice = vp("demo --tiny --compiled --hand-written");
   EXPECT_EQ(twice.code, 2);
   EXPECT_NE(twice.err.find("--compiled or --hand-written, not both"), std::string::npos) << twice.err;

@@ -140,7 +140,7 @@ Graph& Graph::node(std::string name, std::vector<std::pair<unsigned, TileProgram
 }
 
 MoeSplit MoeSplit::plan(const Device& dev, unsigned tiles, unsigned experts, unsigned hidden, unsigned d_model,
-                        unsigned tokens, unsigned min_slices) {
+                        unsigned tokens, unsigned min_slices, unsigned chips) {
   if (!tiles || tiles > dev.tiles() || !experts || !hidden || !d_model || !tokens || tokens > TKP_MOE_MAX_T)
     throw UsageError(fmt::format("moe: {} tiles (of {}), {} experts, hidden {}, d_model {}, {} tokens (at most {})", tiles,
                                  dev.tiles(), experts, hidden, d_model, tokens, TKP_MOE_MAX_T));
@@ -151,7 +151,8 @@ MoeSplit MoeSplit::plan(const Device& dev, unsigned tiles, unsigned experts, uns
     if (std::find(m.stacks.begin(), m.stacks.end(), near[t]) == m.stacks.end()) m.stacks.push_back(near[t]);
   }
   std::sort(m.stacks.begin(), m.stacks.end());
-  const unsigned Q = static_cast<unsigned>(m.stacks.size());
+  if (!chips) throw UsageError("moe: a split over no chips");
+  const unsigned Q = static_cast<unsigned>(m.stacks.size()) * chips;
   const std::uint64_t room = TKP_PROGRAM_OFFSET - 0x10000;
   for (unsigned k = (std::max(1u, min_slices) + Q - 1) / Q;; ++k) {
     const unsigned S = Q * k;

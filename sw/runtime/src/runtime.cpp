@@ -933,6 +933,13 @@ std::uint64_t Device::global(const Buffer& b) const {
   throw UsageError("global: the chip has no chip-to-chip fabric (type c2c), so no global window");
 }
 
+std::uint64_t Device::semaphore(unsigned t, unsigned s) const {
+  const ChipFacts& f = impl_->facts;
+  if (t >= impl_->tiles) throw UsageError(fmt::format("semaphore: tile {} does not exist (the device has {})", t, impl_->tiles));
+  if (s >= 16) throw UsageError(fmt::format("semaphore: a tile has semaphores 0 to 15, not {}", s));
+  return global(Buffer{f.tiles[t].regs + TILE_SEM_OFFSET + 4ull * s, 4, impl_->chip});
+}
+
 // ---- systems of chips ------------------------------------------------------------
 
 struct Cluster::Impl {

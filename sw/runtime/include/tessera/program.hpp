@@ -159,8 +159,11 @@ struct MoeSplit {
   // By tile: moe_experts()'s words 11 (its stack's index in `stacks`) and
   // 12 (R | r << 16: the tiles near that stack, and this one's lane).
   std::vector<std::pair<std::uint32_t, std::uint32_t>> words;
+  // With `chips` above 1 the same split on each of that many chips like
+  // `dev`, the slices a multiple of every chip's stacks (moe_experts()'s
+  // word 10 then counts the stacks of all chips, word 11 chip c's q as c Q + q).
   static MoeSplit plan(const Device& dev, unsigned tiles, unsigned experts, unsigned hidden, unsigned d_model,
-                       unsigned tokens, unsigned min_slices = 1);
+                       unsigned tokens, unsigned min_slices = 1, unsigned chips = 1);
 };
 
 }  // namespace tessera::rt

@@ -159,6 +159,10 @@ class Device {
   unsigned chips() const;
   // A buffer's address as every chip (its tiles' DMA, its engine) sees it.
   std::uint64_t global(const Buffer& b) const;
+  // Semaphore `s` of tile t's registers as every chip sees it: a 4-byte
+  // write of n there (a DMA from any chip) signals it n times, which is how
+  // the tiles of several chips hand work over without the host.
+  std::uint64_t semaphore(unsigned t, unsigned s) const;
 
   // ---- inspection (not part of a silicon driver) ----
   double simulated_seconds() const;
