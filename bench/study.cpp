@@ -18,8 +18,12 @@
 //                     `tessera-vp demo --compiled --draft small --speculate k
 //                     [--acceptance A]`, one run each
 //   expert-parallel   decode tokens/s of the MoE decoder on 1, 4 and 8 chips
-//                     (experts spread over the chips) against batch size:
-//                     `tessera-vp demo --launches --chips C --batch B`
+//                     (experts spread over the chips) against batch size,
+//                     hand-written with a launch a phase (expert e on chip
+//                     e % C, all-to-alls: `tessera-vp demo --launches --chips
+//                     C --batch B`) and compiled (each layer's experts in
+//                     slices over every chip's tiles, a launch a step:
+//                     `tessera-vp demo --compiled --chips C --batch B`)
 //   energy-batch      decode tokens/s and energy per token of the MoE decoder
 //                     (BF16, one chip, a graph a step) at batch 1 to 64, the
 //                     leakage's share and the run's share of its roofline
@@ -305,12 +309,13 @@ int spec_decode(const std::string& dir) {
 
 // ---- expert-parallel -----------------------------------------------------
 
-// One `tessera-vp demo --launches --chips C --batch B` run: decode tokens/s,
-// its share of the roofline's bound, and the share of the time the
-// exchanges between chips took (false when it failed).
-bool ep_run(unsigned chips, unsigned batch, unsigned prompt, unsigned decode, double& tps, double& of_bound,
-            double& exchanges) {
-  const std::string cmd = fmt::format("{} demo --launches --chips {} --batch {} --prompt {} --decode {}", TESSERA_VP, chips,
+// One `tessera-vp demo STACK --chips C --batch B` run (STACK --launches or
+// --compiled): decode tokens/s, its share of the roofline's bound, and the
+// share of the time the exchanges between chips took (the hand-written
+// all-to-alls; false when it failed).
+bool ep_run(const std::string& stack, unsigned chips, unsigned batch, unsigned prompt, unsigned decode, double& tps,
+            double& of_bound, double& exchanges) {
+  const std::string cmd = fmt::format("{} demo {} --chips {} --batch {} --prompt {} --decode {}", TESSERA_VP, stack, chips,
                                       batch, prompt, decode);
   std::FILE* p = popen((cmd + " 2>&1").c_str(), "r");
   if (!p) return false;
@@ -339,23 +344,32 @@ bool ep_run(unsigned chips, unsigned batch, unsigned prompt, unsigned decode, do
 int expert_parallel(const std::string& dir) {
   const unsigned prompt = 8, decode = 8;
   const unsigned chip_counts[] = {1, 4, 8}, batches[] = {1, 8, 32};
-  std::vector<bench::Series> series(std::size(chip_counts));
-  std::string csv = "chips,batch,decode_tokens_per_s,percent_of_bound,percent_in_exchanges\n";
-  fmt::print("Expert parallelism: the default MoE decoder, expert e on chip e % C, a launch per phase on every chip\n"
-             "(`tessera-vp demo --launches --chips C --batch B`, {}-token prompts, {} decode steps); decode tokens/s\n",
-             prompt, decode);
-  fmt::print("{:>6} {:>6} {:>12} {:>12} {:>12}\n", "chips", "batch", "tokens/s", "% of bound", "% exchanges");
-  std::map<unsigned, double> single;
-  for (std::size_t ci = 0; ci < std::size(chip_counts); ++ci) {
-    series[ci].name = fmt::format("{} chip{}", chip_counts[ci], chip_counts[ci] > 1 ? "s" : "");
-    for (unsigned b : batches) {
-      double tps = 0, bound = 0, ex = 0;
-      if (!ep_run(chip_counts[ci], b, prompt, decode, tps, bound, ex)) return 1;
-      if (chip_counts[ci] == 1) single[b] = tps;
-      fmt::print("{:>6} {:>6} {:>12.0f} {:>11.1f}% {:>11.0f}%{}\n", chip_counts[ci], b, tps, bound, ex,
-                 chip_counts[ci] > 1 && single.count(b) ? fmt::format("  ({:.2f}x one chip)", tps / single[b]) : "");
-      csv += fmt::format("{},{},{},{},{}\n", chip_counts[ci], b, tps, bound, ex);
-      series[ci].points.emplace_back(b, tps);
+  struct Stack {
+    const char *flag, *name, *what;
+  };
+  const Stack stacks[] = {
+      {"--launches", "hand-written", "expert e on chip e % C, rows exchanged by all-to-alls, a launch per phase on every chip"},
+      {"--compiled", "compiled", "each layer's experts in slices over every chip's tiles (steps of up to 64 rows), a launch a step"}};
+  std::vector<bench::Series> series;
+  std::string csv = "stack,chips,batch,decode_tokens_per_s,percent_of_bound,percent_in_exchanges\n";
+  for (const Stack& st : stacks) {
+    fmt::print("Expert parallelism, {}: the default MoE decoder, {}\n(`tessera-vp demo {} --chips C --batch B`, {}-token "
+               "prompts, {} decode steps); decode tokens/s\n",
+               st.name, st.what, st.flag, prompt, decode);
+    fmt::print("{:>6} {:>6} {:>12} {:>12} {:>12}\n", "chips", "batch", "tokens/s", "% of bound", "% exchanges");
+    std::map<unsigned, double> single;
+    for (unsigned chips : chip_counts) {
+      bench::Series& line = series.emplace_back();
+      line.name = fmt::format("{}, {} chip{}", st.name, chips, chips > 1 ? "s" : "");
+      for (unsigned b : batches) {
+        double tps = 0, bound = 0, ex = 0;
+        if (!ep_run(st.flag, chips, b, prompt, decode, tps, bound, ex)) return 1;
+        if (chips == 1) single[b] = tps;
+        fmt::print("{:>6} {:>6} {:>12.0f} {:>11.1f}% {:>11.0f}%{}\n", chips, b, tps, bound, ex,
+                   chips > 1 && single.count(b) ? fmt::format("  ({:.2f}x one chip)", tps / single[b]) : "");
+        csv += fmt::format("{},{},{},{},{},{}\n", st.name, chips, b, tps, bound, ex);
+        line.points.emplace_back(b, tps);
+      }
     }
   }
   write_outputs(dir, "expert_parallel", csv, "Expert parallelism: decode tokens/s against batch size", "batch (sequences)",

@@ -659,7 +659,13 @@ void C2c::serve_request(Message& m) {
   trans.set_byte_enable_ptr(nullptr);
   trans.set_dmi_allowed(false);
   trans.set_response_status(tlm::TLM_INCOMPLETE_RESPONSE);
-  sc_core::sc_time far = config_.switch_latency;
+  // Through this fabric's switch, then into the NoC (or on over the next
+  // link) in the order of arrival: the NoC would wait out an annotated
+  // delay itself, and requests waking at one instant leave a wait in an
+  // order SystemC does not fix.
+  sc_core::wait(config_.switch_latency);
+  gate_.pass(m.from_chip, m.seq);
+  sc_core::sc_time far = sc_core::SC_ZERO_TIME;
   route(trans, m.dest, m.local, far);
   // Response: header (status) and a read's data, back over the other direction.
   Port& back = ports_.at(m.to_port);
@@ -669,6 +675,7 @@ void C2c::serve_request(Message& m) {
   std::vector<std::uint8_t> resp(hdr + (carries ? m.len : 0), 0);
   resp[0] = static_cast<std::uint8_t>(trans.get_response_status() + 8);
   if (carries) std::memcpy(&resp[hdr], data.data(), m.len);
+  gate_.pass(m.from_chip, m.seq);
   const ChannelStats before = back.tx->stats();
   const sc_core::sc_time ready = sc_core::sc_time_stamp() + far;
   bool ok = true;

@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "common/config.hpp"
+#include "common/instant_gate.hpp"
 #include "common/power.hpp"
 #include "common/waves.hpp"
 #include "common/regs.hpp"
@@ -183,6 +184,10 @@ class C2c : public Ip {
   std::deque<Worker> workers_;
   std::vector<Worker*> idle_workers_;
   std::uint64_t next_tag_ = 0, next_seq_ = 0;
+  // Workers of one instant go into the NoC, and send their responses, in
+  // the order their requests arrived (sending chip, its sequence), not in
+  // the order SystemC ran them (instant_gate.hpp).
+  InstantGate gate_;
 };
 
 }  // namespace tessera::c2c

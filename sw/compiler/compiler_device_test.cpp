@@ -408,27 +408,43 @@ std::map<std::string, std::vector<float>> attention_inputs(unsigned p, unsigned 
   return {{"x", seeded_values(std::size_t{T} * 64, seed, 2.0f)}, {"positions", pos}};
 }
 
-// attention_step's projections over paged caches: 3 sequences, pages of
-// 4 positions, 4 pages each, a pool of 12.
-Graph paged_step(unsigned T) {
-  constexpr unsigned D = 64, H = 4, KV = 2, dh = 16, dv = 8;
+// attention_step's projections over paged caches: S sequences (3), pages
+// of 4 positions, P pages each (4), a pool of S P; H heads (4) over 2 KV
+// heads.
+Graph paged_step(unsigned T, unsigned S = 3, unsigned P = 4, unsigned H = 4) {
+  constexpr unsigned D = 64, KV = 2, dh = 16, dv = 8;
   Graph g;
   const int x = g.input("x", {T, D});
   const int pos = g.input("positions", {T});
   Paging paging;
-  paging.sequences = g.input("sequences", {T}), paging.table = g.input("pages", {3, 4}), paging.page = 4;
+  paging.sequences = g.input("sequences", {T}), paging.table = g.input("pages", {S, P}), paging.page = 4;
   auto w = [&](const char* name, unsigned cols, std::uint32_t seed) {
     return g.weight(name, {D, cols}, seeded_values(std::size_t{D} * cols, seed, 0.5f), DType::bf16);
   };
   const int q = g.matmul(x, w("wq", H * dh, 21), DType::bf16, "q");
   const int k = g.matmul(x, w("wk", KV * dh, 22), DType::bf16, "k");
   const int v = g.matmul(x, w("wv", KV * dv, 23), DType::bf16, "v");
-  const int kc = g.kv_cache("cache.k", KV, 48, dh), vc = g.kv_cache("cache.v", KV, 48, dv);
+  const int kc = g.kv_cache("cache.k", KV, 4 * S * P, dh), vc = g.kv_cache("cache.v", KV, 4 * S * P, dv);
   g.output(g.attention(q, k, v, kc, vc, pos, H, 0.25f, "o", false, paging));
   return g;
 }
 
 }  // namespace
+
+TEST(CompilerDevice, PagedAttentionOverAWholeGroupOfSegmentsEqualsTheReference) {
+  // 32 two-row prompts (the kernel's group of segments, ATT_GROUP, exactly,
+  // a tile per head holding every row): the group ends on the last
+  // segment's first row, its second row continuing it (a batch of 32
+  // eight-token prompts failed so once, an empty group after the last).
+  Chip c;
+  Executable e(c.dev, c.program, paged_step(64, 32, 1, 8));
+  std::map<std::string, std::vector<float>> in{{"x", seeded_values(64 * 64, 80, 2.0f)}};
+  for (unsigned s = 0; s < 32; ++s) {
+    in["pages"].push_back(static_cast<float>((s * 7) % 32));
+    for (unsigned r = 0; r < 2; ++r) in["sequences"].push_back(static_cast<float>(s)), in["positions"].push_back(static_cast<float>(r));
+  }
+  expect_reference(e, in, e.run(in));
+}
 
 TEST(CompilerDevice, PagedAttentionOverSeveralSequencesEqualsTheReferenceAndEachSequenceAlone) {
   // Steps mixing sequences (a prompt beside decode rows, rows crossing a

@@ -768,11 +768,11 @@ Executable::Executable(rt::Device& dev, const rt::Kernel& program, Graph g, cons
         }
       }
     }
-    // A moe op's experts in slices near the tiles that run them (with
-    // peers, slice s on chip (s mod C Q) / Q, C chips of Q stacks), its
-    // planes on the device (per slice: K x T rows of D, FP32) and its slice
-    // table on each chip (a peer's: its own slices' weights, the planes'
-    // global addresses).
+    // A moe op's experts in slices near the tiles that run them (spread
+    // over C chips of Q stacks: slice s on chip (s mod C Q) / Q), the
+    // planes of each chip's slices on that chip (per slice: K x T rows of
+    // D, FP32; the device's also hold the peers' sums) and a slice table on
+    // each chip (its own slices' weights and planes, zeros for the others').
     for (auto& [index, m] : impl_->moe) {
       const Op& op = g_.ops()[static_cast<std::size_t>(index)];
       const Tensor &X = g_.tensor(op.in[0]), &W1 = g_.tensor(op.in[2]), &W3 = g_.tensor(op.in[3]), &W2 = g_.tensor(op.in[4]);
@@ -917,10 +917,11 @@ Executable::Executable(rt::Device& dev, const rt::Kernel& program, Graph g, cons
         // pushes them to the peer and signals each of its tiles (at the
         // first moe op, after each of those has signalled that it runs: a
         // launch clears a tile's semaphores). The peer's tiles compute
-        // their slices into planes of their own; a node of the peer's sends
-        // them to the device's planes in bulk, a tile per stack, each then
-        // signalling the device's tile 0; a node of the device's
-        // (".gather") waits for them all before the combine reads the planes.
+        // their slices into planes of their own; a node of the peer's sums
+        // them as the combine's tiling has it into the device's plane of
+        // that peer's sums, each tile then signalling the device's tile 0;
+        // a node of the device's (".gather") waits for them all before the
+        // combine adds its own planes, then the peers' sums.
         const Impl::Moe& m = impl_->moe.at(grp.ops[0]);
         const Tensor &X = g_.tensor(anchor.in[0]), &W1 = g_.tensor(anchor.in[2]);
         const std::uint64_t route = addr(anchor.in[1]), x = addr(anchor.in[0]);

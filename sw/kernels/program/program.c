@@ -504,6 +504,7 @@ __attribute__((noinline)) static int attention(const uint32_t* w) {
         seg[count].r0 = r0, seg[count].Ts = Ts, seg[count].p = p;
         ++count, rows = r0 + Ts - first, segs_bytes = more, wide = w2;
       }
+      if (!count) break; /* only the last group's continuing rows were left */
       top = fixed;
       const uint32_t QKF = ATT_BUF(8 * rows * dh), QKB = ATT_BUF(4 * rows * dh), O = ATT_BUF(4 * rows * dv);
       const uint32_t SS = ATT_BUF(4 * rows * wide), PB = ATT_BUF(2 * rows * wide);
