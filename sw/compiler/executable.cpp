@@ -1079,10 +1079,9 @@ std::map<std::string, std::vector<float>> Executable::run(const std::map<std::st
   for (std::size_t k = 0; k < P; ++k) peers_[k].dev->wait(peer_launched[k]);
   last_seconds_ = dev_.simulated_seconds() - t0;
   last_bound_ = dev_.roofline(before[0], dev_.stats());
-  last_bound_chip_ = 0;
   for (std::size_t k = 0; k < P; ++k) {
     roofline::Report r = peers_[k].dev->roofline(before[k + 1], peers_[k].dev->stats());
-    if (r.seconds() > last_bound_.seconds()) last_bound_ = std::move(r), last_bound_chip_ = static_cast<unsigned>(k + 1);
+    if (r.seconds() > last_bound_.seconds()) last_bound_ = std::move(r);
   }
   std::map<std::string, std::vector<float>> out;
   std::vector<std::uint8_t> all(impl_->outputs.size);  // every output, read in one transfer

@@ -113,10 +113,9 @@ class Executable {
   std::vector<double> node_seconds() const;
   // The last run's launch: its simulated seconds, and its roofline (the
   // bound each resource sets on the work it did, and the binding one; with
-  // peers, the chip's whose bound is the longest: last_bound_chip()).
+  // peers, the chip's whose bound is the longest).
   double last_seconds() const { return last_seconds_; }
   const roofline::Report& last_bound() const { return last_bound_; }
-  unsigned last_bound_chip() const { return last_bound_chip_; }  // 0 the device, k its peer k - 1
   // The ops of each tile's program, summed over the nodes.
   std::size_t device_ops() const;
   // Its state tensors' buffers by name (to share with Options::state; they
@@ -136,7 +135,6 @@ class Executable {
   rt::Graph dgraph_;
   double last_seconds_ = 0;
   roofline::Report last_bound_;
-  unsigned last_bound_chip_ = 0;
   std::map<std::string, rt::Buffer> state_;
   std::shared_ptr<WeightStore> weights_;
   std::vector<Options::Peer> peers_;  // each with its weights' store
