@@ -444,6 +444,7 @@ void FlitNetwork::step() {
 PacketNetwork::PacketNetwork(const NocConfig& c)
     : Network(c), inject_free_(c.nodes(), 0), depth_(c.buffer), stride_(kRing + depth_), per_class_(c.vcs / c.classes),
       lanes_(std::size_t(c.nodes()) * kPorts * c.vcs * stride_, 0), lane_rr_(std::size_t(c.nodes()) * kPorts, 0) {
+  backlog_.resize(c.nodes());
   inputs_ = c.nodes() * kPorts;
   cal_.assign(std::size_t(2) * inputs_ * ring_, 0);
 }
@@ -564,7 +565,38 @@ template <unsigned kL>
   return port_index * cfg_.vcs + lo + best;
 }
 
-void PacketNetwork::offer(const Packet& in) {
+void PacketNetwork::offer(const Packet& p) {
+  std::deque<Packet>& backlog = backlog_[p.src];
+  if (!backlog.empty() || inject_free_[p.src] > p.created + kBacklog) {
+    if (backlog.empty()) {
+      ++backlogged_;
+      next_release_ = std::min(next_release_, inject_free_[p.src] - kBacklog);
+    }
+    backlog.push_back(p);
+    ++pending_;
+    last_delivery_ = ~0ull;  // known when it leaves the backlog
+    return;
+  }
+  compute(p, p.created);
+}
+
+void PacketNetwork::release(std::uint64_t now) {
+  next_release_ = ~0ull;
+  for (unsigned s = 0; s < backlog_.size(); ++s) {
+    std::deque<Packet>& backlog = backlog_[s];
+    if (backlog.empty()) continue;
+    while (!backlog.empty() && inject_free_[s] <= now + kBacklog) {
+      --pending_;  // compute() counts it again
+      compute(backlog.front(), now);
+      backlog.pop_front();
+      if (scheduled_) scheduled_(pool_[last_slot_]);
+    }
+    if (backlog.empty()) --backlogged_;
+    else next_release_ = std::min(next_release_, inject_free_[s] - kBacklog);
+  }
+}
+
+void PacketNetwork::compute(const Packet& in, std::uint64_t at) {
   std::uint32_t slot;
   if (!free_.empty()) {
     slot = free_.back();
@@ -575,19 +607,20 @@ void PacketNetwork::offer(const Packet& in) {
   }
   Packet& p = pool_[slot];
   p = in;
+  last_slot_ = slot;
   // The common sizes with their flit count known to the compiler (the
   // per-flit loops unrolled, the flits' times in registers).
   switch (p.flits) {
-    case 1: return offer_as<1>(p, slot);
-    case 2: return offer_as<2>(p, slot);
-    case 3: return offer_as<3>(p, slot);
-    case 4: return offer_as<4>(p, slot);
-    default: return offer_as<0>(p, slot);
+    case 1: return offer_as<1>(p, slot, at);
+    case 2: return offer_as<2>(p, slot, at);
+    case 3: return offer_as<3>(p, slot, at);
+    case 4: return offer_as<4>(p, slot, at);
+    default: return offer_as<0>(p, slot, at);
   }
 }
 
 template <unsigned kL>
-void PacketNetwork::offer_as(Packet& p, std::uint32_t slot) {
+void PacketNetwork::offer_as(Packet& p, std::uint32_t slot, std::uint64_t at) {
   const unsigned L = kL ? kL : p.flits, D = depth_, V = cfg_.vcs;
   std::uint64_t fixed[kL ? kL : 1];
   if (!kL && time_.size() < L) time_.resize(L);
@@ -609,12 +642,12 @@ void PacketNetwork::offer_as(Packet& p, std::uint32_t slot) {
   // No packet offered from now on books a cycle before the horizon: each
   // enters its source router after its creation and after the packets
   // queued there before it.
-  if (p.created >= horizon_at_ + kCalendar || p.created < horizon_at_) {
-    horizon_at_ = p.created;
+  if (at >= horizon_at_ + kCalendar || at < horizon_at_) {
+    horizon_at_ = at;
     horizon_ = ~0ull;
-    for (const std::uint64_t f : inject_free_) horizon_ = std::min(horizon_, std::max(f, p.created));
+    for (const std::uint64_t f : inject_free_) horizon_ = std::min(horizon_, std::max(f, at));
   }
-  raise_floor(std::max(horizon_, p.created) / 64);
+  raise_floor(std::max(horizon_, at) / 64);
   // time[j]: when flit j may take its next step (here: enters the source router).
   for (unsigned j = 0; j < L; ++j) time[j] = t + j;
   // Dimension order, the short way round where the network wraps.
@@ -706,6 +739,7 @@ void PacketNetwork::run_until(std::uint64_t until) {
       now_ = until + 1;
       break;
     }
+    if (now_ >= next_release_) release(now_);
     // Far-future packets come into the calendar a stretch at a time, as it
     // reaches them.
     if (now_ % kCalendar == 0 && !overflow_.empty() && overflow_.begin()->first == now_ / kCalendar) {

@@ -95,6 +95,12 @@ class Network {
   // When the packet offered last will be delivered, if the model knows it
   // at once (packet level); ~0 otherwise.
   virtual std::uint64_t scheduled_delivery() const { return ~0ull; }
+  // Packet level, a packet held back in its source's backlog (then
+  // scheduled_delivery() is ~0): the next cycle at which run_until()
+  // computes one of those (~0 if none waits), and the callback that gives
+  // each its delivery cycle when it is computed.
+  virtual std::uint64_t next_release() const { return ~0ull; }
+  void on_scheduled(Delivered d) { scheduled_ = std::move(d); }
   void on_delivered(Delivered d) { delivered_ = std::move(d); }
   const std::vector<LinkStats>& links() const { return links_; }    // index: node * kPorts + port
   const std::vector<RouterStats>& routers() const { return routers_; }
@@ -117,7 +123,7 @@ class Network {
   unsigned vc_lo(unsigned cls) const { return cls * (cfg_.vcs / cfg_.classes); }
   unsigned vc_hi(unsigned cls) const { return (cls + 1) * (cfg_.vcs / cfg_.classes); }
   NocConfig cfg_;
-  Delivered delivered_;
+  Delivered delivered_, scheduled_;
   std::vector<LinkStats> links_;
   std::vector<RouterStats> routers_;
 };
@@ -239,7 +245,8 @@ class FlitNetwork : public Network {
 // The horizon (the oldest cycle a later packet can still book) drops what
 // is behind it; a calendar grows when a booking lies beyond it. Packets are
 // computed in the order they are offered (creation order), so one created
-// later never delays one created earlier.
+// later never delays one created earlier (beyond saturation, see kBacklog,
+// in the order they leave their sources' queues).
 class PacketNetwork : public Network {
  public:
   explicit PacketNetwork(const NocConfig& c);
@@ -249,6 +256,7 @@ class PacketNetwork : public Network {
   bool idle() const override { return pending_ == 0; }
   std::uint64_t in_flight() const override { return pending_; }
   std::uint64_t scheduled_delivery() const override { return last_delivery_; }
+  std::uint64_t next_release() const override { return backlogged_ ? std::max(next_release_, now_) : ~0ull; }
 
  private:
   // The calendars of links and ejection ports (k = node * kPorts + port)
@@ -284,8 +292,23 @@ class PacketNetwork : public Network {
   template <unsigned kL>  // kL: the flit count, or 0 (then `flits`)
   void serve(unsigned out, unsigned in, std::uint64_t* time, unsigned flits);
   // offer() for a packet of kL flits (0: any count).
+  // `at`: the cycle the path is computed at (the packet's creation, or
+  // for one held back in its source's backlog, the cycle it leaves it).
   template <unsigned kL>
-  void offer_as(Packet& p, std::uint32_t slot);
+  void offer_as(Packet& p, std::uint32_t slot, std::uint64_t at);
+  void compute(const Packet& p, std::uint64_t at);
+  // A source whose queue reaches more than kBacklog cycles past a packet's
+  // creation (only beyond saturation) holds its packets back and computes
+  // each when the queue ahead of it is within kBacklog cycles of the
+  // present, as the flit level injects them: the calendars then span the
+  // near future only, and what the source never gets to inject costs
+  // nothing.
+  static constexpr std::uint64_t kBacklog = 512;
+  void release(std::uint64_t now);
+  std::vector<std::deque<Packet>> backlog_;
+  unsigned backlogged_ = 0;          // sources with a backlog
+  std::uint64_t next_release_ = ~0ull;  // the earliest cycle one of them may release a packet
+  std::uint32_t last_slot_ = 0;         // compute()'s packet
   std::vector<std::uint64_t> time_;  // offer()'s scratch: each flit's time at the current hop
   unsigned depth_, stride_, per_class_;
   std::vector<std::uint64_t> lanes_;  // lane (node * kPorts + port) * vcs + vc at lane * stride_

@@ -65,7 +65,7 @@ class Noc : public Ip {
   };
   struct Wait {
     sc_core::sc_event event;
-    bool done = false;
+    bool done = false, scheduled = false;
     std::uint64_t delivered = 0;
   };
   void b_transport(int id, tlm::tlm_generic_payload& trans, sc_core::sc_time& delay);

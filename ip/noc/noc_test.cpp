@@ -344,6 +344,46 @@ TEST(Noc, PacketLevelSerialisesAHotspotFarIntoTheFuture) {
   EXPECT_GT(delivered.back(), 3u * 63 * 16);
 }
 
+TEST(Noc, PacketLevelHoldsALongSourceQueueBackAndDeliversItInOrder) {
+  // 300 16-flit packets offered at once from one node: its queue reaches
+  // 4,800 cycles, so all but the first few wait in its backlog (their
+  // delivery unknown at the offer) and are computed as the queue drains;
+  // they leave back to back, in order, each once.
+  PacketNetwork net(mesh(8));
+  std::vector<std::uint64_t> delivered, ids;
+  std::set<std::uint64_t> scheduled;
+  net.on_delivered([&](Packet& p) {
+    delivered.push_back(p.delivered);
+    ids.push_back(p.id);
+  });
+  net.on_scheduled([&](Packet& p) {
+    EXPECT_GT(p.delivered, net.cycle());
+    scheduled.insert(p.id);
+  });
+  EXPECT_EQ(net.next_release(), ~0ull);
+  unsigned held = 0;
+  for (unsigned i = 0; i < 300; ++i) {
+    Packet p;
+    p.id = i;
+    p.src = 0;
+    p.dst = 63;
+    p.flits = 16;
+    p.created = 5;
+    net.offer(p);
+    held += net.scheduled_delivery() == ~0ull;
+  }
+  EXPECT_GT(held, 250u);
+  EXPECT_LT(net.next_release(), 5u * 1000);
+  EXPECT_EQ(net.in_flight(), 300u);
+  net.run_until(100000);
+  EXPECT_TRUE(net.idle());
+  EXPECT_EQ(net.next_release(), ~0ull);
+  EXPECT_EQ(scheduled.size(), held);
+  ASSERT_EQ(ids.size(), 300u);
+  for (std::size_t i = 0; i < ids.size(); ++i) EXPECT_EQ(ids[i], i);
+  for (std::size_t i = 1; i < delivered.size(); ++i) EXPECT_EQ(delivered[i] - delivered[i - 1], 16u) << i;
+}
+
 TEST(Noc, WestFirstRoutesMinimallyAndDrains) {
   NocConfig c = mesh(8);
   c.routing = "west_first";
@@ -499,6 +539,49 @@ void transactions_cross_the_mesh(const char* model) {
   EXPECT_GT(took[5], took[4]) << "two readers of one memory share its ejection link";
 }
 }  // namespace
+
+namespace {
+void many_reads_of_one_memory(const char* model) {
+  // 48 reads of 4 KiB from one memory at once: the responses queue at the
+  // memory's node (at the packet level most wait in its backlog, their
+  // paths computed as the queue drains); every read comes back with its
+  // data, one response's flits after another.
+  NocBench t(model);
+  const NocConfig& c = t.noc.network().config();
+  std::vector<std::uint8_t> pattern(64 << 10);
+  for (std::size_t i = 0; i < pattern.size(); ++i) pattern[i] = static_cast<std::uint8_t>(i * 7 + i / 256);
+  constexpr unsigned kReads = 48;
+  std::vector<std::vector<std::uint8_t>> got(kReads, std::vector<std::uint8_t>(4096));
+  std::vector<sc_core::sc_time> done(kReads);
+  std::vector<tlm::tlm_response_status> status(kReads, tlm::TLM_INCOMPLETE_RESPONSE);
+  unsigned written = 0;
+  sc_core::sc_spawn([&] {
+    written = t.dma.debug(tlm::TLM_WRITE_COMMAND, 0, pattern.data(), static_cast<unsigned>(pattern.size()));
+    for (unsigned r = 0; r < kReads; ++r)
+      sc_core::sc_spawn([&, r] {
+        sc_core::sc_time delay;
+        status[r] = t.dma.transport(tlm::TLM_READ_COMMAND, (r % 16) * 4096, got[r].data(), 4096, &delay);
+        sc_core::wait(delay);
+        done[r] = sc_core::sc_time_stamp();
+      });
+  });
+  sc_core::sc_start();
+  ASSERT_EQ(written, pattern.size());
+  std::sort(done.begin(), done.end());
+  for (unsigned r = 0; r < kReads; ++r) {
+    EXPECT_EQ(status[r], tlm::TLM_OK_RESPONSE) << r;
+    EXPECT_TRUE(std::equal(got[r].begin(), got[r].end(), pattern.begin() + (r % 16) * 4096)) << r;
+    if (r) {
+      EXPECT_GE(done[r] - done[r - 1], sc_core::sc_time(c.flits_for(4096), sc_core::SC_NS)) << r;
+    }
+  }
+  EXPECT_GE(done.back(), sc_core::sc_time(kReads * c.flits_for(4096), sc_core::SC_NS));
+  EXPECT_TRUE(t.noc.network().idle());
+}
+}  // namespace
+
+TEST(NocTlm, ManyReadsOfOneMemoryQueueAtItsNodeAndAllComeBackPacketLevel) { many_reads_of_one_memory("packet"); }
+TEST(NocTlm, ManyReadsOfOneMemoryQueueAtItsNodeAndAllComeBackFlitLevel) { many_reads_of_one_memory("flit"); }
 
 TEST(NocTlm, TransactionsCrossTheMeshFlitLevel) { transactions_cross_the_mesh("flit"); }
 TEST(NocTlm, TransactionsCrossTheMeshPacketLevel) { transactions_cross_the_mesh("packet"); }
