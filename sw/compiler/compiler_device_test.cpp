@@ -159,6 +159,41 @@ TEST(CompilerDevice, APrefillMatmulInRowBlocksChunksAndColumnBlocksIsExact) {
   expect_reference(ex, in, ex.run(in));
 }
 
+TEST(CompilerDevice, BlockScaledFp8MatmulsEqualTheReferenceBitForBit) {
+  // DeepSeek-V3's FP8 recipe on the tensor core: weights in E4M3 with a
+  // scale per 128 x 128 block, activations cast on the fly in 1 x 128
+  // groups (by the DMA engine, or by the vector unit after a norm fused as
+  // the matmul's prologue). Prefill rows (row blocks, several column
+  // blocks, a last block of 104 columns) and a decode row.
+  Chip c;
+  auto build = [](unsigned rows) {
+    Graph g;
+    const int x = g.input("x", {rows, 512}), h = g.input("h", {rows, 1024});
+    const auto [wu, su] = g.weight_scaled("wu", {512, 1000}, seeded_values(512 * 1000ull, 1, 0.2f));
+    const auto [wd, sd] = g.weight_scaled("wd", {1024, 512}, seeded_values(1024 * 512ull, 2, 0.1f), DType::e5m2);
+    const int n = g.rmsnorm(x, g.weight("nw", {512}, seeded_values(512, 3, 1.0f)));
+    g.output(g.unary(OpKind::gelu, g.matmul_scaled(n, wu, su, "up"), "act"));  // the norm as its prologue
+    g.output(g.binary(OpKind::add, g.matmul_scaled(h, wd, sd, "down"), x, "out"));  // h cast by the DMA engine
+    return g;
+  };
+  for (const unsigned rows : {300u, 1u}) {
+    Executable ex(c.dev, c.program, build(rows));
+    bool scaled_group = false;
+    for (std::size_t gi = 0; gi < ex.groups().size(); ++gi) {
+      const Op& anchor = ex.graph().ops()[static_cast<std::size_t>(ex.groups()[gi].ops[0])];
+      if (!block_scaled(anchor)) continue;
+      scaled_group = true;
+      EXPECT_EQ(ex.tilings()[gi].kb, anchor.name == "down" ? 1024u : 512u) << anchor.name << ": all of K a GEMM";
+      for (const Part& p : ex.tilings()[gi].parts) EXPECT_EQ(p.c0 % kScaleBlock, 0u) << anchor.name;
+    }
+    EXPECT_TRUE(scaled_group);
+    EXPECT_EQ(ex.groups()[0].prologue, 0) << "the norm casts A in groups";
+    const std::map<std::string, std::vector<float>> in{{"x", seeded_values(rows * 512ull, 4, 3.0f)},
+                                                       {"h", seeded_values(rows * 1024ull, 5, 2.0f)}};
+    expect_reference(ex, in, ex.run(in));
+  }
+}
+
 TEST(CompilerDevice, OperandsBroadcastAsNumpyHasIt) {
   Chip c;
   Graph g;

@@ -306,6 +306,45 @@ void refused(const std::function<void()>& f, const std::string& words) {
 
 }  // namespace
 
+TEST(Compiler, BlockScaledMatmulsAreCheckedAndTheReferenceScalesEachGroup) {
+  Graph g;
+  const int x = g.input("x", {2, 256});
+  const auto [w, s] = g.weight_scaled("w", {256, 200}, seeded_values(256 * 200, 1, 1.0f));
+  EXPECT_EQ(g.tensor(w).dtype, DType::e4m3);
+  EXPECT_EQ(g.tensor(s).shape, (std::vector<unsigned>{2, 2}));  // 128 x 128 blocks, the last one 72 columns
+  EXPECT_EQ(g.tensor(s).name, "w.scales");
+  const int y = g.matmul_scaled(x, w, s, "proj");
+  EXPECT_TRUE(block_scaled(g.ops().back()));
+  EXPECT_EQ(g.ops().back().format, DType::e4m3);
+  g.output(y);
+  Graph bad;  // (inputs made here would be missing from the reference's run)
+  const int bx = bad.input("x", {2, 256});
+  const auto [bw, bs] = bad.weight_scaled("w", {256, 200}, seeded_values(256 * 200, 1, 1.0f));
+  refused([&] { bad.matmul_scaled(bx, bad.weight("bf", {256, 8}, std::vector<float>(256 * 8, 1.0f), DType::bf16), bs, "p1"); },
+          "p1: b 'bf' must hold e4m3 or e5m2 codes");
+  refused([&] { bad.matmul_scaled(bx, bw, bad.weight("s2", {2, 1}, {1, 1}), "p2"); }, "p2: scales 's2' must be f32 [2, 2]");
+  const auto [w3, s3] = bad.weight_scaled("w3", {96, 8}, std::vector<float>(96 * 8, 1.0f));
+  refused([&] { bad.matmul_scaled(bad.input("x3", {2, 96}), w3, s3, "p3"); }, "p3: K (96) must be a multiple of 128");
+  refused([&] { bad.matmul_scaled(bx, bw, bad.input("s4", {2, 2}), "p4"); }, "p4: b 'w' and its scales 's4' must be weights");
+  refused([&] { bad.weight_scaled("w5", {256, 8}, std::vector<float>(256 * 8, 1.0f), DType::bf16); },
+          "block scaling takes e4m3 or e5m2, not bf16");
+  // The reference: each row of x in groups of 128 scaled to E4M3's 448,
+  // each block of w to its own; the product is close to the exact one.
+  const std::vector<float> xv = seeded_values(2 * 256, 2, 4.0f), wv = seeded_values(256 * 200, 1, 1.0f);
+  const auto v = reference(g, {{"x", xv}});
+  double worst = 0, largest = 0;
+  for (unsigned r = 0; r < 2; ++r)
+    for (unsigned n = 0; n < 200; ++n) {
+      double exact = 0;
+      for (unsigned k = 0; k < 256; ++k) exact += double(xv[r * 256 + k]) * wv[k * 200 + n];
+      worst = std::max(worst, std::abs(v[static_cast<std::size_t>(y)][r * 200 + n] - exact));
+      largest = std::max(largest, std::abs(exact));
+    }
+  EXPECT_GT(largest, 1.0);
+  EXPECT_LT(worst / largest, 0.05) << "E4M3 keeps 3 mantissa bits: errors of a few percent of the largest output";
+  EXPECT_GT(worst, 0.0) << "and the operands are rounded";
+}
+
 TEST(Compiler, RoutesAndExpertsAreCheckedAndTheReferenceRoutesAsTheVectorUnit) {
   Graph g;
   const int logits = g.input("logits", {3, 6});

@@ -141,12 +141,18 @@ struct Planes {
   std::uint64_t stride = 0;
 };
 
+// A matmul's B columns on a tile: the values in its format, and for a
+// block-scaled one the scales of those columns' blocks.
+struct Panel {
+  rt::Buffer b, scales;
+};
+
 }  // namespace
 
 struct Executable::Impl {
   std::vector<std::pair<rt::Device*, rt::Buffer>> owned;  // on the device or a peer
   std::map<int, rt::Buffer> plain;                          // inputs and weights, as they are
-  std::map<std::pair<std::size_t, unsigned>, rt::Buffer> panels;   // (group, first column): a matmul's B columns
+  std::map<std::pair<std::size_t, unsigned>, Panel> panels;   // (group, first column): a matmul's B columns
   std::vector<rt::Buffer> arenas;                           // by stack: the groups' outputs
   std::vector<rt::GraphExec> execs;  // the graph in launches of at most kNodesPerLaunch nodes
   std::vector<std::size_t> node_group;  // by device node: its group (a moe group runs as two nodes, three with peers)
@@ -193,7 +199,7 @@ namespace {
 class Emitter {
  public:
   Emitter(const Graph& g, const Group& grp, std::size_t gi, const Tiling& t, const SpmPlan& spm,
-          std::function<std::uint64_t(int)> addr, const std::map<std::pair<std::size_t, unsigned>, rt::Buffer>& panels)
+          std::function<std::uint64_t(int)> addr, const std::map<std::pair<std::size_t, unsigned>, Panel>& panels)
       : g_(g), grp_(grp), gi_(gi), t_(t), spm_(spm), addr_(std::move(addr)), panels_(panels),
         sides_(side_operands(g, grp)), out_(g.tensor(grp.out)) {}
 
@@ -374,12 +380,15 @@ class Emitter {
     const Op& mm = op(0);
     const Tensor &A = g_.tensor(mm.in[0]), &B = g_.tensor(mm.in[1]);
     const unsigned K = B.shape[0], N = B.shape[1], eb = bytes(mm.format);
+    // Block-scaled: A cast in groups with its scales in "sa"; each GEMM all
+    // of K (the tiling's kb), B's block scales loaded beside B's columns.
+    const bool scaled = block_scaled(mm);
     std::uint64_t b_addr;
     std::uint32_t b_pitch;
     unsigned b_col0 = 0;
     DType b_from = mm.format;
     if (B.role == Role::weight) {
-      b_addr = panels_.at({gi_, part.c0}).address, b_pitch = (part.c1 - part.c0) * eb, b_col0 = part.c0;
+      b_addr = panels_.at({gi_, part.c0}).b.address, b_pitch = (part.c1 - part.c0) * eb, b_col0 = part.c0;
     } else {
       b_addr = addr_(mm.in[1]), b_pitch = N * bytes(B.dtype), b_from = B.dtype;
     }
@@ -404,10 +413,13 @@ class Emitter {
         v.op = VecOp::rmsnorm, v.rows = mr, v.cols = K, v.src0 = v.dst = spm_.at("px"), v.src1 = spm_.at("pw"), v.eps = norm.eps;
         p.vec(v, Sem{kPrologue});
         v.op = VecOp::cast_to, v.src1 = 0, v.dst = spm_.at("a"), v.format = fmt_of(mm.format);
+        if (scaled) v.group = kScaleBlock, v.aux = spm_.at("sa");
         p.vec(v, Sem{-1, kPrologue});
       } else {
-        load_block(p, addr_(mm.in[0]) + std::uint64_t{m0} * K * bytes(A.dtype), K * bytes(A.dtype), A.dtype, spm_.at("a"),
-                   mm.format, mr, K);
+        TileProgram::Dma d = block_dma(addr_(mm.in[0]) + std::uint64_t{m0} * K * bytes(A.dtype), K * bytes(A.dtype), A.dtype,
+                                       spm_.at("a"), mm.format, mr, K);
+        if (scaled) d.group = kScaleBlock, d.scales = spm_.at("sa"), d.scales_local = true;
+        p.dma(d);
       }
       bool waited = grp_.prologue < 0;
       for (unsigned n0 = part.c0; n0 < part.c1; n0 += t_.nb, ++j) {
@@ -419,11 +431,20 @@ class Emitter {
           if (kc == 2) flush(p);  // the last block's store, behind this block's first loads
           const unsigned k0 = kc * t_.kb, kr = std::min(t_.kb, K - k0);
           const std::uint32_t b = spm_.at(fmt::format("b{}", i % 2));
+          const int freed_first = i >= 2 ? kFreed : -1;
+          std::uint32_t sb = 0;
+          if (scaled) {  // the blocks of columns n0 .. n0 + nr (whole blocks: n0 - c0 a multiple of 128)
+            const unsigned bc = (n0 - part.c0) / kScaleBlock, pcols = (part.c1 - part.c0 + kScaleBlock - 1) / kScaleBlock;
+            sb = spm_.at(fmt::format("sb{}", i % 2));
+            p.load_rows(panels_.at({gi_, part.c0}).scales.address + bc * 4, pcols * 4, sb, K / kScaleBlock,
+                        (nr + kScaleBlock - 1) / kScaleBlock * 4, Sem{freed_first});
+          }
           load_block(p, b_addr + std::uint64_t{k0} * b_pitch + std::uint64_t{n0 - b_col0} * bytes(b_from), b_pitch, b_from, b,
-                     mm.format, kr, nr, Sem{i >= 2 ? kFreed : -1, kLoaded});
+                     mm.format, kr, nr, Sem{scaled ? -1 : freed_first, kLoaded});
           TileProgram::Gemm gm;
           gm.m = mr, gm.n = nr, gm.k = kr, gm.a = spm_.at("a") + k0 * eb, gm.lda = K, gm.b = b, gm.c = c;
           gm.input = fmt_of(mm.format), gm.accumulate = kc > 0;
+          if (scaled) gm.block_scaled = true, gm.sa = spm_.at("sa"), gm.sb = sb, gm.group = kScaleBlock;
           if (!waited) p.wait(kPrologue), waited = true;  // A is normed and cast
           const int freed = i + 2 < total ? kFreed : -1, last = kc + 1 == nk ? kGemmed : -1;
           p.gemm(gm, Sem{kLoaded, freed >= 0 ? freed : last, freed >= 0 ? last : -1});
@@ -600,7 +621,7 @@ class Emitter {
   const Tiling& t_;
   const SpmPlan& spm_;
   std::function<std::uint64_t(int)> addr_;
-  const std::map<std::pair<std::size_t, unsigned>, rt::Buffer>& panels_;
+  const std::map<std::pair<std::size_t, unsigned>, Panel>& panels_;
   std::vector<int> sides_;
   const Tensor& out_;
   std::function<void(TileProgram&)> pending_;
@@ -728,7 +749,8 @@ Executable::Executable(rt::Device& dev, const rt::Kernel& program, Graph g, cons
       auto laid_out = [&](int r) {
         const Op& op = g_.ops()[static_cast<std::size_t>(r)];
         return op.kind == OpKind::moe ||
-               (op.kind == OpKind::matmul && anchors.count(r) && op.in[1] == static_cast<int>(i) && op.in[0] != static_cast<int>(i));
+               (op.kind == OpKind::matmul && anchors.count(r) && op.in[0] != static_cast<int>(i) &&
+                (op.in[1] == static_cast<int>(i) || (block_scaled(op) && op.in[2] == static_cast<int>(i))));
       };
       if (t.role == Role::weight && !readers.empty() && std::all_of(readers.begin(), readers.end(), laid_out)) continue;
       if (t.role == Role::state) {  // shared, or a buffer of its own
@@ -757,7 +779,7 @@ Executable::Executable(rt::Device& dev, const rt::Kernel& program, Graph g, cons
         for (const Part& p : tilings_[gi].parts) {
           if (impl_->panels.count({gi, p.c0})) continue;
           const unsigned stack = dev_.stack_near(p.tile);
-          impl_->panels[{gi, p.c0}] =
+          impl_->panels[{gi, p.c0}].b =
               weights_->get(fmt::format("{}|{}|columns {}-{}|{}", key, name(anchor.format), p.c0, p.c1, stack), stack, [&] {
                 std::vector<float> panel;
                 panel.reserve(std::size_t{K} * (p.c1 - p.c0));
@@ -765,6 +787,17 @@ Executable::Executable(rt::Device& dev, const rt::Kernel& program, Graph g, cons
                   panel.insert(panel.end(), B.values.begin() + std::size_t{k} * N + p.c0, B.values.begin() + std::size_t{k} * N + p.c1);
                 return encode(panel, anchor.format);
               });
+          if (block_scaled(anchor)) {  // the scales of the panel's blocks: K / 128 rows of them
+            const Tensor& S = g_.tensor(anchor.in[2]);
+            const unsigned bc0 = p.c0 / kScaleBlock, bc1 = (p.c1 + kScaleBlock - 1) / kScaleBlock, bcols = S.shape[1];
+            impl_->panels[{gi, p.c0}].scales =
+                weights_->get(fmt::format("{}|blocks {}-{}|{}", weight_key(S), bc0, bc1, stack), stack, [&] {
+                  std::vector<float> panel;
+                  for (unsigned r = 0; r < S.shape[0]; ++r)
+                    panel.insert(panel.end(), S.values.begin() + std::size_t{r} * bcols + bc0, S.values.begin() + std::size_t{r} * bcols + bc1);
+                  return encode(panel, DType::f32);
+                });
+          }
         }
       }
     }

@@ -1,5 +1,7 @@
 #include "ir.hpp"
 
+#include "engines/num/block_scale.hpp"
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -143,6 +145,50 @@ int Graph::matmul(int a, int b, DType format, const std::string& name) {
   Op op;
   op.kind = OpKind::matmul, op.name = n, op.in = {a, b}, op.format = format;
   return add_op(std::move(op), std::move(shape), DType::f32);
+}
+
+bool block_scaled(const Op& op) { return op.kind == OpKind::matmul && op.in.size() == 3; }
+
+int Graph::matmul_scaled(int a, int b, int b_scales, const std::string& name) {
+  const Tensor &B = operand(b, "matmul_scaled"), &S = operand(b_scales, "matmul_scaled");
+  const std::string n = name.empty() ? fmt::format("matmul{}", ops_.size()) : name;
+  if (B.dtype != DType::e4m3 && B.dtype != DType::e5m2)
+    throw std::invalid_argument(fmt::format("graph: {}: b '{}' must hold e4m3 or e5m2 codes, not {}", n, B.name,
+                                            compiler::name(B.dtype)));
+  if (B.role != Role::weight || S.role != Role::weight)
+    throw std::invalid_argument(fmt::format("graph: {}: b '{}' and its scales '{}' must be weights", n, B.name, S.name));
+  if (B.shape.size() == 2 && B.shape[0] % kScaleBlock)
+    throw std::invalid_argument(fmt::format("graph: {}: K ({}) must be a multiple of {} (the blocks' rows, a's groups)", n,
+                                            B.shape[0], kScaleBlock));
+  if (B.shape.size() == 2) {
+    const std::vector<unsigned> blocks = {B.shape[0] / kScaleBlock, (B.shape[1] + kScaleBlock - 1) / kScaleBlock};
+    if (S.dtype != DType::f32 || S.shape != blocks)
+      throw std::invalid_argument(fmt::format("graph: {}: scales '{}' must be f32 {} (a scale per {} x {} block of b), not {} {}",
+                                              n, S.name, shape_text(blocks), kScaleBlock, kScaleBlock,
+                                              compiler::name(S.dtype), shape_text(S.shape)));
+  }
+  const int out = matmul(a, b, B.dtype, n);  // the other checks of the shapes
+  ops_.back().in.push_back(b_scales);
+  return out;
+}
+
+std::pair<int, int> Graph::weight_scaled(const std::string& name, std::vector<unsigned> shape, const std::vector<float>& values,
+                                         DType dtype) {
+  if (dtype != DType::e4m3 && dtype != DType::e5m2)
+    throw std::invalid_argument(fmt::format("graph: weight '{}': block scaling takes e4m3 or e5m2, not {}", name,
+                                            compiler::name(dtype)));
+  if (shape.size() != 2 || values.size() != std::uint64_t{shape[0]} * shape[1] || !shape[0] || !shape[1])
+    throw std::invalid_argument(fmt::format("graph: weight '{}' {}: a block-scaled weight is K x N with K x N values ({} given)",
+                                            name, shape_text(shape), values.size()));
+  num::Convert conv;
+  conv.saturate = true;
+  const num::BlockQuantized q = num::block_quantize(values.data(), shape[0], shape[1], format(dtype), num::ScaleFormat::FP32,
+                                                    kScaleBlock, kScaleBlock, conv);
+  std::vector<float> codes(values.size());
+  for (std::size_t i = 0; i < codes.size(); ++i) codes[i] = static_cast<float>(num::decode(format(dtype), q.codes[i]));
+  const int b = weight(name, shape, std::move(codes), dtype);
+  const int s = weight(name + ".scales", {(shape[0] + kScaleBlock - 1) / kScaleBlock, q.blocks_per_row()}, q.scales);
+  return {b, s};
 }
 
 bool broadcasts_to(const Tensor& b, const Tensor& a) {

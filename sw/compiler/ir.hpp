@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "engines/num/formats.hpp"
@@ -54,11 +55,18 @@ inline bool tiles_input(OpKind k) { return is_reduction(k) || k == OpKind::resha
 inline bool chains(OpKind k) {
   return !tiles_input(k) && k != OpKind::move && k != OpKind::gather && k != OpKind::attention;
 }
+// Block-scaled FP8 (matmul_scaled): B's blocks are kScaleBlock x
+// kScaleBlock, A's groups 1 x kScaleBlock along K.
+constexpr unsigned kScaleBlock = 128;
 // An elementwise operation: what fusion may put after a producer.
 inline bool is_elementwise(OpKind k) { return is_unary(k) || is_binary(k) || k == OpKind::cast; }
 
 // state: kept on the device from run to run (a KV cache, Graph::kv_cache).
 enum class Role : std::uint8_t { input, weight, intermediate, state };
+
+struct Op;
+// A matmul_scaled(): a matmul whose third input is B's block scales.
+bool block_scaled(const Op& op);
 
 struct Tensor {
   std::string name;
@@ -142,6 +150,21 @@ class Graph {
   // matmul's B in BF16 by default, anything else FP32.
   int weight(const std::string& name, std::vector<unsigned> shape, std::vector<float> values, DType dtype = DType::f32);
   int matmul(int a, int b, DType format = DType::bf16, const std::string& name = "");
+  // Block-scaled FP8, as DeepSeek-V3 trains and serves: b (K x N) holds
+  // E4M3 or E5M2 codes and `b_scales` (K / 128 x ceil(N / 128), FP32) a
+  // scale per 128 x 128 block (a weight_scaled()'s pair, or a checkpoint's
+  // weight and weight_scale_inv); a's rows are cast to b's format on the fly
+  // in groups of 128 along K, each group scaled so its largest magnitude
+  // maps to the format's largest value (num::block_quantize). The tensor
+  // core sums each group's products in FP32, multiplies that by the two
+  // scales and adds it to an FP32 sum over the groups in order
+  // (num::gemm_block_scaled over all of K). K must be a multiple of 128.
+  int matmul_scaled(int a, int b, int b_scales, const std::string& name = "");
+  // A K x N weight quantized to `dtype` (E4M3 or E5M2) in 128 x 128 blocks:
+  // the codes' tensor `name` and the scales' tensor `name`.scales, for
+  // matmul_scaled().
+  std::pair<int, int> weight_scaled(const std::string& name, std::vector<unsigned> shape, const std::vector<float>& values,
+                                    DType dtype = DType::e4m3);
   int binary(OpKind k, int a, int b, const std::string& name = "");
   int unary(OpKind k, int x, const std::string& name = "");
   int rmsnorm(int x, int weight, float eps = 1e-6f, const std::string& name = "");

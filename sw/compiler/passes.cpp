@@ -130,7 +130,8 @@ std::vector<int> narrow_storage(Graph& g, const std::vector<Group>& groups) {
     bool ok = !readers.empty();
     for (int r : readers) {
       const Op& op = g.ops()[static_cast<std::size_t>(r)];
-      ok &= op.kind == OpKind::matmul && (!fmt || *fmt == op.format);
+      // (A block-scaled matmul scales its groups from the FP32 values.)
+      ok &= op.kind == OpKind::matmul && !block_scaled(op) && (!fmt || *fmt == op.format);
       fmt = op.format;
     }
     if (!ok) continue;
@@ -169,6 +170,11 @@ SpmPlan plan_spm(const Graph& g, const Group& grp, const Tiling& t, std::uint32_
       add("pw", std::uint64_t{B.shape[0]} * 4);
     }
     for (int k = 0; k < 2; ++k) add(fmt::format("b{}", k), std::uint64_t{t.kb} * t.nb * eb);
+    if (block_scaled(anchor)) {  // A's group scales; B's block scales, a pair of buffers like B's
+      const std::uint64_t kg = B.shape[0] / kScaleBlock, ng = (t.nb + kScaleBlock - 1) / kScaleBlock;
+      add("sa", std::uint64_t{t.mb} * kg * 4);
+      for (int k = 0; k < 2; ++k) add(fmt::format("sb{}", k), kg * ng * 4);
+    }
     for (int k = 0; k < 2; ++k) add(fmt::format("c{}", k), block * 4);
     const Op& last = g.ops()[static_cast<std::size_t>(grp.ops.back())];
     if (last.kind == OpKind::route) {  // its epilogue: the top k's values and indices, the gates
@@ -284,6 +290,11 @@ Tiling tile(const Graph& g, const Group& grp, const Target& tgt) {
   for (int s : sides) n_sides += s >= 0;
   const unsigned K = anchor.kind == OpKind::matmul ? g.tensor(anchor.in[0]).cols() : 0;
   const unsigned eb = anchor.kind == OpKind::matmul ? bytes(anchor.format) : 4;
+  // A block-scaled matmul: each GEMM takes all of K (its sum over the
+  // groups is one FP32 accumulation) and whole 128-column blocks of B.
+  const bool scaled = block_scaled(anchor);
+  const unsigned col_align = scaled ? kScaleBlock : anchor.kind == OpKind::matmul ? 16 : 1;
+  const unsigned nb_align = scaled ? kScaleBlock : 16;
 
   // The grid: tm row ranges x tn column ranges, the one whose slowest tile
   // (its bytes through its port, its MACs) and whose reads and writes
@@ -294,7 +305,7 @@ Tiling tile(const Graph& g, const Group& grp, const Target& tgt) {
   double best_s = std::numeric_limits<double>::infinity(), best_slowest = best_s;
   for (unsigned tm = 1; tm <= tgt.tiles; ++tm)
     for (unsigned tn = 1; tn <= (full_rows ? 1 : tgt.tiles / tm); ++tn) {
-      const auto rr = split(rows, tm, 1), cc = split(cols, tn, anchor.kind == OpKind::matmul ? 16 : 1);
+      const auto rr = split(rows, tm, 1), cc = split(cols, tn, col_align);
       double slowest = 0, reads = 0, writes = 0;
       for (const auto& [r0, r1] : rr)
         for (const auto& [c0, c1] : cc) {
@@ -327,13 +338,13 @@ Tiling tile(const Graph& g, const Group& grp, const Target& tgt) {
   best.mb = std::min(max_r, anchor.kind == OpKind::matmul ? 256u : 64u);
   if (anchor.kind != OpKind::matmul) best.mb = std::max(1u, std::min(best.mb, (max_r + 3) / 4));
   best.nb = full_rows ? max_c : std::min(max_c, 512u);
-  best.kb = K ? std::min(K, 512u) : 0;
+  best.kb = K ? (scaled ? K : std::min(K, 512u)) : 0;
   const std::uint32_t room = tgt.spm_end - tgt.spm_base;
   for (;;) {
     if (plan_spm(g, grp, best, 0).end <= room) break;
-    if (best.kb > 64) best.kb = (best.kb / 2 + 15) / 16 * 16;
+    if (best.kb > 64 && !scaled) best.kb = (best.kb / 2 + 15) / 16 * 16;
     else if (best.mb > 1) best.mb = (best.mb + 1) / 2;
-    else if (!full_rows && best.nb > 16) best.nb = (best.nb / 2 + 15) / 16 * 16;
+    else if (!full_rows && best.nb > nb_align) best.nb = (best.nb / 2 + nb_align - 1) / nb_align * nb_align;
     else
       throw std::invalid_argument(fmt::format("compiler: {} '{}': a row of {} columns does not fit the scratchpad's {} KiB",
                                               name(anchor.kind), anchor.name, cols, room / 1024));

@@ -306,6 +306,23 @@ std::vector<std::vector<float>> reference(const Graph& g, const std::map<std::st
         const unsigned K = B.shape[0], N = B.shape[1];
         num::Convert conv;
         conv.saturate = true;
+        if (block_scaled(op)) {
+          // A's rows in 1 x 128 groups as the DMA engine casts them; B's
+          // codes and block scales as they are.
+          const num::BlockQuantized qa = num::block_quantize(x.data(), static_cast<unsigned>(rows), K, format(op.format),
+                                                             num::ScaleFormat::FP32, 1, kScaleBlock, conv);
+          num::BlockQuantized qb;
+          qb.format = format(op.format), qb.rows = K, qb.cols = N, qb.block_rows = qb.block_cols = kScaleBlock;
+          qb.codes.resize(std::size_t{K} * N);
+          const std::vector<float>& bv = v[static_cast<std::size_t>(op.in[1])];
+          for (std::size_t i = 0; i < qb.codes.size(); ++i)
+            qb.codes[i] = static_cast<std::uint8_t>(num::encode(qb.format, bv[i], conv));
+          qb.scales = v[static_cast<std::size_t>(op.in[2])];
+          std::vector<double> c;
+          num::gemm_block_scaled(qa, qb, c);
+          for (std::size_t i = 0; i < c.size(); ++i) y[i] = static_cast<float>(c[i]);
+          break;
+        }
         auto q = [&](const std::vector<float>& s) {
           std::vector<double> d(s.size());
           for (std::size_t i = 0; i < s.size(); ++i) d[i] = num::quantize(format(op.format), s[i], conv);
