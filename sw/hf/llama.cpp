@@ -1,6 +1,7 @@
 #include "llama.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cmath>
@@ -219,6 +220,33 @@ std::vector<double> LlamaConfig::inv_freq() const {
   return f;
 }
 
+void scale_fp8(const SafeTensors& st, const TensorInfo& t, std::vector<float>& v) {
+  // DeepSeek-V3's checkpoints: <name>_scale_inv holds a factor per 128 x
+  // 128 block of the [out, in] weight (the name is DeepSeek's: it is what
+  // the codes are multiplied by). Others (compressed-tensors' FP8): a
+  // <name>_scale of one factor, or of one per output row. Products in FP32,
+  // as DeepSeek's weight_dequant computes them.
+  const std::uint64_t rows = t.shape.empty() ? 1 : t.shape[0], cols = rows ? t.elements() / rows : 0;
+  auto shape_text = [](const std::vector<std::uint64_t>& s) { return fmt::format("[{}]", fmt::join(s, ", ")); };
+  if (st.has(t.name + "_scale_inv")) {
+    const TensorInfo& s = st.info(t.name + "_scale_inv");
+    const std::vector<std::uint64_t> blocks = {(rows + 127) / 128, (cols + 127) / 128};
+    if (t.shape.size() != 2 || s.shape != blocks)
+      throw FormatError(fmt::format("{}: tensor '{}' {}: the weight {} needs a scale per 128 x 128 block, {}", s.file, s.name,
+                                    shape_text(s.shape), shape_text(t.shape), shape_text(blocks)));
+    const std::vector<float> f = st.read(s.name);
+    for (std::uint64_t r = 0; r < rows; ++r)
+      for (std::uint64_t c = 0; c < cols; ++c) v[r * cols + c] *= f[(r / 128) * blocks[1] + c / 128];
+  } else if (st.has(t.name + "_scale")) {
+    const TensorInfo& s = st.info(t.name + "_scale");
+    const std::vector<float> f = st.read(s.name);
+    if (f.size() != 1 && f.size() != rows)
+      throw FormatError(fmt::format("{}: tensor '{}' {}: the weight {} needs one scale or one per row ({})", s.file, s.name,
+                                    shape_text(s.shape), shape_text(t.shape), rows));
+    for (std::uint64_t i = 0; i < v.size(); ++i) v[i] *= f[f.size() == 1 ? 0 : i / cols];
+  }
+}
+
 WeightSource weights_from(const SafeTensors& st) {
   return [&st](const std::string& name, const std::vector<std::uint64_t>& shape) {
     const TensorInfo& t = st.info(name);
@@ -228,7 +256,9 @@ WeightSource weights_from(const SafeTensors& st) {
       for (auto d : t.shape) got += (got.empty() ? "" : ", ") + std::to_string(d);
       throw FormatError(fmt::format("{}: tensor '{}' is [{}], the config needs [{}]", t.file, name, got, want));
     }
-    return st.read(name);
+    std::vector<float> v = st.read(name);
+    if (t.dtype == "F8_E4M3") scale_fp8(st, t, v);
+    return v;
   };
 }
 

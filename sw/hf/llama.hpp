@@ -100,7 +100,12 @@ struct LlamaConfig {
 using WeightSource = std::function<std::vector<float>(const std::string& name, const std::vector<std::uint64_t>& shape)>;
 // Weights from a model's safetensors (a file, a folder or an index); a
 // missing tensor or a shape other than the config's is refused by name.
+// An F8_E4M3 weight is multiplied by its scales: DeepSeek-V3's
+// <name>_scale_inv (a factor per 128 x 128 block), or a <name>_scale (one
+// factor, or one per output row); without either, its codes' values.
 WeightSource weights_from(const SafeTensors& st);
+// That multiplication, in place (checked: the scales' shape names the tensor).
+void scale_fp8(const SafeTensors& st, const TensorInfo& t, std::vector<float>& v);
 // Seeded weights: the same name and seed give the same values.
 WeightSource seeded_weights(std::uint32_t seed);
 

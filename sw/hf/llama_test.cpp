@@ -232,6 +232,42 @@ TEST(HfLlama, TwoLayersOnTheChipAgreeWithTheReferenceWithSeededOrStoredWeights) 
   EXPECT_LT(relative_error(t.run(llama_inputs({1, 2, 3})).at("logits"), llama_reference(tied, seeded, {1, 2, 3}, 1)), 5e-2);
 }
 
+TEST(HfLlama, Fp8WeightsAreMultipliedByTheirScales) {
+  // DeepSeek-V3's FP8 checkpoints keep each weight's E4M3 codes with a
+  // factor per 128 x 128 block in <name>_scale_inv; compressed-tensors'
+  // keep one factor (or one per row) in <name>_scale. Read as their values.
+  const std::string d = testing::TempDir() + "llama_test_fp8";
+  std::filesystem::create_directories(d);
+  const std::vector<float> a = compiler::seeded_values(200 * 300, 1, 8.0f), inv = {0.5f, 2.0f, 0.25f, 3.0f, 1.5f, 0.125f};
+  write_safetensors(d + "/model.safetensors",
+                    {{"a.weight", "F8_E4M3", {200, 300}, a},
+                     {"a.weight_scale_inv", "F32", {2, 3}, inv},
+                     {"b.weight", "F8_E4M3", {4, 2}, {1, 2, 3, 4, 5, 6, 7, 8}},
+                     {"b.weight_scale", "F32", {4, 1}, {1, 10, 100, 1000}},
+                     {"c.weight", "F8_E4M3", {2, 2}, {1, 2, 3, 4}},
+                     {"c.weight_scale", "F32", {}, {0.5f}},
+                     {"raw.weight", "F8_E4M3", {2}, {1.0f, 0.3f}},
+                     {"e.weight", "F8_E4M3", {200, 2}, std::vector<float>(400, 1.0f)},
+                     {"e.weight_scale_inv", "F32", {1, 1}, {1.0f}}});
+  const SafeTensors st = SafeTensors::open(d);
+  const WeightSource w = weights_from(st);
+  const std::vector<float> got = w("a.weight", {200, 300});
+  for (unsigned r = 0; r < 200; r += 7)
+    for (unsigned c = 0; c < 300; c += 11)
+      EXPECT_EQ(got[r * 300 + c], static_cast<float>(num::quantize(num::Format::E4M3, a[r * 300 + c])) * inv[(r / 128) * 3 + c / 128])
+          << r << " " << c;
+  EXPECT_EQ(w("b.weight", {4, 2}), (std::vector<float>{1, 2, 30, 40, 500, 600, 7000, 8000}));
+  EXPECT_EQ(w("c.weight", {2, 2}), (std::vector<float>{0.5f, 1, 1.5f, 2}));
+  EXPECT_EQ(w("raw.weight", {2}), (std::vector<float>{1.0f, static_cast<float>(num::quantize(num::Format::E4M3, 0.3f))}));
+  try {
+    w("e.weight", {200, 2});
+    FAIL();
+  } catch (const FormatError& e) {
+    EXPECT_NE(std::string(e.what()).find("tensor 'e.weight_scale_inv' [1, 1]: the weight [200, 2] needs a scale per 128 x 128 block, [2, 1]"),
+              std::string::npos) << e.what();
+  }
+}
+
 TEST(HfLlama, MixtralsExpertLayersOnTheChipAgreeWithTheReference) {
   rt::Device dev;
   const rt::Kernel program = dev.load_kernel(data_file(DataKind::kernels, "program.elf"), (1u << dev.tiles()) - 1);

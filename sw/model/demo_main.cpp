@@ -30,7 +30,7 @@ using namespace tessera;
 
 namespace {
 int usage(const char* why) {
-  std::fprintf(stderr, "tessera demo: %s\nusage: tessera-vp demo [--tiny] [--fp8] [--launches] [--device-dispatch] [--compiled | --hand-written] [--batch B] [--serve RATE [--requests N] | --serve-from TRACE.csv] [--chips 1|4|8|16|32|64] [--prompt N (1-256)] [--decode N] [--seed S] [--speculate K [--acceptance A] [--draft first-layer|small]] [--trace FILE.json] [--waves FILE.vcd] [--stats FILE.json] [--set inst.key=value ...]\n       tessera-vp demo --hf-config FILE.json [--weights FILE|DIR] [--layers N] [--prompt N] [--decode N] [--seed S] [--check]\n", why);
+  std::fprintf(stderr, "tessera demo: %s\nusage: tessera-vp demo [--tiny] [--fp8] [--launches] [--device-dispatch] [--compiled | --hand-written] [--batch B] [--serve RATE [--requests N] | --serve-from TRACE.csv] [--chips 1|4|8|16|32|64] [--prompt N (1-256)] [--decode N] [--seed S] [--speculate K [--acceptance A] [--draft first-layer|small]] [--trace FILE.json] [--waves FILE.vcd] [--stats FILE.json] [--set inst.key=value ...] [--placement R,R,... (under mpirun)]\n       tessera-vp demo --hf-config FILE.json [--weights FILE|DIR] [--layers N] [--prompt N] [--decode N] [--seed S] [--check]\n", why);
   return 2;
 }
 bool number(const char* s, unsigned& out) {
@@ -100,6 +100,7 @@ int tessera::model::demo_main(int argc, char** argv) {
     else if (a == "--trace") { if (i + 1 >= argc) return usage("--trace takes a file (FILE.json)"); opt.trace = argv[++i]; }
     else if (a == "--waves") { if (i + 1 >= argc) return usage("--waves takes a file (FILE.vcd)"); opt.waves = argv[++i]; }
     else if (a == "--stats") { if (i + 1 >= argc) return usage("--stats takes a file (FILE.json)"); stats_file = argv[++i]; }
+    else if (a == "--placement") { if (i + 1 >= argc) return usage("--placement takes each chip's rank, comma-separated (0,0,1,1,...)"); opt.placement = argv[++i]; }
     else if (a == "--set") { if (i + 1 >= argc) return usage("--set takes inst.key=value"); opt.sets.push_back(argv[++i]); }
     else return usage(("unknown option " + a).c_str());
   }
@@ -129,6 +130,8 @@ int tessera::model::demo_main(int argc, char** argv) {
     return usage("under mpirun the main job spreads a system's chips over the ranks (--chips 4 to 64); one chip runs in "
                  "one process, without mpirun");
   if (chips > 1 && speculate) return usage("--speculate runs on one chip");
+  if (!opt.placement.empty() && (chips == 1 || launched_ranks() < 2))
+    return usage("--placement places a system's chips (--chips 4 to 64) on the ranks of an mpirun");
   if (batch > 1 && speculate) return usage("--speculate decodes one sequence (no --batch)");
   if (draft_kind != "first-layer" && !speculate) return usage("--draft goes with --speculate");
   if (serve_rate > 0 && !serve_from.empty()) return usage("--serve and --serve-from: one stream of requests at a time");

@@ -117,6 +117,22 @@ std::uint32_t encode(Format f, double x, const Convert& c) {
     const auto v = static_cast<std::int32_t>(r);
     return f == Format::INT8 ? static_cast<std::uint32_t>(static_cast<std::uint8_t>(v)) : static_cast<std::uint32_t>(v);
   }
+  if (f == Format::BF16 && c.rounding == Rounding::nearest_even) {
+    // The common case at the speed of a few integer operations: a value
+    // that is an FP32 number (what the engines cast) rounds to BF16 by
+    // rounding its FP32 bits to nearest even at bit 16. BF16 has FP32's
+    // exponents, so subnormals round alike; NaN, infinities and what
+    // overflows (saturating or not) take the general path.
+    const float v = static_cast<float>(x);
+    if (static_cast<double>(v) == x) {
+      std::uint32_t bits;
+      std::memcpy(&bits, &v, 4);
+      if ((bits & 0x7f800000u) != 0x7f800000u) {
+        const std::uint32_t r = (bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16;
+        if ((r & 0x7f80u) != 0x7f80u) return r;
+      }
+    }
+  }
   return encode_float(*float_of(f), x, c);
 }
 

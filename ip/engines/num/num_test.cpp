@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <cstdio>
 #include <random>
 
@@ -94,6 +95,47 @@ TEST(Numerics, SaturationAndSpecialValuesPerOcp) {
   EXPECT_EQ(encode(Format::E5M2, 1e9, saturating()), 0x7bu);
   EXPECT_EQ(encode(Format::E5M2, -INFINITY), 0xfcu);
   EXPECT_TRUE(std::isnan(decode(Format::E5M2, encode(Format::E5M2, NAN))));
+}
+
+TEST(Numerics, Bf16FromFp32ValuesRoundsToNearestEvenAtEveryEdge) {
+  // encode(BF16) takes FP32 values by their bits (the engines' common
+  // case); these are the edges that shortcut must get right, and a double
+  // that is no FP32 value takes the general path.
+  auto bits = [](std::uint32_t b) {
+    float f;
+    std::memcpy(&f, &b, 4);
+    return static_cast<double>(f);
+  };
+  Convert sat;
+  sat.saturate = true;
+  EXPECT_EQ(encode(Format::BF16, 1.0), 0x3f80u);
+  EXPECT_EQ(encode(Format::BF16, 1.0 + std::ldexp(1.0, -8)), 0x3f80u);           // a tie, to the even 1
+  EXPECT_EQ(encode(Format::BF16, 1.0 + 3 * std::ldexp(1.0, -8)), 0x3f82u);       // a tie, to the even 1 + 2^-6
+  EXPECT_EQ(encode(Format::BF16, 1.0 + std::ldexp(1.0, -8) + std::ldexp(1.0, -20)), 0x3f81u);  // past the tie
+  EXPECT_EQ(encode(Format::BF16, -0.0), 0x8000u);
+  EXPECT_EQ(encode(Format::BF16, bits(0x7f7fffffu)), 0x7f80u);       // FP32's largest rounds past BF16's: infinity
+  EXPECT_EQ(encode(Format::BF16, bits(0x7f7fffffu), sat), 0x7f7fu);  // or, saturating, BF16's largest
+  EXPECT_EQ(encode(Format::BF16, -bits(0x7f7fffffu), sat), 0xff7fu);
+  EXPECT_EQ(encode(Format::BF16, bits(0x00000001u)), 0x0000u);  // the smallest subnormal rounds to zero
+  EXPECT_EQ(encode(Format::BF16, bits(0x00008000u)), 0x0000u);  // a subnormal tie to the even zero
+  EXPECT_EQ(encode(Format::BF16, bits(0x00018000u)), 0x0002u);  // and to the even 2
+  EXPECT_EQ(encode(Format::BF16, bits(0x007fffffu)), 0x0080u);  // the largest subnormal rounds up to the smallest normal
+  EXPECT_TRUE(std::isnan(decode(Format::BF16, encode(Format::BF16, std::nan("")))));
+  EXPECT_EQ(encode(Format::BF16, INFINITY), 0x7f80u);
+  EXPECT_EQ(encode(Format::BF16, 1.0 + std::ldexp(1.0, -8) + std::ldexp(1.0, -40)), 0x3f81u);  // no FP32 value: above the tie
+  // A million random FP32 values against the rounding done by hand: the
+  // two BF16 neighbours (FP32's bits cut at bit 16, and one up), the
+  // nearer one, on a tie the even one.
+  std::mt19937 rng(7);
+  for (int i = 0; i < 1000000; ++i) {
+    const std::uint32_t b = rng();
+    const double x = bits(b);
+    if (!std::isfinite(x) || std::fabs(x) >= bits(0x7f7f8000u)) continue;  // NaN, infinity, what rounds past BF16's largest
+    const std::uint32_t lo = b >> 16, hi = lo + 1;
+    const double dl = std::fabs(x - bits(lo << 16)), dh = std::fabs(bits(hi << 16) - x);
+    const std::uint32_t want = dl < dh ? lo : dh < dl ? hi : (lo & 1 ? hi : lo);
+    ASSERT_EQ(encode(Format::BF16, x), want) << std::hexfloat << x;
+  }
 }
 
 TEST(Numerics, Bf16AndFp16KnownVectors) {
