@@ -121,6 +121,11 @@ TEST(Mpi, PlacementIsCheckedAndFollowed) {
   EXPECT_TRUE(WIFEXITED(demo) && WEXITSTATUS(demo) == 2);
   EXPECT_NE(slurp(local("demo.err")).find("one chip runs in one process, without mpirun"), std::string::npos)
       << slurp(local("demo.err"));
+  const int demo_alone = std::system(("timeout -k 5 60 " + std::string(TESSERA_VP) + " demo --chips 4 --placement 0,1,0,1 >" +
+                                       local("demo2.out") + " 2>" + local("demo2.err") + " </dev/null").c_str());
+  EXPECT_TRUE(WIFEXITED(demo_alone) && WEXITSTATUS(demo_alone) == 2);
+  EXPECT_NE(slurp(local("demo2.err")).find("--placement places a system's chips (--chips 4 to 64) on the ranks of an mpirun"),
+            std::string::npos) << slurp(local("demo2.err"));
   Outcome alone = run(ring + " --placement 0,0,0,0");
   EXPECT_EQ(alone.code, 2);
   EXPECT_NE(alone.err.find("--placement: the chips are placed on MPI ranks; run under mpirun"), std::string::npos)
@@ -213,11 +218,13 @@ TEST(Mpi, TheMainJobOverRanksGivesTheSingleProcessRun) {
   ASSERT_TRUE(s1.contains("ips"));
   EXPECT_GT(s1["ranks"]["windows"].get<double>(), 0) << "a system runs in windows, in one process too";
   EXPECT_EQ(s1["ips"].size(), stats(one_json)["ips"].size());
-  for (unsigned ranks : {2u, 4u}) {
-    const std::string tag = "job." + std::to_string(ranks);
+  // Round robin on 2 and 4 ranks, and a placement of the user's on 2.
+  const std::vector<std::pair<unsigned, std::string>> runs = {{2, ""}, {4, ""}, {2, "1,1,0,0,0,0,1,1"}};
+  for (const auto& [ranks, placement] : runs) {
+    const std::string tag = "job." + std::to_string(ranks) + (placement.empty() ? "" : ".placed");
     const int status = std::system(("timeout -k 5 300 " + kMpirun + " -np " + std::to_string(ranks) + " " + demo +
-                                    local(tag + ".json") + " >" + local(tag + ".out") + " 2>" + local(tag + ".err") +
-                                    " </dev/null").c_str());
+                                    local(tag + ".json") + (placement.empty() ? "" : " --placement " + placement) + " >" +
+                                    local(tag + ".out") + " 2>" + local(tag + ".err") + " </dev/null").c_str());
     EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << slurp(local(tag + ".err"));
     EXPECT_EQ(without_wall(slurp(local(tag + ".out"))), expected) << ranks << " ranks";
     EXPECT_EQ(stats(local(tag + ".json"))["ranks"]["ranks"], ranks);
