@@ -247,18 +247,37 @@ void scale_fp8(const SafeTensors& st, const TensorInfo& t, std::vector<float>& v
   }
 }
 
+namespace {
+
+const TensorInfo& shaped(const SafeTensors& st, const std::string& name, const std::vector<std::uint64_t>& shape) {
+  const TensorInfo& t = st.info(name);
+  if (t.shape != shape)
+    throw FormatError(fmt::format("{}: tensor '{}' is [{}], the config needs [{}]", t.file, name, fmt::join(t.shape, ", "),
+                                  fmt::join(shape, ", ")));
+  return t;
+}
+
+}  // namespace
+
 WeightSource weights_from(const SafeTensors& st) {
   return [&st](const std::string& name, const std::vector<std::uint64_t>& shape) {
-    const TensorInfo& t = st.info(name);
-    if (t.shape != shape) {
-      std::string want, got;
-      for (auto d : shape) want += (want.empty() ? "" : ", ") + std::to_string(d);
-      for (auto d : t.shape) got += (got.empty() ? "" : ", ") + std::to_string(d);
-      throw FormatError(fmt::format("{}: tensor '{}' is [{}], the config needs [{}]", t.file, name, got, want));
-    }
+    const TensorInfo& t = shaped(st, name, shape);
     std::vector<float> v = st.read(name);
     if (t.dtype == "F8_E4M3") scale_fp8(st, t, v);
     return v;
+  };
+}
+
+Fp8Source fp8_blocks_from(const SafeTensors& st) {
+  return [&st](const std::string& name, const std::vector<std::uint64_t>& shape, std::vector<float>& codes,
+               std::vector<float>& scales) {
+    if (!st.has(name) || !st.has(name + "_scale_inv") || st.info(name).dtype != "F8_E4M3") return false;
+    const TensorInfo& t = shaped(st, name, shape);
+    codes = st.read(name);
+    std::vector<float> check(codes);
+    scale_fp8(st, t, check);  // the scales' shape, checked
+    scales = st.read(name + "_scale_inv");
+    return true;
   };
 }
 
@@ -294,21 +313,33 @@ float bf16(float x) { return static_cast<float>(num::quantize(num::Format::BF16,
 
 }  // namespace
 
-Graph llama_prefill(const LlamaConfig& c, const WeightSource& w, const std::vector<std::uint32_t>& tokens, unsigned layers) {
+Graph llama_prefill(const LlamaConfig& c, const WeightSource& w, const std::vector<std::uint32_t>& tokens, unsigned layers,
+                    const Fp8Source& fp8) {
   const unsigned T = static_cast<unsigned>(tokens.size());
   if (!T) throw std::invalid_argument("llama: an empty prompt");
   for (std::uint32_t t : tokens)
     if (t >= c.vocab) throw std::invalid_argument(fmt::format("llama: token {} of a vocabulary of {}", t, c.vocab));
-  return llama_step(c, w, T, T, layers);
+  return llama_step(c, w, T, T, layers, fp8);
 }
 
-Graph llama_step(const LlamaConfig& c, const WeightSource& w, unsigned rows, unsigned context, unsigned layers) {
+Graph llama_step(const LlamaConfig& c, const WeightSource& w, unsigned rows, unsigned context, unsigned layers,
+                 const Fp8Source& fp8) {
   const unsigned T = rows, D = c.hidden, hd = c.head_dim, H = c.heads, KV = c.kv_heads;
   const unsigned L = layers ? std::min(layers, c.layers) : c.layers;
   if (!T) throw std::invalid_argument("llama: a step of no tokens");
   if (T > context) throw std::invalid_argument(fmt::format("llama: a step of {} tokens in a context of {}", T, context));
   Graph g;
   auto linear = [&](int x, const std::string& name, unsigned out, unsigned in) {
+    std::vector<float> codes, scales;
+    if (fp8 && in % compiler::kScaleBlock == 0 && fp8(name, {out, in}, codes, scales)) {
+      // B = W^T: the codes transposed, and the blocks with them.
+      const unsigned ob = (out + compiler::kScaleBlock - 1) / compiler::kScaleBlock, ib = in / compiler::kScaleBlock;
+      std::vector<float> bs(scales.size());
+      for (unsigned o = 0; o < ob; ++o)
+        for (unsigned i = 0; i < ib; ++i) bs[std::size_t{i} * ob + o] = scales[std::size_t{o} * ib + i];
+      const int b = g.weight(name, {in, out}, transposed(codes, out, in), DType::e4m3);
+      return g.matmul_scaled(x, b, g.weight(name + "_scale_inv", {ib, ob}, std::move(bs)));
+    }
     return g.matmul(x, g.weight(name, {in, out}, transposed(w(name, {out, in}), out, in), DType::bf16), DType::bf16);
   };
   auto norm = [&](const std::string& name) { return g.weight(name, {D}, w(name, {D})); };

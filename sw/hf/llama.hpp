@@ -108,21 +108,33 @@ WeightSource weights_from(const SafeTensors& st);
 void scale_fp8(const SafeTensors& st, const TensorInfo& t, std::vector<float>& v);
 // Seeded weights: the same name and seed give the same values.
 WeightSource seeded_weights(std::uint32_t seed);
+// A Linear weight [out, in] stored as DeepSeek-V3 stores it, E4M3 codes
+// (their values) with a factor per 128 x 128 block (<name>_scale_inv):
+// fills both and says true; false for any other weight.
+using Fp8Source = std::function<bool(const std::string& name, const std::vector<std::uint64_t>& shape, std::vector<float>& codes,
+                                     std::vector<float>& scales)>;
+Fp8Source fp8_blocks_from(const SafeTensors& st);
 
 // The prefill of a prompt of `tokens`' length (positions 0..T-1; the
 // tokens themselves are the graph's input "tokens": llama_inputs) over the
 // first `layers` layers (0: all): the graph's output "logits" is T x vocab, and a MoE
 // model's "layer<l>.route" each layer's choices (route(): T x k experts,
 // then their gates).
+// With `fp8`, the plain Linears (not the rotary ones MLA reorders, nor
+// the experts, which the moe op runs in BF16) whose weights it gives and
+// whose inputs are whole 128s run block-scaled on the tensor core
+// (compiler::Graph::matmul_scaled: the codes and scales as stored, the
+// activations cast in 1 x 128 groups), as DeepSeek-V3 serves them.
 compiler::Graph llama_prefill(const LlamaConfig& c, const WeightSource& w, const std::vector<std::uint32_t>& tokens,
-                              unsigned layers = 0);
+                              unsigned layers = 0, const Fp8Source& fp8 = {});
 // A step of `rows` new tokens (the graph's input "tokens") at positions
 // given at run time (its input "positions": llama_inputs) over KV caches of
 // `context` positions per layer ("layer<l>.k_cache" and "layer<l>.v_cache", state the
 // executables of one sequence share: compiler::Options::state): the
 // prefill is a step of the prompt's length at 0, each decode step one of a
 // row. Outputs as llama_prefill's, for the step's rows.
-compiler::Graph llama_step(const LlamaConfig& c, const WeightSource& w, unsigned rows, unsigned context, unsigned layers = 0);
+compiler::Graph llama_step(const LlamaConfig& c, const WeightSource& w, unsigned rows, unsigned context, unsigned layers = 0,
+                           const Fp8Source& fp8 = {});
 // The graph's inputs for a step: its tokens (the graph's "tokens", as FP32
 // whole numbers, gathered from the embedding table on the chip) and their
 // positions from `position` on.

@@ -13,7 +13,9 @@
 #include <fstream>
 
 #include "common/paths.hpp"
+#include "engines/num/block_scale.hpp"
 #include "executable.hpp"
+#include "reference.hpp"
 #include "llama.hpp"
 
 using namespace tessera;
@@ -266,6 +268,76 @@ TEST(HfLlama, Fp8WeightsAreMultipliedByTheirScales) {
     EXPECT_NE(std::string(e.what()).find("tensor 'e.weight_scale_inv' [1, 1]: the weight [200, 2] needs a scale per 128 x 128 block, [2, 1]"),
               std::string::npos) << e.what();
   }
+}
+
+TEST(HfLlama, AnFp8CheckpointsLinearsRunBlockScaledOnTheChip) {
+  // A Llama whose Linears are stored as DeepSeek-V3 stores its own: E4M3
+  // codes with a factor per 128 x 128 block. They run as such on the
+  // tensor core (activations cast in 1 x 128 groups), close to the FP32
+  // reference of the same weights; the embedding and the LM head are FP32.
+  rt::Device dev;
+  const rt::Kernel program = dev.load_kernel(data_file(DataKind::kernels, "program.elf"), (1u << dev.tiles()) - 1);
+  const LlamaConfig c = LlamaConfig::parse(nlohmann::json::parse(R"({"model_type": "llama", "hidden_size": 128,
+    "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 256,
+    "vocab_size": 96, "rms_norm_eps": 1e-5, "rope_theta": 10000.0, "tie_word_embeddings": false})"), "config.json");
+  const WeightSource seeded = seeded_weights(3);
+  std::vector<NamedTensor> ts;
+  auto plain = [&](const std::string& name, std::vector<std::uint64_t> shape) { ts.push_back({name, "F32", shape, seeded(name, shape)}); };
+  auto fp8 = [&](const std::string& name, unsigned out, unsigned in) {
+    const std::vector<float> v = seeded(name, {out, in});
+    num::Convert sat;
+    sat.saturate = true;
+    const num::BlockQuantized q = num::block_quantize(v.data(), out, in, num::Format::E4M3, num::ScaleFormat::FP32, 128, 128, sat);
+    std::vector<float> codes(q.codes.size());
+    for (std::size_t i = 0; i < codes.size(); ++i) codes[i] = static_cast<float>(num::decode(num::Format::E4M3, q.codes[i]));
+    ts.push_back({name, "F8_E4M3", {out, in}, codes});
+    ts.push_back({name + "_scale_inv", "F32", {(out + 127) / 128, (in + 127) / 128}, q.scales});
+  };
+  plain("model.embed_tokens.weight", {c.vocab, c.hidden});
+  for (unsigned l = 0; l < 2; ++l) {
+    const std::string p = "model.layers." + std::to_string(l) + ".";
+    plain(p + "input_layernorm.weight", {c.hidden});
+    plain(p + "post_attention_layernorm.weight", {c.hidden});
+    fp8(p + "self_attn.q_proj.weight", c.heads * c.head_dim, c.hidden);
+    fp8(p + "self_attn.k_proj.weight", c.kv_heads * c.head_dim, c.hidden);
+    fp8(p + "self_attn.v_proj.weight", c.kv_heads * c.head_dim, c.hidden);
+    fp8(p + "self_attn.o_proj.weight", c.hidden, c.heads * c.head_dim);
+    fp8(p + "mlp.gate_proj.weight", c.intermediate, c.hidden);
+    fp8(p + "mlp.up_proj.weight", c.intermediate, c.hidden);
+    fp8(p + "mlp.down_proj.weight", c.hidden, c.intermediate);
+  }
+  plain("model.norm.weight", {c.hidden});
+  plain("lm_head.weight", {c.vocab, c.hidden});
+  const std::string d = testing::TempDir() + "llama_test_fp8_model";
+  std::filesystem::create_directories(d);
+  write_safetensors(d + "/model.safetensors", ts);
+  const SafeTensors st = SafeTensors::open(d);
+  const std::vector<std::uint32_t> prompt{3, 17, 42, 5, 95, 60, 7, 8};
+  const compiler::Graph g = llama_prefill(c, weights_from(st), prompt, 2, fp8_blocks_from(st));
+  unsigned scaled = 0;
+  for (const compiler::Op& op : g.ops()) scaled += compiler::block_scaled(op);
+  EXPECT_EQ(scaled, 2u * 7);  // every Linear of both layers
+  compiler::Executable fp8_ex(dev, program, g);
+  const std::vector<float> want = llama_reference(c, weights_from(st), prompt, 2);
+  const std::vector<float> got = fp8_ex.run(llama_inputs(prompt)).at("logits");
+  // What the chip computes is the compiler's reference of the FP8 graph, bit for bit.
+  const std::vector<std::vector<float>> ref = compiler::reference(g, llama_inputs(prompt));
+  for (int t : g.outputs())
+    if (g.tensor(t).name == "logits") {
+      EXPECT_EQ(got, ref[static_cast<std::size_t>(t)]);
+    }
+  const double err = relative_error(got, want);
+  compiler::Executable bf16_ex(dev, program, llama_prefill(c, weights_from(st), prompt, 2));
+  const double bf16_err = relative_error(bf16_ex.run(llama_inputs(prompt)).at("logits"), want);
+  std::cout << "FP8 checkpoint, two layers: logits' relative error " << err << " block-scaled, " << bf16_err
+            << " with the weights in BF16\n";
+  // E4M3 keeps 3 mantissa bits (a half-step of 6.25%) in every Linear's
+  // operands, BF16 8: the FP8 path's error is an order of magnitude more.
+  EXPECT_LT(err, 0.1);
+  EXPECT_GT(err, 3 * bf16_err) << "the activations' E4M3 groups cost precision the BF16 path keeps";
+  // A block-scaled weight of another shape than the config's is refused by name.
+  std::vector<float> codes, scales;
+  EXPECT_THROW(fp8_blocks_from(st)("model.layers.0.mlp.up_proj.weight", {128, 256}, codes, scales), FormatError);
 }
 
 TEST(HfLlama, MixtralsExpertLayersOnTheChipAgreeWithTheReference) {
