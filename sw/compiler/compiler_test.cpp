@@ -343,6 +343,17 @@ TEST(Compiler, BlockScaledMatmulsAreCheckedAndTheReferenceScalesEachGroup) {
   EXPECT_GT(largest, 1.0);
   EXPECT_LT(worst / largest, 0.05) << "E4M3 keeps 3 mantissa bits: errors of a few percent of the largest output";
   EXPECT_GT(worst, 0.0) << "and the operands are rounded";
+  // The tiling keeps K whole and cuts columns at block edges; where the
+  // scratchpad is short it narrows B's blocks before it takes fewer rows
+  // (a prefill's B would otherwise stream once for every few rows).
+  Graph p;
+  const auto [pw, ps] = p.weight_scaled("w", {2048, 512}, seeded_values(2048 * 512, 3, 1.0f));
+  p.output(p.matmul_scaled(p.input("h", {256, 2048}), pw, ps));
+  const Tiling t = tile(p, fuse(p)[0], Target{});
+  EXPECT_EQ(t.kb, 2048u);
+  EXPECT_GE(t.mb, 64u);
+  EXPECT_EQ(t.nb % kScaleBlock, 0u);
+  for (const Part& part : t.parts) EXPECT_EQ(part.c0 % kScaleBlock, 0u);
 }
 
 TEST(Compiler, RoutesAndExpertsAreCheckedAndTheReferenceRoutesAsTheVectorUnit) {

@@ -343,6 +343,9 @@ Tiling tile(const Graph& g, const Group& grp, const Target& tgt) {
   for (;;) {
     if (plan_spm(g, grp, best, 0).end <= room) break;
     if (best.kb > 64 && !scaled) best.kb = (best.kb / 2 + 15) / 16 * 16;
+    // (Block-scaled: K stays whole, so narrower B blocks before fewer rows,
+    // or B would stream once for every few rows.)
+    else if (scaled && !full_rows && best.nb > nb_align) best.nb = (best.nb / 2 + nb_align - 1) / nb_align * nb_align;
     else if (best.mb > 1) best.mb = (best.mb + 1) / 2;
     else if (!full_rows && best.nb > nb_align) best.nb = (best.nb / 2 + nb_align - 1) / nb_align * nb_align;
     else
