@@ -141,7 +141,7 @@ void Noc::carry(unsigned src, unsigned dst, unsigned payload_bytes, unsigned cls
     step_to(at);
     return;
   }
-  if (config_.model == "packet") {
+  if (packet_level_) {
     // Held back in its source's backlog (a queue far longer than the
     // network's latency): computed when the queue ahead of it has drained
     // near the present, then delivered.

@@ -85,6 +85,7 @@ class Noc : public Ip {
   std::uint64_t entry_cycle() const { return sim::windowed() ? next_cycle() : now_cycle(); }
 
   Config config_;
+  bool packet_level_ = config_.model == "packet";  // after config_, which it reads
   std::unique_ptr<Network> net_;
   std::uint64_t period_;
   // Transactions of one instant enter the network, and reach each target,

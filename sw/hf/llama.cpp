@@ -220,6 +220,16 @@ std::vector<double> LlamaConfig::inv_freq() const {
   return f;
 }
 
+std::vector<float> block_scales(const SafeTensors& st, const TensorInfo& t) {
+  const TensorInfo& s = st.info(t.name + "_scale_inv");
+  const std::uint64_t rows = t.shape.empty() ? 1 : t.shape[0], cols = rows ? t.elements() / rows : 0;
+  const std::vector<std::uint64_t> blocks = {(rows + 127) / 128, (cols + 127) / 128};
+  if (t.shape.size() != 2 || s.shape != blocks)
+    throw FormatError(fmt::format("{}: tensor '{}' [{}]: the weight [{}] needs a scale per 128 x 128 block, [{}]", s.file, s.name,
+                                  fmt::join(s.shape, ", "), fmt::join(t.shape, ", "), fmt::join(blocks, ", ")));
+  return st.read(s.name);
+}
+
 void scale_fp8(const SafeTensors& st, const TensorInfo& t, std::vector<float>& v) {
   // DeepSeek-V3's checkpoints: <name>_scale_inv holds a factor per 128 x
   // 128 block of the [out, in] weight (the name is DeepSeek's: it is what
@@ -227,22 +237,17 @@ void scale_fp8(const SafeTensors& st, const TensorInfo& t, std::vector<float>& v
   // <name>_scale of one factor, or of one per output row. Products in FP32,
   // as DeepSeek's weight_dequant computes them.
   const std::uint64_t rows = t.shape.empty() ? 1 : t.shape[0], cols = rows ? t.elements() / rows : 0;
-  auto shape_text = [](const std::vector<std::uint64_t>& s) { return fmt::format("[{}]", fmt::join(s, ", ")); };
   if (st.has(t.name + "_scale_inv")) {
-    const TensorInfo& s = st.info(t.name + "_scale_inv");
-    const std::vector<std::uint64_t> blocks = {(rows + 127) / 128, (cols + 127) / 128};
-    if (t.shape.size() != 2 || s.shape != blocks)
-      throw FormatError(fmt::format("{}: tensor '{}' {}: the weight {} needs a scale per 128 x 128 block, {}", s.file, s.name,
-                                    shape_text(s.shape), shape_text(t.shape), shape_text(blocks)));
-    const std::vector<float> f = st.read(s.name);
+    const std::vector<float> f = block_scales(st, t);
+    const std::uint64_t bcols = (cols + 127) / 128;
     for (std::uint64_t r = 0; r < rows; ++r)
-      for (std::uint64_t c = 0; c < cols; ++c) v[r * cols + c] *= f[(r / 128) * blocks[1] + c / 128];
+      for (std::uint64_t c = 0; c < cols; ++c) v[r * cols + c] *= f[(r / 128) * bcols + c / 128];
   } else if (st.has(t.name + "_scale")) {
     const TensorInfo& s = st.info(t.name + "_scale");
     const std::vector<float> f = st.read(s.name);
     if (f.size() != 1 && f.size() != rows)
-      throw FormatError(fmt::format("{}: tensor '{}' {}: the weight {} needs one scale or one per row ({})", s.file, s.name,
-                                    shape_text(s.shape), shape_text(t.shape), rows));
+      throw FormatError(fmt::format("{}: tensor '{}' [{}]: the weight [{}] needs one scale or one per row ({})", s.file, s.name,
+                                    fmt::join(s.shape, ", "), fmt::join(t.shape, ", "), rows));
     for (std::uint64_t i = 0; i < v.size(); ++i) v[i] *= f[f.size() == 1 ? 0 : i / cols];
   }
 }
@@ -274,9 +279,7 @@ Fp8Source fp8_blocks_from(const SafeTensors& st) {
     if (!st.has(name) || !st.has(name + "_scale_inv") || st.info(name).dtype != "F8_E4M3") return false;
     const TensorInfo& t = shaped(st, name, shape);
     codes = st.read(name);
-    std::vector<float> check(codes);
-    scale_fp8(st, t, check);  // the scales' shape, checked
-    scales = st.read(name + "_scale_inv");
+    scales = block_scales(st, t);
     return true;
   };
 }

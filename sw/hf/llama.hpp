@@ -106,6 +106,8 @@ using WeightSource = std::function<std::vector<float>(const std::string& name, c
 WeightSource weights_from(const SafeTensors& st);
 // That multiplication, in place (checked: the scales' shape names the tensor).
 void scale_fp8(const SafeTensors& st, const TensorInfo& t, std::vector<float>& v);
+// A weight's <name>_scale_inv, checked to hold one factor per 128 x 128 block.
+std::vector<float> block_scales(const SafeTensors& st, const TensorInfo& t);
 // Seeded weights: the same name and seed give the same values.
 WeightSource seeded_weights(std::uint32_t seed);
 // A Linear weight [out, in] stored as DeepSeek-V3 stores it, E4M3 codes
