@@ -708,9 +708,28 @@ Executable::Executable(rt::Device& dev, const rt::Kernel& program, Graph g, cons
     const Tensor &X = g_.tensor(op.in[0]), &W1 = g_.tensor(op.in[2]);
     Impl::Moe& m = impl_->moe[static_cast<int>(i)];
     m.chips = X.rows() <= TKP_MOE_BLOCK ? chips : 1;
+    // Block-scaled experts split in whole 128-column blocks: as many
+    // slices as there are blocks at most, and over the chips only where
+    // each gets a block per stack.
+    const bool scaled = block_scaled(op);
+    const unsigned blocks = W1.shape[2] / kScaleBlock;
+    auto plan = [&](unsigned c) {
+      const unsigned want = (c * tgt.tiles + op.k - 1) / op.k;
+      return rt::MoeSplit::plan(dev_, tgt.tiles, W1.shape[0], W1.shape[2], X.cols(), static_cast<unsigned>(X.rows()),
+                                scaled ? std::min(want, blocks) : want, c, scaled);
+    };
     try {
-      m.split = rt::MoeSplit::plan(dev_, tgt.tiles, W1.shape[0], W1.shape[2], X.cols(), static_cast<unsigned>(X.rows()),
-                                   (m.chips * tgt.tiles + op.k - 1) / op.k, m.chips);
+      m.split = plan(1);
+      if (m.chips > 1) {
+        try {
+          const rt::MoeSplit wide = plan(m.chips);
+          if (wide.stacks.size() == m.split.stacks.size()) m.split = wide;
+          else m.chips = 1;  // fewer stacks a chip than on one chip alone
+        } catch (const rt::UsageError&) {
+          if (!scaled) throw;
+          m.chips = 1;
+        }
+      }
     } catch (const rt::UsageError& e) {
       throw std::invalid_argument(fmt::format("compiler: moe '{}': {}", op.name, e.what()));
     }
@@ -810,6 +829,7 @@ Executable::Executable(rt::Device& dev, const rt::Kernel& program, Graph g, cons
       const Op& op = g_.ops()[static_cast<std::size_t>(index)];
       const Tensor &X = g_.tensor(op.in[0]), &W1 = g_.tensor(op.in[2]), &W3 = g_.tensor(op.in[3]), &W2 = g_.tensor(op.in[4]);
       const unsigned E = W1.shape[0], D = X.cols(), F = W1.shape[2], T = static_cast<unsigned>(X.rows());
+      const bool scaled = block_scaled(op);
       const unsigned S = m.split.slices, Fs = F / S, Q = static_cast<unsigned>(m.split.stacks.size());
       // Chip c holds slices c Q + q + k C Q (k < S / C Q): slice s's K
       // planes (the kernel writes choice j a plane after choice 0) in stack
@@ -849,10 +869,13 @@ Executable::Executable(rt::Device& dev, const rt::Kernel& program, Graph g, cons
       }
       if (m.chips > 1) g_.split_experts(index, S, homes);
       std::vector<std::vector<std::uint32_t>> tables(m.chips);
-      const std::string keys[3] = {weight_key(W1), weight_key(W3), weight_key(W2)};
+      std::string keys[3] = {weight_key(W1), weight_key(W3), weight_key(W2)};
+      if (scaled)
+        for (std::size_t k = 0; k < 3; ++k) keys[k] += "|" + weight_key(g_.tensor(op.in[5 + k]));
       for (unsigned e = 0; e < E; ++e)
         for (unsigned sl = 0; sl < S; ++sl) {
-          // Expert e's slice sl: w1's and w3's columns, w2's rows.
+          // Expert e's slice sl: w1's and w3's columns, w2's rows; block
+          // scaled, the codes and then their blocks' scales (FP32).
           auto slice = [&](int which) {
             std::vector<float> w(std::size_t{D} * Fs);
             if (which == 2) {
@@ -863,7 +886,18 @@ Executable::Executable(rt::Device& dev, const rt::Kernel& program, Graph g, cons
               for (unsigned d = 0; d < D; ++d)
                 for (unsigned f = 0; f < Fs; ++f) w[std::size_t{d} * Fs + f] = W.values[(std::size_t{e} * D + d) * F + sl * Fs + f];
             }
-            return encode(w, DType::bf16);
+            std::vector<std::uint8_t> bytes_ = encode(w, W1.dtype);
+            if (scaled) {
+              const Tensor& S = g_.tensor(op.in[5 + static_cast<std::size_t>(which)]);
+              const unsigned rows = (which == 2 ? Fs : D) / kScaleBlock, cols = (which == 2 ? D : Fs) / kScaleBlock;
+              const unsigned r0 = which == 2 ? sl * Fs / kScaleBlock : 0, c0 = which == 2 ? 0 : sl * Fs / kScaleBlock;
+              std::vector<float> sc;
+              for (unsigned r = 0; r < rows; ++r)
+                for (unsigned c = 0; c < cols; ++c) sc.push_back(S.values[(std::size_t{e} * S.shape[1] + r0 + r) * S.shape[2] + c0 + c]);
+              const std::vector<std::uint8_t> b = encode(sc, DType::f32);
+              bytes_.insert(bytes_.end(), b.begin(), b.end());
+            }
+            return bytes_;
           };
           const unsigned stack = m.split.stacks[sl % Q], home = homes[sl];
           WeightStore& store = home ? *peers_[home - 1].weights : *weights_;
@@ -964,7 +998,8 @@ Executable::Executable(rt::Device& dev, const rt::Kernel& program, Graph g, cons
           const std::uint64_t tb = m.tables[c].address;
           return std::vector<std::uint32_t>{rt::lo(r), rt::hi(r), rt::lo(xs), rt::hi(xs), rt::lo(tb), rt::hi(tb), D,
                                             W1.shape[2] / m.split.slices, W1.shape[0] | T << 16, m.split.slices, m.chips * Q,
-                                            c * Q + m.split.words[t].first, m.split.words[t].second, anchor.k};
+                                            c * Q + m.split.words[t].first, m.split.words[t].second,
+                                            anchor.k | (block_scaled(anchor) ? static_cast<std::uint32_t>(fmt_of(W1.dtype)) << 16 : 0)};
         };
         auto copy = [](TileProgram& p, std::uint64_t from, std::uint64_t to, std::uint32_t bytes) {
           TileProgram::Dma d;

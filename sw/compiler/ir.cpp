@@ -147,7 +147,9 @@ int Graph::matmul(int a, int b, DType format, const std::string& name) {
   return add_op(std::move(op), std::move(shape), DType::f32);
 }
 
-bool block_scaled(const Op& op) { return op.kind == OpKind::matmul && op.in.size() == 3; }
+bool block_scaled(const Op& op) {
+  return (op.kind == OpKind::matmul && op.in.size() == 3) || (op.kind == OpKind::moe && op.in.size() == 8);
+}
 
 int Graph::matmul_scaled(int a, int b, int b_scales, const std::string& name) {
   const Tensor &B = operand(b, "matmul_scaled"), &S = operand(b_scales, "matmul_scaled");
@@ -177,17 +179,29 @@ std::pair<int, int> Graph::weight_scaled(const std::string& name, std::vector<un
   if (dtype != DType::e4m3 && dtype != DType::e5m2)
     throw std::invalid_argument(fmt::format("graph: weight '{}': block scaling takes e4m3 or e5m2, not {}", name,
                                             compiler::name(dtype)));
-  if (shape.size() != 2 || values.size() != std::uint64_t{shape[0]} * shape[1] || !shape[0] || !shape[1])
-    throw std::invalid_argument(fmt::format("graph: weight '{}' {}: a block-scaled weight is K x N with K x N values ({} given)",
-                                            name, shape_text(shape), values.size()));
+  const bool stacked = shape.size() == 3;  // [E, K, N]: each of E matrices in blocks of its own
+  std::uint64_t n = 1;
+  for (unsigned d : shape) n *= d;
+  if ((shape.size() != 2 && !stacked) || values.size() != n || !n)
+    throw std::invalid_argument(fmt::format("graph: weight '{}' {}: a block-scaled weight is K x N (or E x K x N) with as many "
+                                            "values ({} given)", name, shape_text(shape), values.size()));
+  const unsigned E = stacked ? shape[0] : 1, K = shape[stacked], N = shape[stacked + 1];
   num::Convert conv;
   conv.saturate = true;
-  const num::BlockQuantized q = num::block_quantize(values.data(), shape[0], shape[1], format(dtype), num::ScaleFormat::FP32,
-                                                    kScaleBlock, kScaleBlock, conv);
-  std::vector<float> codes(values.size());
-  for (std::size_t i = 0; i < codes.size(); ++i) codes[i] = static_cast<float>(num::decode(format(dtype), q.codes[i]));
+  std::vector<float> codes(values.size()), scales;
+  unsigned per_row = 0;
+  for (unsigned e = 0; e < E; ++e) {
+    const std::size_t at = std::size_t{e} * K * N;
+    const num::BlockQuantized q = num::block_quantize(values.data() + at, K, N, format(dtype), num::ScaleFormat::FP32,
+                                                      kScaleBlock, kScaleBlock, conv);
+    for (std::size_t i = 0; i < q.codes.size(); ++i) codes[at + i] = static_cast<float>(num::decode(format(dtype), q.codes[i]));
+    scales.insert(scales.end(), q.scales.begin(), q.scales.end());
+    per_row = q.blocks_per_row();
+  }
+  std::vector<unsigned> blocks = {(K + kScaleBlock - 1) / kScaleBlock, per_row};
+  if (stacked) blocks.insert(blocks.begin(), E);
   const int b = weight(name, shape, std::move(codes), dtype);
-  const int s = weight(name + ".scales", {(shape[0] + kScaleBlock - 1) / kScaleBlock, q.blocks_per_row()}, q.scales);
+  const int s = weight(name + ".scales", std::move(blocks), std::move(scales));
   return {b, s};
 }
 
@@ -496,6 +510,17 @@ int Graph::route_plane(int route, unsigned plane, const std::string& name) {
 }
 
 int Graph::moe(int x, int route, int w1, int w3, int w2, const std::string& name) {
+  return moe_op(x, route, {w1, w3, w2}, {}, name);
+}
+
+int Graph::moe_scaled(int x, int route, int w1, int w1_scales, int w3, int w3_scales, int w2, int w2_scales,
+                      const std::string& name) {
+  return moe_op(x, route, {w1, w3, w2}, {w1_scales, w3_scales, w2_scales}, name);
+}
+
+int Graph::moe_op(int x, int route, std::array<int, 3> w, std::vector<int> scales, const std::string& name) {
+  const int w1 = w[0], w3 = w[1], w2 = w[2];
+  const bool scaled = !scales.empty();
   const Tensor &X = operand(x, "moe"), &R = operand(route, "moe");
   const Tensor &W1 = operand(w1, "moe"), &W3 = operand(w3, "moe"), &W2 = operand(w2, "moe");
   const std::string n = name.empty() ? fmt::format("moe{}", ops_.size()) : name;
@@ -509,16 +534,34 @@ int Graph::moe(int x, int route, int w1, int w3, int w2, const std::string& name
     throw std::invalid_argument(fmt::format("graph: {}: x '{}' has {} rows, the route '{}' {}", n, X.name, T, R.name, R.shape[1]));
   const unsigned E = operand(ops_[static_cast<std::size_t>(rp)].in[0], "moe").cols();
   const unsigned F = W1.shape.size() == 3 ? W1.shape[2] : 0;
+  const DType wt = scaled ? W1.dtype : DType::bf16;
+  if (scaled && wt != DType::e4m3 && wt != DType::e5m2)
+    throw std::invalid_argument(fmt::format("graph: {}: w1 '{}' must hold e4m3 or e5m2 codes, not {}", n, W1.name, compiler::name(wt)));
   auto check = [&](const Tensor& w, unsigned d1, unsigned d2, const char* want) {
-    if (w.role != Role::weight || w.dtype != DType::bf16 || w.shape != std::vector<unsigned>{E, d1, d2} || !F)
-      throw std::invalid_argument(fmt::format("graph: {}: '{}' {} {} must be a bf16 weight {} (E {}, D {}, F as w1's)", n, w.name,
-                                              compiler::name(w.dtype), shape_text(w.shape), want, E, D));
+    if (w.role != Role::weight || w.dtype != wt || w.shape != std::vector<unsigned>{E, d1, d2} || !F)
+      throw std::invalid_argument(fmt::format("graph: {}: '{}' {} {} must be a {} weight {} (E {}, D {}, F as w1's)", n, w.name,
+                                              compiler::name(w.dtype), shape_text(w.shape), compiler::name(wt), want, E, D));
   };
   check(W1, D, F, "[E, D, F]");
   check(W3, D, F, "[E, D, F]");
   check(W2, F, D, "[E, F, D]");
+  if (scaled) {
+    if (D % kScaleBlock || F % kScaleBlock)
+      throw std::invalid_argument(fmt::format("graph: {}: D ({}) and F ({}) must be multiples of {} (the blocks)", n, D, F, kScaleBlock));
+    const unsigned dims[3][2] = {{D, F}, {D, F}, {F, D}};
+    for (int i = 0; i < 3; ++i) {
+      const Tensor& S = operand(scales[static_cast<std::size_t>(i)], "moe");
+      const std::vector<unsigned> want = {E, dims[i][0] / kScaleBlock, dims[i][1] / kScaleBlock};
+      if (S.role != Role::weight || S.dtype != DType::f32 || S.shape != want)
+        throw std::invalid_argument(fmt::format("graph: {}: scales '{}' must be an f32 weight {} (a scale per {} x {} block), not {} {}",
+                                                n, S.name, shape_text(want), kScaleBlock, kScaleBlock, compiler::name(S.dtype),
+                                                shape_text(S.shape)));
+    }
+  }
   Op op;
   op.kind = OpKind::moe, op.name = n, op.in = {x, route, w1, w3, w2}, op.k = R.shape[2];
+  op.in.insert(op.in.end(), scales.begin(), scales.end());
+  op.format = wt;
   std::vector<unsigned> shape = X.shape;
   return add_op(std::move(op), std::move(shape), DType::f32);
 }
@@ -553,7 +596,8 @@ void Graph::store_as(int t, DType dtype) {
 void Graph::split_experts(int op, unsigned slices, std::vector<unsigned> chips) {
   Op& o = ops_.at(static_cast<std::size_t>(op));
   const unsigned F = tensor(o.in[2]).shape[2];
-  if (o.kind != OpKind::moe || !slices || F % slices || (!chips.empty() && chips.size() != slices))
+  if (o.kind != OpKind::moe || !slices || F % slices || (block_scaled(o) && (F / slices) % kScaleBlock) ||
+      (!chips.empty() && chips.size() != slices))
     throw std::logic_error(fmt::format("graph: {}: no moe op to split in {} slices over {} chips", o.name, slices, chips.size()));
   o.slices = slices;
   o.slice_chips = std::move(chips);

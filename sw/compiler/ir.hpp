@@ -13,6 +13,7 @@
 // fly (the DMA engine casts).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <utility>
@@ -162,7 +163,8 @@ class Graph {
   int matmul_scaled(int a, int b, int b_scales, const std::string& name = "");
   // A K x N weight quantized to `dtype` (E4M3 or E5M2) in 128 x 128 blocks:
   // the codes' tensor `name` and the scales' tensor `name`.scales, for
-  // matmul_scaled().
+  // matmul_scaled(); or E x K x N, each of the E matrices so (scales E x
+  // K / 128 x ceil(N / 128)), for moe_scaled().
   std::pair<int, int> weight_scaled(const std::string& name, std::vector<unsigned> shape, const std::vector<float>& values,
                                     DType dtype = DType::e4m3);
   int binary(OpKind k, int a, int b, const std::string& name = "");
@@ -241,6 +243,15 @@ class Graph {
   // choices. w1 and w3 are [E, D, F], w2 [E, F, D], BF16 weights. Only the
   // chosen experts' weights are read.
   int moe(int x, int route, int w1, int w3, int w2, const std::string& name = "");
+  // The same with block-scaled FP8 experts (weight_scaled()'s pairs of
+  // [E, D, F] and [E, F, D] codes, E4M3 or E5M2, and their [E, D / 128, F /
+  // 128] and [E, F / 128, D / 128] scales): x's rows are cast to the
+  // codes' format in groups of 128 columns (num::block_quantize), and the
+  // SwiGLU's product so before w2, instead of to BF16; each GEMM sums each
+  // group's products in FP32 and scales them (num::gemm_block_scaled over
+  // a slice's columns, or its rows for w2). D and F multiples of 128.
+  int moe_scaled(int x, int route, int w1, int w1_scales, int w3, int w3_scales, int w2, int w2_scales,
+                 const std::string& name = "");
   // The compiler's split of a moe op's hidden layer into `slices` slices
   // (each summed into the output in turn): fixes the order of its sums.
   // Over several chips (`chips`, by slice: which computes it), each chip
@@ -267,6 +278,7 @@ class Graph {
   int add_tensor(Tensor t);
   int add_op(Op op, std::vector<unsigned> out_shape, DType out_dtype);
   int route_plane(int route, unsigned plane, const std::string& name);
+  int moe_op(int x, int route, std::array<int, 3> w, std::vector<int> scales, const std::string& name);
   Op attention_op(int kcache, int vcache, int positions, unsigned heads, float scale, std::uint64_t T, const Paging& paging,
                   const std::string& n) const;
   const Tensor& operand(int t, const char* what) const;

@@ -292,7 +292,7 @@ Tiling tile(const Graph& g, const Group& grp, const Target& tgt) {
   const unsigned eb = anchor.kind == OpKind::matmul ? bytes(anchor.format) : 4;
   // A block-scaled matmul: each GEMM takes all of K (its sum over the
   // groups is one FP32 accumulation) and whole 128-column blocks of B.
-  const bool scaled = block_scaled(anchor);
+  const bool scaled = anchor.kind == OpKind::matmul && block_scaled(anchor);
   const unsigned col_align = scaled ? kScaleBlock : anchor.kind == OpKind::matmul ? 16 : 1;
   const unsigned nb_align = scaled ? kScaleBlock : 16;
 

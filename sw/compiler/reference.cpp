@@ -152,6 +152,7 @@ std::vector<float> moe_reference(const Graph& g, const Op& op, const std::vector
   const Tensor &X = g.tensor(op.in[0]), &W1 = g.tensor(op.in[2]), &W3 = g.tensor(op.in[3]), &W2 = g.tensor(op.in[4]);
   const unsigned T = static_cast<unsigned>(X.rows()), D = X.cols(), F = W1.shape[2], K = op.k, E = W1.shape[0];
   const unsigned S = std::max(1u, op.slices), Fs = F / S;
+  const bool scaled = block_scaled(op);
   // planes[(j * S + s) * T + t]: choice j's slice s of row t.
   std::vector<std::vector<float>> planes(std::size_t{K} * S * T);
   for (unsigned e = 0; e < E; ++e) {
@@ -172,12 +173,42 @@ std::vector<float> moe_reference(const Graph& g, const Op& op, const std::vector
           b3[std::size_t{d} * Fs + f] = W3.values[(std::size_t{e} * D + d) * F + s * Fs + f];
           b2[std::size_t{f} * D + d] = W2.values[(std::size_t{e} * F + s * Fs + f) * D + d];
         }
-      num::gemm(a, b1, h1, m, Fs, D, num::Accumulation{});
-      num::gemm(a, b3, h3, m, Fs, D, num::Accumulation{});
-      std::vector<double> act(h1.size());
-      for (std::size_t i = 0; i < act.size(); ++i)
-        act[i] = num::quantize(num::Format::BF16, vec::swiglu(static_cast<float>(h1[i]), static_cast<float>(h3[i])));
-      num::gemm(act, b2, y, m, D, Fs, num::Accumulation{});
+      if (scaled) {
+        // Block-scaled: x's rows and the SwiGLU's product cast in 1 x 128
+        // groups (the DMA engine's and the vector unit's casts), the
+        // slice's codes with their blocks' scales.
+        const num::Format f = format(W1.dtype);
+        num::Convert conv;
+        conv.saturate = true;
+        auto codes = [&](const std::vector<double>& w, unsigned rows, unsigned cols, int scales, unsigned r0, unsigned c0) {
+          const Tensor& S = g.tensor(scales);
+          num::BlockQuantized q;
+          q.format = f, q.rows = rows, q.cols = cols, q.block_rows = q.block_cols = kScaleBlock;
+          q.codes.resize(w.size());
+          for (std::size_t i = 0; i < w.size(); ++i) q.codes[i] = static_cast<std::uint8_t>(num::encode(f, w[i], conv));
+          for (unsigned r = 0; r < rows / kScaleBlock; ++r)
+            for (unsigned c = 0; c < cols / kScaleBlock; ++c)
+              q.scales.push_back(S.values[(std::size_t{e} * S.shape[1] + r0 + r) * S.shape[2] + c0 + c]);
+          return q;
+        };
+        auto groups = [&](const std::vector<float>& rows, unsigned cols) {
+          return num::block_quantize(rows.data(), m, cols, f, num::ScaleFormat::FP32, 1, kScaleBlock, conv);
+        };
+        const std::vector<float> af(a.begin(), a.end());
+        const num::BlockQuantized qa = groups(af, D);
+        num::gemm_block_scaled(qa, codes(b1, D, Fs, op.in[5], 0, s * Fs / kScaleBlock), h1);
+        num::gemm_block_scaled(qa, codes(b3, D, Fs, op.in[6], 0, s * Fs / kScaleBlock), h3);
+        std::vector<float> act(h1.size());
+        for (std::size_t i = 0; i < act.size(); ++i) act[i] = vec::swiglu(static_cast<float>(h1[i]), static_cast<float>(h3[i]));
+        num::gemm_block_scaled(groups(act, Fs), codes(b2, Fs, D, op.in[7], s * Fs / kScaleBlock, 0), y);
+      } else {
+        num::gemm(a, b1, h1, m, Fs, D, num::Accumulation{});
+        num::gemm(a, b3, h3, m, Fs, D, num::Accumulation{});
+        std::vector<double> act(h1.size());
+        for (std::size_t i = 0; i < act.size(); ++i)
+          act[i] = num::quantize(num::Format::BF16, vec::swiglu(static_cast<float>(h1[i]), static_cast<float>(h3[i])));
+        num::gemm(act, b2, y, m, D, Fs, num::Accumulation{});
+      }
       for (unsigned i = 0; i < m; ++i) {
         const auto [t, j] = rows[i];
         const float gate = route[(std::size_t{T} + t) * K + j];

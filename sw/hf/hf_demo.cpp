@@ -133,7 +133,7 @@ int demo_main(int argc, char** argv) {
     };
     const std::uint32_t next = greedy(logits);
     unsigned scaled = 0;
-    for (const compiler::Op& op : ex.graph().ops()) scaled += compiler::block_scaled(op);
+    for (const compiler::Op& op : ex.graph().ops()) scaled += op.kind == compiler::OpKind::matmul && compiler::block_scaled(op);
     std::cout << fmt::format("{} ({}), {} of {} layers, {} weights: hidden {}, {} heads ({} KV), head_dim {}, vocabulary {}{}\n",
                              config, c.model_type, run_layers, c.layers, weights.empty() ? "seeded" : weights, c.hidden,
                              c.heads, c.kv_heads, c.head_dim, c.vocab,

@@ -13,13 +13,66 @@ using compiler::DType;
 using compiler::Graph;
 using compiler::OpKind;
 
+void check_compilable(const Config& c) {
+  if (c.fp8 && (c.d_model % compiler::kScaleBlock || c.hidden % compiler::kScaleBlock))
+    throw rt::UsageError(fmt::format("model: the compiled model in FP8 needs d_model ({}) and hidden ({}) in whole {}-column blocks",
+                                     c.d_model, c.hidden, compiler::kScaleBlock));
+}
+
 Graph model_graph(const Config& c, const Weights& w, unsigned rows) {
   const unsigned T = rows, D = c.d_model, H = c.heads, dh = c.head_dim(), E = c.experts, F = c.hidden;
-  if (c.fp8) throw rt::UsageError("model: the compiled model is BF16 (no --fp8 yet)");
+  check_compilable(c);
   if (c.top_k != 2) throw rt::UsageError("model: the compiled model routes to 2 experts");
   Graph g;
   auto matrix = [&](const std::string& name, const Matrix& m) {
     return g.weight(name, {m.rows, m.cols}, m.values, DType::bf16);
+  };
+  // FP8: a matrix's E4M3 codes (what each code is worth) and its block
+  // scales, as matmul_scaled() and moe_scaled() take them; the codes of
+  // several (rows of each, one after another) with `columns` side by side.
+  auto codes = [](const std::vector<const Matrix*>& ms, bool columns) {
+    std::vector<float> v;
+    const Matrix& m0 = *ms[0];
+    if (!columns) {
+      for (const Matrix* m : ms)
+        for (std::uint8_t q : m->codes) v.push_back(static_cast<float>(num::decode(num::Format::E4M3, q)));
+      return v;
+    }
+    for (unsigned r = 0; r < m0.rows; ++r)
+      for (const Matrix* m : ms)
+        for (unsigned k = 0; k < m->cols; ++k)
+          v.push_back(static_cast<float>(num::decode(num::Format::E4M3, m->codes[std::size_t{r} * m->cols + k])));
+    return v;
+  };
+  auto scales = [](const std::vector<const Matrix*>& ms, bool columns) {
+    std::vector<float> v;
+    const Matrix& m0 = *ms[0];
+    if (!columns) {
+      for (const Matrix* m : ms) v.insert(v.end(), m->scales.begin(), m->scales.end());
+      return v;
+    }
+    for (unsigned r = 0; r < m0.rows / compiler::kScaleBlock; ++r)
+      for (const Matrix* m : ms)
+        v.insert(v.end(), m->scales.begin() + std::size_t{r} * m->block_cols(), m->scales.begin() + std::size_t{r + 1} * m->block_cols());
+    return v;
+  };
+  // x times a K x N weight (or, FP8, the columns of several side by side) into FP32.
+  auto project = [&](int x, const std::string& name, const std::vector<const Matrix*>& ms, const std::string& op) {
+    unsigned cols = 0;
+    for (const Matrix* m : ms) cols += m->cols;
+    const unsigned K = ms[0]->rows;
+    if (!c.fp8) {
+      std::vector<float> v;
+      v.reserve(std::size_t{K} * cols);
+      for (unsigned r = 0; r < K; ++r)
+        for (const Matrix* m : ms)
+          v.insert(v.end(), m->values.begin() + std::size_t{r} * m->cols, m->values.begin() + std::size_t{r + 1} * m->cols);
+      return g.matmul(x, g.weight(name, {K, cols}, std::move(v), DType::bf16), DType::bf16, op);
+    }
+    unsigned blocks = 0;
+    for (const Matrix* m : ms) blocks += m->block_cols();
+    const int b = g.weight(name, {K, cols}, codes(ms, true), DType::e4m3);
+    return g.matmul_scaled(x, b, g.weight(name + ".scales", {K / compiler::kScaleBlock, blocks}, scales(ms, true)), op);
   };
   auto vector = [&](const std::string& name, const std::vector<float>& v) {
     return g.weight(name, {static_cast<unsigned>(v.size())}, v);
@@ -40,34 +93,47 @@ Graph model_graph(const Config& c, const Weights& w, unsigned rows) {
     const std::string p = fmt::format("layer{}.", l);
     const int xn = g.rmsnorm(x, vector(p + "attn_norm.weight", L.attn_norm), 1e-6f, p + "attn_norm");
     // One projection to [Q | K | V]; the attention kernel rotates Q and K at their positions.
-    std::vector<float> wqkv;
-    wqkv.reserve(std::size_t{D} * 3 * D);
-    for (unsigned r = 0; r < D; ++r)
-      for (const Matrix* m : {&L.wq, &L.wk, &L.wv})
-        wqkv.insert(wqkv.end(), m->values.begin() + std::size_t{r} * D, m->values.begin() + std::size_t{r + 1} * D);
-    const int qkv = g.matmul(xn, g.weight(p + "wqkv.weight", {D, 3 * D}, std::move(wqkv), DType::bf16), DType::bf16, p + "qkv");
+    const int qkv = project(xn, p + "wqkv.weight", {&L.wq, &L.wk, &L.wv}, p + "qkv");
     const int kc = g.kv_cache(p + "k_cache", H, capacity, dh), vc = g.kv_cache(p + "v_cache", H, capacity, dh);
     const int o = g.attention_qkv(qkv, kc, vc, positions, H, 1.0f / std::sqrt(static_cast<float>(dh)), true, p + "attention", paging);
-    x = g.binary(OpKind::add, g.matmul(o, matrix(p + "wo.weight", L.wo), DType::bf16, p + "wo"), x, p + "wo_residual");
+    x = g.binary(OpKind::add, project(o, p + "wo.weight", {&L.wo}, p + "wo"), x, p + "wo_residual");
     const int hn = g.rmsnorm(x, vector(p + "ffn_norm.weight", L.ffn_norm), 1e-6f, p + "ffn_norm");
     // The normed rows in BF16 (the cast fuses into the norm's node): the
     // router's matmul rounds them so anyway, and the experts take them so.
     const int hb = g.cast(hn, DType::bf16, p + "experts_in");
     const int route = g.route(g.matmul(hb, matrix(p + "router.weight", L.router), DType::bf16, p + "router"), 2, true, p + "route");
     g.output(route);
-    std::vector<float> w1, w3, w2;  // [E, D, F], [E, D, F], [E, F, D]
-    for (unsigned e = 0; e < E; ++e) {
-      w1.insert(w1.end(), L.w1[e].values.begin(), L.w1[e].values.end());
-      w3.insert(w3.end(), L.w3[e].values.begin(), L.w3[e].values.end());
-      w2.insert(w2.end(), L.w2[e].values.begin(), L.w2[e].values.end());
+    int y;
+    auto stacked = [&](const std::vector<Matrix>& ms) {
+      std::vector<const Matrix*> v;
+      for (const Matrix& m : ms) v.push_back(&m);
+      return v;
+    };
+    if (c.fp8) {  // [E, D, F], [E, D, F], [E, F, D] codes and their blocks' scales
+      constexpr unsigned B = compiler::kScaleBlock;
+      auto w = [&](const std::string& name, const std::vector<Matrix>& ms, unsigned k, unsigned n) {
+        return std::pair{g.weight(name, {E, k, n}, codes(stacked(ms), false), DType::e4m3),
+                         g.weight(name + ".scales", {E, k / B, n / B}, scales(stacked(ms), false))};
+      };
+      const auto [w1, s1] = w(p + "w1.weight", L.w1, D, F);
+      const auto [w3, s3] = w(p + "w3.weight", L.w3, D, F);
+      const auto [w2, s2] = w(p + "w2.weight", L.w2, F, D);
+      y = g.moe_scaled(hb, route, w1, s1, w3, s3, w2, s2, p + "experts");
+    } else {
+      std::vector<float> w1, w3, w2;  // [E, D, F], [E, D, F], [E, F, D]
+      for (unsigned e = 0; e < E; ++e) {
+        w1.insert(w1.end(), L.w1[e].values.begin(), L.w1[e].values.end());
+        w3.insert(w3.end(), L.w3[e].values.begin(), L.w3[e].values.end());
+        w2.insert(w2.end(), L.w2[e].values.begin(), L.w2[e].values.end());
+      }
+      y = g.moe(hb, route, g.weight(p + "w1.weight", {E, D, F}, std::move(w1), DType::bf16),
+                g.weight(p + "w3.weight", {E, D, F}, std::move(w3), DType::bf16), g.weight(p + "w2.weight", {E, F, D}, std::move(w2), DType::bf16),
+                p + "experts");
     }
-    const int y = g.moe(hb, route, g.weight(p + "w1.weight", {E, D, F}, std::move(w1), DType::bf16),
-                        g.weight(p + "w3.weight", {E, D, F}, std::move(w3), DType::bf16), g.weight(p + "w2.weight", {E, F, D}, std::move(w2), DType::bf16),
-                        p + "experts");
     x = g.binary(OpKind::add, y, x, p + "combine");
   }
-  const int logits = g.matmul(g.rmsnorm(x, vector("final_norm.weight", w.final_norm), 1e-6f, "final_norm"),
-                              matrix("lm_head.weight", w.lm_head), DType::bf16, "logits");
+  const int logits = project(g.rmsnorm(x, vector("final_norm.weight", w.final_norm), 1e-6f, "final_norm"), "lm_head.weight",
+                             {&w.lm_head}, "logits");
   g.output(logits);
   g.output(g.argmax(logits, "next"));
   return g;
@@ -77,7 +143,7 @@ CompiledModel::CompiledModel(rt::Device& dev, const Config& c, const Weights& w)
 
 CompiledModel::CompiledModel(const std::vector<rt::Device*>& chips, const Config& c, const Weights& w)
     : dev_(*chips.at(0)), c_(c), w_(w), pages_(c, TKP_MOE_MAX_T) {
-  if (c.fp8) throw rt::UsageError("model: the compiled model is BF16 (no --fp8 yet)");
+  check_compilable(c);
   auto program = [](rt::Device& d) { return d.load_kernel(data_file(DataKind::kernels, "program.elf"), (1u << d.tiles()) - 1); };
   program_ = program(dev_);
   weights_ = std::make_shared<compiler::WeightStore>(dev_);

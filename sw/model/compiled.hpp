@@ -27,11 +27,17 @@ namespace tessera::model {
 // with Config::max_sequences above 1 also "sequences", each row's, and
 // "pages", the page tables; outputs "logits" rows x vocab, "next" the
 // argmax of each row, and "layer<l>.route" each layer's experts and gates).
+// FP8 (Config::fp8): the projections, the LM head and the experts
+// block-scaled (matmul_scaled, moe_scaled) on the weights' E4M3 codes and
+// block scales, as DeviceModel runs them; the router stays BF16.
 compiler::Graph model_graph(const Config& c, const Weights& w, unsigned rows);
+// Throws rt::UsageError naming what the graph cannot take (FP8 needs
+// d_model and hidden in whole 128-column blocks).
+void check_compilable(const Config& c);
 
 class CompiledModel : public Model {
  public:
-  // Throws rt::UsageError for a configuration it does not build (FP8).
+  // Throws rt::UsageError for a configuration it does not build (check_compilable).
   CompiledModel(rt::Device& dev, const Config& c, const Weights& w);
   // On the chips of a system (chips[0] runs the model; the tiles of every
   // chip up to as many as there are experts take a share of each layer's

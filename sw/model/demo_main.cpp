@@ -49,7 +49,7 @@ int tessera::model::demo_main(int argc, char** argv) {
   unsigned prompt = 32, decode = 32, seed = 1, speculate = 0, chips = 1;
   bool launches = false;  // a launch per phase, waited for, instead of a graph per step
   // The model compiled from its graph (sw/compiler, compiled.hpp): the
-  // default for one sequence in BF16 (on one chip or several), and with --compiled for
+  // default for one sequence, in BF16 or FP8 (on one chip or several), and with --compiled for
   // a batch, serving or speculative decoding (where the hand-written
   // programs are still the faster: the attention's per-sequence operations
   // cost the tile cores more); DeviceModel's hand-written programs for the
@@ -151,8 +151,8 @@ int tessera::model::demo_main(int argc, char** argv) {
   c.max_sequences = batch;
   if (acceptance >= 0 && !speculate) return usage("--acceptance needs --speculate K");
   if (compiled && hand_written) return usage("--compiled or --hand-written, not both");
-  const bool compilable = !c.fp8 && !launches && !c.device_dispatch;
-  if (compiled && !compilable) return usage("--compiled runs in BF16 (not with --fp8, --launches or --device-dispatch)");
+  const bool compilable = !launches && !c.device_dispatch;
+  if (compiled && !compilable) return usage("--compiled runs the graph as one launch a step (not with --launches or --device-dispatch)");
   compiled = compiled || (compilable && !hand_written && batch == 1 && !speculate && !serving);
   if (chips > 1 && c.device_dispatch) return usage("--device-dispatch runs on one chip (on several the host dispatches)");
   // A step is one graph where it can be (BF16 on one chip: the tiles
@@ -191,8 +191,11 @@ int tessera::model::demo_main(int argc, char** argv) {
     if (chips > 1 && compiled)
       std::printf("%u chips (%s): each layer's experts split in slices over the tiles of chips 0-%u (tensor parallel), chip 0 "
                   "pushing the rows to them and their tiles sending their sums back, the chips handing over through each other's "
-                  "semaphores\n",
-                  chips, opt.platform.substr(opt.platform.rfind('/') + 1).c_str(), std::min(chips, c.experts) - 1);
+                  "semaphores%s\n",
+                  chips, opt.platform.substr(opt.platform.rfind('/') + 1).c_str(), std::min(chips, c.experts) - 1,
+                  c.fp8 ? " (in FP8 only where the experts' hidden layer has a 128-column block for every HBM stack of those chips; "
+                          "else on chip 0)"
+                        : "");
     else if (chips > 1)
       std::printf("%u chips (%s): expert parallel, expert e on chip e %% %u; routed rows go out and results come back "
                   "through the chips' communication engines (all-to-all, push)\n",

@@ -418,9 +418,18 @@ TEST(Cli, DemoCompiledRunsTheModelFromItsGraph) {
   EXPECT_EQ(chips.code, 0) << chips.err;
   EXPECT_NE(chips.out.find("split in slices over the tiles of chips 0-3"), std::string::npos) << chips.out;
   EXPECT_EQ(tokens(chips.out), tokens(r.out));
-  Outcome fp8 = vp("demo --tiny --compiled --fp8");
-  EXPECT_EQ(fp8.code, 2);
-  EXPECT_NE(fp8.err.find("--compiled runs in BF16"), std::string::npos) << fp8.err;
+  // FP8 compiled by default too (block-scaled projections, head and
+  // experts): the hand-written FP8 programs' tokens.
+  Outcome fp8 = vp("demo --tiny --fp8 --prompt 6 --decode 4 --seed 3");
+  EXPECT_EQ(fp8.code, 0) << fp8.err;
+  EXPECT_NE(fp8.out.find("compiled from the model's graph (sw/compiler)"), std::string::npos) << fp8.out;
+  EXPECT_NE(fp8.out.find("(bound 0.15 for FP8)"), std::string::npos) << fp8.out;
+  Outcome fp8_hand = vp("demo --tiny --fp8 --hand-written --prompt 6 --decode 4 --seed 3");
+  EXPECT_EQ(fp8_hand.code, 0) << fp8_hand.err;
+  EXPECT_EQ(tokens(fp8.out), tokens(fp8_hand.out));
+  Outcome launches = vp("demo --tiny --compiled --launches");
+  EXPECT_EQ(launches.code, 2);
+  EXPECT_NE(launches.err.find("--compiled runs the graph as one launch a step"), std::string::npos) << launches.err;
   Outcome twice = vp("demo --tiny --compiled --hand-written");
   EXPECT_EQ(twice.code, 2);
   EXPECT_NE(twice.err.find("--compiled or --hand-written, not both"), std::string::npos) << twice.err;

@@ -100,7 +100,14 @@ static uint32_t entry[4];
  * normed rows (T x D BF16), 4-5 the slices' table (w1, w3, w2 and P_s
  * addresses, by expert, then slice), 6 D, 7 Fs, 8 E | T << 16, 9 S, 10
  * stacks, 11 this tile's stack, 12 R | r << 16, 13 K (experts per token;
- * 0: 2). Limits and scratchpad use: TKP_MOE_* in tessera_program.h. */
+ * 0: 2) | f << 16. With f an FP8 format (TK_E4M3, TK_E5M2; 0: BF16) the
+ * weights are block-scaled: each slice's matrix is its codes followed by
+ * an FP32 scale per 128 x 128 block (row-major by block), the gathered
+ * rows are cast to f in groups of 128 columns on the way in (the DMA
+ * engine, a scale per group), the SwiGLU's output so by the vector unit,
+ * and the GEMMs sum each group's products and scale them (D and Fs
+ * multiples of 128). Limits and scratchpad use: TKP_MOE_* in
+ * tessera_program.h. */
 #define ARG64(a, i) ((a)[i] | (uint64_t)(a)[(i) + 1] << 32)
 #define MOE_MAX_T TKP_MOE_MAX_T
 #define MOE_MAX_K TKP_MOE_MAX_K
@@ -110,11 +117,12 @@ enum { SEM_W1 = 0, SEM_W3, SEM_W2, SEM_G, SEM_V, SEM_D, SEM_Z };
 __attribute__((noinline)) static int moe_experts(const uint32_t* a) {
   const uint64_t router = ARG64(a, 0), rows = ARG64(a, 2), table = ARG64(a, 4);
   const uint32_t D = a[6], Fs = a[7], E = a[8] & 0xffff, T = a[8] >> 16, S = a[9], stacks = a[10], me = a[11];
-  const uint32_t R = a[12] & 0xffff, r = a[12] >> 16, K = a[13] ? a[13] : 2;
+  const uint32_t R = a[12] & 0xffff, r = a[12] >> 16, K = (a[13] & 0xffff) ? (a[13] & 0xffff) : 2, f8 = a[13] >> 16;
   if (!T || T > MOE_MAX_T || !E || E > MOE_MAX_SLICES || !S || !stacks || S % stacks || E * S > MOE_MAX_SLICES || me >= stacks || !R ||
       r >= R || !D || !Fs || K > MOE_MAX_K || K > E)
     return 2;
   if (D > 0x4000u || Fs > 0x4000u) return 2; /* none that wide fits; the layout's sums then stay in 32 bits */
+  if (f8 && ((f8 != TK_E4M3 && f8 != TK_E5M2) || D % 128 || Fs % 128)) return 2;
   const uint32_t m = S / stacks;
   /* The bookkeeping lives in the scratchpad, not in .bss (which the
    * start-up code clears at every launch, word by word): the lists just
@@ -162,12 +170,16 @@ __attribute__((noinline)) static int moe_experts(const uint32_t* a) {
   top = 0x10000;
   /* A slice's rows run in blocks of up to B: the pipeline's units. */
   const uint32_t B = T < TKP_MOE_BLOCK ? T : TKP_MOE_BLOCK;
-  uint32_t XB[2], W1[2], W3[2], W2[2], Y[2];
+  /* In this order, as tkp_moe_scratch() counts them. */
+  const uint32_t eb = f8 ? 1 : 2, codes = eb * D * Fs, wbytes = codes + (f8 ? 4 * (D / 128) * (Fs / 128) : 0);
+  const enum tk_format in = f8 ? (enum tk_format)f8 : TK_BF16;
+  uint32_t XB[2], SA[2], W1[2], W3[2], W2[2], Y[2];
   for (unsigned p = 0; p < 2; ++p) {
-    XB[p] = MOE_BUF(2 * B * D), W1[p] = MOE_BUF(2 * D * Fs), W3[p] = MOE_BUF(2 * D * Fs);
-    W2[p] = MOE_BUF(2 * Fs * D), Y[p] = MOE_BUF(4 * B * D);
+    XB[p] = MOE_BUF(eb * B * D), SA[p] = f8 ? MOE_BUF(4 * B * (D / 128)) : 0;
+    W1[p] = MOE_BUF(wbytes), W3[p] = MOE_BUF(wbytes), W2[p] = MOE_BUF(wbytes), Y[p] = MOE_BUF(4 * B * D);
   }
-  const uint32_t H1 = MOE_BUF(4 * B * Fs), H3 = MOE_BUF(4 * B * Fs), G16 = MOE_BUF(2 * B * Fs);
+  const uint32_t H1 = MOE_BUF(4 * B * Fs), H3 = MOE_BUF(4 * B * Fs), G16 = MOE_BUF(eb * B * Fs);
+  const uint32_t SG = f8 ? MOE_BUF(4 * B * (Fs / 128)) : 0;
   if (top > lists) return 2;
   /* Unit u loads into buffers u & 1, a slice's weights (at its first
    * block) into buffers (its item) & 1; the DMA queue's order keeps a load
@@ -181,13 +193,16 @@ __attribute__((noinline)) static int moe_experts(const uint32_t* a) {
       const uint32_t* w = &moe_table[8 * (moe_expert[x] * S + moe_item_s[ui])];
       struct tk_dma g = {0};
       g.id = op_index, g.flags = TK_DMA_DST_LOCAL, g.len0 = 2 * D;
+      if (f8) g.flags |= TK_DMA_SCALES_LOCAL | tk_dma_cast(TK_BF16, in), g.len0 = D, g.group = 128;
       for (uint32_t q = 0; q < n; ++q) {
-        g.src = rows + 2ull * moe_token[moe_first[x] + ub + q] * D, g.dst = XB[p] + 2 * q * D;
+        g.src = rows + 2ull * moe_token[moe_first[x] + ub + q] * D, g.dst = XB[p] + eb * q * D;
+        g.scales = f8 ? SA[p] + 4 * q * (D / 128) : 0;
         if (q + 1 == n && !whole) g.sem = TK_SEM(TK_NONE, SEM_W1, TK_NONE);
         tk_dma_push(&g);
       }
       if (whole) {
-        g.len0 = 2 * D * Fs;
+        g.flags = TK_DMA_DST_LOCAL, g.group = 0, g.scales = 0;
+        g.len0 = wbytes;
         g.src = w[0] | (uint64_t)w[1] << 32, g.dst = W1[wp], g.sem = TK_SEM(TK_NONE, SEM_W1, TK_NONE);
         tk_dma_push(&g);
         g.src = w[2] | (uint64_t)w[3] << 32, g.dst = W3[wp], g.sem = TK_SEM(TK_NONE, SEM_W3, TK_NONE);
@@ -212,21 +227,24 @@ __attribute__((noinline)) static int moe_experts(const uint32_t* a) {
     /* The unit's arithmetic, each engine waiting for what it needs (a
      * slice's later blocks for their rows only). */
     struct tk_gemm g = {0};
-    g.id = op_index, g.m = n, g.n = Fs, g.k = D, g.a = XB[p], g.b = W1[wp], g.c = H1, g.input = TK_BF16;
+    g.id = op_index, g.m = n, g.n = Fs, g.k = D, g.a = XB[p], g.b = W1[wp], g.c = H1, g.input = in;
+    g.block_scaled = f8 != 0, g.group = f8 ? 128 : 0, g.sa = SA[p], g.sb = W1[wp] + codes;
     g.sem = TK_SEM(SEM_W1, TK_NONE, TK_NONE);
     tk_gemm_push(&g);
-    g.b = W3[wp], g.c = H3, g.sem = TK_SEM(whole ? SEM_W3 : TK_NONE, SEM_G, TK_NONE);
+    g.b = W3[wp], g.sb = W3[wp] + codes, g.c = H3, g.sem = TK_SEM(whole ? SEM_W3 : TK_NONE, SEM_G, TK_NONE);
     tk_gemm_push(&g);
     struct tk_vec v = {0};
     v.id = op_index, v.op = TK_VSWIGLU, v.rows = n, v.cols = Fs, v.src0 = H1, v.src1 = H3, v.dst = H1;
     v.sem = TK_SEM(SEM_G, TK_NONE, TK_NONE);
     tk_vec_push(&v);
-    v.op = TK_VCAST_TO, v.src0 = H1, v.src1 = 0, v.dst = G16, v.format = TK_BF16;
+    v.op = TK_VCAST_TO, v.src0 = H1, v.src1 = 0, v.dst = G16, v.format = in;
+    if (f8) v.group = 128, v.aux = SG;
     v.sem = TK_SEM(whole ? SEM_W2 : TK_NONE, SEM_V, TK_NONE);
     tk_vec_push(&v);
     struct tk_gemm down = {0};
     down.id = op_index, down.m = n, down.n = D, down.k = Fs, down.a = G16, down.b = W2[wp], down.c = Y[p];
-    down.input = TK_BF16, down.sem = TK_SEM(SEM_V, SEM_D, TK_NONE);
+    down.input = in, down.sem = TK_SEM(SEM_V, SEM_D, TK_NONE);
+    down.block_scaled = f8 != 0, down.group = f8 ? 128 : 0, down.sa = SG, down.sb = W2[wp] + codes;
     tk_gemm_push(&down);
     struct tk_vec sc = {0};
     sc.id = op_index, sc.op = TK_VSCALE_ROWS, sc.rows = n, sc.cols = D, sc.src0 = Y[p];

@@ -140,10 +140,12 @@ Graph& Graph::node(std::string name, std::vector<std::pair<unsigned, TileProgram
 }
 
 MoeSplit MoeSplit::plan(const Device& dev, unsigned tiles, unsigned experts, unsigned hidden, unsigned d_model,
-                        unsigned tokens, unsigned min_slices, unsigned chips) {
+                        unsigned tokens, unsigned min_slices, unsigned chips, bool block_scaled) {
   if (!tiles || tiles > dev.tiles() || !experts || !hidden || !d_model || !tokens || tokens > TKP_MOE_MAX_T)
     throw UsageError(fmt::format("moe: {} tiles (of {}), {} experts, hidden {}, d_model {}, {} tokens (at most {})", tiles,
                                  dev.tiles(), experts, hidden, d_model, tokens, TKP_MOE_MAX_T));
+  if (block_scaled && (d_model % 128 || hidden % 128))
+    throw UsageError(fmt::format("moe: block-scaled experts need d_model ({}) and hidden ({}) in whole 128-column blocks", d_model, hidden));
   MoeSplit m;
   std::vector<unsigned> near(tiles);
   for (unsigned t = 0; t < tiles; ++t) {
@@ -152,15 +154,30 @@ MoeSplit MoeSplit::plan(const Device& dev, unsigned tiles, unsigned experts, uns
   }
   std::sort(m.stacks.begin(), m.stacks.end());
   if (!chips) throw UsageError("moe: a split over no chips");
+  // Block-scaled slices are whole 128-column blocks: with fewer blocks
+  // than stacks, the slices lie in as many stacks as divide the blocks,
+  // and the tiles near the others run those stacks' slices too.
+  if (block_scaled) {
+    const unsigned blocks = hidden / 128;
+    unsigned use = static_cast<unsigned>(m.stacks.size());
+    while (use > 1 && (use * chips > blocks || blocks % (use * chips))) --use;
+    if (use < m.stacks.size()) {
+      const std::vector<unsigned> all = m.stacks;
+      m.stacks.resize(use);
+      for (unsigned& n : near) n = m.stacks[static_cast<std::size_t>(std::find(all.begin(), all.end(), n) - all.begin()) % use];
+    }
+  }
   const unsigned Q = static_cast<unsigned>(m.stacks.size()) * chips;
   const std::uint64_t room = TKP_PROGRAM_OFFSET - 0x10000;
   for (unsigned k = (std::max(1u, min_slices) + Q - 1) / Q;; ++k) {
     const unsigned S = Q * k;
-    if (S > hidden || std::uint64_t{experts} * S > TKP_MOE_MAX_SLICES)
+    const unsigned unit = block_scaled ? 128 : 1;  // a slice's columns: whole blocks
+    if (S * unit > hidden || std::uint64_t{experts} * S > TKP_MOE_MAX_SLICES)
       throw UsageError(fmt::format("moe: no split of the experts' hidden layer ({} columns, {} experts) into a multiple of {} "
-                                   "slices, at most {} in all, fits a scratchpad for {} tokens of {}",
-                                   hidden, experts, Q, TKP_MOE_MAX_SLICES, tokens, d_model));
-    if (hidden % S == 0 && tkp_moe_scratch(tokens, d_model, hidden / S) <= room) {
+                                   "slices{}, at most {} in all, fits a scratchpad for {} tokens of {}",
+                                   hidden, experts, Q, block_scaled ? " of whole 128-column blocks" : "", TKP_MOE_MAX_SLICES,
+                                   tokens, d_model));
+    if (hidden % (S * unit) == 0 && tkp_moe_scratch(tokens, d_model, hidden / S, block_scaled) <= room) {
       m.slices = S;
       break;
     }

@@ -162,8 +162,10 @@ struct MoeSplit {
   // With `chips` above 1 the same split on each of that many chips like
   // `dev`, the slices a multiple of every chip's stacks (moe_experts()'s
   // word 10 then counts the stacks of all chips, word 11 chip c's q as c Q + q).
+  // `block_scaled`: FP8 weights in 128 x 128 blocks (moe_experts()'s
+  // word 13 f), each slice's columns a multiple of 128.
   static MoeSplit plan(const Device& dev, unsigned tiles, unsigned experts, unsigned hidden, unsigned d_model,
-                       unsigned tokens, unsigned min_slices = 1, unsigned chips = 1);
+                       unsigned tokens, unsigned min_slices = 1, unsigned chips = 1, bool block_scaled = false);
 };
 
 }  // namespace tessera::rt
