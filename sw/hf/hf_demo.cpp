@@ -132,8 +132,9 @@ int demo_main(int argc, char** argv) {
       return static_cast<std::uint32_t>(std::max_element(last, last + c.vocab) - last);
     };
     const std::uint32_t next = greedy(logits);
-    unsigned scaled = 0;
-    for (const compiler::Op& op : ex.graph().ops()) scaled += op.kind == compiler::OpKind::matmul && compiler::block_scaled(op);
+    unsigned scaled = 0, scaled_experts = 0;
+    for (const compiler::Op& op : ex.graph().ops())
+      if (compiler::block_scaled(op)) ++(op.kind == compiler::OpKind::moe ? scaled_experts : scaled);
     std::cout << fmt::format("{} ({}), {} of {} layers, {} weights: hidden {}, {} heads ({} KV), head_dim {}, vocabulary {}{}\n",
                              config, c.model_type, run_layers, c.layers, weights.empty() ? "seeded" : weights, c.hidden,
                              c.heads, c.kv_heads, c.head_dim, c.vocab,
@@ -145,9 +146,10 @@ int demo_main(int argc, char** argv) {
     std::cout << fmt::format("prefill of {} tokens{}: {} nodes, {:.2f} us simulated ({:.2f} us/token); next token {}\n", prompt,
                              prompt > chunk ? fmt::format(" in steps of {}", chunk) : std::string(), ex.groups().size(),
                              prefill_s * 1e6, prefill_s * 1e6 / prompt, next);
-    if (scaled)
-      std::cout << fmt::format("FP8: {} Linears block-scaled on the tensor core (the checkpoint's E4M3 codes and 128 x 128 scales, "
-                               "activations cast in 1 x 128 groups); the rest in BF16\n", scaled);
+    if (scaled || scaled_experts)
+      std::cout << fmt::format("FP8: {} Linears{} block-scaled on the tensor core (the checkpoint's E4M3 codes and 128 x 128 scales, "
+                               "activations cast in 1 x 128 groups); the rest in BF16\n", scaled,
+                               scaled_experts ? fmt::format(" and {} layers' experts", scaled_experts) : "");
     std::cout << fmt::format("roofline: bound {:.2f} us ({}, {}{}): {:.1f}% of it\n", prefill_bound * 1e6, r.binding().resource,
                              r.binding().where, prompt > chunk ? " in the first step" : "", 100 * prefill_bound / prefill_s);
     {  // where the time went: the slowest nodes
@@ -199,10 +201,10 @@ int demo_main(int argc, char** argv) {
         worst = std::max(worst, std::fabs(double(logits[i]) - ref[i])), scale = std::max(scale, std::fabs(double(ref[i])));
       // BF16 operands: 5e-2 (the main job's bound); E4M3 ones (a
       // checkpoint's block-scaled Linears) keep 3 mantissa bits, not 8: 1e-1.
-      const double bound = scaled ? 1e-1 : 5e-2;
+      const double bound = scaled || scaled_experts ? 1e-1 : 5e-2;
       const bool ok = worst <= bound * scale;
       std::cout << fmt::format("check: max relative logit error {:.3g} against the FP32 reference (bound {}){}: {}\n",
-                               worst / scale, scaled ? "1e-1" : "5e-2",
+                               worst / scale, scaled || scaled_experts ? "1e-1" : "5e-2",
                                c.experts ? fmt::format(", on the chip's routes ({} of {} token-layer routes differ from its own)",
                                                        disagree, std::size_t{prompt + decode} * sparse_layers)
                                          : std::string(),

@@ -332,16 +332,24 @@ Graph llama_step(const LlamaConfig& c, const WeightSource& w, unsigned rows, uns
   if (!T) throw std::invalid_argument("llama: a step of no tokens");
   if (T > context) throw std::invalid_argument(fmt::format("llama: a step of {} tokens in a context of {}", T, context));
   Graph g;
-  auto linear = [&](int x, const std::string& name, unsigned out, unsigned in) {
+  // An FP8 Linear [out, in] as the matmul's B = W^T: its codes transposed,
+  // and its blocks' scales with them ([in / 128, ceil(out / 128)]).
+  auto fp8_b = [&](const std::string& name, unsigned out, unsigned in, std::vector<float>& b, std::vector<float>& bs) {
     std::vector<float> codes, scales;
-    if (fp8 && in % compiler::kScaleBlock == 0 && fp8(name, {out, in}, codes, scales)) {
-      // B = W^T: the codes transposed, and the blocks with them.
-      const unsigned ob = (out + compiler::kScaleBlock - 1) / compiler::kScaleBlock, ib = in / compiler::kScaleBlock;
-      std::vector<float> bs(scales.size());
-      for (unsigned o = 0; o < ob; ++o)
-        for (unsigned i = 0; i < ib; ++i) bs[std::size_t{i} * ob + o] = scales[std::size_t{o} * ib + i];
-      const int b = g.weight(name, {in, out}, transposed(codes, out, in), DType::e4m3);
-      return g.matmul_scaled(x, b, g.weight(name + "_scale_inv", {ib, ob}, std::move(bs)));
+    if (!fp8 || in % compiler::kScaleBlock || !fp8(name, {out, in}, codes, scales)) return false;
+    const unsigned ob = (out + compiler::kScaleBlock - 1) / compiler::kScaleBlock, ib = in / compiler::kScaleBlock;
+    bs.assign(scales.size(), 0.0f);
+    for (unsigned o = 0; o < ob; ++o)
+      for (unsigned i = 0; i < ib; ++i) bs[std::size_t{i} * ob + o] = scales[std::size_t{o} * ib + i];
+    b = transposed(codes, out, in);
+    return true;
+  };
+  auto linear = [&](int x, const std::string& name, unsigned out, unsigned in) {
+    std::vector<float> b, bs;
+    if (fp8_b(name, out, in, b, bs)) {
+      const unsigned ib = in / compiler::kScaleBlock, ob = static_cast<unsigned>(bs.size()) / ib;
+      const int bw = g.weight(name, {in, out}, std::move(b), DType::e4m3);
+      return g.matmul_scaled(x, bw, g.weight(name + "_scale_inv", {ib, ob}, std::move(bs)));
     }
     return g.matmul(x, g.weight(name, {in, out}, transposed(w(name, {out, in}), out, in), DType::bf16), DType::bf16);
   };
@@ -476,17 +484,39 @@ Graph llama_step(const LlamaConfig& c, const WeightSource& w, unsigned rows, uns
         route = c.norm_topk_prob ? g.route(logits, K, true, rn) : g.route(g.softmax(logits), K, false, rn);
       }
       g.output(route);
-      std::vector<float> w1, w3, w2;  // [E, D, F], [E, D, F], [E, F, D]
-      for (unsigned e = 0; e < E; ++e) {
-        const std::vector<float> a = transposed(w(c.expert(l, e, "gate"), {F, D}), F, D);
-        const std::vector<float> b = transposed(w(c.expert(l, e, "up"), {F, D}), F, D);
-        const std::vector<float> d = transposed(w(c.expert(l, e, "down"), {D, F}), D, F);
-        w1.insert(w1.end(), a.begin(), a.end()), w3.insert(w3.end(), b.begin(), b.end()), w2.insert(w2.end(), d.begin(), d.end());
-      }
       const std::string p = fmt::format("layer{}.experts", l);
-      int y = g.moe(g.cast(x2, DType::bf16, p + ".x"), route, g.weight(p + ".w1", {E, D, F}, std::move(w1), DType::bf16),
-                    g.weight(p + ".w3", {E, D, F}, std::move(w3), DType::bf16),
-                    g.weight(p + ".w2", {E, F, D}, std::move(w2), DType::bf16), p);
+      const int xb = g.cast(x2, DType::bf16, p + ".x");
+      // FP8 experts (every one's three Linears E4M3 with their blocks, D
+      // and F in 128s): block-scaled on the chip, as stored; else BF16.
+      std::vector<float> f8[3], s8[3];  // w1, w3, w2 codes and scales, expert after expert
+      bool scaled = fp8 && D % compiler::kScaleBlock == 0 && F % compiler::kScaleBlock == 0;
+      for (unsigned e = 0; e < E && scaled; ++e) {
+        const std::pair<const char*, bool> parts[3] = {{"gate", false}, {"up", false}, {"down", true}};
+        for (int k = 0; k < 3 && scaled; ++k) {
+          std::vector<float> b, bs;
+          const bool down = parts[k].second;
+          scaled = fp8_b(c.expert(l, e, parts[k].first), down ? D : F, down ? F : D, b, bs);
+          f8[k].insert(f8[k].end(), b.begin(), b.end()), s8[k].insert(s8[k].end(), bs.begin(), bs.end());
+        }
+      }
+      int y;
+      if (scaled) {
+        constexpr unsigned B = compiler::kScaleBlock;
+        const int w1 = g.weight(p + ".w1", {E, D, F}, std::move(f8[0]), DType::e4m3), s1 = g.weight(p + ".w1_scale_inv", {E, D / B, F / B}, std::move(s8[0]));
+        const int w3 = g.weight(p + ".w3", {E, D, F}, std::move(f8[1]), DType::e4m3), s3 = g.weight(p + ".w3_scale_inv", {E, D / B, F / B}, std::move(s8[1]));
+        const int w2 = g.weight(p + ".w2", {E, F, D}, std::move(f8[2]), DType::e4m3), s2 = g.weight(p + ".w2_scale_inv", {E, F / B, D / B}, std::move(s8[2]));
+        y = g.moe_scaled(xb, route, w1, s1, w3, s3, w2, s2, p);
+      } else {
+        std::vector<float> w1, w3, w2;  // [E, D, F], [E, D, F], [E, F, D]
+        for (unsigned e = 0; e < E; ++e) {
+          const std::vector<float> a = transposed(w(c.expert(l, e, "gate"), {F, D}), F, D);
+          const std::vector<float> b = transposed(w(c.expert(l, e, "up"), {F, D}), F, D);
+          const std::vector<float> d = transposed(w(c.expert(l, e, "down"), {D, F}), D, F);
+          w1.insert(w1.end(), a.begin(), a.end()), w3.insert(w3.end(), b.begin(), b.end()), w2.insert(w2.end(), d.begin(), d.end());
+        }
+        y = g.moe(xb, route, g.weight(p + ".w1", {E, D, F}, std::move(w1), DType::bf16), g.weight(p + ".w3", {E, D, F}, std::move(w3), DType::bf16),
+                  g.weight(p + ".w2", {E, F, D}, std::move(w2), DType::bf16), p);
+      }
       if (c.shared_intermediate && c.groups) {  // DeepSeek-V3's shared experts, as one MLP
         y = g.binary(OpKind::add, y, mlp(layer(l, "mlp.shared_experts."), c.shared_intermediate));
       } else if (c.shared_intermediate) {  // Qwen2-MoE's shared expert, times sigmoid(x.w) per row
