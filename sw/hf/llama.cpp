@@ -408,18 +408,37 @@ Graph llama_step(const LlamaConfig& c, const WeightSource& w, unsigned rows, uns
     const int x = g.rmsnorm(h, norm(layer(l, "input_layernorm.weight")), static_cast<float>(c.rms_eps));
     if (c.mla) {  // DeepSeek-V3's multi-head latent attention
       const unsigned nope = c.qk_nope, rd = c.qk_rope, qd = nope + rd, vd = c.v_head, r = c.kv_lora;
-      // A Linear whose rotary rows come in interleaved pairs: those rows
-      // de-interleaved (evens, then odds), so rotate_half pairs what the
-      // model pairs (and every dot product of Q and K is unchanged).
-      auto deinterleaved = [&](const std::string& name, unsigned out, unsigned in, unsigned width, unsigned offset) {
+      // x times a Linear whose rotary rows come in interleaved pairs: those
+      // rows de-interleaved (evens, then odds), so rotate_half pairs what
+      // the model pairs (and every dot product of Q and K is unchanged).
+      // Stored in FP8 blocks (and `in` whole 128s), it runs block-scaled
+      // where every row moved stays in its 128-row block (DeepSeek-V3's:
+      // the rotary rows of each head lie inside one block), else in BF16.
+      auto deinterleaved = [&](int xin, const std::string& name, unsigned out, unsigned in, unsigned width, unsigned offset) {
+        auto order = [&](std::vector<float>& wt, unsigned cols) {
+          const std::vector<float> orig = wt;
+          for (unsigned o0 = 0; o0 < out; o0 += width)
+            for (unsigned j = 0; j < rd; ++j) {
+              const unsigned from = o0 + offset + (j < rd / 2 ? 2 * j : 2 * (j - rd / 2) + 1);
+              std::copy_n(orig.begin() + std::size_t{from} * cols, cols, wt.begin() + std::size_t{o0 + offset + j} * cols);
+            }
+        };
+        bool in_blocks = true;
+        for (unsigned o0 = 0; o0 < out && in_blocks; o0 += width)
+          in_blocks = (o0 + offset) / compiler::kScaleBlock == (o0 + offset + rd - 1) / compiler::kScaleBlock;
+        std::vector<float> codes, scales;
+        if (fp8 && in_blocks && in % compiler::kScaleBlock == 0 && fp8(name, {out, in}, codes, scales)) {
+          order(codes, in);  // the blocks' scales stay where they are
+          const unsigned ob = (out + compiler::kScaleBlock - 1) / compiler::kScaleBlock, ib = in / compiler::kScaleBlock;
+          std::vector<float> bs(scales.size());
+          for (unsigned o = 0; o < ob; ++o)
+            for (unsigned i = 0; i < ib; ++i) bs[std::size_t{i} * ob + o] = scales[std::size_t{o} * ib + i];
+          const int b = g.weight(name, {in, out}, transposed(codes, out, in), DType::e4m3);
+          return g.matmul_scaled(xin, b, g.weight(name + "_scale_inv", {ib, ob}, std::move(bs)));
+        }
         std::vector<float> wt = w(name, {out, in});
-        const std::vector<float> orig = wt;
-        for (unsigned o0 = 0; o0 < out; o0 += width)
-          for (unsigned j = 0; j < rd; ++j) {
-            const unsigned from = o0 + offset + (j < rd / 2 ? 2 * j : 2 * (j - rd / 2) + 1);
-            std::copy_n(orig.begin() + std::size_t{from} * in, in, wt.begin() + std::size_t{o0 + offset + j} * in);
-          }
-        return g.weight(name, {in, out}, transposed(wt, out, in), DType::bf16);
+        order(wt, in);
+        return g.matmul(xin, g.weight(name, {in, out}, transposed(wt, out, in), DType::bf16), DType::bf16);
       };
       int qin = x;
       unsigned qk = D;
@@ -430,9 +449,8 @@ Graph llama_step(const LlamaConfig& c, const WeightSource& w, unsigned rows, uns
                         static_cast<float>(c.rms_eps));
         qk = c.q_lora, qname = layer(l, "self_attn.q_b_proj.weight");
       }
-      const int q = rope(g.matmul(qin, deinterleaved(qname, H * qd, qk, qd, nope), DType::bf16), H, fmt::format("layer{}.q", l), qd,
-                         nope, rd);
-      const int kva = g.matmul(x, deinterleaved(layer(l, "self_attn.kv_a_proj_with_mqa.weight"), r + rd, D, r + rd, r), DType::bf16);
+      const int q = rope(deinterleaved(qin, qname, H * qd, qk, qd, nope), H, fmt::format("layer{}.q", l), qd, nope, rd);
+      const int kva = deinterleaved(x, layer(l, "self_attn.kv_a_proj_with_mqa.weight"), r + rd, D, r + rd, r);
       const int ckv = g.move({kva}, {T, r}, {{0, 0, 0, r, T, r + rd, r}}, fmt::format("layer{}.latent", l));
       const int kpe = rope(g.move({kva}, {T, rd}, {{0, r, 0, rd, T, r + rd, rd}}), 1, fmt::format("layer{}.k_pe", l), rd, 0, rd);
       const std::string kvn = layer(l, "self_attn.kv_a_layernorm.weight");

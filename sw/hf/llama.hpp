@@ -122,9 +122,9 @@ Fp8Source fp8_blocks_from(const SafeTensors& st);
 // first `layers` layers (0: all): the graph's output "logits" is T x vocab, and a MoE
 // model's "layer<l>.route" each layer's choices (route(): T x k experts,
 // then their gates).
-// With `fp8`, the plain Linears (not the rotary ones MLA reorders) whose
-// weights it gives and whose inputs are whole 128s run block-scaled on the
-// tensor core (compiler::Graph::matmul_scaled: the codes and scales as
+// With `fp8`, the Linears whose weights it gives and whose inputs are
+// whole 128s (MLA's rotary ones where their reordered rows stay inside
+// their 128-row blocks) run block-scaled on the tensor core (compiler::Graph::matmul_scaled: the codes and scales as
 // stored, the activations cast in 1 x 128 groups), as DeepSeek-V3 serves
 // them; so do a sparse layer's experts where it gives every expert's three
 // and the hidden and expert sizes are whole 128s (Graph::moe_scaled).

@@ -483,6 +483,74 @@ TEST(HfLlama, DeepSeekV3LatentAttentionAndGroupRoutedExpertsOnTheChipAgreeWithTh
   EXPECT_GT(relative_error(r.out.at("logits"), llama_reference(plain, seeded, prompt, 2, &routes)), 5e-3);
 }
 
+TEST(HfLlama, AnFp8DeepSeekV3sLatentAttentionRunsBlockScaledOnTheChip) {
+  // DeepSeek-V3 as its checkpoint stores it: the attention's Linears in
+  // E4M3 with a factor per 128 x 128 block. Those with inputs in whole
+  // 128s run block-scaled, the rotary ones (q_b_proj, kv_a_proj_with_mqa,
+  // whose interleaved rotary rows are reordered inside their blocks)
+  // included; the chip equals the compiler's reference bit for bit and
+  // stays within the FP8 bound of the FP32 reference.
+  rt::Device dev;
+  const rt::Kernel program = dev.load_kernel(data_file(DataKind::kernels, "program.elf"), (1u << dev.tiles()) - 1);
+  nlohmann::json j = nlohmann::json::parse(std::ifstream(std::string(TESSERA_HF_CONFIGS) + "/tiny-deepseek-v3.json"));
+  j["q_lora_rank"] = 128u;  // q_b_proj's input in whole blocks
+  const LlamaConfig c = LlamaConfig::parse(j, "tiny-deepseek-v3.json");
+  const std::vector<std::uint32_t> prompt{3, 17, 42, 5, 95, 60, 7};
+  // Every tensor two layers read, as the seeded weights give them.
+  const WeightSource seeded = seeded_weights(3);
+  std::vector<std::pair<std::string, std::vector<std::uint64_t>>> read;
+  const WeightSource recorder = [&](const std::string& name, const std::vector<std::uint64_t>& shape) {
+    read.emplace_back(name, shape);
+    return seeded(name, shape);
+  };
+  llama_prefill(c, recorder, prompt, 2);
+  std::vector<NamedTensor> ts;
+  std::set<std::string> done;
+  for (const auto& [name, shape] : read) {
+    if (!done.insert(name).second) continue;
+    const std::vector<float> v = seeded(name, shape);
+    if (name.find("self_attn.") != std::string::npos && name.find("_proj") != std::string::npos && shape.size() == 2) {
+      num::Convert sat;
+      sat.saturate = true;
+      const unsigned out = static_cast<unsigned>(shape[0]), in = static_cast<unsigned>(shape[1]);
+      const num::BlockQuantized q = num::block_quantize(v.data(), out, in, num::Format::E4M3, num::ScaleFormat::FP32, 128, 128, sat);
+      std::vector<float> codes(q.codes.size());
+      for (std::size_t i = 0; i < codes.size(); ++i) codes[i] = static_cast<float>(num::decode(num::Format::E4M3, q.codes[i]));
+      ts.push_back({name, "F8_E4M3", shape, codes});
+      ts.push_back({name + "_scale_inv", "F32", {(out + 127) / 128, (in + 127) / 128}, q.scales});
+    } else {
+      ts.push_back({name, "F32", shape, v});
+    }
+  }
+  const std::string d = testing::TempDir() + "deepseek_test_fp8_model";
+  std::filesystem::create_directories(d);
+  write_safetensors(d + "/model.safetensors", ts);
+  const SafeTensors st = SafeTensors::open(d);
+  const compiler::Graph g = llama_prefill(c, weights_from(st), prompt, 2, fp8_blocks_from(st));
+  std::set<std::string> scaled;
+  for (const compiler::Op& op : g.ops())
+    if (op.kind == compiler::OpKind::matmul && compiler::block_scaled(op)) scaled.insert(g.tensor(op.in[1]).name);
+  // q_a, q_b and kv_a in each layer (kv_b's input is the 32-wide latent, o_proj's 64 wide: BF16).
+  EXPECT_EQ(scaled.size(), 6u);
+  EXPECT_EQ(scaled.count("model.layers.1.self_attn.q_b_proj.weight"), 1u);
+  EXPECT_EQ(scaled.count("model.layers.1.self_attn.kv_a_proj_with_mqa.weight"), 1u);
+  compiler::Executable ex(dev, program, g);
+  const std::map<std::string, std::vector<float>> out = ex.run(llama_inputs(prompt));
+  const std::vector<std::vector<float>> ref = compiler::reference(g, llama_inputs(prompt));
+  for (int t : g.outputs())
+    if (g.tensor(t).name == "logits") {
+      EXPECT_EQ(out.at("logits"), ref[static_cast<std::size_t>(t)]);
+    }
+  const std::vector<std::vector<std::uint32_t>> routes = chip_routes(c, out, 2);
+  unsigned differ = 0;
+  const double err = relative_error(out.at("logits"), llama_reference(c, weights_from(st), prompt, 2, &routes, &differ));
+  const OnChip bf16 = on_chip(dev, program, c, weights_from(st), prompt, 2);
+  std::cout << "DeepSeek-V3 FP8 checkpoint, two layers: logits' relative error " << err << " on the chip's routes (" << differ
+            << " of 7 routes differ from the reference's own); " << bf16.err << " with the weights in BF16\n";
+  EXPECT_LT(err, 0.1);
+  EXPECT_GT(err, 3 * bf16.err) << "the attention's inputs in E4M3 groups";
+}
+
 TEST(HfLlama, DecodingOverTheKvCacheGivesTheLongerPrefillsLogitsBitForBit) {
   // A prompt of 5, then 3 tokens decoded one compiled step at a time over
   // the caches the prefill filled, against one prefill of all 8: each
