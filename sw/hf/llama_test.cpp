@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <iostream>
 #include <map>
 #include <set>
@@ -64,6 +65,64 @@ void expect_agrees(const OnChip& r, const std::string& what, unsigned routes, un
   EXPECT_LT(r.err, 5e-2) << what;
   EXPECT_GT(r.err, 0.0) << what;
   EXPECT_LE(r.differ, most) << what;
+}
+// A Linear [out, in] as DeepSeek-V3's checkpoints store it: E4M3 codes
+// (their values) and a factor per 128 x 128 block (<name>_scale_inv).
+void push_fp8(std::vector<NamedTensor>& ts, const std::string& name, const std::vector<float>& v, unsigned out, unsigned in) {
+  num::Convert sat;
+  sat.saturate = true;
+  const num::BlockQuantized q = num::block_quantize(v.data(), out, in, num::Format::E4M3, num::ScaleFormat::FP32, 128, 128, sat);
+  std::vector<float> codes(q.codes.size());
+  for (std::size_t i = 0; i < codes.size(); ++i) codes[i] = static_cast<float>(num::decode(num::Format::E4M3, q.codes[i]));
+  ts.push_back({name, "F8_E4M3", {out, in}, codes});
+  ts.push_back({name + "_scale_inv", "F32", {(out + 127) / 128, (in + 127) / 128}, q.scales});
+}
+// A seeded checkpoint of every tensor the first `layers` layers of `c`
+// read, written to TempDir()/`dir`: the 2-D ones `fp8` picks as E4M3
+// blocks (push_fp8), the rest FP32.
+std::string seeded_checkpoint(const LlamaConfig& c, std::uint32_t seed, unsigned layers, const std::string& dir,
+                              const std::function<bool(const std::string&)>& fp8) {
+  const WeightSource seeded = seeded_weights(seed);
+  std::vector<std::pair<std::string, std::vector<std::uint64_t>>> read;
+  llama_prefill(c, [&](const std::string& name, const std::vector<std::uint64_t>& shape) {
+    read.emplace_back(name, shape);
+    return seeded(name, shape);
+  }, {0}, layers);
+  std::vector<NamedTensor> ts;
+  std::set<std::string> done;
+  for (const auto& [name, shape] : read) {
+    if (!done.insert(name).second) continue;
+    const std::vector<float> v = seeded(name, shape);
+    if (shape.size() == 2 && fp8(name)) push_fp8(ts, name, v, static_cast<unsigned>(shape[0]), static_cast<unsigned>(shape[1]));
+    else ts.push_back({name, "F32", shape, v});
+  }
+  const std::string d = testing::TempDir() + dir;
+  std::filesystem::create_directories(d);
+  write_safetensors(d + "/model.safetensors", ts);
+  return d;
+}
+// An FP8 checkpoint's graph `g` on the chip: equal to the compiler's
+// reference of that graph bit for bit; its logits' error against the FP32
+// reference on the chip's routes (and how many of them tip), and the error
+// of the same weights (codes times scales) in BF16.
+struct Fp8OnChip {
+  double err = 0, bf16_err = 0;
+  unsigned differ = 0;
+};
+Fp8OnChip fp8_on_chip(rt::Device& dev, const rt::Kernel& program, const LlamaConfig& c, const SafeTensors& st,
+                      const compiler::Graph& g, const std::vector<std::uint32_t>& prompt, unsigned layers) {
+  compiler::Executable ex(dev, program, g);
+  const std::map<std::string, std::vector<float>> out = ex.run(llama_inputs(prompt));
+  const std::vector<std::vector<float>> ref = compiler::reference(g, llama_inputs(prompt));
+  for (int t : g.outputs())
+    if (g.tensor(t).name == "logits") {
+      EXPECT_EQ(out.at("logits"), ref[static_cast<std::size_t>(t)]);
+    }
+  Fp8OnChip r;
+  const std::vector<std::vector<std::uint32_t>> routes = chip_routes(c, out, layers);
+  r.err = relative_error(out.at("logits"), llama_reference(c, weights_from(st), prompt, layers, &routes, &r.differ));
+  r.bf16_err = on_chip(dev, program, c, weights_from(st), prompt, layers).err;
+  return r;
 }
 unsigned moe_ops(const compiler::Graph& g) {
   unsigned n = 0;
@@ -280,37 +339,10 @@ TEST(HfLlama, AnFp8CheckpointsLinearsRunBlockScaledOnTheChip) {
   const LlamaConfig c = LlamaConfig::parse(nlohmann::json::parse(R"({"model_type": "llama", "hidden_size": 128,
     "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 256,
     "vocab_size": 96, "rms_norm_eps": 1e-5, "rope_theta": 10000.0, "tie_word_embeddings": false})"), "config.json");
-  const WeightSource seeded = seeded_weights(3);
-  std::vector<NamedTensor> ts;
-  auto plain = [&](const std::string& name, std::vector<std::uint64_t> shape) { ts.push_back({name, "F32", shape, seeded(name, shape)}); };
-  auto fp8 = [&](const std::string& name, unsigned out, unsigned in) {
-    const std::vector<float> v = seeded(name, {out, in});
-    num::Convert sat;
-    sat.saturate = true;
-    const num::BlockQuantized q = num::block_quantize(v.data(), out, in, num::Format::E4M3, num::ScaleFormat::FP32, 128, 128, sat);
-    std::vector<float> codes(q.codes.size());
-    for (std::size_t i = 0; i < codes.size(); ++i) codes[i] = static_cast<float>(num::decode(num::Format::E4M3, q.codes[i]));
-    ts.push_back({name, "F8_E4M3", {out, in}, codes});
-    ts.push_back({name + "_scale_inv", "F32", {(out + 127) / 128, (in + 127) / 128}, q.scales});
-  };
-  plain("model.embed_tokens.weight", {c.vocab, c.hidden});
-  for (unsigned l = 0; l < 2; ++l) {
-    const std::string p = "model.layers." + std::to_string(l) + ".";
-    plain(p + "input_layernorm.weight", {c.hidden});
-    plain(p + "post_attention_layernorm.weight", {c.hidden});
-    fp8(p + "self_attn.q_proj.weight", c.heads * c.head_dim, c.hidden);
-    fp8(p + "self_attn.k_proj.weight", c.kv_heads * c.head_dim, c.hidden);
-    fp8(p + "self_attn.v_proj.weight", c.kv_heads * c.head_dim, c.hidden);
-    fp8(p + "self_attn.o_proj.weight", c.hidden, c.heads * c.head_dim);
-    fp8(p + "mlp.gate_proj.weight", c.intermediate, c.hidden);
-    fp8(p + "mlp.up_proj.weight", c.intermediate, c.hidden);
-    fp8(p + "mlp.down_proj.weight", c.hidden, c.intermediate);
-  }
-  plain("model.norm.weight", {c.hidden});
-  plain("lm_head.weight", {c.vocab, c.hidden});
-  const std::string d = testing::TempDir() + "llama_test_fp8_model";
-  std::filesystem::create_directories(d);
-  write_safetensors(d + "/model.safetensors", ts);
+  // Every Linear of the layers FP8 (the embedding and the LM head FP32).
+  const std::string d = seeded_checkpoint(c, 3, 2, "llama_test_fp8_model", [](const std::string& name) {
+    return name.find("_proj.weight") != std::string::npos;
+  });
   const SafeTensors st = SafeTensors::open(d);
   const std::vector<std::uint32_t> prompt{3, 17, 42, 5, 95, 60, 7, 8};
   const compiler::Graph g = llama_prefill(c, weights_from(st), prompt, 2, fp8_blocks_from(st));
@@ -349,63 +381,20 @@ TEST(HfLlama, AnFp8MixtralsExpertsRunBlockScaledOnTheChip) {
   rt::Device dev;
   const rt::Kernel program = dev.load_kernel(data_file(DataKind::kernels, "program.elf"), (1u << dev.tiles()) - 1);
   const LlamaConfig c = LlamaConfig::load(std::string(TESSERA_HF_CONFIGS) + "/tiny-mixtral.json");
-  const WeightSource seeded = seeded_weights(11);
-  std::vector<NamedTensor> ts;
-  auto plain = [&](const std::string& name, std::vector<std::uint64_t> shape) { ts.push_back({name, "F32", shape, seeded(name, shape)}); };
-  auto fp8 = [&](const std::string& name, unsigned out, unsigned in) {
-    const std::vector<float> v = seeded(name, {out, in});
-    num::Convert sat;
-    sat.saturate = true;
-    const num::BlockQuantized q = num::block_quantize(v.data(), out, in, num::Format::E4M3, num::ScaleFormat::FP32, 128, 128, sat);
-    std::vector<float> codes(q.codes.size());
-    for (std::size_t i = 0; i < codes.size(); ++i) codes[i] = static_cast<float>(num::decode(num::Format::E4M3, q.codes[i]));
-    ts.push_back({name, "F8_E4M3", {out, in}, codes});
-    ts.push_back({name + "_scale_inv", "F32", {(out + 127) / 128, (in + 127) / 128}, q.scales});
-  };
-  plain("model.embed_tokens.weight", {c.vocab, c.hidden});
-  for (unsigned l = 0; l < 2; ++l) {
-    const std::string p = "model.layers." + std::to_string(l) + ".";
-    plain(p + "input_layernorm.weight", {c.hidden});
-    plain(p + "post_attention_layernorm.weight", {c.hidden});
-    fp8(p + "self_attn.q_proj.weight", c.heads * c.head_dim, c.hidden);
-    fp8(p + "self_attn.k_proj.weight", c.kv_heads * c.head_dim, c.hidden);
-    fp8(p + "self_attn.v_proj.weight", c.kv_heads * c.head_dim, c.hidden);
-    fp8(p + "self_attn.o_proj.weight", c.hidden, c.heads * c.head_dim);
-    plain(c.router(l), {c.experts, c.hidden});
-    for (unsigned e = 0; e < c.experts; ++e) {
-      fp8(c.expert(l, e, "gate"), c.expert_intermediate, c.hidden);
-      fp8(c.expert(l, e, "up"), c.expert_intermediate, c.hidden);
-      fp8(c.expert(l, e, "down"), c.hidden, c.expert_intermediate);
-    }
-  }
-  plain("model.norm.weight", {c.hidden});
-  plain("lm_head.weight", {c.vocab, c.hidden});
-  const std::string d = testing::TempDir() + "mixtral_test_fp8_model";
-  std::filesystem::create_directories(d);
-  write_safetensors(d + "/model.safetensors", ts);
+  const std::string d = seeded_checkpoint(c, 11, 2, "mixtral_test_fp8_model", [](const std::string& name) {
+    return name.find("_proj.weight") != std::string::npos || name.find(".experts.") != std::string::npos;
+  });
   const SafeTensors st = SafeTensors::open(d);
   const std::vector<std::uint32_t> prompt{3, 17, 42, 5, 95, 60, 7, 300};
   const compiler::Graph g = llama_prefill(c, weights_from(st), prompt, 2, fp8_blocks_from(st));
   unsigned scaled_experts = 0;
   for (const compiler::Op& op : g.ops()) scaled_experts += op.kind == compiler::OpKind::moe && compiler::block_scaled(op);
   EXPECT_EQ(scaled_experts, 2u) << "both layers' experts in FP8";
-  compiler::Executable ex(dev, program, g);
-  const std::map<std::string, std::vector<float>> out = ex.run(llama_inputs(prompt));
-  const std::vector<std::vector<float>> ref = compiler::reference(g, llama_inputs(prompt));
-  for (int t : g.outputs())
-    if (g.tensor(t).name == "logits") {
-      EXPECT_EQ(out.at("logits"), ref[static_cast<std::size_t>(t)]);
-    }
-  const std::vector<std::vector<std::uint32_t>> routes = chip_routes(c, out, 2);
-  unsigned differ = 0;
-  const double err = relative_error(out.at("logits"), llama_reference(c, weights_from(st), prompt, 2, &routes, &differ));
-  // The same weights (the codes times their scales) in BF16: the experts
-  // as the BF16 moe op.
-  const OnChip bf16 = on_chip(dev, program, c, weights_from(st), prompt, 2);
-  std::cout << "Mixtral FP8 checkpoint, two layers: logits' relative error " << err << " on the chip's routes, " << differ
-            << " of 16 token-layer routes differ from the FP32 reference's own; " << bf16.err << " with the weights in BF16\n";
-  EXPECT_LT(err, 0.15);
-  EXPECT_GT(err, 3 * bf16.err) << "E4M3 groups round the experts' and projections' inputs";
+  const Fp8OnChip r = fp8_on_chip(dev, program, c, st, g, prompt, 2);
+  std::cout << "Mixtral FP8 checkpoint, two layers: logits' relative error " << r.err << " on the chip's routes, " << r.differ
+            << " of 16 token-layer routes differ from the FP32 reference's own; " << r.bf16_err << " with the weights in BF16\n";
+  EXPECT_LT(r.err, 0.15);
+  EXPECT_GT(r.err, 3 * r.bf16_err) << "E4M3 groups round the experts' and projections' inputs";
 }
 
 TEST(HfLlama, MixtralsExpertLayersOnTheChipAgreeWithTheReference) {
@@ -496,35 +485,9 @@ TEST(HfLlama, AnFp8DeepSeekV3sLatentAttentionRunsBlockScaledOnTheChip) {
   j["q_lora_rank"] = 128u;  // q_b_proj's input in whole blocks
   const LlamaConfig c = LlamaConfig::parse(j, "tiny-deepseek-v3.json");
   const std::vector<std::uint32_t> prompt{3, 17, 42, 5, 95, 60, 7};
-  // Every tensor two layers read, as the seeded weights give them.
-  const WeightSource seeded = seeded_weights(3);
-  std::vector<std::pair<std::string, std::vector<std::uint64_t>>> read;
-  const WeightSource recorder = [&](const std::string& name, const std::vector<std::uint64_t>& shape) {
-    read.emplace_back(name, shape);
-    return seeded(name, shape);
-  };
-  llama_prefill(c, recorder, prompt, 2);
-  std::vector<NamedTensor> ts;
-  std::set<std::string> done;
-  for (const auto& [name, shape] : read) {
-    if (!done.insert(name).second) continue;
-    const std::vector<float> v = seeded(name, shape);
-    if (name.find("self_attn.") != std::string::npos && name.find("_proj") != std::string::npos && shape.size() == 2) {
-      num::Convert sat;
-      sat.saturate = true;
-      const unsigned out = static_cast<unsigned>(shape[0]), in = static_cast<unsigned>(shape[1]);
-      const num::BlockQuantized q = num::block_quantize(v.data(), out, in, num::Format::E4M3, num::ScaleFormat::FP32, 128, 128, sat);
-      std::vector<float> codes(q.codes.size());
-      for (std::size_t i = 0; i < codes.size(); ++i) codes[i] = static_cast<float>(num::decode(num::Format::E4M3, q.codes[i]));
-      ts.push_back({name, "F8_E4M3", shape, codes});
-      ts.push_back({name + "_scale_inv", "F32", {(out + 127) / 128, (in + 127) / 128}, q.scales});
-    } else {
-      ts.push_back({name, "F32", shape, v});
-    }
-  }
-  const std::string d = testing::TempDir() + "deepseek_test_fp8_model";
-  std::filesystem::create_directories(d);
-  write_safetensors(d + "/model.safetensors", ts);
+  const std::string d = seeded_checkpoint(c, 3, 2, "deepseek_test_fp8_model", [](const std::string& name) {
+    return name.find("self_attn.") != std::string::npos && name.find("_proj") != std::string::npos;  // kv_a_proj_with_mqa too
+  });
   const SafeTensors st = SafeTensors::open(d);
   const compiler::Graph g = llama_prefill(c, weights_from(st), prompt, 2, fp8_blocks_from(st));
   std::set<std::string> scaled;
@@ -534,21 +497,11 @@ TEST(HfLlama, AnFp8DeepSeekV3sLatentAttentionRunsBlockScaledOnTheChip) {
   EXPECT_EQ(scaled.size(), 6u);
   EXPECT_EQ(scaled.count("model.layers.1.self_attn.q_b_proj.weight"), 1u);
   EXPECT_EQ(scaled.count("model.layers.1.self_attn.kv_a_proj_with_mqa.weight"), 1u);
-  compiler::Executable ex(dev, program, g);
-  const std::map<std::string, std::vector<float>> out = ex.run(llama_inputs(prompt));
-  const std::vector<std::vector<float>> ref = compiler::reference(g, llama_inputs(prompt));
-  for (int t : g.outputs())
-    if (g.tensor(t).name == "logits") {
-      EXPECT_EQ(out.at("logits"), ref[static_cast<std::size_t>(t)]);
-    }
-  const std::vector<std::vector<std::uint32_t>> routes = chip_routes(c, out, 2);
-  unsigned differ = 0;
-  const double err = relative_error(out.at("logits"), llama_reference(c, weights_from(st), prompt, 2, &routes, &differ));
-  const OnChip bf16 = on_chip(dev, program, c, weights_from(st), prompt, 2);
-  std::cout << "DeepSeek-V3 FP8 checkpoint, two layers: logits' relative error " << err << " on the chip's routes (" << differ
-            << " of 7 routes differ from the reference's own); " << bf16.err << " with the weights in BF16\n";
-  EXPECT_LT(err, 0.1);
-  EXPECT_GT(err, 3 * bf16.err) << "the attention's inputs in E4M3 groups";
+  const Fp8OnChip r = fp8_on_chip(dev, program, c, st, g, prompt, 2);
+  std::cout << "DeepSeek-V3 FP8 checkpoint, two layers: logits' relative error " << r.err << " on the chip's routes (" << r.differ
+            << " of 7 routes differ from the reference's own); " << r.bf16_err << " with the weights in BF16\n";
+  EXPECT_LT(r.err, 0.1);
+  EXPECT_GT(r.err, 3 * r.bf16_err) << "the attention's inputs in E4M3 groups";
 }
 
 TEST(HfLlama, DecodingOverTheKvCacheGivesTheLongerPrefillsLogitsBitForBit) {

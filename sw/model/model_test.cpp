@@ -23,6 +23,26 @@ Config tiny() {
   return c;
 }
 
+// The FP8 configuration the tests share: 2 layers, d_model 128 (whole
+// 128-column blocks), 2 heads, 4 experts of 256, vocabulary 1024.
+Config small_fp8() {
+  Config c;
+  c.layers = 2, c.d_model = 128, c.heads = 2, c.experts = 4, c.hidden = 256, c.hidden_chunk = 128, c.vocab = 1024;
+  c.context = 32, c.seed = 5, c.fp8 = true;
+  return c;
+}
+
+// The device's tensor-core MACs so far in FP8 and in BF16, over its tiles.
+std::pair<std::uint64_t, std::uint64_t> tensor_macs(rt::Device& dev) {
+  std::uint64_t fp8 = 0, bf16 = 0;
+  const auto s = dev.stats();
+  for (unsigned t = 0; t < dev.tiles(); ++t) {
+    fp8 += s["device.tile" + std::to_string(t)]["tensor_macs_fp8"].get<std::uint64_t>();
+    bf16 += s["device.tile" + std::to_string(t)]["tensor_macs_bf16"].get<std::uint64_t>();
+  }
+  return {fp8, bf16};
+}
+
 // The tiny configuration as a step of graphs with the experts on the
 // device, holding `sequences` sequences at once.
 Config tiny_batched(unsigned sequences) {
@@ -139,9 +159,7 @@ TEST(Model, SpeculativeDecodingGivesTheGreedyTokens) {
 }
 
 TEST(Model, Fp8OptionRunsTheSameModelWithinItsBound) {
-  Config c;
-  c.layers = 2, c.d_model = 128, c.heads = 2, c.experts = 4, c.hidden = 256, c.hidden_chunk = 128, c.vocab = 1024;
-  c.context = 32, c.seed = 5, c.fp8 = true;
+  const Config c = small_fp8();
   const Weights w = Weights::random(c);
   rt::Device dev;
   DeviceModel m(dev, c, w);
@@ -152,12 +170,7 @@ TEST(Model, Fp8OptionRunsTheSameModelWithinItsBound) {
   // The weights are the FP8 values on both sides; the device also rounds
   // the GEMMs' activations to E4M3 (2^-4 relative steps).
   EXPECT_LT(worst, 0.15);
-  std::uint64_t fp8 = 0, bf16 = 0;
-  const auto s = dev.stats();
-  for (unsigned t = 0; t < 8; ++t) {
-    fp8 += s["device.tile" + std::to_string(t)]["tensor_macs_fp8"].get<std::uint64_t>();
-    bf16 += s["device.tile" + std::to_string(t)]["tensor_macs_bf16"].get<std::uint64_t>();
-  }
+  const auto [fp8, bf16] = tensor_macs(dev);
   EXPECT_GT(fp8, bf16) << "the projections, experts and head run in FP8; attention and the router in BF16";
 }
 
@@ -172,9 +185,7 @@ TEST(Model, TheCompiledModelInFp8GivesTheHandWrittenTokensAndLogits) {
   // few units in the last place (2 ULP once in 3 steps when this landed),
   // within the FP8 bound of the FP32 reference, the tensor cores mostly
   // in FP8; and the compiled steps take far less virtual time.
-  Config c;
-  c.layers = 2, c.d_model = 128, c.heads = 2, c.experts = 4, c.hidden = 256, c.hidden_chunk = 128, c.vocab = 1024;
-  c.context = 32, c.seed = 5, c.fp8 = true;
+  const Config c = small_fp8();
   const Weights w = Weights::random(c);
   rt::Device dev;
   CompiledModel compiled(dev, c, w);
@@ -182,15 +193,10 @@ TEST(Model, TheCompiledModelInFp8GivesTheHandWrittenTokensAndLogits) {
   Reference ref(c, w);
   const std::vector<std::uint32_t> prompt = {9, 99, 999, 5};
   unsigned disagreements = 0;
-  const auto s0 = dev.stats();
+  const auto before = tensor_macs(dev);
   const double worst = compare_steps(c, compiled, ref, prompt, 4, &disagreements);
-  const auto s1 = dev.stats();
-  std::uint64_t fp8 = 0, bf16 = 0;
-  for (unsigned t = 0; t < 8; ++t) {
-    const std::string tile = "device.tile" + std::to_string(t);
-    fp8 += s1[tile]["tensor_macs_fp8"].get<std::uint64_t>() - s0[tile]["tensor_macs_fp8"].get<std::uint64_t>();
-    bf16 += s1[tile]["tensor_macs_bf16"].get<std::uint64_t>() - s0[tile]["tensor_macs_bf16"].get<std::uint64_t>();
-  }
+  const auto after = tensor_macs(dev);
+  const std::uint64_t fp8 = after.first - before.first, bf16 = after.second - before.second;
   std::printf("compiled FP8 tiny MoE: max relative logit error %.3g, routing disagreements %u\n", worst, disagreements);
   EXPECT_LT(worst, 0.15);
   EXPECT_GT(fp8, bf16) << "the projections, experts and head in FP8; attention and the router in BF16";
