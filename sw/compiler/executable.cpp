@@ -26,7 +26,8 @@ constexpr int kFreed = 1;   // a GEMM is done with its B buffer: the load two ch
 constexpr int kGemmed = 2;  // a block's last GEMM is done: its epilogue (or its store) may start
 constexpr int kDone = 3;    // a block's last vector op is done: its store may start
 constexpr int kPrologue = 4;  // a matmul's prologue: A's rows loaded, then normed and cast
-constexpr unsigned kChipSem = 12;  // the chips' hand-over of a moe op (Options::peers)
+constexpr unsigned kChipSem = 12;
+static_assert(kScaleBlock == TKP_MOE_SCALE_BLOCK, "the experts' kernel and matmul_scaled take blocks of one size");  // the chips' hand-over of a moe op (Options::peers)
 
 Fmt fmt_of(DType t) {
   switch (t) {

@@ -112,6 +112,7 @@ static uint32_t entry[4];
 #define MOE_MAX_T TKP_MOE_MAX_T
 #define MOE_MAX_K TKP_MOE_MAX_K
 #define MOE_MAX_SLICES TKP_MOE_MAX_SLICES /* E x S */
+#define SB TKP_MOE_SCALE_BLOCK
 enum { SEM_W1 = 0, SEM_W3, SEM_W2, SEM_G, SEM_V, SEM_D, SEM_Z };
 
 __attribute__((noinline)) static int moe_experts(const uint32_t* a) {
@@ -122,7 +123,7 @@ __attribute__((noinline)) static int moe_experts(const uint32_t* a) {
       r >= R || !D || !Fs || K > MOE_MAX_K || K > E)
     return 2;
   if (D > 0x4000u || Fs > 0x4000u) return 2; /* none that wide fits; the layout's sums then stay in 32 bits */
-  if (f8 && ((f8 != TK_E4M3 && f8 != TK_E5M2) || D % 128 || Fs % 128)) return 2;
+  if (f8 && ((f8 != TK_E4M3 && f8 != TK_E5M2) || D % SB || Fs % SB)) return 2;
   const uint32_t m = S / stacks;
   /* The bookkeeping lives in the scratchpad, not in .bss (which the
    * start-up code clears at every launch, word by word): the lists just
@@ -171,15 +172,15 @@ __attribute__((noinline)) static int moe_experts(const uint32_t* a) {
   /* A slice's rows run in blocks of up to B: the pipeline's units. */
   const uint32_t B = T < TKP_MOE_BLOCK ? T : TKP_MOE_BLOCK;
   /* In this order, as tkp_moe_scratch() counts them. */
-  const uint32_t eb = f8 ? 1 : 2, codes = eb * D * Fs, wbytes = codes + (f8 ? 4 * (D / 128) * (Fs / 128) : 0);
+  const uint32_t eb = f8 ? 1 : 2, codes = eb * D * Fs, wbytes = codes + (f8 ? 4 * (D / SB) * (Fs / SB) : 0);
   const enum tk_format in = f8 ? (enum tk_format)f8 : TK_BF16;
   uint32_t XB[2], SA[2], W1[2], W3[2], W2[2], Y[2];
   for (unsigned p = 0; p < 2; ++p) {
-    XB[p] = MOE_BUF(eb * B * D), SA[p] = f8 ? MOE_BUF(4 * B * (D / 128)) : 0;
+    XB[p] = MOE_BUF(eb * B * D), SA[p] = f8 ? MOE_BUF(4 * B * (D / SB)) : 0;
     W1[p] = MOE_BUF(wbytes), W3[p] = MOE_BUF(wbytes), W2[p] = MOE_BUF(wbytes), Y[p] = MOE_BUF(4 * B * D);
   }
   const uint32_t H1 = MOE_BUF(4 * B * Fs), H3 = MOE_BUF(4 * B * Fs), G16 = MOE_BUF(eb * B * Fs);
-  const uint32_t SG = f8 ? MOE_BUF(4 * B * (Fs / 128)) : 0;
+  const uint32_t SG = f8 ? MOE_BUF(4 * B * (Fs / SB)) : 0;
   if (top > lists) return 2;
   /* Unit u loads into buffers u & 1, a slice's weights (at its first
    * block) into buffers (its item) & 1; the DMA queue's order keeps a load
@@ -193,10 +194,10 @@ __attribute__((noinline)) static int moe_experts(const uint32_t* a) {
       const uint32_t* w = &moe_table[8 * (moe_expert[x] * S + moe_item_s[ui])];
       struct tk_dma g = {0};
       g.id = op_index, g.flags = TK_DMA_DST_LOCAL, g.len0 = 2 * D;
-      if (f8) g.flags |= TK_DMA_SCALES_LOCAL | tk_dma_cast(TK_BF16, in), g.len0 = D, g.group = 128;
+      if (f8) g.flags |= TK_DMA_SCALES_LOCAL | tk_dma_cast(TK_BF16, in), g.len0 = D, g.group = SB;
       for (uint32_t q = 0; q < n; ++q) {
         g.src = rows + 2ull * moe_token[moe_first[x] + ub + q] * D, g.dst = XB[p] + eb * q * D;
-        g.scales = f8 ? SA[p] + 4 * q * (D / 128) : 0;
+        g.scales = f8 ? SA[p] + 4 * q * (D / SB) : 0;
         if (q + 1 == n && !whole) g.sem = TK_SEM(TK_NONE, SEM_W1, TK_NONE);
         tk_dma_push(&g);
       }
@@ -228,7 +229,7 @@ __attribute__((noinline)) static int moe_experts(const uint32_t* a) {
      * slice's later blocks for their rows only). */
     struct tk_gemm g = {0};
     g.id = op_index, g.m = n, g.n = Fs, g.k = D, g.a = XB[p], g.b = W1[wp], g.c = H1, g.input = in;
-    g.block_scaled = f8 != 0, g.group = f8 ? 128 : 0, g.sa = SA[p], g.sb = W1[wp] + codes;
+    g.block_scaled = f8 != 0, g.group = f8 ? SB : 0, g.sa = SA[p], g.sb = W1[wp] + codes;
     g.sem = TK_SEM(SEM_W1, TK_NONE, TK_NONE);
     tk_gemm_push(&g);
     g.b = W3[wp], g.sb = W3[wp] + codes, g.c = H3, g.sem = TK_SEM(whole ? SEM_W3 : TK_NONE, SEM_G, TK_NONE);
@@ -238,13 +239,13 @@ __attribute__((noinline)) static int moe_experts(const uint32_t* a) {
     v.sem = TK_SEM(SEM_G, TK_NONE, TK_NONE);
     tk_vec_push(&v);
     v.op = TK_VCAST_TO, v.src0 = H1, v.src1 = 0, v.dst = G16, v.format = in;
-    if (f8) v.group = 128, v.aux = SG;
+    if (f8) v.group = SB, v.aux = SG;
     v.sem = TK_SEM(whole ? SEM_W2 : TK_NONE, SEM_V, TK_NONE);
     tk_vec_push(&v);
     struct tk_gemm down = {0};
     down.id = op_index, down.m = n, down.n = D, down.k = Fs, down.a = G16, down.b = W2[wp], down.c = Y[p];
     down.input = in, down.sem = TK_SEM(SEM_V, SEM_D, TK_NONE);
-    down.block_scaled = f8 != 0, down.group = f8 ? 128 : 0, down.sa = SG, down.sb = W2[wp] + codes;
+    down.block_scaled = f8 != 0, down.group = f8 ? SB : 0, down.sa = SG, down.sb = W2[wp] + codes;
     tk_gemm_push(&down);
     struct tk_vec sc = {0};
     sc.id = op_index, sc.op = TK_VSCALE_ROWS, sc.rows = n, sc.cols = D, sc.src0 = Y[p];

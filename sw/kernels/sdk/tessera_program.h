@@ -67,6 +67,7 @@ struct tkp_op { /* 96 bytes */
 #define TKP_MOE_MAX_K 8u         /* experts per token */
 #define TKP_MOE_MAX_SLICES 1024u /* experts x slices */
 #define TKP_MOE_ROUND(b) (((b) + 255u) & ~(uint64_t)255u)
+#define TKP_MOE_SCALE_BLOCK 128u /* FP8 experts: weights' blocks TKP_MOE_SCALE_BLOCK square, rows' groups as wide */
 #define TKP_MOE_LISTS                                                                                  \
   (5 * TKP_MOE_ROUND(4ull * TKP_MOE_MAX_K * TKP_MOE_MAX_T) + TKP_MOE_ROUND(4ull * 8 * TKP_MOE_MAX_SLICES) + \
    5 * TKP_MOE_ROUND(4ull * TKP_MOE_MAX_SLICES))
@@ -74,10 +75,10 @@ static inline uint64_t tkp_moe_scratch(uint64_t T, uint64_t D, uint64_t Fs, int 
   const uint64_t B = T < TKP_MOE_BLOCK ? T : TKP_MOE_BLOCK, eb = fp8 ? 1 : 2;
   /* FP8: a slice's weights are its codes and then its 128 x 128 blocks'
    * FP32 scales; rows cast on the way in carry a scale per 128 columns. */
-  const uint64_t w = eb * D * Fs + (fp8 ? 4 * (D / 128) * (Fs / 128) : 0);
+  const uint64_t w = eb * D * Fs + (fp8 ? 4 * (D / TKP_MOE_SCALE_BLOCK) * (Fs / TKP_MOE_SCALE_BLOCK) : 0);
   return TKP_MOE_LISTS +
-         2 * (TKP_MOE_ROUND(eb * B * D) + (fp8 ? TKP_MOE_ROUND(4 * B * (D / 128)) : 0) + 3 * TKP_MOE_ROUND(w) + TKP_MOE_ROUND(4 * B * D)) +
-         2 * TKP_MOE_ROUND(4 * B * Fs) + TKP_MOE_ROUND(eb * B * Fs) + (fp8 ? TKP_MOE_ROUND(4 * B * (Fs / 128)) : 0);
+         2 * (TKP_MOE_ROUND(eb * B * D) + (fp8 ? TKP_MOE_ROUND(4 * B * (D / TKP_MOE_SCALE_BLOCK)) : 0) + 3 * TKP_MOE_ROUND(w) + TKP_MOE_ROUND(4 * B * D)) +
+         2 * TKP_MOE_ROUND(4 * B * Fs) + TKP_MOE_ROUND(eb * B * Fs) + (fp8 ? TKP_MOE_ROUND(4 * B * (Fs / TKP_MOE_SCALE_BLOCK)) : 0);
 }
 
 /* TKP_ATTN's scratchpad from offset 0x10000, for T rows (with `table`

@@ -144,8 +144,9 @@ MoeSplit MoeSplit::plan(const Device& dev, unsigned tiles, unsigned experts, uns
   if (!tiles || tiles > dev.tiles() || !experts || !hidden || !d_model || !tokens || tokens > TKP_MOE_MAX_T)
     throw UsageError(fmt::format("moe: {} tiles (of {}), {} experts, hidden {}, d_model {}, {} tokens (at most {})", tiles,
                                  dev.tiles(), experts, hidden, d_model, tokens, TKP_MOE_MAX_T));
-  if (block_scaled && (d_model % 128 || hidden % 128))
-    throw UsageError(fmt::format("moe: block-scaled experts need d_model ({}) and hidden ({}) in whole 128-column blocks", d_model, hidden));
+  if (block_scaled && (d_model % TKP_MOE_SCALE_BLOCK || hidden % TKP_MOE_SCALE_BLOCK))
+    throw UsageError(fmt::format("moe: block-scaled experts need d_model ({}) and hidden ({}) in whole {}-column blocks", d_model, hidden,
+                                 TKP_MOE_SCALE_BLOCK));
   MoeSplit m;
   std::vector<unsigned> near(tiles);
   for (unsigned t = 0; t < tiles; ++t) {
@@ -158,7 +159,7 @@ MoeSplit MoeSplit::plan(const Device& dev, unsigned tiles, unsigned experts, uns
   // than stacks, the slices lie in as many stacks as divide the blocks,
   // and the tiles near the others run those stacks' slices too.
   if (block_scaled) {
-    const unsigned blocks = hidden / 128;
+    const unsigned blocks = hidden / TKP_MOE_SCALE_BLOCK;
     unsigned use = static_cast<unsigned>(m.stacks.size());
     while (use > 1 && (use * chips > blocks || blocks % (use * chips))) --use;
     if (use < m.stacks.size()) {
@@ -171,7 +172,7 @@ MoeSplit MoeSplit::plan(const Device& dev, unsigned tiles, unsigned experts, uns
   const std::uint64_t room = TKP_PROGRAM_OFFSET - 0x10000;
   for (unsigned k = (std::max(1u, min_slices) + Q - 1) / Q;; ++k) {
     const unsigned S = Q * k;
-    const unsigned unit = block_scaled ? 128 : 1;  // a slice's columns: whole blocks
+    const unsigned unit = block_scaled ? TKP_MOE_SCALE_BLOCK : 1;  // a slice's columns: whole blocks
     if (S * unit > hidden || std::uint64_t{experts} * S > TKP_MOE_MAX_SLICES)
       throw UsageError(fmt::format("moe: no split of the experts' hidden layer ({} columns, {} experts) into a multiple of {} "
                                    "slices{}, at most {} in all, fits a scratchpad for {} tokens of {}",
