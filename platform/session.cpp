@@ -323,6 +323,7 @@ struct Session::Impl {
     if (g_elaborated) throw SessionError("one session per process: a SystemC simulation elaborates once", false);
     g_elaborated = true;
     sim::reset();
+    sim::set_timing_only(o.timing_only);
     if (system_spec) {
       system = std::make_unique<System>(*system_spec, o.protocol_checker, owner, rank());
       for (unsigned k = 0; k < system->size(); ++k)

@@ -47,6 +47,7 @@ struct SessionOptions {
   bool reports = false;                    // Tessera's report handler (one line per message)
   std::vector<std::string> logs;           // LEVEL or instance=LEVEL
   bool strict = false;                     // a guest error fails the run (exit 4)
+  bool timing_only = false;                // the engines take time but compute no products (sim::timing_only)
   std::string max_time;                    // run(): stop after this much simulated time; empty: never
   std::string stats;                       // finish(): statistics as JSON
   std::string signature;                   // finish(): begin_signature..end_signature, riscv-arch-test format

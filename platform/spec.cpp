@@ -168,6 +168,24 @@ nlohmann::json PlatformSpec::read(const std::string& file) {
   return read_layered(file, chain);
 }
 
+std::vector<std::string> PlatformSpec::fast_models(const std::string& file, std::vector<std::string> sets) {
+  auto set_by_user = [&](const std::string& key) {
+    for (const auto& s : sets)
+      if (s.rfind(key + "=", 0) == 0) return true;
+    return false;
+  };
+  const nlohmann::json raw = read(file);
+  std::vector<std::string> fast;
+  for (const auto& inst : raw.value("instances", nlohmann::json::array())) {
+    if (!inst.is_object()) continue;
+    const std::string type = inst.value("type", ""), name = inst.value("name", "");
+    if (type == "noc" && !set_by_user(name + ".model")) fast.push_back(name + ".model=packet");
+    if (type == "hbm" && !set_by_user(name + ".mode")) fast.push_back(name + ".mode=fast");
+  }
+  sets.insert(sets.begin(), fast.begin(), fast.end());
+  return sets;
+}
+
 void PlatformSpec::apply_set(nlohmann::json& raw, const std::string& file, const std::string& assignment) {
   const std::string where = "--set " + cut(assignment);
   auto eq = assignment.find('=');

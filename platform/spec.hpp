@@ -81,6 +81,12 @@ struct PlatformSpec {
   // Applies "instance.key=value" (key: base, size, type, impl, irq.<port>,
   // or a parameter, also written params.<key>). Throws ConfigError.
   static void apply_set(nlohmann::json& raw, const std::string& file, const std::string& assignment);
+  // `sets` with the fast models chosen first, where `sets` does not choose:
+  // every NoC of `file` packet level, every HBM in its fast mode (long
+  // full-system runs take them unless told otherwise: `--set
+  // noc.model=flit`, `--set hbm0.mode=detailed` ... keep the detailed ones).
+  // Throws ConfigError (the file).
+  static std::vector<std::string> fast_models(const std::string& file, std::vector<std::string> sets);
   // Checks everything and builds every IP's Config. Throws ConfigError.
   static PlatformSpec parse(const std::string& file, const nlohmann::json& raw);
 

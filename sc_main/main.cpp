@@ -85,6 +85,8 @@ int sc_main(int argc, char** argv) {
     ("list-types", po::bool_switch(&list_types), "list the IP types with their parameters and defaults")
     ("log", po::value(&o.logs)->composing(), "verbosity: LEVEL or instance=LEVEL (quiet, error, warning, info, debug, trace)")
     ("strict", po::bool_switch(&o.strict), "any guest error makes the run fail (exit code 4)")
+    ("timing-only", po::bool_switch(&o.timing_only), "the tensor cores take their time but compute no products "
+                                                       "(seeded results): timing, traffic and energy of full-size models")
     ("max-time", po::value(&o.max_time), "stop after this much simulated time (exit code 3), e.g. 10ms")
     ("stats", po::value(&o.stats), "write statistics as JSON to this file")
     ("placement", po::value(&o.placement), "under mpirun: the rank of each chip of the system, comma-separated "

@@ -1,7 +1,8 @@
-// Sparse storage: pages allocated on first write, untouched bytes read as
-// zero. Shared by the sparse memory and the HBM model.
+// Sparse storage: pages allocated on the first write of a non-zero byte,
+// untouched bytes read as zero. Shared by the sparse memory and the HBM model.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <memory>
@@ -36,7 +37,14 @@ class PageStore {
     for (std::uint64_t done = 0; done < len;) {
       const std::uint64_t a = addr + done, in_page = a & (page_size_ - 1);
       const std::uint64_t chunk = std::min(len - done, page_size_ - in_page);
-      std::uint8_t* p = page(a, write);
+      std::uint8_t* p = page(a, false);
+      // Zeros written to an untouched page leave it untouched (it reads as
+      // zero): a timing-only run's stores of unwritten results allocate nothing.
+      if (write && !p && std::all_of(data + done, data + done + chunk, [](std::uint8_t b) { return b == 0; })) {
+        done += chunk;
+        continue;
+      }
+      if (write && !p) p = page(a, true);
       if (write) std::memcpy(p + in_page, data + done, chunk);
       else if (p) std::memcpy(data + done, p + in_page, chunk);
       else std::memset(data + done, 0, chunk);

@@ -15,6 +15,7 @@ std::string g_reason;
 sc_core::sc_time g_when;
 bool g_stop = false;
 bool g_windowed = false;
+bool g_timing_only = false;
 struct Domain {
   std::string name;
   bool stopped = false;
@@ -86,6 +87,9 @@ const bool& stop_flag(const std::string& path) {
 void set_windowed(bool on) { g_windowed = on; }
 bool windowed() { return g_windowed; }
 
+void set_timing_only(bool on) { g_timing_only = on; }
+bool timing_only() { return g_timing_only; }
+
 std::vector<DomainExit> take_exits() {
   std::vector<DomainExit> out;
   out.swap(g_new_exits);
@@ -143,6 +147,7 @@ void reset() {
   g_when = sc_core::SC_ZERO_TIME;
   g_stop = false;
   g_windowed = false;
+  g_timing_only = false;
   g_new_exits.clear();
   g_domains.clear();
 }

@@ -48,6 +48,15 @@ void reset();  // for tests
 // wherever each chip is simulated.
 void set_windowed(bool on);
 bool windowed();
+
+// Timing-only runs (a per-run switch: SessionOptions::timing_only,
+// tessera-vp --timing-only): the engines take the time, traffic and energy
+// their commands take, but the tensor core computes no products: it writes
+// seeded values in [-1, 1) instead (so routers still spread their tokens,
+// as over real activations, and what follows stays finite). For full-size models, whose
+// weights the host never writes (their HBM pages stay untouched).
+void set_timing_only(bool on);
+bool timing_only();
 struct DomainExit {
   unsigned domain = 0;  // index in set_domains' list
   int code = 0;

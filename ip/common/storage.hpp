@@ -35,11 +35,13 @@ bool copy_payload(tlm::tlm_generic_payload& trans, bool debug, std::uint64_t siz
       const std::uint64_t a = addr + done;
       const std::uint64_t in_page = a & page_mask;
       const std::uint64_t chunk = std::min<std::uint64_t>(len - done, page_size ? page_size - in_page : len);
-      std::uint8_t* p = page(a, !is_read);
+      std::uint8_t* p = page(a, false);
       if (is_read) {
         if (p) std::memcpy(data + done, p + in_page, chunk);
         else std::memset(data + done, 0, chunk);
-      } else {
+      } else if (p || std::any_of(data + done, data + done + chunk, [](unsigned char b) { return b != 0; })) {
+        // (zeros written to an untouched page leave it untouched: it reads as zero)
+        if (!p) p = page(a, true);
         std::memcpy(p + in_page, data + done, chunk);
       }
       done += chunk;

@@ -30,10 +30,13 @@ void BankGeometry::rows_per_bank(std::uint64_t addr, std::uint64_t len, std::vec
   rows.assign(banks, 0);
   if (len == 0) return;
   const std::uint64_t first = addr / row_bytes, last = (addr + len - 1) / row_bytes, n = last - first + 1;
-  // Rows first .. last, dealt round the banks from first's bank.
+  // Rows first .. last, dealt round the banks from first's bank: each bank
+  // n / banks of them, and the n % banks banks from first's one more.
+  const unsigned full = static_cast<unsigned>(n / banks), extra = static_cast<unsigned>(n % banks);
+  const unsigned fb = static_cast<unsigned>(first % banks);
   for (unsigned b = 0; b < banks; ++b) {
-    const std::uint64_t offset = (b + banks - first % banks) % banks;  // rows after `first` to reach bank b
-    rows[b] = offset < n ? static_cast<unsigned>((n - offset + banks - 1) / banks) : 0;
+    const unsigned offset = b >= fb ? b - fb : b + banks - fb;  // rows after `first` to reach bank b
+    rows[b] = full + (offset < extra ? 1 : 0);
   }
 }
 

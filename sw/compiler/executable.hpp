@@ -45,9 +45,10 @@ class WeightStore {
   ~WeightStore();
   WeightStore(const WeightStore&) = delete;
   WeightStore& operator=(const WeightStore&) = delete;
-  // The buffer under `key`; where there is none, `data()` written to a new
-  // one in `stack`.
-  rt::Buffer get(const std::string& key, unsigned stack, const std::function<std::vector<std::uint8_t>()>& data);
+  // The buffer under `key`; where there is none, a new one of `bytes` in
+  // `stack`, `data()` (that many bytes) written to it; on a timing-only
+  // device (rt::Device::timing_only) nothing is made or written.
+  rt::Buffer get(const std::string& key, unsigned stack, std::uint64_t bytes, const std::function<std::vector<std::uint8_t>()>& data);
   std::uint64_t bytes() const { return bytes_; }  // held on the device
   std::size_t uploads() const { return held_.size(); }
 

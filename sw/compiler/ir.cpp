@@ -104,9 +104,10 @@ int Graph::weight(const std::string& name, std::vector<unsigned> shape, std::vec
   Tensor t;
   t.name = name, t.shape = std::move(shape), t.role = Role::weight, t.dtype = dtype;
   if (dtype == DType::i32) throw std::invalid_argument(fmt::format("graph: weight '{}': i32 weights are not supported", name));
-  if (values.size() != t.elements())
+  if (values.size() != t.elements() && !values.empty())
     throw std::invalid_argument(fmt::format("graph: weight '{}' {} needs {} values, not {}", name, shape_text(t.shape),
                                             t.elements(), values.size()));
+  if (!t.elements()) throw std::invalid_argument(fmt::format("graph: weight '{}' {} has no elements", name, shape_text(t.shape)));
   for (float& v : values) v = static_cast<float>(num::quantize(format(dtype), v));
   t.values = std::move(values);
   return add_tensor(std::move(t));
@@ -182,10 +183,16 @@ std::pair<int, int> Graph::weight_scaled(const std::string& name, std::vector<un
   const bool stacked = shape.size() == 3;  // [E, K, N]: each of E matrices in blocks of its own
   std::uint64_t n = 1;
   for (unsigned d : shape) n *= d;
-  if ((shape.size() != 2 && !stacked) || values.size() != n || !n)
+  if ((shape.size() != 2 && !stacked) || (values.size() != n && !values.empty()) || !n)
     throw std::invalid_argument(fmt::format("graph: weight '{}' {}: a block-scaled weight is K x N (or E x K x N) with as many "
                                             "values ({} given)", name, shape_text(shape), values.size()));
   const unsigned E = stacked ? shape[0] : 1, K = shape[stacked], N = shape[stacked + 1];
+  if (values.empty()) {  // shape only: the codes' and the scales' shapes
+    std::vector<unsigned> blocks = {(K + kScaleBlock - 1) / kScaleBlock, (N + kScaleBlock - 1) / kScaleBlock};
+    if (stacked) blocks.insert(blocks.begin(), E);
+    const int b = weight(name, shape, {}, dtype);
+    return {b, weight(name + ".scales", std::move(blocks), {})};
+  }
   num::Convert conv;
   conv.saturate = true;
   std::vector<float> codes(values.size()), scales;

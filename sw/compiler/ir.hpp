@@ -74,8 +74,11 @@ struct Tensor {
   std::vector<unsigned> shape;
   DType dtype = DType::f32;
   Role role = Role::intermediate;
-  std::vector<float> values;  // a weight's: each element as its format holds it
+  std::vector<float> values;  // a weight's: each element as its format holds it (none: shape only)
   std::uint64_t elements() const;
+  // A weight given by its shape alone (Graph::weight without values): for
+  // a timing-only device (rt::Device::timing_only), which needs none.
+  bool shape_only() const { return role == Role::weight && values.empty(); }
   unsigned cols() const { return shape.empty() ? 1 : shape.back(); }
   std::uint64_t rows() const { return cols() ? elements() / cols() : 0; }
 };
@@ -148,7 +151,10 @@ class Graph {
  public:
   int input(const std::string& name, std::vector<unsigned> shape);
   // A weight: `values` rounded to `dtype` (round to nearest even); a
-  // matmul's B in BF16 by default, anything else FP32.
+  // matmul's B in BF16 by default, anything else FP32. Without values, a
+  // weight of that shape only (Tensor::shape_only), which only a
+  // timing-only device runs: the executable places it and writes nothing.
+  // weight_scaled() likewise.
   int weight(const std::string& name, std::vector<unsigned> shape, std::vector<float> values, DType dtype = DType::f32);
   int matmul(int a, int b, DType format = DType::bf16, const std::string& name = "");
   // Block-scaled FP8, as DeepSeek-V3 trains and serves: b (K x N) holds

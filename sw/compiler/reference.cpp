@@ -323,6 +323,8 @@ std::vector<std::vector<float>> reference(const Graph& g, const std::map<std::st
   for (std::size_t i = 0; i < g.tensors().size(); ++i) {
     const Tensor& t = g.tensors()[i];
     if (t.role == Role::input) v[i] = inputs.at(t.name);
+    if (t.shape_only())
+      throw std::invalid_argument(fmt::format("reference: weight '{}' has a shape but no values (a timing-only graph computes nothing)", t.name));
     if (t.role == Role::weight) v[i] = t.values;
   }
   namespace vec = num::vec;

@@ -1,6 +1,6 @@
 // tessera-vp demo --hf-config FILE.json [--weights FILE|DIR] [--layers N]
 //                 [--prompt N] [--decode N] [--seed S] [--check]
-//                 [--set inst.key=value]...
+//                 [--timing-only] [--set inst.key=value]...
 // Builds the model's prefill from its config.json (llama.hpp) with its
 // safetensors weights or seeded ones, compiles it (sw/compiler) and runs it
 // on the T1 with one launch; prints the greedy next token, the simulated
@@ -10,7 +10,9 @@
 // then decodes N tokens greedily, one compiled step a token over the KV
 // caches the prefill filled (one launch a step). --check compares every
 // logit (the prompt's and each decoded token's) with the FP32 host
-// reference (bound 5e-2, as the main job's). Exit codes: 0, 1 (--check failed), 2 (a bad option, config
+// reference (bound 5e-2, as the main job's). --timing-only runs the
+// config's shapes without weights on a timing-only device (README.md,
+// timing only). Exit codes: 0, 1 (--check failed), 2 (a bad option, config
 // or weights file, in one line), 3 (a device error).
 #include "hf_demo.hpp"
 
@@ -18,6 +20,7 @@
 
 #include <fmt/format.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <iostream>
@@ -26,6 +29,7 @@
 
 #include "common/paths.hpp"
 #include "executable.hpp"
+#include "spec.hpp"
 #include "llama.hpp"
 
 namespace tessera::hf {
@@ -41,7 +45,7 @@ int fail(const std::string& why) {
 int demo_main(int argc, char** argv) {
   std::string config, weights;
   unsigned layers = 0, prompt = 16, seed = 1, decode = 0;
-  bool check = false;
+  bool check = false, timing = false;
   rt::Device::Options opt;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -61,16 +65,23 @@ int demo_main(int argc, char** argv) {
     else if (a == "--seed" && more) { if (!number(seed)) return fail("--seed takes a number"); }
     else if (a == "--set" && more) opt.sets.push_back(argv[++i]);
     else if (a == "--check") check = true;
-    else return fail(fmt::format("'{}' is not an option of demo --hf-config (--weights, --layers, --prompt, --decode, --seed, --check, --set)", a));
+    else if (a == "--timing-only") timing = true;
+    else return fail(fmt::format("'{}' is not an option of demo --hf-config (--weights, --layers, --prompt, --decode, --seed, --check, "
+                                 "--timing-only, --set)", a));
   }
+  if (timing && check) return fail("--timing-only computes no logits: --check has nothing to compare");
+  if (timing && !weights.empty()) return fail("--timing-only runs the config's shapes without weights: drop --weights");
+  opt.timing_only = timing;
   LlamaConfig c;
   std::unique_ptr<SafeTensors> st;
-  WeightSource w = seeded_weights(seed);
+  WeightSource w = timing ? shape_only() : seeded_weights(seed);
   Fp8Source fp8;  // a checkpoint's block-scaled FP8 Linears, run as such
   compiler::Graph g, tail, step;
   unsigned chunk = 0, rest = 0;  // prefill steps of `chunk` tokens, the last of `rest` where it is shorter
   std::vector<std::uint32_t> tokens;
   try {
+    // The fast models unless the user chooses (PlatformSpec::fast_models).
+    opt.sets = PlatformSpec::fast_models(rt::Device::default_platform(), opt.sets);
     c = LlamaConfig::load(config);
     if (!weights.empty()) st = std::make_unique<SafeTensors>(SafeTensors::open(weights)), w = weights_from(*st), fp8 = fp8_blocks_from(*st);
     std::mt19937 rng(seed);
@@ -87,10 +98,10 @@ int demo_main(int argc, char** argv) {
     chunk = sparse ? std::min(prompt, kChunk) : prompt, rest = prompt % chunk;
     const std::uint64_t params = c.parameters(layers), need = params * 4 * 2 * (1 + (decode ? 1 : 0) + (rest ? 1 : 0));
     const std::uint64_t host = static_cast<std::uint64_t>(sysconf(_SC_PHYS_PAGES)) * static_cast<std::uint64_t>(sysconf(_SC_PAGE_SIZE));
-    if (need > host / 2)
+    if (need > host / 2 && !timing)
       return fail(fmt::format("{}: {} of {} layers hold {:.3g} G weights, {:.1f} GB on the host in FP32 twice over, more than half "
                               "of this host's {:.1f} GB; run fewer layers (--layers), or at full size in the timing-only mode "
-                              "(not built yet)",
+                              "(--timing-only)",
                               config, layers ? std::min(layers, c.layers) : c.layers, c.layers, params / 1e9, need / 1e9, host / 1e9));
     const unsigned context = prompt + decode;
     g = llama_step(c, w, chunk, context, layers, fp8);
@@ -107,7 +118,7 @@ int demo_main(int argc, char** argv) {
     std::unique_ptr<compiler::Executable> last_chunk;
     if (rest) {
       compiler::Options shared;
-      shared.state = ex.state();
+      shared.state = ex.state(), shared.weights = ex.weights();  // the prefill's caches and weights
       last_chunk = std::make_unique<compiler::Executable>(dev, program, std::move(tail), shared);
     }
     // The prompt in steps of `chunk` tokens (one step unless it is longer).
@@ -115,6 +126,10 @@ int demo_main(int argc, char** argv) {
     std::vector<std::vector<std::uint32_t>> routes;  // the chip's by layer (a MoE model's), the prompt's and then each decoded token's
     double prefill_s = 0, prefill_bound = 0;
     roofline::Report r;
+    // The energy and the simulator's own time of each phase.
+    using Clock = std::chrono::steady_clock;
+    const double j0 = dev.energy().joules;
+    const Clock::time_point w0 = Clock::now();
     for (unsigned at = 0; at < prompt; at += chunk) {
       const unsigned n = std::min(chunk, prompt - at);
       compiler::Executable& x = n == chunk ? ex : *last_chunk;
@@ -127,6 +142,8 @@ int demo_main(int argc, char** argv) {
       prefill_s += x.last_seconds(), prefill_bound += x.last_bound().seconds();
       if (at == 0) r = x.last_bound();
     }
+    const double prefill_j = dev.energy().joules - j0, prefill_wall = std::chrono::duration<double>(Clock::now() - w0).count();
+    double decode_j = 0, decode_wall = 0, decode_s = 0;
     auto greedy = [&](const std::vector<float>& l) {
       const float* last = l.data() + l.size() - c.vocab;
       return static_cast<std::uint32_t>(std::max_element(last, last + c.vocab) - last);
@@ -168,10 +185,12 @@ int demo_main(int argc, char** argv) {
     sequence.push_back(next);
     if (decode) {
       compiler::Options shared;
-      shared.state = ex.state();
+      shared.state = ex.state(), shared.weights = ex.weights();  // the prefill's caches and weights
       compiler::Executable dx(dev, program, std::move(step), shared);
       double took = 0, bound = 0;
       std::map<std::string, double> binding;  // the seconds each resource bound
+      const double dj0 = dev.energy().joules;
+      const Clock::time_point dw0 = Clock::now();
       for (unsigned i = 0; i < decode; ++i) {
         const std::map<std::string, std::vector<float>> o = dx.run(llama_inputs({sequence.back()}, prompt + i));
         took += dx.last_seconds(), bound += dx.last_bound().seconds();
@@ -181,6 +200,7 @@ int demo_main(int argc, char** argv) {
         for (std::size_t l = 0; l < routes.size(); ++l) routes[l].insert(routes[l].end(), r[l].begin(), r[l].end());
         if (i + 1 < decode) sequence.push_back(greedy(o.at("logits")));
       }
+      decode_s = took, decode_j = dev.energy().joules - dj0, decode_wall = std::chrono::duration<double>(Clock::now() - dw0).count();
       std::string decoded;
       for (std::size_t k = prompt; k < sequence.size(); ++k) decoded += fmt::format("{}{}", k > prompt ? " " : "", sequence[k]);
       std::cout << fmt::format("decode of {} tokens: {} nodes a step, {:.2f} us/token ({:.0f} tokens/s); decoded: {}\n", decode,
@@ -189,6 +209,16 @@ int demo_main(int argc, char** argv) {
       std::cout << fmt::format("decode roofline: bound {:.2f} us/token ({} binding): {:.1f}% of it\n", bound * 1e6 / decode,
                                most->first, 100 * bound / took);
     }
+    // Exactly (a timing-only run's are those of the same run with data).
+    std::cout << fmt::format("simulated: prefill {} ps{}\n", std::llround(prefill_s * 1e12),
+                             decode ? fmt::format(", decode {} ps", std::llround(decode_s * 1e12)) : "");
+    std::cout << fmt::format("energy: prefill {:.2f} uJ/token{}; simulator wall time: prefill {:.2f} s ({:.3f} s/token){}\n",
+                             prefill_j * 1e6 / prompt, decode ? fmt::format(", decode {:.2f} uJ/token", decode_j * 1e6 / decode) : "",
+                             prefill_wall, prefill_wall / prompt,
+                             decode ? fmt::format(", decode {:.3f} s/token", decode_wall / decode) : "");
+    if (timing)
+      std::cout << fmt::format("timing only: the tensor cores computed no products (seeded results); {:.2f} GB of weights placed in "
+                               "HBM and never written\n", static_cast<double>(ex.weights()->bytes()) / 1e9);
     if (check) {
       // A MoE model's reference follows the chip's routes (and counts where its own FP32 top k differs).
       std::vector<std::uint32_t> fed(sequence.begin(), sequence.begin() + prompt + decode);

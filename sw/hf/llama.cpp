@@ -4,9 +4,11 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <fstream>
 #include <functional>
+#include <map>
 
 #include "engines/num/formats.hpp"
 
@@ -284,6 +286,10 @@ Fp8Source fp8_blocks_from(const SafeTensors& st) {
   };
 }
 
+WeightSource shape_only() {
+  return [](const std::string&, const std::vector<std::uint64_t>&) { return std::vector<float>{}; };
+}
+
 WeightSource seeded_weights(std::uint32_t seed) {
   return [seed](const std::string& name, const std::vector<std::uint64_t>& shape) {
     std::uint64_t n = 1;
@@ -304,9 +310,11 @@ namespace {
 
 std::string layer(unsigned l, const char* what) { return fmt::format("model.layers.{}.{}", l, what); }
 
-// A Linear's weight [out, in] as the matmul's B [in, out], rounded to BF16.
+// A Linear's weight [out, in] as the matmul's B [in, out], rounded to BF16
+// (none: shape_only()'s).
 std::vector<float> transposed(const std::vector<float>& w, unsigned out, unsigned in) {
   std::vector<float> t(w.size());
+  if (w.empty()) return t;
   for (unsigned o = 0; o < out; ++o)
     for (unsigned i = 0; i < in; ++i) t[std::size_t{i} * out + o] = w[std::size_t{o} * in + i];
   return t;
@@ -358,6 +366,7 @@ Graph llama_step(const LlamaConfig& c, const WeightSource& w, unsigned rows, uns
   // (llama_inputs), their rows gathered out of the table on the chip, so
   // the compiled graph serves any prompt of this length.
   const std::vector<float> table = w("model.embed_tokens.weight", {c.vocab, D});
+  const bool timing = table.empty();  // shape_only()'s weights: no tables to compute either
   const int embed = g.weight("model.embed_tokens.weight", {c.vocab, D}, table);
   int h = g.gather_rows(embed, g.input("tokens", {T}), "embed");
   // The step's positions (llama_inputs): the rotary tables' rows, and where
@@ -368,19 +377,33 @@ Graph llama_step(const LlamaConfig& c, const WeightSource& w, unsigned rows, uns
   // the sin table; n heads of `width` columns, columns [offset, offset +
   // rd) of each rotated (the others kept: cos 1, sin 0); yarn's mscale on
   // both tables.
+  // The tables, and the step's rows of them, are the same in every layer:
+  // one pair of each per shape of rotation.
   const std::vector<double> f = c.inv_freq();
   const double ms = c.rope_mscale();
+  std::map<std::array<unsigned, 4>, std::pair<int, int>> rows_of;  // (n, width, offset, rd): the step's cos and sin rows
   auto rope = [&](int x, unsigned n, const std::string& name, unsigned width, unsigned offset, unsigned rd) {
     const std::uint64_t W = std::uint64_t{n} * width;
-    std::vector<float> cs(context * W, 1.0f), sn(cs.size(), 0.0f);
-    for (unsigned t = 0; t < context; ++t)
-      for (unsigned hh = 0; hh < n; ++hh)
-        for (unsigned j = 0; j < rd; ++j) {
-          const double a = t * f[j % (rd / 2)];
-          const std::size_t k = t * W + std::size_t{hh} * width + offset + j;
-          cs[k] = static_cast<float>(std::cos(a) * ms);
-          sn[k] = static_cast<float>((j < rd / 2 ? -std::sin(a) : std::sin(a)) * ms);
-        }
+    auto [tables, fresh] = rows_of.try_emplace({n, width, offset, rd});
+    if (fresh) {
+      std::vector<float> cs, sn;
+      if (!timing) {
+        cs.assign(context * W, 1.0f), sn.assign(cs.size(), 0.0f);
+        for (unsigned t = 0; t < context; ++t)
+          for (unsigned hh = 0; hh < n; ++hh)
+            for (unsigned j = 0; j < rd; ++j) {
+              const double a = t * f[j % (rd / 2)];
+              const std::size_t k = t * W + std::size_t{hh} * width + offset + j;
+              cs[k] = static_cast<float>(std::cos(a) * ms);
+              sn[k] = static_cast<float>((j < rd / 2 ? -std::sin(a) : std::sin(a)) * ms);
+            }
+      }
+      const std::string table = fmt::format("rope.{}x{}", n, width) + (offset || rd != width ? fmt::format(".{}+{}", offset, rd) : "");
+      tables->second.first = g.gather_rows(g.weight(table + ".cos", {context, static_cast<unsigned>(W)}, std::move(cs)), positions,
+                                           table + ".cos_rows");
+      tables->second.second = g.gather_rows(g.weight(table + ".sin", {context, static_cast<unsigned>(W)}, std::move(sn)), positions,
+                                            table + ".sin_rows");
+    }
     std::vector<Move> swap;
     for (unsigned hh = 0; hh < n; ++hh) {
       const std::uint64_t base = std::uint64_t{hh} * width + offset;
@@ -390,9 +413,7 @@ Graph llama_step(const LlamaConfig& c, const WeightSource& w, unsigned rows, uns
       if (offset + rd < width) swap.push_back({0, base + rd, base + rd, width - offset - rd, T, W, W});
     }
     const int half = g.move({x}, {T, static_cast<unsigned>(W)}, swap, name + ".rotate_half");
-    const int cos = g.gather_rows(g.weight(name + ".cos", {context, static_cast<unsigned>(W)}, cs), positions, name + ".cos_rows");
-    const int sin = g.gather_rows(g.weight(name + ".sin", {context, static_cast<unsigned>(W)}, sn), positions, name + ".sin_rows");
-    return g.binary(OpKind::add, g.binary(OpKind::mul, x, cos), g.binary(OpKind::mul, half, sin), name);
+    return g.binary(OpKind::add, g.binary(OpKind::mul, x, tables->second.first), g.binary(OpKind::mul, half, tables->second.second), name);
   };
   if (c.sliding_window && context > c.sliding_window)
     throw std::invalid_argument(fmt::format("llama: a context of {} tokens is longer than the sliding window of {} (not built)",
@@ -416,6 +437,7 @@ Graph llama_step(const LlamaConfig& c, const WeightSource& w, unsigned rows, uns
       // the rotary rows of each head lie inside one block), else in BF16.
       auto deinterleaved = [&](int xin, const std::string& name, unsigned out, unsigned in, unsigned width, unsigned offset) {
         auto order = [&](std::vector<float>& wt, unsigned cols) {
+          if (wt.empty()) return;  // shape only
           const std::vector<float> orig = wt;
           for (unsigned o0 = 0; o0 < out; o0 += width)
             for (unsigned j = 0; j < rd; ++j) {

@@ -110,6 +110,10 @@ void scale_fp8(const SafeTensors& st, const TensorInfo& t, std::vector<float>& v
 std::vector<float> block_scales(const SafeTensors& st, const TensorInfo& t);
 // Seeded weights: the same name and seed give the same values.
 WeightSource seeded_weights(std::uint32_t seed);
+// Weights of their shapes alone, no values (compiler::Tensor::shape_only):
+// the graph a timing-only device runs at full size, without the host
+// holding or computing any weight (the rotary tables neither).
+WeightSource shape_only();
 // A Linear weight [out, in] stored as DeepSeek-V3 stores it, E4M3 codes
 // (their values) with a factor per 128 x 128 block (<name>_scale_inv):
 // fills both and says true; false for any other weight.

@@ -227,6 +227,57 @@ TEST(HfLlama, TheShippedConfigsAreReadOrRefusedByName) {
   EXPECT_NEAR(yf[31], std::pow(10000.0, -62.0 / 64) / 40, 1e-18);     // interpolated: divided by the factor
 }
 
+TEST(HfLlama, AShapeOnlyGraphIsTheSeededGraphWithoutAnyValue) {
+  // The graph a timing-only device runs: every weight of the seeded graph,
+  // shape and format, and no values (nor rotary tables); the reference
+  // refuses it by name. At full size (Llama-3-70B, 80 layers) it holds
+  // no weight on the host.
+  const std::string dir = TESSERA_HF_CONFIGS;
+  for (const char* file : {"tiny-llama.json", "tiny-mixtral.json", "tiny-deepseek-v3.json"}) {
+    const LlamaConfig c = LlamaConfig::load(dir + "/" + file);
+    const compiler::Graph seeded = llama_step(c, seeded_weights(3), 4, 16, 2), bare = llama_step(c, shape_only(), 4, 16, 2);
+    ASSERT_EQ(seeded.tensors().size(), bare.tensors().size()) << file;
+    ASSERT_EQ(seeded.ops().size(), bare.ops().size()) << file;
+    unsigned weights = 0;
+    for (std::size_t i = 0; i < bare.tensors().size(); ++i) {
+      const compiler::Tensor &a = seeded.tensors()[i], &b = bare.tensors()[i];
+      EXPECT_EQ(a.name, b.name);
+      EXPECT_EQ(a.shape, b.shape) << a.name;
+      EXPECT_EQ(a.dtype, b.dtype) << a.name;
+      EXPECT_EQ(b.shape_only(), a.role == compiler::Role::weight) << a.name;
+      weights += b.shape_only();
+      EXPECT_TRUE(b.values.empty()) << a.name;
+    }
+    EXPECT_GT(weights, 10u) << file;
+    try {
+      compiler::reference(bare, llama_inputs({1, 2, 3, 4}, 0));
+      ADD_FAILURE() << file << ": the reference ran a graph without values";
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find("has a shape but no values"), std::string::npos) << e.what();
+    }
+  }
+  const LlamaConfig l70 = LlamaConfig::load(dir + "/llama-3-70b.json");
+  const compiler::Graph g = llama_step(l70, shape_only(), 1, 1024);
+  std::uint64_t elements = 0;
+  for (const compiler::Tensor& t : g.tensors())
+    if (t.shape_only()) elements += t.elements();
+  EXPECT_NEAR(elements / 1e9, 70.55, 0.5) << "every weight, and the rotary tables once";
+}
+
+TEST(HfLlama, AShapeOnlyGraphIsRefusedOnADeviceWithData) {
+  rt::Device dev;
+  const rt::Kernel program = dev.load_kernel(data_file(DataKind::kernels, "program.elf"), (1u << dev.tiles()) - 1);
+  const LlamaConfig c = LlamaConfig::load(std::string(TESSERA_HF_CONFIGS) + "/tiny-llama.json");
+  ASSERT_FALSE(dev.timing_only());
+  try {
+    compiler::Executable ex(dev, program, llama_step(c, shape_only(), 4, 16, 1));
+    ADD_FAILURE() << "a device with data took a graph without weights' values";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("weight 'model.embed_tokens.weight' has a shape but no values: only a timing-only device"),
+              std::string::npos) << e.what();
+  }
+}
+
 TEST(HfLlama, TwoLayersOnTheChipAgreeWithTheReferenceWithSeededOrStoredWeights) {
   rt::Device dev;
   const rt::Kernel program = dev.load_kernel(data_file(DataKind::kernels, "program.elf"), (1u << dev.tiles()) - 1);

@@ -108,18 +108,8 @@ int tessera::model::demo_main(int argc, char** argv) {
   // Long full-system runs take the fast models unless told otherwise: the
   // packet-level NoC and the calibrated HBM (`--set noc.model=flit`,
   // `--set hbm0.mode=detailed` ... choose the detailed ones).
-  auto set_by_user = [&](const std::string& key) {
-    for (const auto& s : opt.sets)
-      if (s.rfind(key + "=", 0) == 0) return true;
-    return false;
-  };
   try {
-    const nlohmann::json raw = PlatformSpec::read(rt::Device::default_platform());
-    for (const auto& inst : raw.value("instances", nlohmann::json::array())) {
-      const std::string type = inst.value("type", ""), name = inst.value("name", "");
-      if (type == "noc" && !set_by_user(name + ".model")) opt.sets.insert(opt.sets.begin(), name + ".model=packet");
-      if (type == "hbm" && !set_by_user(name + ".mode")) opt.sets.insert(opt.sets.begin(), name + ".mode=fast");
-    }
+    opt.sets = PlatformSpec::fast_models(rt::Device::default_platform(), opt.sets);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "tessera demo: %s\n", e.what());
     return 2;

@@ -111,6 +111,11 @@ TEST(Memory, SparseReadsZeroAndAllocatesOnWrite) {
   write(fw(mem), 0xffe, 0x0102030405060708ull, 8);  // crosses a page boundary
   EXPECT_EQ(read(fw(mem), 0xffe, 8), 0x0102030405060708ull);
   EXPECT_EQ(mem.allocated_bytes(), 2u * 4096);
+  write(fw(mem), 0x7000, 0, 8);
+  EXPECT_EQ(mem.allocated_bytes(), 2u * 4096) << "zeros written to an untouched page leave it untouched";
+  EXPECT_EQ(read(fw(mem), 0x7000, 8), 0u);
+  write(fw(mem), 0x1000, 0, 2);  // zeros into a page that holds data are written
+  EXPECT_EQ(read(fw(mem), 0xffe, 8), 0x0102030400000708ull);
   tlm::tlm_dmi dmi;
   tlm::tlm_generic_payload t;
   std::uint8_t b = 0;
@@ -132,8 +137,8 @@ TEST(Memory, Sparse64GiBCostsLittleHostMemory) {
   auto c = config<SparseMemory>(64ull << 30);
   c.page_size = 4096;
   SparseMemory mem("hbm", c);
-  for (std::uint64_t a = 0; a < (64ull << 30); a += 1ull << 32) write(fw(mem), a + 8, a, 8);
-  for (std::uint64_t a = 0; a < (64ull << 30); a += 1ull << 32) EXPECT_EQ(read(fw(mem), a + 8, 8), a);
+  for (std::uint64_t a = 0; a < (64ull << 30); a += 1ull << 32) write(fw(mem), a + 8, a | 1, 8);
+  for (std::uint64_t a = 0; a < (64ull << 30); a += 1ull << 32) EXPECT_EQ(read(fw(mem), a + 8, 8), a | 1);
   EXPECT_EQ(mem.allocated_bytes(), 16u * 4096);
   EXPECT_LT(resident_bytes() - before, 1u << 20) << "a 64 GiB sparse memory touched in 16 places";
 }

@@ -12,6 +12,7 @@
 #include <cstring>
 
 #include "common/log.hpp"
+#include "common/sim.hpp"
 
 namespace tessera::tensor {
 
@@ -134,11 +135,47 @@ std::string TensorCore::validate(const GemmCommand& c, CommandError& code) const
   return {};
 }
 
+namespace {
+
+// The bytes a command reads from the scratchpad (A, B, their block scales,
+// C when it accumulates) and writes (C).
+std::pair<std::uint64_t, std::uint64_t> operand_bytes(const GemmCommand& c) {
+  const GemmShape& s = c.shape;
+  const std::uint64_t mk = std::uint64_t{s.m} * s.k, kn = std::uint64_t{s.k} * s.n, mn = std::uint64_t{s.m} * s.n;
+  std::uint64_t read = (mk + kn) * element_bytes(s.input) + (c.accumulate ? mn * 4 : 0);
+  if (c.block_scaled) {
+    const std::uint64_t kg = (s.k + c.group - 1) / c.group, ng = (s.n + c.group - 1) / c.group;
+    read += (std::uint64_t{s.m} * kg + kg * ng) * (c.scale_format == num::ScaleFormat::E8M0 ? 1 : 4);
+  }
+  return {read, mn * 4};
+}
+
+}  // namespace
+
 void TensorCore::execute(const GemmCommand& c) {
   const GemmShape& s = c.shape;
   const unsigned eb = element_bytes(s.input);
   const std::uint64_t lda = c.lda ? c.lda : (c.trans_a ? s.m : s.k), ldb = c.ldb ? c.ldb : (c.trans_b ? s.k : s.n),
                       ldc = c.ldc ? c.ldc : s.n;
+  const auto [read, written] = operand_bytes(c);
+  stats_.bytes_read += read;
+  stats_.bytes_written += written;
+  spm_.count_engine_traffic(read, written);
+  if (sim::timing_only()) {  // no products: seeded values in [-1, 1) (INT32: -64 .. 63), the same run after run
+    std::uint64_t x = (stats_.commands * 0x9e3779b97f4a7c15ull) ^ (std::uint64_t{c.id} << 32) ^ c.c;
+    std::uint8_t* cm = spm_.data() + c.c;
+    for (unsigned i = 0; i < s.m; ++i)
+      for (unsigned j = 0; j < s.n; ++j) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        const std::int32_t r = static_cast<std::int32_t>(x >> 40) - (1 << 23);  // uniform in [-2^23, 2^23)
+        const float f = static_cast<float>(r) / static_cast<float>(1 << 23);
+        std::uint32_t w;
+        if (is_integer(s.input)) w = static_cast<std::uint32_t>(r >> 17);
+        else std::memcpy(&w, &f, 4);
+        std::memcpy(cm + (i * ldc + j) * 4, &w, 4);
+      }
+    return;
+  }
   if (c.block_scaled) {
     execute_block_scaled(c, lda, ldb, ldc);
     return;
@@ -189,12 +226,6 @@ void TensorCore::execute(const GemmCommand& c) {
       }
       std::memcpy(cm + (i * ldc + j) * 4, &w, 4);
     }
-  const std::uint64_t read = (static_cast<std::uint64_t>(s.m) * s.k + static_cast<std::uint64_t>(s.k) * s.n) * eb +
-                             (c.accumulate ? static_cast<std::uint64_t>(s.m) * s.n * 4 : 0),
-                      written = static_cast<std::uint64_t>(s.m) * s.n * 4;
-  stats_.bytes_read += read;
-  stats_.bytes_written += written;
-  spm_.count_engine_traffic(read, written);
 }
 
 void TensorCore::execute_block_scaled(const GemmCommand& c, std::uint64_t lda, std::uint64_t ldb, std::uint64_t ldc) {
@@ -238,13 +269,6 @@ void TensorCore::execute_block_scaled(const GemmCommand& c, std::uint64_t lda, s
       }
       std::memcpy(cm + (i * ldc + j) * 4, &f, 4);
     }
-  const std::uint64_t read = static_cast<std::uint64_t>(s.m) * s.k + static_cast<std::uint64_t>(s.k) * s.n +
-                             (a.scales.size() + b.scales.size()) * (c.scale_format == num::ScaleFormat::E8M0 ? 1 : 4) +
-                             (c.accumulate ? static_cast<std::uint64_t>(s.m) * s.n * 4 : 0),
-                      written = static_cast<std::uint64_t>(s.m) * s.n * 4;
-  stats_.bytes_read += read;
-  stats_.bytes_written += written;
-  spm_.count_engine_traffic(read, written);
 }
 
 std::uint64_t TensorCore::execute_rtl(const GemmCommand& c) {

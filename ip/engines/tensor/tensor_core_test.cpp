@@ -9,6 +9,7 @@
 #include "common/testing/reg_checks.hpp"
 #include "tensor_regs.hpp"
 #include "common/log.hpp"
+#include "common/sim.hpp"
 #include "common/testing/initiator.hpp"
 #include "engines/num/block_scale.hpp"
 #include "engines/tensor/tensor_core.hpp"
@@ -94,6 +95,53 @@ TEST(TensorCore, Bf16GemmIsBitExactAndTakesTheArraysTime) {
   for (unsigned i = 0; i < m * n; ++i) ASSERT_EQ(t.get_f32(0x20000 + i * 4), static_cast<float>(ref[i])) << i;
   EXPECT_EQ(t.tc.stats().macs_bf16, std::uint64_t(m) * n * k);
   EXPECT_EQ(t.tc.stats().operand_stall_cycles, 0u);
+}
+
+TEST(TensorCore, TimingOnlyTakesTheSameTimeAndTrafficButComputesNoProducts) {
+  // Two tiles run the same GEMMs (BF16, then block-scaled E4M3 with C +=),
+  // one computing, one timing only (sim::timing_only, switched as each
+  // runs): the same busy cycles, stalls, MACs, bytes and completion
+  // times; the timing-only results seeded values in [-1, 1), not the
+  // products, the same run after run.
+  const unsigned m = 40, n = 96, k = 256;
+  Tile data("data"), timing("timing");
+  for (Tile* t : {&data, &timing}) {
+    t->put(0x0, num::Format::BF16, random(m * k, 4));
+    t->put(0x10000, num::Format::BF16, random(k * n, 5));
+    for (unsigned i = 0; i < m * k + k * n; ++i) t->spm.data()[0x40000 + i] = static_cast<std::uint8_t>(i * 37 % 120);
+    for (unsigned i = 0; i < 2 * m + 2 * n; ++i) t->put(0x60000 + 4 * i, num::Format::FP32, {0.5 + (i % 5) * 0.25});
+  }
+  GemmCommand plain, scaled;
+  plain.shape = {m, n, k, num::Format::BF16};
+  plain.a = 0x0, plain.b = 0x10000, plain.c = 0x20000;
+  scaled.shape = {m, n, k, num::Format::E4M3};
+  scaled.a = 0x40000, scaled.b = 0x40000 + m * k, scaled.c = 0x30000, scaled.accumulate = true;
+  scaled.block_scaled = true, scaled.group = 128, scaled.sa = 0x60000, scaled.sb = 0x60000 + 4 * 2 * m;
+  sc_core::sc_time took[2];
+  for (int mode = 0; mode < 2; ++mode) {
+    Tile& t = mode ? timing : data;
+    sim::set_timing_only(mode == 1);
+    t.tc.submit(plain), t.tc.submit(scaled);
+    took[mode] = t.run();
+  }
+  sim::set_timing_only(false);
+  EXPECT_EQ(took[0], took[1]);
+  const TensorStats &d = data.tc.stats(), &x = timing.tc.stats();
+  EXPECT_EQ(d.busy_cycles, x.busy_cycles);
+  EXPECT_EQ(d.operand_stall_cycles, x.operand_stall_cycles);
+  EXPECT_EQ(d.macs_bf16, x.macs_bf16);
+  EXPECT_EQ(d.macs_fp8, x.macs_fp8);
+  EXPECT_EQ(d.bytes_read, x.bytes_read);
+  EXPECT_EQ(d.bytes_written, x.bytes_written);
+  EXPECT_EQ(timing.tc.completed(), 2u);
+  EXPECT_TRUE(timing.tc.error().empty()) << timing.tc.error();
+  unsigned differ = 0;
+  for (unsigned i = 0; i < m * n; ++i) {
+    const float v = timing.get_f32(0x20000 + i * 4);
+    ASSERT_TRUE(v >= -1.0f && v < 1.0f) << i << ": " << v;
+    differ += v != data.get_f32(0x20000 + i * 4);
+  }
+  EXPECT_GT(differ, m * n * 9 / 10) << "no products were computed";
 }
 
 TEST(TensorCore, ConflictingOperandLayoutIsSlowerByThePredictedFactor) {

@@ -170,7 +170,7 @@ ChipFacts facts_of(Platform& p) {
 }
 
 // Untimed requests a chip's owner answers (Link::ask).
-enum Untimed : std::uint8_t { kFacts = 0, kStats, kDebugRead, kEnergy, kRankStats };
+enum Untimed : std::uint8_t { kFacts = 0, kStats, kDebugRead, kEnergy, kRankStats, kDebugWrite };
 
 Device::Energy energy_of(const std::string& meter_path) {
   power::Meter& m = power::meter(meter_path);
@@ -198,6 +198,13 @@ std::string answer_untimed(Session& s, Platform& p, std::uint8_t op, const std::
       std::string bytes(len, '\0');
       bytes.resize(p.debug_read(addr, bytes.data(), len));
       return bytes;
+    }
+    case kDebugWrite: {
+      std::uint64_t addr = 0;
+      if (arg.size() < 8) throw std::runtime_error("a malformed debug write");
+      std::memcpy(&addr, arg.data(), 8);
+      const std::uint64_t done = p.debug_write(addr, arg.data() + 8, arg.size() - 8);
+      return std::string(reinterpret_cast<const char*>(&done), 8);
     }
     case kEnergy: {
       const Device::Energy e = energy_of(meter_of(p));
@@ -433,6 +440,7 @@ std::unique_ptr<Session> open_session(const Device::Options& o, Ranks* ranks = n
   so.top = "device";
   so.trace = o.trace;
   so.waves = o.waves;
+  so.timing_only = o.timing_only;
   try {
     return std::make_unique<Session>(so);
   } catch (const SessionError& e) {
@@ -499,6 +507,8 @@ Device::~Device() = default;
 
 unsigned Device::tiles() const { return impl_->tiles; }
 
+bool Device::timing_only() const { return sim::timing_only(); }
+
 unsigned Device::hbm_stacks() const { return static_cast<unsigned>(impl_->stacks.size()); }
 
 unsigned Device::tile_hart(unsigned t) const {
@@ -551,6 +561,23 @@ void Device::free(const Buffer& b) {
 void Device::write(const Buffer& b, const void* data, std::uint64_t bytes, std::uint64_t offset) {
   impl_->check_range(b, bytes, offset, "write");
   impl_->io({{Step::write, b.address + offset, bytes, const_cast<void*>(data)}}, "a copy to the device");
+}
+
+void Device::preload(const Buffer& b, const void* data, std::uint64_t bytes, std::uint64_t offset) {
+  Impl& d = *impl_;
+  d.check_range(b, bytes, offset, "preload");
+  std::uint64_t done = 0;
+  if (!d.link || d.link->local(d.chip)) {
+    done = d.platform->debug_write(b.address + offset, data, bytes);
+  } else {
+    std::string arg(8, '\0');
+    const std::uint64_t addr = b.address + offset;
+    std::memcpy(arg.data(), &addr, 8);
+    arg.append(static_cast<const char*>(data), bytes);
+    const std::string answer = d.link->ask(d.chip, kDebugWrite, arg);
+    if (answer.size() == 8) std::memcpy(&done, answer.data(), 8);
+  }
+  if (done != bytes) throw UsageError(fmt::format("preload of {} bytes at {:#x}: the memory took {}", bytes, b.address + offset, done));
 }
 
 void Device::read(const Buffer& b, void* data, std::uint64_t bytes, std::uint64_t offset) {

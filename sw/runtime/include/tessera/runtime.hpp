@@ -84,6 +84,11 @@ class Device {
     std::string trace;                  // a Chrome/Perfetto trace of the run (as tessera-vp --trace); empty: none
     std::string waves;                  // model-level waveforms (VCD, as tessera-vp --waves); empty: none
     std::string placement;              // a Cluster under mpirun: each chip's rank, "0,0,1,1" (empty: round robin)
+    // Timing only: the tensor cores take their time, traffic and energy but
+    // compute no products (seeded results, sim::timing_only); for full-size
+    // models whose weights are never written (compiler::Executable then
+    // uploads none).
+    bool timing_only = false;
   };
 
   explicit Device(const Options& options);
@@ -96,6 +101,8 @@ class Device {
 
   unsigned tiles() const;
   unsigned hbm_stacks() const;
+  // Options::timing_only (of the Device or the Cluster it belongs to).
+  bool timing_only() const;
   // The mhartid of tile t's core (kernels that pick their work by it).
   unsigned tile_hart(unsigned t) const;
   // The HBM stack (alloc's numbering) fewest NoC hops from tile t, the
@@ -107,6 +114,13 @@ class Device {
   void free(const Buffer& b);
   void write(const Buffer& b, const void* data, std::uint64_t bytes, std::uint64_t offset = 0);
   void read(const Buffer& b, void* data, std::uint64_t bytes, std::uint64_t offset = 0);
+  // An untimed write, as a boot loader's image or a debugger's: the bytes
+  // are in memory before the run, the host port and the NoC untouched, no
+  // simulated time passing. For what a server holds resident before it
+  // serves (a model's weights), so a step's time does not depend on how
+  // long they took to load (and a timing-only run, which loads none,
+  // starts its steps at the same simulated time).
+  void preload(const Buffer& b, const void* data, std::uint64_t bytes, std::uint64_t offset = 0);
 
   // Loads an RV32 kernel ELF onto the tiles in `tiles` (bit i: tile i) and
   // waits until it is there.
