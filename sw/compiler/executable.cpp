@@ -160,6 +160,12 @@ struct Executable::Impl {
   std::vector<rt::GraphExec> peer_execs;  // by peer: its graph (its share of the moe ops), one launch
   std::vector<rt::Buffer> ones;           // by chip (0 the device): a word holding 1, what signals a semaphore
   unsigned tiles = 0;                     // the tiles a node spans
+  // Each launch's watchdog (0: the device's default, TP_DEFAULT_TIMEOUT_US):
+  // a graph whose weights take more than that at 1 GB/s gets that long,
+  // so a full-size model's step is not taken for a hung one (1 GB/s is
+  // about a 250th of the default T1's NoC cut).
+  std::uint32_t watchdog_us = 0;
+  std::vector<std::vector<double>> exec_seconds;  // by launch of the last run: its nodes' seconds, read as it ended
   // By moe op: its split over the tiles, its slice table on each chip, and
   // where the planes (choice j, slice s) of its sums lie (on the device).
   struct Moe {
@@ -681,6 +687,13 @@ Executable::Executable(rt::Device& dev, const rt::Kernel& program, Graph g, cons
         throw std::invalid_argument(fmt::format("compiler: weight '{}' has a shape but no values: only a timing-only device "
                                                 "(rt::Device::Options::timing_only) runs such a graph", t.name));
   const Target tgt = target(dev_, o.tiles);
+  {
+    std::uint64_t weight_bytes = 0;
+    for (const Tensor& t : g_.tensors())
+      if (t.role == Role::weight) weight_bytes += t.elements() * bytes(t.dtype);
+    const std::uint64_t us = weight_bytes / 1000;  // at 1 GB/s
+    if (us > TP_DEFAULT_TIMEOUT_US) impl_->watchdog_us = static_cast<std::uint32_t>(std::min<std::uint64_t>(us, 0xffffffffu));
+  }
   // The peers: chips of the device's system, each like the device.
   for (std::size_t k = 0; k < o.peers.size(); ++k) {
     Options::Peer p = o.peers[k];
@@ -1136,13 +1149,24 @@ std::map<std::string, std::vector<float>> Executable::run(const std::map<std::st
   for (std::size_t k = 0; k < P; ++k) before.push_back(peers_[k].dev->stats());
   const double t0 = dev_.simulated_seconds();
   // All queued (stream 0 runs them in order), the device's first (see the
-  // hand-over in the constructor), then each waited for.
+  // hand-over in the constructor), then each waited for. A graph of
+  // several launches without peers runs them one after the other, each
+  // one's node marks read before the next is queued (a launch's marks are
+  // where the next one writes its own): a host round trip per
+  // kNodesPerLaunch nodes.
   std::vector<rt::Event> launched;
-  for (const rt::GraphExec& x : impl_->execs) launched.push_back(dev_.launch_graph(program_, x));
+  const bool one_by_one = impl_->execs.size() > 1 && P == 0;
+  impl_->exec_seconds.assign(impl_->execs.size(), {});
+  for (std::size_t k = 0; k < impl_->execs.size(); ++k) {
+    launched.push_back(dev_.launch_graph(program_, impl_->execs[k], impl_->watchdog_us));
+    if (one_by_one) dev_.wait(launched.back()), impl_->exec_seconds[k] = dev_.node_seconds(impl_->execs[k]);
+  }
   std::vector<rt::Event> peer_launched;
-  for (std::size_t k = 0; k < P; ++k) peer_launched.push_back(peers_[k].dev->launch_graph(peers_[k].program, impl_->peer_execs[k]));
+  for (std::size_t k = 0; k < P; ++k)
+    peer_launched.push_back(peers_[k].dev->launch_graph(peers_[k].program, impl_->peer_execs[k], impl_->watchdog_us));
   try {
-    for (const rt::Event& e : launched) dev_.wait(e);
+    if (!one_by_one)
+      for (const rt::Event& e : launched) dev_.wait(e);
   } catch (const rt::DeviceError&) {
     // The peers' tiles wait for the device's: every hand-over given to
     // them at once, and they are waited for (whatever they then make of
@@ -1189,8 +1213,13 @@ std::map<std::string, std::vector<float>> Executable::run(const std::map<std::st
 std::vector<double> Executable::node_seconds() const {
   std::vector<double> s(groups_.size(), 0.0);
   std::size_t node = 0;
-  for (const rt::GraphExec& x : impl_->execs)
-    for (const double t : dev_.node_seconds(x)) s[impl_->node_group[node++]] += t;
+  for (std::size_t k = 0; k < impl_->execs.size(); ++k) {
+    // The last launch's marks are on the device; earlier ones' were read as they ran (none with peers: zeros).
+    const bool last = k + 1 == impl_->execs.size();
+    const std::vector<double> t = last ? dev_.node_seconds(impl_->execs[k]) : impl_->exec_seconds.at(k);
+    for (std::size_t n = 0; n < impl_->execs[k].names.size(); ++n, ++node)
+      if (n < t.size()) s[impl_->node_group[node]] += t[n];
+  }
   return s;
 }
 

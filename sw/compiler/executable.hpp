@@ -110,7 +110,8 @@ class Executable {
   const HbmPlan& hbm() const { return hbm_; }
   const rt::Graph& device_graph() const { return dgraph_; }
   // Each group's time in the last run, simulated seconds (a moe group runs
-  // as two device nodes, its experts and its combine: their sum).
+  // as two device nodes, its experts and its combine: their sum; a graph of
+  // several launches with peers: its earlier launches' nodes 0).
   std::vector<double> node_seconds() const;
   // The last run's launch: its simulated seconds, and its roofline (the
   // bound each resource sets on the work it did, and the binding one; with

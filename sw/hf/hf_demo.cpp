@@ -1,6 +1,6 @@
 // tessera-vp demo --hf-config FILE.json [--weights FILE|DIR] [--layers N]
-//                 [--prompt N] [--decode N] [--seed S] [--check]
-//                 [--timing-only] [--set inst.key=value]...
+//                 [--prompt N] [--decode N] [--seed S] [--batch B]
+//                 [--check] [--timing-only] [--set inst.key=value]...
 // Builds the model's prefill from its config.json (llama.hpp) with its
 // safetensors weights or seeded ones, compiles it (sw/compiler) and runs it
 // on the T1 with one launch; prints the greedy next token, the simulated
@@ -10,9 +10,10 @@
 // then decodes N tokens greedily, one compiled step a token over the KV
 // caches the prefill filled (one launch a step). --check compares every
 // logit (the prompt's and each decoded token's) with the FP32 host
-// reference (bound 5e-2, as the main job's). --timing-only runs the
-// config's shapes without weights on a timing-only device (README.md,
-// timing only). Exit codes: 0, 1 (--check failed), 2 (a bad option, config
+// reference (bound 5e-2, as the main job's). --batch B prefills B
+// sequences (seeded prompts) together and decodes them a row each per step
+// over paged KV caches. --timing-only runs the config's shapes without
+// weights on a timing-only device (README.md, timing only). Exit codes: 0, 1 (--check failed), 2 (a bad option, config
 // or weights file, in one line), 3 (a device error).
 #include "hf_demo.hpp"
 
@@ -36,6 +37,7 @@ namespace tessera::hf {
 
 namespace {
 constexpr unsigned kChunk = TKP_MOE_MAX_T;  // prompt tokens a MoE prefill step takes at most (the experts' kernel's rows)
+constexpr unsigned kBatchRows = 256;        // rows a dense model's batched prefill step takes at most (its attention's scratchpad)
 int fail(const std::string& why) {
   std::cerr << "tessera demo: " << why << "\n";
   return 2;
@@ -44,7 +46,7 @@ int fail(const std::string& why) {
 
 int demo_main(int argc, char** argv) {
   std::string config, weights;
-  unsigned layers = 0, prompt = 16, seed = 1, decode = 0;
+  unsigned layers = 0, prompt = 16, seed = 1, decode = 0, batch = 1;
   bool check = false, timing = false;
   rt::Device::Options opt;
   for (int i = 1; i < argc; ++i) {
@@ -63,12 +65,14 @@ int demo_main(int argc, char** argv) {
     else if (a == "--prompt" && more) { if (!number(prompt) || !prompt || prompt > 1024) return fail("--prompt takes 1 to 1024 tokens"); }
     else if (a == "--decode" && more) { if (!number(decode) || decode > 1024) return fail("--decode takes 0 to 1024 tokens"); }
     else if (a == "--seed" && more) { if (!number(seed)) return fail("--seed takes a number"); }
+    else if (a == "--batch" && more) { if (!number(batch) || !batch || batch > 64) return fail("--batch takes 1 to 64 sequences"); }
     else if (a == "--set" && more) opt.sets.push_back(argv[++i]);
     else if (a == "--check") check = true;
     else if (a == "--timing-only") timing = true;
-    else return fail(fmt::format("'{}' is not an option of demo --hf-config (--weights, --layers, --prompt, --decode, --seed, --check, "
-                                 "--timing-only, --set)", a));
+    else return fail(fmt::format("'{}' is not an option of demo --hf-config (--weights, --layers, --prompt, --decode, --seed, --batch, "
+                                 "--check, --timing-only, --set)", a));
   }
+  if (batch > 1 && !decode) return fail("--batch decodes its sequences together: give --decode N");
   if (timing && check) return fail("--timing-only computes no logits: --check has nothing to compare");
   if (timing && !weights.empty()) return fail("--timing-only runs the config's shapes without weights: drop --weights");
   opt.timing_only = timing;
@@ -78,14 +82,16 @@ int demo_main(int argc, char** argv) {
   Fp8Source fp8;  // a checkpoint's block-scaled FP8 Linears, run as such
   compiler::Graph g, tail, step;
   unsigned chunk = 0, rest = 0;  // prefill steps of `chunk` tokens, the last of `rest` where it is shorter
-  std::vector<std::uint32_t> tokens;
+  std::vector<std::vector<std::uint32_t>> prompts;  // each sequence's
   try {
     // The fast models unless the user chooses (PlatformSpec::fast_models).
     opt.sets = PlatformSpec::fast_models(rt::Device::default_platform(), opt.sets);
     c = LlamaConfig::load(config);
     if (!weights.empty()) st = std::make_unique<SafeTensors>(SafeTensors::open(weights)), w = weights_from(*st), fp8 = fp8_blocks_from(*st);
     std::mt19937 rng(seed);
-    for (unsigned t = 0; t < prompt; ++t) tokens.push_back(static_cast<std::uint32_t>(rng() % c.vocab));
+    prompts.resize(batch);
+    for (std::vector<std::uint32_t>& tokens : prompts)
+      for (unsigned t = 0; t < prompt; ++t) tokens.push_back(static_cast<std::uint32_t>(rng() % c.vocab));
     // A functional run holds every weight on the host in FP32, about twice
     // per compiled graph (the graph's copy and the chip's layout; the
     // decode step is a second graph): refuse at once what this host cannot
@@ -95,7 +101,11 @@ int demo_main(int argc, char** argv) {
     // of its own.
     bool sparse = false;
     for (unsigned l = 0; l < (layers ? std::min(layers, c.layers) : c.layers); ++l) sparse |= c.sparse(l);
-    chunk = sparse ? std::min(prompt, kChunk) : prompt, rest = prompt % chunk;
+    // A batch prefills its sequences together, each step a chunk of every
+    // sequence's prompt (a sequence's rows together): the chunk shrinks so
+    // a step keeps to the experts' kTokens rows, or to kBatchRows.
+    const unsigned most = sparse ? kChunk : batch > 1 ? kBatchRows : prompt;
+    chunk = std::max(1u, std::min(prompt, most / batch)), rest = prompt % chunk;
     const std::uint64_t params = c.parameters(layers), need = params * 4 * 2 * (1 + (decode ? 1 : 0) + (rest ? 1 : 0));
     const std::uint64_t host = static_cast<std::uint64_t>(sysconf(_SC_PHYS_PAGES)) * static_cast<std::uint64_t>(sysconf(_SC_PAGE_SIZE));
     if (need > host / 2 && !timing)
@@ -104,9 +114,11 @@ int demo_main(int argc, char** argv) {
                               "(--timing-only)",
                               config, layers ? std::min(layers, c.layers) : c.layers, c.layers, params / 1e9, need / 1e9, host / 1e9));
     const unsigned context = prompt + decode;
-    g = llama_step(c, w, chunk, context, layers, fp8);
-    if (rest) tail = llama_step(c, w, rest, context, layers, fp8);
-    if (decode) step = llama_step(c, w, 1, context, layers, fp8);
+    // A batch's caches hold a page of the context per sequence; each
+    // sequence prefills alone, and a decode step takes a row of each.
+    g = llama_step(c, w, chunk * batch, context, layers, fp8, batch);
+    if (rest) tail = llama_step(c, w, rest * batch, context, layers, fp8, batch);
+    if (decode) step = llama_step(c, w, batch, context, layers, fp8, batch);
   } catch (const std::exception& e) {
     return fail(e.what());
   }
@@ -121,9 +133,13 @@ int demo_main(int argc, char** argv) {
       shared.state = ex.state(), shared.weights = ex.weights();  // the prefill's caches and weights
       last_chunk = std::make_unique<compiler::Executable>(dev, program, std::move(tail), shared);
     }
-    // The prompt in steps of `chunk` tokens (one step unless it is longer).
-    std::vector<float> logits;
-    std::vector<std::vector<std::uint32_t>> routes;  // the chip's by layer (a MoE model's), the prompt's and then each decoded token's
+    // Each sequence's prompt in steps of `chunk` tokens (one step unless it is longer).
+    std::vector<std::vector<float>> logits(batch);  // by sequence
+    // The chip's routes by sequence and layer (a MoE model's), the prompt's and then each decoded token's.
+    std::vector<std::vector<std::vector<std::uint32_t>>> routes(batch);
+    auto inputs = [&](const std::vector<std::uint32_t>& t, const std::vector<unsigned>& at, const std::vector<unsigned>& of) {
+      return batch > 1 ? llama_batch_inputs(t, at, of, batch) : llama_inputs(t, at[0]);
+    };
     double prefill_s = 0, prefill_bound = 0;
     roofline::Report r;
     // The energy and the simulator's own time of each phase.
@@ -133,42 +149,56 @@ int demo_main(int argc, char** argv) {
     for (unsigned at = 0; at < prompt; at += chunk) {
       const unsigned n = std::min(chunk, prompt - at);
       compiler::Executable& x = n == chunk ? ex : *last_chunk;
-      const std::map<std::string, std::vector<float>> o =
-          x.run(llama_inputs(std::vector<std::uint32_t>(tokens.begin() + at, tokens.begin() + at + n), at));
-      logits.insert(logits.end(), o.at("logits").begin(), o.at("logits").end());
+      std::vector<std::uint32_t> t;
+      std::vector<unsigned> pos, of;
+      for (unsigned sq = 0; sq < batch; ++sq)
+        for (unsigned k = 0; k < n; ++k) t.push_back(prompts[sq][at + k]), pos.push_back(at + k), of.push_back(sq);
+      const std::map<std::string, std::vector<float>> o = x.run(inputs(t, pos, of));
+      const std::vector<float>& lo = o.at("logits");
       const std::vector<std::vector<std::uint32_t>> step_routes = chip_routes(c, o, layers);
-      if (routes.empty()) routes.resize(step_routes.size());
-      for (std::size_t l = 0; l < step_routes.size(); ++l) routes[l].insert(routes[l].end(), step_routes[l].begin(), step_routes[l].end());
+      for (unsigned sq = 0; sq < batch; ++sq) {  // rows sq n .. of the step are sequence sq's
+        logits[sq].insert(logits[sq].end(), lo.begin() + std::ptrdiff_t(std::size_t{sq} * n * c.vocab),
+                          lo.begin() + std::ptrdiff_t(std::size_t{sq + 1} * n * c.vocab));
+        routes[sq].resize(step_routes.size());
+        for (std::size_t l = 0; l < step_routes.size(); ++l) {
+          const std::size_t k = step_routes[l].size() / batch;
+          routes[sq][l].insert(routes[sq][l].end(), step_routes[l].begin() + std::ptrdiff_t(sq * k),
+                               step_routes[l].begin() + std::ptrdiff_t((sq + 1) * k));
+        }
+      }
       prefill_s += x.last_seconds(), prefill_bound += x.last_bound().seconds();
       if (at == 0) r = x.last_bound();
     }
+    const unsigned prompt_tokens = prompt * batch;
     const double prefill_j = dev.energy().joules - j0, prefill_wall = std::chrono::duration<double>(Clock::now() - w0).count();
     double decode_j = 0, decode_wall = 0, decode_s = 0;
-    auto greedy = [&](const std::vector<float>& l) {
-      const float* last = l.data() + l.size() - c.vocab;
-      return static_cast<std::uint32_t>(std::max_element(last, last + c.vocab) - last);
+    auto greedy = [&](const float* row) {
+      return static_cast<std::uint32_t>(std::max_element(row, row + c.vocab) - row);
     };
-    const std::uint32_t next = greedy(logits);
+    std::vector<std::vector<std::uint32_t>> sequences = prompts;
+    for (unsigned sq = 0; sq < batch; ++sq) sequences[sq].push_back(greedy(logits[sq].data() + logits[sq].size() - c.vocab));
+    const std::uint32_t next = sequences[0].back();
     unsigned scaled = 0, scaled_experts = 0;
     for (const compiler::Op& op : ex.graph().ops())
       if (compiler::block_scaled(op)) ++(op.kind == compiler::OpKind::moe ? scaled_experts : scaled);
     std::cout << fmt::format("{} ({}), {} of {} layers, {} weights: hidden {}, {} heads ({} KV), head_dim {}, vocabulary {}{}\n",
-                             config, c.model_type, run_layers, c.layers, weights.empty() ? "seeded" : weights, c.hidden,
+                             config, c.model_type, run_layers, c.layers, timing ? "no" : weights.empty() ? "seeded" : weights, c.hidden,
                              c.heads, c.kv_heads, c.head_dim, c.vocab,
                              c.experts ? fmt::format(", {} experts of {} hidden, top {}{}", c.experts, c.expert_intermediate,
                                                      c.experts_per_token,
                                                      c.shared_intermediate ? fmt::format(", a shared expert of {}", c.shared_intermediate)
                                                                            : std::string())
                                        : std::string());
-    std::cout << fmt::format("prefill of {} tokens{}: {} nodes, {:.2f} us simulated ({:.2f} us/token); next token {}\n", prompt,
-                             prompt > chunk ? fmt::format(" in steps of {}", chunk) : std::string(), ex.groups().size(),
-                             prefill_s * 1e6, prefill_s * 1e6 / prompt, next);
+    std::cout << fmt::format("prefill of {} tokens{}{}: {} nodes, {:.2f} us simulated ({:.2f} us/token); next token {}{}\n", prompt,
+                             batch > 1 ? fmt::format(" for each of {} sequences", batch) : std::string(),
+                             prompt > chunk ? fmt::format(" in steps of {}{}", chunk, batch > 1 ? " each" : "") : std::string(), ex.groups().size(),
+                             prefill_s * 1e6, prefill_s * 1e6 / prompt_tokens, next, batch > 1 ? " (sequence 0's)" : "");
     if (scaled || scaled_experts)
       std::cout << fmt::format("FP8: {} Linears{} block-scaled on the tensor core (the checkpoint's E4M3 codes and 128 x 128 scales, "
                                "activations cast in 1 x 128 groups); the rest in BF16\n", scaled,
                                scaled_experts ? fmt::format(" and {} layers' experts", scaled_experts) : "");
     std::cout << fmt::format("roofline: bound {:.2f} us ({}, {}{}): {:.1f}% of it\n", prefill_bound * 1e6, r.binding().resource,
-                             r.binding().where, prompt > chunk ? " in the first step" : "", 100 * prefill_bound / prefill_s);
+                             r.binding().where, prompt > chunk || batch > 1 ? " in the first step" : "", 100 * prefill_bound / prefill_s);
     {  // where the time went: the slowest nodes
       const std::vector<double> t = ex.node_seconds();
       std::vector<std::size_t> order(t.size());
@@ -181,8 +211,6 @@ int demo_main(int argc, char** argv) {
       }
       std::cout << "slowest nodes: " << slow << "\n";
     }
-    std::vector<std::uint32_t> sequence = tokens;
-    sequence.push_back(next);
     if (decode) {
       compiler::Options shared;
       shared.state = ex.state(), shared.weights = ex.weights();  // the prefill's caches and weights
@@ -192,43 +220,63 @@ int demo_main(int argc, char** argv) {
       const double dj0 = dev.energy().joules;
       const Clock::time_point dw0 = Clock::now();
       for (unsigned i = 0; i < decode; ++i) {
-        const std::map<std::string, std::vector<float>> o = dx.run(llama_inputs({sequence.back()}, prompt + i));
+        std::vector<std::uint32_t> last(batch);
+        std::vector<unsigned> pos(batch, prompt + i), of(batch);
+        for (unsigned sq = 0; sq < batch; ++sq) last[sq] = sequences[sq].back(), of[sq] = sq;
+        const std::map<std::string, std::vector<float>> o = dx.run(inputs(last, pos, of));
         took += dx.last_seconds(), bound += dx.last_bound().seconds();
         binding[dx.last_bound().binding().resource] += dx.last_bound().seconds();
-        logits.insert(logits.end(), o.at("logits").begin(), o.at("logits").end());
+        const std::vector<float>& lo = o.at("logits");
         const std::vector<std::vector<std::uint32_t>> r = chip_routes(c, o, layers);
-        for (std::size_t l = 0; l < routes.size(); ++l) routes[l].insert(routes[l].end(), r[l].begin(), r[l].end());
-        if (i + 1 < decode) sequence.push_back(greedy(o.at("logits")));
+        for (unsigned sq = 0; sq < batch; ++sq) {  // row sq is sequence sq's
+          logits[sq].insert(logits[sq].end(), lo.begin() + std::ptrdiff_t{sq} * c.vocab, lo.begin() + std::ptrdiff_t{sq + 1} * c.vocab);
+          for (std::size_t l = 0; l < r.size(); ++l) {
+            const std::size_t k = r[l].size() / batch;
+            routes[sq][l].insert(routes[sq][l].end(), r[l].begin() + std::ptrdiff_t(sq * k), r[l].begin() + std::ptrdiff_t((sq + 1) * k));
+          }
+          if (i + 1 < decode) sequences[sq].push_back(greedy(lo.data() + std::size_t{sq} * c.vocab));
+        }
       }
       decode_s = took, decode_j = dev.energy().joules - dj0, decode_wall = std::chrono::duration<double>(Clock::now() - dw0).count();
       std::string decoded;
-      for (std::size_t k = prompt; k < sequence.size(); ++k) decoded += fmt::format("{}{}", k > prompt ? " " : "", sequence[k]);
-      std::cout << fmt::format("decode of {} tokens: {} nodes a step, {:.2f} us/token ({:.0f} tokens/s); decoded: {}\n", decode,
-                               dx.groups().size(), took * 1e6 / decode, decode / took, decoded);
+      for (std::size_t k = prompt; k < sequences[0].size(); ++k) decoded += fmt::format("{}{}", k > prompt ? " " : "", sequences[0][k]);
+      if (batch == 1)
+        std::cout << fmt::format("decode of {} tokens: {} nodes a step, {:.2f} us/token ({:.0f} tokens/s); decoded: {}\n", decode,
+                                 dx.groups().size(), took * 1e6 / decode, decode / took, decoded);
+      else
+        std::cout << fmt::format("decode of {} tokens for each of {} sequences: {} nodes a step, {:.2f} us a step ({:.0f} tokens/s); "
+                                 "sequence 0 decoded: {}\n", decode, batch, dx.groups().size(), took * 1e6 / decode,
+                                 double(decode) * batch / took, decoded);
       const auto most = std::max_element(binding.begin(), binding.end(), [](const auto& a, const auto& b) { return a.second < b.second; });
-      std::cout << fmt::format("decode roofline: bound {:.2f} us/token ({} binding): {:.1f}% of it\n", bound * 1e6 / decode,
-                               most->first, 100 * bound / took);
+      std::cout << fmt::format("decode roofline: bound {:.2f} us/{} ({} binding): {:.1f}% of it\n", bound * 1e6 / decode,
+                               batch > 1 ? "step" : "token", most->first, 100 * bound / took);
     }
     // Exactly (a timing-only run's are those of the same run with data).
     std::cout << fmt::format("simulated: prefill {} ps{}\n", std::llround(prefill_s * 1e12),
                              decode ? fmt::format(", decode {} ps", std::llround(decode_s * 1e12)) : "");
     std::cout << fmt::format("energy: prefill {:.2f} uJ/token{}; simulator wall time: prefill {:.2f} s ({:.3f} s/token){}\n",
-                             prefill_j * 1e6 / prompt, decode ? fmt::format(", decode {:.2f} uJ/token", decode_j * 1e6 / decode) : "",
-                             prefill_wall, prefill_wall / prompt,
-                             decode ? fmt::format(", decode {:.3f} s/token", decode_wall / decode) : "");
+                             prefill_j * 1e6 / prompt_tokens,
+                             decode ? fmt::format(", decode {:.2f} uJ/token", decode_j * 1e6 / (decode * batch)) : "",
+                             prefill_wall, prefill_wall / prompt_tokens,
+                             decode ? fmt::format(", decode {:.3f} s/{}", decode_wall / decode, batch > 1 ? "step" : "token") : "");
     if (timing)
       std::cout << fmt::format("timing only: the tensor cores computed no products (seeded results); {:.2f} GB of weights placed in "
                                "HBM and never written\n", static_cast<double>(ex.weights()->bytes()) / 1e9);
     if (check) {
-      // A MoE model's reference follows the chip's routes (and counts where its own FP32 top k differs).
-      std::vector<std::uint32_t> fed(sequence.begin(), sequence.begin() + prompt + decode);
+      // A MoE model's reference follows the chip's routes (and counts where
+      // its own FP32 top k differs); each sequence of a batch on its own.
       unsigned sparse_layers = 0;
       for (unsigned l = 0; l < run_layers; ++l) sparse_layers += c.sparse(l);
       unsigned disagree = 0;
-      const std::vector<float> ref = llama_reference(c, w, fed, layers, c.experts ? &routes : nullptr, &disagree);
       double worst = 0, scale = 0;
-      for (std::size_t i = 0; i < ref.size(); ++i)
-        worst = std::max(worst, std::fabs(double(logits[i]) - ref[i])), scale = std::max(scale, std::fabs(double(ref[i])));
+      for (unsigned sq = 0; sq < batch; ++sq) {
+        const std::vector<std::uint32_t> fed(sequences[sq].begin(), sequences[sq].begin() + prompt + decode);
+        unsigned differ = 0;
+        const std::vector<float> ref = llama_reference(c, w, fed, layers, c.experts ? &routes[sq] : nullptr, &differ);
+        disagree += differ;
+        for (std::size_t i = 0; i < ref.size(); ++i)
+          worst = std::max(worst, std::fabs(double(logits[sq][i]) - ref[i])), scale = std::max(scale, std::fabs(double(ref[i])));
+      }
       // BF16 operands: 5e-2 (the main job's bound); E4M3 ones (a
       // checkpoint's block-scaled Linears) keep 3 mantissa bits, not 8: 1e-1.
       const double bound = scaled || scaled_experts ? 1e-1 : 5e-2;
@@ -236,7 +284,7 @@ int demo_main(int argc, char** argv) {
       std::cout << fmt::format("check: max relative logit error {:.3g} against the FP32 reference (bound {}){}: {}\n",
                                worst / scale, scaled || scaled_experts ? "1e-1" : "5e-2",
                                c.experts ? fmt::format(", on the chip's routes ({} of {} token-layer routes differ from its own)",
-                                                       disagree, std::size_t{prompt + decode} * sparse_layers)
+                                                       disagree, std::size_t{prompt + decode} * batch * sparse_layers)
                                          : std::string(),
                                ok ? "ok" : "FAILED");
       if (!ok) return 1;

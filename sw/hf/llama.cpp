@@ -334,11 +334,13 @@ Graph llama_prefill(const LlamaConfig& c, const WeightSource& w, const std::vect
 }
 
 Graph llama_step(const LlamaConfig& c, const WeightSource& w, unsigned rows, unsigned context, unsigned layers,
-                 const Fp8Source& fp8) {
+                 const Fp8Source& fp8, unsigned sequences) {
   const unsigned T = rows, D = c.hidden, hd = c.head_dim, H = c.heads, KV = c.kv_heads;
   const unsigned L = layers ? std::min(layers, c.layers) : c.layers;
   if (!T) throw std::invalid_argument("llama: a step of no tokens");
-  if (T > context) throw std::invalid_argument(fmt::format("llama: a step of {} tokens in a context of {}", T, context));
+  if (T > context && sequences <= 1)
+    throw std::invalid_argument(fmt::format("llama: a step of {} tokens in a context of {}", T, context));
+  if (!sequences || sequences > 256) throw std::invalid_argument(fmt::format("llama: {} sequences (1 to 256)", sequences));
   Graph g;
   // An FP8 Linear [out, in] as the matmul's B = W^T: its codes transposed,
   // and its blocks' scales with them ([in / 128, ceil(out / 128)]).
@@ -372,6 +374,14 @@ Graph llama_step(const LlamaConfig& c, const WeightSource& w, unsigned rows, uns
   // The step's positions (llama_inputs): the rotary tables' rows, and where
   // the attention appends to its KV caches.
   const int positions = g.input("positions", {T});
+  // Several sequences (a batch): each row's sequence, and each sequence's
+  // page of the caches (one of `context` positions: llama_batch_inputs).
+  compiler::Paging paging;
+  if (sequences > 1) {
+    paging.sequences = g.input("sequences", {T});
+    paging.table = g.input("pages", {sequences, 1});
+    paging.page = context;
+  }
   // Rotary tables of the context's positions, the step's rows gathered on
   // the chip: x.cos + rotate_half(x).sin, rotate_half's sign folded into
   // the sin table; n heads of `width` columns, columns [offset, offset +
@@ -421,9 +431,10 @@ Graph llama_step(const LlamaConfig& c, const WeightSource& w, unsigned rows, uns
   // Causal attention of H heads over the layer's KV caches (KVh heads of
   // qd keys and vd values; the step's rows appended at their positions).
   auto attention = [&](unsigned l, int q, int k, int v, unsigned KVh, unsigned qd, unsigned vd) {
-    const int kc = g.kv_cache(fmt::format("layer{}.k_cache", l), KVh, context, qd);
-    const int vc = g.kv_cache(fmt::format("layer{}.v_cache", l), KVh, context, vd);
-    return g.attention(q, k, v, kc, vc, positions, H, static_cast<float>(c.attention_scale()), fmt::format("layer{}.attention", l));
+    const int kc = g.kv_cache(fmt::format("layer{}.k_cache", l), KVh, context * sequences, qd);
+    const int vc = g.kv_cache(fmt::format("layer{}.v_cache", l), KVh, context * sequences, vd);
+    return g.attention(q, k, v, kc, vc, positions, H, static_cast<float>(c.attention_scale()), fmt::format("layer{}.attention", l), false,
+                       paging);
   };
   for (unsigned l = 0; l < L; ++l) {
     const int x = g.rmsnorm(h, norm(layer(l, "input_layernorm.weight")), static_cast<float>(c.rms_eps));
@@ -579,6 +590,18 @@ std::map<std::string, std::vector<float>> llama_inputs(const std::vector<std::ui
   std::vector<float> pos(tokens.size());
   for (std::size_t t = 0; t < pos.size(); ++t) pos[t] = static_cast<float>(position + t);
   return {{"tokens", std::vector<float>(tokens.begin(), tokens.end())}, {"positions", pos}};
+}
+
+std::map<std::string, std::vector<float>> llama_batch_inputs(const std::vector<std::uint32_t>& tokens, const std::vector<unsigned>& positions,
+                                                             const std::vector<unsigned>& of, unsigned sequences) {
+  if (positions.size() != tokens.size() || of.size() != tokens.size())
+    throw std::invalid_argument(fmt::format("llama: {} tokens with {} positions and {} sequences", tokens.size(), positions.size(), of.size()));
+  std::map<std::string, std::vector<float>> in = {{"tokens", std::vector<float>(tokens.begin(), tokens.end())},
+                                                  {"positions", std::vector<float>(positions.begin(), positions.end())},
+                                                  {"sequences", std::vector<float>(of.begin(), of.end())},
+                                                  {"pages", std::vector<float>(sequences)}};
+  for (unsigned s = 0; s < sequences; ++s) in["pages"][s] = static_cast<float>(s);
+  return in;
 }
 
 std::vector<std::vector<std::uint32_t>> chip_routes(const LlamaConfig& c, const std::map<std::string, std::vector<float>>& outputs,

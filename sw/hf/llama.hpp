@@ -139,13 +139,21 @@ compiler::Graph llama_prefill(const LlamaConfig& c, const WeightSource& w, const
 // `context` positions per layer ("layer<l>.k_cache" and "layer<l>.v_cache", state the
 // executables of one sequence share: compiler::Options::state): the
 // prefill is a step of the prompt's length at 0, each decode step one of a
-// row. Outputs as llama_prefill's, for the step's rows.
+// row. Outputs as llama_prefill's, for the step's rows. With `sequences`
+// above 1 the caches hold that many sequences, a page of `context`
+// positions each (compiler::Paging), and the step's rows may be any
+// sequences' tokens at their own positions (llama_batch_inputs): a prefill
+// of one sequence, or a decode step of a row per sequence (a batch).
 compiler::Graph llama_step(const LlamaConfig& c, const WeightSource& w, unsigned rows, unsigned context, unsigned layers = 0,
-                           const Fp8Source& fp8 = {});
+                           const Fp8Source& fp8 = {}, unsigned sequences = 1);
 // The graph's inputs for a step: its tokens (the graph's "tokens", as FP32
 // whole numbers, gathered from the embedding table on the chip) and their
 // positions from `position` on.
 std::map<std::string, std::vector<float>> llama_inputs(const std::vector<std::uint32_t>& tokens, unsigned position = 0);
+// A step of llama_step(..., sequences)'s: row r is sequence of[r]'s token
+// tokens[r] at positions[r] (a sequence's rows together, in order).
+std::map<std::string, std::vector<float>> llama_batch_inputs(const std::vector<std::uint32_t>& tokens, const std::vector<unsigned>& positions,
+                                                             const std::vector<unsigned>& of, unsigned sequences);
 // The same on the host in FP32, with the weights as the chip holds them
 // (rounded to BF16, norms in FP32) and activations unrounded. A MoE model
 // routes each token to its own top k unless `routes` (by layer, T x k
