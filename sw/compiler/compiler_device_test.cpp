@@ -906,3 +906,94 @@ TEST(CompilerDevice, ExpertsSplitOverTheChipsOfASystemEqualTheReferenceBitForBit
   bad.peers = {{&cluster.chip(1), programs[1], nullptr}, {&cluster.chip(1), programs[1], nullptr}};
   refused_with([&] { Executable e(cluster.chip(0), programs[0], moe_layers(1, 256, 512, 8, 2), bad); }, "chip 1 is a peer twice");
 }
+
+TEST(CompilerDevice, MatmulsSplitOverTheChipsOfASystemEqualTheReferenceBitForBit) {
+  // Options::split_matmuls on a ring of four chips: each matmul on a
+  // weight computes a quarter of its columns on each chip, from that
+  // chip's columns of B only, reading A on chip 0 and writing there.
+  // Decode (1 row) and prefill (40 rows) shapes equal the reference bit
+  // for bit and the same graph on one chip; each chip holds a quarter of
+  // the matmuls' weights; a graph that also spreads a moe op over the
+  // chips hands both over in turn, bit for bit run after run.
+  rt::Device::Options o;
+  o.platform = rt::Device::default_platform().substr(0, rt::Device::default_platform().rfind('/')) + "/t1x4-ring.json";
+  rt::Cluster cluster(o);
+  std::vector<rt::Kernel> programs;
+  for (unsigned c = 0; c < cluster.chips(); ++c)
+    programs.push_back(cluster.chip(c).load_kernel(data_file(DataKind::kernels, "program.elf"), (1u << cluster.chip(c).tiles()) - 1));
+  auto system = [&] {
+    Options s;
+    s.split_matmuls = true;
+    for (unsigned c = 1; c < cluster.chips(); ++c)
+      s.peers.push_back({&cluster.chip(c), programs[c], std::make_shared<WeightStore>(cluster.chip(c))});
+    return s;
+  };
+  for (unsigned rows : {1u, 40u}) {
+    SCOPED_TRACE(testing::Message() << rows << " rows");
+    std::map<std::string, std::vector<float>> in{{"x", seeded_values(std::size_t{rows} * 512, 7, 1.0f)}};
+    const Options s = system();
+    Executable ex(cluster.chip(0), programs[0], mlp(rows, 512, 1024), s);
+    Executable alone(cluster.chip(0), programs[0], mlp(rows, 512, 1024));
+    const auto out = ex.run(in);
+    expect_reference(ex, in, out);
+    expect_bits(out.at("residual"), alone.run(in).at("residual"), "one chip's");
+    expect_bits(ex.run(in).at("residual"), out.at("residual"), "a second run");
+    std::size_t gathers = 0;
+    for (const rt::Graph::Node& n : ex.device_graph().nodes()) gathers += n.name.find(".gather") != std::string::npos;
+    EXPECT_EQ(gathers, 2u);  // up and down
+    // Chip 0's parts cover its quarter of the columns, every row once.
+    for (std::size_t gi = 0; gi < ex.groups().size(); ++gi) {
+      const Op& a = ex.graph().ops()[static_cast<std::size_t>(ex.groups()[gi].ops[0])];
+      if (a.kind != OpKind::matmul) continue;
+      const unsigned N = ex.graph().tensor(a.out).cols();
+      std::uint64_t covered = 0;
+      for (const Part& p : ex.tilings()[gi].parts) {
+        EXPECT_LE(p.c1, N / 4) << a.name;
+        covered += std::uint64_t{p.r1 - p.r0} * (p.c1 - p.c0);
+      }
+      EXPECT_EQ(covered, std::uint64_t{rows} * N / 4) << a.name;
+    }
+    // Each peer: a quarter of w1's and of w2's columns, BF16.
+    for (const Options::Peer& p : s.peers) EXPECT_EQ(p.weights->bytes(), (512ull * 1024 + 1024ull * 512) * 2 / 4);
+    std::printf("%u rows: %.2f us on 4 chips, %.2f us on one\n", rows, ex.last_seconds() * 1e6, alone.last_seconds() * 1e6);
+  }
+  {
+    // A projection spread over the chips, then experts spread over them.
+    Graph g;
+    const unsigned rows = 5, d = 256;
+    const int tokens = g.input("tokens", {rows});
+    int x = g.gather_rows(g.weight("table", {64, d}, seeded_values(64ull * d, 9, 2.0f)), tokens, "embed");
+    const int xb0 = g.cast(x, DType::bf16, "xb0");
+    x = g.binary(OpKind::add, g.matmul(xb0, g.weight("proj", {d, d}, seeded_values(std::size_t{d} * d, 8, 0.2f), DType::bf16), DType::bf16, "project"), x,
+                 "proj.residual");
+    const int n = g.rmsnorm(x, g.weight("norm.weight", {d}, seeded_values(d, 1, 0.4f)), 1e-6f, "norm");
+    const int xb = g.cast(n, DType::bf16, "xb");
+    const int route = g.route(g.matmul(xb, g.weight("router", {d, 8}, seeded_values(std::size_t{d} * 8, 2, 0.5f), DType::bf16)), 2, true, "route");
+    const std::size_t w = std::size_t{8} * d * 512;
+    const int w1 = g.weight("w1", {8, d, 512}, seeded_values(w, 3, 0.2f), DType::bf16);
+    const int w3 = g.weight("w3", {8, d, 512}, seeded_values(w, 4, 0.2f), DType::bf16);
+    const int w2 = g.weight("w2", {8, 512, d}, seeded_values(w, 5, 0.2f), DType::bf16);
+    g.output(g.binary(OpKind::add, g.moe(xb, route, w1, w3, w2, "experts"), x, "residual"));
+    Executable ex(cluster.chip(0), programs[0], g, system());
+    std::map<std::string, std::vector<float>> in{{"tokens", {3, 17, 40, 63, 0}}};
+    const auto out = ex.run(in);
+    expect_reference(ex, in, out);
+    expect_bits(ex.run(in).at("residual"), out.at("residual"), "a second run");
+  }
+  {
+    // More spread matmuls than one launch's nodes hold (each two device
+    // nodes: its share and the wait for the peers): launches of whole
+    // groups, each handing over afresh, every node timed.
+    Graph g;
+    int x = g.input("x", {1, 64});
+    for (int i = 0; i < 260; ++i)
+      x = g.matmul(x, g.weight(fmt::format("w{}", i), {64, 64}, seeded_values(64ull * 64, 100 + i, 0.25f), DType::bf16), DType::bf16);
+    g.output(x);
+    Executable ex(cluster.chip(0), programs[0], std::move(g), system());
+    ASSERT_GT(ex.device_graph().nodes().size(), std::size_t{TKP_MARKS_MAX - 1});
+    const std::map<std::string, std::vector<float>> in{{"x", seeded_values(64, 3, 1.0f)}};
+    expect_reference(ex, in, ex.run(in));
+    const std::vector<double> t = ex.node_seconds();
+    for (std::size_t n = 0; n < t.size(); ++n) EXPECT_GT(t[n], 0.0) << "node " << n;
+  }
+}

@@ -130,6 +130,70 @@ TEST(Compiler, TilingCoversEveryOutputElementExactlyOnce) {
   }
 }
 
+TEST(Compiler, TilingOverChipsGivesEachChipItsColumnsAndCoversEveryElementOnce) {
+  // tile_chips: C column ranges, as even as the alignment allows, each
+  // tiled over a chip's tiles; together every output element once, each
+  // chip's parts inside its range; block-scaled matmuls in whole blocks;
+  // groups that need whole rows, or too few columns, not split.
+  std::mt19937 rng(9);
+  for (int trial = 0; trial < 40; ++trial) {
+    const unsigned rows = 1 + rng() % 300, k = 128 * (1 + rng() % 8), n = 128 * (1 + rng() % 40) + (trial % 2 ? 0 : rng() % 128);
+    const unsigned chips = 2 + rng() % 15;
+    Graph g;
+    const int x = g.input("x", {rows, k});
+    const int y = g.matmul(x, g.weight("w", {k, n}, std::vector<float>(std::size_t{k} * n, 0.5f), DType::bf16));
+    g.output(g.unary(OpKind::silu, y));
+    Target t;
+    for (const Group& grp : fuse(g)) {
+      SCOPED_TRACE(testing::Message() << rows << "x" << k << "x" << n << " over " << chips << " chips");
+      const std::vector<Tiling> by_chip = tile_chips(g, grp, t, chips);
+      if (n / 16 < chips) {
+        EXPECT_TRUE(by_chip.empty());
+        continue;
+      }
+      ASSERT_EQ(by_chip.size(), chips);
+      std::vector<int> seen(std::size_t{rows} * n, 0);
+      unsigned next = 0;  // the ranges follow one another
+      for (const Tiling& tl : by_chip) {
+        unsigned lo = n, hi = 0;
+        for (const Part& p : tl.parts) {
+          ASSERT_LT(p.tile, t.tiles);
+          lo = std::min(lo, p.c0), hi = std::max(hi, p.c1);
+          for (unsigned r = p.r0; r < p.r1; ++r)
+            for (unsigned c = p.c0; c < p.c1; ++c) ++seen[std::size_t{r} * n + c];
+        }
+        EXPECT_EQ(lo, next);
+        EXPECT_EQ(lo % 16, 0u);
+        next = hi;
+        EXPECT_LE(plan_spm(g, grp, tl, t.spm_base).end, t.spm_end);
+      }
+      EXPECT_EQ(next, n);
+      for (std::size_t i = 0; i < seen.size(); ++i) ASSERT_EQ(seen[i], 1) << "element " << i;
+    }
+  }
+  {  // a router's top k needs its rows whole: not split
+    Graph g;
+    const int x = g.input("x", {4, 256});
+    const int r = g.route(g.matmul(x, g.weight("router", {256, 64}, std::vector<float>(256 * 64, 0.5f), DType::bf16)), 2, true);
+    g.output(r);
+    std::vector<Group> groups = fuse(g);
+    fuse_routes(g, groups);
+    for (const Group& grp : groups) EXPECT_TRUE(tile_chips(g, grp, Target{}, 4).empty());
+  }
+  {  // block-scaled: whole 128-column blocks a chip
+    Graph g;
+    const int x = g.input("x", {2, 256});
+    const auto [w, s] = g.weight_scaled("w", {256, 1024}, std::vector<float>(256 * 1024, 0.5f));
+    g.output(g.matmul_scaled(x, w, s));
+    for (const Group& grp : fuse(g)) {
+      const std::vector<Tiling> by_chip = tile_chips(g, grp, Target{}, 3);
+      ASSERT_EQ(by_chip.size(), 3u);
+      for (const Tiling& tl : by_chip)
+        for (const Part& p : tl.parts) EXPECT_EQ(p.c0 % kScaleBlock, 0u);
+    }
+  }
+}
+
 TEST(Compiler, TilingFollowsTheTargetsResources) {
   auto parts = [](unsigned rows, const Target& t) {
     Graph g;

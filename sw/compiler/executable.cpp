@@ -153,11 +153,17 @@ struct Panel {
 struct Executable::Impl {
   std::vector<std::pair<rt::Device*, rt::Buffer>> owned;  // on the device or a peer
   std::map<int, rt::Buffer> plain;                          // inputs and weights, as they are
-  std::map<std::pair<std::size_t, unsigned>, Panel> panels;   // (group, first column): a matmul's B columns
+  std::map<std::pair<std::size_t, unsigned>, Panel> panels;   // (group, first column): a matmul's B columns (on its part's chip)
+  std::map<std::size_t, std::vector<Tiling>> split;           // by group spread over the chips (Options::split_matmuls): by chip
   std::vector<rt::Buffer> arenas;                           // by stack: the groups' outputs
-  std::vector<rt::GraphExec> execs;  // the graph in launches of at most kNodesPerLaunch nodes
+  std::vector<rt::GraphExec> execs;  // the graph in launches of at most kNodesPerLaunch nodes, whole groups each
   std::vector<std::size_t> node_group;  // by device node: its group (a moe group runs as two nodes, three with peers)
-  std::vector<rt::GraphExec> peer_execs;  // by peer: its graph (its share of the moe ops), one launch
+  struct PeerExec {
+    std::size_t peer = 0;  // in Executable::peers_
+    rt::GraphExec exec;
+  };
+  std::vector<std::vector<PeerExec>> peer_execs;  // by launch: the peers with work in it, their share of its groups
+  std::vector<std::uint32_t> handovers;           // by launch: the groups it hands over to the peers
   std::vector<rt::Buffer> ones;           // by chip (0 the device): a word holding 1, what signals a semaphore
   unsigned tiles = 0;                     // the tiles a node spans
   // Each launch's watchdog (0: the device's default, TP_DEFAULT_TIMEOUT_US):
@@ -195,7 +201,8 @@ struct Executable::Impl {
   }
   void free_all(rt::Device& dev, const std::vector<Options::Peer>& peers) {
     for (const rt::GraphExec& x : execs) dev.free(x);
-    for (std::size_t k = 0; k < peer_execs.size(); ++k) peers[k].dev->free(peer_execs[k]);
+    for (const std::vector<PeerExec>& launch : peer_execs)
+      for (const PeerExec& x : launch) peers[x.peer].dev->free(x.exec);
     for (const auto& [d, b] : owned) d->free(b);
   }
 };
@@ -210,8 +217,8 @@ class Emitter {
       : g_(g), grp_(grp), gi_(gi), t_(t), spm_(spm), addr_(std::move(addr)), panels_(panels),
         sides_(side_operands(g, grp)), out_(g.tensor(grp.out)) {}
 
-  TileProgram part(const Part& p) {
-    TileProgram prog;
+  // The part's program, after what `prog` holds already.
+  TileProgram part(const Part& p, TileProgram prog = {}) {
     const Op& anchor = op(0);
     if (anchor.kind == OpKind::rope && anchor.in.size() > 1)  // its position from the chip, for the part's rope ops
       prog.position(addr_(anchor.in[1]), g_.tensor(anchor.in[1]).dtype == DType::f32);
@@ -759,6 +766,22 @@ Executable::Executable(rt::Device& dev, const rt::Kernel& program, Graph g, cons
     g_.split_experts(static_cast<int>(i), impl_->moe[static_cast<int>(i)].split.slices);
   }
   for (const Group& grp : groups_) tilings_.push_back(tile(g_, grp, tgt));
+  if (o.split_matmuls && chips > 1)
+    for (std::size_t gi = 0; gi < groups_.size(); ++gi) {
+      std::vector<Tiling> by_chip = tile_chips(g_, groups_[gi], tgt, chips);
+      if (by_chip.empty()) continue;
+      tilings_[gi] = by_chip[0];
+      impl_->split[gi] = std::move(by_chip);
+    }
+  // A group's tilings by chip: the device's alone unless it is spread.
+  auto chip_tilings = [&](std::size_t gi) {
+    std::vector<const Tiling*> r;
+    const auto it = impl_->split.find(gi);
+    if (it == impl_->split.end()) r.push_back(&tilings_[gi]);
+    else
+      for (const Tiling& t : it->second) r.push_back(&t);
+    return r;
+  };
   hbm_ = plan_hbm(g_, groups_, dev_.hbm_stacks());
   try {
     // The inputs (FP32) and the outputs, each set packed in a buffer of its
@@ -818,11 +841,14 @@ Executable::Executable(rt::Device& dev, const rt::Kernel& program, Graph g, cons
         const Tensor& B = g_.tensor(anchor.in[1]);
         const unsigned K = B.shape[0], N = B.shape[1];
         const std::string key = weight_key(B);
-        for (const Part& p : tilings_[gi].parts) {
+        const std::vector<const Tiling*> by_chip = chip_tilings(gi);
+        for (unsigned c = 0; c < by_chip.size(); ++c)
+        for (const Part& p : by_chip[c]->parts) {
           if (impl_->panels.count({gi, p.c0})) continue;
-          const unsigned stack = dev_.stack_near(p.tile);
+          const unsigned stack = chip_dev(c).stack_near(p.tile);
+          WeightStore& store = c ? *peers_[c - 1].weights : *weights_;
           impl_->panels[{gi, p.c0}].b =
-              weights_->get(fmt::format("{}|{}|columns {}-{}|{}", key, name(anchor.format), p.c0, p.c1, stack), stack,
+              store.get(fmt::format("{}|{}|columns {}-{}|{}", key, name(anchor.format), p.c0, p.c1, stack), stack,
                             std::uint64_t{K} * (p.c1 - p.c0) * bytes(anchor.format), [&] {
                 std::vector<float> panel;
                 panel.reserve(std::size_t{K} * (p.c1 - p.c0));
@@ -834,7 +860,7 @@ Executable::Executable(rt::Device& dev, const rt::Kernel& program, Graph g, cons
             const Tensor& S = g_.tensor(anchor.in[2]);
             const unsigned bc0 = p.c0 / kScaleBlock, bc1 = (p.c1 + kScaleBlock - 1) / kScaleBlock, bcols = S.shape[1];
             impl_->panels[{gi, p.c0}].scales =
-                weights_->get(fmt::format("{}|blocks {}-{}|{}", weight_key(S), bc0, bc1, stack), stack,
+                store.get(fmt::format("{}|blocks {}-{}|{}", weight_key(S), bc0, bc1, stack), stack,
                               std::uint64_t{S.shape[0]} * (bc1 - bc0) * 4, [&] {
                   std::vector<float> panel;
                   for (unsigned r = 0; r < S.shape[0]; ++r)
@@ -990,10 +1016,55 @@ Executable::Executable(rt::Device& dev, const rt::Kernel& program, Graph g, cons
       return impl_->arenas[s->stack].address + s->offset;
     };
     impl_->tiles = tgt.tiles;
-    std::vector<rt::Graph> peer_graphs(peers_.size());  // by peer: its share of the moe ops
+    // A device graph holds at most TKP_MARKS_MAX - 1 nodes: a longer one
+    // runs as several launches, one after another, each of whole groups
+    // (a launch clears the semaphores through which a group's nodes and
+    // the peers' hand over). Each launch's first hand-over waits for the
+    // peers' tiles to run, as the graph's first does.
+    constexpr std::size_t kNodesPerLaunch = TKP_MARKS_MAX - 1;
+    std::vector<std::size_t> launch_of(groups_.size());
+    {
+      std::size_t launch = 0, held = 0;
+      for (std::size_t gi = 0; gi < groups_.size(); ++gi) {
+        const Op& a = g_.ops()[static_cast<std::size_t>(groups_[gi].ops[0])];
+        const std::size_t nodes = impl_->split.count(gi) ? 2 : a.kind != OpKind::moe ? 1 : impl_->moe.at(groups_[gi].ops[0]).chips > 1 ? 3 : 2;
+        if (held && held + nodes > kNodesPerLaunch) ++launch, held = 0;
+        launch_of[gi] = launch, held += nodes;
+      }
+    }
+    const std::size_t launches = groups_.empty() ? 0 : launch_of.back() + 1;
+    std::vector<std::size_t> first_node(launches + 1, 0);  // by launch: its first device node
+    impl_->handovers.assign(launches, 0);
+    // By launch and peer: its share of the moe ops and the spread matmuls.
+    std::vector<std::vector<rt::Graph>> peer_launches(launches, std::vector<rt::Graph>(peers_.size()));
+    auto copy = [](TileProgram& p, std::uint64_t from, std::uint64_t to, std::uint32_t bytes) {
+      TileProgram::Dma d;
+      d.src = from, d.dst = to, d.len0 = bytes;
+      p.dma(d);
+    };
+    // Semaphore kChipSem of every tile of chip c, from chip `from`: one
+    // descriptor where their registers lie evenly apart.
+    auto signal_all = [&](TileProgram& p, unsigned from, unsigned c) {
+      const std::uint64_t s0 = chip_dev(c).semaphore(0, kChipSem);
+      const std::uint64_t step = tgt.tiles > 1 ? chip_dev(c).semaphore(1, kChipSem) - s0 : 0;
+      bool even = step > 0 && step <= 0xffffffffu;
+      for (unsigned u = 2; u < tgt.tiles && even; ++u) even = chip_dev(c).semaphore(u, kChipSem) == s0 + u * step;
+      TileProgram::Dma d;
+      d.src = impl_->ones[from].address, d.dst = s0, d.len0 = 4;
+      if (even) {
+        d.count1 = tgt.tiles, d.sstride1 = 4, d.dstride1 = static_cast<std::uint32_t>(step);
+        p.dma(d);
+      } else {
+        for (unsigned u = 0; u < tgt.tiles; ++u) d.dst = chip_dev(c).semaphore(u, kChipSem), p.dma(d);
+      }
+    };
+    auto signaller = [&](unsigned c) { return (c - 1) % tgt.tiles; };
     bool handed_over = false;                           // a moe op before this one ran on the peers too
     for (std::size_t gi = 0; gi < groups_.size(); ++gi) {
       const Group& grp = groups_[gi];
+      const std::size_t launch = launch_of[gi];
+      if (gi && launch != launch_of[gi - 1]) handed_over = false, first_node[launch] = dgraph_.nodes().size();
+      std::vector<rt::Graph>& peer_graphs = peer_launches[launch];
       const SpmPlan spm = plan_spm(g_, grp, tilings_[gi], tgt.spm_base);
       Emitter e(g_, grp, gi, tilings_[gi], spm, addr, impl_->panels);
       if (impl_->attention.count(grp.ops[0]))
@@ -1003,6 +1074,67 @@ Executable::Executable(rt::Device& dev, const rt::Kernel& program, Graph g, cons
       std::string name = anchor.name;
       if (grp.prologue >= 0) name = g_.ops()[static_cast<std::size_t>(grp.prologue)].name + ">" + name;
       for (std::size_t j = 1; j < grp.ops.size(); ++j) name += "+" + g_.ops()[static_cast<std::size_t>(grp.ops[j])].name;
+      if (const auto spread = impl_->split.find(gi); spread != impl_->split.end()) {
+        // A matmul over the chips: chip c's tiles compute its columns
+        // (tile_chips) from its own panels of B, reading A (and any side
+        // operand) where it lies on the device and writing their columns
+        // of the output there. The device hands the op over as for a moe
+        // op: a tile of its per peer signals each of the peer's tiles
+        // (after, at the first hand-over, each of them has signalled that
+        // it runs), every one of which waits for that whether it has a
+        // part or not; each peer tile with a part drains its stores, then
+        // signals the device's tile 0, whose node ".gather" waits for them
+        // all before the next node reads the output.
+        const std::vector<Tiling>& by_chip = spread->second;
+        auto remote = [&](int t) { return dev_.global(rt::Buffer{addr(t), 0, dev_.chip()}); };
+        std::map<unsigned, TileProgram> first;  // by device tile: the hand-over, before its part
+        for (unsigned c = 1; c < chips; ++c) {
+          TileProgram& p = first[signaller(c)];
+          if (!handed_over)
+            for (unsigned i = 0; i < tgt.tiles; ++i) p.wait(kChipSem);
+          signal_all(p, 0, c);
+        }
+        std::vector<std::pair<unsigned, TileProgram>> mine;
+        for (const Part& p : by_chip[0].parts) {
+          const auto f = first.find(p.tile);
+          TileProgram before;
+          if (f != first.end()) before = std::move(f->second), first.erase(f);
+          mine.emplace_back(p.tile, e.part(p, std::move(before)));
+        }
+        for (auto& [t, p] : first) mine.emplace_back(t, std::move(p));
+        dgraph_.node(name, std::move(mine));
+        impl_->node_group.push_back(gi);
+        const std::uint64_t back = dev_.semaphore(0, kChipSem);
+        std::size_t peer_parts = 0;
+        for (unsigned c = 1; c < chips; ++c) {
+          const Tiling& tc = by_chip[c];
+          const SpmPlan spm_c = plan_spm(g_, grp, tc, tgt.spm_base);
+          Emitter ec(g_, grp, gi, tc, spm_c, remote, impl_->panels);
+          const std::uint64_t ready = dev_.semaphore(signaller(c), kChipSem);
+          std::vector<std::pair<unsigned, TileProgram>> share;
+          for (unsigned t = 0; t < tgt.tiles; ++t) {
+            TileProgram p;
+            if (!handed_over) copy(p, impl_->ones[c].address, ready, 4);
+            p.wait(kChipSem);
+            for (const Part& part : tc.parts)
+              if (part.tile == t) {
+                p = ec.part(part, std::move(p));
+                p.drain();
+                copy(p, impl_->ones[c].address, back, 4);
+                ++peer_parts;
+              }
+            share.emplace_back(t, std::move(p));
+          }
+          peer_graphs[c - 1].node(name, std::move(share));
+        }
+        TileProgram gather;
+        for (std::size_t i = 0; i < peer_parts; ++i) gather.wait(kChipSem);
+        dgraph_.node(name + ".gather", {{0u, std::move(gather)}});
+        impl_->node_group.push_back(gi);
+        handed_over = true;
+        ++impl_->handovers[launch];
+        continue;
+      }
       if (anchor.kind == OpKind::moe) {
         // The experts on every tile (the program kernel's moe_experts()),
         // then the combine. With peers, every chip's tiles take their
@@ -1028,28 +1160,6 @@ Executable::Executable(rt::Device& dev, const rt::Kernel& program, Graph g, cons
                                             c * Q + m.split.words[t].first, m.split.words[t].second,
                                             anchor.k | (block_scaled(anchor) ? static_cast<std::uint32_t>(fmt_of(W1.dtype)) << 16 : 0)};
         };
-        auto copy = [](TileProgram& p, std::uint64_t from, std::uint64_t to, std::uint32_t bytes) {
-          TileProgram::Dma d;
-          d.src = from, d.dst = to, d.len0 = bytes;
-          p.dma(d);
-        };
-        // Semaphore kChipSem of every tile of chip c, from chip `from`: one
-        // descriptor where their registers lie evenly apart.
-        auto signal_all = [&](TileProgram& p, unsigned from, unsigned c) {
-          const std::uint64_t s0 = chip_dev(c).semaphore(0, kChipSem);
-          const std::uint64_t step = tgt.tiles > 1 ? chip_dev(c).semaphore(1, kChipSem) - s0 : 0;
-          bool even = step > 0 && step <= 0xffffffffu;
-          for (unsigned u = 2; u < tgt.tiles && even; ++u) even = chip_dev(c).semaphore(u, kChipSem) == s0 + u * step;
-          TileProgram::Dma d;
-          d.src = impl_->ones[from].address, d.dst = s0, d.len0 = 4;
-          if (even) {
-            d.count1 = tgt.tiles, d.sstride1 = 4, d.dstride1 = static_cast<std::uint32_t>(step);
-            p.dma(d);
-          } else {
-            for (unsigned u = 0; u < tgt.tiles; ++u) d.dst = chip_dev(c).semaphore(u, kChipSem), p.dma(d);
-          }
-        };
-        auto signaller = [&](unsigned c) { return (c - 1) % tgt.tiles; };
         std::vector<std::pair<unsigned, TileProgram>> experts;
         for (unsigned t = 0; t < tgt.tiles; ++t) {
           TileProgram p;
@@ -1095,6 +1205,7 @@ Executable::Executable(rt::Device& dev, const rt::Kernel& program, Graph g, cons
             peer_graphs[c - 1].node(name + ".sum", std::move(sum));
           }
           handed_over = true;
+          ++impl_->handovers[launch];
         }
         e.planes_ = &m.planes;
         name += ".combine";
@@ -1104,22 +1215,16 @@ Executable::Executable(rt::Device& dev, const rt::Kernel& program, Graph g, cons
       dgraph_.node(name, std::move(per_tile));
       impl_->node_group.push_back(gi);
     }
-    // A device graph holds at most TKP_MARKS_MAX - 1 nodes: a longer one
-    // runs as several, launched one after another.
-    // With peers, one launch each: a launch between two of a moe op's
-    // nodes would clear the semaphore the peers signal.
-    constexpr std::size_t kNodesPerLaunch = TKP_MARKS_MAX - 1;
-    if (chips > 1 && dgraph_.nodes().size() > kNodesPerLaunch)
-      throw std::invalid_argument(fmt::format("compiler: on {} chips a graph runs as one launch, at most {} device nodes, not {}", chips,
-                                              kNodesPerLaunch, dgraph_.nodes().size()));
-    for (std::size_t k = 0; k < dgraph_.nodes().size(); k += kNodesPerLaunch) {
+    first_node[launches] = dgraph_.nodes().size();
+    for (std::size_t k = 0; k < launches; ++k) {
       rt::Graph part;
-      for (std::size_t j = k; j < std::min(dgraph_.nodes().size(), k + kNodesPerLaunch); ++j)
-        part.node(dgraph_.nodes()[j].name, dgraph_.nodes()[j].per_tile);
+      for (std::size_t j = first_node[k]; j < first_node[k + 1]; ++j) part.node(dgraph_.nodes()[j].name, dgraph_.nodes()[j].per_tile);
       impl_->execs.push_back(dev_.instantiate(part));
+      impl_->peer_execs.emplace_back();
+      for (std::size_t p = 0; p < peers_.size(); ++p)
+        if (!peer_launches[k][p].nodes().empty())
+          impl_->peer_execs.back().push_back({p, peers_[p].dev->instantiate(peer_launches[k][p])});
     }
-    for (std::size_t k = 0; k < peers_.size() && !peer_graphs[k].nodes().empty(); ++k)
-      impl_->peer_execs.push_back(peers_[k].dev->instantiate(peer_graphs[k]));
   } catch (...) {
     impl_->free_all(dev_, peers_);
     throw;
@@ -1144,48 +1249,48 @@ std::map<std::string, std::vector<float>> Executable::run(const std::map<std::st
       }
     dev_.write(impl_->inputs, staged.data(), staged.size());
   }
-  const std::size_t P = impl_->peer_execs.size();  // the peers with work
   std::vector<nlohmann::ordered_json> before{dev_.stats()};
-  for (std::size_t k = 0; k < P; ++k) before.push_back(peers_[k].dev->stats());
+  for (const Options::Peer& p : peers_) before.push_back(p.dev->stats());
   const double t0 = dev_.simulated_seconds();
-  // All queued (stream 0 runs them in order), the device's first (see the
-  // hand-over in the constructor), then each waited for. A graph of
-  // several launches without peers runs them one after the other, each
-  // one's node marks read before the next is queued (a launch's marks are
-  // where the next one writes its own): a host round trip per
-  // kNodesPerLaunch nodes.
+  // Each launch queued on the device, then its share on each peer with
+  // work in it (see the hand-over in the constructor), all waited for. A
+  // graph of several launches runs them one after the other, each one's
+  // node marks read before the next is queued (a launch's marks are where
+  // the next one writes its own): a host round trip per launch.
+  const std::size_t L = impl_->execs.size();
+  const bool one_by_one = L > 1;
+  impl_->exec_seconds.assign(L, {});
   std::vector<rt::Event> launched;
-  const bool one_by_one = impl_->execs.size() > 1 && P == 0;
-  impl_->exec_seconds.assign(impl_->execs.size(), {});
-  for (std::size_t k = 0; k < impl_->execs.size(); ++k) {
+  for (std::size_t k = 0; k < L; ++k) {
     launched.push_back(dev_.launch_graph(program_, impl_->execs[k], impl_->watchdog_us));
-    if (one_by_one) dev_.wait(launched.back()), impl_->exec_seconds[k] = dev_.node_seconds(impl_->execs[k]);
-  }
-  std::vector<rt::Event> peer_launched;
-  for (std::size_t k = 0; k < P; ++k)
-    peer_launched.push_back(peers_[k].dev->launch_graph(peers_[k].program, impl_->peer_execs[k], impl_->watchdog_us));
-  try {
-    if (!one_by_one)
-      for (const rt::Event& e : launched) dev_.wait(e);
-  } catch (const rt::DeviceError&) {
-    // The peers' tiles wait for the device's: every hand-over given to
-    // them at once, and they are waited for (whatever they then make of
-    // the rows), so that no launch of theirs outlives the run.
-    for (std::size_t k = 0; k < P; ++k)
-      for (unsigned t = 0; t < impl_->tiles; ++t)
-        peers_[k].dev->write32(peers_[k].dev->semaphore(t, kChipSem), static_cast<std::uint32_t>(impl_->moe.size()));
-    for (std::size_t k = 0; k < P; ++k) {
-      try {
-        peers_[k].dev->wait(peer_launched[k]);
-      } catch (const rt::DeviceError&) {
+    std::vector<rt::Event> peer_launched;
+    for (const Impl::PeerExec& x : impl_->peer_execs[k])
+      peer_launched.push_back(peers_[x.peer].dev->launch_graph(peers_[x.peer].program, x.exec, impl_->watchdog_us));
+    if (!one_by_one && k + 1 < L) continue;
+    try {
+      for (std::size_t j = one_by_one ? k : 0; j <= k; ++j) dev_.wait(launched[j]);
+    } catch (const rt::DeviceError&) {
+      // The peers' tiles wait for the device's: every hand-over of the
+      // launch given to them at once, and they are waited for (whatever
+      // they then make of the rows), so that no launch of theirs outlives
+      // the run.
+      for (const Impl::PeerExec& x : impl_->peer_execs[k])
+        for (unsigned t = 0; t < impl_->tiles; ++t)
+          peers_[x.peer].dev->write32(peers_[x.peer].dev->semaphore(t, kChipSem), impl_->handovers[k]);
+      for (std::size_t j = 0; j < peer_launched.size(); ++j) {
+        try {
+          peers_[impl_->peer_execs[k][j].peer].dev->wait(peer_launched[j]);
+        } catch (const rt::DeviceError&) {
+        }
       }
+      throw;
     }
-    throw;
+    for (std::size_t j = 0; j < peer_launched.size(); ++j) peers_[impl_->peer_execs[k][j].peer].dev->wait(peer_launched[j]);
+    if (one_by_one) impl_->exec_seconds[k] = dev_.node_seconds(impl_->execs[k]);
   }
-  for (std::size_t k = 0; k < P; ++k) peers_[k].dev->wait(peer_launched[k]);
   last_seconds_ = dev_.simulated_seconds() - t0;
   last_bound_ = dev_.roofline(before[0], dev_.stats());
-  for (std::size_t k = 0; k < P; ++k) {
+  for (std::size_t k = 0; k < peers_.size(); ++k) {
     roofline::Report r = peers_[k].dev->roofline(before[k + 1], peers_[k].dev->stats());
     if (r.seconds() > last_bound_.seconds()) last_bound_ = std::move(r);
   }
@@ -1214,7 +1319,7 @@ std::vector<double> Executable::node_seconds() const {
   std::vector<double> s(groups_.size(), 0.0);
   std::size_t node = 0;
   for (std::size_t k = 0; k < impl_->execs.size(); ++k) {
-    // The last launch's marks are on the device; earlier ones' were read as they ran (none with peers: zeros).
+    // The last launch's marks are on the device; earlier ones' were read as they ran .
     const bool last = k + 1 == impl_->execs.size();
     const std::vector<double> t = last ? dev_.node_seconds(impl_->execs[k]) : impl_->exec_seconds.at(k);
     for (std::size_t n = 0; n < impl_->execs[k].names.size(); ++n, ++node)

@@ -5,7 +5,8 @@
 // under the current block's arithmetic), instantiated once. run() writes
 // the inputs, launches the graph (one command: no host round trip per op),
 // waits and reads the outputs. A graph of more nodes than a device graph
-// holds (TKP_MARKS_MAX - 1) runs as several, queued together.
+// holds (TKP_MARKS_MAX - 1) runs as several of whole groups, one after
+// another (each waited for, its node marks read before the next).
 //
 // Emission per group and tile, on its part's blocks:
 //   matmul   A's rows (cast to the format on the fly) once per row block;
@@ -83,6 +84,15 @@ struct Options {
     std::shared_ptr<WeightStore> weights;  // its weights (none: a store of this executable's own)
   };
   std::vector<Peer> peers;
+  // With peers, each matmul on a weight also spreads over the chips, by
+  // columns (tensor parallel: passes.hpp tile_chips): each chip holds its
+  // columns of B and its tiles compute them, reading A where it lies on
+  // the device and writing their columns of the output there; the device
+  // hands each such op over as it does a moe op's, and waits for every
+  // peer's tiles before the next node. What a model whose weights outgrow
+  // one chip (a full-size LLM) runs on; the rest of the graph stays on the
+  // device.
+  bool split_matmuls = false;
 };
 
 // The tiler's view of a device, from its roofline limits.
@@ -101,7 +111,8 @@ class Executable {
   // Runs the graph: `inputs` by name, FP32; returns the outputs by name
   // (as reference() gives them). A failing op throws rt::DeviceError naming
   // its node (the group's first op) and tile; the device serves on. With
-  // peers, each chip's graph is launched (the device's first) and waited for.
+  // peers, each chip's graph is launched (the device's first) and waited
+  // for, launch by launch where the graph runs as several.
   std::map<std::string, std::vector<float>> run(const std::map<std::string, std::vector<float>>& inputs);
 
   const Graph& graph() const { return g_; }
@@ -110,8 +121,9 @@ class Executable {
   const HbmPlan& hbm() const { return hbm_; }
   const rt::Graph& device_graph() const { return dgraph_; }
   // Each group's time in the last run, simulated seconds (a moe group runs
-  // as two device nodes, its experts and its combine: their sum; a graph of
-  // several launches with peers: its earlier launches' nodes 0).
+  // as two device nodes, its experts and its combine, three with peers,
+  // and a matmul spread over the chips as two, its share and the wait for
+  // the peers: their sum).
   std::vector<double> node_seconds() const;
   // The last run's launch: its simulated seconds, and its roofline (the
   // bound each resource sets on the work it did, and the binding one; with

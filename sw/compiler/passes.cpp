@@ -237,7 +237,7 @@ std::vector<std::pair<unsigned, unsigned>> split(unsigned n, unsigned parts, uns
 
 }  // namespace
 
-Tiling tile(const Graph& g, const Group& grp, const Target& tgt) {
+Tiling tile(const Graph& g, const Group& grp, const Target& tgt, Columns window) {
   const Op& anchor = g.ops()[static_cast<std::size_t>(grp.ops[0])];
   if (anchor.kind == OpKind::move) {
     // Parts are ranges of the moves, of about equal bytes, on as many tiles.
@@ -282,7 +282,9 @@ Tiling tile(const Graph& g, const Group& grp, const Target& tgt) {
   // The rows x cols the parts cover: the anchor's output (an argmax's input).
   const Tensor& view =
       g.tensor(tiles_input(anchor.kind) ? anchor.in[0] : anchor.out);
-  const unsigned rows = static_cast<unsigned>(view.rows()), cols = view.cols();
+  const unsigned rows = static_cast<unsigned>(view.rows());
+  if (window.c1 > view.cols() || window.c0 > window.c1) throw std::logic_error("compiler: a tiling's columns lie past its output's");
+  const unsigned col0 = window.c1 ? window.c0 : 0, cols = window.c1 ? window.c1 - window.c0 : view.cols();
   bool full_rows = tiles_input(anchor.kind);
   for (int o : grp.ops) full_rows |= is_rowwise(g.ops()[static_cast<std::size_t>(o)].kind) || g.ops()[static_cast<std::size_t>(o)].kind == OpKind::route;
   const std::vector<int> sides = side_operands(g, grp);
@@ -326,7 +328,7 @@ Tiling tile(const Graph& g, const Group& grp, const Target& tgt) {
         best = Tiling{};
         unsigned tile = 0;
         for (const auto& [r0, r1] : rr)
-          for (const auto& [c0, c1] : cc) best.parts.push_back({tile++, r0, r1, c0, c1});
+          for (const auto& [c0, c1] : cc) best.parts.push_back({tile++, r0, r1, col0 + c0, col0 + c1});
       }
     }
   // Blocks: as large as the scratchpad takes, multi-buffered.
@@ -353,6 +355,20 @@ Tiling tile(const Graph& g, const Group& grp, const Target& tgt) {
                                               name(anchor.kind), anchor.name, cols, room / 1024));
   }
   return best;
+}
+
+std::vector<Tiling> tile_chips(const Graph& g, const Group& grp, const Target& tgt, unsigned chips) {
+  const Op& anchor = g.ops()[static_cast<std::size_t>(grp.ops[0])];
+  if (chips < 2 || anchor.kind != OpKind::matmul || g.tensor(anchor.in[1]).role != Role::weight) return {};
+  for (int o : grp.ops) {
+    const OpKind k = g.ops()[static_cast<std::size_t>(o)].kind;
+    if (is_rowwise(k) || k == OpKind::route) return {};  // its rows whole on one tile
+  }
+  const unsigned align = block_scaled(anchor) ? kScaleBlock : 16, cols = g.tensor(anchor.out).cols();
+  if (cols / align < chips) return {};  // not a unit of columns for every chip
+  std::vector<Tiling> by_chip;
+  for (const auto& [c0, c1] : split(cols, chips, align)) by_chip.push_back(tile(g, grp, tgt, {c0, c1}));
+  return by_chip;
 }
 
 const HbmSlot* HbmPlan::find(int tensor) const {

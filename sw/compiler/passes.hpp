@@ -58,7 +58,21 @@ struct Target {
   double cut_read_bytes_per_s = 256e9;                  // the NoC from the stacks to the tiles
   double cut_write_bytes_per_s = 256e9;                 // and back
 };
-Tiling tile(const Graph& g, const Group& grp, const Target& t);
+// With a window, only the output's columns [c0, c1) (a matmul's share on
+// one chip of several: tile_chips), c0 a multiple of the columns' alignment.
+struct Columns {
+  unsigned c0 = 0, c1 = 0;  // c1 0: all of them
+};
+Tiling tile(const Graph& g, const Group& grp, const Target& t, Columns window = {});
+// A matmul on a weight spread over `chips` chips (tensor parallel by
+// columns): its output's columns in `chips` ranges as even as their
+// alignment allows (16, or whole 128-column blocks where block-scaled),
+// each tiled over a chip's tiles as tile() does; chip c's parts have
+// columns of range c only, so each chip holds only its columns of B. Empty
+// where the group does not split: no matmul on a weight, an op that needs
+// its rows whole (a router's top k, a row op after it), or fewer units of
+// columns than chips.
+std::vector<Tiling> tile_chips(const Graph& g, const Group& grp, const Target& t, unsigned chips);
 
 // A buffer of the scratchpad plan.
 struct SpmBuffer {

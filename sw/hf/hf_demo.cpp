@@ -13,7 +13,11 @@
 // reference (bound 5e-2, as the main job's). --batch B prefills B
 // sequences (seeded prompts) together and decodes them a row each per step
 // over paged KV caches. --timing-only runs the config's shapes without
-// weights on a timing-only device (README.md, timing only). Exit codes: 0, 1 (--check failed), 2 (a bad option, config
+// weights on a timing-only device (README.md, timing only). --chips N runs
+// on a system of N T1s (4: a ring, 8 to 64: a torus): every matmul on a
+// weight spreads its columns over the chips and each chip holds its
+// columns (tensor parallel, compiler::Options::split_matmuls), a MoE
+// layer's experts likewise; the rest of the step runs on chip 0. Exit codes: 0, 1 (--check failed), 2 (a bad option, config
 // or weights file, in one line), 3 (a device error).
 #include "hf_demo.hpp"
 
@@ -46,7 +50,7 @@ int fail(const std::string& why) {
 
 int demo_main(int argc, char** argv) {
   std::string config, weights;
-  unsigned layers = 0, prompt = 16, seed = 1, decode = 0, batch = 1;
+  unsigned layers = 0, prompt = 16, seed = 1, decode = 0, batch = 1, chips = 1;
   bool check = false, timing = false;
   rt::Device::Options opt;
   for (int i = 1; i < argc; ++i) {
@@ -66,11 +70,12 @@ int demo_main(int argc, char** argv) {
     else if (a == "--decode" && more) { if (!number(decode) || decode > 1024) return fail("--decode takes 0 to 1024 tokens"); }
     else if (a == "--seed" && more) { if (!number(seed)) return fail("--seed takes a number"); }
     else if (a == "--batch" && more) { if (!number(batch) || !batch || batch > 64) return fail("--batch takes 1 to 64 sequences"); }
+    else if (a == "--chips" && more) { if (!number(chips) || !chips) return fail("--chips takes 1, 4, 8, 16, 32 or 64"); }
     else if (a == "--set" && more) opt.sets.push_back(argv[++i]);
     else if (a == "--check") check = true;
     else if (a == "--timing-only") timing = true;
     else return fail(fmt::format("'{}' is not an option of demo --hf-config (--weights, --layers, --prompt, --decode, --seed, --batch, "
-                                 "--check, --timing-only, --set)", a));
+                                 "--chips, --check, --timing-only, --set)", a));
   }
   if (batch > 1 && !decode) return fail("--batch decodes its sequences together: give --decode N");
   if (timing && check) return fail("--timing-only computes no logits: --check has nothing to compare");
@@ -86,6 +91,7 @@ int demo_main(int argc, char** argv) {
   try {
     // The fast models unless the user chooses (PlatformSpec::fast_models).
     opt.sets = PlatformSpec::fast_models(rt::Device::default_platform(), opt.sets);
+    if (chips > 1) opt.platform = rt::Device::system_platform(chips);
     c = LlamaConfig::load(config);
     if (!weights.empty()) st = std::make_unique<SafeTensors>(SafeTensors::open(weights)), w = weights_from(*st), fp8 = fp8_blocks_from(*st);
     std::mt19937 rng(seed);
@@ -124,15 +130,35 @@ int demo_main(int argc, char** argv) {
   }
   const unsigned run_layers = layers ? std::min(layers, c.layers) : c.layers;
   try {
-    rt::Device dev(opt);
-    const rt::Kernel program = dev.load_kernel(data_file(DataKind::kernels, "program.elf"), (1u << dev.tiles()) - 1);
-    compiler::Executable ex(dev, program, std::move(g));
-    std::unique_ptr<compiler::Executable> last_chunk;
-    if (rest) {
-      compiler::Options shared;
-      shared.state = ex.state(), shared.weights = ex.weights();  // the prefill's caches and weights
-      last_chunk = std::make_unique<compiler::Executable>(dev, program, std::move(tail), shared);
+    // One chip, or a system's: chip 0 runs the step, the others (peers)
+    // take their columns of every matmul and their slices of the experts.
+    std::unique_ptr<rt::Device> single;
+    std::unique_ptr<rt::Cluster> cluster;
+    std::vector<rt::Device*> devices;
+    if (chips > 1) {
+      cluster = std::make_unique<rt::Cluster>(opt);
+      for (unsigned k = 0; k < cluster->chips(); ++k) devices.push_back(&cluster->chip(k));
+    } else {
+      single = std::make_unique<rt::Device>(opt);
+      devices.push_back(single.get());
     }
+    rt::Device& dev = *devices[0];
+    auto load_program = [](rt::Device& d) { return d.load_kernel(data_file(DataKind::kernels, "program.elf"), (1u << d.tiles()) - 1); };
+    const rt::Kernel program = load_program(dev);
+    compiler::Options system;  // the peers, each with its weights (shared by every step's graph)
+    system.split_matmuls = true;
+    for (std::size_t k = 1; k < devices.size(); ++k)
+      system.peers.push_back({devices[k], load_program(*devices[k]), std::make_shared<compiler::WeightStore>(*devices[k])});
+    auto energy = [&] {
+      double j = 0;
+      for (rt::Device* d : devices) j += d->energy().joules;
+      return j;
+    };
+    compiler::Executable ex(dev, program, std::move(g), system);
+    compiler::Options shared = system;
+    shared.state = ex.state(), shared.weights = ex.weights();  // the prefill's caches and weights
+    std::unique_ptr<compiler::Executable> last_chunk;
+    if (rest) last_chunk = std::make_unique<compiler::Executable>(dev, program, std::move(tail), shared);
     // Each sequence's prompt in steps of `chunk` tokens (one step unless it is longer).
     std::vector<std::vector<float>> logits(batch);  // by sequence
     // The chip's routes by sequence and layer (a MoE model's), the prompt's and then each decoded token's.
@@ -144,7 +170,7 @@ int demo_main(int argc, char** argv) {
     roofline::Report r;
     // The energy and the simulator's own time of each phase.
     using Clock = std::chrono::steady_clock;
-    const double j0 = dev.energy().joules;
+    const double j0 = energy();
     const Clock::time_point w0 = Clock::now();
     for (unsigned at = 0; at < prompt; at += chunk) {
       const unsigned n = std::min(chunk, prompt - at);
@@ -170,7 +196,7 @@ int demo_main(int argc, char** argv) {
       if (at == 0) r = x.last_bound();
     }
     const unsigned prompt_tokens = prompt * batch;
-    const double prefill_j = dev.energy().joules - j0, prefill_wall = std::chrono::duration<double>(Clock::now() - w0).count();
+    const double prefill_j = energy() - j0, prefill_wall = std::chrono::duration<double>(Clock::now() - w0).count();
     double decode_j = 0, decode_wall = 0, decode_s = 0;
     auto greedy = [&](const float* row) {
       return static_cast<std::uint32_t>(std::max_element(row, row + c.vocab) - row);
@@ -189,6 +215,11 @@ int demo_main(int argc, char** argv) {
                                                      c.shared_intermediate ? fmt::format(", a shared expert of {}", c.shared_intermediate)
                                                                            : std::string())
                                        : std::string());
+    if (chips > 1)
+      std::cout << fmt::format("{} chips ({}): every matmul on a weight split by columns over the chips' tiles, each chip holding its "
+                               "columns (tensor parallel; the peers read the activations on chip 0 and write their columns there){}; "
+                               "the rest on chip 0\n", chips, opt.platform.substr(opt.platform.rfind('/') + 1),
+                               c.experts ? ", the experts' slices likewise" : "");
     std::cout << fmt::format("prefill of {} tokens{}{}: {} nodes, {:.2f} us simulated ({:.2f} us/token); next token {}{}\n", prompt,
                              batch > 1 ? fmt::format(" for each of {} sequences", batch) : std::string(),
                              prompt > chunk ? fmt::format(" in steps of {}{}", chunk, batch > 1 ? " each" : "") : std::string(), ex.groups().size(),
@@ -212,12 +243,10 @@ int demo_main(int argc, char** argv) {
       std::cout << "slowest nodes: " << slow << "\n";
     }
     if (decode) {
-      compiler::Options shared;
-      shared.state = ex.state(), shared.weights = ex.weights();  // the prefill's caches and weights
       compiler::Executable dx(dev, program, std::move(step), shared);
       double took = 0, bound = 0;
       std::map<std::string, double> binding;  // the seconds each resource bound
-      const double dj0 = dev.energy().joules;
+      const double dj0 = energy();
       const Clock::time_point dw0 = Clock::now();
       for (unsigned i = 0; i < decode; ++i) {
         std::vector<std::uint32_t> last(batch);
@@ -237,16 +266,18 @@ int demo_main(int argc, char** argv) {
           if (i + 1 < decode) sequences[sq].push_back(greedy(lo.data() + std::size_t{sq} * c.vocab));
         }
       }
-      decode_s = took, decode_j = dev.energy().joules - dj0, decode_wall = std::chrono::duration<double>(Clock::now() - dw0).count();
+      decode_s = took, decode_j = energy() - dj0, decode_wall = std::chrono::duration<double>(Clock::now() - dw0).count();
       std::string decoded;
       for (std::size_t k = prompt; k < sequences[0].size(); ++k) decoded += fmt::format("{}{}", k > prompt ? " " : "", sequences[0][k]);
       if (batch == 1)
-        std::cout << fmt::format("decode of {} tokens: {} nodes a step, {:.2f} us/token ({:.0f} tokens/s); decoded: {}\n", decode,
-                                 dx.groups().size(), took * 1e6 / decode, decode / took, decoded);
+        std::cout << fmt::format("decode of {} tokens: {} nodes a step, {:.2f} us/token ({:.0f} tokens/s{}); decoded: {}\n", decode,
+                                 dx.groups().size(), took * 1e6 / decode, decode / took,
+                                 chips > 1 ? fmt::format(", {:.1f} per chip", decode / took / chips) : "", decoded);
       else
-        std::cout << fmt::format("decode of {} tokens for each of {} sequences: {} nodes a step, {:.2f} us a step ({:.0f} tokens/s); "
+        std::cout << fmt::format("decode of {} tokens for each of {} sequences: {} nodes a step, {:.2f} us a step ({:.0f} tokens/s{}); "
                                  "sequence 0 decoded: {}\n", decode, batch, dx.groups().size(), took * 1e6 / decode,
-                                 double(decode) * batch / took, decoded);
+                                 double(decode) * batch / took,
+                                 chips > 1 ? fmt::format(", {:.1f} per chip", double(decode) * batch / took / chips) : "", decoded);
       const auto most = std::max_element(binding.begin(), binding.end(), [](const auto& a, const auto& b) { return a.second < b.second; });
       std::cout << fmt::format("decode roofline: bound {:.2f} us/{} ({} binding): {:.1f}% of it\n", bound * 1e6 / decode,
                                batch > 1 ? "step" : "token", most->first, 100 * bound / took);
@@ -259,9 +290,13 @@ int demo_main(int argc, char** argv) {
                              decode ? fmt::format(", decode {:.2f} uJ/token", decode_j * 1e6 / (decode * batch)) : "",
                              prefill_wall, prefill_wall / prompt_tokens,
                              decode ? fmt::format(", decode {:.3f} s/{}", decode_wall / decode, batch > 1 ? "step" : "token") : "");
-    if (timing)
+    if (timing) {
+      std::uint64_t held = ex.weights()->bytes();
+      for (const compiler::Options::Peer& p : system.peers) held += p.weights->bytes();
       std::cout << fmt::format("timing only: the tensor cores computed no products (seeded results); {:.2f} GB of weights placed in "
-                               "HBM and never written\n", static_cast<double>(ex.weights()->bytes()) / 1e9);
+                               "HBM{} and never written\n", static_cast<double>(held) / 1e9,
+                               chips > 1 ? fmt::format(" over {} chips ({:.2f} GB on chip 0)", chips, ex.weights()->bytes() / 1e9) : "");
+    }
     if (check) {
       // A MoE model's reference follows the chip's routes (and counts where
       // its own FP32 top k differs); each sequence of a batch on its own.

@@ -30,7 +30,7 @@ using namespace tessera;
 
 namespace {
 int usage(const char* why) {
-  std::fprintf(stderr, "tessera demo: %s\nusage: tessera-vp demo [--tiny] [--fp8] [--launches] [--device-dispatch] [--compiled | --hand-written] [--batch B] [--serve RATE [--requests N] | --serve-from TRACE.csv] [--chips 1|4|8|16|32|64] [--prompt N (1-256)] [--decode N] [--seed S] [--speculate K [--acceptance A] [--draft first-layer|small]] [--trace FILE.json] [--waves FILE.vcd] [--stats FILE.json] [--set inst.key=value ...] [--placement R,R,... (under mpirun)]\n       tessera-vp demo --hf-config FILE.json [--weights FILE|DIR] [--layers N] [--prompt N] [--decode N] [--seed S] [--check]\n", why);
+  std::fprintf(stderr, "tessera demo: %s\nusage: tessera-vp demo [--tiny] [--fp8] [--launches] [--device-dispatch] [--compiled | --hand-written] [--batch B] [--serve RATE [--requests N] | --serve-from TRACE.csv] [--chips 1|4|8|16|32|64] [--prompt N (1-256)] [--decode N] [--seed S] [--speculate K [--acceptance A] [--draft first-layer|small]] [--trace FILE.json] [--waves FILE.vcd] [--stats FILE.json] [--set inst.key=value ...] [--placement R,R,... (under mpirun)]\n       tessera-vp demo --hf-config FILE.json [--weights FILE|DIR] [--layers N] [--prompt N] [--decode N] [--seed S] [--batch B] [--chips 1|4|8|16|32|64] [--check] [--timing-only] [--set inst.key=value ...]\n", why);
   return 2;
 }
 bool number(const char* s, unsigned& out) {
@@ -149,10 +149,7 @@ int tessera::model::demo_main(int argc, char** argv) {
   // dispatch the experts); --launches, FP8 and several chips run a launch
   // per phase.
   if (!launches && !c.fp8 && chips == 1 && !compiled) c.graph = c.device_dispatch = true;
-  if (chips > 1) {
-    const std::string dir = rt::Device::default_platform().substr(0, rt::Device::default_platform().rfind('/'));
-    opt.platform = dir + (chips == 4 ? std::string("/t1x4-ring.json") : fmt::format("/t1x{}-torus.json", chips));
-  }
+  if (chips > 1) opt.platform = rt::Device::system_platform(chips);
   if (prompt + decode > c.context) return usage("prompt + decode must fit the context");
   const auto wall0 = std::chrono::steady_clock::now();
   try {

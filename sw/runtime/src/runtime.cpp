@@ -421,6 +421,13 @@ struct Device::Impl {
 
 std::string Device::default_platform() { return Session::default_platform(); }
 
+std::string Device::system_platform(unsigned chips) {
+  if (chips == 1) return default_platform();
+  if (chips == 4) return data_file(DataKind::platforms, "t1x4-ring.json");
+  if (chips == 8 || chips == 16 || chips == 32 || chips == 64) return data_file(DataKind::platforms, fmt::format("t1x{}-torus.json", chips));
+  throw UsageError(fmt::format("no system of {} chips: the platforms ship 1, 4 (a ring), 8, 16, 32 and 64 (tori)", chips));
+}
+
 Device::Device() : Device(Options{}) {}
 
 namespace {

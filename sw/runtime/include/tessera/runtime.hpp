@@ -95,6 +95,10 @@ class Device {
   Device();
   // The platform file a Device opens when Options::platform is empty.
   static std::string default_platform();
+  // The shipped system of `chips` T1s: 1 the default platform, 4 a ring
+  // (t1x4-ring.json), 8 to 64 a torus (t1xN-torus.json). Throws UsageError
+  // for another count, naming those it has.
+  static std::string system_platform(unsigned chips);
   ~Device();
   Device(const Device&) = delete;
   Device& operator=(const Device&) = delete;
