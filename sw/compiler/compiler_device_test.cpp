@@ -832,6 +832,23 @@ Graph moe_layers(unsigned rows, unsigned d, unsigned hidden, unsigned experts, u
 
 }  // namespace
 
+namespace {
+// The ring of four T1s (platform/t1x4-ring.json), the program kernel on every chip.
+struct Ring {
+  rt::Cluster cluster{[] {
+    rt::Device::Options o;
+    o.platform = rt::Device::system_platform(4);
+    return o;
+  }()};
+  std::vector<rt::Kernel> programs = [this] {
+    std::vector<rt::Kernel> p;
+    for (unsigned c = 0; c < cluster.chips(); ++c)
+      p.push_back(cluster.chip(c).load_kernel(data_file(DataKind::kernels, "program.elf"), (1u << cluster.chip(c).tiles()) - 1));
+    return p;
+  }();
+};
+}  // namespace
+
 TEST(CompilerDevice, ExpertsSplitOverTheChipsOfASystemEqualTheReferenceBitForBit) {
   // A ring of four chips: the experts' slices spread over all 32 tiles,
   // the chips handing each layer over through their tiles' semaphores.
@@ -840,12 +857,9 @@ TEST(CompilerDevice, ExpertsSplitOverTheChipsOfASystemEqualTheReferenceBitForBit
   // 5 rows the experts take less time than on one chip; 130 rows (past a
   // block) stay on chip 0; a bad index fails the graph by name on chip 0
   // (the peers released) and the system serves on.
-  rt::Device::Options o;
-  o.platform = rt::Device::default_platform().substr(0, rt::Device::default_platform().rfind('/')) + "/t1x4-ring.json";
-  rt::Cluster cluster(o);
-  std::vector<rt::Kernel> programs;
-  for (unsigned c = 0; c < cluster.chips(); ++c)
-    programs.push_back(cluster.chip(c).load_kernel(data_file(DataKind::kernels, "program.elf"), (1u << cluster.chip(c).tiles()) - 1));
+  Ring ring;
+  rt::Cluster& cluster = ring.cluster;
+  const std::vector<rt::Kernel>& programs = ring.programs;
   Options system;
   for (unsigned c = 1; c < cluster.chips(); ++c)
     system.peers.push_back({&cluster.chip(c), programs[c], std::make_shared<WeightStore>(cluster.chip(c))});
@@ -915,12 +929,9 @@ TEST(CompilerDevice, MatmulsSplitOverTheChipsOfASystemEqualTheReferenceBitForBit
   // for bit and the same graph on one chip; each chip holds a quarter of
   // the matmuls' weights; a graph that also spreads a moe op over the
   // chips hands both over in turn, bit for bit run after run.
-  rt::Device::Options o;
-  o.platform = rt::Device::default_platform().substr(0, rt::Device::default_platform().rfind('/')) + "/t1x4-ring.json";
-  rt::Cluster cluster(o);
-  std::vector<rt::Kernel> programs;
-  for (unsigned c = 0; c < cluster.chips(); ++c)
-    programs.push_back(cluster.chip(c).load_kernel(data_file(DataKind::kernels, "program.elf"), (1u << cluster.chip(c).tiles()) - 1));
+  Ring ring;
+  rt::Cluster& cluster = ring.cluster;
+  const std::vector<rt::Kernel>& programs = ring.programs;
   auto system = [&] {
     Options s;
     s.split_matmuls = true;

@@ -132,16 +132,8 @@ int demo_main(int argc, char** argv) {
   try {
     // One chip, or a system's: chip 0 runs the step, the others (peers)
     // take their columns of every matmul and their slices of the experts.
-    std::unique_ptr<rt::Device> single;
-    std::unique_ptr<rt::Cluster> cluster;
-    std::vector<rt::Device*> devices;
-    if (chips > 1) {
-      cluster = std::make_unique<rt::Cluster>(opt);
-      for (unsigned k = 0; k < cluster->chips(); ++k) devices.push_back(&cluster->chip(k));
-    } else {
-      single = std::make_unique<rt::Device>(opt);
-      devices.push_back(single.get());
-    }
+    rt::Chips system_chips(opt, chips > 1);
+    const std::vector<rt::Device*>& devices = system_chips.all;
     rt::Device& dev = *devices[0];
     auto load_program = [](rt::Device& d) { return d.load_kernel(data_file(DataKind::kernels, "program.elf"), (1u << d.tiles()) - 1); };
     const rt::Kernel program = load_program(dev);

@@ -155,16 +155,9 @@ int tessera::model::demo_main(int argc, char** argv) {
   try {
     // The chips first: under mpirun, the ranks other than 0 serve theirs
     // from here on and print nothing.
-    std::unique_ptr<rt::Device> single;
-    std::unique_ptr<rt::Cluster> cluster;
-    std::vector<rt::Device*> devices;
-    if (chips > 1) {
-      cluster = std::make_unique<rt::Cluster>(opt);
-      for (unsigned k = 0; k < cluster->chips(); ++k) devices.push_back(&cluster->chip(k));
-    } else {
-      single = std::make_unique<rt::Device>(opt);
-      devices.push_back(single.get());
-    }
+    rt::Chips system_chips(opt, chips > 1);
+    const std::vector<rt::Device*>& devices = system_chips.all;
+    rt::Cluster* const cluster = system_chips.cluster.get();
     std::printf("Tessera T1: MoE decoder, %u layers, d_model %u, %u heads, %u experts (top-2, SwiGLU %u), vocabulary %u, %s\n",
                 c.layers, c.d_model, c.heads, c.experts, c.hidden, c.vocab,
                 c.fp8 ? "FP8 weights and GEMM inputs (E4M3, block scales)" : "BF16");

@@ -246,6 +246,24 @@ class Cluster {
   std::unique_ptr<Impl> impl_;
 };
 
+// The chips a program runs on, in chip order: one Device, or a Cluster's
+// chips where `system` (Options::platform then names a system file; under
+// mpirun the ranks other than 0 serve theirs from here on).
+struct Chips {
+  Chips(const Device::Options& options, bool system) {
+    if (system) {
+      cluster = std::make_unique<Cluster>(options);
+      for (unsigned k = 0; k < cluster->chips(); ++k) all.push_back(&cluster->chip(k));
+    } else {
+      single = std::make_unique<Device>(options);
+      all.push_back(single.get());
+    }
+  }
+  std::unique_ptr<Device> single;
+  std::unique_ptr<Cluster> cluster;
+  std::vector<Device*> all;
+};
+
 // Words of a 64-bit device address, for kernel arguments.
 inline std::uint32_t lo(std::uint64_t a) { return static_cast<std::uint32_t>(a); }
 inline std::uint32_t hi(std::uint64_t a) { return static_cast<std::uint32_t>(a >> 32); }
