@@ -157,7 +157,7 @@ struct Executable::Impl {
   std::map<std::size_t, std::vector<Tiling>> split;           // by group spread over the chips (Options::split_matmuls): by chip
   std::vector<rt::Buffer> arenas;                           // by stack: the groups' outputs
   std::vector<rt::GraphExec> execs;  // the graph in launches of at most kNodesPerLaunch nodes, whole groups each
-  std::vector<std::size_t> node_group;  // by device node: its group (a moe group runs as two nodes, three with peers)
+  std::vector<std::size_t> node_group;  // by device node: its group (a moe group runs as two nodes, three with peers; a spread matmul as two)
   struct PeerExec {
     std::size_t peer = 0;  // in Executable::peers_
     rt::GraphExec exec;
@@ -842,31 +842,32 @@ Executable::Executable(rt::Device& dev, const rt::Kernel& program, Graph g, cons
         const unsigned K = B.shape[0], N = B.shape[1];
         const std::string key = weight_key(B);
         const std::vector<const Tiling*> by_chip = chip_tilings(gi);
-        for (unsigned c = 0; c < by_chip.size(); ++c)
-        for (const Part& p : by_chip[c]->parts) {
-          if (impl_->panels.count({gi, p.c0})) continue;
-          const unsigned stack = chip_dev(c).stack_near(p.tile);
-          WeightStore& store = c ? *peers_[c - 1].weights : *weights_;
-          impl_->panels[{gi, p.c0}].b =
-              store.get(fmt::format("{}|{}|columns {}-{}|{}", key, name(anchor.format), p.c0, p.c1, stack), stack,
-                            std::uint64_t{K} * (p.c1 - p.c0) * bytes(anchor.format), [&] {
-                std::vector<float> panel;
-                panel.reserve(std::size_t{K} * (p.c1 - p.c0));
-                for (unsigned k = 0; k < K; ++k)
-                  panel.insert(panel.end(), B.values.begin() + std::size_t{k} * N + p.c0, B.values.begin() + std::size_t{k} * N + p.c1);
-                return encode(panel, anchor.format);
-              });
-          if (block_scaled(anchor)) {  // the scales of the panel's blocks: K / 128 rows of them
-            const Tensor& S = g_.tensor(anchor.in[2]);
-            const unsigned bc0 = p.c0 / kScaleBlock, bc1 = (p.c1 + kScaleBlock - 1) / kScaleBlock, bcols = S.shape[1];
-            impl_->panels[{gi, p.c0}].scales =
-                store.get(fmt::format("{}|blocks {}-{}|{}", weight_key(S), bc0, bc1, stack), stack,
-                              std::uint64_t{S.shape[0]} * (bc1 - bc0) * 4, [&] {
+        for (unsigned c = 0; c < by_chip.size(); ++c) {
+          for (const Part& p : by_chip[c]->parts) {
+            if (impl_->panels.count({gi, p.c0})) continue;
+            const unsigned stack = chip_dev(c).stack_near(p.tile);
+            WeightStore& store = c ? *peers_[c - 1].weights : *weights_;
+            impl_->panels[{gi, p.c0}].b =
+                store.get(fmt::format("{}|{}|columns {}-{}|{}", key, name(anchor.format), p.c0, p.c1, stack), stack,
+                              std::uint64_t{K} * (p.c1 - p.c0) * bytes(anchor.format), [&] {
                   std::vector<float> panel;
-                  for (unsigned r = 0; r < S.shape[0]; ++r)
-                    panel.insert(panel.end(), S.values.begin() + std::size_t{r} * bcols + bc0, S.values.begin() + std::size_t{r} * bcols + bc1);
-                  return encode(panel, DType::f32);
+                  panel.reserve(std::size_t{K} * (p.c1 - p.c0));
+                  for (unsigned k = 0; k < K; ++k)
+                    panel.insert(panel.end(), B.values.begin() + std::size_t{k} * N + p.c0, B.values.begin() + std::size_t{k} * N + p.c1);
+                  return encode(panel, anchor.format);
                 });
+            if (block_scaled(anchor)) {  // the scales of the panel's blocks: K / 128 rows of them
+              const Tensor& S = g_.tensor(anchor.in[2]);
+              const unsigned bc0 = p.c0 / kScaleBlock, bc1 = (p.c1 + kScaleBlock - 1) / kScaleBlock, bcols = S.shape[1];
+              impl_->panels[{gi, p.c0}].scales =
+                  store.get(fmt::format("{}|blocks {}-{}|{}", weight_key(S), bc0, bc1, stack), stack,
+                                std::uint64_t{S.shape[0]} * (bc1 - bc0) * 4, [&] {
+                    std::vector<float> panel;
+                    for (unsigned r = 0; r < S.shape[0]; ++r)
+                      panel.insert(panel.end(), S.values.begin() + std::size_t{r} * bcols + bc0, S.values.begin() + std::size_t{r} * bcols + bc1);
+                    return encode(panel, DType::f32);
+                  });
+            }
           }
         }
       }
@@ -1059,7 +1060,7 @@ Executable::Executable(rt::Device& dev, const rt::Kernel& program, Graph g, cons
       }
     };
     auto signaller = [&](unsigned c) { return (c - 1) % tgt.tiles; };
-    bool handed_over = false;                           // a moe op before this one ran on the peers too
+    bool handed_over = false;  // an op earlier in this launch (moe or spread matmul) ran on the peers too
     for (std::size_t gi = 0; gi < groups_.size(); ++gi) {
       const Group& grp = groups_[gi];
       const std::size_t launch = launch_of[gi];
