@@ -25,9 +25,9 @@
 //                     slices over every chip's tiles, a launch a step:
 //                     `tessera-vp demo --compiled --chips C --batch B`)
 //   energy-batch      decode tokens/s and energy per token of the MoE decoder
-//                     (BF16, one chip, a graph a step) at batch 1 to 64, the
-//                     leakage's share and the run's share of its roofline
-//                     bound: `tessera-vp demo --hand-written --batch B --prompt 8 --decode 8`
+//                     (BF16, one chip, compiled, a launch a step) at batch 1
+//                     to 64, the leakage's share and the run's share of its
+//                     roofline bound: `tessera-vp demo --batch B --prompt 8 --decode 8`
 //   power-headroom    a fused MoE layer on four chips (compute, HBM and links
 //                     busy at once) under caps from 50% to 120% of the sum of
 //                     the domains' peaks: the manager's control loop against
@@ -378,14 +378,13 @@ int expert_parallel(const std::string& dir) {
 }
 
 // ---- energy-batch -------------------------------------------------------
-// The default MoE decoder (BF16, one chip, a graph a step) decoding B
+// The default MoE decoder (BF16, one chip, compiled) decoding B
 // sequences at once: `tessera-vp demo --batch B --prompt 8 --decode 8`.
 struct BatchRun {
   double tps = -1, uj = -1, watts = -1, leakage = -1, of_bound = -1;
 };
 bool batch_run(unsigned batch, BatchRun& r) {
-  // DeviceModel at every batch (batch 1 alone would run the compiled model by default).
-  const std::string cmd = fmt::format("{} demo --hand-written --batch {} --prompt 8 --decode 8", TESSERA_VP, batch);
+  const std::string cmd = fmt::format("{} demo --batch {} --prompt 8 --decode 8", TESSERA_VP, batch);
   std::FILE* p = popen((cmd + " 2>&1").c_str(), "r");
   if (!p) return false;
   char line[4096];
@@ -416,7 +415,7 @@ int energy_batch(const std::string& dir) {
   std::vector<bench::Series> series(2);
   series[0].name = "energy per token", series[1].name = "of it leakage";
   std::string csv = "batch,decode_tokens_per_s,uj_per_token,leakage_uj_per_token,average_w,percent_of_bound\n";
-  fmt::print("Energy per token against batch size: the default MoE decoder, BF16, one chip, a graph a step\n"
+  fmt::print("Energy per token against batch size: the default MoE decoder, BF16, one chip, compiled\n"
              "(`tessera-vp demo --batch B --prompt 8 --decode 8`); decode figures\n");
   fmt::print("{:>6} {:>10} {:>8} {:>11} {:>11} {:>10} {:>8} {:>11}\n", "batch", "tokens/s", "speedup", "uJ/token", "leakage uJ",
              "dynamic uJ", "W", "% of bound");

@@ -553,6 +553,58 @@ TEST(CompilerDevice, PagedAttentionOverAWholeGroupOfSegmentsEqualsTheReference) 
   expect_reference(e, in, e.run(in));
 }
 
+TEST(CompilerDevice, PagedAttentionGroupsSegmentsAsTheScratchpadHoldsThem) {
+  // Eight decode rows, each its own sequence about 900 positions in (KV
+  // rows of 128 values: a segment's keys and values take 460 KiB of the
+  // kernel's scratchpad), every head's tile holding all eight: the
+  // segments run in groups that the room ends (three or four a group),
+  // not the group's count, over caches filled beforehand; bit for bit the
+  // reference, twice.
+  constexpr unsigned D = 128, H = 8, KV = 2, dh = 128, S = 8, P = 16, page = 64;
+  Chip c;
+  Graph g;
+  const int x = g.input("x", {S, D});
+  const int pos = g.input("positions", {S});
+  Paging paging;
+  paging.sequences = g.input("sequences", {S}), paging.table = g.input("pages", {S, P}), paging.page = page;
+  auto w = [&](const char* name, unsigned cols, std::uint32_t seed) {
+    return g.weight(name, {D, cols}, seeded_values(std::size_t{D} * cols, seed, 0.1f), DType::bf16);
+  };
+  const int q = g.matmul(x, w("wq", H * dh, 31), DType::bf16, "q");
+  const int k = g.matmul(x, w("wk", KV * dh, 32), DType::bf16, "k");
+  const int v = g.matmul(x, w("wv", KV * dh, 33), DType::bf16, "v");
+  const int kc = g.kv_cache("cache.k", KV, page * S * P, dh), vc = g.kv_cache("cache.v", KV, page * S * P, dh);
+  g.output(g.attention(q, k, v, kc, vc, pos, H, 0.088f, "o", false, paging));
+  Executable e(c.dev, c.program, std::move(g));
+  // The caches: BF16 values (the FP32 ones with their low half cleared),
+  // on the chip and in the reference's state.
+  std::map<std::string, std::vector<float>> caches;
+  std::uint32_t seed = 90;
+  for (const char* name : {"cache.k", "cache.v"}) {
+    std::vector<float> vals = seeded_values(std::size_t{KV} * page * S * P * dh, seed++, 1.0f);
+    std::vector<std::uint16_t> bits(vals.size());
+    for (std::size_t i = 0; i < vals.size(); ++i) {
+      std::uint32_t u;
+      std::memcpy(&u, &vals[i], 4);
+      bits[i] = static_cast<std::uint16_t>(u >> 16), u &= 0xffff0000u;
+      std::memcpy(&vals[i], &u, 4);
+    }
+    c.dev.write(e.state().at(name), bits.data(), 2 * bits.size());
+    caches[name] = vals;
+  }
+  std::map<std::string, std::vector<float>> in{{"x", seeded_values(S * D, 95, 2.0f)}};
+  for (unsigned s = 0; s < S; ++s) {
+    in["sequences"].push_back(static_cast<float>(s)), in["positions"].push_back(static_cast<float>(900 + 3 * s));
+    for (unsigned i = 0; i < P; ++i) in["pages"].push_back(static_cast<float>((s + S * i) % (S * P)));  // interleaved
+  }
+  for (int run = 0; run < 2; ++run) {
+    const auto out = e.run(in);
+    const std::vector<std::vector<float>> ref = reference(e.graph(), in, &caches);
+    expect_bits(out.at("o"), ref[static_cast<std::size_t>(e.graph().outputs()[0])], fmt::format("run {}", run));
+    for (float& p : in["positions"]) p += 1;  // the next row of each
+  }
+}
+
 TEST(CompilerDevice, PagedAttentionOverSeveralSequencesEqualsTheReferenceAndEachSequenceAlone) {
   // Steps mixing sequences (a prompt beside decode rows, rows crossing a
   // page, sequences in any order), each sequence's positions in its own

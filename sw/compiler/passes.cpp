@@ -335,11 +335,18 @@ Tiling tile(const Graph& g, const Group& grp, const Target& tgt, Columns window)
   unsigned max_r = 0, max_c = 0;
   for (const Part& p : best.parts) max_r = std::max(max_r, p.r1 - p.r0), max_c = std::max(max_c, p.c1 - p.c0);
   // Row groups in at least four blocks where they have the rows, so loads,
-  // vector ops and stores overlap (a matmul's blocks overlap across K
-  // chunks, and its B streams once a row block: as many rows as fit).
-  best.mb = std::min(max_r, anchor.kind == OpKind::matmul ? 256u : 64u);
-  if (anchor.kind != OpKind::matmul) best.mb = std::max(1u, std::min(best.mb, (max_r + 3) / 4));
+  // vector ops and stores overlap, but no block under 4 KiB of its first
+  // operand where the part has that (below it a block's commands cost the
+  // tile more than its transfers take: a decode step's combine of 8 rows
+  // in 2-row blocks of 64 columns took four times as long as in one; 16
+  // KiB cost batch 64 the overlap of its 8-row parts). A matmul's blocks overlap
+  // across K chunks, and its B streams once a row block: as many rows as fit.
   best.nb = full_rows ? max_c : std::min(max_c, 512u);
+  best.mb = std::min(max_r, anchor.kind == OpKind::matmul ? 256u : 64u);
+  if (anchor.kind != OpKind::matmul) {
+    const unsigned min_rows = (4096 + 4 * best.nb - 1) / (4 * best.nb);
+    best.mb = std::max(1u, std::min(best.mb, std::max((max_r + 3) / 4, std::min(max_r, min_rows))));
+  }
   best.kb = K ? (scaled ? K : std::min(K, 512u)) : 0;
   const std::uint32_t room = tgt.spm_end - tgt.spm_base;
   for (;;) {

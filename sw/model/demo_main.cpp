@@ -49,11 +49,10 @@ int tessera::model::demo_main(int argc, char** argv) {
   unsigned prompt = 32, decode = 32, seed = 1, speculate = 0, chips = 1;
   bool launches = false;  // a launch per phase, waited for, instead of a graph per step
   // The model compiled from its graph (sw/compiler, compiled.hpp): the
-  // default for one sequence, in BF16 or FP8 (on one chip or several), and with --compiled for
-  // a batch, serving or speculative decoding (where the hand-written
-  // programs are still the faster: the attention's per-sequence operations
-  // cost the tile cores more); DeviceModel's hand-written programs for the
-  // rest, and where --hand-written says.
+  // default, in BF16 or FP8, on one chip or several, for one sequence, a
+  // batch, serving and speculative decoding; DeviceModel's hand-written
+  // programs where --hand-written says, and for the study modes of those
+  // programs (--launches, --device-dispatch).
   bool compiled = false, hand_written = false;
   unsigned batch = 1;     // sequences decoded at once
   double serve_rate = 0;  // --serve: requests a second
@@ -143,7 +142,7 @@ int tessera::model::demo_main(int argc, char** argv) {
   if (compiled && hand_written) return usage("--compiled or --hand-written, not both");
   const bool compilable = !launches && !c.device_dispatch;
   if (compiled && !compilable) return usage("--compiled runs the graph as one launch a step (not with --launches or --device-dispatch)");
-  compiled = compiled || (compilable && !hand_written && batch == 1 && !speculate && !serving);
+  compiled = compiled || (compilable && !hand_written);
   if (chips > 1 && c.device_dispatch) return usage("--device-dispatch runs on one chip (on several the host dispatches)");
   // A step is one graph where it can be (BF16 on one chip: the tiles
   // dispatch the experts); --launches, FP8 and several chips run a launch

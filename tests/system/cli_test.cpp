@@ -90,6 +90,8 @@ TEST(Cli, DemoSubcommandRunsTheModelAndChecksIt) {
   EXPECT_EQ(batch.code, 0) << batch.err;
   EXPECT_NE(batch.out.find("batch of 3 sequences"), std::string::npos) << batch.out;
   EXPECT_NE(batch.out.find("of each of 3 sequences"), std::string::npos) << batch.out;
+  // Batches and serving run compiled by default (as one sequence does).
+  EXPECT_NE(batch.out.find("compiled from the model's graph (sw/compiler)"), std::string::npos) << batch.out;
   // Serving a seeded stream: the same report from a fresh process, byte for byte (but the wall time).
   auto served = [&] {
     Outcome r = vp("demo --tiny --serve 20000 --requests 6 --batch 3");
@@ -98,6 +100,7 @@ TEST(Cli, DemoSubcommandRunsTheModelAndChecksIt) {
   };
   const std::string serve1 = served();
   EXPECT_NE(serve1.find("time to first token: p50"), std::string::npos) << serve1;
+  EXPECT_NE(serve1.find("compiled from the model's graph (sw/compiler)"), std::string::npos) << serve1;
   EXPECT_EQ(serve1, served());
   expect_refused("demo --tiny --batch 65", "--batch takes 1 to 64 sequences");
   expect_refused("demo --prompt 0", "--prompt must be 1 to 256 tokens");
@@ -442,8 +445,9 @@ TEST(Cli, DemoSpeculatesWithASmallDraftAtTheIssuesSpeed) {
   // step costs. The small draft (one layer, a quarter of the width) costs
   // about a fifth of a target step; the verifying step of 5 tokens 1.6-1.8
   // target steps (more experts wake).
-  Outcome r = vp("demo --compiled --speculate 4 --acceptance 0.9 --draft small --decode 32 --seed 3");
+  Outcome r = vp("demo --speculate 4 --acceptance 0.9 --draft small --decode 32 --seed 3");  // compiled: the default
   ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("compiled from the model's graph (sw/compiler)"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("small draft: 1 layer, d_model 128"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("tokens identical to plain greedy decoding: yes"), std::string::npos) << r.out;
   // The decode's speed-up (after the prompt, which both prefill once and

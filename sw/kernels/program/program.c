@@ -344,13 +344,23 @@ __attribute__((noinline)) static int route_grouped(const uint32_t* w) {
 }
 
 /* A whole number from 0 to 2^24 held as FP32 (as_float) or as it is, in
- * place; 0 when it is not one. */
+ * place; 0 when it is not one. The FP32 case reads the bits with integer
+ * operations (the core has no FPU: a comparison and two conversions in
+ * software cost it hundreds of cycles a value): +0 and -0 are 0; else the
+ * sign clear, the exponent from 0 to 23 and no fraction bits below the
+ * point (NaN, infinities, subnormals and fractions are not whole). */
 static int whole(uint32_t* u, uint32_t as_float) {
   if (!as_float) return 1;
-  union bits b;
-  b.u = *u;
-  if (!(b.f >= 0.0f) || b.f >= 16777216.0f || (float)(uint32_t)b.f != b.f) return 0;
-  *u = (uint32_t)b.f;
+  const uint32_t b = *u;
+  if (!(b << 1)) {
+    *u = 0;
+    return 1;
+  }
+  const uint32_t e = b >> 23; /* the biased exponent where the sign is clear */
+  if (e < 127 || e > 127 + 23) return 0;
+  const uint32_t below = 23 - (e - 127), m = (b & 0x7fffffu) | 0x800000u;
+  if (m & ((1u << below) - 1)) return 0;
+  *u = m >> below;
   return 1;
 }
 
@@ -475,18 +485,33 @@ __attribute__((noinline)) static int attention(const uint32_t* w) {
 #define ATT_STARTS(r) (!is_paged || !(r) || SEQ[r] != SEQ[(r) - 1] || POS[r] != POS[(r) - 1] + 1)
 #define ATT_ROWS(r, Ts) \
   for (Ts = is_paged ? 1 : T; (r) + Ts < T && SEQ[(r) + Ts] == SEQ[r] && POS[(r) + Ts] == POS[r] + Ts; ++Ts)
-  /* Every segment checked before anything runs. */
+  /* Every segment checked before anything runs. The scratchpad a segment
+   * needs grows with its rows and its width (its cached part is at most
+   * its width), so the longest rows and the widest width bound every
+   * segment's: one bound checks them all where it fits (the 64-bit sums
+   * cost the core more than the rest of a segment's checks), else each
+   * segment is checked on its own. */
+  uint32_t segments = 0, most_rows = 0, most_n = 0;
   for (uint32_t r0 = ra; r0 < rb; ++r0) {
     if (!ATT_STARTS(r0)) continue;
     uint32_t Ts;
     ATT_ROWS(r0, Ts);
     const uint32_t p = POS[r0], n = p + Ts;
     if (p > cap || Ts > cap - p) return 2;
-    if (0x10000u + tkp_attn_scratch(T, Ts, n, dh, dv, (uint64_t)S * pages) > TKP_PROGRAM_OFFSET) return 2;
+    ++segments, most_rows = Ts > most_rows ? Ts : most_rows, most_n = n > most_n ? n : most_n;
     uint32_t* const PT = TABLE + SEQ[r0] * pages;
     for (uint32_t i = 0; i * page < n; ++i)
       if (!whole(&PT[i], is_paged ? paging.as_float : 0) || PT[i] >= C / page) return 2;
   }
+  const uint64_t table_words = (uint64_t)S * pages;
+  if (segments && 0x10000u + tkp_attn_fixed(T, table_words) + tkp_attn_group(most_rows, most_n, dh, dv) +
+                      tkp_attn_segment(0, most_n, dh, dv) > TKP_PROGRAM_OFFSET)
+    for (uint32_t r0 = ra; r0 < rb; ++r0) {
+      if (!ATT_STARTS(r0)) continue;
+      uint32_t Ts;
+      ATT_ROWS(r0, Ts);
+      if (0x10000u + tkp_attn_scratch(T, Ts, POS[r0] + Ts, dh, dv, table_words) > TKP_PROGRAM_OFFSET) return 2;
+    }
   /* A group of segments (as many as the scratchpad holds, ATT_GROUP at
    * most) runs as one: its rows' queries and new keys load in one DMA each,
    * row t's query and key side by side (one rotation turns both: they share
@@ -506,6 +531,12 @@ __attribute__((noinline)) static int attention(const uint32_t* w) {
     uint32_t r0, Ts, p, VB, KN;
   } seg[ATT_GROUP];
   const uint64_t minus_inf = consts + 4ull * (T + (uint64_t)T * T); /* cap + T of them */
+  /* Where the fullest group the rows could form (every row, the widest
+   * width, ATT_GROUP segments each as wide) fits, no group ends for room:
+   * the groups are ATT_GROUP segments each without a sum a segment. */
+  const uint32_t most_segments = segments < ATT_GROUP ? segments : ATT_GROUP;
+  const int roomy = fixed + tkp_attn_group(T, most_n, dh, dv) + most_segments * tkp_attn_segment(0, most_n, dh, dv) <=
+                    TKP_PROGRAM_OFFSET;
   for (uint32_t h = h0; h < h1; ++h) {
     const uint32_t j = h / group;
     for (uint32_t r0 = ra; r0 < rb;) {
@@ -517,11 +548,14 @@ __attribute__((noinline)) static int attention(const uint32_t* w) {
         uint32_t Ts;
         ATT_ROWS(r0, Ts);
         const uint32_t p = POS[r0], n = p + Ts, w2 = n > wide ? n : wide;
-        const uint64_t more = segs_bytes + tkp_attn_segment(Ts, n, dh, dv);
         if (!count) first = r0;
-        if (count && fixed + tkp_attn_group(r0 + Ts - first, w2, dh, dv) + more > TKP_PROGRAM_OFFSET) break; /* the next group's */
+        if (!roomy) {
+          const uint64_t more = segs_bytes + tkp_attn_segment(Ts, n, dh, dv);
+          if (count && fixed + tkp_attn_group(r0 + Ts - first, w2, dh, dv) + more > TKP_PROGRAM_OFFSET) break; /* the next group's */
+          segs_bytes = more;
+        }
         seg[count].r0 = r0, seg[count].Ts = Ts, seg[count].p = p;
-        ++count, rows = r0 + Ts - first, segs_bytes = more, wide = w2;
+        ++count, rows = r0 + Ts - first, wide = w2;
       }
       if (!count) break; /* only the last group's continuing rows were left */
       top = fixed;
