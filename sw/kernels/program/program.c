@@ -533,7 +533,7 @@ __attribute__((noinline)) static int attention(const uint32_t* w) {
   const uint64_t minus_inf = consts + 4ull * (T + (uint64_t)T * T); /* cap + T of them */
   /* Where the fullest group the rows could form (every row, the widest
    * width, ATT_GROUP segments each as wide) fits, no group ends for room:
-   * the groups are ATT_GROUP segments each without a sum a segment. */
+   * each group takes ATT_GROUP segments, and no segment's size is summed. */
   const uint32_t most_segments = segments < ATT_GROUP ? segments : ATT_GROUP;
   const int roomy = fixed + tkp_attn_group(T, most_n, dh, dv) + most_segments * tkp_attn_segment(0, most_n, dh, dv) <=
                     TKP_PROGRAM_OFFSET;
