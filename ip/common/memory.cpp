@@ -44,7 +44,7 @@ Memory::Memory(const sc_core::sc_module_name& n, const MemoryConfig& c)
   mem_target.register_transport_dbg(this, &Memory::transport_dbg);
   mem_target.register_get_direct_mem_ptr(this, &Memory::get_direct_mem_ptr);
   expose_target("mem_target", mem_target, c.size);
-  if (!c.sparse) flat_.assign(c.size, 0);
+  if (!c.sparse) flat_ = ZeroedBytes(c.size);
   if (!c.image.empty()) {
     std::ifstream in(c.image, std::ios::binary);
     in.read(reinterpret_cast<char*>(flat_.data() + c.image_offset),

@@ -22,6 +22,7 @@
 #include "common/config.hpp"
 #include "common/ip.hpp"
 #include "common/page_store.hpp"
+#include "common/storage.hpp"
 
 namespace tessera {
 
@@ -61,7 +62,7 @@ class Memory : public Ip {
   bool copy(tlm::tlm_generic_payload& trans, bool debug);
 
   MemoryConfig config_;
-  std::vector<std::uint8_t> flat_;
+  ZeroedBytes flat_;  // a flat memory's bytes
   PageStore pages_;
   std::uint64_t bytes_read_ = 0, bytes_written_ = 0, reads_ = 0, writes_ = 0, errors_ = 0;
 };

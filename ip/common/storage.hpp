@@ -5,12 +5,45 @@
 // is one page (`page_size` 0).
 #pragma once
 
+#include <sys/mman.h>
+
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <new>
 #include <tlm>
+#include <utility>
 
 namespace tessera {
+
+// Zero-filled bytes that cost nothing until touched: fresh anonymous pages,
+// zero by definition, which the OS maps on first access. A flat memory or
+// a scratchpad that a run never touches (most of a 64-chip system's, in
+// the main job) takes neither the time to clear it nor resident memory.
+class ZeroedBytes {
+ public:
+  explicit ZeroedBytes(std::size_t size = 0) : size_(size) {
+    if (size_ == 0) return;
+    void* p = mmap(nullptr, size_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) throw std::bad_alloc();
+    data_ = static_cast<std::uint8_t*>(p);
+  }
+  ~ZeroedBytes() {
+    if (data_) munmap(data_, size_);
+  }
+  ZeroedBytes(ZeroedBytes&& o) noexcept : data_(std::exchange(o.data_, nullptr)), size_(std::exchange(o.size_, 0)) {}
+  ZeroedBytes& operator=(ZeroedBytes&& o) noexcept {
+    std::swap(data_, o.data_);
+    std::swap(size_, o.size_);
+    return *this;
+  }
+  std::uint8_t* data() const { return data_; }
+  std::size_t size() const { return size_; }
+
+ private:
+  std::uint8_t* data_ = nullptr;
+  std::size_t size_ = 0;
+};
 
 // Copies between `trans` and storage of `size` bytes: contiguous, with
 // byte enables, or streaming (debug accesses ignore both). False, and

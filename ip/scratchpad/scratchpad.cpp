@@ -77,7 +77,7 @@ Scratchpad::Scratchpad(const sc_core::sc_module_name& n, const Config& c)
       config_(c),
       geometry_{c.banks, c.row_bytes},
       period_(c.clock.period()),
-      storage_(c.size, 0),
+      storage_(c.size),
       bank_free_(c.banks, 0) {
   mem_target.register_b_transport(this, &Scratchpad::b_transport);
   mem_target.register_transport_dbg(this, &Scratchpad::transport_dbg);

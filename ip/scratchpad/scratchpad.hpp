@@ -21,6 +21,7 @@
 #include "common/config.hpp"
 #include "common/power.hpp"
 #include "common/ip.hpp"
+#include "common/storage.hpp"
 #include "common/units.hpp"
 
 namespace tessera::scratchpad {
@@ -102,7 +103,7 @@ class Scratchpad : public Ip {
   Config config_;
   BankGeometry geometry_;
   sc_core::sc_time period_;
-  std::vector<std::uint8_t> storage_;
+  ZeroedBytes storage_;
   std::vector<std::uint64_t> bank_free_;  // first cycle each bank is free
   std::vector<unsigned> rows_;            // scratch: rows per bank of the access being booked
   std::uint64_t reads_ = 0, writes_ = 0, bytes_read_ = 0, bytes_written_ = 0, waves_ = 0, errors_ = 0;

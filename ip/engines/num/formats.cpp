@@ -102,6 +102,16 @@ double decode(Format f, std::uint32_t code) {
   switch (f) {
     case Format::INT8: return static_cast<double>(static_cast<std::int8_t>(code & 0xff));
     case Format::INT32: return static_cast<double>(static_cast<std::int32_t>(code));
+    case Format::BF16:
+      // BF16 is FP32's upper half: every finite BF16 value is that float,
+      // read by its bits (NaN and infinities take the general path).
+      if ((code & 0x7f80u) != 0x7f80u) {
+        const std::uint32_t bits = (code & 0xffffu) << 16;
+        float v;
+        std::memcpy(&v, &bits, 4);
+        return v;
+      }
+      return decode_float(*float_of(f), code);
     default: return decode_float(*float_of(f), code);
   }
 }
