@@ -986,7 +986,7 @@ TEST(CompilerDevice, MatmulsSplitOverTheChipsOfASystemEqualTheReferenceBitForBit
   const std::vector<rt::Kernel>& programs = ring.programs;
   auto system = [&] {
     Options s;
-    s.split_matmuls = true;
+    s.split_matmuls = compiler::Options::Split::always;
     for (unsigned c = 1; c < cluster.chips(); ++c)
       s.peers.push_back({&cluster.chip(c), programs[c], std::make_shared<WeightStore>(cluster.chip(c))});
     return s;

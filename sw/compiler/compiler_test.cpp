@@ -194,6 +194,47 @@ TEST(Compiler, TilingOverChipsGivesEachChipItsColumnsAndCoversEveryElementOnce) 
   }
 }
 
+TEST(Compiler, MatmulsSpreadOverTheChipsOnlyWhereTheEstimateSaysTheyGain) {
+  // tile_chips(..., where_faster): the chips' shares, A pushed to the
+  // peers and their columns back over the links, and the hand-overs,
+  // against the device alone. The main job's shapes on the T1 (links
+  // 211.7 GB/s), as measured both ways (sw/compiler/README.md): a decode
+  // row's LM head (4 MiB of weights) gains on 4 and 8 chips, its QKV (1.5
+  // MiB) on 4 only (one more hand-over a peer), its Wo (0.5 MiB) nowhere;
+  // 32 rows: the LM head on 4 and 8, Wo nowhere; QKV measured 7% faster
+  // on 4, which the estimate misses (it keeps it on the device).
+  auto spreads = [](unsigned rows, unsigned n, unsigned chips, const Target& t) {
+    Graph g;
+    const int x = g.input("x", {rows, 512});
+    g.output(g.matmul(x, g.weight("w", {512, n}, std::vector<float>(512 * std::size_t{n}, 0.5f), DType::bf16)));
+    const std::vector<Group> groups = fuse(g);
+    EXPECT_EQ(tile_chips(g, groups[0], t, chips).size(), chips);  // always possible
+    return !tile_chips(g, groups[0], t, chips, true).empty();
+  };
+  Target t;
+  t.link_bytes_per_s = 211.7e9;
+  EXPECT_TRUE(spreads(1, 4096, 4, t));
+  EXPECT_TRUE(spreads(1, 4096, 8, t));
+  EXPECT_TRUE(spreads(1, 1536, 4, t));
+  EXPECT_FALSE(spreads(1, 1536, 8, t));
+  EXPECT_FALSE(spreads(1, 512, 4, t));
+  EXPECT_FALSE(spreads(1, 512, 8, t));
+  EXPECT_TRUE(spreads(32, 4096, 4, t));
+  EXPECT_TRUE(spreads(32, 4096, 8, t));
+  EXPECT_FALSE(spreads(32, 1536, 4, t));
+  EXPECT_FALSE(spreads(32, 1536, 8, t));
+  EXPECT_FALSE(spreads(32, 512, 4, t));
+  EXPECT_FALSE(spreads(32, 512, 8, t));
+  // The estimate follows the target: free hand-overs spread Wo too, slow
+  // links spread nothing.
+  Target free = t;
+  free.handover_s = free.handover_peer_s = 0;
+  EXPECT_TRUE(spreads(1, 512, 4, free));
+  Target slow = t;
+  slow.link_bytes_per_s = 1e9;
+  EXPECT_FALSE(spreads(32, 4096, 4, slow));
+}
+
 TEST(Compiler, TilingFollowsTheTargetsResources) {
   auto parts = [](unsigned rows, const Target& t) {
     Graph g;

@@ -86,13 +86,16 @@ struct Options {
   std::vector<Peer> peers;
   // With peers, each matmul on a weight also spreads over the chips, by
   // columns (tensor parallel: passes.hpp tile_chips): each chip holds its
-  // columns of B and its tiles compute them, reading A where it lies on
-  // the device and writing their columns of the output there; the device
-  // hands each such op over as it does a moe op's, and waits for every
-  // peer's tiles before the next node. What a model whose weights outgrow
+  // columns of B and its tiles compute them, reading A from the copy the
+  // device pushes with the hand-over and writing their columns of the
+  // output on the device; the device hands each such op over as it does a
+  // moe op's, and waits for every peer's tiles before the next node. What a model whose weights outgrow
   // one chip (a full-size LLM) runs on; the rest of the graph stays on the
-  // device.
-  bool split_matmuls = false;
+  // device. `always`: every such matmul (a full-size LLM, whose weights
+  // must spread); `where_faster`: only those the tiler's estimate says
+  // gain (passes.hpp tile_chips), the rest on the device.
+  enum class Split { never, always, where_faster };
+  Split split_matmuls = Split::never;
 };
 
 // The tiler's view of a device, from its roofline limits.

@@ -326,6 +326,7 @@ Tiling tile(const Graph& g, const Group& grp, const Target& tgt, Columns window)
       if (time < best_s * 0.95 || (time <= best_s * 1.05 && slowest < best_slowest)) {
         best_s = std::min(best_s, time), best_slowest = slowest;
         best = Tiling{};
+        best.seconds = time;
         unsigned tile = 0;
         for (const auto& [r0, r1] : rr)
           for (const auto& [c0, c1] : cc) best.parts.push_back({tile++, r0, r1, col0 + c0, col0 + c1});
@@ -364,7 +365,7 @@ Tiling tile(const Graph& g, const Group& grp, const Target& tgt, Columns window)
   return best;
 }
 
-std::vector<Tiling> tile_chips(const Graph& g, const Group& grp, const Target& tgt, unsigned chips) {
+std::vector<Tiling> tile_chips(const Graph& g, const Group& grp, const Target& tgt, unsigned chips, bool where_faster) {
   const Op& anchor = g.ops()[static_cast<std::size_t>(grp.ops[0])];
   if (chips < 2 || anchor.kind != OpKind::matmul || g.tensor(anchor.in[1]).role != Role::weight) return {};
   for (int o : grp.ops) {
@@ -374,7 +375,23 @@ std::vector<Tiling> tile_chips(const Graph& g, const Group& grp, const Target& t
   const unsigned align = block_scaled(anchor) ? kScaleBlock : 16, cols = g.tensor(anchor.out).cols();
   if (cols / align < chips) return {};  // not a unit of columns for every chip
   std::vector<Tiling> by_chip;
-  for (const auto& [c0, c1] : split(cols, chips, align)) by_chip.push_back(tile(g, grp, tgt, {c0, c1}));
+  const auto ranges = split(cols, chips, align);
+  for (const auto& [c0, c1] : ranges) by_chip.push_back(tile(g, grp, tgt, {c0, c1}));
+  if (where_faster) {
+    // The device pushes A to each peer once with the hand-over; the peers'
+    // tiles write their columns back (and read as many of the side
+    // operands'), FP32 as the tiler counts them; all of it crosses the
+    // device's ports, counted as through one link.
+    const double rows = static_cast<double>(g.tensor(anchor.out).rows()), K = g.tensor(anchor.in[0]).cols();
+    double spread = by_chip[0].seconds, over_links = 0;
+    for (std::size_t c = 1; c < by_chip.size(); ++c) {
+      spread = std::max(spread, by_chip[c].seconds);
+      over_links += rows * (K + 2.0 * (ranges[c].second - ranges[c].first)) * 4;
+    }
+    const double link = tgt.link_bytes_per_s > 0 ? tgt.link_bytes_per_s : tgt.cut_read_bytes_per_s;
+    spread += over_links / link + tgt.handover_s + tgt.handover_peer_s * static_cast<double>(chips - 1);
+    if (spread >= tile(g, grp, tgt).seconds) return {};
+  }
   return by_chip;
 }
 

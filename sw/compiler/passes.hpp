@@ -47,6 +47,7 @@ struct Part {
 struct Tiling {
   std::vector<Part> parts;
   unsigned mb = 0, nb = 0, kb = 0;
+  double seconds = 0;  // the grid's estimate: its slowest tile, or its reads or writes through the NoC's cut
 };
 // What the tiler knows of the chip; executable.hpp's target() derives it
 // from the device's roofline limits (the defaults are the T1's).
@@ -57,6 +58,13 @@ struct Target {
   double tile_macs_per_s = 64 * 64 * 1.5e9;             // its tensor core (BF16)
   double cut_read_bytes_per_s = 256e9;                  // the NoC from the stacks to the tiles
   double cut_write_bytes_per_s = 256e9;                 // and back
+  double link_bytes_per_s = 0;                          // a chip-to-chip port, each way (0: no links)
+  // What spreading one op over the chips costs beyond its transfers: the
+  // hand-over to each peer's tiles and the wait for their signals. Fitted
+  // to the main job's decode on the T1 ring of four and torus of eight
+  // (Wo, QKV and LM head nodes, each on one chip and spread: an op spread
+  // took its share plus about 1 us plus 0.2-1.0 us a peer, A pushed).
+  double handover_s = 1e-6, handover_peer_s = 0.7e-6;
 };
 // With a window, only the output's columns [c0, c1) (a matmul's share on
 // one chip of several: tile_chips), c0 a multiple of the columns' alignment.
@@ -71,8 +79,11 @@ Tiling tile(const Graph& g, const Group& grp, const Target& t, Columns window = 
 // columns of range c only, so each chip holds only its columns of B. Empty
 // where the group does not split: no matmul on a weight, an op that needs
 // its rows whole (a router's top k, a row op after it), or fewer units of
-// columns than chips.
-std::vector<Tiling> tile_chips(const Graph& g, const Group& grp, const Target& t, unsigned chips);
+// columns than chips. With `where_faster`, also empty where the spread is
+// not estimated faster than the device alone: the slowest chip's share
+// (tile()'s estimate), plus A pushed over a link to each peer and its
+// columns written back, plus the hand-over, against the group on one chip.
+std::vector<Tiling> tile_chips(const Graph& g, const Group& grp, const Target& t, unsigned chips, bool where_faster = false);
 
 // A buffer of the scratchpad plan.
 struct SpmBuffer {

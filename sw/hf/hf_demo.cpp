@@ -138,7 +138,7 @@ int demo_main(int argc, char** argv) {
     auto load_program = [](rt::Device& d) { return d.load_kernel(data_file(DataKind::kernels, "program.elf"), (1u << d.tiles()) - 1); };
     const rt::Kernel program = load_program(dev);
     compiler::Options system;  // the peers, each with its weights (shared by every step's graph)
-    system.split_matmuls = true;
+    system.split_matmuls = compiler::Options::Split::always;
     for (std::size_t k = 1; k < devices.size(); ++k)
       system.peers.push_back({devices[k], load_program(*devices[k]), std::make_shared<compiler::WeightStore>(*devices[k])});
     auto energy = [&] {

@@ -162,6 +162,8 @@ compiler::Executable& CompiledModel::executable(unsigned rows) {
   o.state = caches_;  // the first graph's caches, shared by the others
   o.weights = weights_;
   o.peers = peers_;
+  // The matmuls that gain from it (the LM head, QKV) spread over the chips too.
+  o.split_matmuls = compiler::Options::Split::where_faster;
   try {
     auto ex = std::make_unique<compiler::Executable>(dev_, program_, model_graph(c_, w_, rows), o);
     if (caches_.empty()) caches_ = ex->state();
