@@ -209,7 +209,7 @@ int demo_main(int argc, char** argv) {
                                        : std::string());
     if (chips > 1)
       std::cout << fmt::format("{} chips ({}): every matmul on a weight split by columns over the chips' tiles, each chip holding its "
-                               "columns (tensor parallel; the peers read the activations on chip 0 and write their columns there){}; "
+                               "columns (tensor parallel; chip 0 pushes the activations to each peer, which writes its columns back){}; "
                                "the rest on chip 0\n", chips, opt.platform.substr(opt.platform.rfind('/') + 1),
                                c.experts ? ", the experts' slices likewise" : "");
     std::cout << fmt::format("prefill of {} tokens{}{}: {} nodes, {:.2f} us simulated ({:.2f} us/token); next token {}{}\n", prompt,

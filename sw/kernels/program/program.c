@@ -152,22 +152,6 @@ __attribute__((noinline)) static int moe_experts(const uint32_t* a) {
   r0.src = table, r0.dst = tk_off(moe_table), r0.len0 = 32 * E * S;
   tk_dma_push(&r0);
   if (tk_drain()) return 3;
-  /* The active experts in order, each with its (token, slot, gate) list. */
-  uint32_t active = 0, at = 0;
-  for (uint32_t i = 0; i < K * T; ++i)
-    if (moe_choice[i] >= E) return 2;
-  for (uint32_t e = 0; e < E; ++e) {
-    const uint32_t first = at;
-    for (uint32_t t = 0; t < T; ++t)
-      for (uint32_t k = 0; k < K; ++k)
-        if (moe_choice[K * t + k] == e) moe_token[at] = t, moe_slot[at] = k, moe_scale[at] = moe_gate[K * t + k], ++at;
-    if (at > first) moe_expert[active] = e, moe_first[active] = first, moe_count[active] = at - first, ++active;
-  }
-  uint32_t items = 0;
-  for (uint32_t x = 0; x < active; ++x)
-    for (uint32_t j = 0; j < m; ++j)
-      if ((x * m + j) % R == r) moe_item_a[items] = x, moe_item_s[items] = j * stacks + me, ++items;
-  if (!items) return 0;
   top = 0x10000;
   /* A slice's rows run in blocks of up to B: the pipeline's units. */
   const uint32_t B = T < TKP_MOE_BLOCK ? T : TKP_MOE_BLOCK;
@@ -182,8 +166,62 @@ __attribute__((noinline)) static int moe_experts(const uint32_t* a) {
   const uint32_t H1 = MOE_BUF(4 * B * Fs), H3 = MOE_BUF(4 * B * Fs), G16 = MOE_BUF(eb * B * Fs);
   const uint32_t SG = f8 ? MOE_BUF(4 * B * (Fs / SB)) : 0;
   if (top > lists) return 2;
+  /* The active experts in order, each with its (token, slot, gate) list in
+   * token order: a counting sort (one pass to count each expert's choices,
+   * one to place them), the item lists holding the counts and the next
+   * places until the items take them. A pass per expert cost E T K steps
+   * (a 256-token prompt over 8 experts: 46 us of the tile core a layer). */
+  uint32_t* const count = moe_item_a;
+  uint32_t* const place = moe_item_s;
+  for (uint32_t e = 0; e < E; ++e) count[e] = 0;
+  for (uint32_t i = 0; i < K * T; ++i) {
+    const uint32_t c = moe_choice[i];
+    if (c >= E) return 2;
+    ++count[c];
+  }
+  uint32_t active = 0, at = 0;
+  for (uint32_t e = 0; e < E; ++e) {
+    place[e] = at;
+    if (count[e]) moe_expert[active] = e, moe_first[active] = at, moe_count[active] = count[e], ++active;
+    at += count[e];
+  }
+  /* This tile's first item (the items' order below) is known now: its
+   * first weight loads while the lists are placed, and where the rows run
+   * in several blocks (a prompt: the lists take about as long to place as
+   * the three weights to load) the other two as well; else those load
+   * after its rows, as every slice's, under its first GEMM. */
+  const uint32_t ahead = T > TKP_MOE_BLOCK;
+  uint32_t early = 0;
+  for (uint32_t x = 0; x < active && !early; ++x)
+    for (uint32_t j = 0; j < m; ++j)
+      if ((x * m + j) % R == r) {
+        const uint32_t* w = &moe_table[8 * (moe_expert[x] * S + j * stacks + me)];
+        struct tk_dma g = {0};
+        g.id = op_index, g.flags = TK_DMA_DST_LOCAL, g.len0 = wbytes;
+        g.src = w[0] | (uint64_t)w[1] << 32, g.dst = W1[0];  /* its rows' last load signals SEM_W1 */
+        tk_dma_push(&g);
+        if (ahead) {
+          g.src = w[2] | (uint64_t)w[3] << 32, g.dst = W3[0], g.sem = TK_SEM(TK_NONE, SEM_W3, TK_NONE);
+          tk_dma_push(&g);
+          g.src = w[4] | (uint64_t)w[5] << 32, g.dst = W2[0], g.sem = TK_SEM(TK_NONE, SEM_W2, TK_NONE);
+          tk_dma_push(&g);
+        }
+        early = 1;
+        break;
+      }
+  for (uint32_t t = 0, i = 0; t < T; ++t)
+    for (uint32_t k = 0; k < K; ++k, ++i) {
+      const uint32_t p = place[moe_choice[i]]++;
+      moe_token[p] = t, moe_slot[p] = k, moe_scale[p] = moe_gate[i];
+    }
+  uint32_t items = 0;
+  for (uint32_t x = 0; x < active; ++x)
+    for (uint32_t j = 0; j < m; ++j)
+      if ((x * m + j) % R == r) moe_item_a[items] = x, moe_item_s[items] = j * stacks + me, ++items;
+  if (!items) return 0;
   /* Unit u loads into buffers u & 1, a slice's weights (at its first
-   * block) into buffers (its item) & 1; the DMA queue's order keeps a load
+   * block; the first unit's loaded above in part or whole, its last row
+   * signalling for w1) into buffers (its item) & 1; the DMA queue's order keeps a load
    * behind the stores of the unit two back, which wait for its arithmetic. */
   uint32_t ui = 0, ub = 0;                      /* the unit to load: item ui, its rows from ub */
   uint32_t pi = 0, pb = 0, pn = 0, pp = 0, prev = 0; /* the unit before (stored after the loads) */
@@ -195,17 +233,21 @@ __attribute__((noinline)) static int moe_experts(const uint32_t* a) {
       struct tk_dma g = {0};
       g.id = op_index, g.flags = TK_DMA_DST_LOCAL, g.len0 = 2 * D;
       if (f8) g.flags |= TK_DMA_SCALES_LOCAL | tk_dma_cast(TK_BF16, in), g.len0 = D, g.group = SB;
-      for (uint32_t q = 0; q < n; ++q) {
-        g.src = rows + 2ull * moe_token[moe_first[x] + ub + q] * D, g.dst = XB[p] + eb * q * D;
+      /* Consecutive tokens' rows (BF16) in one load. */
+      const uint32_t* tok = &moe_token[moe_first[x] + ub];
+      for (uint32_t q = 0, run; q < n; q += run) {
+        run = 1;
+        while (!f8 && q + run < n && tok[q + run] == tok[q] + run) ++run;
+        g.src = rows + 2ull * tok[q] * D, g.dst = XB[p] + eb * q * D, g.len0 = f8 ? D : 2 * D * run;
         g.scales = f8 ? SA[p] + 4 * q * (D / SB) : 0;
-        if (q + 1 == n && !whole) g.sem = TK_SEM(TK_NONE, SEM_W1, TK_NONE);
+        if (q + run == n && (!whole || u == 0)) g.sem = TK_SEM(TK_NONE, SEM_W1, TK_NONE);
         tk_dma_push(&g);
       }
-      if (whole) {
+      if (whole && (u > 0 || !ahead)) {
         g.flags = TK_DMA_DST_LOCAL, g.group = 0, g.scales = 0;
         g.len0 = wbytes;
         g.src = w[0] | (uint64_t)w[1] << 32, g.dst = W1[wp], g.sem = TK_SEM(TK_NONE, SEM_W1, TK_NONE);
-        tk_dma_push(&g);
+        if (u > 0) tk_dma_push(&g);
         g.src = w[2] | (uint64_t)w[3] << 32, g.dst = W3[wp], g.sem = TK_SEM(TK_NONE, SEM_W3, TK_NONE);
         tk_dma_push(&g);
         g.src = w[4] | (uint64_t)w[5] << 32, g.dst = W2[wp], g.sem = TK_SEM(TK_NONE, SEM_W2, TK_NONE);
@@ -215,11 +257,14 @@ __attribute__((noinline)) static int moe_experts(const uint32_t* a) {
     if (prev) {
       const uint32_t* w = &moe_table[8 * (moe_expert[moe_item_a[pi]] * S + moe_item_s[pi])];
       const uint64_t partials = w[6] | (uint64_t)w[7] << 32;
-      for (uint32_t q = 0; q < pn; ++q) {
-        const uint32_t at2 = moe_first[moe_item_a[pi]] + pb + q;
+      /* Consecutive tokens of one slot: one store. */
+      const uint32_t at2 = moe_first[moe_item_a[pi]] + pb;
+      for (uint32_t q = 0, run; q < pn; q += run) {
+        run = 1;
+        while (q + run < pn && moe_slot[at2 + q + run] == moe_slot[at2 + q] && moe_token[at2 + q + run] == moe_token[at2 + q] + run) ++run;
         struct tk_dma o = {0};
-        o.id = op_index, o.flags = TK_DMA_SRC_LOCAL, o.len0 = 4 * D, o.src = Y[pp] + 4 * q * D;
-        o.dst = partials + ((uint64_t)moe_slot[at2] * T + moe_token[at2]) * D * 4;
+        o.id = op_index, o.flags = TK_DMA_SRC_LOCAL, o.len0 = 4 * D * run, o.src = Y[pp] + 4 * q * D;
+        o.dst = partials + ((uint64_t)moe_slot[at2 + q] * T + moe_token[at2 + q]) * D * 4;
         if (q == 0) o.sem = TK_SEM(SEM_Z, TK_NONE, TK_NONE);
         tk_dma_push(&o);
       }
