@@ -213,18 +213,14 @@ TEST(Compiler, MatmulsSpreadOverTheChipsOnlyWhereTheEstimateSaysTheyGain) {
   };
   Target t;
   t.link_bytes_per_s = 211.7e9;
-  EXPECT_TRUE(spreads(1, 4096, 4, t));
-  EXPECT_TRUE(spreads(1, 4096, 8, t));
-  EXPECT_TRUE(spreads(1, 1536, 4, t));
-  EXPECT_FALSE(spreads(1, 1536, 8, t));
-  EXPECT_FALSE(spreads(1, 512, 4, t));
-  EXPECT_FALSE(spreads(1, 512, 8, t));
-  EXPECT_TRUE(spreads(32, 4096, 4, t));
-  EXPECT_TRUE(spreads(32, 4096, 8, t));
-  EXPECT_FALSE(spreads(32, 1536, 4, t));
-  EXPECT_FALSE(spreads(32, 1536, 8, t));
-  EXPECT_FALSE(spreads(32, 512, 4, t));
-  EXPECT_FALSE(spreads(32, 512, 8, t));
+  struct Case {
+    unsigned rows, n, chips;
+    bool spread;
+  };
+  for (const Case& c : {Case{1, 4096, 4, true}, Case{1, 4096, 8, true}, Case{1, 1536, 4, true}, Case{1, 1536, 8, false},
+                        Case{1, 512, 4, false}, Case{1, 512, 8, false}, Case{32, 4096, 4, true}, Case{32, 4096, 8, true},
+                        Case{32, 1536, 4, false}, Case{32, 1536, 8, false}, Case{32, 512, 4, false}, Case{32, 512, 8, false}})
+    EXPECT_EQ(spreads(c.rows, c.n, c.chips, t), c.spread) << c.rows << " rows x " << c.n << " columns on " << c.chips << " chips";
   // The estimate follows the target: free hand-overs spread Wo too, slow
   // links spread nothing.
   Target free = t;
