@@ -412,6 +412,28 @@ class Emitter {
     const unsigned total = blocks * nk;
     const bool routed = op(grp_.ops.size() - 1).kind == OpKind::route;  // the group ends with a router's top k
     const bool epilogue = !routed && (grp_.ops.size() > 1 || out_.dtype != DType::f32);
+    // B's first chunk (and its scales) of a weight: its loads open the
+    // program, early (TileProgram::early), so the tile loads it while it
+    // waits at the barrier before this node. They signal nothing; the last
+    // load before the first GEMM, behind them in the queue, signals for them.
+    auto load_chunk = [&](unsigned i, unsigned n0, unsigned nr, unsigned k0, unsigned kr, bool signal) {
+      const int freed_first = i >= 2 ? kFreed : -1;
+      std::uint32_t sb = 0;
+      if (scaled) {  // the blocks of columns n0 .. n0 + nr (whole blocks: n0 - c0 a multiple of 128)
+        const unsigned bc = (n0 - part.c0) / kScaleBlock, pcols = (part.c1 - part.c0 + kScaleBlock - 1) / kScaleBlock;
+        sb = spm_.at(fmt::format("sb{}", i % 2));
+        p.load_rows(panels_.at({gi_, part.c0}).scales.address + bc * 4, pcols * 4, sb, K / kScaleBlock,
+                    (nr + kScaleBlock - 1) / kScaleBlock * 4, Sem{freed_first});
+      }
+      load_block(p, b_addr + std::uint64_t{k0} * b_pitch + std::uint64_t{n0 - b_col0} * bytes(b_from), b_pitch, b_from,
+                 spm_.at(fmt::format("b{}", i % 2)), mm.format, kr, nr, Sem{scaled ? -1 : freed_first, signal ? kLoaded : -1});
+      return sb;
+    };
+    const bool early = B.role == Role::weight && p.ops().empty();
+    if (early) {
+      load_chunk(0, part.c0, std::min(t_.nb, part.c1 - part.c0), 0, std::min(t_.kb, K), false);
+      p.early(p.ops().size());
+    }
     unsigned i = 0, j = 0;
     for (unsigned m0 = part.r0; m0 < part.r1; m0 += t_.mb) {
       const unsigned mr = std::min(t_.mb, part.r1 - m0);
@@ -446,23 +468,22 @@ class Emitter {
           if (kc == 2) flush(p);  // the last block's store, behind this block's first loads
           const unsigned k0 = kc * t_.kb, kr = std::min(t_.kb, K - k0);
           const std::uint32_t b = spm_.at(fmt::format("b{}", i % 2));
-          const int freed_first = i >= 2 ? kFreed : -1;
-          std::uint32_t sb = 0;
-          if (scaled) {  // the blocks of columns n0 .. n0 + nr (whole blocks: n0 - c0 a multiple of 128)
-            const unsigned bc = (n0 - part.c0) / kScaleBlock, pcols = (part.c1 - part.c0 + kScaleBlock - 1) / kScaleBlock;
-            sb = spm_.at(fmt::format("sb{}", i % 2));
-            p.load_rows(panels_.at({gi_, part.c0}).scales.address + bc * 4, pcols * 4, sb, K / kScaleBlock,
-                        (nr + kScaleBlock - 1) / kScaleBlock * 4, Sem{freed_first});
-          }
-          load_block(p, b_addr + std::uint64_t{k0} * b_pitch + std::uint64_t{n0 - b_col0} * bytes(b_from), b_pitch, b_from, b,
-                     mm.format, kr, nr, Sem{scaled ? -1 : freed_first, kLoaded});
+          std::uint32_t sb = scaled ? spm_.at(fmt::format("sb{}", i % 2)) : 0;
+          // The first GEMM after an early chunk waits for the prologue's cast
+          // (its input loads queued behind the chunk) or for the last load
+          // before it, made to signal.
+          int ready = kLoaded;
+          if (i > 0 || !early) sb = load_chunk(i, n0, nr, k0, kr, true);
+          else if (grp_.prologue >= 0) ready = kPrologue, waited = true;
+          else if (!p.signal_last_dma(kLoaded, p.early()))
+            throw std::logic_error("matmul: no load after the early chunk to signal for it");
           TileProgram::Gemm gm;
           gm.m = mr, gm.n = nr, gm.k = kr, gm.a = spm_.at("a") + k0 * eb, gm.lda = K, gm.b = b, gm.c = c;
           gm.input = fmt_of(mm.format), gm.accumulate = kc > 0;
           if (scaled) gm.block_scaled = true, gm.sa = spm_.at("sa"), gm.sb = sb, gm.group = kScaleBlock;
           if (!waited) p.wait(kPrologue), waited = true;  // A is normed and cast
           const int freed = i + 2 < total ? kFreed : -1, last = kc + 1 == nk ? kGemmed : -1;
-          p.gemm(gm, Sem{kLoaded, freed >= 0 ? freed : last, freed >= 0 ? last : -1});
+          p.gemm(gm, Sem{ready, freed >= 0 ? freed : last, freed >= 0 ? last : -1});
         }
         flush(p);
         if (routed) {  // whole rows: their top k and its gates, each plane's rows stored

@@ -362,6 +362,13 @@ Tiling tile(const Graph& g, const Group& grp, const Target& tgt, Columns window)
       throw std::invalid_argument(fmt::format("compiler: {} '{}': a row of {} columns does not fit the scratchpad's {} KiB",
                                               name(anchor.kind), anchor.name, cols, room / 1024));
   }
+  // A B that would stream as one chunk of 64 KiB or more streams in four
+  // along K (of 64 rows at least), so the GEMMs overlap its loads (a decode
+  // step's QKV ran its whole GEMM after its whole load) and a prologue's
+  // loads queue behind a quarter of it, not all. (Smaller chunks cost their
+  // descriptors' round trips more than the overlap gains: a router's 8 KiB.)
+  if (K && !scaled && best.kb >= K && best.nb >= max_c && K >= 128 && std::uint64_t{K} * max_c * eb >= 64 * 1024)
+    best.kb = std::max(64u, (K / 4 + 15) / 16 * 16);
   return best;
 }
 

@@ -740,29 +740,56 @@ __attribute__((noinline)) static int position(const uint32_t* w) {
   return 0;
 }
 
-static int barrier(const struct tkp_op* o) {
-  const uint32_t n = o->w[0], self = o->w[1], sem = o->w[2];
-  if (!n || n > TKP_BARRIER_MAX || self >= n || sem > 15) return 2;
-  if (tk_drain()) return 3;
-  for (uint32_t i = 0; i < n; ++i)
-    if (i != self) tk_remote_signal(o->w[3 + i], sem);
-  for (uint32_t i = 1; i < n; ++i)
-    if (tk_sem_wait(sem)) return 3;
-  return 0;
-}
-
-static int mark(const struct tkp_op* o) {
-  if (o->w[0] < TKP_MARKS_OFFSET || o->w[0] > TKP_MARKS_OFFSET + 8 * (TKP_MARKS_MAX - 1) || o->w[0] % 8) return 2;
+static void mark_at(uint32_t offset) {
   uint32_t lo, hi, again;
   do {
     __asm__ volatile("csrr %0, cycleh" : "=r"(hi));
     __asm__ volatile("csrr %0, cycle" : "=r"(lo));
     __asm__ volatile("csrr %0, cycleh" : "=r"(again));
   } while (hi != again);
-  volatile uint32_t* at = (volatile uint32_t*)tk_ptr(o->w[0]);
+  volatile uint32_t* at = (volatile uint32_t*)tk_ptr(offset);
   at[0] = lo;
   at[1] = hi;
+}
+
+static int mark(const struct tkp_op* o) {
+  if (o->w[0] < TKP_MARKS_OFFSET || o->w[0] > TKP_MARKS_OFFSET + 8 * (TKP_MARKS_MAX - 1) || o->w[0] % 8) return 2;
+  mark_at(o->w[0]);
   return 0;
+}
+
+/* A barrier whose closing waits until its early operations are pushed
+ * (TKP_BARRIER_EARLY: the next node's prefetches, which then load while
+ * the tile waits for the others): its tiles, semaphore and mark slot, the
+ * operations still to push, and where it is (the cursor while it waits). */
+static struct {
+  uint32_t on, n, sem, slot, left, at;
+} held;
+static uint32_t in_graph; /* run_long runs the program: a barrier may hold */
+
+/* A barrier's second half: takes n - 1 from its semaphore, then writes
+ * its mark (slot + 1; 0: none). */
+static int barrier_close(uint32_t n, uint32_t sem, uint32_t slot) {
+  for (uint32_t i = 1; i < n; ++i)
+    if (tk_sem_wait(sem)) return 3;
+  if (slot) mark_at(TKP_MARKS_OFFSET + 8 * (slot - 1));
+  return 0;
+}
+
+static int barrier(const struct tkp_op* o) {
+  const uint32_t n = o->w[0], self = o->w[1], sem = o->w[2];
+  const uint32_t early = TKP_BARRIER_EARLY(o->sem), slot = TKP_BARRIER_MARK(o->sem);
+  if (!n || n > TKP_BARRIER_MAX || self >= n || sem > 15 || slot > TKP_MARKS_MAX || (o->sem & 0xfc00ff00u) ||
+      (early && !in_graph))
+    return 2;
+  if (tk_drain()) return 3;
+  for (uint32_t i = 0; i < n; ++i)
+    if (i != self) tk_remote_signal(o->w[3 + i], sem);
+  if (early) {
+    held.on = 1, held.n = n, held.sem = sem, held.slot = slot, held.left = early, held.at = op_index;
+    return 0;
+  }
+  return barrier_close(n, sem, slot);
 }
 
 /* Runs one operation; nonzero: the exit code. The core pushes every
@@ -809,6 +836,7 @@ static uint32_t failed_op(uint32_t at) {
  * while the current one does (signalling TKP_FETCH_SEM). */
 #define HALF (TKP_MAX_OPS / 2u)
 static int run_long(uint64_t program, uint32_t count) {
+  in_graph = 1;
   struct tkp_op* area = (struct tkp_op*)tk_ptr(TKP_PROGRAM_OFFSET);
   volatile uint32_t* cursor = (volatile uint32_t*)tk_ptr(TKP_CURSOR_OFFSET);
   struct tk_dma fetch = {0};
@@ -834,6 +862,15 @@ static int run_long(uint64_t program, uint32_t count) {
     const struct tkp_op* ops = area + half * HALF;
     for (uint32_t j = 0; j < n; ++j) {
       const uint32_t i = base + j;
+      if (held.on) { /* a barrier's early operations, then its closing */
+        if (held.left) {
+          if (ops[j].kind != TKP_DMA || (ops[j].sem & 0xffu)) return 2 | (i + 1) << 8;
+          --held.left;
+        } else {
+          *cursor = held.at, held.on = 0;
+          if (barrier_close(held.n, held.sem, held.slot)) return 3 | (failed_op(held.at) + 1) << 8;
+        }
+      }
       *cursor = i;
       op_index = i;
       TK_W(CMD_ID, i), TK_W(VCMD_ID, i);
@@ -842,6 +879,7 @@ static int run_long(uint64_t program, uint32_t count) {
       if (r) return r | (r == 3 ? failed_op(i) + 1 : i + 1) << 8;
     }
   }
+  if (held.on && (held.left || barrier_close(held.n, held.sem, held.slot))) return (held.left ? 2 : 3) | (count + 1) << 8;
   return tk_drain() ? 3 | (failed_op(count) + 1) << 8 : 0;
 }
 

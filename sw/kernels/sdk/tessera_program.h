@@ -23,7 +23,11 @@ enum tkp_kind {
   TKP_BARRIER = 7, /* drain, then a barrier of w[0] tiles (at most TKP_BARRIER_MAX), this one being number w[1]:
                       each signals semaphore w[2] of every other (whose registers are at the global addresses
                       w[3 + i]) and takes w[0] - 1 from its own. Two barriers in a row must use different
-                      semaphores (tiles can be one barrier apart): graphs alternate TKP_BARRIER_SEM and the one below */
+                      semaphores (tiles can be one barrier apart): graphs alternate TKP_BARRIER_SEM and the one below.
+                      In a graph's program its `sem` word says more: bits 0-7 the number of operations after it
+                      that the tile pushes once it has signalled and before it waits (TKP_BARRIER_EARLY: the next
+                      node's prefetches, DMAs into its scratchpad that wait on no semaphore), bits 16-25 a mark
+                      slot + 1 (0: none) whose TKP_MARK the core writes when the barrier has closed */
   TKP_MARK = 8,    /* the core writes its cycle counter (64 bits) at scratchpad offset w[0], one of the
                       TKP_MARKS_MAX slots at TKP_MARKS_OFFSET */
   TKP_MOE = 9,     /* this tile's share of the MoE experts dispatched on the device: w[0..13] as the program
@@ -41,6 +45,8 @@ enum tkp_kind {
                       kernel describes them (paged) */
 };
 #define TKP_BARRIER_MAX 19u
+#define TKP_BARRIER_EARLY(sem) ((sem) & 0xffu)
+#define TKP_BARRIER_MARK(sem) ((sem) >> 16 & 0x3ffu) /* slot + 1 */
 /* Semaphores of long programs (more than TKP_MAX_OPS operations, streamed
  * into the program area in halves): the fetch of the next half signals
  * TKP_FETCH_SEM; graphs' barriers use TKP_BARRIER_SEM and TKP_BARRIER_SEM - 1.

@@ -40,6 +40,20 @@ TileProgram& TileProgram::dma(const Dma& d, Sem s) {
   return *this;
 }
 
+bool TileProgram::signal_last_dma(unsigned sem, std::size_t from) {
+  for (std::size_t i = ops_.size(); i-- > from;) {
+    if (ops_[i].kind != TKP_DMA) continue;
+    std::uint32_t& word = ops_[i].sem;
+    for (unsigned shift : {8u, 16u})
+      if (!(word >> shift & 0xff)) {
+        word |= (sem + 1) << shift;
+        return true;
+      }
+    return false;
+  }
+  return false;
+}
+
 TileProgram& TileProgram::load(std::uint64_t global, std::uint32_t local, std::uint32_t bytes, Sem s) {
   Dma d;
   d.src = global, d.dst = local, d.dst_local = true, d.len0 = bytes;

@@ -282,13 +282,14 @@ struct Device::Impl {
     if (c.status == TP_TIMEOUT) {
       // The watchdog names the first tile still running; the one to blame
       // is the first not waiting at one of the graph's barriers (node k's
-      // barrier closes its part of node k, before the timing tile's mark).
+      // barrier closes its part of node k; a tile pushing the next node's
+      // early operations is at that barrier too).
       for (unsigned t = 0; t < g.starts.size() && at < 0; ++t) {
         if (g.starts[t].empty()) continue;
         const std::int64_t here = cursor(t);
         bool at_barrier = false;
         for (std::size_t k = 1; k < g.starts[t].size(); ++k)
-          at_barrier |= here == std::int64_t{g.starts[t][k]} - (t == g.timer ? 2 : 1);
+          at_barrier |= here == std::int64_t{g.starts[t][k]} - 1;
         if (here >= 0 && !at_barrier) tile = t, at = here;
       }
     }
@@ -808,6 +809,16 @@ GraphExec Device::instantiate(const Graph& g) {
                                            : fmt::format("semaphores {}, {} and {} are the graph's own", TKP_FETCH_SEM,
                                                          TKP_BARRIER_SEM, TKP_BARRIER_SEM - 1)));
       }
+      if (p.early() > p.ops().size() || p.early() > TKP_BARRIER_EARLY(~0u))
+        throw UsageError(fmt::format("instantiate: node {} '{}', tile {}: {} early operations, of {} (at most {})", k,
+                                     nodes[k].name, t, p.early(), p.ops().size(), TKP_BARRIER_EARLY(~0u)));
+      for (std::size_t i = 0; i < p.early(); ++i) {
+        const tkp_op& o = p.ops()[i];
+        if (o.kind != TKP_DMA || (o.sem & 0xff) || !(o.w[4] & TILE_DMA_FLAGS_DST_LOCAL_MASK))
+          throw UsageError(fmt::format("instantiate: node {} '{}', tile {}, operation {}: an early operation must be a "
+                                       "DMA into the scratchpad that waits on no semaphore",
+                                       k, nodes[k].name, t, i));
+      }
       x.tiles |= 1u << t;
     }
     x.names.push_back(nodes[k].name);
@@ -832,21 +843,29 @@ GraphExec Device::instantiate(const Graph& g) {
     for (std::uint32_t w : words) o.w[i++] = w;
     to.push_back(o);
   };
+  auto program_of = [&](std::size_t k, unsigned t) -> const TileProgram* {
+    for (const auto& [tile, p] : nodes[k].per_tile)
+      if (tile == t) return &p;
+    return nullptr;
+  };
   for (unsigned self = 0; self < members.size(); ++self) {
     const unsigned t = members[self];
     std::vector<tkp_op>& ops = program[t];
     if (t == x.timer) append(ops, TKP_MARK, {TKP_MARKS_OFFSET});
     for (std::size_t k = 0; k < nodes.size(); ++k) {
       x.starts[t].push_back(static_cast<std::uint32_t>(ops.size()));
-      for (const auto& [tile, p] : nodes[k].per_tile)
-        if (tile == t) ops.insert(ops.end(), p.ops().begin(), p.ops().end());
+      if (const TileProgram* p = program_of(k, t)) ops.insert(ops.end(), p->ops().begin(), p->ops().end());
+      // The barrier closing node k: the next node's early operations are
+      // pushed while it waits, and the timing tile marks its closing.
+      const TileProgram* next = k + 1 < nodes.size() ? program_of(k + 1, t) : nullptr;
       tkp_op b;
       std::memset(&b, 0, sizeof b);
       b.kind = TKP_BARRIER;
+      b.sem = static_cast<std::uint32_t>(next ? next->early() : 0) |
+              (t == x.timer ? static_cast<std::uint32_t>(k + 2) << 16 : 0u);
       b.w[0] = static_cast<std::uint32_t>(members.size()), b.w[1] = self, b.w[2] = TKP_BARRIER_SEM - k % 2;
       for (std::size_t i = 0; i < members.size(); ++i) b.w[3 + i] = static_cast<std::uint32_t>(d.facts.tiles[members[i]].regs);
       ops.push_back(b);
-      if (t == x.timer) append(ops, TKP_MARK, {static_cast<std::uint32_t>(TKP_MARKS_OFFSET + 8 * (k + 1))});
     }
     x.starts[t].push_back(static_cast<std::uint32_t>(ops.size()));  // the end
   }

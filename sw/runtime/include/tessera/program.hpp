@@ -77,6 +77,10 @@ class TileProgram {
   TileProgram& wait(unsigned sem);
   TileProgram& signal(unsigned sem, std::uint32_t tile_regs = 0);  // 0: this tile
   TileProgram& drain();
+  // The last DMA at or after operation `from` also signals `sem` when it
+  // has finished (the queue runs in order: so has every DMA before it);
+  // false where there is none or it signals two already.
+  bool signal_last_dma(unsigned sem, std::size_t from = 0);
   // This tile's share of the MoE experts dispatched on the tiles, each
   // expert split in slices of its hidden layer: the 13 or 14 words the
   // program kernel's moe_experts() takes (sw/kernels/program/program.c;
@@ -105,11 +109,24 @@ class TileProgram {
 
   const std::vector<tkp_op>& ops() const { return ops_; }
 
+  // In a Graph: the first `n` operations may be pushed before the barrier
+  // that opens this program's node has closed (prefetches: the tile loads
+  // them while it waits for the others). Each must be a DMA into this
+  // tile's scratchpad that waits on no semaphore, and must read only what
+  // no node of the graph writes (weights): the caller's promise.
+  // Device::instantiate refuses other operations, naming them.
+  TileProgram& early(std::size_t n) {
+    early_ = n;
+    return *this;
+  }
+  std::size_t early() const { return early_; }
+
  private:
   // An operation of `kind` whose words are `args` (least to most of them).
   TileProgram& words(std::uint32_t kind, const char* what, const std::vector<std::uint32_t>& args, std::size_t least,
                      std::size_t most);
   std::vector<tkp_op> ops_;
+  std::size_t early_ = 0;
 };
 
 // A graph of tile programs, as CUDA Graphs have kernels: nodes, each a
@@ -117,7 +134,8 @@ class TileProgram {
 // after another with one launch and no host round trip between them. Node
 // k + 1 starts on any tile once node k has finished on every tile of the
 // graph: the tiles meet at a barrier (semaphores signalled over the NoC)
-// between nodes. Device::instantiate() puts it in HBM once;
+// between nodes; a program's early operations (TileProgram::early) load
+// while its tile waits there. Device::instantiate() puts it in HBM once;
 // Device::launch_graph() runs it; a failing operation comes back as a DeviceError
 // naming its node. Programs in a graph may be longer than TKP_MAX_OPS and
 // must leave the semaphores TKP_FETCH_SEM, TKP_BARRIER_SEM and the one
