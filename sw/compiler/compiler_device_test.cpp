@@ -163,8 +163,9 @@ TEST(CompilerDevice, BlockScaledFp8MatmulsEqualTheReferenceBitForBit) {
   // DeepSeek-V3's FP8 recipe on the tensor core: weights in E4M3 with a
   // scale per 128 x 128 block, activations cast on the fly in 1 x 128
   // groups (by the DMA engine, or by the vector unit after a norm fused as
-  // the matmul's prologue). Prefill rows (row blocks, several column
-  // blocks, a last block of 104 columns) and a decode row.
+  // the matmul's prologue, up to 64 rows). Prefill rows (row blocks,
+  // several column blocks, a last block of 104 columns; the norm in a node
+  // of its own), a block of 64 rows and a decode row (the norm fused).
   Chip c;
   auto build = [](unsigned rows) {
     Graph g;
@@ -176,7 +177,7 @@ TEST(CompilerDevice, BlockScaledFp8MatmulsEqualTheReferenceBitForBit) {
     g.output(g.binary(OpKind::add, g.matmul_scaled(h, wd, sd, "down"), x, "out"));  // h cast by the DMA engine
     return g;
   };
-  for (const unsigned rows : {300u, 1u}) {
+  for (const unsigned rows : {300u, 64u, 1u}) {
     Executable ex(c.dev, c.program, build(rows));
     bool scaled_group = false;
     for (std::size_t gi = 0; gi < ex.groups().size(); ++gi) {
@@ -187,7 +188,7 @@ TEST(CompilerDevice, BlockScaledFp8MatmulsEqualTheReferenceBitForBit) {
       for (const Part& p : ex.tilings()[gi].parts) EXPECT_EQ(p.c0 % kScaleBlock, 0u) << anchor.name;
     }
     EXPECT_TRUE(scaled_group);
-    EXPECT_EQ(ex.groups()[0].prologue, 0) << "the norm casts A in groups";
+    EXPECT_EQ(ex.groups()[0].prologue, rows > 64 ? -1 : 0) << "the norm casts A in groups (up to 64 rows)";
     const std::map<std::string, std::vector<float>> in{{"x", seeded_values(rows * 512ull, 4, 3.0f)},
                                                        {"h", seeded_values(rows * 1024ull, 5, 2.0f)}};
     expect_reference(ex, in, ex.run(in));
@@ -883,6 +884,37 @@ Graph moe_layers(unsigned rows, unsigned d, unsigned hidden, unsigned experts, u
 }
 
 }  // namespace
+
+TEST(CompilerDevice, ANormTheRouterAndTheExpertsReadRunsInTheRoutersNodeBitForBit) {
+  // The norm (and its cast to BF16) before a router and its experts runs
+  // as the router's prologue, the router's parts storing the normed rows
+  // for the experts: one node less a layer, the unfused graph's bits and
+  // the reference's, at a decode row and at prompt rows (several parts).
+  Chip c;
+  for (unsigned rows : {1u, 40u}) {
+    SCOPED_TRACE(testing::Message() << rows << " rows");
+    std::vector<float> tokens(rows);
+    for (unsigned r = 0; r < rows; ++r) tokens[r] = static_cast<float>((r * 37 + 11) % 64);
+    const std::map<std::string, std::vector<float>> in{{"tokens", tokens}};
+    Executable fused(c.dev, c.program, moe_layers(rows, 256, 512, 8, 2));
+    Executable plain(c.dev, c.program, moe_layers(rows, 256, 512, 8, 2), unfused());
+    unsigned kept = 0;
+    for (const Group& grp : fused.groups()) {
+      const Graph& g = fused.graph();
+      if (grp.kept < 0) continue;
+      ++kept;
+      EXPECT_EQ(g.ops()[static_cast<std::size_t>(grp.prologue)].kind, OpKind::rmsnorm);
+      EXPECT_EQ(g.ops()[static_cast<std::size_t>(grp.ops.back())].kind, OpKind::route);
+      EXPECT_EQ(g.tensor(grp.kept).dtype, DType::bf16) << "the cast's rows, as the experts read them";
+      EXPECT_NE(fused.hbm().find(grp.kept), nullptr);
+    }
+    EXPECT_EQ(kept, 2u) << "one a layer";
+    const auto a = fused.run(in);
+    expect_reference(fused, in, a);
+    expect_bits(a.at("layer1.residual"), plain.run(in).at("layer1.residual"), "fused against unfused");
+    expect_bits(fused.run(in).at("layer1.residual"), a.at("layer1.residual"), "a second run");
+  }
+}
 
 namespace {
 // The ring of four T1s (platform/t1x4-ring.json), the program kernel on every chip.

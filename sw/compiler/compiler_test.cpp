@@ -572,6 +572,58 @@ TEST(Compiler, AnRmsNormThatOnlyAMatmulReadsBecomesItsPrologue) {
   const HbmPlan plan = plan_hbm(g, groups, 2);
   EXPECT_EQ(plan.find(n1), nullptr);  // stored nowhere
   EXPECT_NE(plan.find(n2), nullptr);
+  // Up to 64 rows: past them each column part would norm every row.
+  for (const unsigned rows : {64u, 65u}) {
+    Graph h;
+    const int hn = h.rmsnorm(h.input("x", {rows, 32}), h.weight("nw", {32}, std::vector<float>(32, 1.0f)), 1e-6f, "n");
+    h.output(h.matmul(hn, h.weight("w", {32, 16}, std::vector<float>(512, 0.5f), DType::bf16), DType::bf16, "m"));
+    std::vector<Group> hg = fuse(h);
+    EXPECT_EQ(fuse_prologues(h, hg), rows <= 64 ? 1u : 0u) << rows << " rows";
+  }
+}
+
+TEST(Compiler, ANormARouterAndOthersReadIsTheRoutersPrologueAndStoredByIt) {
+  // rmsnorm -> cast -> router matmul -> top k, the cast's rows read by a
+  // later op too: the router's node norms and casts them and stores them
+  // (kept), live until that reader; read by something before the router,
+  // or by two matmuls without a route, the norm keeps its node.
+  Graph g;
+  const int x = g.input("x", {6, 32});
+  const int w = g.weight("w", {32, 8}, std::vector<float>(256, 0.5f), DType::bf16);
+  const int nw = g.weight("nw", {32}, std::vector<float>(32, 1.0f));
+  const int xb = g.cast(g.rmsnorm(x, nw, 1e-6f, "n1"), DType::bf16, "xb");
+  g.output(g.route(g.matmul(xb, w, DType::bf16, "router"), 2, true, "route"));
+  g.output(g.unary(OpKind::exp, xb, "later"));
+  const int yb = g.cast(g.rmsnorm(x, nw, 1e-6f, "n2"), DType::bf16, "yb");
+  const int early = g.unary(OpKind::exp, yb, "earlier");
+  g.output(g.route(g.matmul(yb, w, DType::bf16, "router2"), 2, true, "route2"));
+  g.output(g.matmul(early, w, DType::bf16, "m"));
+  std::vector<Group> groups = fuse(g);
+  EXPECT_EQ(fuse_routes(g, groups), 2u);
+  const std::size_t before = groups.size();
+  EXPECT_EQ(fuse_prologues(g, groups), 1u);
+  ASSERT_EQ(groups.size(), before - 1);
+  std::size_t router = groups.size(), later = groups.size();
+  for (std::size_t k = 0; k < groups.size(); ++k) {
+    const std::string& anchor = g.ops()[static_cast<std::size_t>(groups[k].ops[0])].name;
+    EXPECT_NE(anchor, "n1");
+    if (anchor == "router") router = k;
+    if (anchor == "later") later = k;
+    EXPECT_EQ(groups[k].kept >= 0, anchor == "router") << anchor;
+    EXPECT_EQ(groups[k].prologue >= 0, anchor == "router") << anchor;
+  }
+  ASSERT_LT(router, groups.size());
+  EXPECT_EQ(groups[router].kept, xb);
+  const HbmPlan plan = plan_hbm(g, groups, 2);
+  const HbmSlot* s = plan.find(xb);
+  ASSERT_NE(s, nullptr);
+  EXPECT_EQ(s->first, router);
+  EXPECT_EQ(s->last, later);
+  for (const HbmSlot& o : plan.slots) {  // nothing else lies in its place while it is live
+    if (o.tensor != xb && o.stack == s->stack && o.first <= s->last && s->first <= o.last) {
+      EXPECT_TRUE(o.offset >= s->offset + s->bytes || s->offset >= o.offset + o.bytes) << g.tensor(o.tensor).name;
+    }
+  }
 }
 
 TEST(Compiler, ARoutersTopKRunsInItsMatmulsNodeOnWholeRows) {

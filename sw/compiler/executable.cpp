@@ -26,6 +26,7 @@ constexpr int kFreed = 1;   // a GEMM is done with its B buffer: the load two ch
 constexpr int kGemmed = 2;  // a block's last GEMM is done: its epilogue (or its store) may start
 constexpr int kDone = 3;    // a block's last vector op is done: its store may start
 constexpr int kPrologue = 4;  // a matmul's prologue: A's rows loaded, then normed and cast
+constexpr int kKept = 5;      // the prologue's rows cast: their store (a kept prologue's) may start
 constexpr unsigned kChipSem = 12;
 static_assert(kScaleBlock == TKP_MOE_SCALE_BLOCK, "the experts' kernel and matmul_scaled take blocks of one size");  // the chips' hand-over of a moe op (Options::peers)
 
@@ -451,7 +452,13 @@ class Emitter {
         p.vec(v, Sem{kPrologue});
         v.op = VecOp::cast_to, v.src1 = 0, v.dst = spm_.at("a"), v.format = fmt_of(mm.format);
         if (scaled) v.group = kScaleBlock, v.aux = spm_.at("sa");
-        p.vec(v, Sem{-1, kPrologue});
+        p.vec(v, Sem{-1, kPrologue, grp_.kept >= 0 ? kKept : -1});
+        if (grp_.kept >= 0) {  // the rows other groups read: as cast ("a"), or in FP32 ("px")
+          const Tensor& kept = g_.tensor(grp_.kept);
+          const unsigned kb = bytes(kept.dtype);
+          p.store_rows(kept.dtype == DType::f32 ? spm_.at("px") : spm_.at("a"), addr_(grp_.kept) + std::uint64_t{m0} * K * kb, K * kb,
+                       mr, K * kb, Sem{kKept});
+        }
       } else {
         TileProgram::Dma d = block_dma(addr_(mm.in[0]) + std::uint64_t{m0} * K * bytes(A.dtype), K * bytes(A.dtype), A.dtype,
                                        spm_.at("a"), mm.format, mr, K);
@@ -746,7 +753,7 @@ Executable::Executable(rt::Device& dev, const rt::Kernel& program, Graph g, cons
   auto chip_dev = [&](unsigned c) -> rt::Device& { return c ? *peers_[c - 1].dev : dev_; };
   groups_ = fuse(g_, o.fuse);
   if (o.narrow) narrow_storage(g_, groups_);
-  if (o.fuse) fuse_prologues(g_, groups_), fuse_routes(g_, groups_);
+  if (o.fuse) fuse_routes(g_, groups_), fuse_prologues(g_, groups_);
   // Each moe op's split of its experts over the tiles (the kernel's), at
   // least as many slices as spread one token's choices over every tile.
   // With peers, an op of up to a block of rows (TKP_MOE_BLOCK) spreads its

@@ -24,12 +24,19 @@ namespace tessera::compiler {
 struct Group {
   std::vector<int> ops;  // in graph order; ops[0] the anchor (a matmul, a row op, an argmax or an elementwise op)
   int out = -1;          // the tensor the group writes
-  int prologue = -1;     // a matmul's: an RMSNorm run on A's rows as they load (fuse_prologues), its output stored nowhere
+  int prologue = -1;     // a matmul's: an RMSNorm run on A's rows as they load (fuse_prologues)
+  int kept = -1;         // the prologue's output where other groups read it too: stored by the parts (else nowhere)
 };
 std::vector<Group> fuse(const Graph& g, bool enabled = true);
-// An RMSNorm whose only reader is a matmul (as A), and no output, runs in
-// that matmul's node on each tile's rows of A as they load: its group goes,
-// the matmul's takes it as its prologue. Returns the prologues made.
+// An RMSNorm (alone, or with a cast to the matmul's format after it) whose
+// only reader is a matmul (as A), and no output, runs in that matmul's
+// node on each tile's rows of A as they load: its group goes, the matmul's
+// takes it as its prologue (up to 64 rows: past them each column part
+// norming every row costs more than the node). Where other groups read it too, after the
+// matmul's, and the matmul's node ends with a router's top k (each part
+// whole rows: each row normed once), the parts also store it (the group's
+// `kept`): a decode step's experts read the rows the router's node normed.
+// Run after fuse_routes. Returns the prologues made.
 unsigned fuse_prologues(const Graph& g, std::vector<Group>& groups);
 // A router's top k (route(), not route_grouped) whose logits only it reads,
 // from a matmul with nothing fused after it, runs in that matmul's node on
