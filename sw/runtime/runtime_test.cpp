@@ -730,13 +730,18 @@ TEST(Runtime, EarlyOperationsLoadWhileTheirTileWaitsAtTheBarrier) {
   std::vector<std::uint32_t> words(16384);
   for (unsigned i = 0; i < words.size(); ++i) words[i] = 0x5eed0000u + i * 13;
   dev.write(src, words.data(), 65536);
-  auto graph = [&](std::size_t early, std::uint64_t from) {
+  // `idle` ops on tile 1 in node 0: 319 puts its barrier last in the
+  // program area's first half, its early load in the second (pushed after
+  // the barrier then, as an operation of its node).
+  auto graph = [&](std::size_t early, std::uint64_t from, unsigned idle = 1) {
     Graph g;
     std::vector<std::pair<unsigned, TileProgram>> slow, next;
     TileProgram busy;
     for (unsigned i = 0; i < 300; ++i) busy.load(junk.address, 0x20000, 64);
     slow.emplace_back(0, std::move(busy));
-    slow.emplace_back(1, TileProgram{}.load(junk.address, 0x20000, 64));
+    TileProgram few;
+    for (unsigned i = 0; i < idle; ++i) few.load(junk.address, 0x20000, 64);
+    slow.emplace_back(1, std::move(few));
     TileProgram load;
     load.load(from, 0x10000, 65536).drain().store(0x10000 + 65532, out.address, 4).store(0x10000, out.address + 4, 4);
     next.emplace_back(1, std::move(load.early(early)));
@@ -762,6 +767,18 @@ TEST(Runtime, EarlyOperationsLoadWhileTheirTileWaitsAtTheBarrier) {
     dev.free(x);
   }
   EXPECT_LT(node1[1], node1[0] / 3) << "the early load ran under node 0";
+  static_assert(TKP_MAX_OPS / 2 == 320, "the idle ops below put the barrier last in a half");
+  {
+    const GraphExec x = dev.instantiate(graph(1, src.address, 319));
+    const std::uint32_t zero[2] = {0, 0};
+    dev.write(out, zero, 8);
+    EXPECT_EQ(dev.wait(dev.launch_graph(k, x)).status, TP_OK);
+    std::uint32_t got[2];
+    dev.read(out, got, 8);
+    EXPECT_EQ(got[0], words.back()) << "an early load past the half";
+    EXPECT_EQ(got[1], words.front()) << "an early load past the half";
+    dev.free(x);
+  }
   // A failing early load names its node and operation; the device serves on.
   {
     const GraphExec x = dev.instantiate(graph(1, 0x7000'0000'0000ull));

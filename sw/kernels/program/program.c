@@ -23,7 +23,7 @@
 static uint32_t op_index; /* the operation being pushed: its engine command's id */
 static uint32_t base_position; /* the last TKP_POSITION's: relative vector positions add it */
 
-static void dma(const struct tkp_op* o) {
+static inline __attribute__((always_inline)) void dma(const struct tkp_op* o) {
   struct tk_dma d = {0};
   d.id = op_index;
   d.src = o->w[0] | (uint64_t)o->w[1] << 32;
@@ -758,14 +758,8 @@ static int mark(const struct tkp_op* o) {
   return 0;
 }
 
-/* A barrier whose closing waits until its early operations are pushed
- * (TKP_BARRIER_EARLY: the next node's prefetches, which then load while
- * the tile waits for the others): its tiles, semaphore and mark slot, the
- * operations still to push, and where it is (the cursor while it waits). */
-static struct {
-  uint32_t on, n, sem, slot, left, at;
-} held;
-static uint32_t in_graph; /* run_long runs the program: a barrier may hold */
+static uint32_t in_graph; /* run_long runs the program: a barrier may push early operations */
+static uint32_t half_end; /* run_long: the index past the last operation in the program area */
 
 /* A barrier's second half: takes n - 1 from its semaphore, then writes
  * its mark (slot + 1; 0: none). */
@@ -776,20 +770,31 @@ static int barrier_close(uint32_t n, uint32_t sem, uint32_t slot) {
   return 0;
 }
 
-static int barrier(const struct tkp_op* o) {
+/* A barrier. Its early operations (the next node's prefetches: DMAs into
+ * the scratchpad that wait on no semaphore) are pushed once the tile has
+ * drained and signalled, before it waits, so they load while it waits for
+ * the others; it returns minus their count (run_long skips them). Where
+ * they lie past the program area's half (its next half may still be on
+ * its way) they run after the barrier, as the operations they are. */
+__attribute__((noinline)) static int barrier(const struct tkp_op* o) {
   const uint32_t n = o->w[0], self = o->w[1], sem = o->w[2];
   const uint32_t early = TKP_BARRIER_EARLY(o->sem), slot = TKP_BARRIER_MARK(o->sem);
   if (!n || n > TKP_BARRIER_MAX || self >= n || sem > 15 || slot > TKP_MARKS_MAX || (o->sem & 0xfc00ff00u) ||
       (early && !in_graph))
     return 2;
+  const uint32_t at = op_index, pushed = op_index + 1 + early <= half_end ? early : 0;
+  for (uint32_t e = 1; e <= pushed; ++e)
+    if (o[e].kind != TKP_DMA || (o[e].sem & 0xffu)) {
+      op_index = at + e;
+      return 2;
+    }
   if (tk_drain()) return 3;
   for (uint32_t i = 0; i < n; ++i)
     if (i != self) tk_remote_signal(o->w[3 + i], sem);
-  if (early) {
-    held.on = 1, held.n = n, held.sem = sem, held.slot = slot, held.left = early, held.at = op_index;
-    return 0;
-  }
-  return barrier_close(n, sem, slot);
+  for (uint32_t e = 1; e <= pushed; ++e) op_index = at + e, dma(&o[e]);
+  op_index = at;
+  if (barrier_close(n, sem, slot)) return 3;
+  return -(int)pushed;
 }
 
 /* Runs one operation; nonzero: the exit code. The core pushes every
@@ -859,27 +864,21 @@ static int run_long(uint64_t program, uint32_t count) {
       fetch.id = base + HALF;
       tk_dma_push(&fetch);
     }
-    const struct tkp_op* ops = area + half * HALF;
-    for (uint32_t j = 0; j < n; ++j) {
-      const uint32_t i = base + j;
-      if (held.on) { /* a barrier's early operations, then its closing */
-        if (held.left) {
-          if (ops[j].kind != TKP_DMA || (ops[j].sem & 0xffu)) return 2 | (i + 1) << 8;
-          --held.left;
-        } else {
-          *cursor = held.at, held.on = 0;
-          if (barrier_close(held.n, held.sem, held.slot)) return 3 | (failed_op(held.at) + 1) << 8;
-        }
-      }
+    const struct tkp_op* o = area + half * HALF;
+    const struct tkp_op* const end = o + n;
+    half_end = base + n;
+    for (uint32_t i = base; o < end; ++o, ++i) {
       *cursor = i;
       op_index = i;
       TK_W(CMD_ID, i), TK_W(VCMD_ID, i);
-      if (ops[j].kind == TKP_END) return tk_drain() ? 3 | (failed_op(i) + 1) << 8 : 0;
-      const int r = run_op(&ops[j]);
-      if (r) return r | (r == 3 ? failed_op(i) + 1 : i + 1) << 8;
+      if (o->kind == TKP_END) return tk_drain() ? 3 | (failed_op(i) + 1) << 8 : 0;
+      const int r = run_op(o);
+      if (r) {
+        if (r > 0) return r | (r == 3 ? failed_op(i) + 1 : op_index + 1) << 8;
+        o += -r, i += (uint32_t)-r; /* a barrier that pushed its early operations */
+      }
     }
   }
-  if (held.on && (held.left || barrier_close(held.n, held.sem, held.slot))) return (held.left ? 2 : 3) | (count + 1) << 8;
   return tk_drain() ? 3 | (failed_op(count) + 1) << 8 : 0;
 }
 

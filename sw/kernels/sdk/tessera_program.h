@@ -26,7 +26,8 @@ enum tkp_kind {
                       semaphores (tiles can be one barrier apart): graphs alternate TKP_BARRIER_SEM and the one below.
                       In a graph's program its `sem` word says more: bits 0-7 the number of operations after it
                       that the tile pushes once it has signalled and before it waits (TKP_BARRIER_EARLY: the next
-                      node's prefetches, DMAs into its scratchpad that wait on no semaphore), bits 16-25 a mark
+                      node's prefetches, DMAs into its scratchpad that wait on no semaphore; past the program area's half they
+                      run after it instead), bits 16-25 a mark
                       slot + 1 (0: none) whose TKP_MARK the core writes when the barrier has closed */
   TKP_MARK = 8,    /* the core writes its cycle counter (64 bits) at scratchpad offset w[0], one of the
                       TKP_MARKS_MAX slots at TKP_MARKS_OFFSET */
