@@ -441,7 +441,8 @@ class Emitter {
       if (m0 != part.r0) flush(p), p.drain();  // A's buffer is reused
       if (grp_.prologue >= 0) {
         // A's rows as the norm's input (FP32), normed and cast into "a" on
-        // the vector unit; the first GEMM waits (the core, at kPrologue).
+        // the vector unit; the first GEMM waits (the core, at kPrologue; or,
+        // after an early chunk, the GEMM itself).
         const Op& norm = g_.ops()[static_cast<std::size_t>(grp_.prologue)];
         const Tensor& X = g_.tensor(norm.in[0]);
         if (m0 == part.r0) load_block(p, addr_(norm.in[1]), 0, DType::f32, spm_.at("pw"), DType::f32, 1, K);

@@ -11,7 +11,8 @@
 // Emission per group and tile, on its part's blocks:
 //   matmul   A's rows (cast to the format on the fly) once per row block;
 //            B in chunks of kb x nb, double-buffered (a chunk loads while
-//            the one before it multiplies); C in FP32, double-buffered so a
+//            the one before it multiplies; a weight's first chunk early,
+//            under the barrier before the node); C in FP32, double-buffered so a
 //            block's epilogue (the fused ops) and store overlap the next
 //            block's GEMMs;
 //   others   the operands' blocks double-buffered, the chain's vector ops
