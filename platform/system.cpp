@@ -193,7 +193,13 @@ std::string SystemSpec::describe() const {
   return o;
 }
 
-System::System(const SystemSpec& spec, bool protocol_checker, std::vector<unsigned> owner, unsigned rank) : spec_(spec) {
+System::System(const SystemSpec& spec, bool protocol_checker, std::vector<unsigned> owner, unsigned rank)
+    : spec_(spec), lookahead_(sc_core::sc_max_time()) {
+  for (const LinkSpec& l : spec_.links)
+    for (unsigned k : {l.a, l.b}) {
+      const InstanceSpec* f = spec_.chip_specs[k].find(spec_.fabric);
+      lookahead_ = std::min(lookahead_, std::any_cast<std::shared_ptr<const c2c::C2c::Config>>(f->config)->link.latency);
+    }
   if (owner.empty()) owner.assign(spec.chips, rank);
   cut_ = std::make_unique<c2c::Cut>(owner, rank);
   std::vector<std::string> names;
@@ -225,16 +231,6 @@ System::System(const SystemSpec& spec, bool protocol_checker, std::vector<unsign
     else if (a) fabrics_.at(l.a)->connect_remote(l.port_a, l.b, l.port_b, config_of(l.b));
     else if (b) fabrics_.at(l.b)->connect_remote(l.port_b, l.a, l.port_a, config_of(l.a));
   }
-}
-
-sc_core::sc_time System::lookahead() const {
-  sc_core::sc_time least = sc_core::sc_max_time();
-  for (const LinkSpec& l : spec_.links)
-    for (unsigned k : {l.a, l.b}) {
-      const InstanceSpec* f = spec_.chip_specs[k].find(spec_.fabric);
-      least = std::min(least, std::any_cast<std::shared_ptr<const c2c::C2c::Config>>(f->config)->link.latency);
-    }
-  return least;
 }
 
 System::~System() = default;

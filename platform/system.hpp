@@ -71,7 +71,7 @@ class System {
   c2c::Cut& cut() { return *cut_; }
   // The smallest latency of any link: no message crosses a link sooner, so
   // processes may run that far apart (the windows of a run).
-  sc_core::sc_time lookahead() const;
+  sc_core::sc_time lookahead() const { return lookahead_; }
   const SystemSpec& spec() const { return spec_; }
   void load(const ElfImage& elf);  // the same firmware on every chip
   std::string load_error() const;
@@ -80,6 +80,7 @@ class System {
 
  private:
   const SystemSpec& spec_;
+  sc_core::sc_time lookahead_;  // asked at every window: found once
   std::unique_ptr<c2c::Cut> cut_;
   std::vector<std::unique_ptr<Platform>> chips_;  // nullptr: held by another process
   std::vector<c2c::C2c*> fabrics_;

@@ -706,7 +706,10 @@ void Hbm::report_stats(nlohmann::ordered_json& out) const {
   for (const auto& c : channels_) {
     const ChannelStats& x = c->stats();
     if (hist.empty()) hist.assign(x.latency_histogram.size(), 0);
-    for (std::size_t i = 0; i < hist.size(); ++i) hist[i] += x.latency_histogram[i], n += x.latency_histogram[i];
+    // Each request served counts one latency: a channel that served none
+    // (every one in fast mode) has an empty histogram to skip.
+    if (x.reads + x.writes)
+      for (std::size_t i = 0; i < hist.size(); ++i) hist[i] += x.latency_histogram[i], n += x.latency_histogram[i];
     max = std::max(max, x.latency_max);
     area += x.queue_area;
     span = std::max(span, x.last_cycle);

@@ -527,7 +527,7 @@ int tessera::model::demo_main(int argc, char** argv) {
                        {"phases", phases}};
       j["ips"] = s;
       // A system's synchronisation: windows of the links' latency, and over
-      // MPI ranks the bytes exchanged and rank 0's time waiting for the others.
+      // MPI ranks the bytes exchanged and each rank's time waiting for the others.
       if (cluster) j["ranks"] = cluster->synchronisation();
       std::ofstream f(stats_file);
       f << j.dump(2) << "\n";

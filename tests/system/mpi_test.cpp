@@ -205,7 +205,7 @@ TEST(Mpi, TheMainJobOverRanksGivesTheSingleProcessRun) {
   auto read = [](const std::string& file) {
     nlohmann::json j = stats(file);
     if (j.is_object()) j.erase("wall_time_s"), j["ranks"].erase("exchanged_bytes"), j["ranks"].erase("waited_s"),
-                       j["ranks"].erase("ranks");
+                       j["ranks"].erase("ranks"), j["ranks"].erase("waited_by_rank_s"), j["ranks"].erase("longest_wait_s");
     return j;
   };
   const std::string one_json = local("job.1.json");
@@ -229,6 +229,16 @@ TEST(Mpi, TheMainJobOverRanksGivesTheSingleProcessRun) {
     EXPECT_EQ(without_wall(slurp(local(tag + ".out"))), expected) << ranks << " ranks";
     EXPECT_EQ(stats(local(tag + ".json"))["ranks"]["ranks"], ranks);
     EXPECT_GT(stats(local(tag + ".json"))["ranks"]["exchanged_bytes"].get<double>(), 0);
+    // Every rank's wait, the longest of them named.
+    const nlohmann::json sync = stats(local(tag + ".json"))["ranks"];
+    ASSERT_EQ(sync["waited_by_rank_s"].size(), ranks);
+    double longest = 0;
+    for (const auto& w : sync["waited_by_rank_s"]) {
+      EXPECT_GE(w.get<double>(), 0);
+      longest = std::max(longest, w.get<double>());
+    }
+    EXPECT_EQ(sync["longest_wait_s"].get<double>(), longest);
+    EXPECT_EQ(sync["waited_by_rank_s"][0], sync["waited_s"]);
     // Every value equal, but a domain's peak power: the largest of its
     // power-meter windows, each summed in floating point from the charges of
     // the chip's IPs in the order they came, may differ in the last bits

@@ -170,7 +170,7 @@ ChipFacts facts_of(Platform& p) {
 }
 
 // Untimed requests a chip's owner answers (Link::ask).
-enum Untimed : std::uint8_t { kFacts = 0, kStats, kDebugRead, kEnergy, kRankStats, kDebugWrite };
+enum Untimed : std::uint8_t { kFacts = 0, kStats, kDebugRead, kEnergy, kRankStats, kDebugWrite, kRankSync };
 
 Device::Energy energy_of(const std::string& meter_path) {
   power::Meter& m = power::meter(meter_path);
@@ -212,6 +212,7 @@ std::string answer_untimed(Session& s, Platform& p, std::uint8_t op, const std::
                                     {"static", e.static_watts}}.dump();
     }
     case kRankStats: return s.system()->stats().dump();
+    case kRankSync: return s.rank_report().dump();
   }
   throw std::runtime_error(fmt::format("an unknown request ({})", op));
 }
@@ -1114,7 +1115,23 @@ nlohmann::ordered_json Cluster::stats() const {
   return all;
 }
 
-nlohmann::ordered_json Cluster::synchronisation() const { return impl_->session->rank_report(); }
+nlohmann::ordered_json Cluster::synchronisation() const {
+  Impl& c = *impl_;
+  Session& s = *c.session;
+  nlohmann::ordered_json out = s.rank_report();
+  if (s.ranks() == 1) return out;
+  // Every rank's wait, asked of a chip it holds: the other ranks wait
+  // while rank 0's host program works and while rank 0's chips alone
+  // have work.
+  std::vector<double> waited(s.ranks(), -1);
+  waited[0] = out["waited_s"].get<double>();
+  for (unsigned k = 0; k < s.chips(); ++k)
+    if (waited[s.owner(k)] < 0)
+      waited[s.owner(k)] = nlohmann::ordered_json::parse(c.link->ask(k, kRankSync, ""))["waited_s"].get<double>();
+  out["waited_by_rank_s"] = waited;
+  out["longest_wait_s"] = *std::max_element(waited.begin(), waited.end());
+  return out;
+}
 
 }  // namespace tessera::rt
 

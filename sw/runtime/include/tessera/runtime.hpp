@@ -238,7 +238,8 @@ class Cluster {
   double simulated_seconds() const;
   nlohmann::ordered_json stats() const;  // every chip's counters, "chipK.instance", in chip order
   // The synchronisation so far: ranks, lookahead_ns, windows,
-  // exchanged_bytes, waited_s (rank 0's time waiting for the others).
+  // exchanged_bytes, waited_s (rank 0's time waiting for the others), and
+  // over MPI ranks waited_by_rank_s (each rank's) and longest_wait_s.
   nlohmann::ordered_json synchronisation() const;
 
  private:
