@@ -180,6 +180,7 @@ void TensorCore::execute(const GemmCommand& c) {
     execute_block_scaled(c, lda, ldb, ldc);
     return;
   }
+  if (s.input == num::Format::BF16 && c.acc.kind == num::Accumulation::Kind::fp32 && execute_bf16(c, lda, ldb, ldc)) return;
   const std::uint8_t* mem = spm_.data();
   const std::vector<double>& table = decode_table(s.input);
   auto load = [&](std::uint64_t addr) -> double {
@@ -226,6 +227,58 @@ void TensorCore::execute(const GemmCommand& c) {
       }
       std::memcpy(cm + (i * ldc + j) * 4, &w, 4);
     }
+}
+
+// BF16 operands accumulated in FP32, the common command: each code
+// decoded straight to the float it is the top half of, and multiplied and
+// added in float as num::gemm's float path does (each product exact and
+// normal, each C element adding its K products one by one in order), the
+// same bits without the general path's float64 operands. False, having
+// written nothing, where an operand is outside that path's range (a
+// subnormal, an infinity, a NaN, a magnitude outside [2^-62, 2^62)): the
+// general path then runs the command.
+bool TensorCore::execute_bf16(const GemmCommand& c, std::uint64_t lda, std::uint64_t ldb, std::uint64_t ldc) {
+  const GemmShape& s = c.shape;
+  const std::uint8_t* mem = spm_.data();
+  std::vector<float>& a = scratch_fa_;
+  std::vector<float>& b = scratch_fb_;
+  std::vector<float>& row = scratch_row_;
+  a.resize(static_cast<std::size_t>(s.m) * s.k);
+  b.resize(static_cast<std::size_t>(s.k) * s.n);
+  row.resize(s.n);
+  std::uint32_t outside = 0;
+  auto take = [&](std::uint64_t addr) {
+    std::uint16_t h;
+    std::memcpy(&h, mem + addr, 2);
+    const std::uint32_t e = (h >> 7) & 0xffu;
+    outside |= (h & 0x7fffu) != 0 && (e < 127 - 62 || e > 127 + 61);
+    const std::uint32_t w = std::uint32_t{h} << 16;
+    float f;
+    std::memcpy(&f, &w, 4);
+    return f;
+  };
+  for (unsigned i = 0; i < s.m; ++i)
+    for (unsigned p = 0; p < s.k; ++p)
+      a[static_cast<std::size_t>(i) * s.k + p] = take(c.a + (c.trans_a ? p * lda + i : i * lda + p) * 2);
+  for (unsigned p = 0; p < s.k; ++p)
+    for (unsigned j = 0; j < s.n; ++j)
+      b[static_cast<std::size_t>(p) * s.n + j] = take(c.b + (c.trans_b ? j * ldb + p : p * ldb + j) * 2);
+  if (outside) return false;
+  std::uint8_t* cm = spm_.data() + c.c;
+  for (unsigned i = 0; i < s.m; ++i) {
+    float* r = row.data();
+    for (unsigned j = 0; j < s.n; ++j) {
+      if (c.accumulate) std::memcpy(&r[j], cm + (i * ldc + j) * 4, 4);
+      else r[j] = 0.0f;
+    }
+    for (unsigned p = 0; p < s.k; ++p) {
+      const float x = a[static_cast<std::size_t>(i) * s.k + p];
+      const float* bp = b.data() + static_cast<std::size_t>(p) * s.n;
+      for (unsigned j = 0; j < s.n; ++j) r[j] += x * bp[j];
+    }
+    std::memcpy(cm + i * ldc * 4, r, std::size_t{s.n} * 4);
+  }
+  return true;
 }
 
 void TensorCore::execute_block_scaled(const GemmCommand& c, std::uint64_t lda, std::uint64_t ldb, std::uint64_t ldc) {

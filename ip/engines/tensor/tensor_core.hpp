@@ -104,6 +104,7 @@ class TensorCore : public sc_core::sc_module {
   std::string validate(const GemmCommand& c, CommandError& code) const;
   void execute(const GemmCommand& c);
   void execute_block_scaled(const GemmCommand& c, std::uint64_t lda, std::uint64_t ldb, std::uint64_t ldc);
+  bool execute_bf16(const GemmCommand& c, std::uint64_t lda, std::uint64_t ldb, std::uint64_t ldc);
 
   scratchpad::Scratchpad& spm_;
   Semaphores* sems_ = nullptr;
@@ -128,6 +129,7 @@ class TensorCore : public sc_core::sc_module {
   power::Meter* meter_ = &power::meter(name());
   power::Clock* clk_ = &power::meter(name()).clock(power::kTiles);  // DVFS: the tiles domain
   std::vector<double> scratch_a_, scratch_b_, scratch_out_;
+  std::vector<float> scratch_fa_, scratch_fb_, scratch_row_;  // execute_bf16's
 };
 
 // The command the CMD_ registers (tensor.regs.json) describe, as the tile holds them.

@@ -3,6 +3,7 @@
 // operand bank conflicts, bad commands reported and survived.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <random>
 
@@ -95,6 +96,70 @@ TEST(TensorCore, Bf16GemmIsBitExactAndTakesTheArraysTime) {
   for (unsigned i = 0; i < m * n; ++i) ASSERT_EQ(t.get_f32(0x20000 + i * 4), static_cast<float>(ref[i])) << i;
   EXPECT_EQ(t.tc.stats().macs_bf16, std::uint64_t(m) * n * k);
   EXPECT_EQ(t.tc.stats().operand_stall_cycles, 0u);
+}
+
+// BF16 commands take a float path of their own where every operand is a
+// normal number of moderate size, and the general one otherwise: both give
+// num::gemm's bits, transposed operands and accumulation into C included.
+TEST(TensorCore, Bf16GemmsGiveTheNumericsBitsOnEitherPath) {
+  Tile t;
+  const unsigned m = 5, n = 40, k = 70;
+  std::vector<double> a = random(m * k, 3), b = random(k * n, 4), c0 = random(m * n, 5);
+  c0[7] = std::nan("");
+  struct Case {
+    const char* what;
+    double a0, b0;  // A's first element and B's last, where the case puts them
+  };
+  const Case cases[] = {{"every operand normal", 0.75, -1.5},
+                        {"a subnormal in A", std::ldexp(1.0, -130), -1.5},
+                        {"a magnitude past 2^62 in B", 0.75, std::ldexp(1.0, 70)},
+                        {"an infinity in B", 0.75, -INFINITY}};
+  for (const Case& x : cases) {
+    a[0] = x.a0, b[k * n - 1] = x.b0;
+    // A and B stored transposed: A(i, p) at p * m + i, B(p, j) at j * k + p.
+    std::vector<double> at(m * k), bt(k * n);
+    for (unsigned i = 0; i < m; ++i)
+      for (unsigned p = 0; p < k; ++p) at[p * m + i] = a[i * k + p];
+    for (unsigned p = 0; p < k; ++p)
+      for (unsigned j = 0; j < n; ++j) bt[j * k + p] = b[p * n + j];
+    const std::vector<double> held_at = t.put(0x0, num::Format::BF16, at), held_bt = t.put(0x10000, num::Format::BF16, bt);
+    std::vector<double> ha(m * k), hb(k * n), ref(m * n);
+    for (unsigned i = 0; i < m; ++i)
+      for (unsigned p = 0; p < k; ++p) ha[i * k + p] = held_at[p * m + i];
+    for (unsigned p = 0; p < k; ++p)
+      for (unsigned j = 0; j < n; ++j) hb[p * n + j] = held_bt[j * k + p];
+    for (unsigned i = 0; i < m * n; ++i) {
+      const float f = static_cast<float>(c0[i]);
+      std::memcpy(t.spm.data() + 0x20000 + i * 4, &f, 4);
+      ref[i] = f;
+    }
+    GemmCommand c;
+    c.shape = {m, n, k, num::Format::BF16};
+    c.a = 0x0, c.b = 0x10000, c.c = 0x20000, c.trans_a = c.trans_b = true, c.accumulate = true;
+    t.tc.submit(c);
+    t.run();
+    num::gemm(ha, hb, ref, m, n, k, num::Accumulation{}, true);
+    for (unsigned i = 0; i < m * n; ++i) {
+      const float want = static_cast<float>(ref[i]), got = t.get_f32(0x20000 + i * 4);
+      if (std::isnan(want)) EXPECT_TRUE(std::isnan(got)) << x.what << ", element " << i;
+      else ASSERT_EQ(std::memcmp(&got, &want, 4), 0) << x.what << ", element " << i << ": " << got << " against " << want;
+    }
+  }
+  // A product below float's normal range, added to C in one rounding (the
+  // general path's): 2^-75 x 2^-75 = 2^-150 lies halfway between C =
+  // 2^-126 + 2^-149 and the next float, and the tie goes to the even one;
+  // a product rounded to float first (to 0) would leave C as it was.
+  t.put(0x0, num::Format::BF16, {std::ldexp(1.0, -75)});
+  t.put(0x10000, num::Format::BF16, {std::ldexp(1.0, -75)});
+  const float c = std::ldexp(1.0f, -126) + std::ldexp(1.0f, -149);
+  std::memcpy(t.spm.data() + 0x20000, &c, 4);
+  GemmCommand tie;
+  tie.shape = {1, 1, 1, num::Format::BF16};
+  tie.a = 0x0, tie.b = 0x10000, tie.c = 0x20000, tie.accumulate = true;
+  t.tc.submit(tie);
+  t.run();
+  EXPECT_EQ(t.get_f32(0x20000), std::ldexp(1.0f, -126) + std::ldexp(1.0f, -148));
+  EXPECT_EQ(t.tc.completed(), 5u);
 }
 
 TEST(TensorCore, TimingOnlyTakesTheSameTimeAndTrafficButComputesNoProducts) {
