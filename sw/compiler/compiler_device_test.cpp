@@ -414,6 +414,36 @@ TEST(CompilerDevice, BlockScaledFp8ExpertsEqualTheReferenceBitForBit) {
   refused_with([&] { g.moe_scaled(xb, route, b1, s1, b1, s1, w2, s2, "bf16_codes"); }, "bf16_codes: w1 'b1' must hold e4m3 or e5m2 codes");
 }
 
+// An elementwise chain on a router's logits (a scale by a weight, scores
+// added from an input: what seeded routing does, hf::llama_step) runs in
+// the router's node before its top k, on every block of rows.
+TEST(CompilerDevice, AChainOnARoutersLogitsRunsInItsNodeBitForBit) {
+  Chip c;
+  for (const unsigned rows : {1u, 5u, 70u}) {
+    SCOPED_TRACE(testing::Message() << rows << " rows");
+    Graph g;
+    const int x = g.input("x", {rows, 64});
+    const int logits = g.matmul(x, g.weight("router", {64, 8}, seeded_values(64 * 8, 2, 0.5f), DType::bf16), DType::bf16, "logits");
+    const int scaled = g.binary(OpKind::mul, logits, g.weight("scale", {8}, seeded_values(8, 3, 2.0f)), "scaled");
+    const int scores = g.binary(OpKind::add, scaled, g.input("scores", {rows, 8}), "summed");
+    g.output(g.route(scores, 2, true, "route"));
+    Executable ex(c.dev, c.program, std::move(g));
+    ASSERT_EQ(ex.groups().size(), 1u) << "one node: the router, the chain and the top k";
+    EXPECT_EQ(ex.groups()[0].ops.size(), 4u);
+    const std::map<std::string, std::vector<float>> in{{"x", seeded_values(std::size_t{rows} * 64, 4 + rows, 1.0f)},
+                                                       {"scores", seeded_values(std::size_t{rows} * 8, 9 + rows, 3.0f)}};
+    const auto out = ex.run(in);
+    expect_reference(ex, in, out);
+    // The scores decide: the chosen experts differ from the logits' own.
+    Graph plain;
+    const int px = plain.input("x", {rows, 64});
+    plain.output(plain.route(plain.matmul(px, plain.weight("router", {64, 8}, seeded_values(64 * 8, 2, 0.5f), DType::bf16),
+                                          DType::bf16, "logits"), 2, true, "route"));
+    Executable pe(c.dev, c.program, std::move(plain));
+    EXPECT_NE(pe.run({{"x", in.at("x")}}).at("route"), out.at("route"));
+  }
+}
+
 TEST(CompilerDevice, AMixtureOfExpertsTooLargeForTheKernelIsRefusedByName) {
   Chip c;
   // 257 tokens: the experts kernel takes 256 at a time.

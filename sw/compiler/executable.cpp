@@ -217,7 +217,10 @@ class Emitter {
   Emitter(const Graph& g, const Group& grp, std::size_t gi, const Tiling& t, const SpmPlan& spm,
           std::function<std::uint64_t(int)> addr, const std::map<std::pair<std::size_t, unsigned>, Panel>& panels)
       : g_(g), grp_(grp), gi_(gi), t_(t), spm_(spm), addr_(std::move(addr)), panels_(panels),
-        sides_(side_operands(g, grp)), out_(g.tensor(grp.out)) {}
+        sides_(side_operands(g, grp)), out_(g.tensor(grp.out)),
+        value_(g.ops()[static_cast<std::size_t>(grp.ops.back())].kind == OpKind::route
+                   ? g.tensor(g.ops()[static_cast<std::size_t>(grp.ops.back())].in[0])
+                   : out_) {}
 
   // The part's program, after what `prog` holds already.
   TileProgram part(const Part& p, TileProgram prog = {}) {
@@ -298,13 +301,13 @@ class Emitter {
                  Sem s = {}) {
     const Tensor& T = g_.tensor(sides_[j]);
     const std::uint32_t dst = spm_.at(fmt::format("s{}.{}", j, par));
-    const unsigned cols = out_cols(), eb = bytes(T.dtype);
+    const unsigned cols = value_.cols(), eb = bytes(T.dtype);
     std::vector<TileProgram::Dma> d;
     std::uint64_t have = 0, want = std::uint64_t{mr} * nr * 4;  // bytes in place, and needed
-    if (per_row(T, out_)) {  // the block's rows' values, one each (the vector unit scales rows by them)
+    if (per_row(T, value_)) {  // the block's rows' values, one each (the vector unit scales rows by them)
       d.push_back(block_dma(addr_(sides_[j]) + std::uint64_t{m0} * eb, 0, T.dtype, dst, DType::f32, 1, mr));
       have = want = std::uint64_t{mr} * 4;
-    } else if (T.elements() == out_.elements()) {
+    } else if (T.elements() == value_.elements()) {
       d.push_back(block_dma(addr_(sides_[j]) + (std::uint64_t{m0} * cols + n0) * eb, cols * eb, T.dtype, dst, DType::f32, mr, nr));
       have = want;
     } else if (T.elements() == 1) {
@@ -334,10 +337,11 @@ class Emitter {
   // anchor, on a block of mr x nr in `run`; the first waits `wait`, the last
   // signals kDone. Returns where the block's result is (run, or the cast's codes).
   std::uint32_t chain(TileProgram& p, std::size_t from, std::uint32_t run, unsigned par, unsigned row0, unsigned mr,
-                      unsigned nr, int wait) {
+                      unsigned nr, int wait, std::size_t end = ~std::size_t{0}) {
     std::vector<TileProgram::Vec> v;
     std::uint32_t result = run;
-    for (std::size_t j = from; j < grp_.ops.size(); ++j) {
+    const std::size_t stop = std::min(end, grp_.ops.size());
+    for (std::size_t j = from; j < stop; ++j) {
       const Op& o = op(j);
       TileProgram::Vec c;
       c.op = vec_of(o.kind), c.rows = mr, c.cols = nr, c.src0 = run, c.dst = run, c.eps = o.eps;
@@ -369,7 +373,7 @@ class Emitter {
       }
       v.push_back(c);
     }
-    if (out_.dtype != DType::f32 && op(grp_.ops.size() - 1).kind != OpKind::cast) {  // stored narrower
+    if (stop == grp_.ops.size() && out_.dtype != DType::f32 && op(grp_.ops.size() - 1).kind != OpKind::cast) {  // stored narrower
       TileProgram::Vec c;
       c.op = VecOp::cast_to, c.rows = mr, c.cols = nr, c.src0 = run, c.format = fmt_of(out_.dtype);
       c.dst = result = spm_.at(fmt::format("o{}", par));
@@ -494,9 +498,11 @@ class Emitter {
           p.gemm(gm, Sem{ready, freed >= 0 ? freed : last, freed >= 0 ? last : -1});
         }
         flush(p);
-        if (routed) {  // whole rows: their top k and its gates, each plane's rows stored
-          top_k(p, op(grp_.ops.size() - 1), c, spm_.at("rt"), spm_.at("rg"), m0, mr, nr, static_cast<unsigned>(g_.tensor(mm.in[0]).rows()),
-                kGemmed);
+        if (routed) {  // whole rows: the chain on the logits, if any, their top k and its gates, each plane's rows stored
+          const std::size_t last = grp_.ops.size() - 1;
+          const std::uint32_t logits = last > 1 ? chain(p, 1, c, par, m0, mr, nr, kGemmed, last) : c;
+          top_k(p, op(last), logits, spm_.at("rt"), spm_.at("rg"), m0, mr, nr, static_cast<unsigned>(g_.tensor(mm.in[0]).rows()),
+                last > 1 ? kDone : kGemmed);
           continue;
         }
         const std::uint32_t result = epilogue ? chain(p, 1, c, par, m0, mr, nr, kGemmed) : c;
@@ -668,6 +674,7 @@ class Emitter {
   const std::map<std::pair<std::size_t, unsigned>, Panel>& panels_;
   std::vector<int> sides_;
   const Tensor& out_;
+  const Tensor& value_;  // what the chain computes: out_, or where the group ends with a top k, the logits it takes
   std::function<void(TileProgram&)> pending_;
 
  public:

@@ -118,7 +118,15 @@ unsigned fuse_routes(const Graph& g, std::vector<Group>& groups) {
   for (std::size_t k = 0; k + 1 < groups.size(); ++k) {
     Group& m = groups[k];
     const Op& mm = g.ops()[static_cast<std::size_t>(m.ops[0])];
-    if (mm.kind != OpKind::matmul || m.ops.size() != 1 || g.is_output(m.out)) continue;
+    if (mm.kind != OpKind::matmul || g.is_output(m.out)) continue;
+    // The matmul alone, or with an elementwise chain on its logits (no cast:
+    // the top k takes them in FP32).
+    bool plain = true;
+    for (std::size_t j = 1; j < m.ops.size(); ++j) {
+      const OpKind kind = g.ops()[static_cast<std::size_t>(m.ops[j])].kind;
+      plain = plain && (is_unary(kind) || is_binary(kind));
+    }
+    if (!plain) continue;
     const std::vector<int> readers = g.consumers(m.out);
     if (readers.size() != 1) continue;
     const Op& r = g.ops()[static_cast<std::size_t>(readers[0])];
@@ -212,6 +220,9 @@ SpmPlan plan_spm(const Graph& g, const Group& grp, const Tiling& t, std::uint32_
     if (last.kind == OpKind::route) {  // its epilogue: the top k's values and indices, the gates
       add("rt", std::uint64_t{t.mb} * last.k * 8);
       add("rg", std::uint64_t{t.mb} * last.k * 4);
+      for (std::size_t j = 0; j < sides.size(); ++j)  // an elementwise chain's before the top k
+        if (sides[j] >= 0)
+          for (int k = 0; k < 2; ++k) add(fmt::format("s{}.{}", j, k), block * 4);
       return p;
     }
   } else if (anchor.kind == OpKind::reshape || anchor.kind == OpKind::move || anchor.kind == OpKind::gather ||

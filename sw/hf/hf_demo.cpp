@@ -1,6 +1,6 @@
 // tessera-vp demo --hf-config FILE.json [--weights FILE|DIR] [--layers N]
 //                 [--prompt N] [--decode N] [--seed S] [--batch B]
-//                 [--check] [--timing-only] [--set inst.key=value]...
+//                 [--check] [--timing-only] [--routing model|seeded] [--set inst.key=value]...
 // Builds the model's prefill from its config.json (llama.hpp) with its
 // safetensors weights or seeded ones, compiles it (sw/compiler) and runs it
 // on the T1 with one launch; prints the greedy next token, the simulated
@@ -13,7 +13,11 @@
 // reference (bound 5e-2, as the main job's). --batch B prefills B
 // sequences (seeded prompts) together and decodes them a row each per step
 // over paged KV caches. --timing-only runs the config's shapes without
-// weights on a timing-only device (README.md, timing only). --chips N runs
+// weights on a timing-only device (README.md, timing only). --routing
+// seeded chooses a MoE layer's experts by seeded scores instead of its
+// router's logits (the router still runs): routing that does not follow
+// the data, so a timing-only run of a MoE model takes the data run's
+// time. --chips N runs
 // on a system of N T1s (4: a ring, 8 to 64: a torus): every matmul on a
 // weight spreads its columns over the chips and each chip holds its
 // columns (tensor parallel, compiler::Options::split_matmuls), a MoE
@@ -51,7 +55,7 @@ int fail(const std::string& why) {
 int demo_main(int argc, char** argv) {
   std::string config, weights;
   unsigned layers = 0, prompt = 16, seed = 1, decode = 0, batch = 1, chips = 1;
-  bool check = false, timing = false;
+  bool check = false, timing = false, seeded_routes = false;
   rt::Device::Options opt;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -74,12 +78,18 @@ int demo_main(int argc, char** argv) {
     else if (a == "--set" && more) opt.sets.push_back(argv[++i]);
     else if (a == "--check") check = true;
     else if (a == "--timing-only") timing = true;
-    else return fail(fmt::format("'{}' is not an option of demo --hf-config (--weights, --layers, --prompt, --decode, --seed, --batch, "
-                                 "--chips, --check, --timing-only, --set)", a));
+    else if (a == "--routing" && more) {
+      const std::string r = argv[++i];
+      if (r != "model" && r != "seeded") return fail(fmt::format("--routing takes model or seeded, not '{}'", r));
+      seeded_routes = r == "seeded";
+    } else return fail(fmt::format("'{}' is not an option of demo --hf-config (--weights, --layers, --prompt, --decode, --seed, --batch, "
+                                   "--chips, --check, --timing-only, --routing, --set)", a));
   }
   if (batch > 1 && !decode) return fail("--batch decodes its sequences together: give --decode N");
   if (timing && check) return fail("--timing-only computes no logits: --check has nothing to compare");
   if (timing && !weights.empty()) return fail("--timing-only runs the config's shapes without weights: drop --weights");
+  if (seeded_routes && check)
+    return fail("--routing seeded gates the experts by seeded scores, not the model's: --check has no reference to compare with");
   opt.timing_only = timing;
   LlamaConfig c;
   std::unique_ptr<SafeTensors> st;
@@ -107,6 +117,7 @@ int demo_main(int argc, char** argv) {
     // of its own.
     bool sparse = false;
     for (unsigned l = 0; l < (layers ? std::min(layers, c.layers) : c.layers); ++l) sparse |= c.sparse(l);
+    if (seeded_routes && !sparse) return fail(fmt::format("--routing seeded: {} has no MoE layer among the layers run", config));
     // A batch prefills its sequences together, each step a chunk of every
     // sequence's prompt (a sequence's rows together): the chunk shrinks so
     // a step keeps to the experts' kTokens rows, or to kBatchRows.
@@ -122,9 +133,9 @@ int demo_main(int argc, char** argv) {
     const unsigned context = prompt + decode;
     // A batch's caches hold a page of the context per sequence; each
     // sequence prefills alone, and a decode step takes a row of each.
-    g = llama_step(c, w, chunk * batch, context, layers, fp8, batch);
-    if (rest) tail = llama_step(c, w, rest * batch, context, layers, fp8, batch);
-    if (decode) step = llama_step(c, w, batch, context, layers, fp8, batch);
+    g = llama_step(c, w, chunk * batch, context, layers, fp8, batch, seeded_routes);
+    if (rest) tail = llama_step(c, w, rest * batch, context, layers, fp8, batch, seeded_routes);
+    if (decode) step = llama_step(c, w, batch, context, layers, fp8, batch, seeded_routes);
   } catch (const std::exception& e) {
     return fail(e.what());
   }
@@ -155,8 +166,11 @@ int demo_main(int argc, char** argv) {
     std::vector<std::vector<float>> logits(batch);  // by sequence
     // The chip's routes by sequence and layer (a MoE model's), the prompt's and then each decoded token's.
     std::vector<std::vector<std::vector<std::uint32_t>>> routes(batch);
+    std::uint64_t steps = 0;  // each step's seeded scores (--routing seeded) its own
     auto inputs = [&](const std::vector<std::uint32_t>& t, const std::vector<unsigned>& at, const std::vector<unsigned>& of) {
-      return batch > 1 ? llama_batch_inputs(t, at, of, batch) : llama_inputs(t, at[0]);
+      std::map<std::string, std::vector<float>> in = batch > 1 ? llama_batch_inputs(t, at, of, batch) : llama_inputs(t, at[0]);
+      if (seeded_routes) route_seeds(c, layers, static_cast<unsigned>(t.size()), (std::uint64_t{seed} << 32) + steps++, in);
+      return in;
     };
     double prefill_s = 0, prefill_bound = 0;
     roofline::Report r;
@@ -207,6 +221,9 @@ int demo_main(int argc, char** argv) {
                                                      c.shared_intermediate ? fmt::format(", a shared expert of {}", c.shared_intermediate)
                                                                            : std::string())
                                        : std::string());
+    if (seeded_routes)
+      std::cout << "routing: seeded (each token's experts chosen and gated by seeded scores, not by the router's logits, which are "
+                   "still computed): the same with data and in the timing-only mode\n";
     if (chips > 1)
       std::cout << fmt::format("{} chips ({}): every matmul on a weight split by columns over the chips' tiles, each chip holding its "
                                "columns (tensor parallel; chip 0 pushes the activations to each peer, which writes its columns back){}; "

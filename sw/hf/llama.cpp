@@ -9,6 +9,7 @@
 #include <fstream>
 #include <functional>
 #include <map>
+#include <random>
 
 #include "engines/num/formats.hpp"
 
@@ -334,7 +335,7 @@ Graph llama_prefill(const LlamaConfig& c, const WeightSource& w, const std::vect
 }
 
 Graph llama_step(const LlamaConfig& c, const WeightSource& w, unsigned rows, unsigned context, unsigned layers,
-                 const Fp8Source& fp8, unsigned sequences) {
+                 const Fp8Source& fp8, unsigned sequences, bool seeded_routes) {
   const unsigned T = rows, D = c.hidden, hd = c.head_dim, H = c.heads, KV = c.kv_heads;
   const unsigned L = layers ? std::min(layers, c.layers) : c.layers;
   if (!T) throw std::invalid_argument("llama: a step of no tokens");
@@ -521,7 +522,12 @@ Graph llama_step(const LlamaConfig& c, const WeightSource& w, unsigned rows, uns
     };
     if (c.sparse(l)) {  // Mixtral's or Qwen2-MoE's sparse MoE block
       const unsigned E = c.experts, F = c.expert_intermediate, K = c.experts_per_token;
-      const int logits = linear(x2, c.router(l), E, D);
+      int logits = linear(x2, c.router(l), E, D);
+      if (seeded_routes) {  // the router's logits times 0 (finite either way) plus the step's seeded scores
+        const std::string z = fmt::format("layer{}.route_seed_zero", l);
+        logits = g.binary(OpKind::add, g.binary(OpKind::mul, logits, g.weight(z, {E}, std::vector<float>(E, 0.0f))),
+                          g.input(fmt::format("layer{}.route_seed", l), {T, E}));
+      }
       // Mixtral's softmax, top k and renormalising is the softmax of the k
       // logits; Qwen2-MoE's top k of the softmax, unnormalised, is that softmax's k values.
       const std::string rn = fmt::format("layer{}.route", l);
@@ -529,8 +535,9 @@ Graph llama_step(const LlamaConfig& c, const WeightSource& w, unsigned rows, uns
       if (c.groups) {  // DeepSeek-V3's noaux_tc: sigmoid scores, chosen with the correction bias, group-limited, on the cores
         const int scores = g.unary(OpKind::sigmoid, logits);
         const std::string bias = layer(l, "mlp.gate.e_score_correction_bias");
-        route = g.route_grouped(g.binary(OpKind::add, scores, g.weight(bias, {E}, w(bias, {E}))), scores, K, c.groups, c.topk_group,
-                                static_cast<float>(c.routed_scale), c.norm_topk_prob, rn);
+        // Seeded routes choose by the scores alone: the bias is a weight (none in the timing-only mode).
+        const int choice = seeded_routes ? scores : g.binary(OpKind::add, scores, g.weight(bias, {E}, w(bias, {E})));
+        route = g.route_grouped(choice, scores, K, c.groups, c.topk_group, static_cast<float>(c.routed_scale), c.norm_topk_prob, rn);
       } else {
         route = c.norm_topk_prob ? g.route(logits, K, true, rn) : g.route(g.softmax(logits), K, false, rn);
       }
@@ -590,6 +597,19 @@ std::map<std::string, std::vector<float>> llama_inputs(const std::vector<std::ui
   std::vector<float> pos(tokens.size());
   for (std::size_t t = 0; t < pos.size(); ++t) pos[t] = static_cast<float>(position + t);
   return {{"tokens", std::vector<float>(tokens.begin(), tokens.end())}, {"positions", pos}};
+}
+
+void route_seeds(const LlamaConfig& c, unsigned layers, unsigned rows, std::uint64_t seed,
+                 std::map<std::string, std::vector<float>>& inputs) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> u(0.0f, 1.0f);
+  const unsigned L = layers ? std::min(layers, c.layers) : c.layers;
+  for (unsigned l = 0; l < L; ++l) {
+    if (!c.sparse(l)) continue;
+    std::vector<float>& v = inputs[fmt::format("layer{}.route_seed", l)];
+    v.resize(std::size_t{rows} * c.experts);
+    for (float& x : v) x = u(rng);
+  }
 }
 
 std::map<std::string, std::vector<float>> llama_batch_inputs(const std::vector<std::uint32_t>& tokens, const std::vector<unsigned>& positions,

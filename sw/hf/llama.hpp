@@ -144,12 +144,23 @@ compiler::Graph llama_prefill(const LlamaConfig& c, const WeightSource& w, const
 // positions each (compiler::Paging), and the step's rows may be any
 // sequences' tokens at their own positions (llama_batch_inputs): a prefill
 // of one sequence, or a decode step of a row per sequence (a batch).
+// With `seeded_routes`, a sparse layer's router still runs, but its
+// experts are chosen (and gated) by the graph's input
+// "layer<l>.route_seed" (rows x experts scores, route_seeds()) instead of
+// its logits: routing that does not follow the data, the same with data
+// and in the timing-only mode (whose logits are seeded values), so that a
+// MoE model's timing-only run takes the data run's time.
 compiler::Graph llama_step(const LlamaConfig& c, const WeightSource& w, unsigned rows, unsigned context, unsigned layers = 0,
-                           const Fp8Source& fp8 = {}, unsigned sequences = 1);
+                           const Fp8Source& fp8 = {}, unsigned sequences = 1, bool seeded_routes = false);
 // The graph's inputs for a step: its tokens (the graph's "tokens", as FP32
 // whole numbers, gathered from the embedding table on the chip) and their
 // positions from `position` on.
 std::map<std::string, std::vector<float>> llama_inputs(const std::vector<std::uint32_t>& tokens, unsigned position = 0);
+// A seeded_routes step's scores: each sparse layer's of the first `layers`
+// (0: all) "layer<l>.route_seed", `rows` x experts values uniform in
+// [0, 1) from `seed` (give each step its own), added to `inputs`.
+void route_seeds(const LlamaConfig& c, unsigned layers, unsigned rows, std::uint64_t seed,
+                 std::map<std::string, std::vector<float>>& inputs);
 // A step of llama_step(..., sequences)'s: row r is sequence of[r]'s token
 // tokens[r] at positions[r] (a sequence's rows together, in order).
 std::map<std::string, std::vector<float>> llama_batch_inputs(const std::vector<std::uint32_t>& tokens, const std::vector<unsigned>& positions,
