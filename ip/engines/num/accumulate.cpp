@@ -43,22 +43,31 @@ bool products_exact_in_float(const std::vector<double>& v) {
   return true;
 }
 
+}  // namespace
+
+void accumulate_row_f32(const float* __restrict a, const float* __restrict b, unsigned n, unsigned k, float* __restrict row) {
+  for (unsigned p = 0; p < k; ++p) {
+    const float x = a[p];
+    const float* bp = b + static_cast<std::size_t>(p) * n;
+    for (unsigned j = 0; j < n; ++j) row[j] += x * bp[j];
+  }
+}
+
+namespace {
 // FP32 accumulation in float, row by row: each C element still adds its K
 // products one by one in order; the loop runs across C's columns.
 void gemm_fp32_fast(const std::vector<double>& a, const std::vector<double>& b, std::vector<double>& c, unsigned m,
                     unsigned n, unsigned k, bool accumulate) {
   // Scratch kept between calls: no page faults on every GEMM.
-  thread_local std::vector<float> bf, row;
+  thread_local std::vector<float> bf, row, ar;
   bf.assign(b.begin(), b.end());
   row.assign(n, 0.0f);
+  ar.resize(k);
   for (unsigned i = 0; i < m; ++i) {
     for (unsigned j = 0; j < n; ++j)
       row[j] = accumulate ? static_cast<float>(c[static_cast<std::size_t>(i) * n + j]) : 0.0f;
-    for (unsigned p = 0; p < k; ++p) {
-      const float x = static_cast<float>(a[static_cast<std::size_t>(i) * k + p]);
-      const float* bp = bf.data() + static_cast<std::size_t>(p) * n;
-      for (unsigned j = 0; j < n; ++j) row[j] += x * bp[j];
-    }
+    for (unsigned p = 0; p < k; ++p) ar[p] = static_cast<float>(a[static_cast<std::size_t>(i) * k + p]);
+    accumulate_row_f32(ar.data(), bf.data(), n, k, row.data());
     for (unsigned j = 0; j < n; ++j) c[static_cast<std::size_t>(i) * n + j] = row[j];
   }
 }

@@ -28,6 +28,13 @@ double truncate_mantissa(double x, unsigned bits);
 // Rounds to FP32 (nearest even).
 double to_fp32(double x);
 
+// One row of C in FP32 accumulation, the definition's order: each of the
+// n elements of `row` adds its k products a[p] * b[p][j] one by one
+// (b row-major, k x n), in float. Exact against float64 where every
+// product is exact and normal in float (gemm's float path; the tensor
+// core's BF16 commands).
+void accumulate_row_f32(const float* a, const float* b, unsigned n, unsigned k, float* row);
+
 // Row-major A (m x k), B (k x n), C (m x n); `accumulate` adds into C.
 void gemm(const std::vector<double>& a, const std::vector<double>& b, std::vector<double>& c, unsigned m, unsigned n,
           unsigned k, const Accumulation& acc, bool accumulate = false);

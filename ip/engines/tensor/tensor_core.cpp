@@ -271,11 +271,7 @@ bool TensorCore::execute_bf16(const GemmCommand& c, std::uint64_t lda, std::uint
       if (c.accumulate) std::memcpy(&r[j], cm + (i * ldc + j) * 4, 4);
       else r[j] = 0.0f;
     }
-    for (unsigned p = 0; p < s.k; ++p) {
-      const float x = a[static_cast<std::size_t>(i) * s.k + p];
-      const float* bp = b.data() + static_cast<std::size_t>(p) * s.n;
-      for (unsigned j = 0; j < s.n; ++j) r[j] += x * bp[j];
-    }
+    num::accumulate_row_f32(a.data() + static_cast<std::size_t>(i) * s.k, b.data(), s.n, s.k, r);
     std::memcpy(cm + i * ldc * 4, r, std::size_t{s.n} * 4);
   }
   return true;
