@@ -456,6 +456,47 @@ TEST(CompilerDevice, AMixtureOfExpertsTooLargeForTheKernelIsRefusedByName) {
   }
 }
 
+TEST(CompilerDevice, ExpertsTooWideForAScratchpadStreamTheirWeightsInChunksBitForBit) {
+  // d_model 4096: 64 rows of it and their outputs (1.5 MiB twice over)
+  // leave no room for any slice whole, so the slices' weights stream in
+  // chunks of the model's columns, one unit of rows after another (130
+  // rows: an expert's rows in two or more units, its weights streamed for
+  // each). Every run equals the reference; one row fits whole.
+  Chip c;
+  const unsigned D = 4096, F = 128, E = 4;
+  for (const auto& [rows, k] : {std::pair{1u, 2u}, std::pair{64u, 2u}, std::pair{130u, 2u}}) {
+    SCOPED_TRACE(testing::Message() << rows << " rows, top-" << k);
+    const rt::MoeSplit split = rt::MoeSplit::plan(c.dev, c.dev.tiles(), E, F, D, rows, (c.dev.tiles() + k - 1) / k);
+    if (rows == 1) {
+      EXPECT_EQ(split.chunk, 0u) << "one row's slice fits whole";
+    } else {
+      EXPECT_GT(split.chunk, 0u);
+      EXPECT_EQ(D % split.chunk, 0u);
+      EXPECT_LT(split.chunk, D) << "more than one chunk";
+      EXPECT_EQ(split.block, std::min(rows, TKP_MOE_BLOCK)) << "a full block of rows fits beside a chunked slice";
+      EXPECT_LE(tkp_moe_chunked_scratch(split.block, D, F / split.slices, split.chunk), TKP_PROGRAM_OFFSET - 0x10000u);
+      EXPECT_GT(tkp_moe_scratch(rows, D, F / split.slices, 0), TKP_PROGRAM_OFFSET - 0x10000u);
+    }
+    const std::map<std::string, std::vector<float>> in{{"x", seeded_values(std::size_t{rows} * D, 7 + rows, 2.0f)}};
+    Executable ex(c.dev, c.program, moe_block(rows, D, F, E, k));
+    const auto out = ex.run(in);
+    expect_reference(ex, in, out);
+    expect_bits(ex.run(in).at("residual"), out.at("residual"), "a second run");
+    if (rows > TKP_MOE_BLOCK) {
+      const std::vector<std::vector<float>> ref = reference(ex.graph(), in);
+      const int moe = ex.graph().producer(ex.graph().ops().back().in[0]);
+      const std::vector<float>& route = ref[static_cast<std::size_t>(ex.graph().ops()[static_cast<std::size_t>(moe)].in[1])];
+      std::map<float, unsigned> per_expert;
+      for (std::size_t i = 0; i < std::size_t{rows} * k; ++i) ++per_expert[route[i]];
+      EXPECT_GT(std::max_element(per_expert.begin(), per_expert.end(), [](auto& a, auto& b) { return a.second < b.second; })->second,
+                TKP_MOE_BLOCK)
+          << "an expert's rows in two units at least";
+    }
+    std::printf("%u rows, top-%u: %u slices, chunks of %u columns (0: whole), blocks of %u rows: %.2f us\n", rows, k, split.slices,
+                split.chunk, split.block, ex.last_seconds() * 1e6);
+  }
+}
+
 TEST(CompilerDevice, GroupLimitedRoutingOnTheCoresEqualsTheReference) {
   // DeepSeek-V3's routing: sigmoid scores, a bias for choosing, 8 groups
   // of 8, the 3 best groups, top 4, gates normalised and scaled; then the
@@ -962,6 +1003,38 @@ struct Ring {
   }();
 };
 }  // namespace
+
+TEST(CompilerDevice, ExpertsStreamedInChunksSplitOverTheChipsEqualTheReferenceBitForBit) {
+  // 48 rows of 4096 on a ring of four chips: the slices stream their
+  // weights in chunks on every chip's tiles, each chip's planes summed on
+  // it, then the chips' sums; each peer holds a quarter of the experts.
+  // (The packet-level NoC and the fast HBM: the bits do not depend on them.)
+  rt::Device::Options o;
+  o.platform = rt::Device::system_platform(4);
+  o.sets = {"noc.model=packet", "hbm0.mode=fast", "hbm1.mode=fast", "hbm2.mode=fast", "hbm3.mode=fast"};
+  rt::Cluster cluster(o);
+  std::vector<rt::Kernel> programs;
+  for (unsigned c = 0; c < cluster.chips(); ++c)
+    programs.push_back(cluster.chip(c).load_kernel(data_file(DataKind::kernels, "program.elf"), (1u << cluster.chip(c).tiles()) - 1));
+  Options system;
+  for (unsigned c = 1; c < cluster.chips(); ++c)
+    system.peers.push_back({&cluster.chip(c), programs[c], std::make_shared<WeightStore>(cluster.chip(c))});
+  const unsigned rows = 48, D = 4096, F = 128, E = 2;
+  const rt::MoeSplit split = rt::MoeSplit::plan(cluster.chip(0), cluster.chip(0).tiles(), E, F, D, rows,
+                                                (cluster.chips() * cluster.chip(0).tiles() + 1) / 2, cluster.chips());
+  EXPECT_GT(split.chunk, 0u);
+  std::vector<float> tokens(rows);
+  for (unsigned r = 0; r < rows; ++r) tokens[r] = static_cast<float>((r * 37 + 11) % 64);
+  const std::map<std::string, std::vector<float>> in{{"tokens", tokens}};
+  Executable ex(cluster.chip(0), programs[0], moe_layers(rows, D, F, E, 2), system);
+  std::size_t gathers = 0;
+  for (const rt::Graph::Node& n : ex.device_graph().nodes()) gathers += n.name.find(".gather") != std::string::npos;
+  EXPECT_EQ(gathers, 2u) << "both layers' experts spread over the chips";
+  const auto out = ex.run(in);
+  expect_reference(ex, in, out);
+  expect_bits(ex.run(in).at("layer1.residual"), out.at("layer1.residual"), "a second run");
+  for (const Options::Peer& p : system.peers) EXPECT_EQ(p.weights->bytes(), 2ull * E * 3 * D * F * 2 / 4);
+}
 
 TEST(CompilerDevice, ExpertsSplitOverTheChipsOfASystemEqualTheReferenceBitForBit) {
   // A ring of four chips: the experts' slices spread over all 32 tiles,

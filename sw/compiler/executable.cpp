@@ -965,11 +965,18 @@ Executable::Executable(rt::Device& dev, const rt::Kernel& program, Graph g, cons
         for (unsigned sl = 0; sl < S; ++sl) {
           // Expert e's slice sl: w1's and w3's columns, w2's rows; block
           // scaled, the codes and then their blocks' scales (FP32).
+          // Streamed in chunks (MoeSplit::chunk), w2's rows chunk by chunk:
+          // D / Dc matrices of Fs x Dc.
+          const unsigned Dc = m.split.chunk;
           auto slice = [&](int which) {
             std::vector<float> w(std::size_t{D} * Fs);
-            if (which == 2) {
-              std::copy_n(W2.values.begin() + static_cast<std::ptrdiff_t>((std::size_t{e} * F + std::size_t{sl} * Fs) * D),
-                          std::size_t{Fs} * D, w.begin());
+            const auto w2 = W2.values.begin() + static_cast<std::ptrdiff_t>((std::size_t{e} * F + std::size_t{sl} * Fs) * D);
+            if (which == 2 && Dc) {
+              for (unsigned c = 0, i = 0; c < D / Dc; ++c)
+                for (unsigned f = 0; f < Fs; ++f)
+                  for (unsigned d = 0; d < Dc; ++d) w[i++] = w2[static_cast<std::ptrdiff_t>(std::size_t{f} * D + c * Dc + d)];
+            } else if (which == 2) {
+              std::copy_n(w2, std::size_t{Fs} * D, w.begin());
             } else {
               const Tensor& W = which ? W3 : W1;
               for (unsigned d = 0; d < D; ++d)
@@ -996,7 +1003,9 @@ Executable::Executable(rt::Device& dev, const rt::Kernel& program, Graph g, cons
             for (int which = 0; which < 3; ++which) {
               const std::uint64_t a =
                   c != home ? 0
-                            : store.get(fmt::format("{}|expert {} slice {} of {}|{}", keys[which], e, sl, S, stack), stack,
+                            : store.get(fmt::format("{}|expert {} slice {} of {}{}|{}", keys[which], e, sl, S,
+                                                    which == 2 && Dc ? fmt::format(" in chunks of {}", Dc) : "", stack),
+                                        stack,
                                         slice_bytes, [&] { return slice(which); }).address;
               tables[c].push_back(rt::lo(a)), tables[c].push_back(rt::hi(a));
             }
@@ -1217,7 +1226,8 @@ Executable::Executable(rt::Device& dev, const rt::Kernel& program, Graph g, cons
           return std::vector<std::uint32_t>{rt::lo(r), rt::hi(r), rt::lo(xs), rt::hi(xs), rt::lo(tb), rt::hi(tb), D,
                                             W1.shape[2] / m.split.slices, W1.shape[0] | T << 16, m.split.slices, m.chips * Q,
                                             c * Q + m.split.words[t].first, m.split.words[t].second,
-                                            anchor.k | (block_scaled(anchor) ? static_cast<std::uint32_t>(fmt_of(W1.dtype)) << 16 : 0)};
+                                            anchor.k | (block_scaled(anchor) ? static_cast<std::uint32_t>(fmt_of(W1.dtype)) << 16 : 0),
+                                            m.split.chunk | m.split.block << 16};
         };
         std::vector<std::pair<unsigned, TileProgram>> experts;
         for (unsigned t = 0; t < tgt.tiles; ++t) {

@@ -491,6 +491,9 @@ void DeviceModel::plan_experts() {
   if (chips_.size() > 1) throw rt::UsageError("model: on several chips the host dispatches the experts");
   device_dispatch_ = true;
   const rt::MoeSplit split = rt::MoeSplit::plan(dev_, tiles_, c_.experts, c_.hidden, c_.d_model, kMaxBlock);
+  if (split.chunk)
+    throw rt::UsageError(fmt::format("model: device dispatch lays the experts out whole; a d_model of {} needs them in chunks (the compiled path)",
+                                     c_.d_model));
   moe_stacks_ = split.stacks;
   moe_slices_ = split.slices;
   moe_words_ = split.words;

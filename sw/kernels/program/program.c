@@ -106,14 +106,146 @@ static uint32_t entry[4];
  * rows are cast to f in groups of 128 columns on the way in (the DMA
  * engine, a scale per group), the SwiGLU's output so by the vector unit,
  * and the GEMMs sum each group's products and scale them (D and Fs
- * multiples of 128). Limits and scratchpad use: TKP_MOE_* in
- * tessera_program.h. */
+ * multiples of 128). Word 14, where not 0, is Dc | B << 16: the weights
+ * stream in chunks (moe_chunked()). Limits and scratchpad use: TKP_MOE_*
+ * in tessera_program.h. */
 #define ARG64(a, i) ((a)[i] | (uint64_t)(a)[(i) + 1] << 32)
 #define MOE_MAX_T TKP_MOE_MAX_T
 #define MOE_MAX_K TKP_MOE_MAX_K
 #define MOE_MAX_SLICES TKP_MOE_MAX_SLICES /* E x S */
 #define SB TKP_MOE_SCALE_BLOCK
 enum { SEM_W1 = 0, SEM_W3, SEM_W2, SEM_G, SEM_V, SEM_D, SEM_Z };
+
+/* TKP_MOE in chunks (tkp_moe_chunked_scratch): the units (B of an item's
+ * rows) one after another, each a stream of 3 C chunks (w1 and w3 chunk c
+ * in turn, then w2's chunks) through the ring. The loads run up to
+ * TKP_MOE_RING - 1 chunks ahead of the arithmetic; every command waits
+ * only on commands pushed before it, so no queue waits on one not yet
+ * pushed. Semaphores: LOADED (a chunk in, taken by its GEMM, or for w2's
+ * first chunk by the cast to BF16, which also needs the SwiGLU), FREE (a
+ * ring slot's GEMM done: the load TKP_MOE_RING later may start), XF (the
+ * unit's SwiGLU, after the last GEMM that reads its rows: the next unit's
+ * rows may load), G, V, D, Z (as in moe_experts). A w2 chunk's output
+ * buffer is used again TKP_MOE_OUTS chunks on: that chunk's load is pushed
+ * after this one's stores (the DMA queue keeps the order), which waited
+ * for their arithmetic. */
+enum { CS_LOADED = 0, CS_FREE, CS_XF, CS_G, CS_V, CS_D, CS_Z };
+struct moe_chunks {
+  uint64_t rows;
+  uint32_t D, Fs, Dc, C, B, T, S;
+  const uint32_t *table, *expert, *first, *count, *item_a, *item_s, *token, *slot, *scale;
+  uint32_t items, XB, ring[TKP_MOE_RING], H1, H3, G16, YC[TKP_MOE_OUTS];
+};
+/* Where a cursor over the units' chunks stands: item ui, its rows from ub
+ * (n of them), chunk k of the unit, unit u. */
+struct moe_at {
+  uint32_t ui, ub, n, k, u;
+};
+static void moe_at_rows(const struct moe_chunks* m, struct moe_at* c) {
+  if (c->ui < m->items) {
+    const uint32_t left = m->count[m->item_a[c->ui]] - c->ub;
+    c->n = left < m->B ? left : m->B;
+  }
+}
+static void moe_at_next(const struct moe_chunks* m, struct moe_at* c) {
+  if (++c->k < 3 * m->C) return;
+  c->k = 0, ++c->u, c->ub += c->n;
+  if (c->ub == m->count[m->item_a[c->ui]]) ++c->ui, c->ub = 0;
+  moe_at_rows(m, c);
+}
+static const uint32_t* moe_slice(const struct moe_chunks* m, uint32_t ui) {
+  return &m->table[8 * (m->expert[m->item_a[ui]] * m->S + m->item_s[ui])];
+}
+
+__attribute__((noinline)) static int moe_chunked(const struct moe_chunks* m) {
+  const uint32_t C = m->C, D = m->D, Fs = m->Fs, Dc = m->Dc;
+  const uint32_t chunk = 2 * Dc * Fs;
+  struct moe_at ld = {0}, at = {0};
+  moe_at_rows(m, &ld), moe_at_rows(m, &at);
+  /* Pushed so far: chunk loads, w2 chunks' stores, units' SwiGLUs. */
+  uint32_t loaded = 0, stored = 0, swiglus = 0;
+  for (uint32_t j = 0; at.ui < m->items; ++j, moe_at_next(m, &at)) {
+    /* The loads up to TKP_MOE_RING - 1 chunks ahead; a w2 chunk's only
+     * once the stores of the one TKP_MOE_OUTS back are pushed, a unit's rows once
+     * the SwiGLU of the unit before (the last reader of the rows' buffer)
+     * is: a queue never waits on a command that is not yet pushed, while
+     * the core may be asleep pushing into a full one. */
+    while (ld.ui < m->items && loaded < j + TKP_MOE_RING) {
+      if (ld.k >= 2 * C && ld.u * C + (ld.k - 2 * C) >= stored + TKP_MOE_OUTS) break;
+      if (ld.k == 0 && ld.u > swiglus) break;
+      const uint32_t x = m->item_a[ld.ui];
+      struct tk_dma g = {0};
+      g.id = op_index, g.flags = TK_DMA_DST_LOCAL;
+      if (ld.k == 0) { /* the unit's rows, consecutive tokens in one load, once the unit before has done with them */
+        const uint32_t* tok = &m->token[m->first[x] + ld.ub];
+        for (uint32_t q = 0, run; q < ld.n; q += run) {
+          run = 1;
+          while (q + run < ld.n && tok[q + run] == tok[q] + run) ++run;
+          g.src = m->rows + 2ull * tok[q] * D, g.dst = m->XB + 2 * q * D, g.len0 = 2 * D * run;
+          g.sem = q == 0 && ld.u > 0 ? TK_SEM(CS_XF, TK_NONE, TK_NONE) : 0;
+          tk_dma_push(&g);
+        }
+      }
+      const uint32_t* w = moe_slice(m, ld.ui);
+      const uint32_t which = ld.k < 2 * C ? (ld.k & 1) : 2, c = ld.k < 2 * C ? ld.k / 2 : ld.k - 2 * C;
+      g.src = (w[2 * which] | (uint64_t)w[2 * which + 1] << 32) + (uint64_t)chunk * c;
+      g.dst = m->ring[loaded % TKP_MOE_RING], g.len0 = chunk;
+      g.sem = TK_SEM(loaded >= TKP_MOE_RING ? CS_FREE : TK_NONE, CS_LOADED, TK_NONE);
+      tk_dma_push(&g);
+      ++loaded, moe_at_next(m, &ld);
+    }
+    const uint32_t x = m->item_a[at.ui], n = at.n, slot_buf = m->ring[j % TKP_MOE_RING];
+    struct tk_gemm g = {0};
+    g.id = op_index, g.input = TK_BF16, g.m = n;
+    if (at.k < 2 * C) { /* H1 or H3 += the rows' chunk c times w1's or w3's */
+      const uint32_t c = at.k / 2, last = at.k == 2 * C - 1;
+      g.n = Fs, g.k = Dc, g.a = m->XB + 2 * c * Dc, g.lda = D, g.b = slot_buf, g.c = (at.k & 1) ? m->H3 : m->H1;
+      g.accumulate = c > 0, g.sem = TK_SEM(CS_LOADED, CS_FREE, last ? CS_G : TK_NONE);
+      tk_gemm_push(&g);
+      if (last) {
+        struct tk_vec v = {0};
+        v.id = op_index, v.op = TK_VSWIGLU, v.rows = n, v.cols = Fs, v.src0 = m->H1, v.src1 = m->H3, v.dst = m->H1;
+        v.sem = TK_SEM(CS_G, CS_XF, TK_NONE);
+        tk_vec_push(&v);
+        ++swiglus;
+        v.op = TK_VCAST_TO, v.src1 = 0, v.dst = m->G16, v.format = TK_BF16, v.sem = TK_SEM(CS_LOADED, CS_V, TK_NONE);
+        tk_vec_push(&v);
+      }
+      continue;
+    }
+    /* Output columns [c Dc, (c + 1) Dc): the SwiGLU's rows times w2's
+     * chunk, scaled by the gates, stored into the slice's partial sums. */
+    const uint32_t c = at.k - 2 * C, b = at.u * C + c, y = m->YC[b % TKP_MOE_OUTS];
+    g.n = Dc, g.k = Fs, g.a = m->G16, g.b = slot_buf, g.c = y;
+    g.sem = TK_SEM(c == 0 ? CS_V : CS_LOADED, CS_FREE, CS_D);
+    tk_gemm_push(&g);
+    struct tk_vec sc = {0};
+    sc.id = op_index, sc.op = TK_VSCALE_ROWS, sc.rows = n, sc.cols = Dc, sc.src0 = y, sc.src1 = tk_off(&m->scale[m->first[x] + at.ub]);
+    sc.dst = y, sc.sem = TK_SEM(CS_D, CS_Z, TK_NONE);
+    tk_vec_push(&sc);
+    const uint32_t* w = moe_slice(m, at.ui);
+    const uint64_t partials = w[6] | (uint64_t)w[7] << 32;
+    const uint32_t first = m->first[x] + at.ub;
+    for (uint32_t q = 0, run; q < n; q += run) { /* consecutive tokens of one slot: one 2D store */
+      run = 1;
+      while (q + run < n && m->slot[first + q + run] == m->slot[first + q] && m->token[first + q + run] == m->token[first + q] + run) ++run;
+      struct tk_dma o = {0};
+      o.id = op_index, o.flags = TK_DMA_SRC_LOCAL, o.len0 = 4 * Dc, o.count1 = run, o.sstride1 = 4 * Dc, o.dstride1 = 4 * D;
+      o.src = y + 4 * q * Dc;
+      o.dst = partials + (((uint64_t)m->slot[first + q] * m->T + m->token[first + q]) * D + (uint64_t)c * Dc) * 4;
+      if (q == 0) o.sem = TK_SEM(CS_Z, TK_NONE, TK_NONE);
+      tk_dma_push(&o);
+    }
+    ++stored;
+  }
+  if (tk_drain()) return 3;
+  /* Left at zero: the ring's last credits and the last unit's XF. */
+  while (tk_sem_try(CS_FREE)) {
+  }
+  while (tk_sem_try(CS_XF)) {
+  }
+  return 0;
+}
 
 __attribute__((noinline)) static int moe_experts(const uint32_t* a) {
   const uint64_t router = ARG64(a, 0), rows = ARG64(a, 2), table = ARG64(a, 4);
@@ -124,6 +256,8 @@ __attribute__((noinline)) static int moe_experts(const uint32_t* a) {
     return 2;
   if (D > 0x4000u || Fs > 0x4000u) return 2; /* none that wide fits; the layout's sums then stay in 32 bits */
   if (f8 && ((f8 != TK_E4M3 && f8 != TK_E5M2) || D % SB || Fs % SB)) return 2;
+  const uint32_t Dc = a[14] & 0xffff, Bc = a[14] >> 16; /* in chunks (tkp_moe_chunked_scratch) */
+  if (Dc && (f8 || D % Dc || !Bc || Bc > TKP_MOE_BLOCK)) return 2;
   const uint32_t m = S / stacks;
   /* The bookkeeping lives in the scratchpad, not in .bss (which the
    * start-up code clears at every launch, word by word): the lists just
@@ -154,17 +288,26 @@ __attribute__((noinline)) static int moe_experts(const uint32_t* a) {
   if (tk_drain()) return 3;
   top = 0x10000;
   /* A slice's rows run in blocks of up to B: the pipeline's units. */
-  const uint32_t B = T < TKP_MOE_BLOCK ? T : TKP_MOE_BLOCK;
-  /* In this order, as tkp_moe_scratch() counts them. */
+  const uint32_t B = Dc ? (T < Bc ? T : Bc) : T < TKP_MOE_BLOCK ? T : TKP_MOE_BLOCK;
+  struct moe_chunks mc;
+  if (Dc) { /* in this order, as tkp_moe_chunked_scratch() counts them */
+    mc.XB = MOE_BUF(2 * B * D);
+    for (unsigned i = 0; i < TKP_MOE_RING; ++i) mc.ring[i] = MOE_BUF(2 * Dc * Fs);
+    mc.H1 = MOE_BUF(4 * B * Fs), mc.H3 = MOE_BUF(4 * B * Fs), mc.G16 = MOE_BUF(2 * B * Fs);
+    for (unsigned i = 0; i < TKP_MOE_OUTS; ++i) mc.YC[i] = MOE_BUF(4 * B * Dc);
+  }
+  /* Else in this order, as tkp_moe_scratch() counts them. */
   const uint32_t eb = f8 ? 1 : 2, codes = eb * D * Fs, wbytes = codes + (f8 ? 4 * (D / SB) * (Fs / SB) : 0);
   const enum tk_format in = f8 ? (enum tk_format)f8 : TK_BF16;
-  uint32_t XB[2], SA[2], W1[2], W3[2], W2[2], Y[2];
-  for (unsigned p = 0; p < 2; ++p) {
-    XB[p] = MOE_BUF(eb * B * D), SA[p] = f8 ? MOE_BUF(4 * B * (D / SB)) : 0;
-    W1[p] = MOE_BUF(wbytes), W3[p] = MOE_BUF(wbytes), W2[p] = MOE_BUF(wbytes), Y[p] = MOE_BUF(4 * B * D);
+  uint32_t XB[2] = {0}, SA[2] = {0}, W1[2] = {0}, W3[2] = {0}, W2[2] = {0}, Y[2] = {0}, H1 = 0, H3 = 0, G16 = 0, SG = 0;
+  if (!Dc) {
+    for (unsigned p = 0; p < 2; ++p) {
+      XB[p] = MOE_BUF(eb * B * D), SA[p] = f8 ? MOE_BUF(4 * B * (D / SB)) : 0;
+      W1[p] = MOE_BUF(wbytes), W3[p] = MOE_BUF(wbytes), W2[p] = MOE_BUF(wbytes), Y[p] = MOE_BUF(4 * B * D);
+    }
+    H1 = MOE_BUF(4 * B * Fs), H3 = MOE_BUF(4 * B * Fs), G16 = MOE_BUF(eb * B * Fs);
+    SG = f8 ? MOE_BUF(4 * B * (Fs / SB)) : 0;
   }
-  const uint32_t H1 = MOE_BUF(4 * B * Fs), H3 = MOE_BUF(4 * B * Fs), G16 = MOE_BUF(eb * B * Fs);
-  const uint32_t SG = f8 ? MOE_BUF(4 * B * (Fs / SB)) : 0;
   if (top > lists) return 2;
   /* The active experts in order, each with its (token, slot, gate) list in
    * token order: a counting sort (one pass to count each expert's choices,
@@ -191,7 +334,7 @@ __attribute__((noinline)) static int moe_experts(const uint32_t* a) {
    * the three weights to load) the other two as well; else those load
    * after its rows, as every slice's, under its first GEMM. */
   const uint32_t ahead = T > TKP_MOE_BLOCK;
-  uint32_t early = 0;
+  uint32_t early = Dc != 0; /* in chunks: the stream starts below */
   for (uint32_t x = 0; x < active && !early; ++x)
     for (uint32_t j = 0; j < m; ++j)
       if ((x * m + j) % R == r) {
@@ -219,6 +362,12 @@ __attribute__((noinline)) static int moe_experts(const uint32_t* a) {
     for (uint32_t j = 0; j < m; ++j)
       if ((x * m + j) % R == r) moe_item_a[items] = x, moe_item_s[items] = j * stacks + me, ++items;
   if (!items) return 0;
+  if (Dc) {
+    mc.rows = rows, mc.D = D, mc.Fs = Fs, mc.Dc = Dc, mc.C = D / Dc, mc.B = B, mc.T = T, mc.S = S;
+    mc.table = moe_table, mc.expert = moe_expert, mc.first = moe_first, mc.count = moe_count, mc.item_a = moe_item_a;
+    mc.item_s = moe_item_s, mc.token = moe_token, mc.slot = moe_slot, mc.scale = moe_scale, mc.items = items;
+    return moe_chunked(&mc);
+  }
   /* Unit u loads into buffers u & 1, a slice's weights (at its first
    * block; the first unit's loaded above in part or whole, its last row
    * signalling for w1) into buffers (its item) & 1; the DMA queue's order keeps a load

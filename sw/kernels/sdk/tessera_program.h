@@ -88,6 +88,24 @@ static inline uint64_t tkp_moe_scratch(uint64_t T, uint64_t D, uint64_t Fs, int 
          2 * TKP_MOE_ROUND(4 * B * Fs) + TKP_MOE_ROUND(eb * B * Fs) + (fp8 ? TKP_MOE_ROUND(4 * B * (Fs / TKP_MOE_SCALE_BLOCK)) : 0);
 }
 
+/* TKP_MOE in chunks (word 14: Dc | B << 16, Dc dividing D, B at most
+ * TKP_MOE_BLOCK): for a slice too wide to load whole (a large D). A unit
+ * (B of a slice's rows) streams its slice's weights through a ring of
+ * TKP_MOE_RING chunk buffers: w1's and w3's rows in chunks of Dc (their
+ * products summed in FP32), then w2 in chunks of Dc columns (the host
+ * stores a slice's w2 chunk by chunk: D / Dc matrices of Fs x Dc), each
+ * chunk's output rows scaled and stored as it comes. A slice's weights
+ * stream again for each block of its rows. BF16 only. From 0x10000: the
+ * unit's rows (B x D), the ring (Dc x Fs each), H1 and H3 (B x Fs FP32),
+ * the SwiGLU's output (B x Fs) and TKP_MOE_OUTS output chunks (B x Dc
+ * FP32; as many as let the loads run ahead of the stores). */
+#define TKP_MOE_RING 4u
+#define TKP_MOE_OUTS 2u
+static inline uint64_t tkp_moe_chunked_scratch(uint64_t B, uint64_t D, uint64_t Fs, uint64_t Dc) {
+  return TKP_MOE_LISTS + TKP_MOE_ROUND(2 * B * D) + TKP_MOE_RING * TKP_MOE_ROUND(2 * Dc * Fs) + 2 * TKP_MOE_ROUND(4 * B * Fs) +
+         TKP_MOE_ROUND(2 * B * Fs) + TKP_MOE_OUTS * TKP_MOE_ROUND(4 * B * Dc);
+}
+
 /* TKP_ATTN's scratchpad from offset 0x10000, for T rows (with `table`
  * page-table entries: TKP_PAGED's S x pages, else 1): the rows' positions,
  * sequences, the page tables and the rows' scales; then for a group of

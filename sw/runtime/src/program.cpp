@@ -127,15 +127,16 @@ TileProgram& TileProgram::drain() {
 TileProgram& TileProgram::words(std::uint32_t kind, const char* what, const std::vector<std::uint32_t>& args, std::size_t least,
                                 std::size_t most) {
   if (args.size() < least || args.size() > most)
-    throw UsageError(least == most ? fmt::format("{}: {} words, not {}", what, least, args.size())
-                                   : fmt::format("{}: {} or {} words, not {}", what, least, most, args.size()));
+    throw UsageError(least == most       ? fmt::format("{}: {} words, not {}", what, least, args.size())
+                     : most == least + 1 ? fmt::format("{}: {} or {} words, not {}", what, least, most, args.size())
+                                         : fmt::format("{}: {} to {} words, not {}", what, least, most, args.size()));
   tkp_op o = op(kind);
   for (unsigned i = 0; i < args.size(); ++i) o.w[i] = args[i];
   ops_.push_back(o);
   return *this;
 }
 
-TileProgram& TileProgram::moe(const std::vector<std::uint32_t>& args) { return words(TKP_MOE, "moe", args, 13, 14); }
+TileProgram& TileProgram::moe(const std::vector<std::uint32_t>& args) { return words(TKP_MOE, "moe", args, 13, 15); }
 TileProgram& TileProgram::gather(const std::vector<std::uint32_t>& args) { return words(TKP_GATHER, "gather", args, 10, 10); }
 TileProgram& TileProgram::position(std::uint64_t global, bool as_float) {
   tkp_op o = op(TKP_POSITION);
@@ -184,19 +185,33 @@ MoeSplit MoeSplit::plan(const Device& dev, unsigned tiles, unsigned experts, uns
   }
   const unsigned Q = static_cast<unsigned>(m.stacks.size()) * chips;
   const std::uint64_t room = TKP_PROGRAM_OFFSET - 0x10000;
-  for (unsigned k = (std::max(1u, min_slices) + Q - 1) / Q;; ++k) {
-    const unsigned S = Q * k;
-    const unsigned unit = block_scaled ? TKP_MOE_SCALE_BLOCK : 1;  // a slice's columns: whole blocks
-    if (S * unit > hidden || std::uint64_t{experts} * S > TKP_MOE_MAX_SLICES)
-      throw UsageError(fmt::format("moe: no split of the experts' hidden layer ({} columns, {} experts) into a multiple of {} "
-                                   "slices{}, at most {} in all, fits a scratchpad for {} tokens of {}",
-                                   hidden, experts, Q, block_scaled ? " of whole 128-column blocks" : "", TKP_MOE_MAX_SLICES,
-                                   tokens, d_model));
-    if (hidden % (S * unit) == 0 && tkp_moe_scratch(tokens, d_model, hidden / S, block_scaled) <= room) {
+  const unsigned unit = block_scaled ? TKP_MOE_SCALE_BLOCK : 1;  // a slice's columns: whole blocks
+  const unsigned first = (std::max(1u, min_slices) + Q - 1) / Q;
+  // The slice counts to try, fewest first: multiples of Q that divide the
+  // hidden layer, at most TKP_MOE_MAX_SLICES over the experts.
+  std::vector<unsigned> counts;
+  for (unsigned k = first; Q * k * unit <= hidden && std::uint64_t{experts} * Q * k <= TKP_MOE_MAX_SLICES; ++k)
+    if (hidden % (Q * k * unit) == 0) counts.push_back(Q * k);
+  // Whole slices where some count fits a scratchpad; else (BF16) slices
+  // whose weights stream in chunks: the largest row block (a slice's
+  // weights stream once per block), the fewest slices for it, then the
+  // largest chunk of D that fits.
+  for (unsigned S : counts)
+    if (tkp_moe_scratch(tokens, d_model, hidden / S, block_scaled) <= room) {
       m.slices = S;
       break;
     }
-  }
+  for (unsigned B = std::min(tokens, TKP_MOE_BLOCK); !m.slices && !block_scaled && B; B = B > 1 ? (B + 1) / 2 : 0)
+    for (unsigned S : counts) {
+      for (unsigned Dc = d_model; Dc && !m.slices; --Dc)
+        if (d_model % Dc == 0 && tkp_moe_chunked_scratch(B, d_model, hidden / S, Dc) <= room) m.slices = S, m.chunk = Dc, m.block = B;
+      if (m.slices) break;
+    }
+  if (!m.slices)
+    throw UsageError(fmt::format("moe: no split of the experts' hidden layer ({} columns, {} experts) into a multiple of {} "
+                                 "slices{}, at most {} in all, fits a scratchpad for {} tokens of {}{}",
+                                 hidden, experts, Q, block_scaled ? " of whole 128-column blocks" : "", TKP_MOE_MAX_SLICES,
+                                 tokens, d_model, block_scaled ? "" : ", whole or in chunks"));
   m.words.assign(tiles, {0, 0});
   for (unsigned t = 0; t < tiles; ++t) {
     unsigned lanes = 0, lane = 0;

@@ -170,10 +170,16 @@ struct GraphExec {
 // nearest, ascending), run by a tile near that stack. `slices` is the
 // least multiple of the stacks' count, at least `min_slices`, that divides
 // the hidden layer and whose buffers for `tokens` tokens fit a scratchpad
-// (tkp_moe_scratch); UsageError, naming the sizes, where none does.
+// (tkp_moe_scratch), or else streamed in chunks (`chunk` below);
+// UsageError, naming the sizes, where none does.
 struct MoeSplit {
   std::vector<unsigned> stacks;
   unsigned slices = 0;
+  // Where no count's slices fit whole (BF16 only): the fewest slices whose
+  // weights stream in chunks (tkp_moe_chunked_scratch), `chunk` columns of
+  // the model (dividing d_model) a chunk, `block` rows a unit (the largest
+  // that fits); moe_experts()'s word 14 is chunk | block << 16. 0: whole.
+  unsigned chunk = 0, block = 0;
   // By tile: moe_experts()'s words 11 (its stack's index in `stacks`) and
   // 12 (R | r << 16: the tiles near that stack, and this one's lane).
   std::vector<std::pair<std::uint32_t, std::uint32_t>> words;
