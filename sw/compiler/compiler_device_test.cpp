@@ -461,12 +461,26 @@ TEST(CompilerDevice, ExpertsTooWideForAScratchpadStreamTheirWeightsInChunksBitFo
   // leave no room for any slice whole, so the slices' weights stream in
   // chunks of the model's columns, one unit of rows after another (130
   // rows: an expert's rows in two or more units, its weights streamed for
-  // each). Every run equals the reference; one row fits whole.
-  Chip c;
-  const unsigned D = 4096, F = 128, E = 4;
-  for (const auto& [rows, k] : {std::pair{1u, 2u}, std::pair{64u, 2u}, std::pair{130u, 2u}}) {
-    SCOPED_TRACE(testing::Message() << rows << " rows, top-" << k);
-    const rt::MoeSplit split = rt::MoeSplit::plan(c.dev, c.dev.tiles(), E, F, D, rows, (c.dev.tiles() + k - 1) / k);
+  // each). Block-scaled FP8 experts likewise, in chunks of whole 128 x 128
+  // blocks, their rows cast chunk by chunk. Every run equals the
+  // reference; one row fits whole. (The packet-level NoC and the fast
+  // HBM: the bits do not depend on them.)
+  struct {
+    rt::Device dev{[] {
+      rt::Device::Options o;
+      o.sets = {"noc.model=packet", "hbm0.mode=fast", "hbm1.mode=fast", "hbm2.mode=fast", "hbm3.mode=fast"};
+      return o;
+    }()};
+    rt::Kernel program = dev.load_kernel(data_file(DataKind::kernels, "program.elf"), (1u << dev.tiles()) - 1);
+  } c;
+  const unsigned D = 4096, E = 4;
+  for (const auto& [rows, k, f, F] : {std::tuple{1u, 2u, DType::bf16, 128u}, std::tuple{64u, 2u, DType::bf16, 128u},
+                                      std::tuple{130u, 2u, DType::bf16, 128u}, std::tuple{64u, 2u, DType::e4m3, 512u},
+                                      std::tuple{40u, 1u, DType::e5m2, 512u}}) {
+    SCOPED_TRACE(testing::Message() << rows << " rows, top-" << k << ", " << name(f));
+    const bool fp8 = f != DType::bf16;
+    const unsigned want = (c.dev.tiles() + k - 1) / k;  // as the compiler asks: at most a slice per block, block-scaled
+    const rt::MoeSplit split = rt::MoeSplit::plan(c.dev, c.dev.tiles(), E, F, D, rows, fp8 ? std::min(want, F / kScaleBlock) : want, 1, fp8);
     if (rows == 1) {
       EXPECT_EQ(split.chunk, 0u) << "one row's slice fits whole";
     } else {
@@ -474,11 +488,15 @@ TEST(CompilerDevice, ExpertsTooWideForAScratchpadStreamTheirWeightsInChunksBitFo
       EXPECT_EQ(D % split.chunk, 0u);
       EXPECT_LT(split.chunk, D) << "more than one chunk";
       EXPECT_EQ(split.block, std::min(rows, TKP_MOE_BLOCK)) << "a full block of rows fits beside a chunked slice";
-      EXPECT_LE(tkp_moe_chunked_scratch(split.block, D, F / split.slices, split.chunk), TKP_PROGRAM_OFFSET - 0x10000u);
-      EXPECT_GT(tkp_moe_scratch(rows, D, F / split.slices, 0), TKP_PROGRAM_OFFSET - 0x10000u);
+      EXPECT_LE(tkp_moe_chunked_scratch(split.block, D, F / split.slices, split.chunk, fp8), TKP_PROGRAM_OFFSET - 0x10000u);
+      EXPECT_GT(tkp_moe_scratch(rows, D, F / split.slices, fp8), TKP_PROGRAM_OFFSET - 0x10000u);
+      EXPECT_EQ(fp8 ? split.chunk % kScaleBlock : 0u, 0u) << "block-scaled chunks of whole blocks";
     }
     const std::map<std::string, std::vector<float>> in{{"x", seeded_values(std::size_t{rows} * D, 7 + rows, 2.0f)}};
-    Executable ex(c.dev, c.program, moe_block(rows, D, F, E, k));
+    Executable ex(c.dev, c.program, moe_block(rows, D, F, E, k, f));
+    const Op& moe_op = ex.graph().ops()[static_cast<std::size_t>(ex.graph().producer(ex.graph().ops().back().in[0]))];
+    EXPECT_EQ(block_scaled(moe_op), fp8);
+    EXPECT_EQ(moe_op.moe_chunk, split.chunk) << "the reference sums in the kernel's chunks";
     const auto out = ex.run(in);
     expect_reference(ex, in, out);
     expect_bits(ex.run(in).at("residual"), out.at("residual"), "a second run");
@@ -492,8 +510,8 @@ TEST(CompilerDevice, ExpertsTooWideForAScratchpadStreamTheirWeightsInChunksBitFo
                 TKP_MOE_BLOCK)
           << "an expert's rows in two units at least";
     }
-    std::printf("%u rows, top-%u: %u slices, chunks of %u columns (0: whole), blocks of %u rows: %.2f us\n", rows, k, split.slices,
-                split.chunk, split.block, ex.last_seconds() * 1e6);
+    std::printf("%u rows, top-%u, %s: %u slices, chunks of %u columns (0: whole), blocks of %u rows: %.2f us\n", rows, k, name(f),
+                split.slices, split.chunk, split.block, ex.last_seconds() * 1e6);
   }
 }
 

@@ -800,7 +800,7 @@ Executable::Executable(rt::Device& dev, const rt::Kernel& program, Graph g, cons
     } catch (const rt::UsageError& e) {
       throw std::invalid_argument(fmt::format("compiler: moe '{}': {}", op.name, e.what()));
     }
-    g_.split_experts(static_cast<int>(i), impl_->moe[static_cast<int>(i)].split.slices);
+    g_.split_experts(static_cast<int>(i), m.split.slices, {}, m.split.chunk);
   }
   for (const Group& grp : groups_) tilings_.push_back(tile(g_, grp, tgt));
   if (o.split_matmuls != Options::Split::never && chips > 1)
@@ -956,7 +956,7 @@ Executable::Executable(rt::Device& dev, const rt::Kernel& program, Graph g, cons
           m.copies.push_back(std::move(cp));
         }
       }
-      if (m.chips > 1) g_.split_experts(index, S, homes);
+      if (m.chips > 1) g_.split_experts(index, S, homes, m.split.chunk);
       std::vector<std::vector<std::uint32_t>> tables(m.chips);
       std::string keys[3] = {weight_key(W1), weight_key(W3), weight_key(W2)};
       if (scaled)
@@ -982,16 +982,29 @@ Executable::Executable(rt::Device& dev, const rt::Kernel& program, Graph g, cons
               for (unsigned d = 0; d < D; ++d)
                 for (unsigned f = 0; f < Fs; ++f) w[std::size_t{d} * Fs + f] = W.values[(std::size_t{e} * D + d) * F + sl * Fs + f];
             }
-            std::vector<std::uint8_t> bytes_ = encode(w, W1.dtype);
-            if (scaled) {
-              const Tensor& S = g_.tensor(op.in[5 + static_cast<std::size_t>(which)]);
-              const unsigned rows = (which == 2 ? Fs : D) / kScaleBlock, cols = (which == 2 ? D : Fs) / kScaleBlock;
-              const unsigned r0 = which == 2 ? sl * Fs / kScaleBlock : 0, c0 = which == 2 ? 0 : sl * Fs / kScaleBlock;
+            if (!scaled) return encode(w, W1.dtype);
+            // Block-scaled: the codes, then the scales of their 128 x 128
+            // blocks (FP32, row-major); in chunks, each chunk's codes and
+            // then its blocks' scales.
+            const Tensor& S = g_.tensor(op.in[5 + static_cast<std::size_t>(which)]);
+            const unsigned rows = (which == 2 ? Fs : D) / kScaleBlock, cols = (which == 2 ? D : Fs) / kScaleBlock;
+            const unsigned r0 = which == 2 ? sl * Fs / kScaleBlock : 0, c0 = which == 2 ? 0 : sl * Fs / kScaleBlock;
+            const unsigned chunks = Dc ? D / Dc : 1, per = Dc ? Dc / kScaleBlock : 0;  // per: a chunk's blocks along D
+            std::vector<std::uint8_t> bytes_;
+            for (unsigned c = 0; c < chunks; ++c) {
+              const std::size_t n = w.size() / chunks;
+              const std::vector<std::uint8_t> codes_ = encode(std::vector<float>(w.begin() + static_cast<std::ptrdiff_t>(c * n),
+                                                                                 w.begin() + static_cast<std::ptrdiff_t>((c + 1) * n)),
+                                                              W1.dtype);
               std::vector<float> sc;
               for (unsigned r = 0; r < rows; ++r)
-                for (unsigned c = 0; c < cols; ++c) sc.push_back(S.values[(std::size_t{e} * S.shape[1] + r0 + r) * S.shape[2] + c0 + c]);
-              const std::vector<std::uint8_t> b = encode(sc, DType::f32);
-              bytes_.insert(bytes_.end(), b.begin(), b.end());
+                for (unsigned b = 0; b < cols; ++b) {
+                  const bool in_chunk = !Dc || (which == 2 ? b / per : r / per) == c;
+                  if (in_chunk) sc.push_back(S.values[(std::size_t{e} * S.shape[1] + r0 + r) * S.shape[2] + c0 + b]);
+                }
+              const std::vector<std::uint8_t> scales_ = encode(sc, DType::f32);
+              bytes_.insert(bytes_.end(), codes_.begin(), codes_.end());
+              bytes_.insert(bytes_.end(), scales_.begin(), scales_.end());
             }
             return bytes_;
           };
@@ -1004,7 +1017,7 @@ Executable::Executable(rt::Device& dev, const rt::Kernel& program, Graph g, cons
               const std::uint64_t a =
                   c != home ? 0
                             : store.get(fmt::format("{}|expert {} slice {} of {}{}|{}", keys[which], e, sl, S,
-                                                    which == 2 && Dc ? fmt::format(" in chunks of {}", Dc) : "", stack),
+                                                    (which == 2 || scaled) && Dc ? fmt::format(" in chunks of {}", Dc) : "", stack),
                                         stack,
                                         slice_bytes, [&] { return slice(which); }).address;
               tables[c].push_back(rt::lo(a)), tables[c].push_back(rt::hi(a));

@@ -109,6 +109,7 @@ struct Op {
   bool gate_softmax = true;        // route: gates are the softmax of the k chosen logits (else those values)
   unsigned slices = 0;             // moe: the compiler's split of F (the order the chip sums in; 0: not compiled, as 1)
   std::vector<unsigned> slice_chips;  // moe: by slice, the chip that computes it (empty: all one chip's)
+  unsigned moe_chunk = 0;             // moe: w1's and w3's rows summed in chunks of this many (block-scaled: each chunk's sum added; 0: whole)
   unsigned groups = 0, topk_group = 0;  // route: group-limited (route_grouped), 0: plain
   float route_scale = 1;                // route_grouped: the gates' factor
   bool normalize = false;               // route_grouped: the gates divided by their sum first
@@ -262,7 +263,8 @@ class Graph {
   // (each summed into the output in turn): fixes the order of its sums.
   // Over several chips (`chips`, by slice: which computes it), each chip
   // sums its slices' planes first, then the chips' sums are added in order.
-  void split_experts(int op, unsigned slices, std::vector<unsigned> chips = {});
+  // `chunk`: the slices stream their weights in chunks of D (Op::moe_chunk).
+  void split_experts(int op, unsigned slices, std::vector<unsigned> chips = {}, unsigned chunk = 0);
   // Marks a tensor as an output of the graph (read back after a run).
   void output(int t);
 

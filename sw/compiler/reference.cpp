@@ -194,10 +194,25 @@ std::vector<float> moe_reference(const Graph& g, const Op& op, const std::vector
         auto groups = [&](const std::vector<float>& rows, unsigned cols) {
           return num::block_quantize(rows.data(), m, cols, f, num::ScaleFormat::FP32, 1, kScaleBlock, conv);
         };
+        // Streamed in chunks of D (Op::moe_chunk), each chunk's sum is
+        // added to the FP32 sums of those before, as the tensor core's
+        // accumulating GEMMs add them.
         const std::vector<float> af(a.begin(), a.end());
-        const num::BlockQuantized qa = groups(af, D);
-        num::gemm_block_scaled(qa, codes(b1, D, Fs, op.in[5], 0, s * Fs / kScaleBlock), h1);
-        num::gemm_block_scaled(qa, codes(b3, D, Fs, op.in[6], 0, s * Fs / kScaleBlock), h3);
+        const unsigned Dc = op.moe_chunk ? op.moe_chunk : D;
+        auto up = [&](const std::vector<double>& b, int scales, std::vector<double>& h) {
+          h.assign(std::size_t{m} * Fs, 0.0);
+          for (unsigned c0 = 0; c0 < D; c0 += Dc) {
+            std::vector<float> ac(std::size_t{m} * Dc);
+            for (unsigned i = 0; i < m; ++i) std::copy_n(af.begin() + std::size_t{i} * D + c0, Dc, ac.begin() + std::size_t{i} * Dc);
+            const std::vector<double> bc(b.begin() + std::ptrdiff_t{c0} * Fs, b.begin() + std::ptrdiff_t{c0 + Dc} * Fs);
+            std::vector<double> part;
+            num::gemm_block_scaled(groups(ac, Dc), codes(bc, Dc, Fs, scales, c0 / kScaleBlock, s * Fs / kScaleBlock), part);
+            for (std::size_t i = 0; i < h.size(); ++i)
+              h[i] = c0 ? static_cast<float>(h[i]) + static_cast<float>(part[i]) : static_cast<float>(part[i]);
+          }
+        };
+        up(b1, op.in[5], h1);
+        up(b3, op.in[6], h3);
         std::vector<float> act(h1.size());
         for (std::size_t i = 0; i < act.size(); ++i) act[i] = vec::swiglu(static_cast<float>(h1[i]), static_cast<float>(h3[i]));
         num::gemm_block_scaled(groups(act, Fs), codes(b2, Fs, D, op.in[7], s * Fs / kScaleBlock, 0), y);

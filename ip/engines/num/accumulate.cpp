@@ -141,6 +141,34 @@ void gemm_block_scaled(const BlockQuantized& a, const BlockQuantized& b, std::ve
   for (std::size_t i = 0; i < av.size(); ++i) av[i] = decode(a.format, a.codes[i]);
   for (std::size_t i = 0; i < bv.size(); ++i) bv[i] = decode(b.format, b.codes[i]);
   c.assign(static_cast<std::size_t>(m) * n, 0.0);
+  // FP32 accumulation of finite codes (at most 4 significant bits, within
+  // [2^-16, 57344]) and finite scales: each step below rounds an exact
+  // float64 result (a product of two floats, or a sum of two, which
+  // rounds innocuously through float64) to FP32, so the same steps in
+  // float give the same bits, a row at a time.
+  const auto finite = [](const std::vector<float>& v) {
+    return std::all_of(v.begin(), v.end(), [](float x) { return std::isfinite(x); });
+  };
+  if (acc.kind == Accumulation::Kind::fp32 && products_exact_in_float(av) && products_exact_in_float(bv) && finite(a.scales) &&
+      finite(b.scales)) {
+    thread_local std::vector<float> af, bf, part, sc, out;
+    af.assign(av.begin(), av.end());
+    bf.assign(bv.begin(), bv.end());
+    part.resize(n), sc.resize(n), out.resize(n);
+    for (unsigned i = 0; i < m; ++i) {
+      std::fill(out.begin(), out.end(), 0.0f);
+      for (unsigned p0 = 0; p0 < k; p0 += g) {
+        std::fill(part.begin(), part.end(), 0.0f);
+        accumulate_row_f32(af.data() + static_cast<std::size_t>(i) * k + p0, bf.data() + static_cast<std::size_t>(p0) * n, n,
+                           std::min(g, k - p0), part.data());
+        const float sa = a.scale_of(i, p0);
+        for (unsigned j = 0; j < n; ++j) sc[j] = sa * b.scale_of(p0, j);
+        for (unsigned j = 0; j < n; ++j) out[j] += part[j] * sc[j];
+      }
+      std::copy(out.begin(), out.end(), c.begin() + static_cast<std::ptrdiff_t>(i) * n);
+    }
+    return;
+  }
   for (unsigned i = 0; i < m; ++i)
     for (unsigned j = 0; j < n; ++j) {
       double out = 0;

@@ -132,7 +132,8 @@ enum { SEM_W1 = 0, SEM_W3, SEM_W2, SEM_G, SEM_V, SEM_D, SEM_Z };
 enum { CS_LOADED = 0, CS_FREE, CS_XF, CS_G, CS_V, CS_D, CS_Z };
 struct moe_chunks {
   uint64_t rows;
-  uint32_t D, Fs, Dc, C, B, T, S;
+  uint32_t D, Fs, Dc, C, B, T, S, f8; /* f8: the experts' FP8 format (block-scaled), 0: BF16 */
+  uint32_t X8, SA, SG;                 /* FP8: the rows cast chunk by chunk, their scales, the SwiGLU's scales */
   const uint32_t *table, *expert, *first, *count, *item_a, *item_s, *token, *slot, *scale;
   uint32_t items, XB, ring[TKP_MOE_RING], H1, H3, G16, YC[TKP_MOE_OUTS];
 };
@@ -159,7 +160,9 @@ static const uint32_t* moe_slice(const struct moe_chunks* m, uint32_t ui) {
 
 __attribute__((noinline)) static int moe_chunked(const struct moe_chunks* m) {
   const uint32_t C = m->C, D = m->D, Fs = m->Fs, Dc = m->Dc;
-  const uint32_t chunk = 2 * Dc * Fs;
+  /* A chunk: its codes, and block-scaled its 128 x 128 blocks' scales. */
+  const uint32_t eb = m->f8 ? 1 : 2, codes = eb * Dc * Fs, chunk = codes + (m->f8 ? 4 * (Dc / SB) * (Fs / SB) : 0);
+  const enum tk_format in = m->f8 ? (enum tk_format)m->f8 : TK_BF16;
   struct moe_at ld = {0}, at = {0};
   moe_at_rows(m, &ld), moe_at_rows(m, &at);
   /* Pushed so far: chunk loads, w2 chunks' stores, units' SwiGLUs. */
@@ -185,6 +188,13 @@ __attribute__((noinline)) static int moe_chunked(const struct moe_chunks* m) {
           g.sem = q == 0 && ld.u > 0 ? TK_SEM(CS_XF, TK_NONE, TK_NONE) : 0;
           tk_dma_push(&g);
         }
+        if (m->f8) { /* cast to FP8 chunk by chunk (C planes of n x Dc codes), a scale per 128 columns */
+          struct tk_dma x = {0};
+          x.id = op_index, x.flags = TK_DMA_SRC_LOCAL | TK_DMA_DST_LOCAL | TK_DMA_SCALES_LOCAL | tk_dma_cast(TK_BF16, in);
+          x.src = m->XB, x.dst = m->X8, x.scales = m->SA, x.group = SB, x.len0 = Dc;
+          x.count1 = ld.n, x.sstride1 = 2 * D, x.dstride1 = Dc, x.count2 = C, x.sstride2 = 2 * Dc, x.dstride2 = ld.n * Dc;
+          tk_dma_push(&x);
+        }
       }
       const uint32_t* w = moe_slice(m, ld.ui);
       const uint32_t which = ld.k < 2 * C ? (ld.k & 1) : 2, c = ld.k < 2 * C ? ld.k / 2 : ld.k - 2 * C;
@@ -196,10 +206,13 @@ __attribute__((noinline)) static int moe_chunked(const struct moe_chunks* m) {
     }
     const uint32_t x = m->item_a[at.ui], n = at.n, slot_buf = m->ring[j % TKP_MOE_RING];
     struct tk_gemm g = {0};
-    g.id = op_index, g.input = TK_BF16, g.m = n;
+    g.id = op_index, g.input = in, g.m = n, g.b = slot_buf;
+    g.block_scaled = m->f8 != 0, g.group = m->f8 ? SB : 0, g.sb = slot_buf + codes;
     if (at.k < 2 * C) { /* H1 or H3 += the rows' chunk c times w1's or w3's */
       const uint32_t c = at.k / 2, last = at.k == 2 * C - 1;
-      g.n = Fs, g.k = Dc, g.a = m->XB + 2 * c * Dc, g.lda = D, g.b = slot_buf, g.c = (at.k & 1) ? m->H3 : m->H1;
+      g.n = Fs, g.k = Dc, g.c = (at.k & 1) ? m->H3 : m->H1;
+      if (m->f8) g.a = m->X8 + c * n * Dc, g.sa = m->SA + 4 * c * n * (Dc / SB);
+      else g.a = m->XB + 2 * c * Dc, g.lda = D;
       g.accumulate = c > 0, g.sem = TK_SEM(CS_LOADED, CS_FREE, last ? CS_G : TK_NONE);
       tk_gemm_push(&g);
       if (last) {
@@ -208,7 +221,8 @@ __attribute__((noinline)) static int moe_chunked(const struct moe_chunks* m) {
         v.sem = TK_SEM(CS_G, CS_XF, TK_NONE);
         tk_vec_push(&v);
         ++swiglus;
-        v.op = TK_VCAST_TO, v.src1 = 0, v.dst = m->G16, v.format = TK_BF16, v.sem = TK_SEM(CS_LOADED, CS_V, TK_NONE);
+        v.op = TK_VCAST_TO, v.src1 = 0, v.dst = m->G16, v.format = in, v.sem = TK_SEM(CS_LOADED, CS_V, TK_NONE);
+        if (m->f8) v.group = SB, v.aux = m->SG;
         tk_vec_push(&v);
       }
       continue;
@@ -216,7 +230,7 @@ __attribute__((noinline)) static int moe_chunked(const struct moe_chunks* m) {
     /* Output columns [c Dc, (c + 1) Dc): the SwiGLU's rows times w2's
      * chunk, scaled by the gates, stored into the slice's partial sums. */
     const uint32_t c = at.k - 2 * C, b = at.u * C + c, y = m->YC[b % TKP_MOE_OUTS];
-    g.n = Dc, g.k = Fs, g.a = m->G16, g.b = slot_buf, g.c = y;
+    g.n = Dc, g.k = Fs, g.a = m->G16, g.sa = m->SG, g.c = y;
     g.sem = TK_SEM(c == 0 ? CS_V : CS_LOADED, CS_FREE, CS_D);
     tk_gemm_push(&g);
     struct tk_vec sc = {0};
@@ -257,7 +271,7 @@ __attribute__((noinline)) static int moe_experts(const uint32_t* a) {
   if (D > 0x4000u || Fs > 0x4000u) return 2; /* none that wide fits; the layout's sums then stay in 32 bits */
   if (f8 && ((f8 != TK_E4M3 && f8 != TK_E5M2) || D % SB || Fs % SB)) return 2;
   const uint32_t Dc = a[14] & 0xffff, Bc = a[14] >> 16; /* in chunks (tkp_moe_chunked_scratch) */
-  if (Dc && (f8 || D % Dc || !Bc || Bc > TKP_MOE_BLOCK)) return 2;
+  if (Dc && (D % Dc || (f8 && Dc % SB) || !Bc || Bc > TKP_MOE_BLOCK)) return 2;
   const uint32_t m = S / stacks;
   /* The bookkeeping lives in the scratchpad, not in .bss (which the
    * start-up code clears at every launch, word by word): the lists just
@@ -291,9 +305,12 @@ __attribute__((noinline)) static int moe_experts(const uint32_t* a) {
   const uint32_t B = Dc ? (T < Bc ? T : Bc) : T < TKP_MOE_BLOCK ? T : TKP_MOE_BLOCK;
   struct moe_chunks mc;
   if (Dc) { /* in this order, as tkp_moe_chunked_scratch() counts them */
+    const uint32_t eb = f8 ? 1 : 2;
     mc.XB = MOE_BUF(2 * B * D);
-    for (unsigned i = 0; i < TKP_MOE_RING; ++i) mc.ring[i] = MOE_BUF(2 * Dc * Fs);
-    mc.H1 = MOE_BUF(4 * B * Fs), mc.H3 = MOE_BUF(4 * B * Fs), mc.G16 = MOE_BUF(2 * B * Fs);
+    mc.X8 = f8 ? MOE_BUF(B * D) : 0, mc.SA = f8 ? MOE_BUF(4 * B * (D / SB)) : 0;
+    for (unsigned i = 0; i < TKP_MOE_RING; ++i) mc.ring[i] = MOE_BUF(eb * Dc * Fs + (f8 ? 4 * (Dc / SB) * (Fs / SB) : 0));
+    mc.H1 = MOE_BUF(4 * B * Fs), mc.H3 = MOE_BUF(4 * B * Fs), mc.G16 = MOE_BUF(eb * B * Fs);
+    mc.SG = f8 ? MOE_BUF(4 * B * (Fs / SB)) : 0;
     for (unsigned i = 0; i < TKP_MOE_OUTS; ++i) mc.YC[i] = MOE_BUF(4 * B * Dc);
   }
   /* Else in this order, as tkp_moe_scratch() counts them. */
@@ -363,7 +380,7 @@ __attribute__((noinline)) static int moe_experts(const uint32_t* a) {
       if ((x * m + j) % R == r) moe_item_a[items] = x, moe_item_s[items] = j * stacks + me, ++items;
   if (!items) return 0;
   if (Dc) {
-    mc.rows = rows, mc.D = D, mc.Fs = Fs, mc.Dc = Dc, mc.C = D / Dc, mc.B = B, mc.T = T, mc.S = S;
+    mc.rows = rows, mc.D = D, mc.Fs = Fs, mc.Dc = Dc, mc.C = D / Dc, mc.B = B, mc.T = T, mc.S = S, mc.f8 = f8;
     mc.table = moe_table, mc.expert = moe_expert, mc.first = moe_first, mc.count = moe_count, mc.item_a = moe_item_a;
     mc.item_s = moe_item_s, mc.token = moe_token, mc.slot = moe_slot, mc.scale = moe_scale, mc.items = items;
     return moe_chunked(&mc);

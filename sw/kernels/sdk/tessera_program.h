@@ -95,15 +95,21 @@ static inline uint64_t tkp_moe_scratch(uint64_t T, uint64_t D, uint64_t Fs, int 
  * products summed in FP32), then w2 in chunks of Dc columns (the host
  * stores a slice's w2 chunk by chunk: D / Dc matrices of Fs x Dc), each
  * chunk's output rows scaled and stored as it comes. A slice's weights
- * stream again for each block of its rows. BF16 only. From 0x10000: the
- * unit's rows (B x D), the ring (Dc x Fs each), H1 and H3 (B x Fs FP32),
- * the SwiGLU's output (B x Fs) and TKP_MOE_OUTS output chunks (B x Dc
+ * stream again for each block of its rows. From 0x10000: the unit's rows
+ * (B x D BF16; block-scaled FP8 experts, with Dc a multiple of 128: then
+ * the rows cast to FP8 as D / Dc planes of B x Dc codes and their scales,
+ * a scale per 128 columns), the ring (Dc x Fs each, FP8: codes then their
+ * blocks' scales), H1 and H3 (B x Fs FP32), the SwiGLU's output (B x Fs;
+ * FP8: and its scales) and TKP_MOE_OUTS output chunks (B x Dc
  * FP32; as many as let the loads run ahead of the stores). */
 #define TKP_MOE_RING 4u
 #define TKP_MOE_OUTS 2u
-static inline uint64_t tkp_moe_chunked_scratch(uint64_t B, uint64_t D, uint64_t Fs, uint64_t Dc) {
-  return TKP_MOE_LISTS + TKP_MOE_ROUND(2 * B * D) + TKP_MOE_RING * TKP_MOE_ROUND(2 * Dc * Fs) + 2 * TKP_MOE_ROUND(4 * B * Fs) +
-         TKP_MOE_ROUND(2 * B * Fs) + TKP_MOE_OUTS * TKP_MOE_ROUND(4 * B * Dc);
+static inline uint64_t tkp_moe_chunked_scratch(uint64_t B, uint64_t D, uint64_t Fs, uint64_t Dc, int fp8) {
+  const uint64_t eb = fp8 ? 1 : 2, chunk = eb * Dc * Fs + (fp8 ? 4 * (Dc / TKP_MOE_SCALE_BLOCK) * (Fs / TKP_MOE_SCALE_BLOCK) : 0);
+  return TKP_MOE_LISTS + TKP_MOE_ROUND(2 * B * D) +
+         (fp8 ? TKP_MOE_ROUND(B * D) + TKP_MOE_ROUND(4 * B * (D / TKP_MOE_SCALE_BLOCK)) : 0) + TKP_MOE_RING * TKP_MOE_ROUND(chunk) +
+         2 * TKP_MOE_ROUND(4 * B * Fs) + TKP_MOE_ROUND(eb * B * Fs) + (fp8 ? TKP_MOE_ROUND(4 * B * (Fs / TKP_MOE_SCALE_BLOCK)) : 0) +
+         TKP_MOE_OUTS * TKP_MOE_ROUND(4 * B * Dc);
 }
 
 /* TKP_ATTN's scratchpad from offset 0x10000, for T rows (with `table`

@@ -192,26 +192,27 @@ MoeSplit MoeSplit::plan(const Device& dev, unsigned tiles, unsigned experts, uns
   std::vector<unsigned> counts;
   for (unsigned k = first; Q * k * unit <= hidden && std::uint64_t{experts} * Q * k <= TKP_MOE_MAX_SLICES; ++k)
     if (hidden % (Q * k * unit) == 0) counts.push_back(Q * k);
-  // Whole slices where some count fits a scratchpad; else (BF16) slices
-  // whose weights stream in chunks: the largest row block (a slice's
-  // weights stream once per block), the fewest slices for it, then the
-  // largest chunk of D that fits.
+  // Whole slices where some count fits a scratchpad; else slices whose
+  // weights stream in chunks: the largest row block (a slice's weights
+  // stream once per block), the fewest slices for it, then the largest
+  // chunk of D that fits (block-scaled: whole 128-column blocks).
   for (unsigned S : counts)
     if (tkp_moe_scratch(tokens, d_model, hidden / S, block_scaled) <= room) {
       m.slices = S;
       break;
     }
-  for (unsigned B = std::min(tokens, TKP_MOE_BLOCK); !m.slices && !block_scaled && B; B = B > 1 ? (B + 1) / 2 : 0)
+  for (unsigned B = std::min(tokens, TKP_MOE_BLOCK); !m.slices && B; B = B > 1 ? (B + 1) / 2 : 0)
     for (unsigned S : counts) {
-      for (unsigned Dc = d_model; Dc && !m.slices; --Dc)
-        if (d_model % Dc == 0 && tkp_moe_chunked_scratch(B, d_model, hidden / S, Dc) <= room) m.slices = S, m.chunk = Dc, m.block = B;
+      for (unsigned Dc = d_model; Dc >= unit && !m.slices; Dc -= unit)
+        if (d_model % Dc == 0 && tkp_moe_chunked_scratch(B, d_model, hidden / S, Dc, block_scaled) <= room)
+          m.slices = S, m.chunk = Dc, m.block = B;
       if (m.slices) break;
     }
   if (!m.slices)
     throw UsageError(fmt::format("moe: no split of the experts' hidden layer ({} columns, {} experts) into a multiple of {} "
-                                 "slices{}, at most {} in all, fits a scratchpad for {} tokens of {}{}",
+                                 "slices{}, at most {} in all, fits a scratchpad for {} tokens of {}, whole or in chunks",
                                  hidden, experts, Q, block_scaled ? " of whole 128-column blocks" : "", TKP_MOE_MAX_SLICES,
-                                 tokens, d_model, block_scaled ? "" : ", whole or in chunks"));
+                                 tokens, d_model));
   m.words.assign(tiles, {0, 0});
   for (unsigned t = 0; t < tiles; ++t) {
     unsigned lanes = 0, lane = 0;

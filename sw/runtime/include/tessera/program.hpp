@@ -175,10 +175,11 @@ struct GraphExec {
 struct MoeSplit {
   std::vector<unsigned> stacks;
   unsigned slices = 0;
-  // Where no count's slices fit whole (BF16 only): the fewest slices whose
-  // weights stream in chunks (tkp_moe_chunked_scratch), `chunk` columns of
-  // the model (dividing d_model) a chunk, `block` rows a unit (the largest
-  // that fits); moe_experts()'s word 14 is chunk | block << 16. 0: whole.
+  // Where no count's slices fit whole: the fewest slices whose weights
+  // stream in chunks (tkp_moe_chunked_scratch), `chunk` columns of the
+  // model a chunk (dividing d_model; block-scaled, a multiple of 128),
+  // `block` rows a unit (the largest that fits); moe_experts()'s word 14
+  // is chunk | block << 16. 0: whole.
   unsigned chunk = 0, block = 0;
   // By tile: moe_experts()'s words 11 (its stack's index in `stacks`) and
   // 12 (R | r << 16: the tiles near that stack, and this one's lane).
