@@ -237,6 +237,21 @@ int demo_main(int argc, char** argv) {
       std::cout << fmt::format("FP8: {} Linears{} block-scaled on the tensor core (the checkpoint's E4M3 codes and 128 x 128 scales, "
                                "activations cast in 1 x 128 groups); the rest in BF16\n", scaled,
                                scaled_experts ? fmt::format(" and {} layers' experts", scaled_experts) : "");
+    // How a graph's experts run: the first moe op's split (each layer's alike).
+    auto experts_split = [&](const compiler::Executable& x) -> std::string {
+      for (const compiler::Op& op : x.graph().ops()) {
+        if (op.kind != compiler::OpKind::moe) continue;
+        const unsigned F = x.graph().tensor(op.in[2]).shape[2], S = std::max(1u, op.slices);
+        return fmt::format("{} slices of {} hidden columns an expert{}, {}", S, F / S,
+                           op.slice_chips.empty() ? "" : fmt::format(" over {} chips", chips),
+                           op.moe_chunk ? fmt::format("each streaming its weights in chunks of {} of the {} model columns", op.moe_chunk,
+                                                      c.hidden)
+                                        : "each loaded whole");
+      }
+      return {};
+    };
+    const std::string prefill_experts = experts_split(ex);
+    if (!prefill_experts.empty()) std::cout << "experts: " << prefill_experts << "\n";
     std::cout << fmt::format("roofline: bound {:.2f} us ({}, {}{}): {:.1f}% of it\n", prefill_bound * 1e6, r.binding().resource,
                              r.binding().where, prompt > chunk || batch > 1 ? " in the first step" : "", 100 * prefill_bound / prefill_s);
     {  // where the time went: the slowest nodes
@@ -290,6 +305,7 @@ int demo_main(int argc, char** argv) {
       const auto most = std::max_element(binding.begin(), binding.end(), [](const auto& a, const auto& b) { return a.second < b.second; });
       std::cout << fmt::format("decode roofline: bound {:.2f} us/{} ({} binding): {:.1f}% of it\n", bound * 1e6 / decode,
                                batch > 1 ? "step" : "token", most->first, 100 * bound / took);
+      if (const std::string d = experts_split(dx); !d.empty() && d != prefill_experts) std::cout << "decode's experts: " << d << "\n";
     }
     // Exactly (a timing-only run's are those of the same run with data).
     std::cout << fmt::format("simulated: prefill {} ps{}\n", std::llround(prefill_s * 1e12),
