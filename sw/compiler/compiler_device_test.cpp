@@ -1022,6 +1022,39 @@ struct Ring {
 };
 }  // namespace
 
+TEST(CompilerDevice, ExpertsWithNoSplitOverTheChipsRunOnTheDeviceAlone) {
+  // 256 experts (DeepSeek-V3's count) on a ring of four chips: a slice of
+  // every expert per stack of every chip would want 256 x 16 slices, past
+  // the kernel's table of 1024, so the experts stay on chip 0 (256 x 4);
+  // the peers hold none of them and the run equals the reference.
+  rt::Device::Options o;
+  o.platform = rt::Device::system_platform(4);
+  o.sets = {"noc.model=packet", "hbm0.mode=fast", "hbm1.mode=fast", "hbm2.mode=fast", "hbm3.mode=fast"};
+  rt::Cluster cluster(o);
+  std::vector<rt::Kernel> programs;
+  for (unsigned c = 0; c < cluster.chips(); ++c)
+    programs.push_back(cluster.chip(c).load_kernel(data_file(DataKind::kernels, "program.elf"), (1u << cluster.chip(c).tiles()) - 1));
+  Options system;
+  for (unsigned c = 1; c < cluster.chips(); ++c)
+    system.peers.push_back({&cluster.chip(c), programs[c], std::make_shared<WeightStore>(cluster.chip(c))});
+  const unsigned rows = 5, D = 64, F = 64, E = 256;
+  refused_with([&] { rt::MoeSplit::plan(cluster.chip(0), cluster.chip(0).tiles(), E, F, D, rows, 16, cluster.chips()); },
+               "at most 1024 in all");
+  std::vector<float> tokens(rows);
+  for (unsigned r = 0; r < rows; ++r) tokens[r] = static_cast<float>((r * 37 + 11) % 64);
+  const std::map<std::string, std::vector<float>> in{{"tokens", tokens}};
+  Executable ex(cluster.chip(0), programs[0], moe_layers(rows, D, F, E, 2), system);
+  for (const rt::Graph::Node& n : ex.device_graph().nodes()) EXPECT_EQ(n.name.find(".gather"), std::string::npos) << n.name;
+  for (const Op& op : ex.graph().ops()) {
+    if (op.kind == OpKind::moe) {
+      EXPECT_TRUE(op.slice_chips.empty()) << op.name << ": on the device alone";
+    }
+  }
+  const auto out = ex.run(in);
+  expect_reference(ex, in, out);
+  for (const Options::Peer& p : system.peers) EXPECT_EQ(p.weights->bytes(), 0u);
+}
+
 TEST(CompilerDevice, ExpertsStreamedInChunksSplitOverTheChipsEqualTheReferenceBitForBit) {
   // 48 rows of 4096 on a ring of four chips: the slices stream their
   // weights in chunks on every chip's tiles, each chip's planes summed on
