@@ -72,6 +72,11 @@ struct Chip {
   rt::Kernel program = dev.load_kernel(data_file(DataKind::kernels, "program.elf"), (1u << dev.tiles()) - 1);
 };
 
+// The packet-level NoC and the fast HBM (the T1's four stacks), for tests
+// whose bits do not depend on the models' timing: faster to simulate.
+const std::vector<std::string> kFastModels = {"noc.model=packet", "hbm0.mode=fast", "hbm1.mode=fast", "hbm2.mode=fast",
+                                              "hbm3.mode=fast"};
+
 }  // namespace
 
 TEST(CompilerDevice, AFusedMlpEqualsTheReferenceBitForBitAndBeatsTheUnfusedOne) {
@@ -463,12 +468,11 @@ TEST(CompilerDevice, ExpertsTooWideForAScratchpadStreamTheirWeightsInChunksBitFo
   // rows: an expert's rows in two or more units, its weights streamed for
   // each). Block-scaled FP8 experts likewise, in chunks of whole 128 x 128
   // blocks, their rows cast chunk by chunk. Every run equals the
-  // reference; one row fits whole. (The packet-level NoC and the fast
-  // HBM: the bits do not depend on them.)
+  // reference; one row fits whole.
   struct {
     rt::Device dev{[] {
       rt::Device::Options o;
-      o.sets = {"noc.model=packet", "hbm0.mode=fast", "hbm1.mode=fast", "hbm2.mode=fast", "hbm3.mode=fast"};
+      o.sets = kFastModels;
       return o;
     }()};
     rt::Kernel program = dev.load_kernel(data_file(DataKind::kernels, "program.elf"), (1u << dev.tiles()) - 1);
@@ -1006,19 +1010,28 @@ TEST(CompilerDevice, ANormTheRouterAndTheExpertsReadRunsInTheRoutersNodeBitForBi
 }
 
 namespace {
-// The ring of four T1s (platform/t1x4-ring.json), the program kernel on every chip.
+// The ring of four T1s (platform/t1x4-ring.json, with `sets` overriding
+// it), the program kernel on every chip.
 struct Ring {
-  rt::Cluster cluster{[] {
-    rt::Device::Options o;
-    o.platform = rt::Device::system_platform(4);
-    return o;
-  }()};
-  std::vector<rt::Kernel> programs = [this] {
-    std::vector<rt::Kernel> p;
+  explicit Ring(std::vector<std::string> sets = {})
+      : cluster([&] {
+          rt::Device::Options o;
+          o.platform = rt::Device::system_platform(4);
+          o.sets = std::move(sets);
+          return o;
+        }()) {
     for (unsigned c = 0; c < cluster.chips(); ++c)
-      p.push_back(cluster.chip(c).load_kernel(data_file(DataKind::kernels, "program.elf"), (1u << cluster.chip(c).tiles()) - 1));
-    return p;
-  }();
+      programs.push_back(cluster.chip(c).load_kernel(data_file(DataKind::kernels, "program.elf"), (1u << cluster.chip(c).tiles()) - 1));
+  }
+  // Options whose peers are the other chips, each with a weight store of its own.
+  Options system() {
+    Options o;
+    for (unsigned c = 1; c < cluster.chips(); ++c)
+      o.peers.push_back({&cluster.chip(c), programs[c], std::make_shared<WeightStore>(cluster.chip(c))});
+    return o;
+  }
+  rt::Cluster cluster;
+  std::vector<rt::Kernel> programs;
 };
 }  // namespace
 
@@ -1027,16 +1040,10 @@ TEST(CompilerDevice, ExpertsWithNoSplitOverTheChipsRunOnTheDeviceAlone) {
   // every expert per stack of every chip would want 256 x 16 slices, past
   // the kernel's table of 1024, so the experts stay on chip 0 (256 x 4);
   // the peers hold none of them and the run equals the reference.
-  rt::Device::Options o;
-  o.platform = rt::Device::system_platform(4);
-  o.sets = {"noc.model=packet", "hbm0.mode=fast", "hbm1.mode=fast", "hbm2.mode=fast", "hbm3.mode=fast"};
-  rt::Cluster cluster(o);
-  std::vector<rt::Kernel> programs;
-  for (unsigned c = 0; c < cluster.chips(); ++c)
-    programs.push_back(cluster.chip(c).load_kernel(data_file(DataKind::kernels, "program.elf"), (1u << cluster.chip(c).tiles()) - 1));
-  Options system;
-  for (unsigned c = 1; c < cluster.chips(); ++c)
-    system.peers.push_back({&cluster.chip(c), programs[c], std::make_shared<WeightStore>(cluster.chip(c))});
+  Ring ring(kFastModels);
+  rt::Cluster& cluster = ring.cluster;
+  const std::vector<rt::Kernel>& programs = ring.programs;
+  const Options system = ring.system();
   const unsigned rows = 5, D = 64, F = 64, E = 256;
   refused_with([&] { rt::MoeSplit::plan(cluster.chip(0), cluster.chip(0).tiles(), E, F, D, rows, 16, cluster.chips()); },
                "at most 1024 in all");
@@ -1059,17 +1066,10 @@ TEST(CompilerDevice, ExpertsStreamedInChunksSplitOverTheChipsEqualTheReferenceBi
   // 48 rows of 4096 on a ring of four chips: the slices stream their
   // weights in chunks on every chip's tiles, each chip's planes summed on
   // it, then the chips' sums; each peer holds a quarter of the experts.
-  // (The packet-level NoC and the fast HBM: the bits do not depend on them.)
-  rt::Device::Options o;
-  o.platform = rt::Device::system_platform(4);
-  o.sets = {"noc.model=packet", "hbm0.mode=fast", "hbm1.mode=fast", "hbm2.mode=fast", "hbm3.mode=fast"};
-  rt::Cluster cluster(o);
-  std::vector<rt::Kernel> programs;
-  for (unsigned c = 0; c < cluster.chips(); ++c)
-    programs.push_back(cluster.chip(c).load_kernel(data_file(DataKind::kernels, "program.elf"), (1u << cluster.chip(c).tiles()) - 1));
-  Options system;
-  for (unsigned c = 1; c < cluster.chips(); ++c)
-    system.peers.push_back({&cluster.chip(c), programs[c], std::make_shared<WeightStore>(cluster.chip(c))});
+  Ring ring(kFastModels);
+  rt::Cluster& cluster = ring.cluster;
+  const std::vector<rt::Kernel>& programs = ring.programs;
+  const Options system = ring.system();
   const unsigned rows = 48, D = 4096, F = 128, E = 2;
   const rt::MoeSplit split = rt::MoeSplit::plan(cluster.chip(0), cluster.chip(0).tiles(), E, F, D, rows,
                                                 (cluster.chips() * cluster.chip(0).tiles() + 1) / 2, cluster.chips());
@@ -1098,9 +1098,7 @@ TEST(CompilerDevice, ExpertsSplitOverTheChipsOfASystemEqualTheReferenceBitForBit
   Ring ring;
   rt::Cluster& cluster = ring.cluster;
   const std::vector<rt::Kernel>& programs = ring.programs;
-  Options system;
-  for (unsigned c = 1; c < cluster.chips(); ++c)
-    system.peers.push_back({&cluster.chip(c), programs[c], std::make_shared<WeightStore>(cluster.chip(c))});
+  const Options system = ring.system();
   for (unsigned rows : {1u, 5u, 130u}) {
     SCOPED_TRACE(testing::Message() << rows << " rows");
     std::vector<float> tokens(rows);
@@ -1171,10 +1169,8 @@ TEST(CompilerDevice, MatmulsSplitOverTheChipsOfASystemEqualTheReferenceBitForBit
   rt::Cluster& cluster = ring.cluster;
   const std::vector<rt::Kernel>& programs = ring.programs;
   auto system = [&] {
-    Options s;
+    Options s = ring.system();
     s.split_matmuls = compiler::Options::Split::always;
-    for (unsigned c = 1; c < cluster.chips(); ++c)
-      s.peers.push_back({&cluster.chip(c), programs[c], std::make_shared<WeightStore>(cluster.chip(c))});
     return s;
   };
   for (unsigned rows : {1u, 40u}) {
