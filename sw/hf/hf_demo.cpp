@@ -228,7 +228,7 @@ int demo_main(int argc, char** argv) {
       std::cout << fmt::format("{} chips ({}): every matmul on a weight split by columns over the chips' tiles, each chip holding its "
                                "columns (tensor parallel; chip 0 pushes the activations to each peer, which writes its columns back){}; "
                                "the rest on chip 0\n", chips, opt.platform.substr(opt.platform.rfind('/') + 1),
-                               c.experts ? ", the experts' slices likewise where a step's rows are few (`experts:` below)" : "");
+                               c.experts ? ", the experts' slices likewise where they split over the chips (`experts:` below)" : "");
     std::cout << fmt::format("prefill of {} tokens{}{}: {} nodes, {:.2f} us simulated ({:.2f} us/token); next token {}{}\n", prompt,
                              batch > 1 ? fmt::format(" for each of {} sequences", batch) : std::string(),
                              prompt > chunk ? fmt::format(" in steps of {}{}", chunk, batch > 1 ? " each" : "") : std::string(), ex.groups().size(),

@@ -189,11 +189,11 @@ __attribute__((noinline)) static int moe_chunked(const struct moe_chunks* m) {
           tk_dma_push(&g);
         }
         if (m->f8) { /* cast to FP8 chunk by chunk (C planes of n x Dc codes), a scale per 128 columns */
-          struct tk_dma x = {0};
-          x.id = op_index, x.flags = TK_DMA_SRC_LOCAL | TK_DMA_DST_LOCAL | TK_DMA_SCALES_LOCAL | tk_dma_cast(TK_BF16, in);
-          x.src = m->XB, x.dst = m->X8, x.scales = m->SA, x.group = SB, x.len0 = Dc;
-          x.count1 = ld.n, x.sstride1 = 2 * D, x.dstride1 = Dc, x.count2 = C, x.sstride2 = 2 * Dc, x.dstride2 = ld.n * Dc;
-          tk_dma_push(&x);
+          struct tk_dma cast = {0};
+          cast.id = op_index, cast.flags = TK_DMA_SRC_LOCAL | TK_DMA_DST_LOCAL | TK_DMA_SCALES_LOCAL | tk_dma_cast(TK_BF16, in);
+          cast.src = m->XB, cast.dst = m->X8, cast.scales = m->SA, cast.group = SB, cast.len0 = Dc;
+          cast.count1 = ld.n, cast.sstride1 = 2 * D, cast.dstride1 = Dc, cast.count2 = C, cast.sstride2 = 2 * Dc, cast.dstride2 = ld.n * Dc;
+          tk_dma_push(&cast);
         }
       }
       const uint32_t* w = moe_slice(m, ld.ui);
