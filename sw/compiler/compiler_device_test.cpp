@@ -1036,15 +1036,16 @@ struct Ring {
 }  // namespace
 
 TEST(CompilerDevice, ExpertsWithNoSplitOverTheChipsRunOnTheDeviceAlone) {
-  // 256 experts (DeepSeek-V3's count) on a ring of four chips: a slice of
-  // every expert per stack of every chip would want 256 x 16 slices, past
-  // the kernel's table of 1024, so the experts stay on chip 0 (256 x 4);
-  // the peers hold none of them and the run equals the reference.
+  // 255 experts on a ring of four chips: a slice of every expert per
+  // stack of every chip would want 255 x 16 slices, past the kernel's
+  // table of 1024, and the chips do not divide the experts, so the
+  // experts stay on chip 0 (255 x 4); the peers hold none of them and the
+  // run equals the reference.
   Ring ring(kFastModels);
   rt::Cluster& cluster = ring.cluster;
   const std::vector<rt::Kernel>& programs = ring.programs;
   const Options system = ring.system();
-  const unsigned rows = 5, D = 64, F = 64, E = 256;
+  const unsigned rows = 5, D = 64, F = 64, E = 255;
   refused_with([&] { rt::MoeSplit::plan(cluster.chip(0), cluster.chip(0).tiles(), E, F, D, rows, 16, cluster.chips()); },
                "at most 1024 in all");
   std::vector<float> tokens(rows);
@@ -1060,6 +1061,50 @@ TEST(CompilerDevice, ExpertsWithNoSplitOverTheChipsRunOnTheDeviceAlone) {
   const auto out = ex.run(in);
   expect_reference(ex, in, out);
   for (const Options::Peer& p : system.peers) EXPECT_EQ(p.weights->bytes(), 0u);
+}
+
+TEST(CompilerDevice, ExpertsSpreadOverTheChipsByExpertEqualTheReferenceBitForBit) {
+  // 256 experts (DeepSeek-V3's count) on a ring of four chips: no slice
+  // split over the chips fits the kernel's table (256 x 16 slices), so
+  // the experts spread by expert, chip c holding experts c, c + 4, ...
+  // whole (64 x 4 slices), each chip's planes zero where another chip runs
+  // a row's choice. At a decode row, 5 rows (choices on every chip) and
+  // past a block of rows (which stays on chip 0), every run equals the
+  // reference, run after run; each peer holds a quarter of the experts;
+  // top-8 routing as DeepSeek-V3's.
+  Ring ring(kFastModels);
+  rt::Cluster& cluster = ring.cluster;
+  const std::vector<rt::Kernel>& programs = ring.programs;
+  const Options system = ring.system();
+  const unsigned D = 64, F = 64, E = 256;
+  for (const auto& [rows, k] : {std::pair{1u, 8u}, std::pair{5u, 2u}, std::pair{20u, 8u}, std::pair{70u, 2u}}) {
+    SCOPED_TRACE(testing::Message() << rows << " rows, top " << k);
+    std::vector<float> tokens(rows);
+    for (unsigned r = 0; r < rows; ++r) tokens[r] = static_cast<float>((r * 37 + 11) % 64);
+    const std::map<std::string, std::vector<float>> in{{"tokens", tokens}};
+    Executable ex(cluster.chip(0), programs[0], moe_layers(rows, D, F, E, k), system);
+    std::size_t gathers = 0;
+    for (const rt::Graph::Node& n : ex.device_graph().nodes()) gathers += n.name.find(".gather") != std::string::npos;
+    const bool spread = rows <= TKP_MOE_BLOCK;
+    EXPECT_EQ(gathers, spread ? 2u : 0u);
+    for (const Op& op : ex.graph().ops())
+      if (op.kind == OpKind::moe) {
+        EXPECT_EQ(op.expert_chips, spread ? 4u : 0u) << op.name;
+        EXPECT_TRUE(op.slice_chips.empty()) << op.name;
+      }
+    const auto out = ex.run(in);
+    expect_reference(ex, in, out);
+    // Other tokens (other choices: the planes' rows a chip wrote before
+    // are another chip's now), then the first again.
+    std::map<std::string, std::vector<float>> other = in;
+    for (unsigned r = 0; r < rows; ++r) other.at("tokens")[r] = static_cast<float>((r * 13 + 50) % 64);
+    expect_reference(ex, other, ex.run(other));
+    expect_bits(ex.run(in).at("layer1.residual"), out.at("layer1.residual"), "the first tokens again");
+    // Each peer: its 64 experts' three 64 x 64 BF16 matrices a layer.
+    if (spread) {
+      for (const Options::Peer& p : system.peers) EXPECT_EQ(p.weights->bytes(), 2ull * E / 4 * 3 * D * F * 2);
+    }
+  }
 }
 
 TEST(CompilerDevice, ExpertsStreamedInChunksSplitOverTheChipsEqualTheReferenceBitForBit) {

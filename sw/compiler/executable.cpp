@@ -178,8 +178,10 @@ struct Executable::Impl {
   // where the planes (choice j, slice s) of its sums lie (on the device).
   struct Moe {
     unsigned chips = 1;  // over which its slices spread (the device, then its peers)
+    bool by_expert = false;  // over the chips by expert (e on chip e mod chips), each chip every slice of its own
     rt::MoeSplit split;
     std::vector<rt::Buffer> tables;  // by chip
+    std::vector<rt::Buffer> zeros;   // by chip, with by_expert: T x D FP32 zeros at least (the planes of the others' choices)
     Planes planes;
     // By peer: the rows and the router's output the device pushes to it,
     // and its slices' planes (summed on the peer into the device's run of
@@ -191,6 +193,7 @@ struct Executable::Impl {
     std::vector<Copy> copies;
   };
   std::map<int, Moe> moe;
+  std::vector<rt::Buffer> zeros;  // by chip: FP32 zeros for the moe ops spread by expert
   std::map<int, std::vector<rt::Buffer>> attention;  // by attention op, by stack: its constants (T scales, then the T x T causal mask)
   // The inputs side by side in one buffer, and the outputs in another, so
   // that a run writes the one and reads the other in one transfer each.
@@ -777,32 +780,43 @@ Executable::Executable(rt::Device& dev, const rt::Kernel& program, Graph g, cons
     m.chips = X.rows() <= TKP_MOE_BLOCK ? chips : 1;
     // Block-scaled experts split in whole 128-column blocks: as many
     // slices as there are blocks at most, and over the chips only where
-    // each gets a block per stack. Where no split over the chips exists
-    // (a slice of every expert per stack of every chip passes the
-    // kernel's table: DeepSeek-V3's 256 experts), the experts stay on the
+    // each gets a block per stack. Where no such split over the chips
+    // exists (a slice of every expert per stack of every chip passes the
+    // kernel's table: DeepSeek-V3's 256 experts), the experts spread by
+    // expert instead where the chips divide them (expert e on chip e mod
+    // C, every slice of it: expert parallelism), else they stay on the
     // device (the demo's `experts:` line says where they run).
     const bool scaled = block_scaled(op);
-    const unsigned blocks = W1.shape[2] / kScaleBlock;
-    auto plan = [&](unsigned c) {
+    const unsigned blocks = W1.shape[2] / kScaleBlock, E = W1.shape[0];
+    auto plan = [&](unsigned c, unsigned experts) {
       const unsigned want = (c * tgt.tiles + op.k - 1) / op.k;
-      return rt::MoeSplit::plan(dev_, tgt.tiles, W1.shape[0], W1.shape[2], X.cols(), static_cast<unsigned>(X.rows()),
+      return rt::MoeSplit::plan(dev_, tgt.tiles, experts, W1.shape[2], X.cols(), static_cast<unsigned>(X.rows()),
                                 scaled ? std::min(want, blocks) : want, c, scaled);
     };
     try {
-      m.split = plan(1);
+      m.split = plan(1, E);
       if (m.chips > 1) {
+        bool spread = false;
         try {
-          const rt::MoeSplit wide = plan(m.chips);
-          if (wide.stacks.size() == m.split.stacks.size()) m.split = wide;
-          else m.chips = 1;  // fewer stacks a chip than on one chip alone
+          const rt::MoeSplit wide = plan(m.chips, E);
+          spread = wide.stacks.size() == m.split.stacks.size();  // else fewer stacks a chip than on one chip alone
+          if (spread) m.split = wide;
         } catch (const rt::UsageError&) {
-          m.chips = 1;
         }
+        if (!spread && E % m.chips == 0) {
+          try {
+            const rt::MoeSplit mine = plan(1, E / m.chips);
+            spread = m.by_expert = mine.stacks.size() == m.split.stacks.size();
+            if (spread) m.split = mine;
+          } catch (const rt::UsageError&) {
+          }
+        }
+        if (!spread) m.chips = 1;
       }
     } catch (const rt::UsageError& e) {
       throw std::invalid_argument(fmt::format("compiler: moe '{}': {}", op.name, e.what()));
     }
-    g_.split_experts(static_cast<int>(i), m.split.slices, {}, m.split.chunk);
+    g_.split_experts(static_cast<int>(i), m.split.slices, {}, m.split.chunk, m.by_expert ? m.chips : 0);
   }
   for (const Group& grp : groups_) tilings_.push_back(tile(g_, grp, tgt));
   if (o.split_matmuls != Options::Split::never && chips > 1)
@@ -925,9 +939,10 @@ Executable::Executable(rt::Device& dev, const rt::Kernel& program, Graph g, cons
       // Chip c holds slices c Q + q + k C Q (k < S / C Q): slice s's K
       // planes (the kernel writes choice j a plane after choice 0) in stack
       // q's buffer of chip c's from plane k K. The sum's order on a chip:
-      // choice j, then its slices in order (k, then q).
-      const unsigned mine = S / (m.chips * Q), per_stack = mine * op.k;
-      std::vector<std::uint64_t> partials(S);
+      // choice j, then its slices in order (k, then q). By expert, every
+      // chip holds every slice (of its own experts) so.
+      const unsigned over = m.by_expert ? 1 : m.chips, mine = S / (over * Q), per_stack = mine * op.k;
+      std::vector<std::vector<std::uint64_t>> partials(m.chips, std::vector<std::uint64_t>(S, 0));  // by chip, by slice
       std::vector<unsigned> homes(S);
       for (unsigned c = 0; c < m.chips; ++c) {
         Planes pl;
@@ -936,9 +951,18 @@ Executable::Executable(rt::Device& dev, const rt::Kernel& program, Graph g, cons
           const rt::Buffer b = impl_->alloc(chip_dev(c), per_stack * pl.stride, m.split.stacks[q]);
           pl.runs.push_back({b.address, per_stack});
           for (unsigned k = 0; k < mine; ++k) {
-            const unsigned sl = c * Q + q + k * m.chips * Q;
-            partials[sl] = b.address + std::uint64_t{k} * op.k * pl.stride, homes[sl] = c;
+            const unsigned sl = (m.by_expert ? 0 : c * Q) + q + k * over * Q;
+            partials[c][sl] = b.address + std::uint64_t{k} * op.k * pl.stride, homes[sl] = c;
           }
+        }
+        if (m.by_expert) {  // one buffer of zeros a chip, for every op
+          if (impl_->zeros.size() <= c) impl_->zeros.resize(c + 1);
+          rt::Buffer& z = impl_->zeros[c];
+          if (z.size < 4ull * T * D) {
+            z = impl_->alloc(chip_dev(c), 4ull * T * D, m.split.stacks[0]);
+            chip_dev(c).write(z, std::vector<float>(std::size_t{T} * D, 0.0f).data(), 4ull * T * D);
+          }
+          m.zeros.push_back(z);
         }
         for (unsigned j = 0; j < op.k; ++j)
           for (unsigned k = 0; k < mine; ++k)
@@ -958,7 +982,7 @@ Executable::Executable(rt::Device& dev, const rt::Kernel& program, Graph g, cons
           m.copies.push_back(std::move(cp));
         }
       }
-      if (m.chips > 1) g_.split_experts(index, S, homes, m.split.chunk);
+      if (m.chips > 1 && !m.by_expert) g_.split_experts(index, S, homes, m.split.chunk);
       std::vector<std::vector<std::uint32_t>> tables(m.chips);
       std::string keys[3] = {weight_key(W1), weight_key(W3), weight_key(W2)};
       if (scaled)
@@ -1012,9 +1036,12 @@ Executable::Executable(rt::Device& dev, const rt::Kernel& program, Graph g, cons
           };
           const std::uint64_t slice_bytes =
               std::uint64_t{D} * Fs * bytes(W1.dtype) + (scaled ? std::uint64_t{D / kScaleBlock} * (Fs / kScaleBlock) * 4 : 0);
-          const unsigned stack = m.split.stacks[sl % Q], home = homes[sl];
+          // By expert, only its chip's table has it (at e / C); else every
+          // chip's, zeros where the slice is another chip's.
+          const unsigned stack = m.split.stacks[sl % Q], home = m.by_expert ? e % m.chips : homes[sl];
           WeightStore& store = home ? *peers_[home - 1].weights : *weights_;
-          for (unsigned c = 0; c < m.chips; ++c)
+          for (unsigned c = 0; c < m.chips; ++c) {
+            if (m.by_expert && c != home) continue;
             for (int which = 0; which < 3; ++which) {
               const std::uint64_t a =
                   c != home ? 0
@@ -1024,8 +1051,7 @@ Executable::Executable(rt::Device& dev, const rt::Kernel& program, Graph g, cons
                                         slice_bytes, [&] { return slice(which); }).address;
               tables[c].push_back(rt::lo(a)), tables[c].push_back(rt::hi(a));
             }
-          for (unsigned c = 0; c < m.chips; ++c) {
-            const std::uint64_t a = c == home ? partials[sl] : 0;
+            const std::uint64_t a = c == home ? partials[c][sl] : 0;
             tables[c].push_back(rt::lo(a)), tables[c].push_back(rt::hi(a));
           }
         }
@@ -1238,11 +1264,15 @@ Executable::Executable(rt::Device& dev, const rt::Kernel& program, Graph g, cons
         auto words = [&](unsigned c, unsigned t) {
           const std::uint64_t r = c ? m.copies[c - 1].route.address : route, xs = c ? m.copies[c - 1].rows.address : x;
           const std::uint64_t tb = m.tables[c].address;
-          return std::vector<std::uint32_t>{rt::lo(r), rt::hi(r), rt::lo(xs), rt::hi(xs), rt::lo(tb), rt::hi(tb), D,
-                                            W1.shape[2] / m.split.slices, W1.shape[0] | T << 16, m.split.slices, m.chips * Q,
-                                            c * Q + m.split.words[t].first, m.split.words[t].second,
-                                            anchor.k | (block_scaled(anchor) ? static_cast<std::uint32_t>(fmt_of(W1.dtype)) << 16 : 0),
-                                            m.split.chunk | m.split.block << 16};
+          const unsigned over = m.by_expert ? 1 : m.chips;
+          std::vector<std::uint32_t> w{rt::lo(r), rt::hi(r), rt::lo(xs), rt::hi(xs), rt::lo(tb), rt::hi(tb), D,
+                                       W1.shape[2] / m.split.slices, W1.shape[0] | T << 16, m.split.slices, over * Q,
+                                       (m.by_expert ? 0 : c * Q) + m.split.words[t].first, m.split.words[t].second,
+                                       anchor.k | (block_scaled(anchor) ? static_cast<std::uint32_t>(fmt_of(W1.dtype)) << 16 : 0),
+                                       m.split.chunk | m.split.block << 16};
+          if (m.by_expert)  // word 15: C | c << 16, 16-17 the zeros
+            w.insert(w.end(), {m.chips | c << 16, rt::lo(m.zeros[c].address), rt::hi(m.zeros[c].address)});
+          return w;
         };
         std::vector<std::pair<unsigned, TileProgram>> experts;
         for (unsigned t = 0; t < tgt.tiles; ++t) {

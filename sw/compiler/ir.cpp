@@ -600,16 +600,19 @@ void Graph::store_as(int t, DType dtype) {
   T.dtype = dtype;
 }
 
-void Graph::split_experts(int op, unsigned slices, std::vector<unsigned> chips, unsigned chunk) {
+void Graph::split_experts(int op, unsigned slices, std::vector<unsigned> chips, unsigned chunk, unsigned expert_chips) {
   Op& o = ops_.at(static_cast<std::size_t>(op));
   const unsigned F = tensor(o.in[2]).shape[2], D = tensor(o.in[2]).shape[1];
   if (o.kind != OpKind::moe || !slices || F % slices || (block_scaled(o) && (F / slices) % kScaleBlock) ||
-      (!chips.empty() && chips.size() != slices) || (chunk && (D % chunk || (block_scaled(o) && chunk % kScaleBlock))))
-    throw std::logic_error(fmt::format("graph: {}: no moe op to split in {} slices over {} chips in chunks of {}", o.name, slices,
-                                       chips.size(), chunk));
+      (!chips.empty() && chips.size() != slices) || (chunk && (D % chunk || (block_scaled(o) && chunk % kScaleBlock))) ||
+      (expert_chips > 1 && !chips.empty()))
+    throw std::logic_error(fmt::format("graph: {}: no moe op to split in {} slices over {} chips in chunks of {}{}", o.name, slices,
+                                       chips.size(), chunk,
+                                       expert_chips > 1 ? fmt::format(", its experts over {} chips", expert_chips) : ""));
   o.slices = slices;
   o.slice_chips = std::move(chips);
   o.moe_chunk = chunk;
+  o.expert_chips = expert_chips > 1 ? expert_chips : 0;
 }
 
 bool Graph::is_output(int t) const { return std::find(outputs_.begin(), outputs_.end(), t) != outputs_.end(); }

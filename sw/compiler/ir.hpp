@@ -109,6 +109,7 @@ struct Op {
   bool gate_softmax = true;        // route: gates are the softmax of the k chosen logits (else those values)
   unsigned slices = 0;             // moe: the compiler's split of F (the order the chip sums in; 0: not compiled, as 1)
   std::vector<unsigned> slice_chips;  // moe: by slice, the chip that computes it (empty: all one chip's)
+  unsigned expert_chips = 0;          // moe: above 1, expert e on chip e mod expert_chips, every slice of it (expert parallelism)
   unsigned moe_chunk = 0;             // moe: w1's and w3's rows summed in chunks of this many (block-scaled: each chunk's sum added; 0: whole)
   unsigned groups = 0, topk_group = 0;  // route: group-limited (route_grouped), 0: plain
   float route_scale = 1;                // route_grouped: the gates' factor
@@ -264,7 +265,11 @@ class Graph {
   // Over several chips (`chips`, by slice: which computes it), each chip
   // sums its slices' planes first, then the chips' sums are added in order.
   // `chunk`: the slices stream their weights in chunks of D (Op::moe_chunk).
-  void split_experts(int op, unsigned slices, std::vector<unsigned> chips = {}, unsigned chunk = 0);
+  // `expert_chips` above 1 (with `chips` empty): the experts spread over
+  // that many chips instead, expert e on chip e mod expert_chips with all
+  // its slices; each chip sums all its planes, a plane of a choice another
+  // chip runs adding zeros, then the chips' sums in order.
+  void split_experts(int op, unsigned slices, std::vector<unsigned> chips = {}, unsigned chunk = 0, unsigned expert_chips = 0);
   // Marks a tensor as an output of the graph (read back after a run).
   void output(int t);
 

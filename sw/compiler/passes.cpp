@@ -237,9 +237,11 @@ SpmPlan plan_spm(const Graph& g, const Group& grp, const Tiling& t, std::uint32_
     return p;
   } else if (anchor.kind == OpKind::moe) {
     // The combine: the sum (p0) and each other plane's block (a choice's
-    // slice), all loaded before the adds; then the chain after it (a
-    // residual), its side operands below.
-    for (unsigned q = 0; q < anchor.k * std::max(1u, anchor.slices); ++q) add(fmt::format("p{}", q), block * 4);
+    // slice; spread by expert, every slice's on every chip and then the
+    // peers' sums), all loaded before the adds; then the chain after it
+    // (a residual), its side operands below.
+    const unsigned planes = anchor.k * std::max(1u, anchor.slices) + (anchor.expert_chips > 1 ? anchor.expert_chips - 1 : 0);
+    for (unsigned q = 0; q < planes; ++q) add(fmt::format("p{}", q), block * 4);
   } else if (is_reduction(anchor.kind)) {
     for (int k = 0; k < 2; ++k) add(fmt::format("x{}", k), block * 4);
     for (int k = 0; k < 2; ++k) add(fmt::format("o{}", k), std::uint64_t{t.mb} * 4);

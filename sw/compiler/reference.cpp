@@ -104,7 +104,9 @@ namespace {
 // product at a time), a = bf16(silu(h1) * h3), y = a.w2[e][s, :], times
 // the gate; the plane of choice j and slice s added to the row's sum in
 // the order j = 0.., s = 0... (over several chips: each chip's slices so,
-// then the chips' sums in order). The slices split F as the compiler does
+// then the chips' sums in order; the experts spread over the chips, each
+// chip's every slice, zeros for a choice whose expert is another chip's).
+// The slices split F as the compiler does
 // (moe_slices), so the sums' order is the chip's.
 // route_grouped as the tile core computes it (program.c's route_grouped):
 // floats compared as values (ties to the lower index), sums in FP32.
@@ -234,15 +236,19 @@ std::vector<float> moe_reference(const Graph& g, const Op& op, const std::vector
     }
   }
   // Each chip's planes summed (all of them, on one chip), then the chips' sums.
-  unsigned C = 1;
+  // Experts spread over the chips: every chip has every slice's planes, a
+  // choice's zeros where another chip runs its expert.
+  unsigned C = std::max(1u, op.expert_chips);
   for (unsigned c : op.slice_chips) C = std::max(C, c + 1);
+  const std::vector<float> zeros(D, 0.0f);
   std::vector<float> out(std::size_t{T} * D), sum(D);
   for (unsigned t = 0; t < T; ++t)
     for (unsigned c = 0; c < C; ++c) {
       bool first = true;
       for (unsigned q = 0; q < K * S; ++q) {
         if (!op.slice_chips.empty() && op.slice_chips[q % S] != c) continue;
-        const std::vector<float>& p = planes[std::size_t{q} * T + t];
+        const bool theirs = op.expert_chips > 1 && static_cast<unsigned>(route[std::size_t{t} * K + q / S]) % op.expert_chips != c;
+        const std::vector<float>& p = theirs ? zeros : planes[std::size_t{q} * T + t];
         for (unsigned d = 0; d < D; ++d) sum[d] = first ? p[d] : sum[d] + p[d];
         first = false;
       }

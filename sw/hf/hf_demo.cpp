@@ -228,7 +228,8 @@ int demo_main(int argc, char** argv) {
       std::cout << fmt::format("{} chips ({}): every matmul on a weight split by columns over the chips' tiles, each chip holding its "
                                "columns (tensor parallel; chip 0 pushes the activations to each peer, which writes its columns back){}; "
                                "the rest on chip 0\n", chips, opt.platform.substr(opt.platform.rfind('/') + 1),
-                               c.experts ? ", the experts' slices likewise where they split over the chips (`experts:` below)" : "");
+                               c.experts ? ", the experts' slices likewise where they split over the chips, or the experts "
+                                           "themselves (`experts:` below)" : "");
     std::cout << fmt::format("prefill of {} tokens{}{}: {} nodes, {:.2f} us simulated ({:.2f} us/token); next token {}{}\n", prompt,
                              batch > 1 ? fmt::format(" for each of {} sequences", batch) : std::string(),
                              prompt > chunk ? fmt::format(" in steps of {}{}", chunk, batch > 1 ? " each" : "") : std::string(), ex.groups().size(),
@@ -243,7 +244,10 @@ int demo_main(int argc, char** argv) {
         if (op.kind != compiler::OpKind::moe) continue;
         const unsigned F = x.graph().tensor(op.in[2]).shape[2], S = std::max(1u, op.slices);
         return fmt::format("{} slices of {} hidden columns an expert{}, {}", S, F / S,
-                           op.slice_chips.empty() ? "" : fmt::format(" over {} chips", chips),
+                           op.expert_chips > 1   ? fmt::format(", the experts over {} chips (expert e on chip e mod {})", op.expert_chips,
+                                                                   op.expert_chips)
+                           : op.slice_chips.empty() ? ""
+                                                    : fmt::format(" over {} chips", chips),
                            op.moe_chunk ? fmt::format("each streaming its weights in chunks of {} of the {} model columns", op.moe_chunk,
                                                       c.hidden)
                                         : "each loaded whole");

@@ -107,8 +107,13 @@ static uint32_t entry[4];
  * engine, a scale per group), the SwiGLU's output so by the vector unit,
  * and the GEMMs sum each group's products and scale them (D and Fs
  * multiples of 128). Word 14, where not 0, is Dc | B << 16: the weights
- * stream in chunks (moe_chunked()). Limits and scratchpad use: TKP_MOE_*
- * in tessera_program.h. */
+ * stream in chunks (moe_chunked()). Word 15, where above 1, is C | c << 16:
+ * the experts spread over C chips (expert parallelism), this one c: it
+ * runs the experts e with e mod C = c, its table holding theirs (by e / C,
+ * then slice), and stores zeros (from words 16-17: T x D FP32 zeros in
+ * global memory) into its slices' rows P_s[k][t] whose slot-k expert is
+ * another chip's, so that each chip's planes add up to its share. Limits
+ * and scratchpad use: TKP_MOE_* in tessera_program.h. */
 #define ARG64(a, i) ((a)[i] | (uint64_t)(a)[(i) + 1] << 32)
 #define MOE_MAX_T TKP_MOE_MAX_T
 #define MOE_MAX_K TKP_MOE_MAX_K
@@ -265,8 +270,11 @@ __attribute__((noinline)) static int moe_experts(const uint32_t* a) {
   const uint64_t router = ARG64(a, 0), rows = ARG64(a, 2), table = ARG64(a, 4);
   const uint32_t D = a[6], Fs = a[7], E = a[8] & 0xffff, T = a[8] >> 16, S = a[9], stacks = a[10], me = a[11];
   const uint32_t R = a[12] & 0xffff, r = a[12] >> 16, K = (a[13] & 0xffff) ? (a[13] & 0xffff) : 2, f8 = a[13] >> 16;
-  if (!T || T > MOE_MAX_T || !E || E > MOE_MAX_SLICES || !S || !stacks || S % stacks || E * S > MOE_MAX_SLICES || me >= stacks || !R ||
-      r >= R || !D || !Fs || K > MOE_MAX_K || K > E)
+  const uint32_t EC = (a[15] & 0xffff) > 1 ? (a[15] & 0xffff) : 1, ec = (a[15] & 0xffff) > 1 ? a[15] >> 16 : 0;
+  const uint32_t EL = (E + EC - 1) / EC; /* the table's experts */
+  const uint64_t zeros = ARG64(a, 16);
+  if (!T || T > MOE_MAX_T || !E || E > MOE_MAX_SLICES || !S || !stacks || S % stacks || EL * S > MOE_MAX_SLICES || me >= stacks ||
+      !R || r >= R || !D || !Fs || K > MOE_MAX_K || K > E || ec >= EC || (EC > 1 && !zeros))
     return 2;
   if (D > 0x4000u || Fs > 0x4000u) return 2; /* none that wide fits; the layout's sums then stay in 32 bits */
   if (f8 && ((f8 != TK_E4M3 && f8 != TK_E5M2) || D % SB || Fs % SB)) return 2;
@@ -297,7 +305,7 @@ __attribute__((noinline)) static int moe_experts(const uint32_t* a) {
   tk_dma_push(&r0);
   r0.src = router + 4ull * K * T, r0.dst = tk_off(moe_gate);
   tk_dma_push(&r0);
-  r0.src = table, r0.dst = tk_off(moe_table), r0.len0 = 32 * E * S;
+  r0.src = table, r0.dst = tk_off(moe_table), r0.len0 = 32 * EL * S;
   tk_dma_push(&r0);
   if (tk_drain()) return 3;
   top = 0x10000;
@@ -342,7 +350,7 @@ __attribute__((noinline)) static int moe_experts(const uint32_t* a) {
   uint32_t active = 0, at = 0;
   for (uint32_t e = 0; e < E; ++e) {
     place[e] = at;
-    if (count[e]) moe_expert[active] = e, moe_first[active] = at, moe_count[active] = count[e], ++active;
+    if (count[e] && e % EC == ec) moe_expert[active] = e / EC, moe_first[active] = at, moe_count[active] = count[e], ++active;
     at += count[e];
   }
   /* This tile's first item (the items' order below) is known now: its
@@ -378,7 +386,24 @@ __attribute__((noinline)) static int moe_experts(const uint32_t* a) {
   for (uint32_t x = 0; x < active; ++x)
     for (uint32_t j = 0; j < m; ++j)
       if ((x * m + j) % R == r) moe_item_a[items] = x, moe_item_s[items] = j * stacks + me, ++items;
-  if (!items) return 0;
+  /* Spread over chips: zeros into this tile's slices' rows of the
+   * choices other chips run (a tile of each stack's lanes a slice; a run of
+   * consecutive tokens one store). */
+  if (EC > 1)
+    for (uint32_t j = r; j < m; j += R) {
+      const uint32_t* w = &moe_table[8 * (j * stacks + me)]; /* every expert's slice shares its planes */
+      const uint64_t planes = w[6] | (uint64_t)w[7] << 32;
+      for (uint32_t k = 0; k < K; ++k)
+        for (uint32_t t = 0, run; t < T; t += run) {
+          run = 1;
+          if (moe_choice[t * K + k] % EC == ec) continue;
+          while (t + run < T && moe_choice[(t + run) * K + k] % EC != ec) ++run;
+          struct tk_dma z = {0};
+          z.id = op_index, z.src = zeros, z.dst = planes + ((uint64_t)k * T + t) * D * 4, z.len0 = 4 * D * run;
+          tk_dma_push(&z);
+        }
+    }
+  if (!items) return tk_drain() ? 3 : 0;
   if (Dc) {
     mc.rows = rows, mc.D = D, mc.Fs = Fs, mc.Dc = Dc, mc.C = D / Dc, mc.B = B, mc.T = T, mc.S = S, mc.f8 = f8;
     mc.table = moe_table, mc.expert = moe_expert, mc.first = moe_first, mc.count = moe_count, mc.item_a = moe_item_a;
