@@ -1,6 +1,6 @@
 // Studies that answer one question each with a table, a CSV and an SVG plot
 // (issue 10, section 4). Usage: bench_study fp8-accumulation|activations|spec-decode|expert-parallel|energy-batch|
-// power-headroom [--out DIR]
+// power-headroom|llm-scale [--out DIR]
 //   fp8-accumulation  GEMM error against K for E4M3 inputs with FP32
 //                     accumulation, the limited accumulation of current
 //                     FP8 tensor cores (13 mantissa bits kept, truncating),
@@ -34,16 +34,29 @@
 //                     clocks fixed so the worst case fits (reserved headroom);
 //                     throughput, which domain throttles, energy per token,
 //                     the share of the roofline's bound each run reaches
+//   llm-scale         Hugging Face LLMs (sw/hf/configs; default
+//                     Llama-3-70B and DeepSeek-V3) decoding in the
+//                     timing-only mode on 8 to 64 chips at batch 1 to 64
+//                     (--models, --layers, --chips, --batches; --ranks R
+//                     runs each under mpirun -np R): time per output token,
+//                     tokens/s and per chip, energy per token, the share of
+//                     the roofline's bound and the binding resource, chip
+//                     0's weights, the simulator's wall time per token; the
+//                     compiler's parallelism (`tessera-vp demo --hf-config
+//                     CONFIG --prompt 1 --decode 1 --batch B --chips C
+//                     --timing-only`, one run each)
 // The chip-to-chip one, push versus pull against message size and
 // notification latency, is `bench_comm push-vs-pull`.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <random>
 #include <string>
@@ -666,18 +679,166 @@ int power_headroom(const std::string& self, const std::string& dir) {
   fmt::print("(wrote {}/power_headroom_energy.svg)\n", dir);
   return 0;
 }
+// ---- llm-scale ----------------------------------------------------------
+// Hugging Face LLMs decoding at full size in the timing-only mode on
+// systems of chips (issue 18, section 5): for each model, chip count and
+// batch, one decode step after a one-token prompt per sequence,
+// `tessera-vp demo --hf-config CONFIG [--layers L] --prompt 1 --decode 1
+// --batch B --chips C --timing-only [--routing seeded]` (seeded routing
+// for models with experts, so the timing is the data run's), under
+// `mpirun -np R` where --ranks says so. The parallelism is the
+// compiler's: matmuls by columns over the chips, experts by slices or by
+// expert.
+struct ScaleRun {
+  double step_us = -1, tps = -1, per_chip = -1, uj = -1, of_bound = -1, wall_s = -1, gb = -1, gb0 = -1;
+  std::string binding;
+};
+
+bool scale_run(const std::string& cmd, ScaleRun& r) {
+  std::FILE* p = popen((cmd + " 2>&1").c_str(), "r");
+  if (!p) return false;
+  char line[8192];
+  std::string last;
+  while (std::fgets(line, sizeof line, p)) {
+    last = line;
+    if (std::strncmp(line, "decode of ", 10) == 0) {
+      if (const char* at = std::strstr(line, " nodes a step, ")) std::sscanf(at, " nodes a step, %lf", &r.step_us);
+      if (const char* at = std::strstr(line, " us a step (")) std::sscanf(at, " us a step (%lf tokens/s, %lf per chip", &r.tps, &r.per_chip);
+      if (const char* at = std::strstr(line, " us/token (")) std::sscanf(at, " us/token (%lf tokens/s, %lf per chip", &r.tps, &r.per_chip);
+    }
+    if (std::strncmp(line, "decode roofline: ", 17) == 0) {
+      if (const char* at = std::strstr(line, " (")) {
+        char what[256] = {0};
+        if (std::sscanf(at, " (%255[^)])", what) == 1) {
+          r.binding = what;
+          const std::size_t b = r.binding.rfind(" binding");
+          if (b != std::string::npos) r.binding.erase(b);
+        }
+      }
+      if (const char* at = std::strstr(line, "): ")) std::sscanf(at, "): %lf%%", &r.of_bound);
+    }
+    if (const char* at = std::strstr(line, "energy: prefill "))
+      if (const char* d = std::strstr(at, ", decode ")) std::sscanf(d, ", decode %lf uJ/token", &r.uj);
+    if (const char* at = std::strstr(line, "simulator wall time: "))
+      if (const char* d = std::strstr(at, ", decode ")) std::sscanf(d, ", decode %lf s/", &r.wall_s);
+    if (const char* at = std::strstr(line, " GB of weights placed in HBM over "))
+      if (const char* o = std::strstr(at, " chips (")) {
+        const char* from = at;
+        while (from > line && from[-1] != ' ') --from;
+        r.gb = std::atof(from);
+        std::sscanf(o, " chips (%lf GB on chip 0", &r.gb0);
+      }
+  }
+  if (pclose(p) != 0 || r.step_us < 0 || r.tps < 0 || r.uj < 0 || r.of_bound < 0 || r.wall_s < 0) {
+    std::fprintf(stderr, "bench_study: `%s` failed or printed no result: %s", cmd.c_str(), last.c_str());
+    return false;
+  }
+  return true;
+}
+
+// Numbers from a comma-separated list.
+std::vector<unsigned> numbers(const std::string& list) {
+  std::vector<unsigned> r;
+  for (std::size_t at = 0; at <= list.size();) {
+    const std::size_t end = std::min(list.find(',', at), list.size());
+    const std::string n = list.substr(at, end - at);
+    char* rest = nullptr;
+    const unsigned long v = std::strtoul(n.c_str(), &rest, 10);
+    if (n.empty() || *rest || !v) return {};
+    r.push_back(static_cast<unsigned>(v));
+    at = end + 1;
+  }
+  return r;
+}
+
+int llm_scale(const std::map<std::string, std::string>& opt, const std::string& dir) {
+  auto get = [&](const char* k, const char* d) { const auto it = opt.find(k); return it == opt.end() ? std::string(d) : it->second; };
+  const std::string list = get("models", "llama-3-70b,deepseek-v3");
+  std::vector<std::string> models;
+  for (std::size_t at = 0;;) {
+    const std::size_t end = std::min(list.find(',', at), list.size());
+    models.push_back(list.substr(at, end - at));
+    if (models.back().empty()) {
+      std::fprintf(stderr, "bench_study llm-scale: --models takes config names (sw/hf/configs) or paths, comma-separated\n");
+      return 2;
+    }
+    if (end == list.size()) break;
+    at = end + 1;
+  }
+  const std::vector<unsigned> chips = numbers(get("chips", "8,16,32,64")), batches = numbers(get("batches", "1,2,4,8,16,32,64"));
+  const std::vector<unsigned> ranks = numbers(get("ranks", "1"));
+  const std::string layers = get("layers", "");
+  if (chips.empty() || batches.empty() || ranks.size() != 1 || (!layers.empty() && numbers(layers).size() != 1)) {
+    std::fprintf(stderr, "bench_study llm-scale: --chips, --batches and --ranks take counts above zero (1,2,...), --layers one\n");
+    return 2;
+  }
+  std::vector<std::pair<std::string, bool>> configs;  // each model's file, and whether it has experts
+  for (const std::string& m : models) {
+    const std::string config = m.find('/') != std::string::npos ? m : std::string(TESSERA_HF_CONFIGS) + "/" + m + ".json";
+    std::ifstream in(config);
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (text.empty()) {
+      std::fprintf(stderr, "bench_study llm-scale: cannot read %s\n", config.c_str());
+      return 2;
+    }
+    configs.emplace_back(config, text.find("\"n_routed_experts\"") != std::string::npos ||
+                                     text.find("\"num_local_experts\"") != std::string::npos ||
+                                     text.find("\"num_experts\"") != std::string::npos);
+  }
+  std::vector<bench::Series> series;
+  std::string csv = "model,layers,chips,batch,step_us,tokens_per_s,tokens_per_s_per_chip,mj_per_token,percent_of_bound,binding,"
+                    "weights_gb,chip0_gb,sim_s_per_step,sim_s_per_token\n";
+  fmt::print("Decode at full size in the timing-only mode (issue 18, section 5): one step after a one-token prompt a sequence,\n"
+             "`tessera-vp demo --hf-config CONFIG{} --prompt 1 --decode 1 --batch B --chips C --timing-only`{}\n",
+             layers.empty() ? "" : " --layers " + layers, ranks[0] > 1 ? fmt::format(" on {} MPI ranks", ranks[0]) : "");
+  fmt::print("{:<16} {:>5} {:>5} {:>10} {:>10} {:>9} {:>9} {:>9}  {:<22} {:>8} {:>10}\n", "model", "chips", "batch", "TPOT us",
+             "tokens/s", "per chip", "mJ/token", "% bound", "binding", "GB chip0", "sim s/tok");
+  int rc = 0;
+  for (std::size_t mi = 0; mi < models.size(); ++mi) {
+    const std::string& m = models[mi];
+    const auto& [config, experts] = configs[mi];
+    for (unsigned c : chips) {
+      series.push_back({fmt::format("{}, {} chips", m, c), {}});
+      for (unsigned b : batches) {
+        const std::string cmd = fmt::format(
+            "{}{} demo --hf-config {}{} --prompt 1 --decode 1 --batch {} --chips {} --timing-only{}",
+            ranks[0] > 1 ? fmt::format("OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun --oversubscribe -np {} ", ranks[0]) : "",
+            TESSERA_VP, config, layers.empty() ? "" : " --layers " + layers, b, c, experts ? " --routing seeded" : "");
+        ScaleRun r;
+        if (!scale_run(cmd, r)) {
+          rc = 1;
+          continue;
+        }
+        fmt::print("{:<16} {:>5} {:>5} {:>10.2f} {:>10.1f} {:>9.2f} {:>9.2f} {:>8.1f}%  {:<22} {:>8.2f} {:>10.2f}\n", m, c, b, r.step_us,
+                   r.tps, r.per_chip, r.uj / 1000, r.of_bound, r.binding, r.gb0, r.wall_s / b);
+        csv += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", m, layers.empty() ? "all" : layers, c, b, r.step_us, r.tps,
+                           r.per_chip, r.uj / 1000, r.of_bound, r.binding, r.gb, r.gb0, r.wall_s, r.wall_s / b);
+        series.back().points.emplace_back(b, r.per_chip);
+      }
+    }
+  }
+  write_outputs(dir, "llm_scale", csv, "Decode at full size: tokens/s per chip against batch size", "batch (sequences)",
+                "tokens per second per chip (virtual)", series, true, true);
+  return rc;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   std::string what, dir = ".";
   if (argc == 4 && std::string(argv[1]) == "--run") return activation_run(argv[2], static_cast<unsigned>(std::atoi(argv[3])));
   if (argc >= 2 && std::string(argv[1]) == "--headroom-run") return headroom_run(std::vector<std::string>(argv + 2, argv + argc));
+  std::map<std::string, std::string> scale;  // llm-scale's options
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--out" && i + 1 < argc) dir = argv[++i];
+    else if ((a == "--models" || a == "--chips" || a == "--batches" || a == "--layers" || a == "--ranks") && i + 1 < argc)
+      scale[a.substr(2)] = argv[++i];
     else if (what.empty()) what = a;
     else what = "?";
   }
+  if (!scale.empty() && what != "llm-scale") what = "?";
+  if (what == "llm-scale") return llm_scale(scale, dir);
   if (what == "fp8-accumulation") return fp8_accumulation(dir);
   if (what == "spec-decode") return spec_decode(dir);
   if (what == "expert-parallel") return expert_parallel(dir);
@@ -691,6 +852,7 @@ int main(int argc, char** argv) {
       return 1;
     }
   }
-  std::fprintf(stderr, "usage: bench_study fp8-accumulation|activations|spec-decode|expert-parallel|energy-batch|power-headroom [--out DIR]\n");
+  std::fprintf(stderr, "usage: bench_study fp8-accumulation|activations|spec-decode|expert-parallel|energy-batch|power-headroom [--out DIR]\n"
+                       "       bench_study llm-scale [--models NAME,...] [--layers L] [--chips C,...] [--batches B,...] [--ranks R] [--out DIR]\n");
   return 2;
 }
