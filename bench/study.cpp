@@ -811,6 +811,7 @@ int llm_scale(const std::map<std::string, std::string>& opt, const std::string& 
         }
         fmt::print("{:<16} {:>5} {:>5} {:>10.2f} {:>10.1f} {:>9.2f} {:>9.2f} {:>8.1f}%  {:<22} {:>8.2f} {:>10.2f}\n", m, c, b, r.step_us,
                    r.tps, r.per_chip, r.uj / 1000, r.of_bound, r.binding, r.gb0, r.wall_s / b);
+        std::fflush(stdout);  // a run can take many minutes: each row as it comes
         csv += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", m, layers.empty() ? "all" : layers, c, b, r.step_us, r.tps,
                            r.per_chip, r.uj / 1000, r.of_bound, r.binding, r.gb, r.gb0, r.wall_s, r.wall_s / b);
         series.back().points.emplace_back(b, r.per_chip);

@@ -28,6 +28,12 @@ constexpr int kDone = 3;    // a block's last vector op is done: its store may s
 constexpr int kPrologue = 4;  // a matmul's prologue: A's rows loaded, then normed and cast
 constexpr int kKept = 5;      // the prologue's rows cast: their store (a kept prologue's) may start
 constexpr unsigned kChipSem = 12;
+// The device's tile 0 counts the peers' parts done on a semaphore of its
+// own: on kChipSem, where it also waits for the peers it hands over to to
+// run, a part done on one peer could stand in for another peer's "I run",
+// and the hand-over signalled before that peer's launch had cleared its
+// semaphores was lost (a system of 32 chips hung in its LM head's gather).
+constexpr unsigned kChipDoneSem = 11;
 static_assert(kScaleBlock == TKP_MOE_SCALE_BLOCK, "the experts' kernel and matmul_scaled take blocks of one size");  // the chips' hand-over of a moe op (Options::peers)
 
 Fmt fmt_of(DType t) {
@@ -1148,6 +1154,16 @@ Executable::Executable(rt::Device& dev, const rt::Kernel& program, Graph g, cons
     };
     auto signaller = [&](unsigned c) { return (c - 1) % tgt.tiles; };
     bool handed_over = false;  // an op earlier in this launch (moe or spread matmul) ran on the peers too
+    // At a launch's first hand-over, device tile t waits until every tile
+    // of every peer it signals (of chips 1 .. over - 1) runs, before it
+    // signals any: the peers' "I run" share its semaphore, and a signal to
+    // a peer whose launch has not yet cleared its semaphores would be lost.
+    auto await_peers = [&](TileProgram& p, unsigned t, unsigned over) {
+      if (handed_over) return;
+      for (unsigned c = 1; c < over; ++c)
+        if (signaller(c) == t)
+          for (unsigned i = 0; i < tgt.tiles; ++i) p.wait(kChipSem);
+    };
     for (std::size_t gi = 0; gi < groups_.size(); ++gi) {
       const Group& grp = groups_[gi];
       const std::size_t launch = launch_of[gi];
@@ -1187,9 +1203,8 @@ Executable::Executable(rt::Device& dev, const rt::Kernel& program, Graph g, cons
         std::vector<std::map<int, std::uint64_t>> pushed(chips);  // by peer: tensor -> its copy there
         std::map<unsigned, TileProgram> first;  // by device tile: the hand-over, before its part
         for (unsigned c = 1; c < chips; ++c) {
+          if (!first.count(signaller(c))) await_peers(first[signaller(c)], signaller(c), chips);
           TileProgram& p = first[signaller(c)];
-          if (!handed_over)
-            for (unsigned i = 0; i < tgt.tiles; ++i) p.wait(kChipSem);
           for (int t : whole) {
             const Tensor& tensor = g_.tensor(t);
             const std::uint64_t n = tensor.elements() * (tensor.role == Role::input ? 4 : bytes(tensor.dtype));
@@ -1209,7 +1224,7 @@ Executable::Executable(rt::Device& dev, const rt::Kernel& program, Graph g, cons
         for (auto& [t, p] : first) mine.emplace_back(t, std::move(p));
         dgraph_.node(name, std::move(mine));
         impl_->node_group.push_back(gi);
-        const std::uint64_t back = dev_.semaphore(0, kChipSem);
+        const std::uint64_t back = dev_.semaphore(0, kChipDoneSem);
         std::size_t peer_parts = 0;
         for (unsigned c = 1; c < chips; ++c) {
           const Tiling& tc = by_chip[c];
@@ -1237,7 +1252,7 @@ Executable::Executable(rt::Device& dev, const rt::Kernel& program, Graph g, cons
           peer_graphs[c - 1].node(name, std::move(share));
         }
         TileProgram gather;
-        for (std::size_t i = 0; i < peer_parts; ++i) gather.wait(kChipSem);
+        for (std::size_t i = 0; i < peer_parts; ++i) gather.wait(kChipDoneSem);
         dgraph_.node(name + ".gather", {{0u, std::move(gather)}});
         impl_->node_group.push_back(gi);
         handed_over = true;
@@ -1277,10 +1292,9 @@ Executable::Executable(rt::Device& dev, const rt::Kernel& program, Graph g, cons
         std::vector<std::pair<unsigned, TileProgram>> experts;
         for (unsigned t = 0; t < tgt.tiles; ++t) {
           TileProgram p;
+          await_peers(p, t, m.chips);
           for (unsigned c = 1; c < m.chips; ++c) {
             if (signaller(c) != t) continue;
-            if (!handed_over)
-              for (unsigned i = 0; i < tgt.tiles; ++i) p.wait(kChipSem);
             copy(p, x, chip_dev(c).global(m.copies[c - 1].rows), 2 * T * D);
             copy(p, route, chip_dev(c).global(m.copies[c - 1].route), 8 * anchor.k * T);
             signal_all(p, 0, c);
@@ -1293,10 +1307,10 @@ Executable::Executable(rt::Device& dev, const rt::Kernel& program, Graph g, cons
         if (m.chips > 1) {
           const std::vector<Part>& parts = tilings_[gi].parts;
           TileProgram gather;
-          for (std::size_t i = 0; i < (m.chips - 1) * parts.size(); ++i) gather.wait(kChipSem);
+          for (std::size_t i = 0; i < (m.chips - 1) * parts.size(); ++i) gather.wait(kChipDoneSem);
           dgraph_.node(name + ".gather", {{0u, std::move(gather)}});
           impl_->node_group.push_back(gi);
-          const std::uint64_t back = dev_.semaphore(0, kChipSem);
+          const std::uint64_t back = dev_.semaphore(0, kChipDoneSem);
           const std::uint64_t sums = dev_.global(rt::Buffer{m.planes.runs.back().base, 0, dev_.chip()});
           for (unsigned c = 1; c < m.chips; ++c) {
             const std::uint64_t ready = dev_.semaphore(signaller(c), kChipSem);
