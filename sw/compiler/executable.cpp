@@ -187,7 +187,6 @@ struct Executable::Impl {
     bool by_expert = false;  // over the chips by expert (e on chip e mod chips), each chip every slice of its own
     rt::MoeSplit split;
     std::vector<rt::Buffer> tables;  // by chip
-    std::vector<rt::Buffer> zeros;   // by chip, with by_expert: T x D FP32 zeros at least (the planes of the others' choices)
     Planes planes;
     // By peer: the rows and the router's output the device pushes to it,
     // and its slices' planes (summed on the peer into the device's run of
@@ -199,7 +198,7 @@ struct Executable::Impl {
     std::vector<Copy> copies;
   };
   std::map<int, Moe> moe;
-  std::vector<rt::Buffer> zeros;  // by chip: FP32 zeros for the moe ops spread by expert
+  std::vector<rt::Buffer> zeros;  // by chip: FP32 zeros for the moe ops spread by expert (the largest T x D of them)
   std::map<int, std::vector<rt::Buffer>> attention;  // by attention op, by stack: its constants (T scales, then the T x T causal mask)
   // The inputs side by side in one buffer, and the outputs in another, so
   // that a run writes the one and reads the other in one transfer each.
@@ -968,7 +967,6 @@ Executable::Executable(rt::Device& dev, const rt::Kernel& program, Graph g, cons
             z = impl_->alloc(chip_dev(c), 4ull * T * D, m.split.stacks[0]);
             chip_dev(c).write(z, std::vector<float>(std::size_t{T} * D, 0.0f).data(), 4ull * T * D);
           }
-          m.zeros.push_back(z);
         }
         for (unsigned j = 0; j < op.k; ++j)
           for (unsigned k = 0; k < mine; ++k)
@@ -1286,7 +1284,7 @@ Executable::Executable(rt::Device& dev, const rt::Kernel& program, Graph g, cons
                                        anchor.k | (block_scaled(anchor) ? static_cast<std::uint32_t>(fmt_of(W1.dtype)) << 16 : 0),
                                        m.split.chunk | m.split.block << 16};
           if (m.by_expert)  // word 15: C | c << 16, 16-17 the zeros
-            w.insert(w.end(), {m.chips | c << 16, rt::lo(m.zeros[c].address), rt::hi(m.zeros[c].address)});
+            w.insert(w.end(), {m.chips | c << 16, rt::lo(impl_->zeros[c].address), rt::hi(impl_->zeros[c].address)});
           return w;
         };
         std::vector<std::pair<unsigned, TileProgram>> experts;
