@@ -270,6 +270,57 @@ TEST(Compiler, ScratchpadPlansNeverOverlapTwoBuffers) {
   }
 }
 
+TEST(Compiler, AQkvProjectionOnlyAttentionReadsIsStoredInAStackPerStripe) {
+  // x -> [q | k | v] -> attention -> matmul: the projection's output in
+  // three stripes ([0, 64), [64, 96), [96, 128)), each in its own stack and
+  // clear of every buffer live beside it; not where anything else reads
+  // it, where it is an output, or where its group is kept whole.
+  constexpr unsigned T = 40, D = 64, H = 4, KV = 2, dh = 16;
+  auto build = [&](bool also_output, bool also_read) {
+    Graph g;
+    const int x = g.input("x", {T, D}), pos = g.input("positions", {T});
+    const int qkv = g.matmul(x, g.weight("wqkv", {D, (H + 2 * KV) * dh}, seeded_values(D * 128ull, 1, 0.5f), DType::bf16), DType::bf16, "qkv");
+    const int o = g.attention_qkv(qkv, g.kv_cache("k", KV, T, dh), g.kv_cache("v", KV, T, dh), pos, H, 0.25f, true, "o");
+    g.output(g.matmul(o, g.weight("wo", {H * dh, D}, seeded_values(64ull * D, 2, 0.5f), DType::bf16), DType::bf16, "out"));
+    if (also_output) g.output(qkv);
+    if (also_read) g.output(g.unary(OpKind::exp, qkv, "exp"));
+    return g;
+  };
+  const Graph g = build(false, false);
+  const std::vector<Group> groups = fuse(g, true);
+  const Stripes st = stripe_outputs(g, groups);
+  ASSERT_EQ(st.size(), 1u);
+  const int qkv = groups[0].out;
+  EXPECT_EQ(g.tensor(qkv).name, "qkv");
+  EXPECT_EQ(st.at(qkv), (std::vector<unsigned>{0, 64, 96}));
+  EXPECT_TRUE(stripe_outputs(g, groups, {0}).empty());
+  for (bool out : {false, true}) {
+    const Graph h = build(out, !out);
+    EXPECT_TRUE(stripe_outputs(h, fuse(h, true)).empty()) << (out ? "an output" : "read by another op");
+  }
+  for (unsigned stacks : {1u, 2u, 4u}) {
+    const HbmPlan p = plan_hbm(g, groups, stacks, st);
+    std::set<unsigned> used;
+    for (unsigned i = 0; i < 3; ++i) {
+      const HbmSlot* s = p.find(qkv, i);
+      ASSERT_NE(s, nullptr) << i;
+      EXPECT_EQ(s->col0, st.at(qkv)[i]);
+      EXPECT_EQ(s->cols, (i == 0 ? 64u : 32u));
+      EXPECT_EQ(s->bytes, T * s->cols * 4);  // FP32
+      used.insert(s->stack);
+    }
+    EXPECT_EQ(used.size(), std::min(3u, stacks)) << stacks << " stacks";
+    EXPECT_EQ(p.find(qkv, 3), nullptr);
+    for (std::size_t i = 0; i < p.slots.size(); ++i)
+      for (std::size_t j = i + 1; j < p.slots.size(); ++j) {
+        const HbmSlot &a = p.slots[i], &b = p.slots[j];
+        if (a.stack == b.stack && a.first <= b.last && b.first <= a.last) {
+          EXPECT_TRUE(a.offset + a.bytes <= b.offset || b.offset + b.bytes <= a.offset) << i << " and " << j;
+        }
+      }
+  }
+}
+
 TEST(Compiler, HbmPlansNeverOverlapTwoLiveBuffersAndReuseDeadOnes) {
   std::mt19937 rng(11);
   for (int trial = 0; trial < 40; ++trial) {

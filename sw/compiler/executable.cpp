@@ -27,6 +27,7 @@ constexpr int kGemmed = 2;  // a block's last GEMM is done: its epilogue (or its
 constexpr int kDone = 3;    // a block's last vector op is done: its store may start
 constexpr int kPrologue = 4;  // a matmul's prologue: A's rows loaded, then normed and cast
 constexpr int kKept = 5;      // the prologue's rows cast: their store (a kept prologue's) may start
+constexpr int kAFree = 6;     // a resident-B matmul's row block's GEMMs are done: A's block two on may load
 constexpr unsigned kChipSem = 12;
 // The device's tile 0 counts the peers' parts done on a semaphore of its
 // own: on kChipSem, where it also waits for the peers it hands over to to
@@ -219,6 +220,14 @@ struct Executable::Impl {
 
 namespace {
 
+// Where a column of a tensor lies: the matrix (of its stripe, where it is
+// striped: stripe_outputs) holding it, its first column and its width
+// (cols 0: the whole tensor, at `address`).
+struct Place {
+  std::uint64_t address = 0;
+  unsigned col0 = 0, cols = 0;
+};
+
 // Builds one group's tile programs.
 class Emitter {
  public:
@@ -260,9 +269,16 @@ class Emitter {
       const Tensor& P = g_.tensor(anchor.in[5]);
       const Tensor &K = g_.tensor(anchor.in[1]), &V = g_.tensor(anchor.in[2]);
       std::vector<std::uint32_t> w;
-      const std::uint64_t col[6] = {0, anchor.k_col, anchor.v_col, 0, 0, 0};
+      const unsigned col[6] = {0, anchor.k_col, anchor.v_col, 0, 0, 0};
+      unsigned pitch[3] = {Q.cols(), K.cols(), V.cols()};  // elements between q's, k's and v's rows
       for (int i = 0; i < 6; ++i) {
-        const std::uint64_t a = addr_(anchor.in[static_cast<std::size_t>(i)]) + 4 * col[i];
+        const int t = anchor.in[static_cast<std::size_t>(i)];
+        std::uint64_t a = 0;
+        if (const Place at = place(t, col[i]); at.cols) {  // Q, K or V in a stripe of its own
+          a = at.address + 4ull * (col[i] - at.col0), pitch[i] = at.cols;
+        } else {
+          a = addr_(t) + 4ull * col[i];
+        }
         w.push_back(rt::lo(a)), w.push_back(rt::hi(a));
       }
       const std::uint64_t consts = attention_consts_.at(p.tile), out = addr_(grp_.out);
@@ -271,8 +287,8 @@ class Emitter {
       w.push_back(anchor.heads | KC.shape[0] << 16);
       w.push_back(KC.shape[2] | VC.shape[2] << 16);
       w.push_back(p.r0 | p.r1 << 16);
-      w.push_back((P.dtype == DType::f32 ? 1u : 0u) | (anchor.rotary ? 2u : 0u) | V.cols() << 16);
-      w.push_back(Q.cols() | K.cols() << 16);
+      w.push_back((P.dtype == DType::f32 ? 1u : 0u) | (anchor.rotary ? 2u : 0u) | pitch[2] << 16);
+      w.push_back(pitch[0] | pitch[1] << 16);
       if (anchor.page) {  // the rows' sequences and their page tables
         const Tensor &Sq = g_.tensor(anchor.in[6]), &Tb = g_.tensor(anchor.in[7]);
         const std::uint64_t seqs = addr_(anchor.in[6]), table = addr_(anchor.in[7]);
@@ -395,16 +411,77 @@ class Emitter {
   void store_later(std::uint32_t local, unsigned m0, unsigned mr, unsigned n0, unsigned nr, int wait) {
     const unsigned eb = bytes(out_.dtype);
     pending_ = [=, this](TileProgram& p) {
-      p.store_rows(local, addr_(grp_.out) + (std::uint64_t{m0} * out_cols() + n0) * eb, out_cols() * eb, mr, nr * eb,
-                   Sem{wait});
+      if (!place(grp_.out, n0).cols) {
+        p.store_rows(local, addr_(grp_.out) + (std::uint64_t{m0} * out_cols() + n0) * eb, out_cols() * eb, mr, nr * eb, Sem{wait});
+        return;
+      }
+      // Striped: the block's columns in each stripe they cross, one store each.
+      for (unsigned c = n0; c < n0 + nr;) {
+        const Place at = place(grp_.out, c);
+        const unsigned w = std::min(n0 + nr, at.col0 + at.cols) - c;
+        TileProgram::Dma d;
+        d.src = local + (c - n0) * eb, d.src_local = true, d.sstride1 = nr * eb;
+        d.dst = at.address + (std::uint64_t{m0} * at.cols + (c - at.col0)) * eb, d.dstride1 = at.cols * eb;
+        d.len0 = w * eb, d.count1 = mr;
+        p.dma(d, c == n0 ? Sem{wait} : Sem{});
+        c += w;
+      }
     };
   }
+  Place place(int t, unsigned col) const { return place_ ? place_(t, col) : Place{}; }
   void flush(TileProgram& p) {
     if (pending_) pending_(p);
     pending_ = nullptr;
   }
 
+  // A matmul whose part's B panel stays in the scratchpad (Tiling::resident):
+  // it loads once, in chunks along K under the first row block's GEMMs;
+  // A's row blocks load into a0 and a1 in turn, each behind the block
+  // before's GEMMs (the ones two back freeing its buffer, kAFree), and each
+  // block's store queues behind the next block's loads.
+  void matmul_resident(TileProgram& p, const Part& part) {
+    const Op& mm = op(0);
+    const Tensor& A = g_.tensor(mm.in[0]);
+    const unsigned K = g_.tensor(mm.in[1]).shape[0], eb = bytes(mm.format), W = part.c1 - part.c0;
+    const std::uint64_t b_addr = panels_.at({gi_, part.c0}).b.address;
+    const std::uint32_t pitch = W * eb, b0 = spm_.at("b0");
+    const unsigned nk = (K + t_.kb - 1) / t_.kb, R = (part.r1 - part.r0 + t_.mb - 1) / t_.mb;
+    const bool epilogue = grp_.ops.size() > 1 || out_.dtype != DType::f32;
+    auto chunk = [&](unsigned kc, Sem s) {
+      const unsigned k0 = kc * t_.kb, kr = std::min(t_.kb, K - k0);
+      load_block(p, b_addr + std::uint64_t{k0} * pitch, pitch, mm.format, b0 + k0 * pitch, mm.format, kr, W, s);
+    };
+    // B's first chunk early (as matmul()); A's first block then signals for it.
+    const bool early = p.ops().empty();
+    if (early) {
+      chunk(0, Sem{});
+      p.early(p.ops().size());
+    }
+    for (unsigned r = 0; r < R; ++r) {
+      const unsigned m0 = part.r0 + r * t_.mb, mr = std::min(t_.mb, part.r1 - m0), par = r % 2;
+      for (std::size_t s = 1; s < sides_.size(); ++s)
+        if (sides_[s] >= 0) load_side(p, s, par, m0, mr, part.c0, W);
+      p.dma(block_dma(addr_(mm.in[0]) + std::uint64_t{m0} * K * bytes(A.dtype), K * bytes(A.dtype), A.dtype,
+                      spm_.at(fmt::format("a{}", par)), mm.format, mr, K),
+            Sem{r >= 2 ? kAFree : -1, r > 0 || early ? kLoaded : -1});
+      flush(p);  // the block before's store
+      const std::uint32_t c = spm_.at(fmt::format("c{}", par));
+      for (unsigned kc = 0; kc < nk; ++kc) {
+        const unsigned k0 = kc * t_.kb, kr = std::min(t_.kb, K - k0);
+        if (r == 0 && (kc > 0 || !early)) chunk(kc, Sem{-1, kLoaded});
+        TileProgram::Gemm gm;
+        gm.m = mr, gm.n = W, gm.k = kr, gm.a = spm_.at(fmt::format("a{}", par)) + k0 * eb, gm.lda = K;
+        gm.b = b0 + k0 * pitch, gm.ldb = W, gm.c = c, gm.input = fmt_of(mm.format), gm.accumulate = kc > 0;
+        const bool last = kc + 1 == nk;
+        p.gemm(gm, Sem{r == 0 || kc == 0 ? kLoaded : -1, last ? kGemmed : -1, last && r + 2 < R ? kAFree : -1});
+      }
+      const std::uint32_t result = epilogue ? chain(p, 1, c, par, m0, mr, W, kGemmed) : c;
+      store_later(result, m0, mr, part.c0, W, epilogue ? kDone : kGemmed);
+    }
+  }
+
   void matmul(TileProgram& p, const Part& part) {
+    if (t_.resident) return matmul_resident(p, part);
     const Op& mm = op(0);
     const Tensor &A = g_.tensor(mm.in[0]), &B = g_.tensor(mm.in[1]);
     const unsigned K = B.shape[0], N = B.shape[1], eb = bytes(mm.format);
@@ -566,23 +643,28 @@ class Emitter {
     }
   }
 
-  // A block of every plane of `pl` at `at` (a descriptor per run; the
-  // queue runs in order, so the last one signals kLoaded where `signal`
-  // says), added into slot 0 in the sum's order, the last add signalling
+  // A block of every plane of `pl` at `at` (a descriptor per run, `tile`'s
+  // own run first; the queue runs in order, so the last one signals kLoaded
+  // where `signal` says), added into slot 0 in the sum's order, the last add signalling
   // `done`. The sum is in scratchpad buffer p0.
-  void add_planes(TileProgram& p, const Planes& pl, std::uint64_t at, unsigned D, unsigned mr, unsigned nr, bool signal, int done) {
+  void add_planes(TileProgram& p, const Planes& pl, unsigned tile, std::uint64_t at, unsigned D, unsigned mr, unsigned nr, bool signal,
+                  int done) {
     const unsigned P = static_cast<unsigned>(pl.slot.size());
     auto slot = [&](unsigned q) { return spm_.at(fmt::format("p{}", pl.slot[q])); };
-    unsigned first = 0;
-    for (std::size_t r = 0; r < pl.runs.size(); ++r) {
+    // Each tile starts at a run (a stack) of its own: the tiles' loads
+    // spread over the stacks' ports rather than queue at each in turn.
+    std::vector<unsigned> first(pl.runs.size(), 0);
+    for (std::size_t r = 1; r < pl.runs.size(); ++r) first[r] = first[r - 1] + pl.runs[r - 1].planes;
+    const std::size_t R = pl.runs.size();
+    for (std::size_t i = 0; i < R; ++i) {
+      const std::size_t r = (i + tile) % R;
       const Planes::Run& run = pl.runs[r];
-      TileProgram::Dma d = block_dma(run.base + at, D * 4, DType::f32, spm_.at(fmt::format("p{}", first)), DType::f32, mr, nr);
+      TileProgram::Dma d = block_dma(run.base + at, D * 4, DType::f32, spm_.at(fmt::format("p{}", first[r])), DType::f32, mr, nr);
       if (run.planes > 1) {
         d.count2 = run.planes, d.sstride2 = static_cast<std::uint32_t>(pl.stride);
         d.dstride1 = nr * 4, d.dstride2 = spm_.at("p1") - spm_.at("p0");
       }
-      p.dma(d, r + 1 == pl.runs.size() && signal ? Sem{-1, kLoaded} : Sem{});
-      first += run.planes;
+      p.dma(d, i + 1 == R && signal ? Sem{-1, kLoaded} : Sem{});
     }
     for (unsigned q = 1; q < P; ++q) {
       TileProgram::Vec v;
@@ -602,7 +684,7 @@ class Emitter {
       for (unsigned n0 = part.c0; n0 < part.c1; n0 += t_.nb) {
         const unsigned mr = std::min(t_.mb, part.r1 - m0), nr = std::min(t_.nb, part.c1 - n0);
         const std::uint64_t at = (std::uint64_t{m0} * D + n0) * 4;
-        add_planes(p, pl, at, D, mr, nr, true, kDone);
+        add_planes(p, pl, part.tile, at, D, mr, nr, true, kDone);
         p.store_rows(spm_.at("p0"), out + at, D * 4, mr, nr * 4, Sem{P > 1 ? kDone : kLoaded});
         p.drain();  // the buffers are reused
       }
@@ -620,7 +702,7 @@ class Emitter {
       for (unsigned n0 = part.c0; n0 < part.c1; n0 += t_.nb) {
         const unsigned mr = std::min(t_.mb, part.r1 - m0), nr = std::min(t_.nb, part.c1 - n0);
         const std::uint64_t at = (std::uint64_t{m0} * D + n0) * 4;
-        add_planes(p, *planes_, at, D, mr, nr, P > 1 || !loads, chained ? -1 : kDone);
+        add_planes(p, *planes_, part.tile, at, D, mr, nr, P > 1 || !loads, chained ? -1 : kDone);
         std::uint32_t result = spm_.at("p0");
         if (chained) {
           // The side operands (each its last descriptor signalling), then the
@@ -687,6 +769,7 @@ class Emitter {
 
  public:
   const Planes* planes_ = nullptr;  // a moe group's: where its planes lie
+  std::function<Place(int, unsigned)> place_;  // a striped tensor's columns (cols 0 for any other)
   std::vector<std::uint64_t> attention_consts_;          // an attention group's constants, by tile (its stack's copy)
 };
 
@@ -840,7 +923,13 @@ Executable::Executable(rt::Device& dev, const rt::Kernel& program, Graph g, cons
       for (const Tiling& t : it->second) r.push_back(&t);
     return r;
   };
-  hbm_ = plan_hbm(g_, groups_, dev_.hbm_stacks());
+  Stripes stripes;
+  if (o.stripe) {
+    std::set<std::size_t> spread;
+    for (const auto& [gi, by_chip] : impl_->split) spread.insert(gi);
+    stripes = stripe_outputs(g_, groups_, spread);
+  }
+  hbm_ = plan_hbm(g_, groups_, dev_.hbm_stacks(), stripes);
   try {
     // The inputs (FP32) and the outputs, each set packed in a buffer of its
     // own, 64 bytes apart.
@@ -1105,7 +1194,16 @@ Executable::Executable(rt::Device& dev, const rt::Kernel& program, Graph g, cons
       if (it != impl_->plain.end()) return it->second.address;
       const HbmSlot* s = hbm_.find(t);
       if (!s) throw std::logic_error(fmt::format("compiler: tensor '{}' has no place in HBM", g_.tensor(t).name));
+      if (s->cols) throw std::logic_error(fmt::format("compiler: tensor '{}' lies in stripes: no one address", g_.tensor(t).name));
       return impl_->arenas[s->stack].address + s->offset;
+    };
+    auto place = [this](int t, unsigned col) -> Place {
+      if (impl_->plain.count(t)) return {};
+      for (unsigned i = 0;; ++i) {
+        const HbmSlot* s = hbm_.find(t, i);
+        if (!s || !s->cols) return {};
+        if (col >= s->col0 && col < s->col0 + s->cols) return {impl_->arenas[s->stack].address + s->offset, s->col0, s->cols};
+      }
     };
     impl_->tiles = tgt.tiles;
     // A device graph holds at most TKP_MARKS_MAX - 1 nodes: a longer one
@@ -1169,6 +1267,7 @@ Executable::Executable(rt::Device& dev, const rt::Kernel& program, Graph g, cons
       std::vector<rt::Graph>& peer_graphs = peer_launches[launch];
       const SpmPlan spm = plan_spm(g_, grp, tilings_[gi], tgt.spm_base);
       Emitter e(g_, grp, gi, tilings_[gi], spm, addr, impl_->panels);
+      e.place_ = place;
       if (impl_->attention.count(grp.ops[0]))
         for (unsigned t = 0; t < tgt.tiles; ++t)
           e.attention_consts_.push_back(impl_->attention.at(grp.ops[0]).at(dev_.stack_near(t)).address);

@@ -63,6 +63,7 @@ class WeightStore {
 struct Options {
   bool fuse = true;
   bool narrow = true;  // narrow_storage: intermediates only matmuls read, in their format
+  bool stripe = true;  // stripe_outputs: a QKV projection's output in a stack per Q, K and V
   unsigned tiles = 0;  // tiles to use (0: all of the device's)
   // State (KV caches) by name that another executable holds
   // (Executable::state()): this one uses those buffers, so runs of both

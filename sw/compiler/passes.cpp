@@ -60,6 +60,7 @@ std::vector<Group> fuse(const Graph& g, bool enabled) {
 
 namespace {
 constexpr std::uint64_t kPrologueRows = 64;
+constexpr unsigned kResidentRows = 64;  // a resident-B matmul's row blocks (Tiling::resident)
 }  // namespace
 
 unsigned fuse_prologues(const Graph& g, std::vector<Group>& groups) {
@@ -204,6 +205,17 @@ SpmPlan plan_spm(const Graph& g, const Group& grp, const Tiling& t, std::uint32_
   if (anchor.kind == OpKind::matmul) {
     const Tensor& B = g.tensor(anchor.in[1]);
     const unsigned eb = bytes(anchor.format);
+    if (t.resident) {  // A's blocks in turn, the part's whole panel of B, C's blocks in turn
+      for (int k = 0; k < 2; ++k) add(fmt::format("a{}", k), std::uint64_t{t.mb} * B.shape[0] * eb);
+      add("b0", std::uint64_t{B.shape[0]} * t.nb * eb);
+      for (int k = 0; k < 2; ++k) add(fmt::format("c{}", k), block * 4);
+      for (std::size_t j = 0; j < sides.size(); ++j)
+        if (sides[j] >= 0)
+          for (int k = 0; k < 2; ++k) add(fmt::format("s{}.{}", j, k), block * 4);
+      if (out.dtype != DType::f32)
+        for (int k = 0; k < 2; ++k) add(fmt::format("o{}", k), block * bytes(out.dtype));
+      return p;
+    }
     add("a", std::uint64_t{t.mb} * B.shape[0] * eb);
     if (grp.prologue >= 0) {  // A's rows in FP32 and the norm's weight, normed and cast into "a"
       add("px", std::uint64_t{t.mb} * B.shape[0] * 4);
@@ -414,6 +426,20 @@ Tiling tile(const Graph& g, const Group& grp, const Target& tgt, Columns window)
   // descriptors' round trips more than the overlap gains: a router's 8 KiB.)
   if (K && !scaled && best.kb >= K && best.nb >= max_c && K >= 128 && std::uint64_t{K} * max_c * eb >= 64 * 1024)
     best.kb = std::max(64u, (K / 4 + 15) / 16 * 16);
+  // Past 64 rows a part's whole panel of a weight stays in the scratchpad
+  // where it fits, and its rows run in blocks of 64 that overlap one
+  // another's loads, GEMMs and stores: a single row block's store ran
+  // after all of its arithmetic, and the store (into one stack) and A's
+  // load (from one) each bind a 256-token prompt's projections. (Not
+  // block-scaled, nor after a prologue or before a top k, whose emitters
+  // keep one row block's buffers.)
+  if (anchor.kind == OpKind::matmul && !scaled && g.tensor(anchor.in[1]).role == Role::weight && grp.prologue < 0 &&
+      g.ops()[static_cast<std::size_t>(grp.ops.back())].kind != OpKind::route && max_r > kResidentRows) {
+    Tiling r = best;
+    r.resident = true, r.mb = kResidentRows, r.nb = max_c;
+    r.kb = K >= 128 ? std::max(64u, (K / 4 + 15) / 16 * 16) : K;
+    if (plan_spm(g, grp, r, 0).end <= room) best = r;
+  }
   return best;
 }
 
@@ -447,22 +473,47 @@ std::vector<Tiling> tile_chips(const Graph& g, const Group& grp, const Target& t
   return by_chip;
 }
 
-const HbmSlot* HbmPlan::find(int tensor) const {
+Stripes stripe_outputs(const Graph& g, const std::vector<Group>& groups, const std::set<std::size_t>& whole) {
+  Stripes r;
+  for (std::size_t gi = 0; gi < groups.size(); ++gi) {
+    const int t = groups[gi].out;
+    if (t < 0 || whole.count(gi) || g.is_output(t) || g.ops()[static_cast<std::size_t>(groups[gi].ops[0])].kind != OpKind::matmul) continue;
+    const std::vector<int> readers = g.consumers(t);
+    std::optional<std::vector<unsigned>> cuts;
+    bool ok = !readers.empty();
+    for (int rd : readers) {
+      const Op& op = g.ops()[static_cast<std::size_t>(rd)];
+      // Q, K and V all this tensor, each at its own columns and nothing else of the op.
+      ok &= op.kind == OpKind::attention && op.in[0] == t && op.in[1] == t && op.in[2] == t && 0 < op.k_col &&
+            op.k_col < op.v_col && op.v_col < g.tensor(t).cols();
+      for (std::size_t i = 3; ok && i < op.in.size(); ++i) ok &= op.in[i] != t;
+      if (!ok) break;
+      const std::vector<unsigned> c = {0, op.k_col, op.v_col};
+      ok &= !cuts || *cuts == c;
+      cuts = c;
+    }
+    if (ok) r[t] = *cuts;
+  }
+  return r;
+}
+
+const HbmSlot* HbmPlan::find(int tensor, unsigned stripe) const {
   for (const HbmSlot& s : slots)
-    if (s.tensor == tensor) return &s;
+    if (s.tensor == tensor && s.stripe == stripe) return &s;
   return nullptr;
 }
 
-HbmPlan plan_hbm(const Graph& g, const std::vector<Group>& groups, unsigned stacks) {
+HbmPlan plan_hbm(const Graph& g, const std::vector<Group>& groups, unsigned stacks, const Stripes& stripes) {
   HbmPlan plan;
   plan.arena.assign(std::max(1u, stacks), 0);
   const unsigned end = static_cast<unsigned>(groups.size());
   for (unsigned k = 0; k < groups.size(); ++k)
     for (const int stored : {groups[k].out, groups[k].kept}) {
       if (stored < 0) continue;
+      const Tensor& T = g.tensor(stored);
       HbmSlot s;
       s.tensor = stored;
-      s.bytes = (g.tensor(s.tensor).elements() * bytes(g.tensor(s.tensor).dtype) + 63) / 64 * 64;
+      s.bytes = (T.elements() * bytes(T.dtype) + 63) / 64 * 64;
       s.first = s.last = k;
       if (g.is_output(s.tensor)) s.last = end;
       for (unsigned j = k + 1; j < groups.size(); ++j) {
@@ -470,7 +521,17 @@ HbmPlan plan_hbm(const Graph& g, const std::vector<Group>& groups, unsigned stac
           if (reads(g.ops()[static_cast<std::size_t>(o)], s.tensor)) s.last = std::max(s.last, j);
         if (groups[j].prologue >= 0 && reads(g.ops()[static_cast<std::size_t>(groups[j].prologue)], s.tensor)) s.last = std::max(s.last, j);
       }
-      plan.slots.push_back(s);
+      const auto striped = stripes.find(stored);
+      if (striped == stripes.end()) {
+        plan.slots.push_back(s);
+        continue;
+      }
+      const std::vector<unsigned>& c0 = striped->second;
+      for (unsigned i = 0; i < c0.size(); ++i) {
+        s.stripe = i, s.col0 = c0[i], s.cols = (i + 1 < c0.size() ? c0[i + 1] : T.cols()) - c0[i];
+        s.bytes = (T.rows() * s.cols * bytes(T.dtype) + 63) / 64 * 64;
+        plan.slots.push_back(s);
+      }
     }
   // Largest first, each at the lowest offset of the least filled stack
   // where nothing live at the same time lies.
@@ -480,7 +541,16 @@ HbmPlan plan_hbm(const Graph& g, const std::vector<Group>& groups, unsigned stac
   std::vector<bool> placed(plan.slots.size(), false);
   for (std::size_t i : order) {
     HbmSlot& s = plan.slots[i];
-    s.stack = static_cast<unsigned>(std::min_element(plan.arena.begin(), plan.arena.end()) - plan.arena.begin());
+    // (The least filled stack that holds no other stripe of the tensor yet,
+    // where there is one.)
+    std::vector<bool> taken(plan.arena.size(), false);
+    unsigned n_taken = 0;
+    for (std::size_t j = 0; j < plan.slots.size(); ++j)
+      if (placed[j] && plan.slots[j].tensor == s.tensor && !taken[plan.slots[j].stack]) taken[plan.slots[j].stack] = true, ++n_taken;
+    if (n_taken == taken.size()) taken.assign(taken.size(), false);
+    s.stack = 0;
+    for (unsigned k = 0; k < plan.arena.size(); ++k)
+      if (!taken[k] && (taken[s.stack] || plan.arena[k] < plan.arena[s.stack])) s.stack = k;
     std::vector<std::pair<std::uint64_t, std::uint64_t>> busy;
     for (std::size_t j = 0; j < plan.slots.size(); ++j) {
       const HbmSlot& o = plan.slots[j];

@@ -13,6 +13,8 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -54,6 +56,12 @@ struct Part {
 struct Tiling {
   std::vector<Part> parts;
   unsigned mb = 0, nb = 0, kb = 0;
+  // A matmul on a weight whose part's B panel stays in the scratchpad: it
+  // loads once (in kb chunks, under the first row block's GEMMs), nb is
+  // the widest part's columns, and A's row blocks of mb are double-buffered,
+  // each loading while the block before computes and the one before that
+  // stores.
+  bool resident = false;
   double seconds = 0;  // the grid's estimate: its slowest tile, or its reads or writes through the NoC's cut
 };
 // What the tiler knows of the chip; executable.hpp's target() derives it
@@ -116,18 +124,32 @@ std::vector<int> side_operands(const Graph& g, const Group& grp);
 // Returns the tensors narrowed.
 std::vector<int> narrow_storage(Graph& g, const std::vector<Group>& groups);
 
-// Where each tensor the groups write lives in HBM.
+// Outputs stored in column stripes: a matmul group's output that only
+// attention ops read, as their Q, K and V at column offsets (a QKV
+// projection), is stored as a row-major matrix per stripe ([0, k), [k, v),
+// [v, cols)), each in a stack of its own (plan_hbm), so that its store and
+// the attention's loads spread over three stacks' ports instead of one.
+// By tensor, the stripes' first columns (the first 0). None for a graph
+// output or a group in `whole` (one spread over chips: its peers write
+// its columns back as one matrix).
+using Stripes = std::map<int, std::vector<unsigned>>;
+Stripes stripe_outputs(const Graph& g, const std::vector<Group>& groups, const std::set<std::size_t>& whole = {});
+
+// Where each tensor the groups write lives in HBM (a striped one: a slot
+// per stripe, its columns [col0, col0 + cols)).
 struct HbmSlot {
   int tensor = -1;
   unsigned stack = 0;
   std::uint64_t offset = 0, bytes = 0;
   unsigned first = 0, last = 0;  // the groups between which it is live (written by first, last read by last)
+  unsigned stripe = 0, col0 = 0, cols = 0;  // cols 0: the whole tensor
 };
 struct HbmPlan {
   std::vector<HbmSlot> slots;
   std::vector<std::uint64_t> arena;  // bytes per stack
-  const HbmSlot* find(int tensor) const;
+  const HbmSlot* find(int tensor, unsigned stripe = 0) const;
 };
-HbmPlan plan_hbm(const Graph& g, const std::vector<Group>& groups, unsigned stacks);
+// Stripes of a tensor lie in different stacks where there are as many.
+HbmPlan plan_hbm(const Graph& g, const std::vector<Group>& groups, unsigned stacks, const Stripes& stripes = {});
 
 }  // namespace tessera::compiler
