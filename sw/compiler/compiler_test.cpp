@@ -321,6 +321,42 @@ TEST(Compiler, AQkvProjectionOnlyAttentionReadsIsStoredInAStackPerStripe) {
   }
 }
 
+TEST(Compiler, WideLogitsOnlyRowReductionsReadLieInAStripePerStack) {
+  // x -> logits (rows x 2000, FP32) -> argmax: from 1 MiB on, the logits
+  // (a graph output too) in a stripe per stack of whole 16-column units;
+  // not below 1 MiB, not where another op reads them, not on one stack.
+  auto build = [](unsigned rows, bool other_reader) {
+    Graph g;
+    const int x = g.input("x", {rows, 64});
+    const int logits = g.matmul(x, g.weight("head", {64, 2000}, seeded_values(64 * 2000ull, 3, 0.5f), DType::bf16), DType::bf16, "logits");
+    g.output(logits);
+    g.output(g.argmax(logits, "next"));
+    if (other_reader) g.output(g.unary(OpKind::exp, logits, "exp"));
+    return g;
+  };
+  const Graph g = build(132, false);  // 132 x 2000 x 4 bytes: just past 1 MiB
+  const std::vector<Group> groups = fuse(g, true);
+  const Stripes st = stripe_outputs(g, groups, {}, 4);
+  ASSERT_EQ(st.size(), 1u);
+  const int logits = groups[0].out;
+  EXPECT_EQ(st.at(logits), (std::vector<unsigned>{0, 496, 992, 1488}));
+  EXPECT_TRUE(stripe_outputs(g, groups, {}, 1).empty());
+  EXPECT_TRUE(stripe_outputs(g, groups, {0}, 4).empty());
+  for (const auto& [rows, other] : {std::pair{131u, false}, std::pair{132u, true}}) {
+    const Graph h = build(rows, other);
+    EXPECT_TRUE(stripe_outputs(h, fuse(h, true), {}, 4).empty()) << rows << " rows" << (other ? ", read by exp" : "");
+  }
+  const HbmPlan p = plan_hbm(g, groups, 4, st);
+  std::set<unsigned> used;
+  for (unsigned i = 0; i < 4; ++i) {
+    const HbmSlot* s = p.find(logits, i);
+    ASSERT_NE(s, nullptr) << i;
+    EXPECT_EQ(s->last, groups.size());  // an output: live to the end
+    used.insert(s->stack);
+  }
+  EXPECT_EQ(used.size(), 4u);
+}
+
 TEST(Compiler, HbmPlansNeverOverlapTwoLiveBuffersAndReuseDeadOnes) {
   std::mt19937 rng(11);
   for (int trial = 0; trial < 40; ++trial) {

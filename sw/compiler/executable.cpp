@@ -429,6 +429,26 @@ class Emitter {
     };
   }
   Place place(int t, unsigned col) const { return place_ ? place_(t, col) : Place{}; }
+  // Rows m0.. (mr) x columns n0.. (nr) of tensor t as packed FP32 rows at
+  // `dst`, a descriptor per stripe they cross where t is striped; `s` goes
+  // with the last.
+  void load_cols(TileProgram& p, int t, unsigned m0, unsigned mr, unsigned n0, unsigned nr, std::uint32_t dst, Sem s) {
+    const Tensor& X = g_.tensor(t);
+    const unsigned eb = bytes(X.dtype);
+    if (!place(t, n0).cols) {
+      load_block(p, addr_(t) + (std::uint64_t{m0} * X.cols() + n0) * eb, X.cols() * eb, X.dtype, dst, DType::f32, mr, nr, s);
+      return;
+    }
+    for (unsigned c = n0; c < n0 + nr;) {
+      const Place at = place(t, c);
+      const unsigned w = std::min(n0 + nr, at.col0 + at.cols) - c;
+      TileProgram::Dma d = block_dma(at.address + (std::uint64_t{m0} * at.cols + (c - at.col0)) * eb, at.cols * eb, X.dtype,
+                                     dst + (c - n0) * 4, DType::f32, mr, w);
+      d.dstride1 = nr * 4;
+      p.dma(d, c + w == n0 + nr ? s : Sem{});
+      c += w;
+    }
+  }
   void flush(TileProgram& p) {
     if (pending_) pending_(p);
     pending_ = nullptr;
@@ -736,8 +756,7 @@ class Emitter {
       for (unsigned n0 = part.c0; n0 < part.c1; n0 += t_.nb, ++j) {
         const unsigned mr = std::min(t_.mb, part.r1 - m0), nr = std::min(t_.nb, part.c1 - n0), par = j % 2;
         const std::uint32_t x = spm_.at(fmt::format("x{}", par));
-        load_block(p, addr_(anchor.in[0]) + (std::uint64_t{m0} * X.cols() + n0) * bytes(X.dtype), X.cols() * bytes(X.dtype),
-                   X.dtype, x, DType::f32, mr, nr, sides.empty() ? Sem{-1, kLoaded} : Sem{});
+        load_cols(p, anchor.in[0], m0, mr, n0, nr, x, sides.empty() ? Sem{-1, kLoaded} : Sem{});
         for (std::size_t s = 0; s < sides.size(); ++s)
           load_side(p, sides[s], par, m0, mr, n0, nr, s + 1 == sides.size() ? Sem{-1, kLoaded} : Sem{});
         flush(p);
@@ -927,22 +946,22 @@ Executable::Executable(rt::Device& dev, const rt::Kernel& program, Graph g, cons
   if (o.stripe) {
     std::set<std::size_t> spread;
     for (const auto& [gi, by_chip] : impl_->split) spread.insert(gi);
-    stripes = stripe_outputs(g_, groups_, spread);
+    stripes = stripe_outputs(g_, groups_, spread, dev_.hbm_stacks());
   }
   hbm_ = plan_hbm(g_, groups_, dev_.hbm_stacks(), stripes);
   try {
     // The inputs (FP32) and the outputs, each set packed in a buffer of its
-    // own, 64 bytes apart.
+    // own, 64 bytes apart (a striped output in its stripes: stripe_outputs).
     std::uint64_t in_bytes = 0, out_bytes = 0;
     for (std::size_t i = 0; i < g_.tensors().size(); ++i) {
       const Tensor& t = g_.tensors()[i];
       std::uint64_t* end = t.role == Role::input ? &in_bytes : g_.is_output(static_cast<int>(i)) ? &out_bytes : nullptr;
-      if (!end) continue;
+      if (!end || stripes.count(static_cast<int>(i))) continue;
       impl_->at[static_cast<int>(i)] = *end;
       *end += (t.elements() * (t.role == Role::input ? 4 : bytes(t.dtype)) + 63) / 64 * 64;
     }
     if (in_bytes) impl_->inputs = impl_->alloc(dev_, in_bytes, 0);
-    impl_->outputs = impl_->alloc(dev_, out_bytes, 0);
+    if (out_bytes) impl_->outputs = impl_->alloc(dev_, out_bytes, 0);
     for (const auto& [i, off] : impl_->at) {
       const Tensor& t = g_.tensor(i);
       const rt::Buffer& whole = t.role == Role::input ? impl_->inputs : impl_->outputs;
@@ -1521,10 +1540,24 @@ std::map<std::string, std::vector<float>> Executable::run(const std::map<std::st
   }
   std::map<std::string, std::vector<float>> out;
   std::vector<std::uint8_t> all(impl_->outputs.size);  // every output, read in one transfer
-  dev_.read(impl_->outputs, all.data(), all.size());
+  if (!all.empty()) dev_.read(impl_->outputs, all.data(), all.size());
   for (int t : g_.outputs()) {
     const Tensor& T = g_.tensor(t);
-    const std::uint8_t* raw = all.data() + impl_->at.at(t);
+    std::vector<std::uint8_t> striped;  // a striped output's rows put together, its stripes read one by one
+    if (!impl_->at.count(t)) {
+      const unsigned eb = bytes(T.dtype), rows = static_cast<unsigned>(T.rows());
+      striped.resize(T.elements() * eb);
+      for (unsigned i = 0;; ++i) {
+        const HbmSlot* s = hbm_.find(t, i);
+        if (!s) break;
+        std::vector<std::uint8_t> part(std::uint64_t{rows} * s->cols * eb);
+        dev_.read(impl_->arenas[s->stack], part.data(), part.size(), s->offset);
+        for (unsigned r = 0; r < rows; ++r)
+          std::memcpy(striped.data() + (std::uint64_t{r} * T.cols() + s->col0) * eb, part.data() + std::uint64_t{r} * s->cols * eb,
+                      std::uint64_t{s->cols} * eb);
+      }
+    }
+    const std::uint8_t* raw = striped.empty() ? all.data() + impl_->at.at(t) : striped.data();
     std::vector<float> v(T.elements());
     const int maker = g_.producer(t);
     const bool route = maker >= 0 && g_.ops()[static_cast<std::size_t>(maker)].kind == OpKind::route;

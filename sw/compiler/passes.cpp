@@ -473,12 +473,25 @@ std::vector<Tiling> tile_chips(const Graph& g, const Group& grp, const Target& t
   return by_chip;
 }
 
-Stripes stripe_outputs(const Graph& g, const std::vector<Group>& groups, const std::set<std::size_t>& whole) {
+Stripes stripe_outputs(const Graph& g, const std::vector<Group>& groups, const std::set<std::size_t>& whole, unsigned stacks) {
+  constexpr std::uint64_t kWide = 1 << 20;  // a row reduction's input striped from here
   Stripes r;
   for (std::size_t gi = 0; gi < groups.size(); ++gi) {
     const int t = groups[gi].out;
-    if (t < 0 || whole.count(gi) || g.is_output(t) || g.ops()[static_cast<std::size_t>(groups[gi].ops[0])].kind != OpKind::matmul) continue;
+    if (t < 0 || whole.count(gi) || g.ops()[static_cast<std::size_t>(groups[gi].ops[0])].kind != OpKind::matmul) continue;
     const std::vector<int> readers = g.consumers(t);
+    const Tensor& T = g.tensor(t);
+    const bool reduced = std::all_of(readers.begin(), readers.end(), [&](int rd) {
+      const Op& op = g.ops()[static_cast<std::size_t>(rd)];
+      return is_reduction(op.kind) && op.in.size() == 1 && op.in[0] == t;
+    });
+    if (reduced && stacks > 1 && T.elements() * bytes(T.dtype) >= kWide && T.cols() >= 16 * stacks) {
+      std::vector<unsigned> c0;
+      for (const auto& [a, b] : split(T.cols(), stacks, 16)) c0.push_back(a);
+      r[t] = c0;
+      continue;
+    }
+    if (g.is_output(t)) continue;
     std::optional<std::vector<unsigned>> cuts;
     bool ok = !readers.empty();
     for (int rd : readers) {

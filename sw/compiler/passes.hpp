@@ -124,16 +124,20 @@ std::vector<int> side_operands(const Graph& g, const Group& grp);
 // Returns the tensors narrowed.
 std::vector<int> narrow_storage(Graph& g, const std::vector<Group>& groups);
 
-// Outputs stored in column stripes: a matmul group's output that only
-// attention ops read, as their Q, K and V at column offsets (a QKV
-// projection), is stored as a row-major matrix per stripe ([0, k), [k, v),
-// [v, cols)), each in a stack of its own (plan_hbm), so that its store and
-// the attention's loads spread over three stacks' ports instead of one.
-// By tensor, the stripes' first columns (the first 0). None for a graph
-// output or a group in `whole` (one spread over chips: its peers write
-// its columns back as one matrix).
+// Outputs stored in column stripes, each a row-major matrix in a stack of
+// its own (plan_hbm), so that the matmul's store and its readers' loads
+// spread over several stacks' ports instead of one:
+// - a matmul group's output that only attention ops read, as their Q, K
+//   and V at column offsets (a QKV projection), in three stripes ([0, k),
+//   [k, v), [v, cols)); not a graph output;
+// - a matmul group's output of 1 MiB or more that only row reductions
+//   (argmax, reduce_sum, reduce_max) read, if any, a graph output or not
+//   (a prompt's logits), in `stacks` stripes of whole 16-column units.
+// By tensor, the stripes' first columns (the first 0). None for a group
+// in `whole` (one spread over chips: its peers write its columns back as
+// one matrix).
 using Stripes = std::map<int, std::vector<unsigned>>;
-Stripes stripe_outputs(const Graph& g, const std::vector<Group>& groups, const std::set<std::size_t>& whole = {});
+Stripes stripe_outputs(const Graph& g, const std::vector<Group>& groups, const std::set<std::size_t>& whole = {}, unsigned stacks = 4);
 
 // Where each tensor the groups write lives in HBM (a striped one: a slot
 // per stripe, its columns [col0, col0 + cols)).
