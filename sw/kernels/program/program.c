@@ -756,12 +756,15 @@ __attribute__((noinline)) static int attention(const uint32_t* w) {
    * row of the constants), so that one scaling, one softmax and one cast
    * serve the group (the -inf columns weigh 0, exactly); each segment's
    * P.V reads its rows; one store writes the group's outputs. The engines
-   * are ordered by semaphores (left at zero): each segment's last load
-   * signals A_LOADED; its rotations' cast A_ROTATED; the last segment's
+   * are ordered by semaphores (left at zero): the group's new keys' load
+   * signals A_KEYS, which the first rotation waits for (the rotations run
+   * under the values' and the mask's loads); each segment's last load
+   * signals A_LOADED, which its rotations' cast waits for before it
+   * signals A_ROTATED (without rotation the scores wait for A_LOADED); the last segment's
    * last score GEMM A_SCORED (the tensor core runs them in order); the
    * cast A_WEIGHED; the last P.V A_DONE, which the stores wait for. The
    * group drains before the next reuses the buffers. */
-  enum { A_LOADED = 0, A_ROTATED, A_SCORED, A_WEIGHED, A_DONE };
+  enum { A_LOADED = 0, A_ROTATED, A_SCORED, A_WEIGHED, A_DONE, A_KEYS };
   enum { ATT_GROUP = 32 };
   struct {
     uint32_t r0, Ts, p, VB, KN;
@@ -810,7 +813,9 @@ __attribute__((noinline)) static int attention(const uint32_t* w) {
       l.len0 = rotary ? 4 * dh : dh, l.sstride1 = 4 * qs, l.dstride1 = rotary ? 8 * dh : 4 * dh;
       tk_dma_push(&l);
       l.src = k + 4ull * (first * ks + j * dh), l.dst += rotary ? 4 * dh : 2 * dh, l.sstride1 = 4 * ks;
+      if (rotary) l.sem = TK_SEM(TK_NONE, A_KEYS, TK_NONE);
       tk_dma_push(&l);
+      l.sem = 0;
       for (uint32_t i = 0; i < count; ++i) {
         const uint32_t Ts = seg[i].Ts, p = seg[i].p, n = p + Ts, u = seg[i].r0 - first, r = seg[i].r0;
         const uint32_t* const PT = TABLE + SEQ[r] * pages;
@@ -844,14 +849,14 @@ __attribute__((noinline)) static int attention(const uint32_t* w) {
         uint32_t ready = A_LOADED; /* what the scores wait for */
         if (rotary) { /* each query and key pair at its position, then rounded into place */
           struct tk_vec x = {0};
-          x.id = op_index, x.op = TK_VROPE, x.rows = 2, x.cols = dh, x.sem = TK_SEM(A_LOADED, TK_NONE, TK_NONE);
+          x.id = op_index, x.op = TK_VROPE, x.rows = 2, x.cols = dh, x.sem = TK_SEM(i ? TK_NONE : A_KEYS, TK_NONE, TK_NONE);
           for (uint32_t t = 0; t < Ts; ++t) {
             x.src0 = x.dst = QKF + 8 * (u + t) * dh, x.position = p + t;
             tk_vec_push(&x);
             x.sem = TK_SEM(TK_NONE, TK_NONE, TK_NONE);
           }
           x.op = TK_VCAST_TO, x.rows = 2 * Ts, x.format = TK_BF16, x.src0 = QKF + 8 * u * dh, x.dst = QK;
-          x.sem = TK_SEM(TK_NONE, A_ROTATED, TK_NONE);
+          x.sem = TK_SEM(A_LOADED, A_ROTATED, TK_NONE);
           tk_vec_push(&x);
           ready = A_ROTATED;
         }
