@@ -953,19 +953,23 @@ TEST(CompilerDevice, AFusedQkvWithRotaryAttentionIsTheUnfusedGraphsBits) {
 }
 
 TEST(CompilerDevice, StripedQkvAndResidentWeightsGiveTheReferencesBitsRunAfterRun) {
-  // A prompt's layer: [q | k | v] stored in three stripes (a stack each)
-  // that the attention reads, then Wo and the residual; past 64 rows the
+  // A prompt's layer: its norm's output (BF16, 300 KB) in four stripes
+  // that the QKV projection reads as A, [q | k | v] in three (a stack
+  // each) that the attention reads, its output in four (its tiles' heads,
+  // a stack each) that Wo reads as A, then the residual; past 64 rows the
   // matmuls keep their weights in the scratchpads and run their rows in
   // blocks of 64 (the last one short). The same bits as the graph with
   // neither (unfused, unstriped, one row block) and as the reference, for
   // the prompt and again for other rows.
-  constexpr unsigned T = 150, D = 256, H = 4, KV = 2, dh = 32, C = 160;
+  constexpr unsigned T = 150, D = 1024, H = 8, KV = 2, dh = 64, C = 160;
   auto build = [&] {
     Graph g;
     const int x = g.input("x", {T, D}), pos = g.input("positions", {T});
-    const int qkv = g.matmul(x, g.weight("wqkv", {D, (H + 2 * KV) * dh}, seeded_values(D * 256ull, 41, 0.3f), DType::bf16), DType::bf16, "qkv");
-    const int o = g.attention_qkv(qkv, g.kv_cache("k_cache", KV, C, dh), g.kv_cache("v_cache", KV, C, dh), pos, H, 0.2f, true, "attn");
-    const int y = g.matmul(o, g.weight("wo", {H * dh, D}, seeded_values(128ull * D, 42, 0.3f), DType::bf16), DType::bf16, "proj");
+    const unsigned qkv_cols = (H + 2 * KV) * dh;
+    const int n = g.rmsnorm(x, g.weight("norm.weight", {D}, seeded_values(D, 40, 1.0f)), 1e-6f, "norm");
+    const int qkv = g.matmul(n, g.weight("wqkv", {D, qkv_cols}, seeded_values(std::size_t{D} * qkv_cols, 41, 0.3f), DType::bf16), DType::bf16, "qkv");
+    const int o = g.attention_qkv(qkv, g.kv_cache("k_cache", KV, C, dh), g.kv_cache("v_cache", KV, C, dh), pos, H, 0.125f, true, "attn");
+    const int y = g.matmul(o, g.weight("wo", {H * dh, D}, seeded_values(std::size_t{H} * dh * D, 42, 0.3f), DType::bf16), DType::bf16, "proj");
     g.output(g.binary(OpKind::add, y, x, "out"));
     return g;
   };
@@ -974,9 +978,17 @@ TEST(CompilerDevice, StripedQkvAndResidentWeightsGiveTheReferencesBitsRunAfterRu
   Options plain = unfused();
   plain.stripe = false;
   Executable ref(c.dev, c.program, build(), plain);
-  const int qkv = ex.groups()[0].out;
+  const int normed = ex.groups()[0].out, qkv = ex.groups()[1].out;
+  ASSERT_EQ(ex.graph().tensor(normed).name, "norm");
   ASSERT_EQ(ex.graph().tensor(qkv).name, "qkv");
   std::set<unsigned> stacks;
+  for (unsigned i = 0; i < c.dev.hbm_stacks(); ++i) {
+    const HbmSlot* s = ex.hbm().find(normed, i);
+    ASSERT_NE(s, nullptr) << "the norm's stripe " << i;
+    stacks.insert(s->stack);
+  }
+  EXPECT_EQ(stacks.size(), c.dev.hbm_stacks());
+  stacks.clear();
   for (unsigned i = 0; i < 3; ++i) {
     const HbmSlot* s = ex.hbm().find(qkv, i);
     ASSERT_NE(s, nullptr) << "stripe " << i;
@@ -984,6 +996,16 @@ TEST(CompilerDevice, StripedQkvAndResidentWeightsGiveTheReferencesBitsRunAfterRu
   }
   EXPECT_EQ(stacks.size(), 3u);
   EXPECT_EQ(ref.hbm().find(qkv, 1), nullptr);
+  const int attn = ex.groups()[2].out;  // 150 x 512 FP32: 300 KB
+  ASSERT_EQ(ex.graph().tensor(attn).name, "attn");
+  stacks.clear();
+  for (unsigned i = 0; i < c.dev.hbm_stacks(); ++i) {
+    const HbmSlot* s = ex.hbm().find(attn, i);
+    ASSERT_NE(s, nullptr) << "the attention's stripe " << i;
+    EXPECT_EQ(s->col0, i * 128);  // two heads of the eight tiles' one each
+    stacks.insert(s->stack);
+  }
+  EXPECT_EQ(stacks.size(), c.dev.hbm_stacks());
   unsigned resident = 0;
   for (const Tiling& t : ex.tilings()) resident += t.resident;
   EXPECT_GE(resident, 1u);

@@ -294,6 +294,30 @@ TEST(Compiler, AQkvProjectionOnlyAttentionReadsIsStoredInAStackPerStripe) {
   EXPECT_EQ(g.tensor(qkv).name, "qkv");
   EXPECT_EQ(st.at(qkv), (std::vector<unsigned>{0, 64, 96}));
   EXPECT_TRUE(stripe_outputs(g, groups, {0}).empty());
+  // The attention's output (40 x 64 FP32) is below 256 KiB: not striped;
+  // at 1100 rows it is, by the parts' heads, where only Wo (not spread)
+  // reads it.
+  // A norm's output (1100 x 64 FP32) that only the projection reads as A:
+  // four stripes of 16 columns.
+  {
+    Graph h;
+    const int x = h.input("x", {1100, D}), pos = h.input("positions", {1100});
+    const int n = h.rmsnorm(x, h.weight("nw", {D}, seeded_values(D, 5, 1.0f)), 1e-6f, "norm");
+    const int q = h.matmul(n, h.weight("wqkv", {D, 128}, seeded_values(D * 128ull, 1, 0.5f), DType::bf16), DType::bf16, "qkv");
+    const int o = h.attention_qkv(q, h.kv_cache("k", KV, 1100, dh), h.kv_cache("v", KV, 1100, dh), pos, H, 0.25f, true, "o");
+    h.output(h.matmul(o, h.weight("wo", {H * dh, D}, seeded_values(64ull * D, 2, 0.5f), DType::bf16), DType::bf16, "out"));
+    const std::vector<Group> hg = fuse(h, true);
+    std::vector<Tiling> tl;
+    for (const Group& grp : hg) tl.push_back(tile(h, grp, Target{}));
+    const Stripes hs = stripe_outputs(h, hg, {}, 4, tl);
+    ASSERT_EQ(hs.count(hg[0].out), 1u);
+    EXPECT_EQ(hs.at(hg[0].out), (std::vector<unsigned>{0, 16, 32, 48}));  // the norm's
+    ASSERT_EQ(hs.count(hg[2].out), 1u);
+    EXPECT_EQ(hs.at(hg[2].out), (std::vector<unsigned>{0, 16, 32, 48}));  // a head a stripe (four heads of 16)
+    EXPECT_EQ(stripe_outputs(h, hg, {3}, 4, tl).count(hg[2].out), 0u);    // Wo spread over chips
+    EXPECT_EQ(stripe_outputs(h, hg, {1}, 4, tl).count(hg[0].out), 0u);    // the projection spread
+    EXPECT_EQ(stripe_outputs(g, groups, {}, 4, tl).count(groups[1].out), 0u);
+  }
   for (bool out : {false, true}) {
     const Graph h = build(out, !out);
     EXPECT_TRUE(stripe_outputs(h, fuse(h, true)).empty()) << (out ? "an output" : "read by another op");

@@ -281,13 +281,24 @@ class Emitter {
         }
         w.push_back(rt::lo(a)), w.push_back(rt::hi(a));
       }
-      const std::uint64_t consts = attention_consts_.at(p.tile), out = addr_(grp_.out);
+      // The output: where it is striped, the part's heads' stripe, given as
+      // where head 0 would lie with the stripe's pitch (in heads).
+      std::uint64_t out = 0;
+      unsigned out_heads = 0;  // 0: H
+      const unsigned dv = out_.cols() / anchor.heads;
+      if (const Place at = place(grp_.out, p.r0 * dv); at.cols) {
+        if (p.r1 * dv > at.col0 + at.cols) throw std::logic_error(fmt::format("attention '{}': a part's heads cross a stripe", anchor.name));
+        out = at.address - 4ull * at.col0, out_heads = at.cols / dv;
+      } else {
+        out = addr_(grp_.out);
+      }
+      const std::uint64_t consts = attention_consts_.at(p.tile);
       w.insert(w.end(), {rt::lo(consts), rt::hi(consts), rt::lo(out), rt::hi(out)});
       w.push_back(static_cast<std::uint32_t>(Q.rows()) | KC.shape[1] << 16);
       w.push_back(anchor.heads | KC.shape[0] << 16);
       w.push_back(KC.shape[2] | VC.shape[2] << 16);
       w.push_back(p.r0 | p.r1 << 16);
-      w.push_back((P.dtype == DType::f32 ? 1u : 0u) | (anchor.rotary ? 2u : 0u) | pitch[2] << 16);
+      w.push_back((P.dtype == DType::f32 ? 1u : 0u) | (anchor.rotary ? 2u : 0u) | out_heads << 2 | pitch[2] << 16);
       w.push_back(pitch[0] | pitch[1] << 16);
       if (anchor.page) {  // the rows' sequences and their page tables
         const Tensor &Sq = g_.tensor(anchor.in[6]), &Tb = g_.tensor(anchor.in[7]);
@@ -429,6 +440,27 @@ class Emitter {
     };
   }
   Place place(int t, unsigned col) const { return place_ ? place_(t, col) : Place{}; }
+  // A matmul's rows m0.. (mr) of A, all K columns, cast to its format as
+  // packed rows at `dst`: a descriptor per stripe where A is striped, the
+  // first waiting as `s` says, the last signalling.
+  void load_a(TileProgram& p, unsigned m0, unsigned mr, std::uint32_t dst, Sem s) {
+    const Op& mm = op(0);
+    const Tensor& A = g_.tensor(mm.in[0]);
+    const unsigned K = A.cols(), ab = bytes(A.dtype), eb = bytes(mm.format);
+    if (!place(mm.in[0], 0).cols) {
+      p.dma(block_dma(addr_(mm.in[0]) + std::uint64_t{m0} * K * ab, K * ab, A.dtype, dst, mm.format, mr, K), s);
+      return;
+    }
+    for (unsigned c = 0; c < K;) {
+      const Place at = place(mm.in[0], c);
+      const unsigned w = std::min(K, at.col0 + at.cols) - c;
+      TileProgram::Dma d =
+          block_dma(at.address + (std::uint64_t{m0} * at.cols + (c - at.col0)) * ab, at.cols * ab, A.dtype, dst + c * eb, mm.format, mr, w);
+      d.dstride1 = K * eb;
+      p.dma(d, Sem{c == 0 ? s.wait : -1, c + w == K ? s.signal : -1, c + w == K ? s.signal2 : -1});
+      c += w;
+    }
+  }
   // Rows m0.. (mr) x columns n0.. (nr) of tensor t as packed FP32 rows at
   // `dst`, a descriptor per stripe they cross where t is striped; `s` goes
   // with the last.
@@ -461,7 +493,6 @@ class Emitter {
   // block's store queues behind the next block's loads.
   void matmul_resident(TileProgram& p, const Part& part) {
     const Op& mm = op(0);
-    const Tensor& A = g_.tensor(mm.in[0]);
     const unsigned K = g_.tensor(mm.in[1]).shape[0], eb = bytes(mm.format), W = part.c1 - part.c0;
     const std::uint64_t b_addr = panels_.at({gi_, part.c0}).b.address;
     const std::uint32_t pitch = W * eb, b0 = spm_.at("b0");
@@ -481,9 +512,7 @@ class Emitter {
       const unsigned m0 = part.r0 + r * t_.mb, mr = std::min(t_.mb, part.r1 - m0), par = r % 2;
       for (std::size_t s = 1; s < sides_.size(); ++s)
         if (sides_[s] >= 0) load_side(p, s, par, m0, mr, part.c0, W);
-      p.dma(block_dma(addr_(mm.in[0]) + std::uint64_t{m0} * K * bytes(A.dtype), K * bytes(A.dtype), A.dtype,
-                      spm_.at(fmt::format("a{}", par)), mm.format, mr, K),
-            Sem{r >= 2 ? kAFree : -1, r > 0 || early ? kLoaded : -1});
+      load_a(p, m0, mr, spm_.at(fmt::format("a{}", par)), Sem{r >= 2 ? kAFree : -1, r > 0 || early ? kLoaded : -1});
       flush(p);  // the block before's store
       const std::uint32_t c = spm_.at(fmt::format("c{}", par));
       for (unsigned kc = 0; kc < nk; ++kc) {
@@ -569,11 +598,13 @@ class Emitter {
           p.store_rows(kept.dtype == DType::f32 ? spm_.at("px") : spm_.at("a"), addr_(grp_.kept) + std::uint64_t{m0} * K * kb, K * kb,
                        mr, K * kb, Sem{kKept});
         }
-      } else {
+      } else if (scaled) {
         TileProgram::Dma d = block_dma(addr_(mm.in[0]) + std::uint64_t{m0} * K * bytes(A.dtype), K * bytes(A.dtype), A.dtype,
                                        spm_.at("a"), mm.format, mr, K);
-        if (scaled) d.group = kScaleBlock, d.scales = spm_.at("sa"), d.scales_local = true;
+        d.group = kScaleBlock, d.scales = spm_.at("sa"), d.scales_local = true;
         p.dma(d);
+      } else {
+        load_a(p, m0, mr, spm_.at("a"), Sem{});
       }
       bool waited = grp_.prologue < 0;
       for (unsigned n0 = part.c0; n0 < part.c1; n0 += t_.nb, ++j) {
@@ -946,7 +977,7 @@ Executable::Executable(rt::Device& dev, const rt::Kernel& program, Graph g, cons
   if (o.stripe) {
     std::set<std::size_t> spread;
     for (const auto& [gi, by_chip] : impl_->split) spread.insert(gi);
-    stripes = stripe_outputs(g_, groups_, spread, dev_.hbm_stacks());
+    stripes = stripe_outputs(g_, groups_, spread, dev_.hbm_stacks(), tilings_);
   }
   hbm_ = plan_hbm(g_, groups_, dev_.hbm_stacks(), stripes);
   try {

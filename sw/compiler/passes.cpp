@@ -473,14 +473,49 @@ std::vector<Tiling> tile_chips(const Graph& g, const Group& grp, const Target& t
   return by_chip;
 }
 
-Stripes stripe_outputs(const Graph& g, const std::vector<Group>& groups, const std::set<std::size_t>& whole, unsigned stacks) {
-  constexpr std::uint64_t kWide = 1 << 20;  // a row reduction's input striped from here
+Stripes stripe_outputs(const Graph& g, const std::vector<Group>& groups, const std::set<std::size_t>& whole, unsigned stacks,
+                       const std::vector<Tiling>& tilings) {
+  constexpr std::uint64_t kWide = 1 << 20;   // a row reduction's input striped from here
+  constexpr std::uint64_t kHeads = 1 << 18;  // an attention's output likewise
   Stripes r;
   for (std::size_t gi = 0; gi < groups.size(); ++gi) {
     const int t = groups[gi].out;
-    if (t < 0 || whole.count(gi) || g.ops()[static_cast<std::size_t>(groups[gi].ops[0])].kind != OpKind::matmul) continue;
+    const OpKind anchor = t < 0 ? OpKind::matmul : g.ops()[static_cast<std::size_t>(groups[gi].ops[0])].kind;
+    if (t < 0 || whole.count(gi)) continue;
     const std::vector<int> readers = g.consumers(t);
     const Tensor& T = g.tensor(t);
+    const bool rows_op = is_rowwise(anchor) || is_elementwise(anchor);  // stored by blocks of whole or part rows
+    if (anchor == OpKind::attention || ((anchor == OpKind::matmul || rows_op) && readers.size() == 1)) {
+      // Read only as the A of matmuls anchoring groups kept on the chip.
+      bool ok = !readers.empty() && !g.is_output(t) && stacks > 1 && T.elements() * bytes(T.dtype) >= kHeads &&
+                (anchor != OpKind::attention || (groups[gi].ops.size() == 1 && gi < tilings.size())) && groups[gi].kept < 0;
+      for (int rd : readers) {
+        const Op& op = g.ops()[static_cast<std::size_t>(rd)];
+        ok &= op.kind == OpKind::matmul && !block_scaled(op) && op.in[0] == t && op.in[1] != t;
+        for (std::size_t j = 0; ok && j < groups.size(); ++j)
+          if (groups[j].ops[0] == rd) ok &= !whole.count(j) && groups[j].prologue < 0;
+          else ok &= std::find(groups[j].ops.begin(), groups[j].ops.end(), rd) == groups[j].ops.end() && groups[j].prologue != rd;
+      }
+      if (ok && anchor == OpKind::attention) {
+        // The parts' head ranges, in order, grouped into up to `stacks` stripes.
+        std::set<unsigned> starts;
+        for (const Part& p : tilings[gi].parts) starts.insert(p.r0);
+        const std::vector<unsigned> heads(starts.begin(), starts.end());
+        const unsigned dv = T.cols() / g.ops()[static_cast<std::size_t>(groups[gi].ops[0])].heads;
+        std::vector<unsigned> c0;
+        for (const auto& [a, b] : split(static_cast<unsigned>(heads.size()), stacks, 1)) c0.push_back(heads[a] * dv);
+        if (c0.size() > 1) r[t] = c0;
+        continue;
+      }
+      if (ok && T.cols() >= 16 * stacks) {  // a matmul's or a row op's: stripes of 16-column units
+        std::vector<unsigned> c0;
+        for (const auto& [a, b] : split(T.cols(), stacks, 16)) c0.push_back(a);
+        r[t] = c0;
+        continue;
+      }
+      if (anchor == OpKind::attention) continue;
+    }
+    if (anchor != OpKind::matmul) continue;
     const bool reduced = std::all_of(readers.begin(), readers.end(), [&](int rd) {
       const Op& op = g.ops()[static_cast<std::size_t>(rd)];
       return is_reduction(op.kind) && op.in.size() == 1 && op.in[0] == t;

@@ -132,12 +132,16 @@ std::vector<int> narrow_storage(Graph& g, const std::vector<Group>& groups);
 //   [k, v), [v, cols)); not a graph output;
 // - a matmul group's output of 1 MiB or more that only row reductions
 //   (argmax, reduce_sum, reduce_max) read, if any, a graph output or not
-//   (a prompt's logits), in `stacks` stripes of whole 16-column units.
+//   (a prompt's logits), in `stacks` stripes of whole 16-column units;
+// - an attention's output of 256 KiB or more that only matmuls read, as
+//   their A (not block-scaled), not a graph output (a prompt's heads before
+//   Wo), in up to `stacks` stripes of whole parts' heads (its `tilings`).
 // By tensor, the stripes' first columns (the first 0). None for a group
-// in `whole` (one spread over chips: its peers write its columns back as
-// one matrix).
+// in `whole` (one spread over chips: its peers write or read its columns
+// as one matrix), nor for an output such a group reads.
 using Stripes = std::map<int, std::vector<unsigned>>;
-Stripes stripe_outputs(const Graph& g, const std::vector<Group>& groups, const std::set<std::size_t>& whole = {}, unsigned stacks = 4);
+Stripes stripe_outputs(const Graph& g, const std::vector<Group>& groups, const std::set<std::size_t>& whole = {}, unsigned stacks = 4,
+                       const std::vector<Tiling>& tilings = {});
 
 // Where each tensor the groups write lives in HBM (a striped one: a slot
 // per stripe, its columns [col0, col0 + cols)).
