@@ -440,44 +440,24 @@ class Emitter {
     };
   }
   Place place(int t, unsigned col) const { return place_ ? place_(t, col) : Place{}; }
-  // A matmul's rows m0.. (mr) of A, all K columns, cast to its format as
-  // packed rows at `dst`: a descriptor per stripe where A is striped, the
-  // first waiting as `s` says, the last signalling.
-  void load_a(TileProgram& p, unsigned m0, unsigned mr, std::uint32_t dst, Sem s) {
-    const Op& mm = op(0);
-    const Tensor& A = g_.tensor(mm.in[0]);
-    const unsigned K = A.cols(), ab = bytes(A.dtype), eb = bytes(mm.format);
-    if (!place(mm.in[0], 0).cols) {
-      p.dma(block_dma(addr_(mm.in[0]) + std::uint64_t{m0} * K * ab, K * ab, A.dtype, dst, mm.format, mr, K), s);
-      return;
-    }
-    for (unsigned c = 0; c < K;) {
-      const Place at = place(mm.in[0], c);
-      const unsigned w = std::min(K, at.col0 + at.cols) - c;
-      TileProgram::Dma d =
-          block_dma(at.address + (std::uint64_t{m0} * at.cols + (c - at.col0)) * ab, at.cols * ab, A.dtype, dst + c * eb, mm.format, mr, w);
-      d.dstride1 = K * eb;
-      p.dma(d, Sem{c == 0 ? s.wait : -1, c + w == K ? s.signal : -1, c + w == K ? s.signal2 : -1});
-      c += w;
-    }
-  }
-  // Rows m0.. (mr) x columns n0.. (nr) of tensor t as packed FP32 rows at
-  // `dst`, a descriptor per stripe they cross where t is striped; `s` goes
-  // with the last.
-  void load_cols(TileProgram& p, int t, unsigned m0, unsigned mr, unsigned n0, unsigned nr, std::uint32_t dst, Sem s) {
+  // Rows m0.. (mr) x columns n0.. (nr) of tensor t, cast to `to`, as
+  // packed rows at `dst`: a descriptor per stripe they cross where t is
+  // striped, the first waiting as `s` says, the last signalling.
+  void load_rows(TileProgram& p, int t, unsigned m0, unsigned mr, unsigned n0, unsigned nr, std::uint32_t dst, DType to, Sem s) {
     const Tensor& X = g_.tensor(t);
-    const unsigned eb = bytes(X.dtype);
+    const unsigned eb = bytes(X.dtype), ob = bytes(to);
     if (!place(t, n0).cols) {
-      load_block(p, addr_(t) + (std::uint64_t{m0} * X.cols() + n0) * eb, X.cols() * eb, X.dtype, dst, DType::f32, mr, nr, s);
+      load_block(p, addr_(t) + (std::uint64_t{m0} * X.cols() + n0) * eb, X.cols() * eb, X.dtype, dst, to, mr, nr, s);
       return;
     }
     for (unsigned c = n0; c < n0 + nr;) {
       const Place at = place(t, c);
       const unsigned w = std::min(n0 + nr, at.col0 + at.cols) - c;
       TileProgram::Dma d = block_dma(at.address + (std::uint64_t{m0} * at.cols + (c - at.col0)) * eb, at.cols * eb, X.dtype,
-                                     dst + (c - n0) * 4, DType::f32, mr, w);
-      d.dstride1 = nr * 4;
-      p.dma(d, c + w == n0 + nr ? s : Sem{});
+                                     dst + (c - n0) * ob, to, mr, w);
+      d.dstride1 = nr * ob;
+      const bool last = c + w == n0 + nr;
+      p.dma(d, Sem{c == n0 ? s.wait : -1, last ? s.signal : -1, last ? s.signal2 : -1});
       c += w;
     }
   }
@@ -512,7 +492,8 @@ class Emitter {
       const unsigned m0 = part.r0 + r * t_.mb, mr = std::min(t_.mb, part.r1 - m0), par = r % 2;
       for (std::size_t s = 1; s < sides_.size(); ++s)
         if (sides_[s] >= 0) load_side(p, s, par, m0, mr, part.c0, W);
-      load_a(p, m0, mr, spm_.at(fmt::format("a{}", par)), Sem{r >= 2 ? kAFree : -1, r > 0 || early ? kLoaded : -1});
+      load_rows(p, mm.in[0], m0, mr, 0, K, spm_.at(fmt::format("a{}", par)), mm.format,
+                Sem{r >= 2 ? kAFree : -1, r > 0 || early ? kLoaded : -1});
       flush(p);  // the block before's store
       const std::uint32_t c = spm_.at(fmt::format("c{}", par));
       for (unsigned kc = 0; kc < nk; ++kc) {
@@ -604,7 +585,7 @@ class Emitter {
         d.group = kScaleBlock, d.scales = spm_.at("sa"), d.scales_local = true;
         p.dma(d);
       } else {
-        load_a(p, m0, mr, spm_.at("a"), Sem{});
+        load_rows(p, mm.in[0], m0, mr, 0, K, spm_.at("a"), mm.format, Sem{});
       }
       bool waited = grp_.prologue < 0;
       for (unsigned n0 = part.c0; n0 < part.c1; n0 += t_.nb, ++j) {
@@ -787,7 +768,7 @@ class Emitter {
       for (unsigned n0 = part.c0; n0 < part.c1; n0 += t_.nb, ++j) {
         const unsigned mr = std::min(t_.mb, part.r1 - m0), nr = std::min(t_.nb, part.c1 - n0), par = j % 2;
         const std::uint32_t x = spm_.at(fmt::format("x{}", par));
-        load_cols(p, anchor.in[0], m0, mr, n0, nr, x, sides.empty() ? Sem{-1, kLoaded} : Sem{});
+        load_rows(p, anchor.in[0], m0, mr, n0, nr, x, DType::f32, sides.empty() ? Sem{-1, kLoaded} : Sem{});
         for (std::size_t s = 0; s < sides.size(); ++s)
           load_side(p, sides[s], par, m0, mr, n0, nr, s + 1 == sides.size() ? Sem{-1, kLoaded} : Sem{});
         flush(p);
