@@ -133,9 +133,11 @@ std::vector<int> narrow_storage(Graph& g, const std::vector<Group>& groups);
 // - a matmul group's output of 1 MiB or more that only row reductions
 //   (argmax, reduce_sum, reduce_max) read, if any, a graph output or not
 //   (a prompt's logits), in `stacks` stripes of whole 16-column units;
-// - an attention's output of 256 KiB or more that only matmuls read, as
-//   their A (not block-scaled), not a graph output (a prompt's heads before
-//   Wo), in up to `stacks` stripes of whole parts' heads (its `tilings`).
+// - an intermediate of 256 KiB or more that only matmuls read, as their A
+//   (not block-scaled, no prologue), made by an attention, a matmul or a
+//   row op (a prompt's heads before Wo, a norm's rows before QKV): an
+//   attention's in up to `stacks` stripes of whole parts' heads (its
+//   `tilings`), the others' in `stacks` stripes of 16-column units.
 // By tensor, the stripes' first columns (the first 0). None for a group
 // in `whole` (one spread over chips: its peers write or read its columns
 // as one matrix), nor for an output such a group reads.
