@@ -316,7 +316,9 @@ TEST(Compiler, AQkvProjectionOnlyAttentionReadsIsStoredInAStackPerStripe) {
     EXPECT_EQ(hs.at(hg[2].out), (std::vector<unsigned>{0, 16, 32, 48}));  // a head a stripe (four heads of 16)
     EXPECT_EQ(stripe_outputs(h, hg, {3}, 4, tl).count(hg[2].out), 0u);    // Wo spread over chips
     EXPECT_EQ(stripe_outputs(h, hg, {1}, 4, tl).count(hg[0].out), 0u);    // the projection spread
-    EXPECT_EQ(stripe_outputs(g, groups, {}, 4, tl).count(groups[1].out), 0u);
+    std::vector<Tiling> gt;
+    for (const Group& grp : groups) gt.push_back(tile(g, grp, Target{}));
+    EXPECT_EQ(stripe_outputs(g, groups, {}, 4, gt).count(groups[1].out), 0u);
   }
   for (bool out : {false, true}) {
     const Graph h = build(out, !out);

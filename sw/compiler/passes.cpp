@@ -492,9 +492,8 @@ Stripes stripe_outputs(const Graph& g, const std::vector<Group>& groups, const s
       for (int rd : readers) {
         const Op& op = g.ops()[static_cast<std::size_t>(rd)];
         ok &= op.kind == OpKind::matmul && !block_scaled(op) && op.in[0] == t && op.in[1] != t;
-        for (std::size_t j = 0; ok && j < groups.size(); ++j)
-          if (groups[j].ops[0] == rd) ok &= !whole.count(j) && groups[j].prologue < 0;
-          else ok &= std::find(groups[j].ops.begin(), groups[j].ops.end(), rd) == groups[j].ops.end() && groups[j].prologue != rd;
+        const auto own = std::find_if(groups.begin(), groups.end(), [&](const Group& x) { return x.ops[0] == rd; });
+        ok &= own != groups.end() && !whole.count(static_cast<std::size_t>(own - groups.begin())) && own->prologue < 0;
       }
       if (ok && anchor == OpKind::attention) {
         // The parts' head ranges, in order, grouped into up to `stacks` stripes.
