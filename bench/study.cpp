@@ -23,7 +23,9 @@
 //                     e % C, all-to-alls: `tessera-vp demo --launches --chips
 //                     C --batch B`) and compiled (each layer's experts in
 //                     slices over every chip's tiles, a launch a step:
-//                     `tessera-vp demo --compiled --chips C --batch B`)
+//                     `tessera-vp demo --compiled --chips C --batch B`), next
+//                     to data parallel (each chip the whole model and its
+//                     share of the sequences: `... --data-parallel`)
 //   energy-batch      decode tokens/s and energy per token of the MoE decoder
 //                     (BF16, one chip, compiled, a launch a step) at batch 1
 //                     to 64, the leakage's share and the run's share of its
@@ -359,10 +361,13 @@ int expert_parallel(const std::string& dir) {
   const unsigned chip_counts[] = {1, 4, 8}, batches[] = {1, 8, 32};
   struct Stack {
     const char *flag, *name, *what;
+    const char* one_chip;  // the flag on one chip, where it differs
   };
   const Stack stacks[] = {
-      {"--launches", "hand-written", "expert e on chip e % C, rows exchanged by all-to-alls, a launch per phase on every chip"},
-      {"--compiled", "compiled", "each layer's experts in slices over every chip's tiles (steps of up to 64 rows), a launch a step"}};
+      {"--launches", "hand-written", "expert e on chip e % C, rows exchanged by all-to-alls, a launch per phase on every chip", nullptr},
+      {"--compiled", "compiled", "each layer's experts in slices over every chip's tiles (steps of up to 64 rows), a launch a step", nullptr},
+      {"--compiled --data-parallel", "data parallel",
+       "each chip the whole model and sequence s on chip s % C, every chip's step launched at once (one chip: compiled)", "--compiled"}};
   std::vector<bench::Series> series;
   std::string csv = "stack,chips,batch,decode_tokens_per_s,percent_of_bound,percent_in_exchanges\n";
   for (const Stack& st : stacks) {
@@ -376,7 +381,7 @@ int expert_parallel(const std::string& dir) {
       line.name = fmt::format("{}, {} chip{}", st.name, chips, chips > 1 ? "s" : "");
       for (unsigned b : batches) {
         double tps = 0, bound = 0, ex = 0;
-        if (!ep_run(st.flag, chips, b, prompt, decode, tps, bound, ex)) return 1;
+        if (!ep_run(chips == 1 && st.one_chip ? st.one_chip : st.flag, chips, b, prompt, decode, tps, bound, ex)) return 1;
         if (chips == 1) single[b] = tps;
         fmt::print("{:>6} {:>6} {:>12.0f} {:>11.1f}% {:>11.0f}%{}\n", chips, b, tps, bound, ex,
                    chips > 1 && single.count(b) ? fmt::format("  ({:.2f}x one chip)", tps / single[b]) : "");

@@ -181,6 +181,13 @@ struct Executable::Impl {
   // about a 250th of the default T1's NoC cut).
   std::uint32_t watchdog_us = 0;
   std::vector<std::vector<double>> exec_seconds;  // by launch of the last run: its nodes' seconds, read as it ended
+  // A run between start() and finish(): the chips' counters at its start,
+  // its simulated start, the current launch's events (the device's, the peers').
+  bool running = false;
+  std::vector<nlohmann::ordered_json> before;
+  double t0 = 0;
+  rt::Event launched;
+  std::vector<rt::Event> peer_launched;
   // By moe op: its split over the tiles, its slice table on each chip, and
   // where the planes (choice j, slice s) of its sums lie (on the device).
   struct Moe {
@@ -1495,6 +1502,12 @@ Executable::~Executable() {
 }
 
 std::map<std::string, std::vector<float>> Executable::run(const std::map<std::string, std::vector<float>>& inputs) {
+  start(inputs);
+  return finish();
+}
+
+void Executable::start(const std::map<std::string, std::vector<float>>& inputs) {
+  if (impl_->running) throw std::logic_error("Executable::start: the last run was not finished");
   check_inputs(g_, inputs);
   if (impl_->inputs.size) {  // every input in place, written in one transfer
     std::vector<std::uint8_t> staged(impl_->inputs.size, 0);
@@ -1505,26 +1518,34 @@ std::map<std::string, std::vector<float>> Executable::run(const std::map<std::st
       }
     dev_.write(impl_->inputs, staged.data(), staged.size());
   }
-  std::vector<nlohmann::ordered_json> before{dev_.stats()};
-  for (const Options::Peer& p : peers_) before.push_back(p.dev->stats());
-  const double t0 = dev_.simulated_seconds();
-  // Each launch queued on the device, then its share on each peer with
-  // work in it (see the hand-over in the constructor), all waited for. A
-  // graph of several launches runs them one after the other, each one's
+  impl_->before = {dev_.stats()};
+  for (const Options::Peer& p : peers_) impl_->before.push_back(p.dev->stats());
+  impl_->t0 = dev_.simulated_seconds();
+  impl_->exec_seconds.assign(impl_->execs.size(), {});
+  impl_->running = true;
+  launch(0);
+}
+
+void Executable::launch(std::size_t k) {
+  // The launch queued on the device, then its share on each peer with work
+  // in it (see the hand-over in the constructor).
+  impl_->launched = dev_.launch_graph(program_, impl_->execs[k], impl_->watchdog_us);
+  impl_->peer_launched.clear();
+  for (const Impl::PeerExec& x : impl_->peer_execs[k])
+    impl_->peer_launched.push_back(peers_[x.peer].dev->launch_graph(peers_[x.peer].program, x.exec, impl_->watchdog_us));
+}
+
+std::map<std::string, std::vector<float>> Executable::finish() {
+  if (!impl_->running) throw std::logic_error("Executable::finish: no run was started");
+  impl_->running = false;
+  // A graph of several launches runs them one after the other, each one's
   // node marks read before the next is queued (a launch's marks are where
   // the next one writes its own): a host round trip per launch.
   const std::size_t L = impl_->execs.size();
-  const bool one_by_one = L > 1;
-  impl_->exec_seconds.assign(L, {});
-  std::vector<rt::Event> launched;
   for (std::size_t k = 0; k < L; ++k) {
-    launched.push_back(dev_.launch_graph(program_, impl_->execs[k], impl_->watchdog_us));
-    std::vector<rt::Event> peer_launched;
-    for (const Impl::PeerExec& x : impl_->peer_execs[k])
-      peer_launched.push_back(peers_[x.peer].dev->launch_graph(peers_[x.peer].program, x.exec, impl_->watchdog_us));
-    if (!one_by_one && k + 1 < L) continue;
+    if (k) launch(k);
     try {
-      for (std::size_t j = one_by_one ? k : 0; j <= k; ++j) dev_.wait(launched[j]);
+      dev_.wait(impl_->launched);
     } catch (const rt::DeviceError&) {
       // The peers' tiles wait for the device's: every hand-over of the
       // launch given to them at once, and they are waited for (whatever
@@ -1533,21 +1554,22 @@ std::map<std::string, std::vector<float>> Executable::run(const std::map<std::st
       for (const Impl::PeerExec& x : impl_->peer_execs[k])
         for (unsigned t = 0; t < impl_->tiles; ++t)
           peers_[x.peer].dev->write32(peers_[x.peer].dev->semaphore(t, kChipSem), impl_->handovers[k]);
-      for (std::size_t j = 0; j < peer_launched.size(); ++j) {
+      for (std::size_t j = 0; j < impl_->peer_launched.size(); ++j) {
         try {
-          peers_[impl_->peer_execs[k][j].peer].dev->wait(peer_launched[j]);
+          peers_[impl_->peer_execs[k][j].peer].dev->wait(impl_->peer_launched[j]);
         } catch (const rt::DeviceError&) {
         }
       }
       throw;
     }
-    for (std::size_t j = 0; j < peer_launched.size(); ++j) peers_[impl_->peer_execs[k][j].peer].dev->wait(peer_launched[j]);
-    if (one_by_one) impl_->exec_seconds[k] = dev_.node_seconds(impl_->execs[k]);
+    for (std::size_t j = 0; j < impl_->peer_launched.size(); ++j)
+      peers_[impl_->peer_execs[k][j].peer].dev->wait(impl_->peer_launched[j]);
+    if (L > 1) impl_->exec_seconds[k] = dev_.node_seconds(impl_->execs[k]);
   }
-  last_seconds_ = dev_.simulated_seconds() - t0;
-  last_bound_ = dev_.roofline(before[0], dev_.stats());
+  last_seconds_ = dev_.simulated_seconds() - impl_->t0;
+  last_bound_ = dev_.roofline(impl_->before[0], dev_.stats());
   for (std::size_t k = 0; k < peers_.size(); ++k) {
-    roofline::Report r = peers_[k].dev->roofline(before[k + 1], peers_[k].dev->stats());
+    roofline::Report r = peers_[k].dev->roofline(impl_->before[k + 1], peers_[k].dev->stats());
     if (r.seconds() > last_bound_.seconds()) last_bound_ = std::move(r);
   }
   std::map<std::string, std::vector<float>> out;

@@ -119,6 +119,13 @@ class Executable {
   // peers, each chip's graph is launched (the device's first) and waited
   // for, launch by launch where the graph runs as several.
   std::map<std::string, std::vector<float>> run(const std::map<std::string, std::vector<float>>& inputs);
+  // run() in two halves, so that the graphs of several chips run at once
+  // (data parallel: each chip its own executable): start() writes the
+  // inputs and queues the (first) launch; finish() waits for it (and runs
+  // the graph's further launches) and reads the outputs. A start() must be
+  // finished before the next; the errors are run()'s, from finish().
+  void start(const std::map<std::string, std::vector<float>>& inputs);
+  std::map<std::string, std::vector<float>> finish();
 
   const Graph& graph() const { return g_; }
   const std::vector<Group>& groups() const { return groups_; }
@@ -145,6 +152,7 @@ class Executable {
 
  private:
   struct Impl;
+  void launch(std::size_t k);  // queues launch k of the graph on the device and its peers
   rt::Device& dev_;
   rt::Kernel program_;
   Graph g_;

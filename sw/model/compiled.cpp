@@ -175,38 +175,42 @@ compiler::Executable& CompiledModel::executable(unsigned rows) {
 
 std::vector<float> CompiledModel::step(const std::vector<Seq>& batch, std::vector<std::uint32_t>* next,
                                        std::vector<std::vector<std::uint32_t>>* routes) {
+  start(batch);
+  return finish(next, routes);
+}
+
+void CompiledModel::start(const std::vector<Seq>& batch) {
+  if (started_) throw std::logic_error("CompiledModel::start: the last step was not finished");
   // The batch checked and its pages given (one sequence: the unpaged graphs
   // read the positions only).
   std::vector<std::uint32_t> tokens;
-  const std::vector<KvPages::Part> parts = pages_.admit(batch, tokens);
+  auto st = std::make_unique<Started>();
+  st->parts = pages_.admit(batch, tokens);
+  st->rows = static_cast<unsigned>(tokens.size());
   std::map<std::string, std::vector<float>> in;
   std::vector<float>& positions = in["positions"];
-  for (const KvPages::Part& q : parts)
+  for (const KvPages::Part& q : st->parts)
     for (unsigned r = 0; r < q.rows; ++r) positions.push_back(static_cast<float>(q.pos + r));
   if (c_.max_sequences > 1) {
     std::vector<float>&sequences = in["sequences"], &table = in["pages"];
-    for (const KvPages::Part& q : parts) sequences.insert(sequences.end(), q.rows, static_cast<float>(q.seq));
+    for (const KvPages::Part& q : st->parts) sequences.insert(sequences.end(), q.rows, static_cast<float>(q.seq));
     table.assign(std::size_t{c_.max_sequences} * pages_.per_sequence(), 0.0f);
     for (unsigned s = 0; s < c_.max_sequences; ++s)
       for (std::size_t i = 0; i < pages_.pages(s).size(); ++i) table[s * pages_.per_sequence() + i] = static_cast<float>(pages_.pages(s)[i]);
   }
-  std::vector<float> rows_next;
-  std::vector<float> logits = launch(tokens, std::move(in), rows_next, routes);
-  if (next) {
-    next->clear();
-    for (const KvPages::Part& q : parts) next->push_back(static_cast<std::uint32_t>(rows_next[q.row0 + q.rows - 1]));
-  }
-  return logits;
+  in["tokens"].assign(tokens.begin(), tokens.end());
+  st->ex = &executable(st->rows);
+  st->t0 = dev_.simulated_seconds();
+  st->ex->start(in);
+  started_ = std::move(st);
 }
 
-std::vector<float> CompiledModel::launch(const std::vector<std::uint32_t>& tokens, std::map<std::string, std::vector<float>> in,
-                                         std::vector<float>& rows_next, std::vector<std::vector<std::uint32_t>>* routes) {
-  const unsigned T = static_cast<unsigned>(tokens.size());
-  compiler::Executable& ex = executable(T);
-  in["tokens"].assign(tokens.begin(), tokens.end());
-  const double t0 = dev_.simulated_seconds();
-  std::map<std::string, std::vector<float>> out = ex.run(in);
-  const double took = dev_.simulated_seconds() - t0;
+std::vector<float> CompiledModel::finish(std::vector<std::uint32_t>* next, std::vector<std::vector<std::uint32_t>>* routes) {
+  if (!started_) throw std::logic_error("CompiledModel::finish: no step was started");
+  const std::unique_ptr<Started> st = std::move(started_);
+  compiler::Executable& ex = *st->ex;
+  std::map<std::string, std::vector<float>> out = ex.finish();
+  const double took = dev_.simulated_seconds() - st->t0;
   // Each node's time to its phase (by the name of the op that anchors it).
   const std::vector<double> node = ex.node_seconds();
   double kernels = 0;
@@ -227,15 +231,115 @@ std::vector<float> CompiledModel::launch(const std::vector<std::uint32_t>& token
   profile_.kernels += kernels;
   profile_.host_io += took - kernels;
   profile_.bounds["step"].add(ex.last_bound(), took);
-  rows_next = std::move(out.at("next"));
+  const std::vector<float>& rows_next = out.at("next");
+  if (next) {
+    next->clear();
+    for (const KvPages::Part& q : st->parts) next->push_back(static_cast<std::uint32_t>(rows_next[q.row0 + q.rows - 1]));
+  }
   if (routes) {
     routes->assign(c_.layers, {});
     for (unsigned l = 0; l < c_.layers; ++l) {
       const std::vector<float>& r = out.at(fmt::format("layer{}.route", l));
-      for (unsigned i = 0; i < 2 * T; ++i) (*routes)[l].push_back(static_cast<std::uint32_t>(r[i]));
+      for (unsigned i = 0; i < 2 * st->rows; ++i) (*routes)[l].push_back(static_cast<std::uint32_t>(r[i]));
     }
   }
   return std::move(out.at("logits"));
+}
+
+DataParallel::DataParallel(const std::vector<rt::Device*>& chips, const Config& c, const Weights& w) : c_(c), local_(c) {
+  const unsigned n = static_cast<unsigned>(chips.size());
+  if (n == 0) throw rt::UsageError("model: data parallel on no chips");
+  local_.max_sequences = (c.max_sequences + n - 1) / n;
+  for (rt::Device* d : chips) replicas_.push_back(std::make_unique<CompiledModel>(*d, local_, w));
+}
+
+DataParallel::~DataParallel() = default;
+
+std::vector<std::vector<Model::Seq>> DataParallel::split(const std::vector<Seq>& batch, std::vector<std::vector<std::size_t>>* index) const {
+  const unsigned n = chips();
+  std::vector<std::vector<Seq>> by(n);
+  if (index) index->assign(n, {});
+  for (std::size_t i = 0; i < batch.size(); ++i) {
+    if (batch[i].seq >= c_.max_sequences)
+      throw rt::UsageError(fmt::format("model: sequence {} of a batch model of {} sequences", batch[i].seq, c_.max_sequences));
+    Seq s = batch[i];
+    s.seq = batch[i].seq / n;
+    by[batch[i].seq % n].push_back(std::move(s));
+    if (index) (*index)[batch[i].seq % n].push_back(i);
+  }
+  return by;
+}
+
+void DataParallel::prepare(const std::vector<Seq>& batch) {
+  const std::vector<std::vector<Seq>> by = split(batch, nullptr);
+  for (unsigned k = 0; k < chips(); ++k) {
+    unsigned rows = 0;
+    for (const Seq& s : by[k]) rows += static_cast<unsigned>(s.tokens.size());
+    if (rows) replicas_[k]->executable(rows);
+  }
+}
+
+std::vector<float> DataParallel::step(const std::vector<Seq>& batch, std::vector<std::uint32_t>* next,
+                                      std::vector<std::vector<std::uint32_t>>* routes) {
+  std::vector<std::vector<std::size_t>> index;
+  const std::vector<std::vector<Seq>> by = split(batch, &index);
+  // Each chip's rows in the batch's order: where each sequence's rows begin.
+  std::vector<unsigned> row0(batch.size());
+  unsigned rows = 0;
+  for (std::size_t i = 0; i < batch.size(); ++i) row0[i] = rows, rows += static_cast<unsigned>(batch[i].tokens.size());
+  // Every chip's step queued, then each waited for (a chip whose start
+  // failed leaves the ones started before it to be finished first).
+  std::vector<unsigned> started;
+  try {
+    for (unsigned k = 0; k < chips(); ++k)
+      if (!by[k].empty()) replicas_[k]->start(by[k]), started.push_back(k);
+  } catch (...) {
+    for (unsigned k : started) {
+      try {
+        replicas_[k]->finish(nullptr, nullptr);
+      } catch (...) {
+      }
+    }
+    throw;
+  }
+  std::vector<float> logits(std::size_t{rows} * c_.vocab);
+  if (next) next->assign(batch.size(), 0);
+  if (routes) routes->assign(c_.layers, std::vector<std::uint32_t>(2 * std::size_t{rows}));
+  std::exception_ptr failed;
+  for (unsigned k : started) {
+    std::vector<std::uint32_t> own_next;
+    std::vector<std::vector<std::uint32_t>> own_routes;
+    std::vector<float> own;
+    try {
+      own = replicas_[k]->finish(&own_next, &own_routes);
+    } catch (...) {  // the other chips' steps are finished all the same
+      if (!failed) failed = std::current_exception();
+      continue;
+    }
+    std::size_t r = 0;  // the chip's rows, in its sequences' order
+    for (std::size_t j = 0; j < by[k].size(); ++j) {
+      const std::size_t i = index[k][j], n = batch[i].tokens.size();
+      std::copy_n(own.begin() + static_cast<std::ptrdiff_t>(r * c_.vocab), n * c_.vocab,
+                  logits.begin() + static_cast<std::ptrdiff_t>(std::size_t{row0[i]} * c_.vocab));
+      if (next) (*next)[i] = own_next[j];
+      if (routes)
+        for (unsigned l = 0; l < c_.layers; ++l)
+          std::copy_n(own_routes[l].begin() + static_cast<std::ptrdiff_t>(2 * r), 2 * n,
+                      (*routes)[l].begin() + static_cast<std::ptrdiff_t>(2 * std::size_t{row0[i]}));
+      r += n;
+    }
+  }
+  if (failed) std::rethrow_exception(failed);
+  return logits;
+}
+
+void DataParallel::release(unsigned seq) { replicas_[seq % chips()]->release(seq / chips()); }
+
+const Profile& DataParallel::profile() const {
+  const CompiledModel* busiest = replicas_[0].get();
+  for (const auto& r : replicas_)
+    if (r->profile().total() > busiest->profile().total()) busiest = r.get();
+  return busiest->profile();
 }
 
 }  // namespace tessera::model

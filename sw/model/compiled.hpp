@@ -47,6 +47,11 @@ class CompiledModel : public Model {
   using Model::step;
   std::vector<float> step(const std::vector<Seq>& batch, std::vector<std::uint32_t>* next,
                           std::vector<std::vector<std::uint32_t>>* routes) override;
+  // step() in two halves, so that several chips' models run a step at once
+  // (DataParallel): start() admits the batch and queues its launch,
+  // finish() waits for it and gives what step() gives.
+  void start(const std::vector<Seq>& batch);
+  std::vector<float> finish(std::vector<std::uint32_t>* next, std::vector<std::vector<std::uint32_t>>* routes);
   void release(unsigned seq) override { pages_.release(seq); }
   // Where the time went: each node's time in its phase's bucket (attention,
   // wo, router, experts, combine, head, embed, argmax), the rest of each
@@ -69,9 +74,15 @@ class CompiledModel : public Model {
   }
 
  private:
-  // Runs the step of tokens.size() rows; the logits, and each row's argmax in `rows_next`.
-  std::vector<float> launch(const std::vector<std::uint32_t>& tokens, std::map<std::string, std::vector<float>> in,
-                            std::vector<float>& rows_next, std::vector<std::vector<std::uint32_t>>* routes);
+  // The step between start() and finish(): its sequences' parts, its rows,
+  // its executable and its simulated start.
+  struct Started {
+    std::vector<KvPages::Part> parts;
+    unsigned rows = 0;
+    compiler::Executable* ex = nullptr;
+    double t0 = 0;
+  };
+  std::unique_ptr<Started> started_;
 
   rt::Device& dev_;
   const Config& c_;
@@ -83,6 +94,42 @@ class CompiledModel : public Model {
   std::map<std::string, rt::Buffer> caches_;
   std::shared_ptr<compiler::WeightStore> weights_;  // one copy for the steps of every length
   Profile profile_;
+};
+
+// Data parallel: a CompiledModel on each chip of a system, each holding
+// the whole model (its own copy of the weights) and its own KV caches;
+// sequence s runs on chip s mod N, as its sequence s / N there. A step's
+// sequences go to their chips and every chip's graph runs at once (the
+// host starts each chip's step, then finishes each), no data crossing
+// between the chips. For batches: throughput grows with the chips where
+// the model fits one chip (the experts' and matmuls' spreading over a
+// system, CompiledModel's, is for one sequence or a model too large).
+class DataParallel : public Model {
+ public:
+  DataParallel(const std::vector<rt::Device*>& chips, const Config& c, const Weights& w);
+  ~DataParallel() override;
+  using Model::step;
+  std::vector<float> step(const std::vector<Seq>& batch, std::vector<std::uint32_t>* next,
+                          std::vector<std::vector<std::uint32_t>>* routes) override;
+  void release(unsigned seq) override;
+  // The busiest chip's (the one whose steps took the longest in all).
+  const Profile& profile() const override;
+  const Config& config() const override { return c_; }
+  // One chip's: a step's share of each chip (its sequences' tokens) must
+  // fit a step of that chip's model, which refuses more (rt::UsageError).
+  unsigned max_step_tokens() const override { return replicas_[0]->max_step_tokens(); }
+  // Compiles, on each chip, the step its share of `batch` makes (the
+  // sequences' ids and token counts; nothing runs).
+  void prepare(const std::vector<Seq>& batch);
+  unsigned chips() const { return static_cast<unsigned>(replicas_.size()); }
+  const CompiledModel& replica(unsigned k) const { return *replicas_.at(k); }
+
+ private:
+  // The batch's sequences by chip, renumbered as that chip's, and each one's index in the batch.
+  std::vector<std::vector<Seq>> split(const std::vector<Seq>& batch, std::vector<std::vector<std::size_t>>* index) const;
+  const Config& c_;
+  Config local_;  // a chip's: max_sequences its share
+  std::vector<std::unique_ptr<CompiledModel>> replicas_;
 };
 
 }  // namespace tessera::model

@@ -30,7 +30,7 @@ using namespace tessera;
 
 namespace {
 int usage(const char* why) {
-  std::fprintf(stderr, "tessera demo: %s\nusage: tessera-vp demo [--tiny] [--fp8] [--launches] [--device-dispatch] [--compiled | --hand-written] [--batch B] [--serve RATE [--requests N] | --serve-from TRACE.csv] [--chips 1|4|8|16|32|64] [--prompt N (1-256)] [--decode N] [--seed S] [--speculate K [--acceptance A] [--draft first-layer|small]] [--trace FILE.json] [--waves FILE.vcd] [--stats FILE.json] [--set inst.key=value ...] [--placement R,R,... (under mpirun)]\n       tessera-vp demo --hf-config FILE.json [--weights FILE|DIR] [--layers N] [--prompt N] [--decode N] [--seed S] [--batch B] [--chips 1|4|8|16|32|64] [--check] [--timing-only] [--routing model|seeded] [--set inst.key=value ...]\n", why);
+  std::fprintf(stderr, "tessera demo: %s\nusage: tessera-vp demo [--tiny] [--fp8] [--launches] [--device-dispatch] [--compiled | --hand-written] [--batch B] [--serve RATE [--requests N] | --serve-from TRACE.csv] [--chips 1|4|8|16|32|64 [--data-parallel]] [--prompt N (1-256)] [--decode N] [--seed S] [--speculate K [--acceptance A] [--draft first-layer|small]] [--trace FILE.json] [--waves FILE.vcd] [--stats FILE.json] [--set inst.key=value ...] [--placement R,R,... (under mpirun)]\n       tessera-vp demo --hf-config FILE.json [--weights FILE|DIR] [--layers N] [--prompt N] [--decode N] [--seed S] [--batch B] [--chips 1|4|8|16|32|64] [--check] [--timing-only] [--routing model|seeded] [--set inst.key=value ...]\n", why);
   return 2;
 }
 bool number(const char* s, unsigned& out) {
@@ -48,6 +48,7 @@ int tessera::model::demo_main(int argc, char** argv) {
   model::Config c;
   unsigned prompt = 32, decode = 32, seed = 1, speculate = 0, chips = 1;
   bool launches = false;  // a launch per phase, waited for, instead of a graph per step
+  bool data_parallel = false;  // --data-parallel: each chip the whole model and its share of the sequences
   // The model compiled from its graph (sw/compiler, compiled.hpp): the
   // default, in BF16 or FP8, on one chip or several, for one sequence, a
   // batch, serving and speculative decoding; DeviceModel's hand-written
@@ -96,6 +97,7 @@ int tessera::model::demo_main(int argc, char** argv) {
         return usage("--draft takes first-layer (the target's first layer, its LM head) or small (a model of a quarter of the width, one layer)");
     }
     else if (a == "--chips") { if (!value(chips) || (chips != 1 && chips != 4 && chips != 8 && chips != 16 && chips != 32 && chips != 64)) return usage("--chips takes 1, 4 (platform/t1x4-ring.json), 8, 16, 32 or 64 (platform/t1xN-torus.json)"); }
+    else if (a == "--data-parallel") data_parallel = true;
     else if (a == "--trace") { if (i + 1 >= argc) return usage("--trace takes a file (FILE.json)"); opt.trace = argv[++i]; }
     else if (a == "--waves") { if (i + 1 >= argc) return usage("--waves takes a file (FILE.vcd)"); opt.waves = argv[++i]; }
     else if (a == "--stats") { if (i + 1 >= argc) return usage("--stats takes a file (FILE.json)"); stats_file = argv[++i]; }
@@ -119,6 +121,8 @@ int tessera::model::demo_main(int argc, char** argv) {
     return usage("under mpirun the main job spreads a system's chips over the ranks (--chips 4 to 64); one chip runs in "
                  "one process, without mpirun");
   if (chips > 1 && speculate) return usage("--speculate runs on one chip");
+  if (data_parallel && chips == 1) return usage("--data-parallel spreads a batch's sequences over a system's chips (--chips 4 to 64)");
+  if (data_parallel && hand_written) return usage("--data-parallel runs the compiled model (not --hand-written)");
   if (!opt.placement.empty() && (chips == 1 || launched_ranks() < 2))
     return usage("--placement places a system's chips (--chips 4 to 64) on the ranks of an mpirun");
   if (batch > 1 && speculate) return usage("--speculate decodes one sequence (no --batch)");
@@ -143,6 +147,7 @@ int tessera::model::demo_main(int argc, char** argv) {
   const bool compilable = !launches && !c.device_dispatch;
   if (compiled && !compilable) return usage("--compiled runs the graph as one launch a step (not with --launches or --device-dispatch)");
   compiled = compiled || (compilable && !hand_written);
+  if (data_parallel && !compiled) return usage("--data-parallel runs the compiled model (not with --launches or --device-dispatch)");
   if (chips > 1 && c.device_dispatch) return usage("--device-dispatch runs on one chip (on several the host dispatches)");
   // A step is one graph where it can be (BF16 on one chip: the tiles
   // dispatch the experts); --launches, FP8 and several chips run a launch
@@ -167,7 +172,11 @@ int tessera::model::demo_main(int argc, char** argv) {
       std::printf("experts dispatched by the %s; %s\n", c.device_dispatch ? "tiles (from the router's output)" : "host (it reads the router's choices)",
                   c.graph ? "each step one graph: its phases run on the device with barriers between them, one launch a step"
                           : "a launch per phase, each waited for by the host");
-    if (chips > 1 && compiled)
+    if (data_parallel)
+      std::printf("%u chips (%s), data parallel: each chip the whole model (its own copy of the weights, its own KV caches) "
+                  "and sequence s on chip s %% %u; every chip's step launched at once, nothing exchanged between them\n",
+                  chips, opt.platform.substr(opt.platform.rfind('/') + 1).c_str(), chips);
+    else if (chips > 1 && compiled)
       std::printf("%u chips (%s): each layer's experts split in slices over the tiles of chips 0-%u (tensor parallel), chip 0 "
                   "pushing the rows to them and their tiles sending their sums back, the chips handing over through each other's "
                   "semaphores%s\n",
@@ -189,15 +198,29 @@ int tessera::model::demo_main(int argc, char** argv) {
     if (compiled) {
       // Compiled (and its weights uploaded) before the prompt: the steps of
       // the prefill's lengths and of the decode steps' (one token a sequence).
-      auto cm = std::make_unique<model::CompiledModel>(devices, c, w);
+      std::unique_ptr<model::CompiledModel> cm;
+      std::unique_ptr<model::DataParallel> dp;
+      if (data_parallel) dp = std::make_unique<model::DataParallel>(devices, c, w);
+      else cm = std::make_unique<model::CompiledModel>(devices, c, w);
+      // The step of `rows` tokens of each of sequences b0 .. b1 - 1.
+      auto prepare = [&](unsigned b0, unsigned b1, unsigned rows) {
+        if (cm) return static_cast<void>(cm->executable((b1 - b0) * rows));
+        std::vector<model::Model::Seq> seqs;
+        for (unsigned b = b0; b < b1; ++b) seqs.push_back({b, std::vector<std::uint32_t>(rows, 0), 0});
+        dp->prepare(seqs);
+      };
       if (!serving && !speculate) {
-        const unsigned most = cm->max_step_tokens(), group = prompt > most ? 0 : std::max(1u, most / prompt);  // prompts prefilled together
-        if (prompt > most) cm->executable(most);
-        if (prompt > most && prompt % most) cm->executable(prompt % most);
-        for (unsigned b = 0; group && b < batch; b += group) cm->executable(std::min(group, batch - b) * prompt);
-        if (decode) cm->executable(batch);
+        const unsigned most = cm ? cm->max_step_tokens() : dp->max_step_tokens();
+        const unsigned group = prompt > most ? 0 : std::max(1u, most / prompt);  // prompts prefilled together
+        for (unsigned b = 0; prompt > most && b < batch; ++b) {
+          prepare(b, b + 1, most);
+          if (prompt % most) prepare(b, b + 1, prompt % most);
+        }
+        for (unsigned b = 0; group && b < batch; b += group) prepare(b, std::min(batch, b + group), prompt);
+        if (decode) prepare(0, batch, 1);
       }
-      m = std::move(cm);
+      if (cm) m = std::move(cm);
+      else m = std::move(dp);
     } else {
       m = std::make_unique<model::DeviceModel>(devices, c, w);
     }
@@ -299,9 +322,10 @@ int tessera::model::demo_main(int argc, char** argv) {
                     reqs.size(), serve_from.c_str(), reqs.back().arrival * 1e6, p0, p1, o0, o1, seed, batch);
       }
       model::Served sv = model::serve(dev, *m, reqs, energy);
-      // The idle stretches the serving loop skipped: the chip leaks through them.
+      // The idle stretches the serving loop skipped: the chips leak through them.
       double leakage_w = 0;
-      for (double w : dev.energy().static_watts) leakage_w += w;
+      for (rt::Device* d : devices)
+        for (double w : d->energy().static_watts) leakage_w += w;
       sv.joules += leakage_w * sv.idle;
       std::printf("served in %.1f us of virtual time (%.1f us of it idle, skipped), %u steps: %.0f output tokens/s (%u "
                   "outputs, %u prompt tokens); energy %.1f uJ per output token (idle leakage included)\n",
@@ -427,6 +451,12 @@ int tessera::model::demo_main(int argc, char** argv) {
                 boot * 1e6, (loaded - boot) * 1e6, prefill_s * 1e6, prefill_s * 1e6 / prompt_tokens, decode_s * 1e6,
                 decode ? decode_s * 1e6 / decode : 0.0, batch > 1 ? fmt::format(" of each of {} sequences", batch).c_str() : "",
                 decode ? decode * batch / decode_s : 0.0);
+    if (const auto* dp = dynamic_cast<const model::DataParallel*>(m.get())) {
+      std::uint64_t most = 0;
+      for (unsigned k = 0; k < dp->chips(); ++k) most = std::max(most, dp->replica(k).weight_bytes());
+      std::printf("compiled steps: %zu graphs on chip 0 (a step length each), up to %.2f MB of weights on each of %u chips\n",
+                  dp->replica(0).steps(), most / 1e6, dp->chips());
+    }
     if (const auto* cm = dynamic_cast<const model::CompiledModel*>(m.get())) {
       // The weights in BF16 (norms FP32), once: what the graphs' layouts hold against.
       const double d = c.d_model, once = 2 * (2 * c.vocab * d + c.layers * (4 * d * d + d * c.experts + 3 * c.experts * d * c.hidden)) +
@@ -512,6 +542,8 @@ int tessera::model::demo_main(int argc, char** argv) {
       j["routing_disagreements"] = disagreements;
       j["simulated_time_s"] = dev.simulated_seconds();
       j["batch"] = batch;
+      j["chips"] = chips;
+      j["parallelism"] = data_parallel ? "data" : chips == 1 ? "none" : compiled ? "experts and matmuls" : "experts";
       j["prefill_s"] = prefill_s;
       j["decode_s"] = decode_s;
       j["prefill_j"] = prefill_j;

@@ -287,19 +287,20 @@ TEST(Model, AStepAsOneGraphGivesTheLaunchesLogitsBitForBit) {
   EXPECT_THROW(DeviceModel(dev, c, w), rt::UsageError) << "a graph needs the experts dispatched on the device";
 }
 
-// Batching: three sequences (prompts of 5, 3 and 4 tokens) prefilled in
-// one step and decoded together give bit for bit the logits and tokens of
-// three runs of one sequence each (on `single`, as sequence `single_seq`
-// or, where it is negative, as its own); each sequence keeps its own paged
-// KV cache. Every row's arithmetic is its own (GEMMs, norms, the experts'
-// slices), so nothing may differ.
-void batch_gives_single_runs(const Config& c, Model& single, int single_seq, Model& batched) {
-  const std::vector<std::vector<std::uint32_t>> prompts = {{1, 17, 42, 200, 5}, {9, 8, 7}, {250, 3, 99, 64}};
+// Batching: three sequences (prompts of 5, 3 and 4 tokens; or `prompts`)
+// prefilled in one step and decoded together give bit for bit the logits
+// and tokens of runs of one sequence each (on `single`, as sequence
+// `single_seq` or, where it is negative, as its own); each sequence keeps
+// its own paged KV cache. Every row's arithmetic is its own (GEMMs, norms,
+// the experts' slices), so nothing may differ.
+void batch_gives_single_runs(const Config& c, Model& single, int single_seq, Model& batched,
+                             const std::vector<std::vector<std::uint32_t>>& prompts = {{1, 17, 42, 200, 5}, {9, 8, 7}, {250, 3, 99, 64}}) {
+  const unsigned n = static_cast<unsigned>(prompts.size());
   const unsigned steps = 4;  // the prefill, then three decode steps
   // One sequence at a time: its logits per step (the last row's), its tokens.
-  std::vector<std::vector<std::vector<float>>> want(3);
-  std::vector<std::vector<std::uint32_t>> want_tokens(3);
-  for (unsigned b = 0; b < 3; ++b) {
+  std::vector<std::vector<std::vector<float>>> want(n);
+  std::vector<std::vector<std::uint32_t>> want_tokens(n);
+  for (unsigned b = 0; b < n; ++b) {
     std::vector<std::uint32_t> tokens = prompts[b];
     unsigned pos = 0;
     for (unsigned step = 0; step < steps; ++step) {
@@ -312,14 +313,14 @@ void batch_gives_single_runs(const Config& c, Model& single, int single_seq, Mod
     }
   }
   std::vector<Model::Seq> batch;
-  for (unsigned b = 0; b < 3; ++b) batch.push_back({b, prompts[b], 0});
+  for (unsigned b = 0; b < n; ++b) batch.push_back({b, prompts[b], 0});
   for (unsigned step = 0; step < steps; ++step) {
     std::vector<std::uint32_t> next;
     std::vector<std::vector<std::uint32_t>> routes;
     const auto logits = batched.step(batch, &next, &routes);
-    ASSERT_EQ(next.size(), 3u);
+    ASSERT_EQ(next.size(), n);
     unsigned row = 0;
-    for (unsigned b = 0; b < 3; ++b) {
+    for (unsigned b = 0; b < n; ++b) {
       row += static_cast<unsigned>(batch[b].tokens.size());
       EXPECT_EQ(std::memcmp(&logits[std::size_t{row - 1} * c.vocab], want[b][step].data(), c.vocab * 4), 0)
           << "sequence " << b << ", step " << step;
@@ -335,7 +336,7 @@ void batch_gives_single_runs(const Config& c, Model& single, int single_seq, Mod
   std::vector<std::uint32_t> next;
   const auto again = batched.step({{1, prompts[1], 0}, {2, {want_tokens[2][steps - 1]}, batch[2].pos}}, &next, nullptr);
   EXPECT_EQ(std::memcmp(&again[2ull * c.vocab], want[1][0].data(), c.vocab * 4), 0) << "sequence 1 afresh";
-  EXPECT_THROW(batched.step({{3, {1}, 0}}, &next, nullptr), rt::UsageError) << "past max_sequences";
+  EXPECT_THROW(batched.step({{c.max_sequences, {1}, 0}}, &next, nullptr), rt::UsageError) << "past max_sequences";
   EXPECT_THROW(batched.step({{0, {1}, 0}, {0, {2}, 0}}, &next, nullptr), rt::UsageError) << "a sequence twice";
   EXPECT_THROW(batched.step({{0, {1}, 90}}, &next, nullptr), rt::UsageError) << "past the context";
   EXPECT_THROW(batched.step({{0, {1}, 20}}, &next, nullptr), rt::UsageError) << "a gap after what sequence 0 holds";
@@ -367,6 +368,51 @@ TEST(Model, ACompiledBatchGivesTheTokensOfTheUnpagedModelsSingleRuns) {
   // Each prompt run on the one-sequence model afresh.
   CompiledPair m;
   batch_gives_single_runs(m.paged, m.single, 0, m.batched);
+}
+
+TEST(Model, DataParallelOverFourChipsGivesEachSequenceItsSingleRunsBits) {
+  // Six sequences over the ring of four (chips 0 and 1 two each, as their
+  // sequences 0 and 1, over paged caches), each chip's step launched before
+  // any is waited for: every sequence's logits and tokens are those of its
+  // runs alone on one chip's one-sequence model, bit for bit; every chip
+  // computes; the batch's steps take less virtual time than on one chip.
+  Config paged = tiny(), one = tiny();
+  paged.max_sequences = 8;
+  const Weights w = Weights::random(paged);
+  rt::Device::Options o;
+  o.platform = rt::Device::system_platform(4);
+  rt::Cluster cluster(o);
+  std::vector<rt::Device*> all;
+  for (unsigned k = 0; k < cluster.chips(); ++k) all.push_back(&cluster.chip(k));
+  CompiledModel single(*all[0], one, w), batched(*all[0], paged, w);
+  DataParallel dp(all, paged, w);
+  ASSERT_EQ(dp.chips(), 4u);
+  const std::vector<std::vector<std::uint32_t>> prompts = {{1, 17, 42, 200, 5}, {9, 8, 7},    {250, 3, 99, 64},
+                                                           {4, 4},              {77, 1, 2, 3, 9, 11}, {31}};
+  const auto before = cluster.stats();
+  batch_gives_single_runs(paged, single, 0, dp, prompts);
+  const auto after = cluster.stats();
+  for (unsigned k = 0; k < 4; ++k) {
+    std::uint64_t macs = 0;
+    for (unsigned t = 0; t < all[k]->tiles(); ++t) {
+      const std::string tile = "chip" + std::to_string(k) + ".tile" + std::to_string(t);
+      macs += after[tile]["tensor_macs_bf16"].get<std::uint64_t>() - before[tile]["tensor_macs_bf16"].get<std::uint64_t>();
+    }
+    EXPECT_GT(macs, 0u) << "chip " << k << " ran its sequences";
+  }
+  // A decode step of the six, here and on one chip.
+  std::vector<Model::Seq> prefill, step;
+  for (unsigned b = 0; b < 6; ++b) prefill.push_back({b, prompts[b], 0}), step.push_back({b, {7}, static_cast<unsigned>(prompts[b].size())});
+  double spread = 0, alone = 0;
+  for (auto [m, took] : {std::pair<Model*, double*>{&dp, &spread}, {&batched, &alone}}) {
+    m->step(prefill, nullptr, nullptr);
+    const double t0 = all[0]->simulated_seconds();
+    m->step(step, nullptr, nullptr);
+    *took = all[0]->simulated_seconds() - t0;
+  }
+  std::printf("a decode step of 6 sequences: %.2f us data parallel on 4 chips, %.2f us on one\n", spread * 1e6, alone * 1e6);
+  EXPECT_LT(spread, alone);
+  EXPECT_THROW(DataParallel({}, paged, w), rt::UsageError);
 }
 
 // Serving: five requests, three arriving together (their prompts do not

@@ -430,6 +430,17 @@ TEST(Cli, DemoCompiledRunsTheModelFromItsGraph) {
   Outcome fp8_hand = vp("demo --tiny --fp8 --hand-written --prompt 6 --decode 4 --seed 3");
   EXPECT_EQ(fp8_hand.code, 0) << fp8_hand.err;
   EXPECT_EQ(tokens(fp8.out), tokens(fp8_hand.out));
+  // Data parallel on the ring of four: sequence s on chip s mod 4 with
+  // the whole model, sequence 0's tokens those of the single run.
+  Outcome dp = vp("demo --tiny --chips 4 --data-parallel --batch 5 --prompt 6 --decode 4 --seed 3");
+  EXPECT_EQ(dp.code, 0) << dp.err;
+  EXPECT_NE(dp.out.find("data parallel: each chip the whole model"), std::string::npos) << dp.out;
+  EXPECT_NE(dp.out.find("of weights on each of 4 chips"), std::string::npos) << dp.out;
+  EXPECT_NE(dp.out.find("(bound 0.05 for BF16)"), std::string::npos) << dp.out;
+  EXPECT_EQ(tokens(dp.out), tokens(r.out));
+  expect_refused("demo --tiny --data-parallel --batch 4", "--data-parallel spreads a batch's sequences over a system's chips");
+  expect_refused("demo --tiny --chips 4 --data-parallel --hand-written", "--data-parallel runs the compiled model");
+  expect_refused("demo --tiny --chips 4 --data-parallel --launches", "--data-parallel runs the compiled model");
   Outcome launches = vp("demo --tiny --compiled --launches");
   EXPECT_EQ(launches.code, 2);
   EXPECT_NE(launches.err.find("--compiled runs the graph as one launch a step"), std::string::npos) << launches.err;
