@@ -188,6 +188,13 @@ struct Executable::Impl {
   double t0 = 0;
   rt::Event launched;
   std::vector<rt::Event> peer_launched;
+  // The outputs as fetch() reads them: all but the striped ones, and each
+  // striped one's stripes (by tensor).
+  struct Fetched {
+    std::vector<std::uint8_t> all;
+    std::map<int, std::vector<std::vector<std::uint8_t>>> parts;
+  };
+  Fetched fetched;
   // By moe op: its split over the tiles, its slice table on each chip, and
   // where the planes (choice j, slice s) of its sums lie (on the device).
   struct Moe {
@@ -1536,7 +1543,14 @@ void Executable::launch(std::size_t k) {
 }
 
 std::map<std::string, std::vector<float>> Executable::finish() {
-  if (!impl_->running) throw std::logic_error("Executable::finish: no run was started");
+  wait();
+  fetch();
+  dev_.wait_io();
+  return outputs();
+}
+
+void Executable::wait() {
+  if (!impl_->running) throw std::logic_error("Executable::wait: no run was started");
   impl_->running = false;
   // A graph of several launches runs them one after the other, each one's
   // node marks read before the next is queued (a launch's marks are where
@@ -1572,26 +1586,47 @@ std::map<std::string, std::vector<float>> Executable::finish() {
     roofline::Report r = peers_[k].dev->roofline(impl_->before[k + 1], peers_[k].dev->stats());
     if (r.seconds() > last_bound_.seconds()) last_bound_ = std::move(r);
   }
+}
+
+void Executable::fetch() {
+  // Every output but the striped ones in one transfer, a striped one a
+  // stripe at a time; posted, so that several chips' reads overlap.
+  Impl::Fetched& f = impl_->fetched;
+  f.all.assign(impl_->outputs.size, 0);
+  f.parts.clear();
+  for (int t : g_.outputs())
+    if (!impl_->at.count(t))
+      for (unsigned i = 0; const HbmSlot* s = hbm_.find(t, i); ++i)
+        f.parts[t].emplace_back(g_.tensor(t).rows() * s->cols * bytes(g_.tensor(t).dtype));
+  if (!f.all.empty()) dev_.read_post(impl_->outputs, f.all.data(), f.all.size());
+  for (int t : g_.outputs()) {
+    if (impl_->at.count(t)) continue;
+    std::vector<std::vector<std::uint8_t>>& parts = f.parts.at(t);
+    for (unsigned i = 0; i < parts.size(); ++i) {
+      const HbmSlot* s = hbm_.find(t, i);
+      dev_.read_post(impl_->arenas[s->stack], parts[i].data(), parts[i].size(), s->offset);
+    }
+  }
+}
+
+std::map<std::string, std::vector<float>> Executable::outputs() {
+  const Impl::Fetched& f = impl_->fetched;
   std::map<std::string, std::vector<float>> out;
-  std::vector<std::uint8_t> all(impl_->outputs.size);  // every output, read in one transfer
-  if (!all.empty()) dev_.read(impl_->outputs, all.data(), all.size());
   for (int t : g_.outputs()) {
     const Tensor& T = g_.tensor(t);
-    std::vector<std::uint8_t> striped;  // a striped output's rows put together, its stripes read one by one
+    std::vector<std::uint8_t> striped;  // a striped output's rows put together
     if (!impl_->at.count(t)) {
       const unsigned eb = bytes(T.dtype), rows = static_cast<unsigned>(T.rows());
       striped.resize(T.elements() * eb);
-      for (unsigned i = 0;; ++i) {
+      const std::vector<std::vector<std::uint8_t>>& parts = f.parts.at(t);
+      for (unsigned i = 0; i < parts.size(); ++i) {
         const HbmSlot* s = hbm_.find(t, i);
-        if (!s) break;
-        std::vector<std::uint8_t> part(std::uint64_t{rows} * s->cols * eb);
-        dev_.read(impl_->arenas[s->stack], part.data(), part.size(), s->offset);
         for (unsigned r = 0; r < rows; ++r)
-          std::memcpy(striped.data() + (std::uint64_t{r} * T.cols() + s->col0) * eb, part.data() + std::uint64_t{r} * s->cols * eb,
+          std::memcpy(striped.data() + (std::uint64_t{r} * T.cols() + s->col0) * eb, parts[i].data() + std::uint64_t{r} * s->cols * eb,
                       std::uint64_t{s->cols} * eb);
       }
     }
-    const std::uint8_t* raw = striped.empty() ? all.data() + impl_->at.at(t) : striped.data();
+    const std::uint8_t* raw = striped.empty() ? f.all.data() + impl_->at.at(t) : striped.data();
     std::vector<float> v(T.elements());
     const int maker = g_.producer(t);
     const bool route = maker >= 0 && g_.ops()[static_cast<std::size_t>(maker)].kind == OpKind::route;

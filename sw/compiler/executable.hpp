@@ -126,6 +126,13 @@ class Executable {
   // finished before the next; the errors are run()'s, from finish().
   void start(const std::map<std::string, std::vector<float>>& inputs);
   std::map<std::string, std::vector<float>> finish();
+  // finish() in three: wait() for the launches (last_seconds(),
+  // last_bound() then hold), fetch() posts the outputs' reads
+  // (rt::Device::read_post), and after the device's wait_io(), outputs()
+  // gives them; several chips' fetches overlap.
+  void wait();
+  void fetch();
+  std::map<std::string, std::vector<float>> outputs();
 
   const Graph& graph() const { return g_; }
   const std::vector<Group>& groups() const { return groups_; }

@@ -206,10 +206,27 @@ void CompiledModel::start(const std::vector<Seq>& batch) {
 }
 
 std::vector<float> CompiledModel::finish(std::vector<std::uint32_t>* next, std::vector<std::vector<std::uint32_t>>* routes) {
-  if (!started_) throw std::logic_error("CompiledModel::finish: no step was started");
+  wait();
+  return collect(next, routes);
+}
+
+void CompiledModel::wait() {
+  if (!started_) throw std::logic_error("CompiledModel::wait: no step was started");
+  try {
+    started_->ex->wait();
+    started_->ex->fetch();
+  } catch (...) {  // the step is over
+    started_.reset();
+    throw;
+  }
+}
+
+std::vector<float> CompiledModel::collect(std::vector<std::uint32_t>* next, std::vector<std::vector<std::uint32_t>>* routes) {
+  if (!started_) throw std::logic_error("CompiledModel::collect: no step was waited for");
   const std::unique_ptr<Started> st = std::move(started_);
   compiler::Executable& ex = *st->ex;
-  std::map<std::string, std::vector<float>> out = ex.finish();
+  dev_.wait_io();
+  std::map<std::string, std::vector<float>> out = ex.outputs();
   const double took = dev_.simulated_seconds() - st->t0;
   // Each node's time to its phase (by the name of the op that anchors it).
   const std::vector<double> node = ex.node_seconds();
@@ -246,7 +263,7 @@ std::vector<float> CompiledModel::finish(std::vector<std::uint32_t>* next, std::
   return std::move(out.at("logits"));
 }
 
-DataParallel::DataParallel(const std::vector<rt::Device*>& chips, const Config& c, const Weights& w) : c_(c), local_(c) {
+DataParallel::DataParallel(const std::vector<rt::Device*>& chips, const Config& c, const Weights& w) : c_(c), local_(c), chips_(chips) {
   const unsigned n = static_cast<unsigned>(chips.size());
   if (n == 0) throw rt::UsageError("model: data parallel on no chips");
   local_.max_sequences = (c.max_sequences + n - 1) / n;
@@ -287,14 +304,47 @@ std::vector<float> DataParallel::step(const std::vector<Seq>& batch, std::vector
   std::vector<unsigned> row0(batch.size());
   unsigned rows = 0;
   for (std::size_t i = 0; i < batch.size(); ++i) row0[i] = rows, rows += static_cast<unsigned>(batch[i].tokens.size());
+  if (batch.empty()) throw rt::UsageError("model: a step of no sequences");
+  // The batch checked whole before any chip starts (a chip refusing its
+  // share would leave those started before it having run theirs): each
+  // sequence on its chip, named as the batch names it.
+  std::vector<unsigned> tokens(chips(), 0);
+  for (std::size_t i = 0; i < batch.size(); ++i) {
+    const Seq& q = batch[i];
+    const unsigned k = q.seq % chips();
+    for (std::size_t j = 0; j < i; ++j)
+      if (batch[j].seq == q.seq) throw rt::UsageError(fmt::format("model: sequence {} twice in one step", q.seq));
+    try {
+      replicas_[k]->check({{q.seq / chips(), q.tokens, q.pos}});
+    } catch (const rt::UsageError& e) {
+      throw rt::UsageError(fmt::format("{} (the batch's sequence {}: chip {}'s sequence {})", e.what(), q.seq, k, q.seq / chips()));
+    }
+    tokens[k] += static_cast<unsigned>(q.tokens.size());
+  }
+  for (unsigned k = 0; k < chips(); ++k)
+    if (tokens[k] > max_step_tokens())
+      throw rt::UsageError(fmt::format("model: data parallel: {} tokens in one step for chip {} (1 to {} a chip)", tokens[k], k,
+                                       max_step_tokens()));
   // Every chip's step queued, then each waited for (a chip whose start
-  // failed leaves the ones started before it to be finished first).
+  // failed leaves the ones started before it to be finished first). Each
+  // chip's inputs and launch go as one request, posted without waiting:
+  // the host reaches every chip in the same window.
   std::vector<unsigned> started;
   try {
     for (unsigned k = 0; k < chips(); ++k)
-      if (!by[k].empty()) replicas_[k]->start(by[k]), started.push_back(k);
+      if (!by[k].empty()) {
+        chips_[k]->hold_io();
+        started.push_back(k);
+        replicas_[k]->start(by[k]);
+        chips_[k]->send_io();
+      }
+    for (unsigned k : started) chips_[k]->wait_io();
   } catch (...) {
     for (unsigned k : started) {
+      try {
+        chips_[k]->wait_io();  // what a failed start kept goes, as it would have gone at once
+      } catch (...) {
+      }
       try {
         replicas_[k]->finish(nullptr, nullptr);
       } catch (...) {
@@ -305,14 +355,26 @@ std::vector<float> DataParallel::step(const std::vector<Seq>& batch, std::vector
   std::vector<float> logits(std::size_t{rows} * c_.vocab);
   if (next) next->assign(batch.size(), 0);
   if (routes) routes->assign(c_.layers, std::vector<std::uint32_t>(2 * std::size_t{rows}));
+  // Each chip waited for (its outputs' reads then posted), then each
+  // chip's outputs collected: the chips' reads overlap. A failing chip's
+  // error goes up once the other chips' steps are over.
   std::exception_ptr failed;
+  std::vector<unsigned> waited;
   for (unsigned k : started) {
+    try {
+      replicas_[k]->wait();
+      waited.push_back(k);
+    } catch (...) {
+      if (!failed) failed = std::current_exception();
+    }
+  }
+  for (unsigned k : waited) {
     std::vector<std::uint32_t> own_next;
     std::vector<std::vector<std::uint32_t>> own_routes;
     std::vector<float> own;
     try {
-      own = replicas_[k]->finish(&own_next, &own_routes);
-    } catch (...) {  // the other chips' steps are finished all the same
+      own = replicas_[k]->collect(&own_next, &own_routes);
+    } catch (...) {
       if (!failed) failed = std::current_exception();
       continue;
     }

@@ -51,6 +51,16 @@ class CompiledModel : public Model {
   // (DataParallel): start() admits the batch and queues its launch,
   // finish() waits for it and gives what step() gives.
   void start(const std::vector<Seq>& batch);
+  // finish() in two: wait() for the launch (its outputs' reads then
+  // posted, rt::Device::read_post), collect() for the reads, giving what
+  // finish() gives; the reads of several chips waited for in turn overlap.
+  void wait();
+  std::vector<float> collect(std::vector<std::uint32_t>* next, std::vector<std::vector<std::uint32_t>>* routes);
+  // Throws what start() would refuse the batch for (rt::UsageError), runs nothing.
+  void check(const std::vector<Seq>& batch) const {
+    std::vector<std::uint32_t> tokens;
+    pages_.check(batch, tokens);
+  }
   std::vector<float> finish(std::vector<std::uint32_t>* next, std::vector<std::vector<std::uint32_t>>* routes);
   void release(unsigned seq) override { pages_.release(seq); }
   // Where the time went: each node's time in its phase's bucket (attention,
@@ -129,6 +139,7 @@ class DataParallel : public Model {
   std::vector<std::vector<Seq>> split(const std::vector<Seq>& batch, std::vector<std::vector<std::size_t>>* index) const;
   const Config& c_;
   Config local_;  // a chip's: max_sequences its share
+  std::vector<rt::Device*> chips_;
   std::vector<std::unique_ptr<CompiledModel>> replicas_;
 };
 

@@ -745,7 +745,7 @@ void KvPages::release(unsigned seq) {
   held_[seq] = 0;
 }
 
-std::vector<KvPages::Part> KvPages::admit(const std::vector<Model::Seq>& batch, std::vector<std::uint32_t>& tokens) {
+std::vector<KvPages::Part> KvPages::check(const std::vector<Model::Seq>& batch, std::vector<std::uint32_t>& tokens) const {
   std::vector<Part> parts;
   tokens.clear();
   if (batch.empty()) throw rt::UsageError("model: a step of no sequences");
@@ -768,6 +768,11 @@ std::vector<KvPages::Part> KvPages::admit(const std::vector<Model::Seq>& batch, 
   }
   if (tokens.size() > max_tokens_)
     throw rt::UsageError(fmt::format("model: {} tokens in one step (1 to {})", tokens.size(), max_tokens_));
+  return parts;
+}
+
+std::vector<KvPages::Part> KvPages::admit(const std::vector<Model::Seq>& batch, std::vector<std::uint32_t>& tokens) {
+  const std::vector<Part> parts = check(batch, tokens);
   // Each sequence's pages cover its positions.
   for (const Part& q : parts) {
     std::vector<unsigned>& own = pages_[q.seq];

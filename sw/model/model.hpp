@@ -174,6 +174,8 @@ class KvPages {
   // positions need (position 0 releases its old ones first) and returns
   // its parts and tokens. Throws rt::UsageError naming what is wrong.
   std::vector<Part> admit(const std::vector<Model::Seq>& batch, std::vector<std::uint32_t>& tokens);
+  // admit()'s checks alone: throws what admit() would, changes nothing.
+  std::vector<Part> check(const std::vector<Model::Seq>& batch, std::vector<std::uint32_t>& tokens) const;
   void release(unsigned seq);
   const std::vector<unsigned>& pages(unsigned seq) const { return pages_.at(seq); }
   unsigned max_tokens() const { return max_tokens_; }

@@ -400,6 +400,24 @@ TEST(Model, DataParallelOverFourChipsGivesEachSequenceItsSingleRunsBits) {
     }
     EXPECT_GT(macs, 0u) << "chip " << k << " ran its sequences";
   }
+  // A batch one chip's share of which is bad runs on no chip, and the
+  // refusal names the sequence as the batch does.
+  auto macs = [&] {
+    std::uint64_t m = 0;
+    const auto st = cluster.stats();
+    for (unsigned k = 0; k < 4; ++k)
+      for (unsigned t = 0; t < all[k]->tiles(); ++t) m += st["chip" + std::to_string(k) + ".tile" + std::to_string(t)]["tensor_macs_bf16"].get<std::uint64_t>();
+    return m;
+  };
+  const std::uint64_t m0 = macs();
+  try {
+    dp.step({{0, {1, 2}, 0}, {1, {3}, 0}, {6, {paged.vocab}, 0}}, nullptr, nullptr);
+    ADD_FAILURE() << "a token outside the vocabulary was taken";
+  } catch (const rt::UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("the batch's sequence 6: chip 2's sequence 1"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(dp.step({{0, {1}, 0}, {4, {1}, 0}, {0, {1}, 0}}, nullptr, nullptr), rt::UsageError) << "sequence 0 twice";
+  EXPECT_EQ(macs(), m0) << "a refused batch ran on some chip";
   // A decode step of the six, here and on one chip.
   std::vector<Model::Seq> prefill, step;
   for (unsigned b = 0; b < 6; ++b) prefill.push_back({b, prompts[b], 0}), step.push_back({b, {7}, static_cast<unsigned>(prompts[b].size())});

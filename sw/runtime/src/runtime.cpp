@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <deque>
 #include <optional>
 #include <set>
 #include <systemc>
@@ -320,10 +321,46 @@ struct Device::Impl {
     error = named;
   }
 
+  // Host accesses kept (Device::hold_io) until send_io(): their steps and
+  // bytes; and the requests posted and not yet waited for (wait_io).
+  bool holding = false;
+  std::vector<Step> held;
+  std::deque<std::vector<std::uint8_t>> held_bytes;  // each held step's (stable addresses)
+  struct Posted {
+    std::uint64_t id;
+    void* into;  // a read's destination (nullptr: writes)
+    std::uint64_t len;
+  };
+  std::vector<Posted> posted;
+  void send_held() {
+    holding = false;
+    if (held.empty()) return;
+    posted.push_back({link->post(chip, held), nullptr, 0});
+    held.clear();
+    held_bytes.clear();
+  }
+  // Waits for the requests send_held() posted; throws the first one's error.
+  void wait_posted() {
+    if (posted.empty()) return;
+    run_until([&] {
+      for (const Posted& p : posted)
+        if (!link->answered(p.id)) return false;
+      return true;
+    }, "the host's posted accesses");
+    std::string error;
+    for (const Posted& p : posted) {
+      const Link::Answer a = link->take(p.id);
+      if (error.empty()) error = a.error;
+      if (p.into && a.error.empty()) std::memcpy(p.into, a.data.data(), std::min<std::uint64_t>(p.len, a.data.size()));
+    }
+    posted.clear();
+    if (!error.empty()) throw UsageError(error);
+  }
   // Runs the simulation until `done()` holds, failing after the timeout.
   template <class Done>
   void run_until(Done done, const std::string& what) {
     const sc_core::sc_time limit = sc_core::sc_time_stamp() + sc_core::sc_time(opt.timeout_s, sc_core::SC_SEC);
+    if (holding) send_held();  // nothing waits for what is kept
     if (link) {
       // A chip of a Cluster: round by round, as every rank does.
       while (!done()) {
@@ -380,6 +417,19 @@ struct Device::Impl {
           what);
       return;
     }
+    bool reads = false;
+    for (const Step& st : steps) reads |= st.kind == Step::read;
+    if (holding && !reads) {  // kept, in order, to go as one request
+      for (Step st : steps) {
+        const std::uint64_t n = st.kind == Step::mailbox ? 4 : st.len;
+        const auto* b = static_cast<const std::uint8_t*>(st.data);
+        st.data = held_bytes.emplace_back(b, b + n).data();
+        held.push_back(st);
+      }
+      return;
+    }
+    if (holding) send_held();
+    wait_posted();  // a chip takes the host's requests in order
     const std::uint64_t id = link->post(chip, steps);
     run_until([&] { return link->answered(id); }, what);
     const Link::Answer a = link->take(id);
@@ -587,6 +637,32 @@ void Device::preload(const Buffer& b, const void* data, std::uint64_t bytes, std
     if (answer.size() == 8) std::memcpy(&done, answer.data(), 8);
   }
   if (done != bytes) throw UsageError(fmt::format("preload of {} bytes at {:#x}: the memory took {}", bytes, b.address + offset, done));
+}
+
+void Device::hold_io() {
+  if (impl_->link) impl_->holding = true;
+}
+
+void Device::send_io() {
+  if (impl_->holding) impl_->send_held();
+}
+
+void Device::wait_io() {
+  if (impl_->holding) impl_->send_held();
+  impl_->wait_posted();
+}
+
+void Device::read_post(const Buffer& b, void* data, std::uint64_t bytes, std::uint64_t offset) {
+  Impl& d = *impl_;
+  if (!d.link) return read(b, data, bytes, offset);
+  d.check_range(b, bytes, offset, "read");
+  if (d.holding) d.send_held();
+  for (const Impl::Posted& p : d.posted)
+    if (!p.into) {  // after the writes posted before it: a chip takes the host's requests in order
+      d.wait_posted();
+      break;
+    }
+  d.posted.push_back({d.link->post(d.chip, {{Step::read, b.address + offset, bytes, data}}), data, bytes});
 }
 
 void Device::read(const Buffer& b, void* data, std::uint64_t bytes, std::uint64_t offset) {

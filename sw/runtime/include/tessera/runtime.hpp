@@ -126,6 +126,22 @@ class Device {
   // starts its steps at the same simulated time).
   void preload(const Buffer& b, const void* data, std::uint64_t bytes, std::uint64_t offset = 0);
 
+  // Host accesses to several chips at once (a chip of a Cluster; a Device
+  // alone ignores these): after hold_io(), the chip's writes and command
+  // submissions are kept, in order, and send_io() posts them as one
+  // request without waiting for it; wait_io() waits for what was posted
+  // (and throws its error). Between, a host that holds and sends each
+  // chip's accesses in turn reaches them all in the same window, as it
+  // would post to several chips' ports without waiting for each. A read,
+  // or anything that waits for the chip, sends what is kept first.
+  void hold_io();
+  void send_io();
+  void wait_io();
+  // A read posted without waiting for it (after the writes posted before
+  // it): `data` holds the bytes once wait_io() returns; the reads of
+  // several chips posted in turn overlap. A Device alone reads at once.
+  void read_post(const Buffer& b, void* data, std::uint64_t bytes, std::uint64_t offset = 0);
+
   // Loads an RV32 kernel ELF onto the tiles in `tiles` (bit i: tile i) and
   // waits until it is there.
   Kernel load_kernel(const std::string& elf_path, std::uint32_t tiles);
