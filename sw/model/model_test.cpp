@@ -493,6 +493,22 @@ TEST(Model, ServingTheCompiledModelGivesEachRequestItsGreedyTokens) {
   serving_gives_greedy_tokens(m.dev, m.paged, m.batched, m.single);
 }
 
+TEST(Model, ServingTheDataParallelModelGivesEachRequestItsGreedyTokens) {
+  // The same requests on the ring of four, data parallel (each request's
+  // sequence on its chip), against the one-sequence model on chip 0.
+  Config paged = tiny(), one = tiny();
+  paged.max_sequences = 3;
+  const Weights w = Weights::random(paged);
+  rt::Device::Options o;
+  o.platform = rt::Device::system_platform(4);
+  rt::Cluster cluster(o);
+  std::vector<rt::Device*> all;
+  for (unsigned k = 0; k < cluster.chips(); ++k) all.push_back(&cluster.chip(k));
+  DataParallel dp(all, paged, w);
+  CompiledModel single(*all[0], one, w);
+  serving_gives_greedy_tokens(*all[0], paged, dp, single);
+}
+
 TEST(Model, ATraceFileGivesItsRequestsOrRefusesItsBadLinesByNumber) {
   const std::string f = testing::TempDir() + "model_trace.csv";
   auto write = [&](const std::string& text) { std::ofstream(f) << text; };
