@@ -1529,8 +1529,8 @@ void Executable::start(const std::map<std::string, std::vector<float>>& inputs) 
   for (const Options::Peer& p : peers_) impl_->before.push_back(p.dev->stats());
   impl_->t0 = dev_.simulated_seconds();
   impl_->exec_seconds.assign(impl_->execs.size(), {});
-  impl_->running = true;
   launch(0);
+  impl_->running = true;
 }
 
 void Executable::launch(std::size_t k) {

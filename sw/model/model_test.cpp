@@ -370,22 +370,42 @@ TEST(Model, ACompiledBatchGivesTheTokensOfTheUnpagedModelsSingleRuns) {
   batch_gives_single_runs(m.paged, m.single, 0, m.batched);
 }
 
+// The tiny model data parallel on the ring of four (`sequences` at most at
+// once, over paged caches), and its one-sequence model on chip 0.
+struct DataParallelRing {
+  static rt::Device::Options ring() {
+    rt::Device::Options o;
+    o.platform = rt::Device::system_platform(4);
+    return o;
+  }
+  static std::vector<rt::Device*> chips_of(rt::Cluster& c) {
+    std::vector<rt::Device*> all;
+    for (unsigned k = 0; k < c.chips(); ++k) all.push_back(&c.chip(k));
+    return all;
+  }
+  explicit DataParallelRing(unsigned sequences) : paged(CompiledPair::sequences(tiny(), sequences)) {}
+  const Config paged, one = tiny();
+  const Weights w = Weights::random(paged);
+  rt::Cluster cluster{ring()};
+  const std::vector<rt::Device*> all = chips_of(cluster);
+  DataParallel dp{all, paged, w};
+  CompiledModel single{*all[0], one, w};
+};
+
 TEST(Model, DataParallelOverFourChipsGivesEachSequenceItsSingleRunsBits) {
   // Six sequences over the ring of four (chips 0 and 1 two each, as their
   // sequences 0 and 1, over paged caches), each chip's step launched before
   // any is waited for: every sequence's logits and tokens are those of its
   // runs alone on one chip's one-sequence model, bit for bit; every chip
   // computes; the batch's steps take less virtual time than on one chip.
-  Config paged = tiny(), one = tiny();
-  paged.max_sequences = 8;
-  const Weights w = Weights::random(paged);
-  rt::Device::Options o;
-  o.platform = rt::Device::system_platform(4);
-  rt::Cluster cluster(o);
-  std::vector<rt::Device*> all;
-  for (unsigned k = 0; k < cluster.chips(); ++k) all.push_back(&cluster.chip(k));
-  CompiledModel single(*all[0], one, w), batched(*all[0], paged, w);
-  DataParallel dp(all, paged, w);
+  DataParallelRing m(8);
+  const Config& paged = m.paged;
+  const std::vector<rt::Device*>& all = m.all;
+  rt::Cluster& cluster = m.cluster;
+  DataParallel& dp = m.dp;
+  CompiledModel& single = m.single;
+  const Weights& w = m.w;
+  CompiledModel batched(*all[0], paged, w);
   ASSERT_EQ(dp.chips(), 4u);
   const std::vector<std::vector<std::uint32_t>> prompts = {{1, 17, 42, 200, 5}, {9, 8, 7},    {250, 3, 99, 64},
                                                            {4, 4},              {77, 1, 2, 3, 9, 11}, {31}};
@@ -496,17 +516,8 @@ TEST(Model, ServingTheCompiledModelGivesEachRequestItsGreedyTokens) {
 TEST(Model, ServingTheDataParallelModelGivesEachRequestItsGreedyTokens) {
   // The same requests on the ring of four, data parallel (each request's
   // sequence on its chip), against the one-sequence model on chip 0.
-  Config paged = tiny(), one = tiny();
-  paged.max_sequences = 3;
-  const Weights w = Weights::random(paged);
-  rt::Device::Options o;
-  o.platform = rt::Device::system_platform(4);
-  rt::Cluster cluster(o);
-  std::vector<rt::Device*> all;
-  for (unsigned k = 0; k < cluster.chips(); ++k) all.push_back(&cluster.chip(k));
-  DataParallel dp(all, paged, w);
-  CompiledModel single(*all[0], one, w);
-  serving_gives_greedy_tokens(*all[0], paged, dp, single);
+  DataParallelRing m(3);
+  serving_gives_greedy_tokens(*m.all[0], m.paged, m.dp, m.single);
 }
 
 TEST(Model, ATraceFileGivesItsRequestsOrRefusesItsBadLinesByNumber) {
