@@ -307,24 +307,24 @@ std::vector<float> DataParallel::step(const std::vector<Seq>& batch, std::vector
   if (batch.empty()) throw rt::UsageError("model: a step of no sequences");
   // The batch checked whole before any chip starts (a chip refusing its
   // share would leave those started before it having run theirs): each
-  // sequence on its chip, named as the batch names it.
-  std::vector<unsigned> tokens(chips(), 0);
-  for (std::size_t i = 0; i < batch.size(); ++i) {
-    const Seq& q = batch[i];
+  // sequence on its chip, named as the batch names it, then each chip's
+  // share (a sequence twice, more tokens than a chip's step).
+  for (const Seq& q : batch) {
     const unsigned k = q.seq % chips();
-    for (std::size_t j = 0; j < i; ++j)
-      if (batch[j].seq == q.seq) throw rt::UsageError(fmt::format("model: sequence {} twice in one step", q.seq));
     try {
       replicas_[k]->check({{q.seq / chips(), q.tokens, q.pos}});
     } catch (const rt::UsageError& e) {
       throw rt::UsageError(fmt::format("{} (the batch's sequence {}: chip {}'s sequence {})", e.what(), q.seq, k, q.seq / chips()));
     }
-    tokens[k] += static_cast<unsigned>(q.tokens.size());
   }
-  for (unsigned k = 0; k < chips(); ++k)
-    if (tokens[k] > max_step_tokens())
-      throw rt::UsageError(fmt::format("model: data parallel: {} tokens in one step for chip {} (1 to {} a chip)", tokens[k], k,
-                                       max_step_tokens()));
+  for (unsigned k = 0; k < chips(); ++k) {
+    try {
+      if (!by[k].empty()) replicas_[k]->check(by[k]);
+    } catch (const rt::UsageError& e) {
+      throw rt::UsageError(fmt::format("{} (chip {}'s share of the batch: its sequence j is the batch's j * {} + {})", e.what(), k,
+                                       chips(), k));
+    }
+  }
   // Every chip's step queued, then each waited for (a chip whose start
   // failed leaves the ones started before it to be finished first). Each
   // chip's inputs and launch go as one request, posted without waiting:
