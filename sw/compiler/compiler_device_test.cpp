@@ -10,6 +10,7 @@
 #include <functional>
 #include <map>
 #include <set>
+#include <tuple>
 
 #include "common/paths.hpp"
 #include "executable.hpp"
@@ -610,10 +611,10 @@ std::map<std::string, std::vector<float>> attention_inputs(unsigned p, unsigned 
 }
 
 // attention_step's projections over paged caches: S sequences (3), pages
-// of 4 positions, P pages each (4), a pool of S P; H heads (4) over 2 KV
-// heads.
-Graph paged_step(unsigned T, unsigned S = 3, unsigned P = 4, unsigned H = 4) {
-  constexpr unsigned D = 64, KV = 2, dh = 16, dv = 8;
+// of 4 positions, P pages each (4), a pool of S P; H heads (4) over KV
+// heads (2).
+Graph paged_step(unsigned T, unsigned S = 3, unsigned P = 4, unsigned H = 4, unsigned KV = 2) {
+  constexpr unsigned D = 64, dh = 16, dv = 8;
   Graph g;
   const int x = g.input("x", {T, D});
   const int pos = g.input("positions", {T});
@@ -1384,5 +1385,92 @@ TEST(CompilerDevice, MatmulsSplitOverTheChipsOfASystemEqualTheReferenceBitForBit
     expect_reference(ex, in, ex.run(in));
     const std::vector<double> t = ex.node_seconds();
     for (std::size_t n = 0; n < t.size(); ++n) EXPECT_GT(t[n], 0.0) << "node " << n;
+  }
+}
+
+TEST(CompilerDevice, AttentionSpreadOverTheChipsByHeadsKeepsEachChipsCachesBitForBit) {
+  // Options::split_matmuls = always on the ring of four also spreads an
+  // attention by heads: 8 heads over 4 KV heads, a KV head (and its two
+  // query heads) on each chip, each chip appending to and reading its own
+  // part of the paged caches. Steps that mix sequences, a prefill's graph
+  // and a decode step's sharing the caches (the peers' parts too, by
+  // name), equal the reference and one chip's run bit for bit; each chip
+  // holds only its KV head's part of the caches, a peer's holding its
+  // rows as the reference's caches do. With 2
+  // KV heads over the four chips, two chips run the attention and two
+  // hold nothing of it.
+  Ring ring(kFastModels);
+  rt::Cluster& cluster = ring.cluster;
+  Options system = ring.system();
+  system.split_matmuls = Options::Split::always;
+  Executable step8(cluster.chip(0), ring.programs[0], paged_step(8, 3, 4, 8, 4), system);
+  Options shared = system;
+  shared.state = step8.state();
+  Executable step3(cluster.chip(0), ring.programs[0], paged_step(3, 3, 4, 8, 4), shared);
+  Executable alone8(cluster.chip(0), ring.programs[0], paged_step(8, 3, 4, 8, 4));
+  Options alone_shared;
+  alone_shared.state = alone8.state();
+  Executable alone3(cluster.chip(0), ring.programs[0], paged_step(3, 3, 4, 8, 4), alone_shared);
+  // Each chip's parts of the caches, a KV head each of 48 positions (the
+  // device's too).
+  EXPECT_EQ(step8.state().at("cache.k").size, 48ull * 16 * 2);
+  EXPECT_EQ(step8.state().at("cache.v").size, 48ull * 8 * 2);
+  for (unsigned c = 1; c < 4; ++c) {
+    EXPECT_EQ(step8.state().at(fmt::format("cache.k@{}", c)).size, 48ull * 16 * 2);
+    EXPECT_EQ(step8.state().at(fmt::format("cache.v@{}", c)).size, 48ull * 8 * 2);
+    EXPECT_EQ(step3.state().at(fmt::format("cache.k@{}", c)).address, step8.state().at(fmt::format("cache.k@{}", c)).address);
+  }
+  std::size_t gathers = 0;
+  for (const rt::Graph::Node& n : step8.device_graph().nodes()) gathers += n.name == "o.gather";
+  EXPECT_EQ(gathers, 1u);
+  const std::vector<float> pages = {5, 1, 9, 4, 0, 2, 11, 6, 7, 3, 10, 8};
+  std::map<std::string, std::vector<float>> caches;
+  std::vector<unsigned> length(3, 0);
+  auto run = [&](Executable& e, Executable& one, const std::vector<std::pair<unsigned, unsigned>>& seq_rows, std::uint32_t seed) {
+    std::map<std::string, std::vector<float>> in;
+    const unsigned T = static_cast<unsigned>(e.graph().tensor(e.graph().outputs()[0]).rows());
+    in["x"] = seeded_values(std::size_t{T} * 64, seed, 2.0f);
+    in["pages"] = pages;
+    for (const auto& [s, n] : seq_rows)
+      for (unsigned i = 0; i < n; ++i) in["positions"].push_back(static_cast<float>(length[s]++)), in["sequences"].push_back(static_cast<float>(s));
+    const auto out = e.run(in);
+    const std::vector<std::vector<float>> ref = reference(e.graph(), in, &caches);
+    expect_bits(out.at("o"), ref[static_cast<std::size_t>(e.graph().outputs()[0])], fmt::format("step of seed {}", seed));
+    expect_bits(out.at("o"), one.run(in).at("o"), fmt::format("step of seed {} on one chip", seed));
+  };
+  run(step8, alone8, {{0, 5}, {2, 3}}, 70);
+  run(step8, alone8, {{1, 6}, {0, 1}, {2, 1}}, 71);
+  run(step3, alone3, {{2, 1}, {0, 1}, {1, 1}}, 72);
+  run(step3, alone3, {{0, 1}, {1, 1}, {2, 1}}, 73);
+  // Peer c's cache is KV head c of the reference's (BF16), position by position.
+  for (unsigned c = 1; c < 4; ++c)
+    for (const auto& [name, dim] : {std::pair<std::string, unsigned>{"cache.k", 16u}, {"cache.v", 8u}}) {
+      const rt::Buffer& b = step8.state().at(fmt::format("{}@{}", name, c));
+      std::vector<std::uint16_t> bits(b.size / 2);
+      cluster.chip(c).read(b, bits.data(), b.size);
+      std::vector<float> got(bits.size());
+      for (std::size_t i = 0; i < bits.size(); ++i) {
+        const std::uint32_t u = std::uint32_t{bits[i]} << 16;
+        std::memcpy(&got[i], &u, 4);
+      }
+      const std::vector<float>& all = caches.at(name);
+      const std::size_t head = std::size_t{48} * dim;
+      expect_bits(got, std::vector<float>(all.begin() + c * head, all.begin() + (c + 1) * head), fmt::format("{} on chip {}", name, c));
+    }
+  // 2 KV heads over four chips: chip 0 and chip 1 run it, chips 2 and 3 hold none of it.
+  Executable prefill(cluster.chip(0), ring.programs[0], attention_step(5, 16), system);
+  shared.state = prefill.state();
+  Executable decode(cluster.chip(0), ring.programs[0], attention_step(1, 16), shared);
+  EXPECT_EQ(prefill.state().at("cache.k").size, 16ull * 16 * 2);
+  EXPECT_EQ(prefill.state().at("cache.k@1").size, 16ull * 16 * 2);
+  EXPECT_FALSE(prefill.state().count("cache.k@2"));
+  EXPECT_FALSE(prefill.state().count("cache.v@3"));
+  std::map<std::string, std::vector<float>> unpaged;
+  for (const auto& [e, p, T, seed] : {std::tuple<Executable*, unsigned, unsigned, std::uint32_t>{&prefill, 0, 5, 80}, {&decode, 5, 1, 81},
+                                      {&decode, 6, 1, 82}}) {
+    const auto in = attention_inputs(p, T, seed);
+    const auto out = e->run(in);
+    expect_bits(out.at("o"), reference(e->graph(), in, &unpaged)[static_cast<std::size_t>(e->graph().outputs()[0])],
+                fmt::format("{} rows at {}", T, p));
   }
 }

@@ -215,6 +215,12 @@ struct Executable::Impl {
   std::map<int, Moe> moe;
   std::vector<rt::Buffer> zeros;  // by chip: FP32 zeros for the moe ops spread by expert (the largest T x D of them)
   std::map<int, std::vector<rt::Buffer>> attention;  // by attention op, by stack: its constants (T scales, then the T x T causal mask)
+  // An attention spread over the chips by heads (tile_chips): by (op, peer
+  // chip), its constants in each of the peer's stacks; by (cache, peer
+  // chip), where the peer's copy of the cache would hold KV head 0 (it
+  // holds only its own KV heads).
+  std::map<std::pair<int, unsigned>, std::vector<rt::Buffer>> peer_attention;
+  std::map<std::pair<int, unsigned>, std::uint64_t> peer_cache;
   // The inputs side by side in one buffer, and the outputs in another, so
   // that a run writes the one and reads the other in one transfer each.
   rt::Buffer inputs, outputs;
@@ -996,6 +1002,21 @@ Executable::Executable(rt::Device& dev, const rt::Kernel& program, Graph g, cons
     // Weights as they are, round robin over the stacks.
     std::set<int> anchors;  // ops that anchor a group
     for (const Group& grp : groups_) anchors.insert(grp.ops[0]);
+    // A cache of an attention spread over the chips by heads: the KV heads
+    // [k0, k1) chip c keeps of it (chip 0 the first; k1 0: none, or no
+    // such cache).
+    auto kept_heads = [&](int t, unsigned c) -> std::pair<unsigned, unsigned> {
+      for (const auto& [gi, by_chip] : impl_->split) {
+        const Op& a = g_.ops()[static_cast<std::size_t>(groups_[gi].ops[0])];
+        if (a.kind != OpKind::attention || (a.in[3] != t && a.in[4] != t)) continue;
+        if (by_chip[c].parts.empty()) return {0, 0};
+        const unsigned per = a.heads / g_.tensor(a.in[3]).shape[0];
+        unsigned h0 = a.heads, h1 = 0;
+        for (const Part& p : by_chip[c].parts) h0 = std::min(h0, p.r0), h1 = std::max(h1, p.r1);
+        return {h0 / per, (h1 + per - 1) / per};
+      }
+      return {0, 0};
+    };
     unsigned next = 0;
     for (std::size_t i = 0; i < g_.tensors().size(); ++i) {
       const Tensor& t = g_.tensors()[i];
@@ -1011,11 +1032,14 @@ Executable::Executable(rt::Device& dev, const rt::Kernel& program, Graph g, cons
       };
       if (t.role == Role::weight && !readers.empty() && std::all_of(readers.begin(), readers.end(), laid_out)) continue;
       if (t.role == Role::state) {  // shared, or a buffer of its own
+        // (A cache spread over the chips by heads: the device's KV heads only.)
+        const unsigned kept = kept_heads(static_cast<int>(i), 0).second;
+        const std::uint64_t need = kept ? t.elements() / t.shape[0] * kept * bytes(t.dtype) : t.elements() * bytes(t.dtype);
         const auto shared = o.state.find(t.name);
-        if (shared != o.state.end() && shared->second.size < t.elements() * bytes(t.dtype))
-          throw std::invalid_argument(fmt::format("compiler: state '{}' needs {} bytes; the buffer given holds {}", t.name,
-                                                  t.elements() * bytes(t.dtype), shared->second.size));
-        const rt::Buffer b = shared != o.state.end() ? shared->second : impl_->alloc(dev_, t.elements() * bytes(t.dtype), next++ % dev_.hbm_stacks());
+        if (shared != o.state.end() && shared->second.size < need)
+          throw std::invalid_argument(fmt::format("compiler: state '{}' needs {} bytes; the buffer given holds {}", t.name, need,
+                                                  shared->second.size));
+        const rt::Buffer b = shared != o.state.end() ? shared->second : impl_->alloc(dev_, need, next++ % dev_.hbm_stacks());
         impl_->plain[static_cast<int>(i)] = state_[t.name] = b;
         continue;
       }
@@ -1024,6 +1048,29 @@ Executable::Executable(rt::Device& dev, const rt::Kernel& program, Graph g, cons
                                                         t.elements() * bytes(t.dtype), [&] { return encode(t.values, t.dtype); });
     }
     for (std::uint64_t bytes_ : hbm_.arena) impl_->arenas.push_back(impl_->alloc(dev_, bytes_, static_cast<unsigned>(impl_->arenas.size())));
+    // An attention spread over the chips by heads: on each peer with heads,
+    // its KV heads' part of each cache, state of its own named
+    // "<cache>@<chip>" (shared by executables as the device's is:
+    // Options::state), as the device's holds only its own.
+    for (const auto& [gi, by_chip] : impl_->split) {
+      const Op& a = g_.ops()[static_cast<std::size_t>(groups_[gi].ops[0])];
+      if (a.kind != OpKind::attention) continue;
+      for (unsigned c = 1; c < by_chip.size(); ++c)
+        for (const int t : {a.in[3], a.in[4]}) {
+          const auto [k0, k1] = kept_heads(t, c);
+          if (k1 == 0) continue;
+          const Tensor& T = g_.tensor(t);
+          const std::uint64_t head = std::uint64_t{T.shape[1]} * T.shape[2] * bytes(T.dtype), need = head * (k1 - k0);
+          const std::string key = fmt::format("{}@{}", T.name, chip_dev(c).chip());
+          const auto shared = o.state.find(key);
+          if (shared != o.state.end() && (shared->second.size < need || shared->second.chip != chip_dev(c).chip()))
+            throw std::invalid_argument(fmt::format("compiler: state '{}' needs {} bytes on chip {}; the buffer given holds {} on chip {}", key,
+                                                    need, chip_dev(c).chip(), shared->second.size, shared->second.chip));
+          const rt::Buffer b = shared != o.state.end() ? shared->second : impl_->alloc(chip_dev(c), need, next++ % chip_dev(c).hbm_stacks());
+          state_[key] = b;
+          impl_->peer_cache[{t, c}] = b.address - head * k0;
+        }
+    }
     // A matmul's weight per tile: its part's columns in the matmul's
     // format, near the tile.
     for (std::size_t gi = 0; gi < groups_.size(); ++gi) {
@@ -1233,6 +1280,18 @@ Executable::Executable(rt::Device& dev, const rt::Kernel& program, Graph g, cons
         copies.push_back(impl_->alloc(dev_, c.size() * 4, s));
         dev_.write(copies.back(), c.data(), c.size() * 4);
       }
+      // And in every stack of each peer with heads of it.
+      for (const auto& [gi, by_chip] : impl_->split) {
+        if (groups_[gi].ops[0] != static_cast<int>(i)) continue;
+        for (unsigned p = 1; p < by_chip.size(); ++p) {
+          if (by_chip[p].parts.empty()) continue;
+          std::vector<rt::Buffer>& there = impl_->peer_attention[{static_cast<int>(i), p}];
+          for (unsigned s = 0; s < chip_dev(p).hbm_stacks(); ++s) {
+            there.push_back(impl_->alloc(chip_dev(p), c.size() * 4, s));
+            chip_dev(p).write(there.back(), c.data(), c.size() * 4);
+          }
+        }
+      }
     }
     auto addr = [this](int t) -> std::uint64_t {
       const auto it = impl_->plain.find(t);
@@ -1338,10 +1397,17 @@ Executable::Executable(rt::Device& dev, const rt::Kernel& program, Graph g, cons
         // each peer tile, the same bytes crossed the device's links once
         // for every tile (on eight chips a decode row of the LM head's A
         // took a peer tile 4.6 us to read, against 1.5 us on the device).
+        //
+        // An attention spread by heads: each chip runs its heads over its
+        // own part of the caches (Impl::peer_cache), its tiles reading
+        // their heads' columns of Q, K and V, the positions and the pages
+        // on the device; nothing is pushed.
         const std::vector<Tiling>& by_chip = spread->second;
+        const bool heads = anchor.kind == OpKind::attention;
         // (With a prologue, A is its output, stored nowhere: its operands.)
-        const std::vector<int> whole =
-            grp.prologue >= 0 ? g_.ops()[static_cast<std::size_t>(grp.prologue)].in : std::vector<int>{anchor.in[0]};
+        const std::vector<int> whole = heads                 ? std::vector<int>{}
+                                       : grp.prologue >= 0 ? g_.ops()[static_cast<std::size_t>(grp.prologue)].in
+                                                           : std::vector<int>{anchor.in[0]};
         std::vector<std::map<int, std::uint64_t>> pushed(chips);  // by peer: tensor -> its copy there
         std::map<unsigned, TileProgram> first;  // by device tile: the hand-over, before its part
         for (unsigned c = 1; c < chips; ++c) {
@@ -1373,9 +1439,19 @@ Executable::Executable(rt::Device& dev, const rt::Kernel& program, Graph g, cons
           const SpmPlan spm_c = plan_spm(g_, grp, tc, tgt.spm_base);
           auto remote = [&](int t) {
             const auto at = pushed[c].find(t);
-            return at != pushed[c].end() ? at->second : dev_.global(rt::Buffer{addr(t), 0, dev_.chip()});
+            if (at != pushed[c].end()) return at->second;
+            const auto cache = impl_->peer_cache.find({t, c});
+            return cache != impl_->peer_cache.end() ? cache->second : dev_.global(rt::Buffer{addr(t), 0, dev_.chip()});
           };
           Emitter ec(g_, grp, gi, tc, spm_c, remote, impl_->panels);
+          ec.place_ = [&](int t, unsigned col) {  // a striped operand's stripe, on the device
+            Place at = place(t, col);
+            if (at.cols) at.address = dev_.global(rt::Buffer{at.address, 0, dev_.chip()});
+            return at;
+          };
+          if (heads && !tc.parts.empty())
+            for (unsigned t = 0; t < tgt.tiles; ++t)
+              ec.attention_consts_.push_back(impl_->peer_attention.at({grp.ops[0], c}).at(chip_dev(c).stack_near(t)).address);
           const std::uint64_t ready = dev_.semaphore(signaller(c), kChipSem);
           std::vector<std::pair<unsigned, TileProgram>> share;
           for (unsigned t = 0; t < tgt.tiles; ++t) {

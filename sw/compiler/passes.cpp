@@ -330,10 +330,14 @@ Tiling tile(const Graph& g, const Group& grp, const Target& tgt, Columns window)
     // in its rows).
     Tiling t;
     t.mb = t.nb = 1;
+    // With a window (its share on one chip of several: tile_chips), the
+    // heads [c0, c1) only.
     const unsigned T = static_cast<unsigned>(g.tensor(anchor.in[0]).rows());
-    const unsigned hg = std::min(anchor.heads, tgt.tiles), rg = anchor.page ? std::max(1u, std::min(T, tgt.tiles / hg)) : 1;
-    for (const auto& [h0, h1] : split(anchor.heads, hg, 1))
-      for (const auto& [a, b] : split(T, rg, 1)) t.parts.push_back({static_cast<unsigned>(t.parts.size()), h0, h1, a, b});
+    const unsigned first = window.c1 ? window.c0 : 0, heads = window.c1 ? window.c1 - window.c0 : anchor.heads;
+    if (window.c1 > anchor.heads || !heads) throw std::logic_error("compiler: a tiling's heads lie past its attention's");
+    const unsigned hg = std::min(heads, tgt.tiles), rg = anchor.page ? std::max(1u, std::min(T, tgt.tiles / hg)) : 1;
+    for (const auto& [h0, h1] : split(heads, hg, 1))
+      for (const auto& [a, b] : split(T, rg, 1)) t.parts.push_back({static_cast<unsigned>(t.parts.size()), first + h0, first + h1, a, b});
     return t;
   }
   // The rows x cols the parts cover: the anchor's output (an argmax's input).
@@ -445,6 +449,16 @@ Tiling tile(const Graph& g, const Group& grp, const Target& tgt, Columns window)
 
 std::vector<Tiling> tile_chips(const Graph& g, const Group& grp, const Target& tgt, unsigned chips, bool where_faster) {
   const Op& anchor = g.ops()[static_cast<std::size_t>(grp.ops[0])];
+  if (chips > 1 && anchor.kind == OpKind::attention && grp.ops.size() == 1 && !where_faster) {
+    // Whole KV heads a chip, with their query heads (the tile that runs a
+    // KV head's first query head appends the new rows to its cache), over
+    // up to KV chips; a chip beyond them has no part.
+    const unsigned KV = g.tensor(anchor.in[3]).shape[0], per = anchor.heads / KV;
+    std::vector<Tiling> by_chip;
+    for (const auto& [k0, k1] : split(KV, chips, 1)) by_chip.push_back(tile(g, grp, tgt, {k0 * per, k1 * per}));
+    by_chip.resize(chips);
+    return by_chip;
+  }
   if (chips < 2 || anchor.kind != OpKind::matmul || g.tensor(anchor.in[1]).role != Role::weight) return {};
   for (int o : grp.ops) {
     const OpKind k = g.ops()[static_cast<std::size_t>(o)].kind;

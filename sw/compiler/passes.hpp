@@ -82,7 +82,8 @@ struct Target {
   double handover_s = 1e-6, handover_peer_s = 0.7e-6;
 };
 // With a window, only the output's columns [c0, c1) (a matmul's share on
-// one chip of several: tile_chips), c0 a multiple of the columns' alignment.
+// one chip of several: tile_chips), c0 a multiple of the columns' alignment;
+// for an attention, its heads [c0, c1).
 struct Columns {
   unsigned c0 = 0, c1 = 0;  // c1 0: all of them
 };
@@ -98,6 +99,11 @@ Tiling tile(const Graph& g, const Group& grp, const Target& t, Columns window = 
 // not estimated faster than the device alone: the slowest chip's share
 // (tile()'s estimate), plus A pushed over a link to each peer and its
 // columns written back, plus the hand-over, against the group on one chip.
+// An attention alone in its group spreads by heads (tensor parallel by
+// heads; not with `where_faster`): whole KV heads a chip with their query
+// heads, over up to KV chips (a tiling without parts for each chip beyond
+// them), each chip's heads tiled over its tiles as tile() does; each chip
+// keeps its KV heads' caches.
 std::vector<Tiling> tile_chips(const Graph& g, const Group& grp, const Target& t, unsigned chips, bool where_faster = false);
 
 // A buffer of the scratchpad plan.

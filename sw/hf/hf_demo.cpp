@@ -21,7 +21,8 @@
 // on a system of N T1s (4: a ring, 8 to 64: a torus): every matmul on a
 // weight spreads its columns over the chips and each chip holds its
 // columns (tensor parallel, compiler::Options::split_matmuls), a MoE
-// layer's experts likewise; the rest of the step runs on chip 0. Exit codes: 0, 1 (--check failed), 2 (a bad option, config
+// layer's experts likewise, attention by heads (each chip keeping its KV
+// heads' caches); the rest of the step runs on chip 0. Exit codes: 0, 1 (--check failed), 2 (a bad option, config
 // or weights file, in one line), 3 (a device error).
 #include "hf_demo.hpp"
 
@@ -227,9 +228,11 @@ int demo_main(int argc, char** argv) {
     if (chips > 1)
       std::cout << fmt::format("{} chips ({}): every matmul on a weight split by columns over the chips' tiles, each chip holding its "
                                "columns (tensor parallel; chip 0 pushes the activations to each peer, which writes its columns back){}; "
-                               "the rest on chip 0\n", chips, opt.platform.substr(opt.platform.rfind('/') + 1),
+                               "attention by heads over {} chips, each keeping its KV heads' caches; the rest on chip 0\n", chips,
+                               opt.platform.substr(opt.platform.rfind('/') + 1),
                                c.experts ? ", the experts' slices likewise where they split over the chips, or the experts "
-                                           "themselves (`experts:` below)" : "");
+                                           "themselves (`experts:` below)" : "",
+                               std::min(chips, c.mla ? c.heads : c.kv_heads));
     std::cout << fmt::format("prefill of {} tokens{}{}: {} nodes, {:.2f} us simulated ({:.2f} us/token); next token {}{}\n", prompt,
                              batch > 1 ? fmt::format(" for each of {} sequences", batch) : std::string(),
                              prompt > chunk ? fmt::format(" in steps of {}{}", chunk, batch > 1 ? " each" : "") : std::string(), ex.groups().size(),

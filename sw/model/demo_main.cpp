@@ -194,6 +194,11 @@ int tessera::model::demo_main(int argc, char** argv) {
     const model::Weights w = model::Weights::random(c);
     rt::Device& dev = *devices[0];
     const double boot = dev.simulated_seconds();
+    // Prompts prefilled in one step: as many as a step of `most` tokens
+    // holds, that many on each chip where the sequences spread over the
+    // chips (data parallel: consecutive sequences take turns over the
+    // chips, so each chip's share of such a group is one of its steps).
+    auto prefilled_together = [&](unsigned most) { return std::max(1u, most / prompt) * (data_parallel ? chips : 1); };
     std::unique_ptr<model::Model> m;
     if (compiled) {
       // Compiled (and its weights uploaded) before the prompt: the steps of
@@ -211,7 +216,7 @@ int tessera::model::demo_main(int argc, char** argv) {
       };
       if (!serving && !speculate) {
         const unsigned most = cm ? cm->max_step_tokens() : dp->max_step_tokens();
-        const unsigned group = prompt > most ? 0 : std::max(1u, most / prompt);  // prompts prefilled together
+        const unsigned group = prompt > most ? 0 : prefilled_together(most);
         for (unsigned b = 0; prompt > most && b < batch; ++b) {
           prepare(b, b + 1, most);
           if (prompt % most) prepare(b, b + 1, prompt % most);
@@ -297,7 +302,7 @@ int tessera::model::demo_main(int argc, char** argv) {
     std::printf("\n");
     if (batch > 1 && !serving)
       std::printf("batch of %u sequences (their own prompts and paged KV caches): prefilled %u at a time, decoded together\n",
-                  batch, std::max(1u, m->max_step_tokens() / prompt));
+                  batch, prefilled_together(m->max_step_tokens()));
     unsigned disagreements = 0;
     double worst = 0, prefill_s = 0, decode_s = 0, prefill_j = 0, decode_j = 0;
     // Energy of every chip (dynamic from the IPs' activity, leakage over time), in joules.
@@ -398,8 +403,7 @@ int tessera::model::demo_main(int argc, char** argv) {
     }
     for (unsigned b0 = 0; b0 < batch && prompt <= most;) {
       std::vector<model::Model::Seq> group;
-      unsigned rows = 0;
-      for (; b0 < batch && (group.empty() || rows + prompt <= most); ++b0) group.push_back({b0, prompts[b0], 0}), rows += prompt;
+      for (const unsigned n = prefilled_together(most); b0 < batch && group.size() < n; ++b0) group.push_back({b0, prompts[b0], 0});
       run(group, true);
     }
     if (decode) out.push_back(last[0]);

@@ -436,6 +436,8 @@ TEST(Cli, DemoCompiledRunsTheModelFromItsGraph) {
   EXPECT_EQ(dp.code, 0) << dp.err;
   EXPECT_NE(dp.out.find("data parallel: each chip the whole model"), std::string::npos) << dp.out;
   EXPECT_NE(dp.out.find("of weights on each of 4 chips"), std::string::npos) << dp.out;
+  // Prompts prefilled together: a chip's step of 256 tokens (42 prompts of 6) on each chip.
+  EXPECT_NE(dp.out.find("prefilled 168 at a time"), std::string::npos) << dp.out;
   EXPECT_NE(dp.out.find("(bound 0.05 for BF16)"), std::string::npos) << dp.out;
   EXPECT_EQ(tokens(dp.out), tokens(r.out));
   expect_refused("demo --tiny --data-parallel --batch 4", "--data-parallel spreads a batch's sequences over a system's chips");
