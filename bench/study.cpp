@@ -693,7 +693,9 @@ int power_headroom(const std::string& self, const std::string& dir) {
 // for models with experts, so the timing is the data run's), under
 // `mpirun -np R` where --ranks says so. The parallelism is the
 // compiler's: matmuls by columns over the chips, experts by slices or by
-// expert.
+// expert, attention by heads; with --groups G, the demo's --groups G
+// (data parallel over G groups of C / G chips, each so), for the chip
+// counts and batches G divides.
 struct ScaleRun {
   double step_us = -1, tps = -1, per_chip = -1, uj = -1, of_bound = -1, wall_s = -1, gb = -1, gb0 = -1;
   std::string binding;
@@ -771,10 +773,11 @@ int llm_scale(const std::map<std::string, std::string>& opt, const std::string& 
     at = end + 1;
   }
   const std::vector<unsigned> chips = numbers(get("chips", "8,16,32,64")), batches = numbers(get("batches", "1,2,4,8,16,32,64"));
-  const std::vector<unsigned> ranks = numbers(get("ranks", "1"));
+  const std::vector<unsigned> ranks = numbers(get("ranks", "1")), groups = numbers(get("groups", "1"));
   const std::string layers = get("layers", "");
-  if (chips.empty() || batches.empty() || ranks.size() != 1 || (!layers.empty() && numbers(layers).size() != 1)) {
-    std::fprintf(stderr, "bench_study llm-scale: --chips, --batches and --ranks take counts above zero (1,2,...), --layers one\n");
+  if (chips.empty() || batches.empty() || ranks.size() != 1 || groups.size() != 1 || (!layers.empty() && numbers(layers).size() != 1)) {
+    std::fprintf(stderr, "bench_study llm-scale: --chips, --batches and --ranks take counts above zero (1,2,...), --layers and "
+                         "--groups one\n");
     return 2;
   }
   std::vector<std::pair<std::string, bool>> configs;  // each model's file, and whether it has experts
@@ -791,11 +794,12 @@ int llm_scale(const std::map<std::string, std::string>& opt, const std::string& 
                                      text.find("\"num_experts\"") != std::string::npos);
   }
   std::vector<bench::Series> series;
-  std::string csv = "model,layers,chips,batch,step_us,tokens_per_s,tokens_per_s_per_chip,mj_per_token,percent_of_bound,binding,"
+  std::string csv = "model,layers,chips,groups,batch,step_us,tokens_per_s,tokens_per_s_per_chip,mj_per_token,percent_of_bound,binding,"
                     "weights_gb,chip0_gb,sim_s_per_step,sim_s_per_token\n";
   fmt::print("Decode at full size in the timing-only mode (issue 18, section 5): one step after a one-token prompt a sequence,\n"
-             "`tessera-vp demo --hf-config CONFIG{} --prompt 1 --decode 1 --batch B --chips C --timing-only`{}\n",
-             layers.empty() ? "" : " --layers " + layers, ranks[0] > 1 ? fmt::format(" on {} MPI ranks", ranks[0]) : "");
+             "`tessera-vp demo --hf-config CONFIG{} --prompt 1 --decode 1 --batch B --chips C{} --timing-only`{}\n",
+             layers.empty() ? "" : " --layers " + layers, groups[0] > 1 ? fmt::format(" --groups {}", groups[0]) : "",
+             ranks[0] > 1 ? fmt::format(" on {} MPI ranks", ranks[0]) : "");
   fmt::print("{:<16} {:>5} {:>5} {:>10} {:>10} {:>9} {:>9} {:>9}  {:<22} {:>8} {:>10}\n", "model", "chips", "batch", "TPOT us",
              "tokens/s", "per chip", "mJ/token", "% bound", "binding", "GB chip0", "sim s/tok");
   int rc = 0;
@@ -803,12 +807,18 @@ int llm_scale(const std::map<std::string, std::string>& opt, const std::string& 
     const std::string& m = models[mi];
     const auto& [config, experts] = configs[mi];
     for (unsigned c : chips) {
-      series.push_back({fmt::format("{}, {} chips", m, c), {}});
+      const unsigned g = groups[0];
+      series.push_back({fmt::format("{}, {} chips{}", m, c, g > 1 ? fmt::format(" in {} groups", g) : ""), {}});
       for (unsigned b : batches) {
+        if (c % g || b % g) {
+          fmt::print("{:<16} {:>5} {:>5}  (not run: {} groups divide not both {} chips and {} sequences)\n", m, c, b, g, c, b);
+          continue;
+        }
         const std::string cmd = fmt::format(
-            "{}{} demo --hf-config {}{} --prompt 1 --decode 1 --batch {} --chips {} --timing-only{}",
+            "{}{} demo --hf-config {}{} --prompt 1 --decode 1 --batch {} --chips {}{} --timing-only{}",
             ranks[0] > 1 ? fmt::format("OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun --oversubscribe -np {} ", ranks[0]) : "",
-            TESSERA_VP, config, layers.empty() ? "" : " --layers " + layers, b, c, experts ? " --routing seeded" : "");
+            TESSERA_VP, config, layers.empty() ? "" : " --layers " + layers, b, c, g > 1 ? fmt::format(" --groups {}", g) : "",
+            experts ? " --routing seeded" : "");
         ScaleRun r;
         if (!scale_run(cmd, r)) {
           rc = 1;
@@ -817,7 +827,7 @@ int llm_scale(const std::map<std::string, std::string>& opt, const std::string& 
         fmt::print("{:<16} {:>5} {:>5} {:>10.2f} {:>10.1f} {:>9.2f} {:>9.2f} {:>8.1f}%  {:<22} {:>8.2f} {:>10.2f}\n", m, c, b, r.step_us,
                    r.tps, r.per_chip, r.uj / 1000, r.of_bound, r.binding, r.gb0, r.wall_s / b);
         std::fflush(stdout);  // a run can take many minutes: each row as it comes
-        csv += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", m, layers.empty() ? "all" : layers, c, b, r.step_us, r.tps,
+        csv += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", m, layers.empty() ? "all" : layers, c, g, b, r.step_us, r.tps,
                            r.per_chip, r.uj / 1000, r.of_bound, r.binding, r.gb, r.gb0, r.wall_s, r.wall_s / b);
         series.back().points.emplace_back(b, r.per_chip);
       }
@@ -838,7 +848,8 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--out" && i + 1 < argc) dir = argv[++i];
-    else if ((a == "--models" || a == "--chips" || a == "--batches" || a == "--layers" || a == "--ranks") && i + 1 < argc)
+    else if ((a == "--models" || a == "--chips" || a == "--batches" || a == "--layers" || a == "--ranks" || a == "--groups") &&
+             i + 1 < argc)
       scale[a.substr(2)] = argv[++i];
     else if (what.empty()) what = a;
     else what = "?";
@@ -859,6 +870,6 @@ int main(int argc, char** argv) {
     }
   }
   std::fprintf(stderr, "usage: bench_study fp8-accumulation|activations|spec-decode|expert-parallel|energy-batch|power-headroom [--out DIR]\n"
-                       "       bench_study llm-scale [--models NAME,...] [--layers L] [--chips C,...] [--batches B,...] [--ranks R] [--out DIR]\n");
+                       "       bench_study llm-scale [--models NAME,...] [--layers L] [--chips C,...] [--batches B,...] [--groups G] [--ranks R] [--out DIR]\n");
   return 2;
 }

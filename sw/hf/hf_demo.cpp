@@ -22,7 +22,10 @@
 // weight spreads its columns over the chips and each chip holds its
 // columns (tensor parallel, compiler::Options::split_matmuls), a MoE
 // layer's experts likewise, attention by heads (each chip keeping its KV
-// heads' caches); the rest of the step runs on chip 0. Exit codes: 0, 1 (--check failed), 2 (a bad option, config
+// heads' caches); the rest of the step runs on chip 0. --groups G splits
+// the chips and the batch into G groups (data parallel), each group's
+// first chip running its sequences' steps with the group's other chips as
+// its peers, every group's step started before any is waited for. Exit codes: 0, 1 (--check failed), 2 (a bad option, config
 // or weights file, in one line), 3 (a device error).
 #include "hf_demo.hpp"
 
@@ -33,6 +36,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <iostream>
 #include <memory>
 #include <random>
@@ -55,7 +59,7 @@ int fail(const std::string& why) {
 
 int demo_main(int argc, char** argv) {
   std::string config, weights;
-  unsigned layers = 0, prompt = 16, seed = 1, decode = 0, batch = 1, chips = 1;
+  unsigned layers = 0, prompt = 16, seed = 1, decode = 0, batch = 1, chips = 1, groups = 1;
   bool check = false, timing = false, seeded_routes = false;
   rt::Device::Options opt;
   for (int i = 1; i < argc; ++i) {
@@ -76,6 +80,7 @@ int demo_main(int argc, char** argv) {
     else if (a == "--seed" && more) { if (!number(seed)) return fail("--seed takes a number"); }
     else if (a == "--batch" && more) { if (!number(batch) || !batch || batch > 64) return fail("--batch takes 1 to 64 sequences"); }
     else if (a == "--chips" && more) { if (!number(chips) || !chips) return fail("--chips takes 1, 4, 8, 16, 32 or 64"); }
+    else if (a == "--groups" && more) { if (!number(groups) || !groups) return fail("--groups takes a number of groups of chips above 0"); }
     else if (a == "--set" && more) opt.sets.push_back(argv[++i]);
     else if (a == "--check") check = true;
     else if (a == "--timing-only") timing = true;
@@ -84,9 +89,12 @@ int demo_main(int argc, char** argv) {
       if (r != "model" && r != "seeded") return fail(fmt::format("--routing takes model or seeded, not '{}'", r));
       seeded_routes = r == "seeded";
     } else return fail(fmt::format("'{}' is not an option of demo --hf-config (--weights, --layers, --prompt, --decode, --seed, --batch, "
-                                   "--chips, --check, --timing-only, --routing, --set)", a));
+                                   "--chips, --groups, --check, --timing-only, --routing, --set)", a));
   }
   if (batch > 1 && !decode) return fail("--batch decodes its sequences together: give --decode N");
+  if (chips % groups || batch % groups)
+    return fail(fmt::format("--groups {}: the groups take equal shares of the chips ({}) and of the batch's sequences ({}); {} does "
+                            "not divide both", groups, chips, batch, groups));
   if (timing && check) return fail("--timing-only computes no logits: --check has nothing to compare");
   if (timing && !weights.empty()) return fail("--timing-only runs the config's shapes without weights: drop --weights");
   if (seeded_routes && check)
@@ -122,9 +130,10 @@ int demo_main(int argc, char** argv) {
     // A batch prefills its sequences together, each step a chunk of every
     // sequence's prompt (a sequence's rows together): the chunk shrinks so
     // a step keeps to the experts' kTokens rows, or to kBatchRows.
-    const unsigned most = sparse ? kChunk : batch > 1 ? kBatchRows : prompt;
-    chunk = std::max(1u, std::min(prompt, most / batch)), rest = prompt % chunk;
-    const std::uint64_t params = c.parameters(layers), need = params * 4 * 2 * (1 + (decode ? 1 : 0) + (rest ? 1 : 0));
+    const unsigned share = batch / groups;  // a group's sequences
+    const unsigned most = sparse ? kChunk : share > 1 ? kBatchRows : prompt;
+    chunk = std::max(1u, std::min(prompt, most / share)), rest = prompt % chunk;
+    const std::uint64_t params = c.parameters(layers), need = params * 4 * 2 * (1 + (decode ? 1 : 0) + (rest ? 1 : 0)) * groups;
     const std::uint64_t host = static_cast<std::uint64_t>(sysconf(_SC_PHYS_PAGES)) * static_cast<std::uint64_t>(sysconf(_SC_PAGE_SIZE));
     if (need > host / 2 && !timing)
       return fail(fmt::format("{}: {} of {} layers hold {:.3g} G weights, {:.1f} GB on the host in FP32 twice over, more than half "
@@ -134,9 +143,9 @@ int demo_main(int argc, char** argv) {
     const unsigned context = prompt + decode;
     // A batch's caches hold a page of the context per sequence; each
     // sequence prefills alone, and a decode step takes a row of each.
-    g = llama_step(c, w, chunk * batch, context, layers, fp8, batch, seeded_routes);
-    if (rest) tail = llama_step(c, w, rest * batch, context, layers, fp8, batch, seeded_routes);
-    if (decode) step = llama_step(c, w, batch, context, layers, fp8, batch, seeded_routes);
+    g = llama_step(c, w, chunk * share, context, layers, fp8, share, seeded_routes);
+    if (rest) tail = llama_step(c, w, rest * share, context, layers, fp8, share, seeded_routes);
+    if (decode) step = llama_step(c, w, share, context, layers, fp8, share, seeded_routes);
   } catch (const std::exception& e) {
     return fail(e.what());
   }
@@ -148,28 +157,78 @@ int demo_main(int argc, char** argv) {
     const std::vector<rt::Device*>& devices = system_chips.all;
     rt::Device& dev = *devices[0];
     auto load_program = [](rt::Device& d) { return d.load_kernel(data_file(DataKind::kernels, "program.elf"), (1u << d.tiles()) - 1); };
-    const rt::Kernel program = load_program(dev);
-    compiler::Options system;  // the peers, each with its weights (shared by every step's graph)
-    system.split_matmuls = compiler::Options::Split::always;
-    for (std::size_t k = 1; k < devices.size(); ++k)
-      system.peers.push_back({devices[k], load_program(*devices[k]), std::make_shared<compiler::WeightStore>(*devices[k])});
+    std::vector<rt::Kernel> programs;
+    for (rt::Device* d : devices) programs.push_back(load_program(*d));
+    // Data parallel over `groups` groups of chips (--groups): group k the
+    // chips k per .. (k + 1) per - 1, its first running the step with the
+    // others as its peers, and the sequences k share .. (k + 1) share - 1.
+    const unsigned per = chips / groups, share = batch / groups;
+    struct Group {
+      compiler::Options system, shared;  // the peers, each with its weights (shared by every step's graph); with the caches
+      std::unique_ptr<compiler::Executable> ex, tail, step;
+    };
+    std::vector<Group> gs(groups);
+    for (unsigned k = 0; k < groups; ++k) {
+      Group& gr = gs[k];
+      gr.system.split_matmuls = compiler::Options::Split::always;
+      for (unsigned j = 1; j < per; ++j) {
+        rt::Device& d = *devices[k * per + j];
+        gr.system.peers.push_back({&d, programs[k * per + j], std::make_shared<compiler::WeightStore>(d)});
+      }
+      rt::Device& d = *devices[k * per];
+      const bool last = k + 1 == groups;
+      gr.ex = std::make_unique<compiler::Executable>(d, programs[k * per], last ? std::move(g) : g, gr.system);
+      gr.shared = gr.system;
+      gr.shared.state = gr.ex->state(), gr.shared.weights = gr.ex->weights();  // the prefill's caches and weights
+      if (rest) gr.tail = std::make_unique<compiler::Executable>(d, programs[k * per], last ? std::move(tail) : tail, gr.shared);
+    }
+    compiler::Executable& ex = *gs[0].ex;
     auto energy = [&] {
       double j = 0;
       for (rt::Device* d : devices) j += d->energy().joules;
       return j;
     };
-    compiler::Executable ex(dev, program, std::move(g), system);
-    compiler::Options shared = system;
-    shared.state = ex.state(), shared.weights = ex.weights();  // the prefill's caches and weights
-    std::unique_ptr<compiler::Executable> last_chunk;
-    if (rest) last_chunk = std::make_unique<compiler::Executable>(dev, program, std::move(tail), shared);
+    // One step of every group (each group's executable `pick` gives, with
+    // its inputs): its outputs by group, the step's simulated seconds and
+    // the busiest group's bound. One group runs as run() does; several
+    // are started before any is waited for (each chip's inputs and launch
+    // posted as one request) and their outputs read at once, the step
+    // taking from the first start to the last group's end.
+    auto run_step = [&](const std::function<compiler::Executable&(Group&)>& pick,
+                        const std::function<std::map<std::string, std::vector<float>>(unsigned)>& in, double& seconds,
+                        roofline::Report& bound) {
+      std::vector<std::map<std::string, std::vector<float>>> out(groups);
+      if (groups == 1) {
+        compiler::Executable& x = pick(gs[0]);
+        out[0] = x.run(in(0));
+        seconds = x.last_seconds(), bound = x.last_bound();
+        return out;
+      }
+      const double t0 = dev.simulated_seconds();
+      for (unsigned k = 0; k < groups; ++k) {
+        rt::Device& d = *devices[k * per];
+        d.hold_io();
+        pick(gs[k]).start(in(k));
+        d.send_io();
+      }
+      for (unsigned k = 0; k < groups; ++k) devices[k * per]->wait_io();
+      for (unsigned k = 0; k < groups; ++k) pick(gs[k]).wait();
+      seconds = dev.simulated_seconds() - t0;
+      for (unsigned k = 0; k < groups; ++k) {
+        compiler::Executable& x = pick(gs[k]);
+        if (k == 0 || x.last_bound().seconds() > bound.seconds()) bound = x.last_bound();
+        x.fetch();
+      }
+      for (unsigned k = 0; k < groups; ++k) devices[k * per]->wait_io(), out[k] = pick(gs[k]).outputs();
+      return out;
+    };
     // Each sequence's prompt in steps of `chunk` tokens (one step unless it is longer).
     std::vector<std::vector<float>> logits(batch);  // by sequence
     // The chip's routes by sequence and layer (a MoE model's), the prompt's and then each decoded token's.
     std::vector<std::vector<std::vector<std::uint32_t>>> routes(batch);
     std::uint64_t steps = 0;  // each step's seeded scores (--routing seeded) its own
     auto inputs = [&](const std::vector<std::uint32_t>& t, const std::vector<unsigned>& at, const std::vector<unsigned>& of) {
-      std::map<std::string, std::vector<float>> in = batch > 1 ? llama_batch_inputs(t, at, of, batch) : llama_inputs(t, at[0]);
+      std::map<std::string, std::vector<float>> in = share > 1 ? llama_batch_inputs(t, at, of, share) : llama_inputs(t, at[0]);
       if (seeded_routes) route_seeds(c, layers, static_cast<unsigned>(t.size()), (std::uint64_t{seed} << 32) + steps++, in);
       return in;
     };
@@ -181,26 +240,34 @@ int demo_main(int argc, char** argv) {
     const Clock::time_point w0 = Clock::now();
     for (unsigned at = 0; at < prompt; at += chunk) {
       const unsigned n = std::min(chunk, prompt - at);
-      compiler::Executable& x = n == chunk ? ex : *last_chunk;
-      std::vector<std::uint32_t> t;
-      std::vector<unsigned> pos, of;
-      for (unsigned sq = 0; sq < batch; ++sq)
-        for (unsigned k = 0; k < n; ++k) t.push_back(prompts[sq][at + k]), pos.push_back(at + k), of.push_back(sq);
-      const std::map<std::string, std::vector<float>> o = x.run(inputs(t, pos, of));
-      const std::vector<float>& lo = o.at("logits");
-      const std::vector<std::vector<std::uint32_t>> step_routes = chip_routes(c, o, layers);
-      for (unsigned sq = 0; sq < batch; ++sq) {  // rows sq n .. of the step are sequence sq's
-        logits[sq].insert(logits[sq].end(), lo.begin() + std::ptrdiff_t(std::size_t{sq} * n * c.vocab),
-                          lo.begin() + std::ptrdiff_t(std::size_t{sq + 1} * n * c.vocab));
-        routes[sq].resize(step_routes.size());
-        for (std::size_t l = 0; l < step_routes.size(); ++l) {
-          const std::size_t k = step_routes[l].size() / batch;
-          routes[sq][l].insert(routes[sq][l].end(), step_routes[l].begin() + std::ptrdiff_t(sq * k),
-                               step_routes[l].begin() + std::ptrdiff_t((sq + 1) * k));
+      double took = 0;
+      roofline::Report b;
+      const auto outs = run_step([&](Group& gr) -> compiler::Executable& { return n == chunk ? *gr.ex : *gr.tail; },
+                                 [&](unsigned k) {
+                                   std::vector<std::uint32_t> t;
+                                   std::vector<unsigned> pos, of;
+                                   for (unsigned j = 0; j < share; ++j)
+                                     for (unsigned i = 0; i < n; ++i) t.push_back(prompts[k * share + j][at + i]), pos.push_back(at + i), of.push_back(j);
+                                   return inputs(t, pos, of);
+                                 },
+                                 took, b);
+      for (unsigned k = 0; k < groups; ++k) {
+        const std::vector<float>& lo = outs[k].at("logits");
+        const std::vector<std::vector<std::uint32_t>> step_routes = chip_routes(c, outs[k], layers);
+        for (unsigned j = 0; j < share; ++j) {  // rows j n .. of the group's step are its sequence j's
+          const unsigned sq = k * share + j;
+          logits[sq].insert(logits[sq].end(), lo.begin() + std::ptrdiff_t(std::size_t{j} * n * c.vocab),
+                            lo.begin() + std::ptrdiff_t(std::size_t{j + 1} * n * c.vocab));
+          routes[sq].resize(step_routes.size());
+          for (std::size_t l = 0; l < step_routes.size(); ++l) {
+            const std::size_t rk = step_routes[l].size() / share;
+            routes[sq][l].insert(routes[sq][l].end(), step_routes[l].begin() + std::ptrdiff_t(j * rk),
+                                 step_routes[l].begin() + std::ptrdiff_t((j + 1) * rk));
+          }
         }
       }
-      prefill_s += x.last_seconds(), prefill_bound += x.last_bound().seconds();
-      if (at == 0) r = x.last_bound();
+      prefill_s += took, prefill_bound += b.seconds();
+      if (at == 0) r = b;
     }
     const unsigned prompt_tokens = prompt * batch;
     const double prefill_j = energy() - j0, prefill_wall = std::chrono::duration<double>(Clock::now() - w0).count();
@@ -225,14 +292,20 @@ int demo_main(int argc, char** argv) {
     if (seeded_routes)
       std::cout << "routing: seeded (each token's experts chosen and gated by seeded scores, not by the router's logits, which are "
                    "still computed): the same with data and in the timing-only mode\n";
-    if (chips > 1)
-      std::cout << fmt::format("{} chips ({}): every matmul on a weight split by columns over the chips' tiles, each chip holding its "
+    auto ks = [](unsigned n) { return n == 1 ? std::string("k") : fmt::format("{} k to {} k + {}", n, n, n - 1); };
+    if (groups > 1)
+      std::cout << fmt::format("{} groups of {} chip{} (data parallel, --groups): group k runs sequence{} {} on chip{} {}{}; every "
+                               "group's step is started before any is waited for\n", groups, per, per > 1 ? "s" : "",
+                               share > 1 ? "s" : "", ks(share), per > 1 ? "s" : "", ks(per),
+                               per > 1 ? ", the first running the step with the others as its peers (below)" : "");
+    if (per > 1)
+      std::cout << fmt::format("{}{} chips ({}): every matmul on a weight split by columns over the chips' tiles, each chip holding its "
                                "columns (tensor parallel; chip 0 pushes the activations to each peer, which writes its columns back){}; "
-                               "attention by heads over {} chips, each keeping its KV heads' caches; the rest on chip 0\n", chips,
-                               opt.platform.substr(opt.platform.rfind('/') + 1),
+                               "attention by heads over {} chips, each keeping its KV heads' caches; the rest on {}\n",
+                               groups > 1 ? "each group's " : "", per, opt.platform.substr(opt.platform.rfind('/') + 1),
                                c.experts ? ", the experts' slices likewise where they split over the chips, or the experts "
                                            "themselves (`experts:` below)" : "",
-                               std::min(chips, c.mla ? c.heads : c.kv_heads));
+                               std::min(per, c.mla ? c.heads : c.kv_heads), groups > 1 ? "the group's first chip" : "chip 0");
     std::cout << fmt::format("prefill of {} tokens{}{}: {} nodes, {:.2f} us simulated ({:.2f} us/token); next token {}{}\n", prompt,
                              batch > 1 ? fmt::format(" for each of {} sequences", batch) : std::string(),
                              prompt > chunk ? fmt::format(" in steps of {}{}", chunk, batch > 1 ? " each" : "") : std::string(), ex.groups().size(),
@@ -274,27 +347,39 @@ int demo_main(int argc, char** argv) {
       std::cout << "slowest nodes: " << slow << "\n";
     }
     if (decode) {
-      compiler::Executable dx(dev, program, std::move(step), shared);
+      for (unsigned k = 0; k < groups; ++k)
+        gs[k].step = std::make_unique<compiler::Executable>(*devices[k * per], programs[k * per], k + 1 == groups ? std::move(step) : step,
+                                                            gs[k].shared);
+      compiler::Executable& dx = *gs[0].step;
       double took = 0, bound = 0;
       std::map<std::string, double> binding;  // the seconds each resource bound
       const double dj0 = energy();
       const Clock::time_point dw0 = Clock::now();
       for (unsigned i = 0; i < decode; ++i) {
-        std::vector<std::uint32_t> last(batch);
-        std::vector<unsigned> pos(batch, prompt + i), of(batch);
-        for (unsigned sq = 0; sq < batch; ++sq) last[sq] = sequences[sq].back(), of[sq] = sq;
-        const std::map<std::string, std::vector<float>> o = dx.run(inputs(last, pos, of));
-        took += dx.last_seconds(), bound += dx.last_bound().seconds();
-        binding[dx.last_bound().binding().resource] += dx.last_bound().seconds();
-        const std::vector<float>& lo = o.at("logits");
-        const std::vector<std::vector<std::uint32_t>> r = chip_routes(c, o, layers);
-        for (unsigned sq = 0; sq < batch; ++sq) {  // row sq is sequence sq's
-          logits[sq].insert(logits[sq].end(), lo.begin() + std::ptrdiff_t{sq} * c.vocab, lo.begin() + std::ptrdiff_t{sq + 1} * c.vocab);
-          for (std::size_t l = 0; l < r.size(); ++l) {
-            const std::size_t k = r[l].size() / batch;
-            routes[sq][l].insert(routes[sq][l].end(), r[l].begin() + std::ptrdiff_t(sq * k), r[l].begin() + std::ptrdiff_t((sq + 1) * k));
+        double step_s = 0;
+        roofline::Report b;
+        const auto outs = run_step([](Group& gr) -> compiler::Executable& { return *gr.step; },
+                                   [&](unsigned k) {
+                                     std::vector<std::uint32_t> last(share);
+                                     std::vector<unsigned> pos(share, prompt + i), of(share);
+                                     for (unsigned j = 0; j < share; ++j) last[j] = sequences[k * share + j].back(), of[j] = j;
+                                     return inputs(last, pos, of);
+                                   },
+                                   step_s, b);
+        took += step_s, bound += b.seconds();
+        binding[b.binding().resource] += b.seconds();
+        for (unsigned k = 0; k < groups; ++k) {
+          const std::vector<float>& lo = outs[k].at("logits");
+          const std::vector<std::vector<std::uint32_t>> r = chip_routes(c, outs[k], layers);
+          for (unsigned j = 0; j < share; ++j) {  // row j is the group's sequence j's
+            const unsigned sq = k * share + j;
+            logits[sq].insert(logits[sq].end(), lo.begin() + std::ptrdiff_t{j} * c.vocab, lo.begin() + std::ptrdiff_t{j + 1} * c.vocab);
+            for (std::size_t l = 0; l < r.size(); ++l) {
+              const std::size_t rk = r[l].size() / share;
+              routes[sq][l].insert(routes[sq][l].end(), r[l].begin() + std::ptrdiff_t(j * rk), r[l].begin() + std::ptrdiff_t((j + 1) * rk));
+            }
+            if (i + 1 < decode) sequences[sq].push_back(greedy(lo.data() + std::size_t{j} * c.vocab));
           }
-          if (i + 1 < decode) sequences[sq].push_back(greedy(lo.data() + std::size_t{sq} * c.vocab));
         }
       }
       decode_s = took, decode_j = energy() - dj0, decode_wall = std::chrono::duration<double>(Clock::now() - dw0).count();
@@ -323,8 +408,11 @@ int demo_main(int argc, char** argv) {
                              prefill_wall, prefill_wall / prompt_tokens,
                              decode ? fmt::format(", decode {:.3f} s/{}", decode_wall / decode, batch > 1 ? "step" : "token") : "");
     if (timing) {
-      std::uint64_t held = ex.weights()->bytes();
-      for (const compiler::Options::Peer& p : system.peers) held += p.weights->bytes();
+      std::uint64_t held = 0;
+      for (const Group& gr : gs) {
+        held += gr.ex->weights()->bytes();
+        for (const compiler::Options::Peer& p : gr.system.peers) held += p.weights->bytes();
+      }
       std::cout << fmt::format("timing only: the tensor cores computed no products (seeded results); {:.2f} GB of weights placed in "
                                "HBM{} and never written\n", static_cast<double>(held) / 1e9,
                                chips > 1 ? fmt::format(" over {} chips ({:.2f} GB on chip 0)", chips, ex.weights()->bytes() / 1e9) : "");
