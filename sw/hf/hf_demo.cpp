@@ -191,9 +191,9 @@ int demo_main(int argc, char** argv) {
     // One step of every group (each group's executable `pick` gives, with
     // its inputs): its outputs by group, the step's simulated seconds and
     // the busiest group's bound. One group runs as run() does; several
-    // are started before any is waited for (each chip's inputs and launch
-    // posted as one request) and their outputs read at once, the step
-    // taking from the first start to the last group's end.
+    // are started before any is waited for (a group of one chip: its
+    // inputs and launch posted as one request) and their outputs read at
+    // once, the step taking from the first start to the last group's end.
     auto run_step = [&](const std::function<compiler::Executable&(Group&)>& pick,
                         const std::function<std::map<std::string, std::vector<float>>(unsigned)>& in, double& seconds,
                         roofline::Report& bound) {
@@ -204,14 +204,18 @@ int demo_main(int argc, char** argv) {
         seconds = x.last_seconds(), bound = x.last_bound();
         return out;
       }
+      // (A group with peers starts as run() does, its device's launch
+      // before its peers': a launch clears its chip's semaphores, through
+      // which the peers hand over, and a posted launch could come after
+      // theirs.)
       const double t0 = dev.simulated_seconds();
       for (unsigned k = 0; k < groups; ++k) {
         rt::Device& d = *devices[k * per];
-        d.hold_io();
+        if (per == 1) d.hold_io();
         pick(gs[k]).start(in(k));
-        d.send_io();
+        if (per == 1) d.send_io();
       }
-      for (unsigned k = 0; k < groups; ++k) devices[k * per]->wait_io();
+      for (unsigned k = 0; k < groups && per == 1; ++k) devices[k * per]->wait_io();
       for (unsigned k = 0; k < groups; ++k) pick(gs[k]).wait();
       seconds = dev.simulated_seconds() - t0;
       for (unsigned k = 0; k < groups; ++k) {
