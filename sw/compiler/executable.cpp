@@ -1018,6 +1018,16 @@ Executable::Executable(rt::Device& dev, const rt::Kernel& program, Graph g, cons
       return {0, 0};
     };
     unsigned next = 0;
+    // A state buffer of `need` bytes on chip `d` named `key`: the one
+    // Options::state shares, or one of its own (round robin over the stacks).
+    auto state_buffer = [&](const std::string& key, std::uint64_t need, rt::Device& d) {
+      const auto shared = o.state.find(key);
+      if (shared != o.state.end() && (shared->second.size < need || shared->second.chip != d.chip()))
+        throw std::invalid_argument(fmt::format("compiler: state '{}' needs {} bytes on chip {}; the buffer given holds {} on chip {}", key,
+                                                need, d.chip(), shared->second.size, shared->second.chip));
+      const rt::Buffer b = shared != o.state.end() ? shared->second : impl_->alloc(d, need, next++ % d.hbm_stacks());
+      return state_[key] = b;
+    };
     for (std::size_t i = 0; i < g_.tensors().size(); ++i) {
       const Tensor& t = g_.tensors()[i];
       if (t.role == Role::intermediate || t.role == Role::input) continue;
@@ -1035,12 +1045,7 @@ Executable::Executable(rt::Device& dev, const rt::Kernel& program, Graph g, cons
         // (A cache spread over the chips by heads: the device's KV heads only.)
         const unsigned kept = kept_heads(static_cast<int>(i), 0).second;
         const std::uint64_t need = kept ? t.elements() / t.shape[0] * kept * bytes(t.dtype) : t.elements() * bytes(t.dtype);
-        const auto shared = o.state.find(t.name);
-        if (shared != o.state.end() && shared->second.size < need)
-          throw std::invalid_argument(fmt::format("compiler: state '{}' needs {} bytes; the buffer given holds {}", t.name, need,
-                                                  shared->second.size));
-        const rt::Buffer b = shared != o.state.end() ? shared->second : impl_->alloc(dev_, need, next++ % dev_.hbm_stacks());
-        impl_->plain[static_cast<int>(i)] = state_[t.name] = b;
+        impl_->plain[static_cast<int>(i)] = state_buffer(t.name, need, dev_);
         continue;
       }
       const unsigned stack = next++ % dev_.hbm_stacks();
@@ -1061,13 +1066,7 @@ Executable::Executable(rt::Device& dev, const rt::Kernel& program, Graph g, cons
           if (k1 == 0) continue;
           const Tensor& T = g_.tensor(t);
           const std::uint64_t head = std::uint64_t{T.shape[1]} * T.shape[2] * bytes(T.dtype), need = head * (k1 - k0);
-          const std::string key = fmt::format("{}@{}", T.name, chip_dev(c).chip());
-          const auto shared = o.state.find(key);
-          if (shared != o.state.end() && (shared->second.size < need || shared->second.chip != chip_dev(c).chip()))
-            throw std::invalid_argument(fmt::format("compiler: state '{}' needs {} bytes on chip {}; the buffer given holds {} on chip {}", key,
-                                                    need, chip_dev(c).chip(), shared->second.size, shared->second.chip));
-          const rt::Buffer b = shared != o.state.end() ? shared->second : impl_->alloc(chip_dev(c), need, next++ % chip_dev(c).hbm_stacks());
-          state_[key] = b;
+          const rt::Buffer b = state_buffer(fmt::format("{}@{}", T.name, chip_dev(c).chip()), need, chip_dev(c));
           impl_->peer_cache[{t, c}] = b.address - head * k0;
         }
     }
