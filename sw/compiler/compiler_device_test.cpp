@@ -1474,3 +1474,251 @@ TEST(CompilerDevice, AttentionSpreadOverTheChipsByHeadsKeepsEachChipsCachesBitFo
                 fmt::format("{} rows at {}", T, p));
   }
 }
+
+namespace {
+// Chip c's share of a tensor-parallel MLP over `chips` chips (Megatron's
+// layout): x on every chip, the columns [c h, (c + 1) h) of w1 and b1 and
+// those rows of w2 on chip c (h = H / chips), each chip's partial sums of
+// the down projection all-reduced (in `sum`'s format), then the residual.
+// With chips 1 and no collective: the whole MLP on one chip.
+Graph tensor_parallel_mlp(unsigned c, unsigned chips, unsigned rows, unsigned D, unsigned H, DType sum = DType::f32, bool tree = false,
+                          bool pull = false, bool collective = true) {
+  const unsigned h = H / chips;
+  const std::vector<float> w1 = seeded_values(std::size_t{D} * H, 2, 0.2f), b1 = seeded_values(H, 3, 0.5f),
+                           w2 = seeded_values(std::size_t{H} * D, 4, 0.2f);
+  std::vector<float> w1c, w2c(w2.begin() + static_cast<std::ptrdiff_t>(std::size_t{c} * h * D),
+                              w2.begin() + static_cast<std::ptrdiff_t>(std::size_t{c + 1} * h * D));
+  for (unsigned d = 0; d < D; ++d)
+    w1c.insert(w1c.end(), w1.begin() + static_cast<std::ptrdiff_t>(std::size_t{d} * H + c * h),
+               w1.begin() + static_cast<std::ptrdiff_t>(std::size_t{d} * H + (c + 1) * h));
+  Graph g;
+  const int x = g.input("x", {rows, D});
+  const int up = g.matmul(x, g.weight("w1", {D, h}, w1c, DType::bf16), DType::bf16, "up");
+  const int act = g.unary(OpKind::gelu, g.binary(OpKind::add, up, g.weight("b1", {h}, {b1.begin() + c * h, b1.begin() + (c + 1) * h})), "act");
+  int part = g.matmul(act, g.weight("w2", {h, D}, w2c, DType::bf16), DType::bf16, "down");
+  if (sum != DType::f32) part = g.cast(part, sum, "narrow");
+  const int y = collective ? g.all_reduce(part, chips, tree, pull, "sum") : part;
+  g.output(g.binary(OpKind::add, y, x, "residual"));
+  return g;
+}
+}  // namespace
+
+TEST(CompilerDevice, ATensorParallelMlpAllReducesItsPartialSumsOnTheChipsAsTheEnginesReferenceHasIt) {
+  // Graph::all_reduce on the ring of four: each chip runs its quarter of
+  // an MLP's hidden layer and the chips' communication engines sum the
+  // partial outputs, the tile programs posting the collective (no host
+  // round trip). Every chip's output equals reference_spmd's bit for bit
+  // (ring and tree, push and pull, FP32 and BF16 sums), the same on every
+  // chip; within FP32's rounding of the MLP on one chip (the sums' order
+  // differs), within BF16's where the partials travel in BF16.
+  Ring ring(kFastModels);
+  rt::Cluster& cluster = ring.cluster;
+  const unsigned rows = 3, D = 256, H = 1024;
+  const std::map<std::string, std::vector<float>> in{{"x", seeded_values(std::size_t{rows} * D, 7, 1.0f)}};
+  // The whole MLP on chip 0 alone, for comparison.
+  Executable whole(cluster.chip(0), ring.programs[0], tensor_parallel_mlp(0, 1, rows, D, H, DType::f32, false, false, false));
+  const std::vector<float> alone = whole.run(in).at("residual");
+  struct Case {
+    DType sum;
+    bool tree, pull;
+    float tolerance;  // of the largest magnitude, against one chip
+  };
+  for (const Case& k : {Case{DType::f32, false, false, 1e-5f}, Case{DType::f32, true, true, 1e-5f}, Case{DType::bf16, false, true, 2e-2f}}) {
+    SCOPED_TRACE(testing::Message() << name(k.sum) << (k.tree ? " tree" : " ring") << (k.pull ? " pull" : " push"));
+    std::vector<Graph> graphs;
+    for (unsigned c = 0; c < 4; ++c) graphs.push_back(tensor_parallel_mlp(c, 4, rows, D, H, k.sum, k.tree, k.pull));
+    std::vector<std::unique_ptr<Executable>> ex;
+    std::vector<Executable*> execs;
+    Options o;
+    o.symmetric = std::make_shared<SymmetricStore>(
+        std::vector<rt::Device*>{&cluster.chip(0), &cluster.chip(1), &cluster.chip(2), &cluster.chip(3)});
+    for (unsigned c = 0; c < 4; ++c) {
+      ex.push_back(std::make_unique<Executable>(cluster.chip(c), ring.programs[c], graphs[c], o));
+      execs.push_back(ex.back().get());
+    }
+    const std::vector<std::map<std::string, std::vector<float>>> inputs(4, in);
+    const auto out = run_together(execs, inputs);
+    std::vector<const Graph*> gs;
+    for (const Graph& g : graphs) gs.push_back(&g);
+    const auto ref = reference_spmd(gs, inputs);
+    const std::size_t res = static_cast<std::size_t>(graphs[0].outputs()[0]);
+    for (unsigned c = 0; c < 4; ++c) expect_bits(out[c].at("residual"), ref[c][res], fmt::format("chip {}", c));
+    for (unsigned c = 1; c < 4; ++c) expect_bits(out[c].at("residual"), out[0].at("residual"), fmt::format("chip {} against chip 0", c));
+    float big = 0, worst = 0;
+    for (std::size_t i = 0; i < alone.size(); ++i)
+      big = std::max(big, std::fabs(alone[i])), worst = std::max(worst, std::fabs(alone[i] - out[0].at("residual")[i]));
+    EXPECT_LE(worst, k.tolerance * big) << "against the MLP on one chip";
+    EXPECT_GT(worst, 0.0f) << "the partial sums add in another order than one chip's";
+    // The sums' order is the engines': the chips' partials added in chip
+    // order instead give other bits (BF16: each addition rounded).
+    if (k.sum == DType::bf16) {
+      const Graph& g = graphs[0];
+      const int summed = g.ops()[static_cast<std::size_t>(g.producer(g.outputs()[0]))].in[0];
+      const int partial = g.ops()[static_cast<std::size_t>(g.producer(summed))].in[0];
+      const std::vector<float>& want = ref[0][static_cast<std::size_t>(summed)];
+      std::size_t other = 0;
+      for (std::size_t i = 0; i < want.size(); ++i) {
+        float acc = ref[0][static_cast<std::size_t>(partial)][i];
+        for (unsigned c = 1; c < 4; ++c)
+          acc = static_cast<float>(num::quantize(num::Format::BF16, acc + ref[c][static_cast<std::size_t>(partial)][i]));
+        other += std::memcmp(&acc, &want[i], 4) != 0;
+      }
+      EXPECT_GT(other, 0u) << "BF16 sums in chip order round otherwise than the ring's";
+    }
+    // A second run gives the same bits.
+    expect_bits(run_together(execs, inputs)[2].at("residual"), out[2].at("residual"), "a second run");
+  }
+}
+
+TEST(CompilerDevice, AllGatherPutsTheChipsRowsInChipOrderAndCollectivesAreCheckedAndFailByName) {
+  // Graph::all_gather on the ring of four: each chip's normed rows, every
+  // chip then holding all of them in chip order (as an intermediate and as
+  // an output), equal to reference_spmd bit for bit. A collective the
+  // system cannot run is refused when compiled, naming the op; one the
+  // engines fail (more than their staging buffer holds) comes back from
+  // every chip as rt::DeviceError naming it, and the chips serve on.
+  Ring ring([] {
+    std::vector<std::string> s = kFastModels;
+    s.push_back("c2c.comm_staging=256KiB");  // the least: a quarter of it for a ring's slots, 64 KiB
+    return s;
+  }());
+  rt::Cluster& cluster = ring.cluster;
+  std::vector<rt::Device*> chips;
+  for (unsigned c = 0; c < 4; ++c) chips.push_back(&cluster.chip(c));
+  Options o;
+  o.symmetric = std::make_shared<SymmetricStore>(chips);
+  const unsigned rows = 5, D = 64;
+  auto gathered = [&](unsigned c, bool pull, unsigned big = 0) {
+    Graph g;
+    const int x = g.input("x", {rows, D});
+    const int all = g.all_gather(g.rmsnorm(x, g.weight("norm", {D}, seeded_values(D, 1 + c, 2.0f))), 4, pull, "all");
+    g.output(all);
+    g.output(g.binary(OpKind::add, g.unary(OpKind::relu, all), g.weight("bias", {D}, seeded_values(D, 9, 1.0f)), "out"));
+    if (big) g.output(g.all_reduce(g.input("wide", {big, 256}), 4, false, false, "big"));
+    return g;
+  };
+  std::vector<std::map<std::string, std::vector<float>>> inputs;
+  for (unsigned c = 0; c < 4; ++c) inputs.push_back({{"x", seeded_values(std::size_t{rows} * D, 20 + c, 3.0f)}});
+  for (bool pull : {false, true}) {
+    SCOPED_TRACE(pull ? "pull" : "push");
+    std::vector<Graph> graphs;
+    std::vector<std::unique_ptr<Executable>> ex;
+    std::vector<Executable*> execs;
+    std::vector<const Graph*> gs;
+    for (unsigned c = 0; c < 4; ++c) graphs.push_back(gathered(c, pull));
+    for (unsigned c = 0; c < 4; ++c) {
+      ex.push_back(std::make_unique<Executable>(cluster.chip(c), ring.programs[c], graphs[c], o));
+      execs.push_back(ex.back().get());
+      gs.push_back(&graphs[c]);
+    }
+    const auto out = run_together(execs, inputs);
+    const auto ref = reference_spmd(gs, inputs);
+    for (unsigned c = 0; c < 4; ++c)
+      for (const char* t : {"all", "out"}) {
+        const int id = graphs[c].outputs()[std::string(t) == "all" ? 0 : 1];
+        expect_bits(out[c].at(t), ref[c][static_cast<std::size_t>(id)], fmt::format("chip {}'s {}", c, t));
+      }
+    // Chip k's rows, normed by its own weights, at k rows x D of the gathered.
+    const int normed = graphs[2].ops()[static_cast<std::size_t>(graphs[2].producer(graphs[2].outputs()[0]))].in[0];
+    expect_bits({out[0].at("all").begin() + 2 * rows * D, out[0].at("all").begin() + 3 * rows * D}, ref[2][static_cast<std::size_t>(normed)],
+                "chip 2's rows on chip 0");
+  }
+  // Refused when compiled, by name.
+  refused_with([&] { Executable(cluster.chip(1), ring.programs[1], [] {
+                       Graph g;
+                       g.output(g.all_reduce(g.input("x", {4, 4}), 2, false, false, "half"));
+                       return g;
+                     }(), o); },
+               "all_reduce 'half' combines 2 chips' values; the device's system has 4");
+  refused_with([&] { Executable(cluster.chip(1), ring.programs[1], gathered(1, false)); }, "all_gather 'all' over a ring needs Options::symmetric");
+  refused_with([&] {
+    Options p = o;
+    p.peers.push_back({&cluster.chip(2), ring.programs[2], nullptr});
+    Executable(cluster.chip(1), ring.programs[1], gathered(1, false), p);
+  }, "without peers");
+  refused_with([&] { reference(gathered(0, false), inputs[0]); }, "all_gather 'all' combines 4 chips' values: reference_spmd");
+  {
+    Executable one(cluster.chip(0), ring.programs[0], gathered(0, false), o);
+    refused_with([&] { run_together({&one}, {inputs[0]}); }, "1 executables for a system of 4 chips");
+  }
+  // The engines fail a ring whose slots outgrow the staging buffer: every
+  // chip's run fails naming the op; then each chip runs its graph again.
+  std::vector<Graph> graphs;
+  std::vector<std::unique_ptr<Executable>> ex;
+  std::vector<Executable*> execs;
+  for (unsigned c = 0; c < 4; ++c) graphs.push_back(gathered(c, false, 128));
+  for (unsigned c = 0; c < 4; ++c) {
+    ex.push_back(std::make_unique<Executable>(cluster.chip(c), ring.programs[c], graphs[c], o));
+    execs.push_back(ex.back().get());
+  }
+  std::vector<std::map<std::string, std::vector<float>>> wide = inputs;
+  for (unsigned c = 0; c < 4; ++c) wide[c]["wide"] = seeded_values(128 * 256, 40 + c, 1.0f);  // 96 KiB of slots
+  try {
+    run_together(execs, wide);
+    FAIL() << "a ring past the staging buffer ran";
+  } catch (const rt::DeviceError& e) {
+    EXPECT_NE(std::string(e.what()).find("graph node 3 'big', operation 0 of its program on tile 0: a collective the chip's "
+                                         "communication engine failed"),
+              std::string::npos)
+        << e.what();
+  }
+  for (unsigned c = 0; c < 4; ++c) EXPECT_THROW(execs[c]->finish(), std::logic_error) << "chip " << c << "'s run was finished";
+  std::vector<Graph> small;
+  std::vector<std::unique_ptr<Executable>> again;
+  std::vector<Executable*> run;
+  std::vector<const Graph*> gs;
+  for (unsigned c = 0; c < 4; ++c) small.push_back(gathered(c, false));
+  for (unsigned c = 0; c < 4; ++c) {
+    again.push_back(std::make_unique<Executable>(cluster.chip(c), ring.programs[c], small[c], o));
+    run.push_back(again.back().get());
+    gs.push_back(&small[c]);
+  }
+  const auto out = run_together(run, inputs);
+  const auto ref = reference_spmd(gs, inputs);
+  for (unsigned c = 0; c < 4; ++c) expect_bits(out[c].at("out"), ref[c][static_cast<std::size_t>(small[c].outputs()[1])], fmt::format("chip {} after", c));
+}
+
+TEST(CompilerDevice, ATensorParallelMlpWithAnAllReduceOutrunsOneChipAndTheColumnSplit) {
+  // An MLP of 1024 x 4096 (16 MiB of BF16 weights) on the ring of four,
+  // virtual time: tensor parallel with the all-reduce (each chip streams
+  // a quarter of the weights, the engines sum 4 KiB a row), against the
+  // whole MLP on one chip and against Options::split_matmuls (both
+  // matmuls by columns over the chips, chip 0 holding the activations:
+  // every peer reads A there and writes its columns back). Measured here
+  // (2026-12-06, the fast models): 1 row 43.1 us against 96.5 alone and
+  // 54.2 split; 32 rows 77.8 against 148.5 and 115.9 (the detailed NoC and
+  // HBM: 45.3, 107.0, 56.9; 85.3, 165.7, 125.0).
+  Ring ring(kFastModels);
+  rt::Cluster& cluster = ring.cluster;
+  const unsigned D = 1024, H = 4096;
+  Options o;
+  o.symmetric = std::make_shared<SymmetricStore>(
+      std::vector<rt::Device*>{&cluster.chip(0), &cluster.chip(1), &cluster.chip(2), &cluster.chip(3)});
+  Options split = ring.system();
+  split.split_matmuls = Options::Split::always;
+  for (unsigned rows : {1u, 32u}) {
+    SCOPED_TRACE(testing::Message() << rows << " rows");
+    const std::map<std::string, std::vector<float>> in{{"x", seeded_values(std::size_t{rows} * D, 7, 1.0f)}};
+    Executable whole(cluster.chip(0), ring.programs[0], tensor_parallel_mlp(0, 1, rows, D, H, DType::f32, false, false, false));
+    Executable spread(cluster.chip(0), ring.programs[0], tensor_parallel_mlp(0, 1, rows, D, H, DType::f32, false, false, false), split);
+    const std::vector<float> want = whole.run(in).at("residual");
+    spread.run(in);
+    std::vector<std::unique_ptr<Executable>> ex;
+    std::vector<Executable*> execs;
+    for (unsigned c = 0; c < 4; ++c) {
+      ex.push_back(std::make_unique<Executable>(cluster.chip(c), ring.programs[c], tensor_parallel_mlp(c, 4, rows, D, H), o));
+      execs.push_back(ex.back().get());
+    }
+    const auto out = run_together(execs, std::vector<std::map<std::string, std::vector<float>>>(4, in));
+    double tp = 0;
+    for (const Executable* x : execs) tp = std::max(tp, x->last_seconds());
+    std::printf("tensor parallel MLP %u x %u, %u rows: all-reduce on four chips %.1f us, one chip %.1f us, columns split %.1f us\n", D, H,
+                rows, tp * 1e6, whole.last_seconds() * 1e6, spread.last_seconds() * 1e6);
+    EXPECT_LT(tp, 0.6 * whole.last_seconds());
+    EXPECT_LT(tp, spread.last_seconds());
+    float big = 0, worst = 0;
+    for (std::size_t i = 0; i < want.size(); ++i)
+      big = std::max(big, std::fabs(want[i])), worst = std::max(worst, std::fabs(want[i] - out[0].at("residual")[i]));
+    EXPECT_LE(worst, 1e-5f * big);
+  }
+}

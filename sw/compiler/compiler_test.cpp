@@ -762,3 +762,67 @@ TEST(Compiler, ARoutersTopKRunsInItsMatmulsNodeOnWholeRows) {
   for (const Part& p : tl.parts) EXPECT_EQ(p.c1 - p.c0, 8u);  // whole rows of the 8 logits
   EXPECT_EQ(tl.nb, 8u);
 }
+
+TEST(Compiler, CollectivesAreCheckedStandAloneAndTheirReferenceSumsInTheEnginesOrder) {
+  // all_reduce and all_gather: their operands checked by name; each its
+  // own group (no chain joins it, its output stays in its operand's
+  // format), one part on tile 0; reference_spmd sums as the engines'
+  // ring and tree do, each addition rounded to the format, and gathers
+  // in chip order; reference() refuses a collective of several chips.
+  {
+    Graph g;
+    const int i = g.argmax(g.input("s", {2, 3}));
+    EXPECT_THROW(g.all_reduce(i, 2), std::invalid_argument);  // i32
+    EXPECT_THROW(g.all_reduce(g.input("x", {2}), 0), std::invalid_argument);
+    EXPECT_THROW(g.all_gather(g.input("y", {2}), 65), std::invalid_argument);
+    EXPECT_EQ(g.tensor(g.all_gather(i, 3)).shape, (std::vector<unsigned>{6}));  // bytes: any format
+  }
+  const unsigned chips = 3, n = 40;
+  Graph g;
+  const int x = g.input("x", {4, 10});
+  const int part = g.cast(g.unary(OpKind::gelu, x), DType::bf16, "part");
+  const int ring = g.all_reduce(part, chips, false, false, "ring");
+  const int tree = g.all_reduce(part, chips, true, true, "tree");
+  const int both = g.binary(OpKind::add, g.unary(OpKind::relu, ring), tree, "both");
+  const int rows = g.all_gather(both, chips, false, "rows");
+  g.output(g.matmul(rows, g.weight("w", {10, 16}, ramp(160), DType::bf16), DType::bf16, "mm"));
+  std::vector<Group> groups = fuse(g);
+  narrow_storage(g, groups);
+  EXPECT_EQ(g.tensor(rows).dtype, DType::f32) << "an all-gather's output stays as its operand is, though only a matmul reads it";
+  for (const Group& grp : groups) {
+    const OpKind k = g.ops()[static_cast<std::size_t>(grp.ops[0])].kind;
+    if (!is_collective(k)) continue;
+    EXPECT_EQ(grp.ops.size(), 1u) << name(k);
+    const Tiling t = tile(g, grp, Target{});
+    ASSERT_EQ(t.parts.size(), 1u);
+    EXPECT_EQ(t.parts[0].tile, 0u);
+    expect_exact_cover(g, grp, t, 8);
+  }
+  std::vector<std::map<std::string, std::vector<float>>> in;
+  for (unsigned c = 0; c < chips; ++c) {
+    std::vector<float> v(n);
+    for (unsigned i = 0; i < n; ++i) v[i] = 0.37f * static_cast<float>(c + 1) + 0.011f * static_cast<float>(i) - 0.2f;
+    in.push_back({{"x", v}});
+  }
+  const auto v = reference_spmd({&g, &g, &g}, in);
+  auto bf16 = [](float f) { return static_cast<float>(tessera::num::quantize(tessera::num::Format::BF16, f)); };
+  for (unsigned i = 0; i < n; ++i) {
+    const float p[3] = {v[0][part][i], v[1][part][i], v[2][part][i]};
+    // Ring: element i in chunk i / 14, summed from chip chunk + 1 round to the chunk's chip.
+    const unsigned k = i / ((n + chips - 1) / chips);
+    const float r = bf16(bf16(p[(k + 1) % 3] + p[(k + 2) % 3]) + p[k]);
+    const float t = bf16(bf16(p[0] + p[1]) + p[2]);  // binomial to chip 0: (0 + 1) + 2
+    for (unsigned c = 0; c < chips; ++c) {
+      EXPECT_EQ(v[c][ring][i], r) << "chip " << c << " element " << i;
+      EXPECT_EQ(v[c][tree][i], t) << "chip " << c << " element " << i;
+    }
+  }
+  for (unsigned c = 0; c < chips; ++c)
+    for (unsigned k = 0; k < chips; ++k)
+      EXPECT_TRUE(std::equal(v[k][both].begin(), v[k][both].end(), v[c][rows].begin() + k * n)) << "chip " << k << "'s rows on chip " << c;
+  EXPECT_THROW(reference(g, in[0]), std::invalid_argument);
+  EXPECT_THROW(reference_spmd({&g, &g}, {in[0], in[1]}), std::invalid_argument);  // a collective of 3 chips on 2
+  Graph fewer;
+  fewer.output(fewer.all_reduce(fewer.input("x", {4, 10}), chips));
+  EXPECT_THROW(reference_spmd({&g, &fewer, &g}, in), std::invalid_argument);
+}

@@ -28,6 +28,7 @@ constexpr int kDone = 3;    // a block's last vector op is done: its store may s
 constexpr int kPrologue = 4;  // a matmul's prologue: A's rows loaded, then normed and cast
 constexpr int kKept = 5;      // the prologue's rows cast: their store (a kept prologue's) may start
 constexpr int kAFree = 6;     // a resident-B matmul's row block's GEMMs are done: A's block two on may load
+constexpr unsigned kCommSem = 10;  // a collective's tile: the communication engine's signal that it is done
 constexpr unsigned kChipSem = 12;
 // The device's tile 0 counts the peers' parts done on a semaphore of its
 // own: on kChipSem, where it also waits for the peers it hands over to to
@@ -78,7 +79,7 @@ VecOp vec_of(OpKind k) {
     case OpKind::reduce_sum: return VecOp::sum;
     case OpKind::reduce_max: return VecOp::rmax;
     case OpKind::matmul: case OpKind::reshape: case OpKind::move: case OpKind::route: case OpKind::moe: case OpKind::gather:
-    case OpKind::attention: break;
+    case OpKind::attention: case OpKind::all_reduce: case OpKind::all_gather: break;
   }
   throw std::logic_error("compiler: matmul and reshape are no vector operations");
 }
@@ -327,6 +328,13 @@ class Emitter {
                     Sq.dtype == DType::f32 ? 1u : 0u, p.c0 | p.c1 << 16});
       }
       prog.attention(w);
+    } else if (is_collective(anchor.kind)) {  // the chip's engine moves the data; the core sleeps
+      const Tensor& X = g_.tensor(anchor.in[0]);
+      const unsigned eb = bytes(X.dtype);
+      std::uint32_t op = anchor.kind == OpKind::all_reduce ? TP_CE_ALL_REDUCE : TP_CE_ALL_GATHER;
+      op |= (anchor.tree ? TP_CE_TREE : TP_CE_RING) | (anchor.pull ? TP_CE_PULL : TP_CE_PUSH);
+      op |= eb == 4 ? TP_CE_FP32 : eb == 2 ? TP_CE_BF16 : TP_CE_E4M3;  // all-gather: bytes only
+      prog.collective(op, addr_(anchor.in[0]), addr_(grp_.out), X.elements(), fabric_regs_, comm_signal_, kCommSem);
     } else if (anchor.kind == OpKind::route) {
       route(prog, p);
     } else if (anchor.kind == OpKind::moe) {
@@ -822,6 +830,9 @@ class Emitter {
   const Planes* planes_ = nullptr;  // a moe group's: where its planes lie
   std::function<Place(int, unsigned)> place_;  // a striped tensor's columns (cols 0 for any other)
   std::vector<std::uint64_t> attention_consts_;          // an attention group's constants, by tile (its stack's copy)
+  // A collective's: the fabric's registers and the engine's signal (the
+  // posting tile's kCommSem), as the chip addresses them.
+  std::uint64_t fabric_regs_ = 0, comm_signal_ = 0;
 };
 
 }  // namespace
@@ -845,6 +856,26 @@ rt::Buffer WeightStore::get(const std::string& key, unsigned stack, std::uint64_
   }
   bytes_ += b.size;
   return held_[key] = b;
+}
+
+SymmetricStore::SymmetricStore(std::vector<rt::Device*> chips) : chips_(std::move(chips)) {
+  for (unsigned c = 0; c < chips_.size(); ++c)
+    if (!chips_[c] || chips_[c]->chip() != c || chips_[c]->chips() != chips_.size())
+      throw std::invalid_argument(fmt::format("SymmetricStore: entry {} is not chip {} of a system of {}", c, c, chips_.size()));
+}
+
+SymmetricStore::~SymmetricStore() {
+  for (const auto& [key, bufs] : held_)
+    for (unsigned c = 0; c < bufs.size(); ++c) chips_[c]->free(bufs[c]);
+}
+
+rt::Buffer SymmetricStore::get(const std::string& key, unsigned chip, std::uint64_t bytes, unsigned stack) {
+  if (chip >= chips_.size()) throw std::invalid_argument(fmt::format("SymmetricStore: chip {} of {}", chip, chips_.size()));
+  auto it = held_.find(key);
+  if (it == held_.end()) it = held_.emplace(key, rt::Device::alloc_symmetric(chips_, bytes, stack)).first;
+  if (it->second[chip].size < bytes)
+    throw std::invalid_argument(fmt::format("SymmetricStore: '{}' holds {} bytes, {} asked", key, it->second[chip].size, bytes));
+  return it->second[chip];
 }
 
 namespace {
@@ -901,6 +932,25 @@ Executable::Executable(rt::Device& dev, const rt::Kernel& program, Graph g, cons
   }
   const unsigned chips = 1 + static_cast<unsigned>(peers_.size());
   auto chip_dev = [&](unsigned c) -> rt::Device& { return c ? *peers_[c - 1].dev : dev_; };
+  // Collectives: the graph runs on every chip of the system, an executable
+  // a chip (run_together), so none has peers.
+  for (const Op& op : g_.ops()) {
+    if (!is_collective(op.kind)) continue;
+    if (op.chips != dev_.chips())
+      throw std::invalid_argument(fmt::format("compiler: {} '{}' combines {} chips' values; the device's system has {}", name(op.kind),
+                                              op.name, op.chips, dev_.chips()));
+    if (!peers_.empty())
+      throw std::invalid_argument(fmt::format("compiler: {} '{}': a graph with collectives runs on every chip of the system, an "
+                                              "executable a chip (run_together), without peers", name(op.kind), op.name));
+    // The ring writes into the next chip's destination at its own's address.
+    if (op.chips > 1 && !op.tree && !symmetric_) {
+      if (!o.symmetric || o.symmetric->chips() != dev_.chips())
+        throw std::invalid_argument(fmt::format("compiler: {} '{}' over a ring needs Options::symmetric, a SymmetricStore of the "
+                                                "system's {} chips (its destination at one address on every chip)",
+                                                name(op.kind), op.name, dev_.chips()));
+      symmetric_ = o.symmetric;
+    }
+  }
   groups_ = fuse(g_, o.fuse);
   if (o.narrow) narrow_storage(g_, groups_);
   if (o.fuse) fuse_routes(g_, groups_), fuse_prologues(g_, groups_);
@@ -993,7 +1043,15 @@ Executable::Executable(rt::Device& dev, const rt::Kernel& program, Graph g, cons
       *end += (t.elements() * (t.role == Role::input ? 4 : bytes(t.dtype)) + 63) / 64 * 64;
     }
     if (in_bytes) impl_->inputs = impl_->alloc(dev_, in_bytes, 0);
-    if (out_bytes) impl_->outputs = impl_->alloc(dev_, out_bytes, 0);
+    if (out_bytes)  // (at one address on every chip where a ring's result may be among them)
+      impl_->outputs = symmetric_ ? symmetric_->get(fmt::format("outputs|{}", out_bytes), dev_.chip(), out_bytes, 0)
+                                  : impl_->alloc(dev_, out_bytes, 0);
+    for (const Op& op : g_.ops())  // a ring's result that is no output: a symmetric buffer of its own
+      if (is_collective(op.kind) && op.chips > 1 && !op.tree && !g_.is_output(op.out)) {
+        const Tensor& t = g_.tensor(op.out);
+        impl_->plain[op.out] = symmetric_->get(fmt::format("{}|{}", op.name, t.elements() * bytes(t.dtype)), dev_.chip(),
+                                               t.elements() * bytes(t.dtype), 0);
+      }
     for (const auto& [i, off] : impl_->at) {
       const Tensor& t = g_.tensor(i);
       const rt::Buffer& whole = t.role == Role::input ? impl_->inputs : impl_->outputs;
@@ -1326,6 +1384,11 @@ Executable::Executable(rt::Device& dev, const rt::Kernel& program, Graph g, cons
       }
     }
     const std::size_t launches = groups_.empty() ? 0 : launch_of.back() + 1;
+    if (launches > 1)
+      for (const Op& op : g_.ops())
+        if (is_collective(op.kind))
+          throw std::invalid_argument(fmt::format("compiler: {} '{}': a graph with collectives must run as one launch (at most {} nodes; "
+                                                  "this one needs {} launches)", name(op.kind), op.name, kNodesPerLaunch, launches));
     std::vector<std::size_t> first_node(launches + 1, 0);  // by launch: its first device node
     impl_->handovers.assign(launches, 0);
     // By launch and peer: its share of the moe ops and the spread matmuls.
@@ -1375,6 +1438,8 @@ Executable::Executable(rt::Device& dev, const rt::Kernel& program, Graph g, cons
         for (unsigned t = 0; t < tgt.tiles; ++t)
           e.attention_consts_.push_back(impl_->attention.at(grp.ops[0]).at(dev_.stack_near(t)).address);
       const Op& anchor = g_.ops()[static_cast<std::size_t>(grp.ops[0])];
+      if (is_collective(anchor.kind))
+        e.fabric_regs_ = dev_.fabric_registers(), e.comm_signal_ = dev_.semaphore(tilings_[gi].parts.at(0).tile, kCommSem);
       std::string name = anchor.name;
       if (grp.prologue >= 0) name = g_.ops()[static_cast<std::size_t>(grp.prologue)].name + ">" + name;
       for (std::size_t j = 1; j < grp.ops.size(); ++j) name += "+" + g_.ops()[static_cast<std::size_t>(grp.ops[j])].name;
@@ -1735,6 +1800,59 @@ std::size_t Executable::device_ops() const {
   for (const rt::Graph::Node& node : dgraph_.nodes())
     for (const auto& [t, p] : node.per_tile) n += p.ops().size();
   return n;
+}
+
+std::vector<std::map<std::string, std::vector<float>>> run_together(const std::vector<Executable*>& execs,
+                                                                    const std::vector<std::map<std::string, std::vector<float>>>& inputs) {
+  if (execs.empty() || inputs.size() != execs.size())
+    throw std::invalid_argument(fmt::format("run_together: {} executables, {} chips' inputs", execs.size(), inputs.size()));
+  const unsigned chips = execs[0]->device().chips();
+  std::vector<bool> seen(chips, false);
+  for (const Executable* x : execs) {
+    const rt::Device& d = x->device();
+    if (d.chips() != chips || seen[d.chip()])
+      throw std::invalid_argument(fmt::format("run_together: chip {} of {} given twice, or from another system", d.chip(), d.chips()));
+    seen[d.chip()] = true;
+  }
+  if (execs.size() != chips)
+    throw std::invalid_argument(fmt::format("run_together: {} executables for a system of {} chips (one a chip)", execs.size(), chips));
+  std::size_t started = 0;
+  std::exception_ptr error;
+  try {
+    for (std::size_t k = 0; k < execs.size(); ++k) {
+      rt::Device& d = execs[k]->device();
+      d.hold_io();
+      ++started;
+      execs[k]->start(inputs[k]);
+      d.send_io();
+    }
+    for (Executable* x : execs) x->device().wait_io();
+  } catch (...) {
+    error = std::current_exception();
+  }
+  // Every started chip waited for, its outputs' reads posted; then collected.
+  std::vector<bool> ran(execs.size(), false);
+  for (std::size_t k = 0; k < started; ++k) {
+    try {
+      if (error) execs[k]->device().wait_io();
+      execs[k]->wait();
+      execs[k]->fetch();
+      ran[k] = true;
+    } catch (...) {
+      if (!error) error = std::current_exception();
+    }
+  }
+  std::vector<std::map<std::string, std::vector<float>>> out(execs.size());
+  for (std::size_t k = 0; k < started; ++k) {
+    try {
+      execs[k]->device().wait_io();
+      if (ran[k]) out[k] = execs[k]->outputs();
+    } catch (...) {
+      if (!error) error = std::current_exception();
+    }
+  }
+  if (error) std::rethrow_exception(error);
+  return out;
 }
 
 }  // namespace tessera::compiler

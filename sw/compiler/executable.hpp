@@ -60,6 +60,28 @@ class WeightStore {
   std::uint64_t bytes_ = 0;
 };
 
+// Buffers at one local address on every chip of a system
+// (rt::Device::alloc_symmetric), by key, for the executables of a graph
+// with collectives (one a chip: Options::symmetric): the engines' ring
+// writes each chip's share of the result straight into the next chip's
+// destination, at the address of its own. Executables that share a store
+// and name a collective alike share its buffer (they run one at a time).
+// Freed with the store, when its last holder goes.
+class SymmetricStore {
+ public:
+  explicit SymmetricStore(std::vector<rt::Device*> chips);  // every chip of the system, in chip order
+  ~SymmetricStore();
+  SymmetricStore(const SymmetricStore&) = delete;
+  SymmetricStore& operator=(const SymmetricStore&) = delete;
+  // Chip `chip`'s buffer under `key` (made on every chip the first time).
+  rt::Buffer get(const std::string& key, unsigned chip, std::uint64_t bytes, unsigned stack);
+  unsigned chips() const { return static_cast<unsigned>(chips_.size()); }
+
+ private:
+  std::vector<rt::Device*> chips_;
+  std::map<std::string, std::vector<rt::Buffer>> held_;
+};
+
 struct Options {
   bool fuse = true;
   bool narrow = true;  // narrow_storage: intermediates only matmuls read, in their format
@@ -98,6 +120,10 @@ struct Options {
   // gain (passes.hpp tile_chips), the rest on the device.
   enum class Split { never, always, where_faster };
   Split split_matmuls = Split::never;
+  // A graph with collectives over several chips (Graph::all_reduce,
+  // all_gather; run_together): where the ring's destinations and the
+  // outputs lie, at one address on every chip. Required for a ring.
+  std::shared_ptr<SymmetricStore> symmetric;
 };
 
 // The tiler's view of a device, from its roofline limits.
@@ -134,6 +160,7 @@ class Executable {
   void fetch();
   std::map<std::string, std::vector<float>> outputs();
 
+  rt::Device& device() const { return dev_; }
   const Graph& graph() const { return g_; }
   const std::vector<Group>& groups() const { return groups_; }
   const std::vector<Tiling>& tilings() const { return tilings_; }
@@ -172,7 +199,17 @@ class Executable {
   std::map<std::string, rt::Buffer> state_;
   std::shared_ptr<WeightStore> weights_;
   std::vector<Options::Peer> peers_;  // each with its weights' store
+  std::shared_ptr<SymmetricStore> symmetric_;  // where its ring collectives' destinations lie
   std::unique_ptr<Impl> impl_;
 };
+
+// Runs a graph with collectives (Graph::all_reduce, all_gather): one
+// executable of it on each chip of the system, execs[k] with inputs[k],
+// all at once. Each chip's inputs and launch are posted before any is
+// waited for (the chips' engines wait for each other in every
+// collective), then each chip is waited for and its outputs read. The
+// first chip's error goes up once every chip's run is over.
+std::vector<std::map<std::string, std::vector<float>>> run_together(const std::vector<Executable*>& execs,
+                                                                    const std::vector<std::map<std::string, std::vector<float>>>& inputs);
 
 }  // namespace tessera::compiler

@@ -48,7 +48,7 @@ const char* name(OpKind k) {
                                       "relu",   "relu2", "exp",    "log",   "tanh",  "sigmoid", "silu",
                                       "gelu",   "neg",  "abs",     "rsqrt", "recip", "rmsnorm", "layernorm",
                                       "softmax", "rope", "cast",   "argmax", "reshape", "reduce_sum", "reduce_max", "move",
-                                      "route",  "moe",   "gather", "attention"};
+                                      "route",  "moe",   "gather", "attention", "all_reduce", "all_gather"};
   return names[static_cast<unsigned>(k)];
 }
 
@@ -392,6 +392,28 @@ int Graph::route_grouped(int choice, int weights, unsigned k, unsigned groups, u
   op.kind = OpKind::route, op.name = n, op.in = {choice, weights}, op.k = k, op.gate_softmax = false;
   op.groups = groups, op.topk_group = topk_group, op.route_scale = scale, op.normalize = normalize;
   return add_op(std::move(op), {2, static_cast<unsigned>(C.rows()), k}, DType::i32);
+}
+
+int Graph::all_reduce(int x, unsigned chips, bool tree, bool pull, const std::string& name) {
+  const Tensor& X = operand(x, "all_reduce");
+  if (chips == 0 || chips > 64) throw std::invalid_argument(fmt::format("graph: all_reduce of '{}': {} chips (1 to 64)", X.name, chips));
+  if (X.dtype != DType::f32 && X.dtype != DType::bf16 && X.dtype != DType::e4m3)
+    throw std::invalid_argument(fmt::format("graph: all_reduce of '{}': the engines sum f32, bf16 or e4m3, not {}", X.name, compiler::name(X.dtype)));
+  if (X.role == Role::state) throw std::invalid_argument(fmt::format("graph: all_reduce of '{}': a cache is no operand", X.name));
+  Op op;
+  op.kind = OpKind::all_reduce, op.name = name, op.in = {x}, op.chips = chips, op.tree = tree, op.pull = pull;
+  return add_op(std::move(op), X.shape, X.dtype);
+}
+
+int Graph::all_gather(int x, unsigned chips, bool pull, const std::string& name) {
+  const Tensor& X = operand(x, "all_gather");
+  if (chips == 0 || chips > 64) throw std::invalid_argument(fmt::format("graph: all_gather of '{}': {} chips (1 to 64)", X.name, chips));
+  if (X.role == Role::state) throw std::invalid_argument(fmt::format("graph: all_gather of '{}': a cache is no operand", X.name));
+  std::vector<unsigned> shape = X.shape.empty() ? std::vector<unsigned>{1} : X.shape;
+  shape[0] *= chips;
+  Op op;
+  op.kind = OpKind::all_gather, op.name = name, op.in = {x}, op.chips = chips, op.pull = pull;
+  return add_op(std::move(op), std::move(shape), X.dtype);
 }
 
 int Graph::gather_rows(int table, int indices, const std::string& name) {

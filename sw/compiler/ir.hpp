@@ -43,6 +43,7 @@ enum class OpKind : std::uint8_t {
   moe,                                                           // the chosen experts' SwiGLU FFNs, gated and summed (Graph::moe)
   gather,                                                        // rows of a table by indices the chip holds (Graph::gather_rows)
   attention,                                                     // causal attention over a KV cache (Graph::attention)
+  all_reduce, all_gather,                                        // across the chips that run the graph (Graph::all_reduce)
 };
 const char* name(OpKind k);
 bool is_unary(OpKind k);
@@ -52,9 +53,12 @@ bool is_rowwise(OpKind k);  // rmsnorm, layernorm, softmax, rope
 inline bool is_reduction(OpKind k) { return k == OpKind::argmax || k == OpKind::reduce_sum || k == OpKind::reduce_max; }
 // Ops whose parts are rows of their input, not of their output: reductions, reshape, route.
 inline bool tiles_input(OpKind k) { return is_reduction(k) || k == OpKind::reshape || k == OpKind::route; }
+// A collective: every chip of a system runs the graph (one executable a
+// chip) and the chips' communication engines combine their values.
+inline bool is_collective(OpKind k) { return k == OpKind::all_reduce || k == OpKind::all_gather; }
 // Ops that neither start nor join an elementwise chain.
 inline bool chains(OpKind k) {
-  return !tiles_input(k) && k != OpKind::move && k != OpKind::gather && k != OpKind::attention;
+  return !tiles_input(k) && k != OpKind::move && k != OpKind::gather && k != OpKind::attention && !is_collective(k);
 }
 // Block-scaled FP8 (matmul_scaled): B's blocks are kScaleBlock x
 // kScaleBlock, A's groups 1 x kScaleBlock along K.
@@ -120,6 +124,9 @@ struct Op {
   bool rotary = false;                  // attention: q and k rotated at their positions first
   unsigned k_col = 0, v_col = 0;        // attention: k's and v's first column in their tensors (attention_qkv)
   unsigned page = 0;                    // attention over paged caches: positions per page (0: one sequence, unpaged)
+  unsigned chips = 0;                   // all_reduce, all_gather: the chips of the system that run the graph
+  bool tree = false;                    // all_reduce: the engines' binomial tree (else their ring)
+  bool pull = false;                    // all_reduce, all_gather: each chip pulls its peers' data (else they push it)
 };
 
 // Attention over paged KV caches for several sequences in one step (a
@@ -270,6 +277,20 @@ class Graph {
   // its slices; each chip sums all its planes, a plane of a choice another
   // chip runs adding zeros, then the chips' sums in order.
   void split_experts(int op, unsigned slices, std::vector<unsigned> chips = {}, unsigned chunk = 0, unsigned expert_chips = 0);
+  // Collectives, for a graph that every chip of a system of `chips` runs
+  // (SPMD: an executable on each chip, compiler::run_together; the
+  // reference: reference_spmd). The chips' communication engines move the
+  // data over the links; the host takes no part.
+  // all_reduce: every chip gets the element-wise sum of the chips' x (f32,
+  // bf16 or e4m3, the sum in that format), each addition in FP32 rounded
+  // to the format, in the order the engines' algorithm fixes (ring: the
+  // elements in `chips` chunks, chunk c summed from chip c + 1 round to
+  // chip c; tree: binomial to chip 0, then broadcast;
+  // ip/c2c/comm_reference.hpp).
+  int all_reduce(int x, unsigned chips, bool tree = false, bool pull = false, const std::string& name = "");
+  // all_gather: every chip gets the chips' x one after another along the
+  // first dimension (chip c's rows at c times x's first dimension).
+  int all_gather(int x, unsigned chips, bool pull = false, const std::string& name = "");
   // Marks a tensor as an output of the graph (read back after a run).
   void output(int t);
 

@@ -164,8 +164,8 @@ std::vector<int> narrow_storage(Graph& g, const std::vector<Group>& groups) {
     const int t = grp.out;
     const OpKind anchor = g.ops()[static_cast<std::size_t>(grp.ops[0])].kind;
     if (g.tensor(t).dtype != DType::f32 || g.is_output(t) || anchor == OpKind::reshape || anchor == OpKind::move ||
-        anchor == OpKind::moe || anchor == OpKind::gather || anchor == OpKind::attention)
-      continue;  // copies of bytes, or sums the combine (or the attention kernel) stores as they are
+        anchor == OpKind::moe || anchor == OpKind::gather || anchor == OpKind::attention || is_collective(anchor))
+      continue;  // copies of bytes, or sums the combine (or the attention kernel, or the engines) store as they are
     const std::vector<int> readers = g.consumers(t);
     std::optional<DType> fmt;
     bool ok = !readers.empty();
@@ -238,8 +238,8 @@ SpmPlan plan_spm(const Graph& g, const Group& grp, const Tiling& t, std::uint32_
       return p;
     }
   } else if (anchor.kind == OpKind::reshape || anchor.kind == OpKind::move || anchor.kind == OpKind::gather ||
-             anchor.kind == OpKind::attention) {
-    return p;  // memory to memory (a gather's indices, an attention's blocks: the kernel's own buffers)
+             anchor.kind == OpKind::attention || is_collective(anchor.kind)) {
+    return p;  // memory to memory (a gather's indices, an attention's blocks: the kernel's own buffers; a collective: the engines')
   } else if (anchor.kind == OpKind::route) {
     // The logits, the top-k values and indices, the gates.
     add("x0", block * 4);
@@ -313,6 +313,15 @@ Tiling tile(const Graph& g, const Group& grp, const Target& tgt, Columns window)
         r0 = k + 1;
       }
     }
+    return t;
+  }
+  if (is_collective(anchor.kind)) {
+    // One part, on tile 0: its core posts the collective to the chip's
+    // communication engine and sleeps until the engine signals it.
+    Tiling t;
+    t.mb = t.nb = 1;
+    const Tensor& out = g.tensor(anchor.out);
+    t.parts.push_back({0, 0, static_cast<unsigned>(out.rows()), 0, out.cols()});
     return t;
   }
   if (anchor.kind == OpKind::gather) {

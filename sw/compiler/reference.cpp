@@ -4,11 +4,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <stdexcept>
 
 #include "engines/num/accumulate.hpp"
 #include "engines/num/vector_ops.hpp"
+#include "c2c/comm_reference.hpp"
 
 namespace tessera::compiler {
 
@@ -328,16 +330,15 @@ std::vector<float> attention_reference(const Graph& g, const Op& op, const std::
   return out;
 }
 
-}  // namespace
 
-std::vector<std::vector<float>> reference(const Graph& g, const std::map<std::string, std::vector<float>>& inputs,
-                                          std::map<std::string, std::vector<float>>* state) {
+// One chip's values before the first op: its inputs, the weights, its
+// caches (zeros where `state` has none yet).
+std::vector<std::vector<float>> start_values(const Graph& g, const std::map<std::string, std::vector<float>>& inputs,
+                                             std::map<std::string, std::vector<float>>& state) {
   check_inputs(g, inputs);
-  std::map<std::string, std::vector<float>> own;
-  if (!state) state = &own;
   for (const Tensor& t : g.tensors())
     if (t.role == Role::state) {
-      std::vector<float>& s = (*state)[t.name];
+      std::vector<float>& s = state[t.name];
       if (s.size() != t.elements()) s.assign(t.elements(), 0.0f);
     }
   std::vector<std::vector<float>> v(g.tensors().size());
@@ -348,8 +349,14 @@ std::vector<std::vector<float>> reference(const Graph& g, const std::map<std::st
       throw std::invalid_argument(fmt::format("reference: weight '{}' has a shape but no values (a timing-only graph computes nothing)", t.name));
     if (t.role == Role::weight) v[i] = t.values;
   }
+  return v;
+}
+
+// The values of op's output on one chip (not a collective's).
+void run_op(const Graph& g, const Op& op, std::vector<std::vector<float>>& v, const std::map<std::string, std::vector<float>>& inputs,
+            std::map<std::string, std::vector<float>>* state) {
   namespace vec = num::vec;
-  for (const Op& op : g.ops()) {
+  {
     const Tensor& out = g.tensor(op.out);
     const std::vector<float>& x = v[static_cast<std::size_t>(op.in[0])];
     const std::size_t cols = g.tensor(op.in[0]).cols(), rows = g.tensor(op.in[0]).rows();
@@ -495,6 +502,99 @@ std::vector<std::vector<float>> reference(const Graph& g, const std::map<std::st
         }
     }
     v[static_cast<std::size_t>(op.out)] = std::move(y);
+  }
+}
+
+// Values in a format's bytes (f32, bf16, e4m3: the engines' element
+// types), and back.
+std::vector<std::uint8_t> encode_as(const std::vector<float>& v, DType dt) {
+  const unsigned eb = bytes(dt);
+  std::vector<std::uint8_t> out(v.size() * eb);
+  num::Convert cv;
+  cv.saturate = true;
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    std::uint32_t code;
+    if (dt == DType::f32) std::memcpy(&code, &v[i], 4);
+    else code = num::encode(format(dt), v[i], cv);
+    std::memcpy(out.data() + i * eb, &code, eb);
+  }
+  return out;
+}
+std::vector<float> decode_as(const std::vector<std::uint8_t>& b, DType dt) {
+  const unsigned eb = bytes(dt);
+  std::vector<float> out(b.size() / eb);
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    std::uint32_t code = 0;
+    std::memcpy(&code, b.data() + i * eb, eb);
+    if (dt == DType::f32) std::memcpy(&out[i], &code, 4);
+    else out[i] = static_cast<float>(num::decode(format(dt), code));
+  }
+  return out;
+}
+
+// A collective's output on every chip from each chip's operand (values
+// as the operand's format holds them), as the engines compute it.
+void run_collective(const Graph& g, const Op& op, std::vector<std::vector<std::vector<float>>>& v) {
+  const std::size_t in = static_cast<std::size_t>(op.in[0]), out = static_cast<std::size_t>(op.out);
+  const DType dt = g.tensor(op.in[0]).dtype;
+  if (op.kind == OpKind::all_gather) {
+    std::vector<float> all;
+    for (const auto& chip : v) all.insert(all.end(), chip[in].begin(), chip[in].end());
+    for (auto& chip : v) chip[out] = all;
+    return;
+  }
+  const c2c::CommType t = dt == DType::bf16 ? c2c::CommType::bf16 : dt == DType::e4m3 ? c2c::CommType::e4m3 : c2c::CommType::fp32;
+  const std::uint64_t n = g.tensor(op.in[0]).elements();
+  std::vector<std::vector<std::uint8_t>> each;
+  for (const auto& chip : v) each.push_back(encode_as(chip[in], dt));
+  const std::vector<std::uint8_t> sum = op.tree ? c2c::reference::tree_all_reduce(t, each, n) : c2c::reference::ring_all_reduce(t, each, n);
+  const std::vector<float> values = decode_as(sum, dt);
+  for (auto& chip : v) chip[out] = values;
+}
+
+}  // namespace
+
+std::vector<std::vector<float>> reference(const Graph& g, const std::map<std::string, std::vector<float>>& inputs,
+                                          std::map<std::string, std::vector<float>>* state) {
+  for (const Op& op : g.ops())
+    if (is_collective(op.kind) && op.chips != 1)
+      throw std::invalid_argument(fmt::format("reference: {} '{}' combines {} chips' values: reference_spmd computes it", name(op.kind),
+                                              op.name, op.chips));
+  return reference_spmd({&g}, {inputs}, state ? std::vector<std::map<std::string, std::vector<float>>*>{state}
+                                              : std::vector<std::map<std::string, std::vector<float>>*>{})[0];
+}
+
+std::vector<std::vector<std::vector<float>>> reference_spmd(const std::vector<const Graph*>& graphs,
+                                                            const std::vector<std::map<std::string, std::vector<float>>>& inputs,
+                                                            std::vector<std::map<std::string, std::vector<float>>*> states) {
+  const std::size_t chips = graphs.size();
+  if (chips == 0) throw std::invalid_argument("reference: no chip's graph");
+  if (inputs.size() != chips) throw std::invalid_argument(fmt::format("reference: {} chips' graphs, {} chips' inputs", chips, inputs.size()));
+  const Graph& g = *graphs[0];
+  for (std::size_t c = 1; c < chips; ++c) {  // the same ops on every chip
+    const Graph& h = *graphs[c];
+    bool same = h.ops().size() == g.ops().size() && h.tensors().size() == g.tensors().size();
+    for (std::size_t i = 0; same && i < g.ops().size(); ++i) same = h.ops()[i].kind == g.ops()[i].kind && h.ops()[i].in == g.ops()[i].in;
+    for (std::size_t i = 0; same && i < g.tensors().size(); ++i)
+      same = h.tensors()[i].shape == g.tensors()[i].shape && h.tensors()[i].dtype == g.tensors()[i].dtype;
+    if (!same) throw std::invalid_argument(fmt::format("reference: chip {}'s graph has other ops or tensors than chip 0's", c));
+  }
+  for (const Op& op : g.ops())
+    if (is_collective(op.kind) && op.chips != chips)
+      throw std::invalid_argument(fmt::format("reference: {} '{}' combines {} chips' values; graphs for {} given", name(op.kind), op.name,
+                                              op.chips, chips));
+  std::vector<std::map<std::string, std::vector<float>>> own(chips);
+  if (states.empty())
+    for (auto& s : own) states.push_back(&s);
+  if (states.size() != chips) throw std::invalid_argument(fmt::format("reference: {} chips' graphs, {} chips' state", chips, states.size()));
+  std::vector<std::vector<std::vector<float>>> v;
+  for (std::size_t c = 0; c < chips; ++c) v.push_back(start_values(*graphs[c], inputs[c], *states[c]));
+  for (std::size_t i = 0; i < g.ops().size(); ++i) {
+    if (is_collective(g.ops()[i].kind)) {
+      run_collective(g, g.ops()[i], v);
+      continue;
+    }
+    for (std::size_t c = 0; c < chips; ++c) run_op(*graphs[c], graphs[c]->ops()[i], v[c], inputs[c], states[c]);
   }
   return v;
 }

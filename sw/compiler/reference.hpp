@@ -24,6 +24,17 @@ namespace tessera::compiler {
 std::vector<std::vector<float>> reference(const Graph& g, const std::map<std::string, std::vector<float>>& inputs,
                                           std::map<std::string, std::vector<float>>* state = nullptr);
 
+// A graph that every chip of a system runs (SPMD: its collectives,
+// Graph::all_reduce and all_gather, combine the chips' values): chip c's
+// values from its graph (graphs[c]: the same ops and shapes on every chip,
+// the weights its own), inputs[c] and *states[c] (none given: each chip's
+// own, from zeros), each collective as the communication engines compute
+// it (ip/c2c/comm_reference.hpp). reference() is this on one chip, and
+// refuses a collective of more.
+std::vector<std::vector<std::vector<float>>> reference_spmd(const std::vector<const Graph*>& graphs,
+                                                            const std::vector<std::map<std::string, std::vector<float>>>& inputs,
+                                                            std::vector<std::map<std::string, std::vector<float>>*> states = {});
+
 // Checks run()'s and reference()'s inputs against the graph (an
 // attention's positions: whole numbers, one after another, inside its
 // cache; over paged caches, attention_segments()).

@@ -16,7 +16,8 @@
  * timeout). Exit codes: 0 done, 2 a bad program (too long, an
  * unknown kind, a semaphore number past 15, a bad barrier or mark), 3 an
  * engine error (the tile's error registers say which command: ids are
- * operation indices). */
+ * operation indices), 4 a collective the communication engine failed. */
+#include "c2c_regs.h"
 #include "tessera_kernel.h"
 #include "tessera_program.h"
 
@@ -994,6 +995,26 @@ __attribute__((noinline)) static int barrier(const struct tkp_op* o) {
   return -(int)pushed;
 }
 
+/* TKP_COLLECTIVE: the collective posted through the fabric's CE_*
+ * registers (every chip's core posts the same one), then the core sleeps
+ * until the engine signals; the engine's error fails the operation. */
+__attribute__((noinline)) static int collective(const uint32_t* w) {
+  const uint32_t c2c = w[7], sem = w[10];
+  if (sem > 15) return 2;
+#define CE_W(reg, v) (*(volatile uint32_t*)(uintptr_t)(c2c + C2C_##reg##_OFFSET) = (v))
+  CE_W(CE_ERROR, 0);
+  CE_W(CE_OP, w[0]);
+  CE_W(CE_SRC, w[1]), *(volatile uint32_t*)(uintptr_t)(c2c + C2C_CE_SRC_OFFSET + 4) = w[2];
+  CE_W(CE_DST, w[3]), *(volatile uint32_t*)(uintptr_t)(c2c + C2C_CE_DST_OFFSET + 4) = w[4];
+  CE_W(CE_COUNT, w[5]), *(volatile uint32_t*)(uintptr_t)(c2c + C2C_CE_COUNT_OFFSET + 4) = w[6];
+  CE_W(CE_TABLE, 0), *(volatile uint32_t*)(uintptr_t)(c2c + C2C_CE_TABLE_OFFSET + 4) = 0;
+  CE_W(CE_SIGNAL, w[8]), *(volatile uint32_t*)(uintptr_t)(c2c + C2C_CE_SIGNAL_OFFSET + 4) = w[9];
+  CE_W(CE_PUSH, 1);
+#undef CE_W
+  if (tk_sem_wait(sem)) return 3;
+  return *(volatile uint32_t*)(uintptr_t)(c2c + C2C_CE_ERROR_OFFSET) ? 4 : 0;
+}
+
 /* Runs one operation; nonzero: the exit code. The core pushes every
  * operation through here, so it must stay lean: the big operations above
  * are kept out of line (inlined, their register saves would run for every
@@ -1020,6 +1041,7 @@ static int run_op(const struct tkp_op* o) {
     case TKP_ATTN: return attention(o->w);
     case TKP_PAGED: return paged(o->w);
     case TKP_POSITION: return position(o->w);
+    case TKP_COLLECTIVE: return collective(o->w);
     default: return 2;
   }
 }

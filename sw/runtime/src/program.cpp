@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <iterator>
 
 #include "tile_regs.hpp"
 
@@ -141,6 +142,18 @@ TileProgram& TileProgram::gather(const std::vector<std::uint32_t>& args) { retur
 TileProgram& TileProgram::position(std::uint64_t global, bool as_float) {
   tkp_op o = op(TKP_POSITION);
   o.w[0] = lo(global), o.w[1] = hi(global), o.w[2] = as_float ? 1 : 0;
+  ops_.push_back(o);
+  return *this;
+}
+
+TileProgram& TileProgram::collective(std::uint32_t ce_op, std::uint64_t src, std::uint64_t dst, std::uint64_t count,
+                                     std::uint64_t fabric_regs, std::uint64_t signal, unsigned sem) {
+  if (sem > 15) throw UsageError(fmt::format("collective: semaphore {} (a tile has 0 to 15)", sem));
+  if (fabric_regs > 0xffffffffu) throw UsageError(fmt::format("collective: the fabric's registers at {:#x}: past a core's 32-bit reach", fabric_regs));
+  tkp_op o = op(TKP_COLLECTIVE);
+  const std::uint32_t w[] = {ce_op, lo(src), hi(src), lo(dst), hi(dst), lo(count), hi(count), static_cast<std::uint32_t>(fabric_regs),
+                             lo(signal), hi(signal), sem};
+  std::copy(std::begin(w), std::end(w), o.w);
   ops_.push_back(o);
   return *this;
 }

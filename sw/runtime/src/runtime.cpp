@@ -63,6 +63,7 @@ struct ChipFacts {
   bool c2c = false;                   // a chip-to-chip fabric, and its global window
   std::uint64_t global_base = 0;
   unsigned chip_shift = 0;
+  std::uint64_t fabric_regs = 0;      // its registers (CE_*), as the chip maps them
   std::string load_error;
   std::string meter;                  // the chip's power meter
 
@@ -72,7 +73,7 @@ struct ChipFacts {
     j["spm_size"] = spm_size;
     j["near"] = near;
     j["limits"] = limits.save();
-    j["c2c"] = {c2c, global_base, chip_shift};
+    j["c2c"] = {c2c, global_base, chip_shift, fabric_regs};
     j["load_error"] = load_error;
     j["meter"] = meter;
     return j;
@@ -88,6 +89,7 @@ struct ChipFacts {
     f.c2c = j.at("c2c")[0].get<bool>();
     f.global_base = j.at("c2c")[1].get<std::uint64_t>();
     f.chip_shift = j.at("c2c")[2].get<unsigned>();
+    f.fabric_regs = j.at("c2c")[3].get<std::uint64_t>();
     f.load_error = j.at("load_error").get<std::string>();
     f.meter = j.at("meter").get<std::string>();
     return f;
@@ -163,6 +165,8 @@ ChipFacts facts_of(Platform& p) {
       f.c2c = true;
       f.global_base = c->config().global_base;
       f.chip_shift = c->config().chip_shift;
+      for (const auto& [target, base] : i.targets)
+        if (target == "csr_target") f.fabric_regs = base;
       break;
     }
   f.load_error = p.load_error();
@@ -305,8 +309,9 @@ struct Device::Impl {
     if (n >= g.names.size()) return;  // past the last node: the closing barrier
     error.node = g.names[n];
     error.op = static_cast<int>(at - starts[n]);
-    static const char* const codes[] = {"", "", "a bad operation", "an engine error"};
-    const char* why = c.status == TP_KERNEL_ERROR && (c.detail & 0xff) < 4 ? codes[c.detail & 0xff] : "";
+    static const char* const codes[] = {"", "", "a bad operation", "an engine error",
+                                        "a collective the chip's communication engine failed (its CE_ERROR says why)"};
+    const char* why = c.status == TP_KERNEL_ERROR && (c.detail & 0xff) < 5 ? codes[c.detail & 0xff] : "";
     // A timeout blamed on another tile than the watchdog's first runner: say so.
     const std::string base = tile == c.tile ? std::string(error.what())
                                             : fmt::format("command {} (launch): timeout after {} us (the other tiles "
@@ -591,6 +596,46 @@ Buffer Device::alloc(std::uint64_t bytes, unsigned stack) {
     return Buffer{addr, bytes, d.chip};
   }
   throw UsageError(fmt::format("alloc: no {} contiguous bytes left in HBM stack {}", bytes, stack));
+}
+
+std::vector<Buffer> Device::alloc_symmetric(const std::vector<Device*>& chips, std::uint64_t bytes, unsigned stack) {
+  if (chips.empty()) throw UsageError("alloc_symmetric: no chips");
+  for (Device* d : chips)
+    if (stack >= d->impl_->stacks.size())
+      throw UsageError(fmt::format("alloc_symmetric: HBM stack {} does not exist on chip {} (it has {})", stack, d->impl_->chip,
+                                   d->impl_->stacks.size()));
+  if (bytes == 0) throw UsageError("alloc_symmetric: zero bytes");
+  const std::uint64_t size = (bytes + 4095) & ~std::uint64_t(4095);
+  // The lowest address from `from` on where chip d has `size` bytes free.
+  auto first_fit = [&](const Device* d, std::uint64_t from) -> std::optional<std::uint64_t> {
+    for (const auto& [addr, len] : d->impl_->stacks[stack].free) {
+      const std::uint64_t at = std::max(addr, from);
+      if (at < addr + len && addr + len - at >= size) return at;
+    }
+    return std::nullopt;
+  };
+  // Raised until every chip has the bytes free there (at most a pass per free range).
+  std::uint64_t at = 0;
+  for (bool moved = true; moved;) {
+    moved = false;
+    for (const Device* d : chips) {
+      const std::optional<std::uint64_t> a = first_fit(d, at);
+      if (!a) throw UsageError(fmt::format("alloc_symmetric: no {} contiguous bytes free at one address of HBM stack {} on every chip", bytes, stack));
+      if (*a != at) at = *a, moved = true;
+    }
+  }
+  std::vector<Buffer> out;
+  for (Device* d : chips) {
+    Impl::Stack& s = d->impl_->stacks[stack];
+    auto it = std::prev(s.free.upper_bound(at));  // the free range holding it
+    const std::uint64_t addr = it->first, len = it->second;
+    s.free.erase(it);
+    if (at > addr) s.free[addr] = at - addr;
+    if (addr + len > at + size) s.free[at + size] = addr + len - at - size;
+    s.used[at] = bytes;
+    out.push_back(Buffer{at, bytes, d->impl_->chip});
+  }
+  return out;
 }
 
 void Device::free(const Buffer& b) {
@@ -1061,6 +1106,12 @@ std::uint64_t Device::global(const Buffer& b) const {
   const ChipFacts& f = impl_->facts;
   if (f.c2c) return c2c::global_address(b.chip, b.address, f.global_base, f.chip_shift);
   throw UsageError("global: the chip has no chip-to-chip fabric (type c2c), so no global window");
+}
+
+std::uint64_t Device::fabric_registers() const {
+  const ChipFacts& f = impl_->facts;
+  if (!f.c2c || !f.fabric_regs) throw UsageError("fabric_registers: the chip has no chip-to-chip fabric (type c2c) with registers");
+  return f.fabric_regs;
 }
 
 std::uint64_t Device::semaphore(unsigned t, unsigned s) const {

@@ -101,6 +101,14 @@ class TileProgram {
   // The core reads a position held at `global` (FP32 holding a whole
   // number, or INT32) for the vector ops after it with relative_position.
   TileProgram& position(std::uint64_t global, bool as_float);
+  // A collective on the chip's communication engine (TKP_COLLECTIVE):
+  // `ce_op` as Device::collective takes it (TP_CE_*), `src` and `dst` local
+  // addresses, `count` elements (all-gather: this chip's share); the core
+  // posts it through the fabric's registers (Device::fabric_registers) and
+  // sleeps until the engine writes `signal` (semaphore `sem` of this tile,
+  // Device::semaphore). Every chip of the system must post the same one.
+  TileProgram& collective(std::uint32_t ce_op, std::uint64_t src, std::uint64_t dst, std::uint64_t count, std::uint64_t fabric_regs,
+                          std::uint64_t signal, unsigned sem);
   // An operation as it is, unchecked (for tests of the program kernel).
   TileProgram& raw(const tkp_op& o) {
     ops_.push_back(o);

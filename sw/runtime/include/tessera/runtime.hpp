@@ -116,6 +116,11 @@ class Device {
   // HBM buffers: 4 KiB aligned, first fit, in the given stack.
   Buffer alloc(std::uint64_t bytes, unsigned stack = 0);
   void free(const Buffer& b);
+  // A buffer of `bytes` in `stack` of each chip given, all at the same
+  // local address (the lowest free on every one): what a collective whose
+  // engines write straight into each other's destinations needs (the
+  // ring's all-gather). Each is freed with free() on its own chip.
+  static std::vector<Buffer> alloc_symmetric(const std::vector<Device*>& chips, std::uint64_t bytes, unsigned stack = 0);
   void write(const Buffer& b, const void* data, std::uint64_t bytes, std::uint64_t offset = 0);
   void read(const Buffer& b, void* data, std::uint64_t bytes, std::uint64_t offset = 0);
   // An untimed write, as a boot loader's image or a debugger's: the bytes
@@ -193,6 +198,10 @@ class Device {
   unsigned chips() const;
   // A buffer's address as every chip (its tiles' DMA, its engine) sees it.
   std::uint64_t global(const Buffer& b) const;
+  // The chip-to-chip fabric's registers (its communication engine's CE_*:
+  // ip/c2c/c2c.regs.json) as the chip's own cores and engines address
+  // them: where a tile program posts a collective (TKP_COLLECTIVE).
+  std::uint64_t fabric_registers() const;
   // Semaphore `s` of tile t's registers as every chip sees it: a 4-byte
   // write of n there (a DMA from any chip) signals it n times, which is how
   // the tiles of several chips hand work over without the host.
