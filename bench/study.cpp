@@ -695,7 +695,9 @@ int power_headroom(const std::string& self, const std::string& dir) {
 // compiler's: matmuls by columns over the chips, experts by slices or by
 // expert, attention by heads; with --groups G, the demo's --groups G
 // (data parallel over G groups of C / G chips, each so), for the chip
-// counts and batches G divides.
+// counts and batches G divides; with --parallel all-reduce, the demo's
+// --all-reduce (Megatron's shards, the row-split sums all-reduced by the
+// chips' engines; dense models).
 struct ScaleRun {
   double step_us = -1, tps = -1, per_chip = -1, uj = -1, of_bound = -1, wall_s = -1, gb = -1, gb0 = -1;
   std::string binding;
@@ -774,12 +776,17 @@ int llm_scale(const std::map<std::string, std::string>& opt, const std::string& 
   }
   const std::vector<unsigned> chips = numbers(get("chips", "8,16,32,64")), batches = numbers(get("batches", "1,2,4,8,16,32,64"));
   const std::vector<unsigned> ranks = numbers(get("ranks", "1")), groups = numbers(get("groups", "1"));
-  const std::string layers = get("layers", "");
+  const std::string layers = get("layers", ""), parallel = get("parallel", "spread");
   if (chips.empty() || batches.empty() || ranks.size() != 1 || groups.size() != 1 || (!layers.empty() && numbers(layers).size() != 1)) {
     std::fprintf(stderr, "bench_study llm-scale: --chips, --batches and --ranks take counts above zero (1,2,...), --layers and "
                          "--groups one\n");
     return 2;
   }
+  if ((parallel != "spread" && parallel != "all-reduce") || (parallel == "all-reduce" && groups[0] > 1)) {
+    std::fprintf(stderr, "bench_study llm-scale: --parallel takes spread or all-reduce (which takes no --groups)\n");
+    return 2;
+  }
+  const bool all_reduce = parallel == "all-reduce";
   std::vector<std::pair<std::string, bool>> configs;  // each model's file, and whether it has experts
   for (const std::string& m : models) {
     const std::string config = m.find('/') != std::string::npos ? m : std::string(TESSERA_HF_CONFIGS) + "/" + m + ".json";
@@ -794,11 +801,12 @@ int llm_scale(const std::map<std::string, std::string>& opt, const std::string& 
                                      text.find("\"num_experts\"") != std::string::npos);
   }
   std::vector<bench::Series> series;
-  std::string csv = "model,layers,chips,groups,batch,step_us,tokens_per_s,tokens_per_s_per_chip,mj_per_token,percent_of_bound,binding,"
+  std::string csv = "model,layers,chips,groups,parallelism,batch,step_us,tokens_per_s,tokens_per_s_per_chip,mj_per_token,percent_of_bound,binding,"
                     "weights_gb,chip0_gb,sim_s_per_step,sim_s_per_token\n";
   fmt::print("Decode at full size in the timing-only mode (issue 18, section 5): one step after a one-token prompt a sequence,\n"
              "`tessera-vp demo --hf-config CONFIG{} --prompt 1 --decode 1 --batch B --chips C{} --timing-only`{}\n",
-             layers.empty() ? "" : " --layers " + layers, groups[0] > 1 ? fmt::format(" --groups {}", groups[0]) : "",
+             layers.empty() ? "" : " --layers " + layers,
+             groups[0] > 1 ? fmt::format(" --groups {}", groups[0]) : all_reduce ? std::string(" --all-reduce") : std::string(),
              ranks[0] > 1 ? fmt::format(" on {} MPI ranks", ranks[0]) : "");
   fmt::print("{:<16} {:>5} {:>5} {:>10} {:>10} {:>9} {:>9} {:>9}  {:<22} {:>8} {:>10}\n", "model", "chips", "batch", "TPOT us",
              "tokens/s", "per chip", "mJ/token", "% bound", "binding", "GB chip0", "sim s/tok");
@@ -808,17 +816,17 @@ int llm_scale(const std::map<std::string, std::string>& opt, const std::string& 
     const auto& [config, experts] = configs[mi];
     for (unsigned c : chips) {
       const unsigned g = groups[0];
-      series.push_back({fmt::format("{}, {} chips{}", m, c, g > 1 ? fmt::format(" in {} groups", g) : ""), {}});
+      series.push_back({fmt::format("{}, {} chips{}", m, c, g > 1 ? fmt::format(" in {} groups", g) : all_reduce ? ", all-reduce" : ""), {}});
       for (unsigned b : batches) {
         if (c % g || b % g) {
           fmt::print("{:<16} {:>5} {:>5}  (not run: {} groups divide not both {} chips and {} sequences)\n", m, c, b, g, c, b);
           continue;
         }
         const std::string cmd = fmt::format(
-            "{}{} demo --hf-config {}{} --prompt 1 --decode 1 --batch {} --chips {}{} --timing-only{}",
+            "{}{} demo --hf-config {}{} --prompt 1 --decode 1 --batch {} --chips {}{}{} --timing-only{}",
             ranks[0] > 1 ? fmt::format("OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun --oversubscribe -np {} ", ranks[0]) : "",
             TESSERA_VP, config, layers.empty() ? "" : " --layers " + layers, b, c, g > 1 ? fmt::format(" --groups {}", g) : "",
-            experts ? " --routing seeded" : "");
+            all_reduce ? " --all-reduce" : "", experts ? " --routing seeded" : "");
         ScaleRun r;
         if (!scale_run(cmd, r)) {
           rc = 1;
@@ -827,7 +835,7 @@ int llm_scale(const std::map<std::string, std::string>& opt, const std::string& 
         fmt::print("{:<16} {:>5} {:>5} {:>10.2f} {:>10.1f} {:>9.2f} {:>9.2f} {:>8.1f}%  {:<22} {:>8.2f} {:>10.2f}\n", m, c, b, r.step_us,
                    r.tps, r.per_chip, r.uj / 1000, r.of_bound, r.binding, r.gb0, r.wall_s / b);
         std::fflush(stdout);  // a run can take many minutes: each row as it comes
-        csv += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", m, layers.empty() ? "all" : layers, c, g, b, r.step_us, r.tps,
+        csv += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", m, layers.empty() ? "all" : layers, c, g, parallel, b, r.step_us, r.tps,
                            r.per_chip, r.uj / 1000, r.of_bound, r.binding, r.gb, r.gb0, r.wall_s, r.wall_s / b);
         series.back().points.emplace_back(b, r.per_chip);
       }
@@ -848,7 +856,8 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--out" && i + 1 < argc) dir = argv[++i];
-    else if ((a == "--models" || a == "--chips" || a == "--batches" || a == "--layers" || a == "--ranks" || a == "--groups") &&
+    else if ((a == "--models" || a == "--chips" || a == "--batches" || a == "--layers" || a == "--ranks" || a == "--groups" ||
+              a == "--parallel") &&
              i + 1 < argc)
       scale[a.substr(2)] = argv[++i];
     else if (what.empty()) what = a;
@@ -870,6 +879,6 @@ int main(int argc, char** argv) {
     }
   }
   std::fprintf(stderr, "usage: bench_study fp8-accumulation|activations|spec-decode|expert-parallel|energy-batch|power-headroom [--out DIR]\n"
-                       "       bench_study llm-scale [--models NAME,...] [--layers L] [--chips C,...] [--batches B,...] [--groups G] [--ranks R] [--out DIR]\n");
+                       "       bench_study llm-scale [--models NAME,...] [--layers L] [--chips C,...] [--batches B,...] [--groups G] [--parallel spread|all-reduce] [--ranks R] [--out DIR]\n");
   return 2;
 }

@@ -1501,6 +1501,31 @@ Graph tensor_parallel_mlp(unsigned c, unsigned chips, unsigned rows, unsigned D,
   g.output(g.binary(OpKind::add, y, x, "residual"));
   return g;
 }
+
+// Options whose ring collectives' buffers lie at one address on every chip of the ring.
+Options symmetric(Ring& ring) {
+  Options o;
+  std::vector<rt::Device*> chips;
+  for (unsigned c = 0; c < ring.cluster.chips(); ++c) chips.push_back(&ring.cluster.chip(c));
+  o.symmetric = std::make_shared<SymmetricStore>(chips);
+  return o;
+}
+
+// A graph with collectives on every chip of the ring, graphs[c] on chip c
+// (SPMD): an executable a chip, and the graphs as reference_spmd takes them.
+struct Spmd {
+  Spmd(Ring& ring, std::vector<Graph> g, const Options& o) : graphs(std::move(g)) {
+    for (unsigned c = 0; c < graphs.size(); ++c) {
+      owned.push_back(std::make_unique<Executable>(ring.cluster.chip(c), ring.programs[c], graphs[c], o));
+      execs.push_back(owned.back().get());
+      refs.push_back(&graphs[c]);
+    }
+  }
+  std::vector<Graph> graphs;
+  std::vector<std::unique_ptr<Executable>> owned;
+  std::vector<Executable*> execs;
+  std::vector<const Graph*> refs;
+};
 }  // namespace
 
 TEST(CompilerDevice, ATensorParallelMlpAllReducesItsPartialSumsOnTheChipsAsTheEnginesReferenceHasIt) {
@@ -1525,22 +1550,14 @@ TEST(CompilerDevice, ATensorParallelMlpAllReducesItsPartialSumsOnTheChipsAsTheEn
   };
   for (const Case& k : {Case{DType::f32, false, false, 1e-5f}, Case{DType::f32, true, true, 1e-5f}, Case{DType::bf16, false, true, 2e-2f}}) {
     SCOPED_TRACE(testing::Message() << name(k.sum) << (k.tree ? " tree" : " ring") << (k.pull ? " pull" : " push"));
-    std::vector<Graph> graphs;
-    for (unsigned c = 0; c < 4; ++c) graphs.push_back(tensor_parallel_mlp(c, 4, rows, D, H, k.sum, k.tree, k.pull));
-    std::vector<std::unique_ptr<Executable>> ex;
-    std::vector<Executable*> execs;
-    Options o;
-    o.symmetric = std::make_shared<SymmetricStore>(
-        std::vector<rt::Device*>{&cluster.chip(0), &cluster.chip(1), &cluster.chip(2), &cluster.chip(3)});
-    for (unsigned c = 0; c < 4; ++c) {
-      ex.push_back(std::make_unique<Executable>(cluster.chip(c), ring.programs[c], graphs[c], o));
-      execs.push_back(ex.back().get());
-    }
+    std::vector<Graph> shards;
+    for (unsigned c = 0; c < 4; ++c) shards.push_back(tensor_parallel_mlp(c, 4, rows, D, H, k.sum, k.tree, k.pull));
+    Spmd tp(ring, std::move(shards), symmetric(ring));
+    const std::vector<Graph>& graphs = tp.graphs;
+    const std::vector<Executable*>& execs = tp.execs;
     const std::vector<std::map<std::string, std::vector<float>>> inputs(4, in);
     const auto out = run_together(execs, inputs);
-    std::vector<const Graph*> gs;
-    for (const Graph& g : graphs) gs.push_back(&g);
-    const auto ref = reference_spmd(gs, inputs);
+    const auto ref = reference_spmd(tp.refs, inputs);
     const std::size_t res = static_cast<std::size_t>(graphs[0].outputs()[0]);
     for (unsigned c = 0; c < 4; ++c) expect_bits(out[c].at("residual"), ref[c][res], fmt::format("chip {}", c));
     for (unsigned c = 1; c < 4; ++c) expect_bits(out[c].at("residual"), out[0].at("residual"), fmt::format("chip {} against chip 0", c));
@@ -1583,10 +1600,7 @@ TEST(CompilerDevice, AllGatherPutsTheChipsRowsInChipOrderAndCollectivesAreChecke
     return s;
   }());
   rt::Cluster& cluster = ring.cluster;
-  std::vector<rt::Device*> chips;
-  for (unsigned c = 0; c < 4; ++c) chips.push_back(&cluster.chip(c));
-  Options o;
-  o.symmetric = std::make_shared<SymmetricStore>(chips);
+  const Options o = symmetric(ring);
   const unsigned rows = 5, D = 64;
   auto gathered = [&](unsigned c, bool pull, unsigned big = 0) {
     Graph g;
@@ -1601,18 +1615,12 @@ TEST(CompilerDevice, AllGatherPutsTheChipsRowsInChipOrderAndCollectivesAreChecke
   for (unsigned c = 0; c < 4; ++c) inputs.push_back({{"x", seeded_values(std::size_t{rows} * D, 20 + c, 3.0f)}});
   for (bool pull : {false, true}) {
     SCOPED_TRACE(pull ? "pull" : "push");
-    std::vector<Graph> graphs;
-    std::vector<std::unique_ptr<Executable>> ex;
-    std::vector<Executable*> execs;
-    std::vector<const Graph*> gs;
-    for (unsigned c = 0; c < 4; ++c) graphs.push_back(gathered(c, pull));
-    for (unsigned c = 0; c < 4; ++c) {
-      ex.push_back(std::make_unique<Executable>(cluster.chip(c), ring.programs[c], graphs[c], o));
-      execs.push_back(ex.back().get());
-      gs.push_back(&graphs[c]);
-    }
-    const auto out = run_together(execs, inputs);
-    const auto ref = reference_spmd(gs, inputs);
+    std::vector<Graph> each;
+    for (unsigned c = 0; c < 4; ++c) each.push_back(gathered(c, pull));
+    Spmd run(ring, std::move(each), o);
+    const std::vector<Graph>& graphs = run.graphs;
+    const auto out = run_together(run.execs, inputs);
+    const auto ref = reference_spmd(run.refs, inputs);
     for (unsigned c = 0; c < 4; ++c)
       for (const char* t : {"all", "out"}) {
         const int id = graphs[c].outputs()[std::string(t) == "all" ? 0 : 1];
@@ -1643,14 +1651,10 @@ TEST(CompilerDevice, AllGatherPutsTheChipsRowsInChipOrderAndCollectivesAreChecke
   }
   // The engines fail a ring whose slots outgrow the staging buffer: every
   // chip's run fails naming the op; then each chip runs its graph again.
-  std::vector<Graph> graphs;
-  std::vector<std::unique_ptr<Executable>> ex;
-  std::vector<Executable*> execs;
-  for (unsigned c = 0; c < 4; ++c) graphs.push_back(gathered(c, false, 128));
-  for (unsigned c = 0; c < 4; ++c) {
-    ex.push_back(std::make_unique<Executable>(cluster.chip(c), ring.programs[c], graphs[c], o));
-    execs.push_back(ex.back().get());
-  }
+  std::vector<Graph> wide_graphs, small;
+  for (unsigned c = 0; c < 4; ++c) wide_graphs.push_back(gathered(c, false, 128)), small.push_back(gathered(c, false));
+  Spmd failing(ring, std::move(wide_graphs), o);
+  const std::vector<Executable*>& execs = failing.execs;
   std::vector<std::map<std::string, std::vector<float>>> wide = inputs;
   for (unsigned c = 0; c < 4; ++c) wide[c]["wide"] = seeded_values(128 * 256, 40 + c, 1.0f);  // 96 KiB of slots
   try {
@@ -1663,19 +1667,11 @@ TEST(CompilerDevice, AllGatherPutsTheChipsRowsInChipOrderAndCollectivesAreChecke
         << e.what();
   }
   for (unsigned c = 0; c < 4; ++c) EXPECT_THROW(execs[c]->finish(), std::logic_error) << "chip " << c << "'s run was finished";
-  std::vector<Graph> small;
-  std::vector<std::unique_ptr<Executable>> again;
-  std::vector<Executable*> run;
-  std::vector<const Graph*> gs;
-  for (unsigned c = 0; c < 4; ++c) small.push_back(gathered(c, false));
-  for (unsigned c = 0; c < 4; ++c) {
-    again.push_back(std::make_unique<Executable>(cluster.chip(c), ring.programs[c], small[c], o));
-    run.push_back(again.back().get());
-    gs.push_back(&small[c]);
-  }
-  const auto out = run_together(run, inputs);
-  const auto ref = reference_spmd(gs, inputs);
-  for (unsigned c = 0; c < 4; ++c) expect_bits(out[c].at("out"), ref[c][static_cast<std::size_t>(small[c].outputs()[1])], fmt::format("chip {} after", c));
+  Spmd again(ring, std::move(small), o);
+  const auto out = run_together(again.execs, inputs);
+  const auto ref = reference_spmd(again.refs, inputs);
+  for (unsigned c = 0; c < 4; ++c)
+    expect_bits(out[c].at("out"), ref[c][static_cast<std::size_t>(again.graphs[c].outputs()[1])], fmt::format("chip {} after", c));
 }
 
 TEST(CompilerDevice, ATensorParallelMlpWithAnAllReduceOutrunsOneChipAndTheColumnSplit) {
@@ -1691,9 +1687,7 @@ TEST(CompilerDevice, ATensorParallelMlpWithAnAllReduceOutrunsOneChipAndTheColumn
   Ring ring(kFastModels);
   rt::Cluster& cluster = ring.cluster;
   const unsigned D = 1024, H = 4096;
-  Options o;
-  o.symmetric = std::make_shared<SymmetricStore>(
-      std::vector<rt::Device*>{&cluster.chip(0), &cluster.chip(1), &cluster.chip(2), &cluster.chip(3)});
+  const Options o = symmetric(ring);
   Options split = ring.system();
   split.split_matmuls = Options::Split::always;
   for (unsigned rows : {1u, 32u}) {
@@ -1703,15 +1697,12 @@ TEST(CompilerDevice, ATensorParallelMlpWithAnAllReduceOutrunsOneChipAndTheColumn
     Executable spread(cluster.chip(0), ring.programs[0], tensor_parallel_mlp(0, 1, rows, D, H, DType::f32, false, false, false), split);
     const std::vector<float> want = whole.run(in).at("residual");
     spread.run(in);
-    std::vector<std::unique_ptr<Executable>> ex;
-    std::vector<Executable*> execs;
-    for (unsigned c = 0; c < 4; ++c) {
-      ex.push_back(std::make_unique<Executable>(cluster.chip(c), ring.programs[c], tensor_parallel_mlp(c, 4, rows, D, H), o));
-      execs.push_back(ex.back().get());
-    }
-    const auto out = run_together(execs, std::vector<std::map<std::string, std::vector<float>>>(4, in));
+    std::vector<Graph> shards;
+    for (unsigned c = 0; c < 4; ++c) shards.push_back(tensor_parallel_mlp(c, 4, rows, D, H));
+    Spmd shard(ring, std::move(shards), o);
+    const auto out = run_together(shard.execs, std::vector<std::map<std::string, std::vector<float>>>(4, in));
     double tp = 0;
-    for (const Executable* x : execs) tp = std::max(tp, x->last_seconds());
+    for (const Executable* x : shard.execs) tp = std::max(tp, x->last_seconds());
     std::printf("tensor parallel MLP %u x %u, %u rows: all-reduce on four chips %.1f us, one chip %.1f us, columns split %.1f us\n", D, H,
                 rows, tp * 1e6, whole.last_seconds() * 1e6, spread.last_seconds() * 1e6);
     EXPECT_LT(tp, 0.6 * whole.last_seconds());

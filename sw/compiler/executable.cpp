@@ -84,20 +84,6 @@ VecOp vec_of(OpKind k) {
   throw std::logic_error("compiler: matmul and reshape are no vector operations");
 }
 
-// Values as `dt` stores them, little-endian.
-std::vector<std::uint8_t> encode(const std::vector<float>& v, DType dt) {
-  const unsigned eb = bytes(dt);
-  std::vector<std::uint8_t> out(v.size() * eb);
-  num::Convert conv;
-  conv.saturate = true;
-  for (std::size_t i = 0; i < v.size(); ++i) {
-    std::uint32_t code;
-    if (dt == DType::f32) std::memcpy(&code, &v[i], 4);
-    else code = num::encode(format(dt), v[i], conv);
-    std::memcpy(out.data() + i * eb, &code, eb);
-  }
-  return out;
-}
 
 // Rows x cols of a global matrix (rows `pitch` bytes apart, elements of
 // `from`) into packed rows of `to` at a scratchpad offset.

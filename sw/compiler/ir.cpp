@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <stdexcept>
 
 namespace tessera::compiler {
@@ -41,6 +42,32 @@ num::Format format(DType t) {
     case DType::i32: return num::Format::INT32;
   }
   return num::Format::FP32;
+}
+
+std::vector<std::uint8_t> encode(const std::vector<float>& v, DType dt) {
+  const unsigned eb = bytes(dt);
+  std::vector<std::uint8_t> out(v.size() * eb);
+  num::Convert conv;
+  conv.saturate = true;
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    std::uint32_t code;
+    if (dt == DType::f32) std::memcpy(&code, &v[i], 4);
+    else code = num::encode(format(dt), v[i], conv);
+    std::memcpy(out.data() + i * eb, &code, eb);
+  }
+  return out;
+}
+
+std::vector<float> decode(const std::vector<std::uint8_t>& b, DType dt) {
+  const unsigned eb = bytes(dt);
+  std::vector<float> out(b.size() / eb);
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    std::uint32_t code = 0;
+    std::memcpy(&code, b.data() + i * eb, eb);
+    if (dt == DType::f32) std::memcpy(&out[i], &code, 4);
+    else out[i] = static_cast<float>(num::decode(format(dt), code));
+  }
+  return out;
 }
 
 const char* name(OpKind k) {

@@ -27,6 +27,10 @@ enum class DType : std::uint8_t { f32, bf16, f16, e4m3, e5m2, i32 };
 const char* name(DType t);
 unsigned bytes(DType t);
 num::Format format(DType t);  // i32: INT32
+// Values as `dt` stores them, little-endian (rounded to nearest even,
+// saturating), and those bytes' values back.
+std::vector<std::uint8_t> encode(const std::vector<float>& v, DType dt);
+std::vector<float> decode(const std::vector<std::uint8_t>& b, DType dt);
 
 enum class OpKind : std::uint8_t {
   matmul,                                                        // a (.., M x K) . b (K x N), a's format cast on the fly

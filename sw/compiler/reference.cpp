@@ -505,33 +505,6 @@ void run_op(const Graph& g, const Op& op, std::vector<std::vector<float>>& v, co
   }
 }
 
-// Values in a format's bytes (f32, bf16, e4m3: the engines' element
-// types), and back.
-std::vector<std::uint8_t> encode_as(const std::vector<float>& v, DType dt) {
-  const unsigned eb = bytes(dt);
-  std::vector<std::uint8_t> out(v.size() * eb);
-  num::Convert cv;
-  cv.saturate = true;
-  for (std::size_t i = 0; i < v.size(); ++i) {
-    std::uint32_t code;
-    if (dt == DType::f32) std::memcpy(&code, &v[i], 4);
-    else code = num::encode(format(dt), v[i], cv);
-    std::memcpy(out.data() + i * eb, &code, eb);
-  }
-  return out;
-}
-std::vector<float> decode_as(const std::vector<std::uint8_t>& b, DType dt) {
-  const unsigned eb = bytes(dt);
-  std::vector<float> out(b.size() / eb);
-  for (std::size_t i = 0; i < out.size(); ++i) {
-    std::uint32_t code = 0;
-    std::memcpy(&code, b.data() + i * eb, eb);
-    if (dt == DType::f32) std::memcpy(&out[i], &code, 4);
-    else out[i] = static_cast<float>(num::decode(format(dt), code));
-  }
-  return out;
-}
-
 // A collective's output on every chip from each chip's operand (values
 // as the operand's format holds them), as the engines compute it.
 void run_collective(const Graph& g, const Op& op, std::vector<std::vector<std::vector<float>>>& v) {
@@ -546,9 +519,9 @@ void run_collective(const Graph& g, const Op& op, std::vector<std::vector<std::v
   const c2c::CommType t = dt == DType::bf16 ? c2c::CommType::bf16 : dt == DType::e4m3 ? c2c::CommType::e4m3 : c2c::CommType::fp32;
   const std::uint64_t n = g.tensor(op.in[0]).elements();
   std::vector<std::vector<std::uint8_t>> each;
-  for (const auto& chip : v) each.push_back(encode_as(chip[in], dt));
+  for (const auto& chip : v) each.push_back(encode(chip[in], dt));
   const std::vector<std::uint8_t> sum = op.tree ? c2c::reference::tree_all_reduce(t, each, n) : c2c::reference::ring_all_reduce(t, each, n);
-  const std::vector<float> values = decode_as(sum, dt);
+  const std::vector<float> values = decode(sum, dt);
   for (auto& chip : v) chip[out] = values;
 }
 

@@ -25,7 +25,14 @@
 // heads' caches); the rest of the step runs on chip 0. --groups G splits
 // the chips and the batch into G groups (data parallel), each group's
 // first chip running its sequences' steps with the group's other chips as
-// its peers, every group's step started before any is waited for. Exit codes: 0, 1 (--check failed), 2 (a bad option, config
+// its peers, every group's step started before any is waited for.
+// --all-reduce (with --chips N) runs Megatron's tensor parallel layout
+// instead: every chip runs the step on its shard (llama.hpp's Shard: its
+// heads and their caches, its columns of Q, K, V, gate and up, those rows
+// of o_proj and down_proj, its vocabulary columns of the LM head), the
+// chips' communication engines all-reducing the partial sums and
+// the host reading each chip's vocabulary columns of the logits
+// (compiler::Graph::all_reduce); no chip pushes activations to another. Exit codes: 0, 1 (--check failed), 2 (a bad option, config
 // or weights file, in one line), 3 (a device error).
 #include "hf_demo.hpp"
 
@@ -60,7 +67,7 @@ int fail(const std::string& why) {
 int demo_main(int argc, char** argv) {
   std::string config, weights;
   unsigned layers = 0, prompt = 16, seed = 1, decode = 0, batch = 1, chips = 1, groups = 1;
-  bool check = false, timing = false, seeded_routes = false;
+  bool check = false, timing = false, seeded_routes = false, all_reduce = false;
   rt::Device::Options opt;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -83,18 +90,22 @@ int demo_main(int argc, char** argv) {
     else if (a == "--groups" && more) { if (!number(groups) || !groups) return fail("--groups takes a number of groups of chips above 0"); }
     else if (a == "--set" && more) opt.sets.push_back(argv[++i]);
     else if (a == "--check") check = true;
+    else if (a == "--all-reduce") all_reduce = true;
     else if (a == "--timing-only") timing = true;
     else if (a == "--routing" && more) {
       const std::string r = argv[++i];
       if (r != "model" && r != "seeded") return fail(fmt::format("--routing takes model or seeded, not '{}'", r));
       seeded_routes = r == "seeded";
     } else return fail(fmt::format("'{}' is not an option of demo --hf-config (--weights, --layers, --prompt, --decode, --seed, --batch, "
-                                   "--chips, --groups, --check, --timing-only, --routing, --set)", a));
+                                   "--chips, --groups, --all-reduce, --check, --timing-only, --routing, --set)", a));
   }
   if (batch > 1 && !decode) return fail("--batch decodes its sequences together: give --decode N");
   if (chips % groups || batch % groups)
     return fail(fmt::format("--groups {}: the groups take equal shares of the chips ({}) and of the batch's sequences ({}); {} does "
                             "not divide both", groups, chips, batch, groups));
+  if (all_reduce && chips == 1) return fail("--all-reduce spreads each step over a system's chips: give --chips N");
+  if (all_reduce && groups > 1)
+    return fail("--all-reduce: the chips' communication engines all-reduce over the whole system; it takes no --groups");
   if (timing && check) return fail("--timing-only computes no logits: --check has nothing to compare");
   if (timing && !weights.empty()) return fail("--timing-only runs the config's shapes without weights: drop --weights");
   if (seeded_routes && check)
@@ -105,6 +116,7 @@ int demo_main(int argc, char** argv) {
   WeightSource w = timing ? shape_only() : seeded_weights(seed);
   Fp8Source fp8;  // a checkpoint's block-scaled FP8 Linears, run as such
   compiler::Graph g, tail, step;
+  std::vector<compiler::Graph> shard_g, shard_tail, shard_step;  // --all-reduce: chip k's shard of each
   unsigned chunk = 0, rest = 0;  // prefill steps of `chunk` tokens, the last of `rest` where it is shorter
   std::vector<std::vector<std::uint32_t>> prompts;  // each sequence's
   try {
@@ -143,9 +155,17 @@ int demo_main(int argc, char** argv) {
     const unsigned context = prompt + decode;
     // A batch's caches hold a page of the context per sequence; each
     // sequence prefills alone, and a decode step takes a row of each.
-    g = llama_step(c, w, chunk * share, context, layers, fp8, share, seeded_routes);
-    if (rest) tail = llama_step(c, w, rest * share, context, layers, fp8, share, seeded_routes);
-    if (decode) step = llama_step(c, w, share, context, layers, fp8, share, seeded_routes);
+    for (unsigned k = 0; k < (all_reduce ? chips : 0); ++k) {
+      const Shard sh{k, chips};
+      shard_g.push_back(llama_step(c, w, chunk * share, context, layers, fp8, share, seeded_routes, sh));
+      if (rest) shard_tail.push_back(llama_step(c, w, rest * share, context, layers, fp8, share, seeded_routes, sh));
+      if (decode) shard_step.push_back(llama_step(c, w, share, context, layers, fp8, share, seeded_routes, sh));
+    }
+    if (!all_reduce) {
+      g = llama_step(c, w, chunk * share, context, layers, fp8, share, seeded_routes);
+      if (rest) tail = llama_step(c, w, rest * share, context, layers, fp8, share, seeded_routes);
+      if (decode) step = llama_step(c, w, share, context, layers, fp8, share, seeded_routes);
+    }
   } catch (const std::exception& e) {
     return fail(e.what());
   }
@@ -163,12 +183,28 @@ int demo_main(int argc, char** argv) {
     // chips k per .. (k + 1) per - 1, its first running the step with the
     // others as its peers, and the sequences k share .. (k + 1) share - 1.
     const unsigned per = chips / groups, share = batch / groups;
+    // A group's executables of each phase, by chip: its first chip's, then
+    // (--all-reduce) each other chip's of its shard.
+    enum class Phase { prefill, tail, decode };
     struct Group {
-      compiler::Options system, shared;  // the peers, each with its weights (shared by every step's graph); with the caches
-      std::unique_ptr<compiler::Executable> ex, tail, step;
+      compiler::Options system;               // the peers, each with its weights (shared by every step's graph)
+      std::vector<compiler::Options> shared;  // by chip: with the prefill's caches and weights
+      std::vector<std::unique_ptr<compiler::Executable>> ex, tail, step;
+      std::vector<std::unique_ptr<compiler::Executable>>& of(Phase p) { return p == Phase::prefill ? ex : p == Phase::tail ? tail : step; }
     };
     std::vector<Group> gs(groups);
-    for (unsigned k = 0; k < groups; ++k) {
+    if (all_reduce) {  // one group: every chip its shard's executables, the rings' buffers at one address on every chip
+      Group& gr = gs[0];
+      compiler::Options o;
+      o.symmetric = std::make_shared<compiler::SymmetricStore>(devices);
+      for (unsigned k = 0; k < chips; ++k) {
+        gr.ex.push_back(std::make_unique<compiler::Executable>(*devices[k], programs[k], std::move(shard_g[k]), o));
+        gr.shared.push_back(o);
+        gr.shared[k].state = gr.ex[k]->state(), gr.shared[k].weights = gr.ex[k]->weights();
+        if (rest) gr.tail.push_back(std::make_unique<compiler::Executable>(*devices[k], programs[k], std::move(shard_tail[k]), gr.shared[k]));
+      }
+    }
+    for (unsigned k = 0; k < (all_reduce ? 0 : groups); ++k) {
       Group& gr = gs[k];
       gr.system.split_matmuls = compiler::Options::Split::always;
       for (unsigned j = 1; j < per; ++j) {
@@ -177,12 +213,12 @@ int demo_main(int argc, char** argv) {
       }
       rt::Device& d = *devices[k * per];
       const bool last = k + 1 == groups;
-      gr.ex = std::make_unique<compiler::Executable>(d, programs[k * per], last ? std::move(g) : g, gr.system);
-      gr.shared = gr.system;
-      gr.shared.state = gr.ex->state(), gr.shared.weights = gr.ex->weights();  // the prefill's caches and weights
-      if (rest) gr.tail = std::make_unique<compiler::Executable>(d, programs[k * per], last ? std::move(tail) : tail, gr.shared);
+      gr.ex.push_back(std::make_unique<compiler::Executable>(d, programs[k * per], last ? std::move(g) : g, gr.system));
+      gr.shared = {gr.system};
+      gr.shared[0].state = gr.ex[0]->state(), gr.shared[0].weights = gr.ex[0]->weights();  // the prefill's caches and weights
+      if (rest) gr.tail.push_back(std::make_unique<compiler::Executable>(d, programs[k * per], last ? std::move(tail) : tail, gr.shared[0]));
     }
-    compiler::Executable& ex = *gs[0].ex;
+    compiler::Executable& ex = *gs[0].ex[0];
     auto energy = [&] {
       double j = 0;
       for (rt::Device* d : devices) j += d->energy().joules;
@@ -194,10 +230,23 @@ int demo_main(int argc, char** argv) {
     // are started before any is waited for (a group of one chip: its
     // inputs and launch posted as one request) and their outputs read at
     // once, the step taking from the first start to the last group's end.
-    auto run_step = [&](const std::function<compiler::Executable&(Group&)>& pick,
-                        const std::function<std::map<std::string, std::vector<float>>(unsigned)>& in, double& seconds,
+    // --all-reduce: every chip's shard run together (compiler::run_together),
+    // the step taking the slowest chip's time, chip 0's logits read.
+    auto run_step = [&](Phase phase, const std::function<std::map<std::string, std::vector<float>>(unsigned)>& in, double& seconds,
                         roofline::Report& bound) {
+      auto pick = [&](Group& gr) -> compiler::Executable& { return *gr.of(phase)[0]; };
       std::vector<std::map<std::string, std::vector<float>>> out(groups);
+      if (all_reduce) {
+        std::vector<compiler::Executable*> xs;
+        for (const auto& x : gs[0].of(phase)) xs.push_back(x.get());
+        const auto each = compiler::run_together(xs, std::vector<std::map<std::string, std::vector<float>>>(xs.size(), in(0)));
+        out[0] = each[0];
+        out[0]["logits"] = shard_logits(each, c.vocab);  // every chip's columns, read at once
+        seconds = 0;
+        for (const compiler::Executable* x : xs)
+          if (x->last_seconds() > seconds) seconds = x->last_seconds(), bound = x->last_bound();
+        return out;
+      }
       if (groups == 1) {
         compiler::Executable& x = pick(gs[0]);
         out[0] = x.run(in(0));
@@ -246,7 +295,7 @@ int demo_main(int argc, char** argv) {
       const unsigned n = std::min(chunk, prompt - at);
       double took = 0;
       roofline::Report b;
-      const auto outs = run_step([&](Group& gr) -> compiler::Executable& { return n == chunk ? *gr.ex : *gr.tail; },
+      const auto outs = run_step(n == chunk ? Phase::prefill : Phase::tail,
                                  [&](unsigned k) {
                                    std::vector<std::uint32_t> t;
                                    std::vector<unsigned> pos, of;
@@ -302,7 +351,14 @@ int demo_main(int argc, char** argv) {
                                "group's step is started before any is waited for\n", groups, per, per > 1 ? "s" : "",
                                share > 1 ? "s" : "", ks(share), per > 1 ? "s" : "", ks(per),
                                per > 1 ? ", the first running the step with the others as its peers (below)" : "");
-    if (per > 1)
+    if (all_reduce)
+      std::cout << fmt::format("{} chips ({}), tensor parallel as Megatron lays it out (--all-reduce): every chip runs the step on its "
+                               "shard, {} query heads and {} KV head{} with their caches, its columns of Q, K, V, gate and up, those rows "
+                               "of o_proj and down_proj and its {} vocabulary columns of the LM head (the host reads every chip's at once); the "
+                               "chips' communication engines all-reduce the partial sums, 2 a layer, with no host round trip\n",
+                               chips, opt.platform.substr(opt.platform.rfind('/') + 1), c.heads / chips,
+                               c.kv_heads >= chips ? c.kv_heads / chips : 1, c.kv_heads > chips ? "s" : "", c.vocab / chips);
+    else if (per > 1)
       std::cout << fmt::format("{}{} chips ({}): every matmul on a weight split by columns over the chips' tiles, each chip holding its "
                                "columns (tensor parallel; chip 0 pushes the activations to each peer, which writes its columns back){}; "
                                "attention by heads over {} chips, each keeping its KV heads' caches; the rest on {}\n",
@@ -351,10 +407,12 @@ int demo_main(int argc, char** argv) {
       std::cout << "slowest nodes: " << slow << "\n";
     }
     if (decode) {
-      for (unsigned k = 0; k < groups; ++k)
-        gs[k].step = std::make_unique<compiler::Executable>(*devices[k * per], programs[k * per], k + 1 == groups ? std::move(step) : step,
-                                                            gs[k].shared);
-      compiler::Executable& dx = *gs[0].step;
+      for (unsigned k = 0; k < (all_reduce ? chips : 0); ++k)
+        gs[0].step.push_back(std::make_unique<compiler::Executable>(*devices[k], programs[k], std::move(shard_step[k]), gs[0].shared[k]));
+      for (unsigned k = 0; k < (all_reduce ? 0 : groups); ++k)
+        gs[k].step.push_back(std::make_unique<compiler::Executable>(*devices[k * per], programs[k * per],
+                                                                    k + 1 == groups ? std::move(step) : step, gs[k].shared[0]));
+      compiler::Executable& dx = *gs[0].step[0];
       double took = 0, bound = 0;
       std::map<std::string, double> binding;  // the seconds each resource bound
       const double dj0 = energy();
@@ -362,7 +420,7 @@ int demo_main(int argc, char** argv) {
       for (unsigned i = 0; i < decode; ++i) {
         double step_s = 0;
         roofline::Report b;
-        const auto outs = run_step([](Group& gr) -> compiler::Executable& { return *gr.step; },
+        const auto outs = run_step(Phase::decode,
                                    [&](unsigned k) {
                                      std::vector<std::uint32_t> last(share);
                                      std::vector<unsigned> pos(share, prompt + i), of(share);
@@ -414,7 +472,7 @@ int demo_main(int argc, char** argv) {
     if (timing) {
       std::uint64_t held = 0;
       for (const Group& gr : gs) {
-        held += gr.ex->weights()->bytes();
+        for (const auto& x : gr.ex) held += x->weights()->bytes();
         for (const compiler::Options::Peer& p : gr.system.peers) held += p.weights->bytes();
       }
       std::cout << fmt::format("timing only: the tensor cores computed no products (seeded results); {:.2f} GB of weights placed in "

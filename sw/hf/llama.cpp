@@ -335,10 +335,30 @@ Graph llama_prefill(const LlamaConfig& c, const WeightSource& w, const std::vect
 }
 
 Graph llama_step(const LlamaConfig& c, const WeightSource& w, unsigned rows, unsigned context, unsigned layers,
-                 const Fp8Source& fp8, unsigned sequences, bool seeded_routes) {
+                 const Fp8Source& fp8, unsigned sequences, bool seeded_routes, const Shard& shard) {
   const unsigned T = rows, D = c.hidden, hd = c.head_dim, H = c.heads, KV = c.kv_heads;
   const unsigned L = layers ? std::min(layers, c.layers) : c.layers;
   if (!T) throw std::invalid_argument("llama: a step of no tokens");
+  // Megatron's tensor parallel shard: this chip's query heads [h0, h0 +
+  // Hs), its KV heads [k0, k0 + KVs), its intermediate columns and its
+  // vocabulary columns.
+  const unsigned N = shard.chips, me = shard.chip;
+  if (!N || me >= N) throw std::invalid_argument(fmt::format("llama: shard {} of {} chips", me, N));
+  if (N > 1) {
+    auto refuse = [&](const std::string& why) {
+      throw std::invalid_argument(fmt::format("llama: tensor parallel over {} chips with all-reduce: {}", N, why));
+    };
+    if (c.mla) refuse("multi-head latent attention (MLA) is not sharded");
+    for (unsigned l = 0; l < L; ++l)
+      if (c.sparse(l)) refuse(fmt::format("layer {} is a MoE layer (dense layers only)", l));
+    if (fp8) refuse("the checkpoint's FP8 Linears are not sharded (BF16 only)");
+    if (H % N) refuse(fmt::format("{} heads do not divide over the chips", H));
+    if (KV % N && N % KV) refuse(fmt::format("{} KV heads neither divide over the chips nor the chips over them", KV));
+    if (c.intermediate % N) refuse(fmt::format("an intermediate size of {} does not divide over the chips", c.intermediate));
+    if (c.vocab % N) refuse(fmt::format("a vocabulary of {} does not divide over the chips", c.vocab));
+  }
+  const unsigned Hs = H / N, h0 = me * Hs, KVs = KV >= N ? KV / N : 1, k0 = KV >= N ? me * KVs : me / (N / KV);
+  const unsigned Is = c.intermediate / N, Vs = c.vocab / N;
   if (T > context && sequences <= 1)
     throw std::invalid_argument(fmt::format("llama: a step of {} tokens in a context of {}", T, context));
   if (!sequences || sequences > 256) throw std::invalid_argument(fmt::format("llama: {} sequences (1 to 256)", sequences));
@@ -364,6 +384,25 @@ Graph llama_step(const LlamaConfig& c, const WeightSource& w, unsigned rows, uns
     }
     return g.matmul(x, g.weight(name, {in, out}, transposed(w(name, {out, in}), out, in), DType::bf16), DType::bf16);
   };
+  // A shard's part of a BF16 Linear [out, in]: its output rows [r0, r1)
+  // (the matmul's columns), or its input columns [c0, c1) (the matmul's
+  // rows, a partial sum over them).
+  auto linear_rows = [&](int x, const std::string& name, unsigned out, unsigned in, unsigned r0, unsigned r1) {
+    if (N == 1) return linear(x, name, out, in);
+    std::vector<float> full = w(name, {out, in}), part;
+    if (!full.empty()) part.assign(full.begin() + std::ptrdiff_t(std::size_t{r0} * in), full.begin() + std::ptrdiff_t(std::size_t{r1} * in));
+    return g.matmul(x, g.weight(name, {in, r1 - r0}, transposed(part, r1 - r0, in), DType::bf16), DType::bf16);
+  };
+  auto linear_cols = [&](int x, const std::string& name, unsigned out, unsigned in, unsigned c0, unsigned c1) {
+    if (N == 1) return linear(x, name, out, in);
+    std::vector<float> full = w(name, {out, in}), part;
+    if (!full.empty())
+      for (unsigned o = 0; o < out; ++o)
+        part.insert(part.end(), full.begin() + std::ptrdiff_t(std::size_t{o} * in + c0), full.begin() + std::ptrdiff_t(std::size_t{o} * in + c1));
+    return g.matmul(x, g.weight(name, {c1 - c0, out}, transposed(part, out, c1 - c0), DType::bf16), DType::bf16);
+  };
+  // The chips' partial sums added on every chip (the engines' ring).
+  auto summed = [&](int partial, const std::string& name) { return N == 1 ? partial : g.all_reduce(partial, N, false, false, name); };
   auto norm = [&](const std::string& name) { return g.weight(name, {D}, w(name, {D})); };
   // The embedding: the prompt's tokens are the graph's input "tokens"
   // (llama_inputs), their rows gathered out of the table on the chip, so
@@ -431,10 +470,10 @@ Graph llama_step(const LlamaConfig& c, const WeightSource& w, unsigned rows, uns
                                             context, c.sliding_window));
   // Causal attention of H heads over the layer's KV caches (KVh heads of
   // qd keys and vd values; the step's rows appended at their positions).
-  auto attention = [&](unsigned l, int q, int k, int v, unsigned KVh, unsigned qd, unsigned vd) {
+  auto attention = [&](unsigned l, int q, int k, int v, unsigned KVh, unsigned qd, unsigned vd, unsigned heads) {
     const int kc = g.kv_cache(fmt::format("layer{}.k_cache", l), KVh, context * sequences, qd);
     const int vc = g.kv_cache(fmt::format("layer{}.v_cache", l), KVh, context * sequences, vd);
-    return g.attention(q, k, v, kc, vc, positions, H, static_cast<float>(c.attention_scale()), fmt::format("layer{}.attention", l), false,
+    return g.attention(q, k, v, kc, vc, positions, heads, static_cast<float>(c.attention_scale()), fmt::format("layer{}.attention", l), false,
                        paging);
   };
   for (unsigned l = 0; l < L; ++l) {
@@ -500,26 +539,38 @@ Graph llama_step(const LlamaConfig& c, const WeightSource& w, unsigned rows, uns
       }
       const int keys = g.move({kv, kpe}, {T, H * qd}, km, fmt::format("layer{}.keys", l));
       const int values = g.move({kv}, {T, H * vd}, vm, fmt::format("layer{}.values", l));
-      const int o = attention(l, q, keys, values, H, qd, vd);
+      const int o = attention(l, q, keys, values, H, qd, vd, H);
       h = g.binary(OpKind::add, linear(o, layer(l, "self_attn.o_proj.weight"), D, H * vd), h);
     } else {
-      auto projection = [&](const char* name, unsigned out) {  // with Qwen2's bias
-        const int y = linear(x, layer(l, fmt::format("self_attn.{}.weight", name).c_str()), out, D);
+      // (A shard's heads: output rows [first hd, (first + n) hd).)
+      auto projection = [&](const char* name, unsigned out, unsigned first, unsigned n) {  // with Qwen2's bias
+        const int y = linear_rows(x, layer(l, fmt::format("self_attn.{}.weight", name).c_str()), out, D, first * hd, (first + n) * hd);
         if (!c.qkv_bias) return y;
         const std::string bias = layer(l, fmt::format("self_attn.{}.bias", name).c_str());
-        return g.binary(OpKind::add, y, g.weight(bias, {out}, w(bias, {out})));
+        std::vector<float> b = w(bias, {out});
+        if (!b.empty()) b = std::vector<float>(b.begin() + std::ptrdiff_t{first} * hd, b.begin() + std::ptrdiff_t{first + n} * hd);
+        return g.binary(OpKind::add, y, g.weight(bias, {n * hd}, std::move(b)));
       };
-      const int q = rope(projection("q_proj", H * hd), H, fmt::format("layer{}.q", l), hd, 0, hd);
-      const int k = rope(projection("k_proj", KV * hd), KV, fmt::format("layer{}.k", l), hd, 0, hd);
-      const int v = projection("v_proj", KV * hd);
-      const int o = attention(l, q, k, v, KV, hd, hd);
-      h = g.binary(OpKind::add, linear(o, layer(l, "self_attn.o_proj.weight"), D, H * hd), h);
+      const int q = rope(projection("q_proj", H * hd, h0, Hs), Hs, fmt::format("layer{}.q", l), hd, 0, hd);
+      const int k = rope(projection("k_proj", KV * hd, k0, KVs), KVs, fmt::format("layer{}.k", l), hd, 0, hd);
+      const int v = projection("v_proj", KV * hd, k0, KVs);
+      const int o = attention(l, q, k, v, KVs, hd, hd, Hs);
+      const int wo = linear_cols(o, layer(l, "self_attn.o_proj.weight"), D, H * hd, h0 * hd, (h0 + Hs) * hd);
+      h = g.binary(OpKind::add, summed(wo, fmt::format("layer{}.attention_sum", l)), h);
     }
     const int x2 = g.rmsnorm(h, norm(layer(l, "post_attention_layernorm.weight")), static_cast<float>(c.rms_eps));
     auto mlp = [&](const std::string& prefix, unsigned F) {  // a SwiGLU MLP
       const int a = g.binary(OpKind::swiglu, linear(x2, prefix + "gate_proj.weight", F, D), linear(x2, prefix + "up_proj.weight", F, D));
       return linear(a, prefix + "down_proj.weight", D, F);
     };
+    if (N > 1) {  // the shard's intermediate columns, the partial sums all-reduced
+      const unsigned i0 = me * Is, I = c.intermediate;
+      const std::string prefix = layer(l, "mlp.");
+      const int a = g.binary(OpKind::swiglu, linear_rows(x2, prefix + "gate_proj.weight", I, D, i0, i0 + Is),
+                             linear_rows(x2, prefix + "up_proj.weight", I, D, i0, i0 + Is));
+      h = g.binary(OpKind::add, summed(linear_cols(a, prefix + "down_proj.weight", D, I, i0, i0 + Is), fmt::format("layer{}.mlp_sum", l)), h);
+      continue;
+    }
     if (c.sparse(l)) {  // Mixtral's or Qwen2-MoE's sparse MoE block
       const unsigned E = c.experts, F = c.expert_intermediate, K = c.experts_per_token;
       int logits = linear(x2, c.router(l), E, D);
@@ -589,8 +640,32 @@ Graph llama_step(const LlamaConfig& c, const WeightSource& w, unsigned rows, uns
   h = g.rmsnorm(h, norm("model.norm.weight"), static_cast<float>(c.rms_eps));
   const std::string head = c.tie_embeddings ? "model.embed_tokens.weight" : "lm_head.weight";
   const std::vector<float> lm = c.tie_embeddings ? table : w(head, {c.vocab, D});
-  g.output(g.matmul(h, g.weight("lm_head", {D, c.vocab}, transposed(lm, c.vocab, D), DType::bf16), DType::bf16, "logits"));
+  if (N == 1) {
+    g.output(g.matmul(h, g.weight("lm_head", {D, c.vocab}, transposed(lm, c.vocab, D), DType::bf16), DType::bf16, "logits"));
+    return g;
+  }
+  // The shard's vocabulary columns, left on its chip (Megatron's
+  // vocabulary-parallel output): the host reads every chip's part at once
+  // (shard_logits). Gathered on the chips and put side by side, Llama-3-70B's
+  // 64 rows of logits took 595 and 681 us of a 6224 us decode step on
+  // eight chips, the host then reading all 33 MB from one chip.
+  std::vector<float> part;
+  if (!lm.empty()) part.assign(lm.begin() + std::ptrdiff_t(std::size_t{me} * Vs * D), lm.begin() + std::ptrdiff_t(std::size_t{me + 1} * Vs * D));
+  g.output(g.matmul(h, g.weight("lm_head", {D, Vs}, transposed(part, Vs, D), DType::bf16), DType::bf16, "logits.part"));
   return g;
+}
+
+std::vector<float> shard_logits(const std::vector<std::map<std::string, std::vector<float>>>& outputs, unsigned vocab) {
+  const std::size_t N = outputs.size();
+  if (!N || vocab % N) throw std::invalid_argument(fmt::format("llama: {} chips' logits of a vocabulary of {}", N, vocab));
+  const std::size_t Vs = vocab / N, T = outputs[0].at("logits.part").size() / Vs;
+  std::vector<float> out(T * vocab);
+  for (std::size_t k = 0; k < N; ++k) {
+    const std::vector<float>& p = outputs[k].at("logits.part");
+    if (p.size() != T * Vs) throw std::invalid_argument(fmt::format("llama: chip {}'s logits hold {} values, not {}", k, p.size(), T * Vs));
+    for (std::size_t t = 0; t < T; ++t) std::copy_n(p.begin() + std::ptrdiff_t(t * Vs), Vs, out.begin() + std::ptrdiff_t(t * vocab + k * Vs));
+  }
+  return out;
 }
 
 std::map<std::string, std::vector<float>> llama_inputs(const std::vector<std::uint32_t>& tokens, unsigned position) {

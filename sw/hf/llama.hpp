@@ -150,8 +150,28 @@ compiler::Graph llama_prefill(const LlamaConfig& c, const WeightSource& w, const
 // its logits: routing that does not follow the data, the same with data
 // and in the timing-only mode (whose logits are seeded values), so that a
 // MoE model's timing-only run takes the data run's time.
+//
+// With `shard` of several chips, chip `shard.chip`'s graph of the step in
+// Megatron's tensor-parallel layout, which every chip of the system runs
+// on its own shard (compiler::run_together): its heads' columns of Q, K and
+// V (H / chips query heads; KV / chips KV heads, or where the chips
+// outnumber the KV heads, the one KV head its query heads read, computed
+// on each chip that reads it) and their KV caches, its columns of the
+// MLP's gate and up projections, the matching rows of o_proj and
+// down_proj, whose partial sums the chips' communication engines
+// all-reduce ("layer<l>.attention_sum", "layer<l>.mlp_sum": FP32, the
+// ring), and its columns of the LM head, its output "logits.part" (T x
+// vocab / chips: shard_logits puts the chips' parts together). Dense layers in BF16 only: MLA, MoE layers and FP8 Linears are
+// refused, as are head, KV-head, intermediate or vocabulary counts the
+// chips do not divide.
+struct Shard {
+  unsigned chip = 0, chips = 1;
+};
 compiler::Graph llama_step(const LlamaConfig& c, const WeightSource& w, unsigned rows, unsigned context, unsigned layers = 0,
-                           const Fp8Source& fp8 = {}, unsigned sequences = 1, bool seeded_routes = false);
+                           const Fp8Source& fp8 = {}, unsigned sequences = 1, bool seeded_routes = false, const Shard& shard = {});
+// A step's T x vocab logits from each chip's "logits.part" (a Shard's
+// output; outputs[k] chip k's), chip k's columns k vocab / chips ...
+std::vector<float> shard_logits(const std::vector<std::map<std::string, std::vector<float>>>& outputs, unsigned vocab);
 // The graph's inputs for a step: its tokens (the graph's "tokens", as FP32
 // whole numbers, gathered from the embedding table on the chip) and their
 // positions from `position` on.

@@ -604,3 +604,83 @@ TEST(HfLlama, DecodingOverTheKvCacheGivesTheLongerPrefillsLogitsBitForBit) {
     std::cout << (*file ? file : "tiny llama") << ": 5 + 3 decoded = 8 prefilled bit for bit; logits' error " << err << "\n";
   }
 }
+
+TEST(HfLlama, ShardsOnTheRingOfFourAllReduceToTheReferencesLogits) {
+  // Megatron's tensor parallel layout (Shard): each chip of the ring of
+  // four runs its shard of two layers, the partial sums all-reduced by
+  // the chips' communication engines, each chip computing its vocabulary
+  // columns of the logits. With 2 KV heads (each read by two chips, which
+  // both compute it) and with 4 (one a chip): every chip's columns equal
+  // reference_spmd's bit for bit, the logits put together within the BF16
+  // bound of the FP32 reference, a prefill and then decode steps over each
+  // chip's own caches. Models the layout
+  // does not cover are refused by name.
+  rt::Device::Options o;
+  o.platform = rt::Device::system_platform(4);
+  o.sets = {"noc.model=packet", "hbm0.mode=fast", "hbm1.mode=fast", "hbm2.mode=fast", "hbm3.mode=fast"};
+  rt::Cluster cluster(o);
+  std::vector<rt::Device*> chips;
+  std::vector<rt::Kernel> programs;
+  for (unsigned k = 0; k < 4; ++k) {
+    chips.push_back(&cluster.chip(k));
+    programs.push_back(cluster.chip(k).load_kernel(data_file(DataKind::kernels, "program.elf"), (1u << cluster.chip(k).tiles()) - 1));
+  }
+  const std::vector<std::uint32_t> all{3, 17, 42, 5, 60, 9, 33, 71};
+  const unsigned P = 5, Tn = static_cast<unsigned>(all.size());
+  for (unsigned kv : {2u, 4u}) {
+    SCOPED_TRACE(testing::Message() << kv << " KV heads");
+    nlohmann::json j = tiny();
+    j["num_key_value_heads"] = kv;
+    const LlamaConfig c = LlamaConfig::parse(j, "tiny");
+    const WeightSource w = seeded_weights(7);
+    compiler::Options sym;
+    sym.symmetric = std::make_shared<compiler::SymmetricStore>(chips);
+    std::vector<compiler::Graph> graphs;
+    std::vector<std::unique_ptr<compiler::Executable>> prefill, step;
+    std::vector<compiler::Executable*> pre, dec;
+    for (unsigned k = 0; k < 4; ++k) graphs.push_back(llama_step(c, w, P, Tn, 2, {}, 1, false, Shard{k, 4}));
+    for (unsigned k = 0; k < 4; ++k) {
+      prefill.push_back(std::make_unique<compiler::Executable>(cluster.chip(k), programs[k], graphs[k], sym));
+      compiler::Options shared = sym;
+      shared.state = prefill.back()->state(), shared.weights = prefill.back()->weights();
+      step.push_back(std::make_unique<compiler::Executable>(cluster.chip(k), programs[k], llama_step(c, w, 1, Tn, 2, {}, 1, false, Shard{k, 4}), shared));
+      pre.push_back(prefill.back().get()), dec.push_back(step.back().get());
+    }
+    const auto in = llama_inputs(std::vector<std::uint32_t>(all.begin(), all.begin() + P));
+    const std::vector<std::map<std::string, std::vector<float>>> ins(4, in);
+    const auto out = compiler::run_together(pre, ins);
+    std::vector<const compiler::Graph*> gs;
+    for (const compiler::Graph& g : graphs) gs.push_back(&g);
+    const auto ref = compiler::reference_spmd(gs, ins);
+    const std::size_t lo = static_cast<std::size_t>(graphs[0].outputs().back());
+    for (unsigned k = 0; k < 4; ++k) {
+      ASSERT_EQ(out[k].at("logits.part").size(), std::size_t{P} * c.vocab / 4);
+      EXPECT_EQ(std::memcmp(out[k].at("logits.part").data(), ref[k][lo].data(), ref[k][lo].size() * 4), 0)
+          << "chip " << k << " against reference_spmd";
+    }
+    // Every chip's sums the same: the whole model's last norm, times each chip's columns.
+    std::vector<float> logits = shard_logits(out, c.vocab);
+    for (unsigned t = P; t < Tn; ++t) {
+      const auto o2 = compiler::run_together(dec, std::vector<std::map<std::string, std::vector<float>>>(4, llama_inputs({all[t]}, t)));
+      const std::vector<float> row = shard_logits(o2, c.vocab);
+      logits.insert(logits.end(), row.begin(), row.end());
+    }
+    const double err = relative_error(logits, llama_reference(c, w, all, 2));
+    std::cout << kv << " KV heads over four chips, 5 prefilled + 3 decoded: logits' error " << err << "\n";
+    EXPECT_LT(err, 5e-2);
+    EXPECT_GT(err, 0.0);
+  }
+  auto refused = [](const std::function<void()>& f, const std::string& words) {
+    try {
+      f();
+      ADD_FAILURE() << "accepted: " << words;
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find(words), std::string::npos) << e.what();
+    }
+  };
+  const LlamaConfig c = LlamaConfig::parse(tiny(), "tiny");
+  refused([&] { llama_step(c, seeded_weights(7), 1, 8, 2, {}, 1, false, Shard{0, 8}); }, "8 chips with all-reduce: 4 heads do not divide");
+  const LlamaConfig moe = LlamaConfig::load(std::string(TESSERA_HF_CONFIGS) + "/tiny-mixtral.json");
+  refused([&] { llama_step(moe, seeded_weights(7), 1, 8, 2, {}, 1, false, Shard{1, 4}); }, "layer 0 is a MoE layer");
+  refused([&] { llama_step(c, seeded_weights(7), 1, 8, 2, {}, 1, false, Shard{4, 4}); }, "shard 4 of 4 chips");
+}
