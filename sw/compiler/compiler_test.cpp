@@ -693,6 +693,16 @@ TEST(Compiler, AnRmsNormThatOnlyAMatmulReadsBecomesItsPrologue) {
     std::vector<Group> hg = fuse(h);
     EXPECT_EQ(fuse_prologues(h, hg), rows <= 64 ? 1u : 0u) << rows << " rows";
   }
+  // Nor where A's rows would fill more than half the scratchpad: 64 rows
+  // of 8192 (FP32 and BF16: 3 MiB) against 16 rows (768 KiB).
+  const Target t;
+  for (const unsigned rows : {16u, 64u}) {
+    Graph h;
+    const int hn = h.rmsnorm(h.input("x", {rows, 8192}), h.weight("nw", {8192}, std::vector<float>(8192, 1.0f)), 1e-6f, "n");
+    h.output(h.matmul(hn, h.weight("w", {8192, 16}, std::vector<float>(8192 * 16, 0.5f), DType::bf16), DType::bf16, "m"));
+    std::vector<Group> hg = fuse(h);
+    EXPECT_EQ(fuse_prologues(h, hg, t.spm_end - t.spm_base), rows == 16 ? 1u : 0u) << rows << " rows of 8192";
+  }
 }
 
 TEST(Compiler, ANormARouterAndOthersReadIsTheRoutersPrologueAndStoredByIt) {

@@ -939,7 +939,7 @@ Executable::Executable(rt::Device& dev, const rt::Kernel& program, Graph g, cons
   }
   groups_ = fuse(g_, o.fuse);
   if (o.narrow) narrow_storage(g_, groups_);
-  if (o.fuse) fuse_routes(g_, groups_), fuse_prologues(g_, groups_);
+  if (o.fuse) fuse_routes(g_, groups_), fuse_prologues(g_, groups_, tgt.spm_end - tgt.spm_base);
   // Each moe op's split of its experts over the tiles (the kernel's), at
   // least as many slices as spread one token's choices over every tile.
   // With peers, an op of up to a block of rows (TKP_MOE_BLOCK) spreads its

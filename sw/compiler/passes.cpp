@@ -63,7 +63,7 @@ constexpr std::uint64_t kPrologueRows = 64;
 constexpr unsigned kResidentRows = 64;  // a resident-B matmul's row blocks (Tiling::resident)
 }  // namespace
 
-unsigned fuse_prologues(const Graph& g, std::vector<Group>& groups) {
+unsigned fuse_prologues(const Graph& g, std::vector<Group>& groups, std::uint64_t room) {
   unsigned made = 0;
   auto group_of = [&](int op) {
     for (std::size_t j = 0; j < groups.size(); ++j)
@@ -103,6 +103,11 @@ unsigned fuse_prologues(const Graph& g, std::vector<Group>& groups) {
     // fused. Whole-row parts (a router's) norm each row once: fused always.
     const bool whole_rows = g.ops()[static_cast<std::size_t>(groups[j].ops.back())].kind == OpKind::route;
     if (!whole_rows && g.tensor(norm.out).rows() > kPrologueRows) continue;
+    {
+      const Op& mm = g.ops()[static_cast<std::size_t>(groups[j].ops[0])];
+      const std::uint64_t K = g.tensor(norm.out).cols(), rows = g.tensor(norm.out).rows();
+      if (room && rows * K * (4 + bytes(mm.format)) + K * 4 > room / 2) continue;
+    }
     bool later = true;
     for (int r : readers) later &= group_of(r) >= j;
     if (!later) continue;
