@@ -29,6 +29,10 @@ constexpr int kPrologue = 4;  // a matmul's prologue: A's rows loaded, then norm
 constexpr int kKept = 5;      // the prologue's rows cast: their store (a kept prologue's) may start
 constexpr int kAFree = 6;     // a resident-B matmul's row block's GEMMs are done: A's block two on may load
 constexpr unsigned kCommSem = 10;  // a collective's tile: the communication engine's signal that it is done
+// A collective over the engines' ring, which writes into the next chip's
+// destination at its own destination's address: its result lies at one
+// address on every chip (Options::symmetric).
+bool over_ring(const Op& op) { return is_collective(op.kind) && op.chips > 1 && !op.tree; }
 constexpr unsigned kChipSem = 12;
 // The device's tile 0 counts the peers' parts done on a semaphore of its
 // own: on kChipSem, where it also waits for the peers it hands over to to
@@ -928,8 +932,7 @@ Executable::Executable(rt::Device& dev, const rt::Kernel& program, Graph g, cons
     if (!peers_.empty())
       throw std::invalid_argument(fmt::format("compiler: {} '{}': a graph with collectives runs on every chip of the system, an "
                                               "executable a chip (run_together), without peers", name(op.kind), op.name));
-    // The ring writes into the next chip's destination at its own's address.
-    if (op.chips > 1 && !op.tree && !symmetric_) {
+    if (over_ring(op) && !symmetric_) {
       if (!o.symmetric || o.symmetric->chips() != dev_.chips())
         throw std::invalid_argument(fmt::format("compiler: {} '{}' over a ring needs Options::symmetric, a SymmetricStore of the "
                                                 "system's {} chips (its destination at one address on every chip)",
@@ -1033,7 +1036,7 @@ Executable::Executable(rt::Device& dev, const rt::Kernel& program, Graph g, cons
       impl_->outputs = symmetric_ ? symmetric_->get(fmt::format("outputs|{}", out_bytes), dev_.chip(), out_bytes, 0)
                                   : impl_->alloc(dev_, out_bytes, 0);
     for (const Op& op : g_.ops())  // a ring's result that is no output: a symmetric buffer of its own
-      if (is_collective(op.kind) && op.chips > 1 && !op.tree && !g_.is_output(op.out)) {
+      if (over_ring(op) && !g_.is_output(op.out)) {
         const Tensor& t = g_.tensor(op.out);
         impl_->plain[op.out] = symmetric_->get(fmt::format("{}|{}", op.name, t.elements() * bytes(t.dtype)), dev_.chip(),
                                                t.elements() * bytes(t.dtype), 0);
