@@ -691,13 +691,13 @@ int power_headroom(const std::string& self, const std::string& dir) {
 // `tessera-vp demo --hf-config CONFIG [--layers L] --prompt 1 --decode 1
 // --batch B --chips C --timing-only [--routing seeded]` (seeded routing
 // for models with experts, so the timing is the data run's), under
-// `mpirun -np R` where --ranks says so. The parallelism is the
-// compiler's: matmuls by columns over the chips, experts by slices or by
-// expert, attention by heads; with --groups G, the demo's --groups G
-// (data parallel over G groups of C / G chips, each so), for the chip
-// counts and batches G divides; with --parallel all-reduce, the demo's
-// --all-reduce (Megatron's shards, the row-split sums all-reduced by the
-// chips' engines; dense models).
+// `mpirun -np R` where --ranks says so. The parallelism is the given
+// one, never the demo's own choice: --parallel spread (the default:
+// matmuls by columns over the chips, experts by slices or by expert,
+// attention by heads; with --groups G, the demo's --groups G, data
+// parallel over G groups of C / G chips, each so, for the chip counts
+// and batches G divides) or --parallel all-reduce (Megatron's shards,
+// the row-split sums all-reduced by the chips' engines).
 struct ScaleRun {
   double step_us = -1, tps = -1, per_chip = -1, uj = -1, of_bound = -1, wall_s = -1, gb = -1, gb0 = -1;
   std::string binding;
@@ -826,7 +826,7 @@ int llm_scale(const std::map<std::string, std::string>& opt, const std::string& 
             "{}{} demo --hf-config {}{} --prompt 1 --decode 1 --batch {} --chips {}{}{} --timing-only{}",
             ranks[0] > 1 ? fmt::format("OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun --oversubscribe -np {} ", ranks[0]) : "",
             TESSERA_VP, config, layers.empty() ? "" : " --layers " + layers, b, c, g > 1 ? fmt::format(" --groups {}", g) : "",
-            all_reduce ? " --all-reduce" : "", experts ? " --routing seeded" : "");
+            all_reduce ? " --parallel all-reduce" : " --parallel spread", experts ? " --routing seeded" : "");
         ScaleRun r;
         if (!scale_run(cmd, r)) {
           rc = 1;

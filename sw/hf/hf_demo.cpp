@@ -17,19 +17,22 @@
 // seeded chooses a MoE layer's experts by seeded scores instead of its
 // router's logits (the router still runs): routing that does not follow
 // the data, so a timing-only run of a MoE model takes the data run's
-// time. --chips N runs
-// on a system of N T1s (4: a ring, 8 to 64: a torus): every matmul on a
-// weight spreads its columns over the chips and each chip holds its
-// columns (tensor parallel, compiler::Options::split_matmuls), a MoE
-// layer's experts likewise, attention by heads (each chip keeping its KV
-// heads' caches); the rest of the step runs on chip 0. --groups G splits
-// the chips and the batch into G groups (data parallel), each group's
-// first chip running its sequences' steps with the group's other chips as
-// its peers, every group's step started before any is waited for.
-// --all-reduce (with --chips N) runs Megatron's tensor parallel layout
-// instead: every chip runs the step on its shard (llama.hpp's Shard: its
+// time. --chips N runs on a system of N T1s (4: a ring, 8 to 64: a
+// torus), in one of two layouts (--parallel; auto, the default, takes
+// all-reduce wherever the model's layers shard over the chips and no
+// --groups is given, else spread). spread: every matmul on a weight
+// spreads its columns over the chips and each chip holds its columns
+// (tensor parallel, compiler::Options::split_matmuls), a MoE layer's
+// experts likewise, attention by heads (each chip keeping its KV heads'
+// caches); the rest of the step runs on chip 0. --groups G splits the
+// chips and the batch into G groups (data parallel), each group's first
+// chip running its sequences' steps with the group's other chips as its
+// peers, every group's step started before any is waited for.
+// all-reduce (--all-reduce is --parallel all-reduce) runs Megatron's
+// tensor parallel layout: every chip runs the step on its shard (llama.hpp's Shard: its
 // heads and their caches, its columns of Q, K, V, gate and up, those rows
-// of o_proj and down_proj, its vocabulary columns of the LM head), the
+// of o_proj and down_proj, every expert's share of its intermediate
+// columns in a MoE layer, its vocabulary columns of the LM head), the
 // chips' communication engines all-reducing the partial sums and
 // the host reading each chip's vocabulary columns of the logits
 // (compiler::Graph::all_reduce); no chip pushes activations to another. Exit codes: 0, 1 (--check failed), 2 (a bad option, config
@@ -68,6 +71,8 @@ int demo_main(int argc, char** argv) {
   std::string config, weights;
   unsigned layers = 0, prompt = 16, seed = 1, decode = 0, batch = 1, chips = 1, groups = 1;
   bool check = false, timing = false, seeded_routes = false, all_reduce = false;
+  std::string parallel = "auto";  // --parallel: auto, spread or all-reduce
+  std::string why_spread;         // auto: why the model does not shard
   rt::Device::Options opt;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -90,21 +95,26 @@ int demo_main(int argc, char** argv) {
     else if (a == "--groups" && more) { if (!number(groups) || !groups) return fail("--groups takes a number of groups of chips above 0"); }
     else if (a == "--set" && more) opt.sets.push_back(argv[++i]);
     else if (a == "--check") check = true;
-    else if (a == "--all-reduce") all_reduce = true;
+    else if (a == "--all-reduce") parallel = "all-reduce";
+    else if (a == "--parallel" && more) {
+      parallel = argv[++i];
+      if (parallel != "auto" && parallel != "spread" && parallel != "all-reduce")
+        return fail(fmt::format("--parallel takes auto, spread or all-reduce, not '{}'", parallel));
+    }
     else if (a == "--timing-only") timing = true;
     else if (a == "--routing" && more) {
       const std::string r = argv[++i];
       if (r != "model" && r != "seeded") return fail(fmt::format("--routing takes model or seeded, not '{}'", r));
       seeded_routes = r == "seeded";
     } else return fail(fmt::format("'{}' is not an option of demo --hf-config (--weights, --layers, --prompt, --decode, --seed, --batch, "
-                                   "--chips, --groups, --all-reduce, --check, --timing-only, --routing, --set)", a));
+                                   "--chips, --groups, --parallel, --all-reduce, --check, --timing-only, --routing, --set)", a));
   }
   if (batch > 1 && !decode) return fail("--batch decodes its sequences together: give --decode N");
   if (chips % groups || batch % groups)
     return fail(fmt::format("--groups {}: the groups take equal shares of the chips ({}) and of the batch's sequences ({}); {} does "
                             "not divide both", groups, chips, batch, groups));
-  if (all_reduce && chips == 1) return fail("--all-reduce spreads each step over a system's chips: give --chips N");
-  if (all_reduce && groups > 1)
+  if (parallel == "all-reduce" && chips == 1) return fail("--all-reduce spreads each step over a system's chips: give --chips N");
+  if (parallel == "all-reduce" && groups > 1)
     return fail("--all-reduce: the chips' communication engines all-reduce over the whole system; it takes no --groups");
   if (timing && check) return fail("--timing-only computes no logits: --check has nothing to compare");
   if (timing && !weights.empty()) return fail("--timing-only runs the config's shapes without weights: drop --weights");
@@ -155,11 +165,22 @@ int demo_main(int argc, char** argv) {
     const unsigned context = prompt + decode;
     // A batch's caches hold a page of the context per sequence; each
     // sequence prefills alone, and a decode step takes a row of each.
-    for (unsigned k = 0; k < (all_reduce ? chips : 0); ++k) {
-      const Shard sh{k, chips};
-      shard_g.push_back(llama_step(c, w, chunk * share, context, layers, fp8, share, seeded_routes, sh));
-      if (rest) shard_tail.push_back(llama_step(c, w, rest * share, context, layers, fp8, share, seeded_routes, sh));
-      if (decode) shard_step.push_back(llama_step(c, w, share, context, layers, fp8, share, seeded_routes, sh));
+    // --parallel auto: Megatron's shards wherever the model's layers shard
+    // over the chips (one group; faster than spreading from chip 0 in
+    // every case measured: sw/hf/README.md), else spread.
+    if (chips > 1 && groups == 1 && parallel == "auto") why_spread = shard_refusal(c, chips, layers);
+    all_reduce = parallel == "all-reduce" || (parallel == "auto" && chips > 1 && groups == 1 && why_spread.empty());
+    try {
+      for (unsigned k = 0; k < (all_reduce ? chips : 0); ++k) {
+        const Shard sh{k, chips};
+        shard_g.push_back(llama_step(c, w, chunk * share, context, layers, fp8, share, seeded_routes, sh));
+        if (rest) shard_tail.push_back(llama_step(c, w, rest * share, context, layers, fp8, share, seeded_routes, sh));
+        if (decode) shard_step.push_back(llama_step(c, w, share, context, layers, fp8, share, seeded_routes, sh));
+      }
+    } catch (const std::invalid_argument& e) {  // (a checkpoint's FP8 Linears, which only its weights tell)
+      if (parallel != "auto") throw;
+      why_spread = e.what(), all_reduce = false;
+      shard_g.clear(), shard_tail.clear(), shard_step.clear();
     }
     if (!all_reduce) {
       g = llama_step(c, w, chunk * share, context, layers, fp8, share, seeded_routes);
@@ -351,13 +372,18 @@ int demo_main(int argc, char** argv) {
                                "group's step is started before any is waited for\n", groups, per, per > 1 ? "s" : "",
                                share > 1 ? "s" : "", ks(share), per > 1 ? "s" : "", ks(per),
                                per > 1 ? ", the first running the step with the others as its peers (below)" : "");
+    if (!why_spread.empty()) std::cout << "--parallel auto: spread, not Megatron's shards (" << why_spread << ")\n";
     if (all_reduce)
-      std::cout << fmt::format("{} chips ({}), tensor parallel as Megatron lays it out (--all-reduce): every chip runs the step on its "
+      std::cout << fmt::format("{} chips ({}), tensor parallel as Megatron lays it out ({}): every chip runs the step on its "
                                "shard, {} query heads and {} KV head{} with their caches, its columns of Q, K, V, gate and up, those rows "
-                               "of o_proj and down_proj and its {} vocabulary columns of the LM head (the host reads every chip's at once); the "
+                               "of o_proj and down_proj{} and its {} vocabulary columns of the LM head (the host reads every chip's at once); the "
                                "chips' communication engines all-reduce the partial sums, 2 a layer, with no host round trip\n",
-                               chips, opt.platform.substr(opt.platform.rfind('/') + 1), c.heads / chips,
-                               c.kv_heads >= chips ? c.kv_heads / chips : 1, c.kv_heads > chips ? "s" : "", c.vocab / chips);
+                               chips, opt.platform.substr(opt.platform.rfind('/') + 1),
+                               parallel == "auto" ? "--parallel auto: the model shards over the chips" : "--all-reduce", c.heads / chips,
+                               c.kv_heads >= chips ? c.kv_heads / chips : 1, c.kv_heads > chips ? "s" : "",
+                               c.experts ? fmt::format(", in a MoE layer every expert's 1/{} of its intermediate columns, the routes computed "
+                                                       "on every chip alike", chips) : "",
+                               c.vocab / chips);
     else if (per > 1)
       std::cout << fmt::format("{}{} chips ({}): every matmul on a weight split by columns over the chips' tiles, each chip holding its "
                                "columns (tensor parallel; chip 0 pushes the activations to each peer, which writes its columns back){}; "

@@ -334,6 +334,22 @@ Graph llama_prefill(const LlamaConfig& c, const WeightSource& w, const std::vect
   return llama_step(c, w, T, T, layers, fp8);
 }
 
+std::string shard_refusal(const LlamaConfig& c, unsigned chips, unsigned layers) {
+  const unsigned N = chips, L = layers ? std::min(layers, c.layers) : c.layers;
+  if (N <= 1) return "";
+  if (c.heads % N) return fmt::format("{} heads do not divide over the chips", c.heads);
+  if (c.kv_heads % N && N % c.kv_heads)
+    return fmt::format("{} KV heads neither divide over the chips nor the chips over them", c.kv_heads);
+  for (unsigned l = 0; l < L; ++l) {
+    const unsigned F = !c.sparse(l) ? c.intermediate : c.expert_intermediate;
+    if (F % N) return fmt::format("layer {}: an {}intermediate size of {} does not divide over the chips", l, c.sparse(l) ? "expert's " : "", F);
+    if (c.sparse(l) && c.shared_intermediate % N)
+      return fmt::format("layer {}: a shared expert's intermediate size of {} does not divide over the chips", l, c.shared_intermediate);
+  }
+  if (c.vocab % N) return fmt::format("a vocabulary of {} does not divide over the chips", c.vocab);
+  return "";
+}
+
 Graph llama_step(const LlamaConfig& c, const WeightSource& w, unsigned rows, unsigned context, unsigned layers,
                  const Fp8Source& fp8, unsigned sequences, bool seeded_routes, const Shard& shard) {
   const unsigned T = rows, D = c.hidden, hd = c.head_dim, H = c.heads, KV = c.kv_heads;
@@ -344,21 +360,12 @@ Graph llama_step(const LlamaConfig& c, const WeightSource& w, unsigned rows, uns
   // vocabulary columns.
   const unsigned N = shard.chips, me = shard.chip;
   if (!N || me >= N) throw std::invalid_argument(fmt::format("llama: shard {} of {} chips", me, N));
-  if (N > 1) {
-    auto refuse = [&](const std::string& why) {
-      throw std::invalid_argument(fmt::format("llama: tensor parallel over {} chips with all-reduce: {}", N, why));
-    };
-    if (c.mla) refuse("multi-head latent attention (MLA) is not sharded");
-    for (unsigned l = 0; l < L; ++l)
-      if (c.sparse(l)) refuse(fmt::format("layer {} is a MoE layer (dense layers only)", l));
-    if (fp8) refuse("the checkpoint's FP8 Linears are not sharded (BF16 only)");
-    if (H % N) refuse(fmt::format("{} heads do not divide over the chips", H));
-    if (KV % N && N % KV) refuse(fmt::format("{} KV heads neither divide over the chips nor the chips over them", KV));
-    if (c.intermediate % N) refuse(fmt::format("an intermediate size of {} does not divide over the chips", c.intermediate));
-    if (c.vocab % N) refuse(fmt::format("a vocabulary of {} does not divide over the chips", c.vocab));
-  }
+  auto refuse = [&](const std::string& why) {
+    throw std::invalid_argument(fmt::format("llama: tensor parallel over {} chips with all-reduce: {}", N, why));
+  };
+  if (const std::string why = shard_refusal(c, N, layers); !why.empty()) refuse(why);
   const unsigned Hs = H / N, h0 = me * Hs, KVs = KV >= N ? KV / N : 1, k0 = KV >= N ? me * KVs : me / (N / KV);
-  const unsigned Is = c.intermediate / N, Vs = c.vocab / N;
+  const unsigned Vs = c.vocab / N;
   if (T > context && sequences <= 1)
     throw std::invalid_argument(fmt::format("llama: a step of {} tokens in a context of {}", T, context));
   if (!sequences || sequences > 256) throw std::invalid_argument(fmt::format("llama: {} sequences (1 to 256)", sequences));
@@ -387,19 +394,35 @@ Graph llama_step(const LlamaConfig& c, const WeightSource& w, unsigned rows, uns
   // A shard's part of a BF16 Linear [out, in]: its output rows [r0, r1)
   // (the matmul's columns), or its input columns [c0, c1) (the matmul's
   // rows, a partial sum over them).
-  auto linear_rows = [&](int x, const std::string& name, unsigned out, unsigned in, unsigned r0, unsigned r1) {
-    if (N == 1) return linear(x, name, out, in);
-    std::vector<float> full = w(name, {out, in}), part;
-    if (!full.empty()) part.assign(full.begin() + std::ptrdiff_t(std::size_t{r0} * in), full.begin() + std::ptrdiff_t(std::size_t{r1} * in));
-    return g.matmul(x, g.weight(name, {in, r1 - r0}, transposed(part, r1 - r0, in), DType::bf16), DType::bf16);
+  // (A matrix [out, in]'s rows [r0, r1), or its columns [c0, c1); none
+  // of shape_only()'s.)
+  auto row_range = [](const std::vector<float>& full, unsigned in, unsigned r0, unsigned r1) {
+    if (full.empty()) return std::vector<float>{};
+    return std::vector<float>(full.begin() + std::ptrdiff_t(std::size_t{r0} * in), full.begin() + std::ptrdiff_t(std::size_t{r1} * in));
   };
-  auto linear_cols = [&](int x, const std::string& name, unsigned out, unsigned in, unsigned c0, unsigned c1) {
-    if (N == 1) return linear(x, name, out, in);
-    std::vector<float> full = w(name, {out, in}), part;
+  auto col_range = [](const std::vector<float>& full, unsigned out, unsigned in, unsigned c0, unsigned c1) {
+    std::vector<float> part;
     if (!full.empty())
       for (unsigned o = 0; o < out; ++o)
         part.insert(part.end(), full.begin() + std::ptrdiff_t(std::size_t{o} * in + c0), full.begin() + std::ptrdiff_t(std::size_t{o} * in + c1));
-    return g.matmul(x, g.weight(name, {c1 - c0, out}, transposed(part, out, c1 - c0), DType::bf16), DType::bf16);
+    return part;
+  };
+  // A shard's Linears are BF16: one a checkpoint stores in FP8 blocks is refused.
+  auto bf16_only = [&](const std::string& name, unsigned out, unsigned in) {
+    std::vector<float> codes, scales;
+    if (N > 1 && fp8 && fp8(name, {out, in}, codes, scales))
+      refuse(fmt::format("{} is stored in FP8 blocks (a shard takes BF16 Linears)", name));
+  };
+  auto linear_rows = [&](int x, const std::string& name, unsigned out, unsigned in, unsigned r0, unsigned r1) {
+    if (N == 1) return linear(x, name, out, in);
+    bf16_only(name, out, in);
+    return g.matmul(x, g.weight(name, {in, r1 - r0}, transposed(row_range(w(name, {out, in}), in, r0, r1), r1 - r0, in), DType::bf16), DType::bf16);
+  };
+  auto linear_cols = [&](int x, const std::string& name, unsigned out, unsigned in, unsigned c0, unsigned c1) {
+    if (N == 1) return linear(x, name, out, in);
+    bf16_only(name, out, in);
+    return g.matmul(x, g.weight(name, {c1 - c0, out}, transposed(col_range(w(name, {out, in}), out, in, c0, c1), out, c1 - c0), DType::bf16),
+                    DType::bf16);
   };
   // The chips' partial sums added on every chip (the engines' ring).
   auto summed = [&](int partial, const std::string& name) { return N == 1 ? partial : g.all_reduce(partial, N, false, false, name); };
@@ -486,7 +509,11 @@ Graph llama_step(const LlamaConfig& c, const WeightSource& w, unsigned rows, uns
       // Stored in FP8 blocks (and `in` whole 128s), it runs block-scaled
       // where every row moved stays in its 128-row block (DeepSeek-V3's:
       // the rotary rows of each head lie inside one block), else in BF16.
-      auto deinterleaved = [&](int xin, const std::string& name, unsigned out, unsigned in, unsigned width, unsigned offset) {
+      // A shard's: its heads' rows [r0, r1) (BF16).
+      auto deinterleaved = [&](int xin, const std::string& name, unsigned out, unsigned in, unsigned width, unsigned offset,
+                               unsigned r0 = 0, unsigned r1 = 0) {
+        if (!r1) r1 = out;
+        const bool whole = r0 == 0 && r1 == out;
         auto order = [&](std::vector<float>& wt, unsigned cols) {
           if (wt.empty()) return;  // shape only
           const std::vector<float> orig = wt;
@@ -500,7 +527,7 @@ Graph llama_step(const LlamaConfig& c, const WeightSource& w, unsigned rows, uns
         for (unsigned o0 = 0; o0 < out && in_blocks; o0 += width)
           in_blocks = (o0 + offset) / compiler::kScaleBlock == (o0 + offset + rd - 1) / compiler::kScaleBlock;
         std::vector<float> codes, scales;
-        if (fp8 && in_blocks && in % compiler::kScaleBlock == 0 && fp8(name, {out, in}, codes, scales)) {
+        if (fp8 && whole && in_blocks && in % compiler::kScaleBlock == 0 && fp8(name, {out, in}, codes, scales)) {
           order(codes, in);  // the blocks' scales stay where they are
           const unsigned ob = (out + compiler::kScaleBlock - 1) / compiler::kScaleBlock, ib = in / compiler::kScaleBlock;
           std::vector<float> bs(scales.size());
@@ -509,9 +536,11 @@ Graph llama_step(const LlamaConfig& c, const WeightSource& w, unsigned rows, uns
           const int b = g.weight(name, {in, out}, transposed(codes, out, in), DType::e4m3);
           return g.matmul_scaled(xin, b, g.weight(name + "_scale_inv", {ib, ob}, std::move(bs)));
         }
+        if (!whole) bf16_only(name, out, in);
         std::vector<float> wt = w(name, {out, in});
         order(wt, in);
-        return g.matmul(xin, g.weight(name, {in, out}, transposed(wt, out, in), DType::bf16), DType::bf16);
+        if (r0 || r1 != out) wt = row_range(wt, in, r0, r1);
+        return g.matmul(xin, g.weight(name, {in, r1 - r0}, transposed(wt, r1 - r0, in), DType::bf16), DType::bf16);
       };
       int qin = x;
       unsigned qk = D;
@@ -522,25 +551,30 @@ Graph llama_step(const LlamaConfig& c, const WeightSource& w, unsigned rows, uns
                         static_cast<float>(c.rms_eps));
         qk = c.q_lora, qname = layer(l, "self_attn.q_b_proj.weight");
       }
-      const int q = rope(deinterleaved(qin, qname, H * qd, qk, qd, nope), H, fmt::format("layer{}.q", l), qd, nope, rd);
+      // A shard's query heads [h0, h0 + Hs) and their keys and values (the
+      // latent, computed on every chip, decompressed into its heads'
+      // caches only), its columns of o_proj a partial sum.
+      const int q = rope(deinterleaved(qin, qname, H * qd, qk, qd, nope, h0 * qd, (h0 + Hs) * qd), Hs, fmt::format("layer{}.q", l), qd,
+                         nope, rd);
       const int kva = deinterleaved(x, layer(l, "self_attn.kv_a_proj_with_mqa.weight"), r + rd, D, r + rd, r);
       const int ckv = g.move({kva}, {T, r}, {{0, 0, 0, r, T, r + rd, r}}, fmt::format("layer{}.latent", l));
       const int kpe = rope(g.move({kva}, {T, rd}, {{0, r, 0, rd, T, r + rd, rd}}), 1, fmt::format("layer{}.k_pe", l), rd, 0, rd);
       const std::string kvn = layer(l, "self_attn.kv_a_layernorm.weight");
-      const int kv = linear(g.rmsnorm(ckv, g.weight(kvn, {r}, w(kvn, {r})), static_cast<float>(c.rms_eps)),
-                            layer(l, "self_attn.kv_b_proj.weight"), H * (nope + vd), r);
-      const std::uint64_t kvw = std::uint64_t{H} * (nope + vd);
+      const int kv = linear_rows(g.rmsnorm(ckv, g.weight(kvn, {r}, w(kvn, {r})), static_cast<float>(c.rms_eps)),
+                                 layer(l, "self_attn.kv_b_proj.weight"), H * (nope + vd), r, h0 * (nope + vd), (h0 + Hs) * (nope + vd));
+      const std::uint64_t kvw = std::uint64_t{Hs} * (nope + vd);
       // Each head's key: [its k_nope ; the shared k_pe]; its value.
       std::vector<Move> km, vm;
-      for (unsigned hh = 0; hh < H; ++hh) {
-        km.push_back({0, std::uint64_t{hh} * (nope + vd), std::uint64_t{hh} * qd, nope, T, kvw, std::uint64_t{H} * qd});
-        km.push_back({1, 0, std::uint64_t{hh} * qd + nope, rd, T, rd, std::uint64_t{H} * qd});
-        vm.push_back({0, std::uint64_t{hh} * (nope + vd) + nope, std::uint64_t{hh} * vd, vd, T, kvw, std::uint64_t{H} * vd});
+      for (unsigned hh = 0; hh < Hs; ++hh) {
+        km.push_back({0, std::uint64_t{hh} * (nope + vd), std::uint64_t{hh} * qd, nope, T, kvw, std::uint64_t{Hs} * qd});
+        km.push_back({1, 0, std::uint64_t{hh} * qd + nope, rd, T, rd, std::uint64_t{Hs} * qd});
+        vm.push_back({0, std::uint64_t{hh} * (nope + vd) + nope, std::uint64_t{hh} * vd, vd, T, kvw, std::uint64_t{Hs} * vd});
       }
-      const int keys = g.move({kv, kpe}, {T, H * qd}, km, fmt::format("layer{}.keys", l));
-      const int values = g.move({kv}, {T, H * vd}, vm, fmt::format("layer{}.values", l));
-      const int o = attention(l, q, keys, values, H, qd, vd, H);
-      h = g.binary(OpKind::add, linear(o, layer(l, "self_attn.o_proj.weight"), D, H * vd), h);
+      const int keys = g.move({kv, kpe}, {T, Hs * qd}, km, fmt::format("layer{}.keys", l));
+      const int values = g.move({kv}, {T, Hs * vd}, vm, fmt::format("layer{}.values", l));
+      const int o = attention(l, q, keys, values, Hs, qd, vd, Hs);
+      const int wo = linear_cols(o, layer(l, "self_attn.o_proj.weight"), D, H * vd, h0 * vd, (h0 + Hs) * vd);
+      h = g.binary(OpKind::add, summed(wo, fmt::format("layer{}.attention_sum", l)), h);
     } else {
       // (A shard's heads: output rows [first hd, (first + n) hd).)
       auto projection = [&](const char* name, unsigned out, unsigned first, unsigned n) {  // with Qwen2's bias
@@ -559,18 +593,14 @@ Graph llama_step(const LlamaConfig& c, const WeightSource& w, unsigned rows, uns
       h = g.binary(OpKind::add, summed(wo, fmt::format("layer{}.attention_sum", l)), h);
     }
     const int x2 = g.rmsnorm(h, norm(layer(l, "post_attention_layernorm.weight")), static_cast<float>(c.rms_eps));
-    auto mlp = [&](const std::string& prefix, unsigned F) {  // a SwiGLU MLP
-      const int a = g.binary(OpKind::swiglu, linear(x2, prefix + "gate_proj.weight", F, D), linear(x2, prefix + "up_proj.weight", F, D));
-      return linear(a, prefix + "down_proj.weight", D, F);
+    // A SwiGLU MLP; a shard's: its F / N intermediate columns, a partial sum.
+    auto mlp = [&](const std::string& prefix, unsigned F) {
+      const unsigned f0 = me * (F / N), f1 = f0 + F / N;
+      const int a = g.binary(OpKind::swiglu, linear_rows(x2, prefix + "gate_proj.weight", F, D, f0, f1),
+                             linear_rows(x2, prefix + "up_proj.weight", F, D, f0, f1));
+      return linear_cols(a, prefix + "down_proj.weight", D, F, f0, f1);
     };
-    if (N > 1) {  // the shard's intermediate columns, the partial sums all-reduced
-      const unsigned i0 = me * Is, I = c.intermediate;
-      const std::string prefix = layer(l, "mlp.");
-      const int a = g.binary(OpKind::swiglu, linear_rows(x2, prefix + "gate_proj.weight", I, D, i0, i0 + Is),
-                             linear_rows(x2, prefix + "up_proj.weight", I, D, i0, i0 + Is));
-      h = g.binary(OpKind::add, summed(linear_cols(a, prefix + "down_proj.weight", D, I, i0, i0 + Is), fmt::format("layer{}.mlp_sum", l)), h);
-      continue;
-    }
+    const std::string mlp_sum = fmt::format("layer{}.mlp_sum", l);
     if (c.sparse(l)) {  // Mixtral's or Qwen2-MoE's sparse MoE block
       const unsigned E = c.experts, F = c.expert_intermediate, K = c.experts_per_token;
       int logits = linear(x2, c.router(l), E, D);
@@ -616,15 +646,20 @@ Graph llama_step(const LlamaConfig& c, const WeightSource& w, unsigned rows, uns
         const int w2 = g.weight(p + ".w2", {E, F, D}, std::move(f8[2]), DType::e4m3), s2 = g.weight(p + ".w2_scale_inv", {E, F / B, D / B}, std::move(s8[2]));
         y = g.moe_scaled(xb, route, w1, s1, w3, s3, w2, s2, p);
       } else {
-        std::vector<float> w1, w3, w2;  // [E, D, F], [E, D, F], [E, F, D]
+        // [E, D, Fs], [E, D, Fs], [E, Fs, D]: a shard's every expert's
+        // intermediate columns [f0, f0 + Fs) (F / N of them), the routes
+        // computed on every chip alike from the all-reduced rows.
+        const unsigned Fs = F / N, f0 = me * Fs;
+        std::vector<float> w1, w3, w2;
         for (unsigned e = 0; e < E; ++e) {
-          const std::vector<float> a = transposed(w(c.expert(l, e, "gate"), {F, D}), F, D);
-          const std::vector<float> b = transposed(w(c.expert(l, e, "up"), {F, D}), F, D);
-          const std::vector<float> d = transposed(w(c.expert(l, e, "down"), {D, F}), D, F);
+          bf16_only(c.expert(l, e, "gate"), F, D), bf16_only(c.expert(l, e, "up"), F, D), bf16_only(c.expert(l, e, "down"), D, F);
+          const std::vector<float> a = transposed(row_range(w(c.expert(l, e, "gate"), {F, D}), D, f0, f0 + Fs), Fs, D);
+          const std::vector<float> b = transposed(row_range(w(c.expert(l, e, "up"), {F, D}), D, f0, f0 + Fs), Fs, D);
+          const std::vector<float> d = transposed(col_range(w(c.expert(l, e, "down"), {D, F}), D, F, f0, f0 + Fs), D, Fs);
           w1.insert(w1.end(), a.begin(), a.end()), w3.insert(w3.end(), b.begin(), b.end()), w2.insert(w2.end(), d.begin(), d.end());
         }
-        y = g.moe(xb, route, g.weight(p + ".w1", {E, D, F}, std::move(w1), DType::bf16), g.weight(p + ".w3", {E, D, F}, std::move(w3), DType::bf16),
-                  g.weight(p + ".w2", {E, F, D}, std::move(w2), DType::bf16), p);
+        y = g.moe(xb, route, g.weight(p + ".w1", {E, D, Fs}, std::move(w1), DType::bf16), g.weight(p + ".w3", {E, D, Fs}, std::move(w3), DType::bf16),
+                  g.weight(p + ".w2", {E, Fs, D}, std::move(w2), DType::bf16), p);
       }
       if (c.shared_intermediate && c.groups) {  // DeepSeek-V3's shared experts, as one MLP
         y = g.binary(OpKind::add, y, mlp(layer(l, "mlp.shared_experts."), c.shared_intermediate));
@@ -632,10 +667,10 @@ Graph llama_step(const LlamaConfig& c, const WeightSource& w, unsigned rows, uns
         const int gate = g.unary(OpKind::sigmoid, linear(x2, layer(l, "mlp.shared_expert_gate.weight"), 1, D));
         y = g.binary(OpKind::add, y, g.binary(OpKind::mul, mlp(layer(l, "mlp.shared_expert."), c.shared_intermediate), gate));
       }
-      h = g.binary(OpKind::add, y, h);
+      h = g.binary(OpKind::add, summed(y, mlp_sum), h);
       continue;
     }
-    h = g.binary(OpKind::add, mlp(layer(l, "mlp."), c.intermediate), h);
+    h = g.binary(OpKind::add, summed(mlp(layer(l, "mlp."), c.intermediate), mlp_sum), h);
   }
   h = g.rmsnorm(h, norm("model.norm.weight"), static_cast<float>(c.rms_eps));
   const std::string head = c.tie_embeddings ? "model.embed_tokens.weight" : "lm_head.weight";

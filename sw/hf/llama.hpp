@@ -161,12 +161,22 @@ compiler::Graph llama_prefill(const LlamaConfig& c, const WeightSource& w, const
 // down_proj, whose partial sums the chips' communication engines
 // all-reduce ("layer<l>.attention_sum", "layer<l>.mlp_sum": FP32, the
 // ring), and its columns of the LM head, its output "logits.part" (T x
-// vocab / chips: shard_logits puts the chips' parts together). Dense layers in BF16 only: MLA, MoE layers and FP8 Linears are
-// refused, as are head, KV-head, intermediate or vocabulary counts the
-// chips do not divide.
+// vocab / chips: shard_logits puts the chips' parts together). A MoE
+// layer likewise: the router and its routes on every chip alike, every
+// expert's (and the shared experts') intermediate columns split over the
+// chips, the experts' partial sums all-reduced ("layer<l>.mlp_sum"); an
+// MLA layer its H / chips heads' rows of q_b_proj and kv_b_proj (the
+// latent computed on every chip, decompressed into its heads' caches)
+// and their columns of o_proj. The Linears split over the chips are
+// BF16 (one a checkpoint stores in FP8 blocks is refused; those every
+// chip computes whole may be FP8); head, KV-head, intermediate or
+// vocabulary counts the chips do not divide are refused (shard_refusal).
 struct Shard {
   unsigned chip = 0, chips = 1;
 };
+// Why `c`'s first `layers` layers (0: all) do not shard over `chips`
+// chips as Shard lays them out; empty where they do.
+std::string shard_refusal(const LlamaConfig& c, unsigned chips, unsigned layers = 0);
 compiler::Graph llama_step(const LlamaConfig& c, const WeightSource& w, unsigned rows, unsigned context, unsigned layers = 0,
                            const Fp8Source& fp8 = {}, unsigned sequences = 1, bool seeded_routes = false, const Shard& shard = {});
 // A step's T x vocab logits from each chip's "logits.part" (a Shard's
