@@ -1791,6 +1791,21 @@ std::size_t Executable::device_ops() const {
   return n;
 }
 
+std::vector<float> side_by_side(const std::vector<std::map<std::string, std::vector<float>>>& outputs, const std::string& name,
+                                unsigned cols) {
+  const std::size_t N = outputs.size();
+  if (!N || cols % N) throw std::invalid_argument(fmt::format("side_by_side: {} chips' '{}' of {} columns", N, name, cols));
+  const std::size_t each = cols / N, T = outputs[0].at(name).size() / each;
+  std::vector<float> out(T * cols);
+  for (std::size_t k = 0; k < N; ++k) {
+    const std::vector<float>& p = outputs[k].at(name);
+    if (p.size() != T * each)
+      throw std::invalid_argument(fmt::format("side_by_side: chip {}'s '{}' holds {} values, not {}", k, name, p.size(), T * each));
+    for (std::size_t t = 0; t < T; ++t) std::copy_n(p.begin() + std::ptrdiff_t(t * each), each, out.begin() + std::ptrdiff_t(t * cols + k * each));
+  }
+  return out;
+}
+
 std::vector<std::map<std::string, std::vector<float>>> run_together(const std::vector<Executable*>& execs,
                                                                     const std::vector<std::map<std::string, std::vector<float>>>& inputs) {
   if (execs.empty() || inputs.size() != execs.size())

@@ -203,6 +203,12 @@ class Executable {
   std::unique_ptr<Impl> impl_;
 };
 
+// The chips' outputs `name` (chip k's T x cols / N, from run_together's
+// result) side by side as T x cols, chip k's columns k cols / N ..: a
+// tensor parallel shard's columns of the logits put together (throws
+// std::invalid_argument where the parts do not make that).
+std::vector<float> side_by_side(const std::vector<std::map<std::string, std::vector<float>>>& outputs, const std::string& name,
+                                unsigned cols);
 // Runs a graph with collectives (Graph::all_reduce, all_gather): one
 // executable of it on each chip of the system, execs[k] with inputs[k],
 // all at once. Each chip's inputs and launch are posted before any is

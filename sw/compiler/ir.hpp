@@ -145,6 +145,14 @@ struct Paging {
   unsigned page = 0;
 };
 
+// One chip's part of a model laid out over a system of `chips` as
+// Megatron lays it out (tensor parallel): every chip builds and runs its
+// shard of each step, the collectives (Graph::all_reduce) adding the
+// chips' partial sums (hf::llama_step, model::model_graph).
+struct Shard {
+  unsigned chip = 0, chips = 1;
+};
+
 // Whether b's values repeat over a as numpy broadcasts them: b has a's
 // trailing dimensions, or one element (b[i % b.elements()] goes with a[i]).
 bool broadcasts_to(const Tensor& b, const Tensor& a);

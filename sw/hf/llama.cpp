@@ -12,6 +12,7 @@
 #include <random>
 
 #include "engines/num/formats.hpp"
+#include "executable.hpp"
 
 namespace tessera::hf {
 
@@ -691,16 +692,7 @@ Graph llama_step(const LlamaConfig& c, const WeightSource& w, unsigned rows, uns
 }
 
 std::vector<float> shard_logits(const std::vector<std::map<std::string, std::vector<float>>>& outputs, unsigned vocab) {
-  const std::size_t N = outputs.size();
-  if (!N || vocab % N) throw std::invalid_argument(fmt::format("llama: {} chips' logits of a vocabulary of {}", N, vocab));
-  const std::size_t Vs = vocab / N, T = outputs[0].at("logits.part").size() / Vs;
-  std::vector<float> out(T * vocab);
-  for (std::size_t k = 0; k < N; ++k) {
-    const std::vector<float>& p = outputs[k].at("logits.part");
-    if (p.size() != T * Vs) throw std::invalid_argument(fmt::format("llama: chip {}'s logits hold {} values, not {}", k, p.size(), T * Vs));
-    for (std::size_t t = 0; t < T; ++t) std::copy_n(p.begin() + std::ptrdiff_t(t * Vs), Vs, out.begin() + std::ptrdiff_t(t * vocab + k * Vs));
-  }
-  return out;
+  return compiler::side_by_side(outputs, "logits.part", vocab);
 }
 
 std::map<std::string, std::vector<float>> llama_inputs(const std::vector<std::uint32_t>& tokens, unsigned position) {

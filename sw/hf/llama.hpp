@@ -171,9 +171,7 @@ compiler::Graph llama_prefill(const LlamaConfig& c, const WeightSource& w, const
 // BF16 (one a checkpoint stores in FP8 blocks is refused; those every
 // chip computes whole may be FP8); head, KV-head, intermediate or
 // vocabulary counts the chips do not divide are refused (shard_refusal).
-struct Shard {
-  unsigned chip = 0, chips = 1;
-};
+using compiler::Shard;
 // Why `c`'s first `layers` layers (0: all) do not shard over `chips`
 // chips as Shard lays them out; empty where they do.
 std::string shard_refusal(const LlamaConfig& c, unsigned chips, unsigned layers = 0);

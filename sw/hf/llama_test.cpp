@@ -130,6 +130,25 @@ unsigned moe_ops(const compiler::Graph& g) {
   return n;
 }
 
+// The ring of four on the fast models, the program kernel on every chip.
+struct Ring {
+  static rt::Device::Options options() {
+    rt::Device::Options o;
+    o.platform = rt::Device::system_platform(4);
+    o.sets = {"noc.model=packet", "hbm0.mode=fast", "hbm1.mode=fast", "hbm2.mode=fast", "hbm3.mode=fast"};
+    return o;
+  }
+  rt::Cluster cluster{options()};
+  std::vector<rt::Device*> chips;
+  std::vector<rt::Kernel> programs;
+  Ring() {
+    for (unsigned k = 0; k < 4; ++k) {
+      chips.push_back(&cluster.chip(k));
+      programs.push_back(cluster.chip(k).load_kernel(data_file(DataKind::kernels, "program.elf"), (1u << cluster.chip(k).tiles()) - 1));
+    }
+  }
+};
+
 std::string refusal(const std::string& text) {
   try {
     LlamaConfig::parse(nlohmann::json::parse(text), "config.json");
@@ -623,16 +642,7 @@ TEST(HfLlama, ShardsOnTheRingOfFourAllReduceToTheReferencesLogits) {
   // bound of the FP32 reference, a prefill and then decode steps over each
   // chip's own caches. Models the layout
   // does not cover are refused by name.
-  rt::Device::Options o;
-  o.platform = rt::Device::system_platform(4);
-  o.sets = {"noc.model=packet", "hbm0.mode=fast", "hbm1.mode=fast", "hbm2.mode=fast", "hbm3.mode=fast"};
-  rt::Cluster cluster(o);
-  std::vector<rt::Device*> chips;
-  std::vector<rt::Kernel> programs;
-  for (unsigned k = 0; k < 4; ++k) {
-    chips.push_back(&cluster.chip(k));
-    programs.push_back(cluster.chip(k).load_kernel(data_file(DataKind::kernels, "program.elf"), (1u << cluster.chip(k).tiles()) - 1));
-  }
+  Ring ring;
   const std::vector<std::uint32_t> all{3, 17, 42, 5, 60, 9, 33, 71};
   const unsigned P = 5, Tn = static_cast<unsigned>(all.size());
   for (unsigned kv : {2u, 4u}) {
@@ -642,16 +652,16 @@ TEST(HfLlama, ShardsOnTheRingOfFourAllReduceToTheReferencesLogits) {
     const LlamaConfig c = LlamaConfig::parse(j, "tiny");
     const WeightSource w = seeded_weights(7);
     compiler::Options sym;
-    sym.symmetric = std::make_shared<compiler::SymmetricStore>(chips);
+    sym.symmetric = std::make_shared<compiler::SymmetricStore>(ring.chips);
     std::vector<compiler::Graph> graphs;
     std::vector<std::unique_ptr<compiler::Executable>> prefill, step;
     std::vector<compiler::Executable*> pre, dec;
     for (unsigned k = 0; k < 4; ++k) graphs.push_back(llama_step(c, w, P, Tn, 2, {}, 1, false, Shard{k, 4}));
     for (unsigned k = 0; k < 4; ++k) {
-      prefill.push_back(std::make_unique<compiler::Executable>(cluster.chip(k), programs[k], graphs[k], sym));
+      prefill.push_back(std::make_unique<compiler::Executable>(ring.cluster.chip(k), ring.programs[k], graphs[k], sym));
       compiler::Options shared = sym;
       shared.state = prefill.back()->state(), shared.weights = prefill.back()->weights();
-      step.push_back(std::make_unique<compiler::Executable>(cluster.chip(k), programs[k], llama_step(c, w, 1, Tn, 2, {}, 1, false, Shard{k, 4}), shared));
+      step.push_back(std::make_unique<compiler::Executable>(ring.cluster.chip(k), ring.programs[k], llama_step(c, w, 1, Tn, 2, {}, 1, false, Shard{k, 4}), shared));
       pre.push_back(prefill.back().get()), dec.push_back(step.back().get());
     }
     const auto in = llama_inputs(std::vector<std::uint32_t>(all.begin(), all.begin() + P));
@@ -707,30 +717,21 @@ TEST(HfLlama, ShardsMoeAndLatentAttentionLayersOverTheRingOfFour) {
   // chip): every chip's routes are
   // chip 0's, its logits columns reference_spmd's bit for bit, the logits
   // within the BF16 bound of the FP32 reference on the chip's routes.
-  rt::Device::Options o;
-  o.platform = rt::Device::system_platform(4);
-  o.sets = {"noc.model=packet", "hbm0.mode=fast", "hbm1.mode=fast", "hbm2.mode=fast", "hbm3.mode=fast"};
-  rt::Cluster cluster(o);
-  std::vector<rt::Device*> chips;
-  std::vector<rt::Kernel> programs;
-  for (unsigned k = 0; k < 4; ++k) {
-    chips.push_back(&cluster.chip(k));
-    programs.push_back(cluster.chip(k).load_kernel(data_file(DataKind::kernels, "program.elf"), (1u << cluster.chip(k).tiles()) - 1));
-  }
+  Ring ring;
   const std::vector<std::uint32_t> all{3, 17, 42, 5, 60, 9, 33, 71};
   for (const char* file : {"tiny-mixtral.json", "tiny-qwen2-moe.json", "tiny-deepseek-v3.json"}) {
     SCOPED_TRACE(file);
     const LlamaConfig c = LlamaConfig::load(std::string(TESSERA_HF_CONFIGS) + "/" + file);
     const WeightSource w = seeded_weights(7);
     compiler::Options sym;
-    sym.symmetric = std::make_shared<compiler::SymmetricStore>(chips);
+    sym.symmetric = std::make_shared<compiler::SymmetricStore>(ring.chips);
     std::vector<compiler::Graph> graphs;
     std::vector<std::unique_ptr<compiler::Executable>> ex;
     std::vector<compiler::Executable*> xs;
     std::vector<const compiler::Graph*> gs;
     for (unsigned k = 0; k < 4; ++k) graphs.push_back(llama_step(c, w, 8, 8, 2, {}, 1, false, Shard{k, 4}));
     for (unsigned k = 0; k < 4; ++k) {
-      ex.push_back(std::make_unique<compiler::Executable>(cluster.chip(k), programs[k], graphs[k], sym));
+      ex.push_back(std::make_unique<compiler::Executable>(ring.cluster.chip(k), ring.programs[k], graphs[k], sym));
       xs.push_back(ex.back().get()), gs.push_back(&graphs[k]);
     }
     const std::vector<std::map<std::string, std::vector<float>>> ins(4, llama_inputs(all));

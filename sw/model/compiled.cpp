@@ -13,15 +13,47 @@ using compiler::DType;
 using compiler::Graph;
 using compiler::OpKind;
 
-void check_compilable(const Config& c) {
+void check_compilable(const Config& c, unsigned chips) {
   if (c.fp8 && (c.d_model % compiler::kScaleBlock || c.hidden % compiler::kScaleBlock))
     throw rt::UsageError(fmt::format("model: the compiled model in FP8 needs d_model ({}) and hidden ({}) in whole {}-column blocks",
                                      c.d_model, c.hidden, compiler::kScaleBlock));
+  if (chips <= 1) return;
+  auto refuse = [&](const std::string& why) {
+    throw rt::UsageError(fmt::format("model: tensor parallel over {} chips with all-reduce: {}", chips, why));
+  };
+  if (c.fp8) refuse("FP8 weights are not sharded (BF16 only)");
+  if (c.heads % chips) refuse(fmt::format("{} heads do not divide over the chips", c.heads));
+  if (c.hidden % chips) refuse(fmt::format("the experts' hidden size of {} does not divide over the chips", c.hidden));
+  if (c.vocab % chips) refuse(fmt::format("a vocabulary of {} does not divide over the chips", c.vocab));
 }
 
-Graph model_graph(const Config& c, const Weights& w, unsigned rows) {
-  const unsigned T = rows, D = c.d_model, H = c.heads, dh = c.head_dim(), E = c.experts, F = c.hidden;
-  check_compilable(c);
+namespace {
+
+// A BF16 matrix's columns [c0, c1), or its rows [r0, r1) (values only).
+Matrix columns(const Matrix& m, unsigned c0, unsigned c1) {
+  Matrix r;
+  r.rows = m.rows, r.cols = c1 - c0;
+  for (unsigned i = 0; i < m.rows; ++i)
+    r.values.insert(r.values.end(), m.values.begin() + std::ptrdiff_t(std::size_t{i} * m.cols + c0),
+                    m.values.begin() + std::ptrdiff_t(std::size_t{i} * m.cols + c1));
+  return r;
+}
+Matrix rows_of(const Matrix& m, unsigned r0, unsigned r1) {
+  Matrix r;
+  r.rows = r1 - r0, r.cols = m.cols;
+  r.values.assign(m.values.begin() + std::ptrdiff_t(std::size_t{r0} * m.cols), m.values.begin() + std::ptrdiff_t(std::size_t{r1} * m.cols));
+  return r;
+}
+
+}  // namespace
+
+Graph model_graph(const Config& c, const Weights& w, unsigned rows, const compiler::Shard& shard) {
+  const unsigned N = shard.chips, me = shard.chip;
+  if (!N || me >= N) throw rt::UsageError(fmt::format("model: shard {} of {} chips", me, N));
+  check_compilable(c, N);
+  // A shard's heads [h0, h0 + H), hidden columns [f0, f0 + F) and vocabulary columns [v0, v0 + V).
+  const unsigned T = rows, D = c.d_model, H = c.heads / N, dh = c.head_dim(), E = c.experts, F = c.hidden / N, V = c.vocab / N;
+  const unsigned h0 = me * H, f0 = me * F, v0 = me * V;
   if (c.top_k != 2) throw rt::UsageError("model: the compiled model routes to 2 experts");
   Graph g;
   auto matrix = [&](const std::string& name, const Matrix& m) {
@@ -87,16 +119,23 @@ Graph model_graph(const Config& c, const Weights& w, unsigned rows) {
     paging.table = g.input("pages", {c.max_sequences, pages.per_sequence()});
     paging.page = KvPages::kPage, capacity = pages.pool() * KvPages::kPage;
   }
+  // The chips' partial sums added on every chip (the engines' ring, FP32).
+  auto summed = [&](int partial, const std::string& name) { return N == 1 ? partial : g.all_reduce(partial, N, false, false, name); };
   int x = g.gather_rows(matrix("embedding.weight", w.embedding), tokens, "embed");
   for (unsigned l = 0; l < c.layers; ++l) {
     const Weights::Layer& L = w.layers[l];
     const std::string p = fmt::format("layer{}.", l);
     const int xn = g.rmsnorm(x, vector(p + "attn_norm.weight", L.attn_norm), 1e-6f, p + "attn_norm");
     // One projection to [Q | K | V]; the attention kernel rotates Q and K at their positions.
-    const int qkv = project(xn, p + "wqkv.weight", {&L.wq, &L.wk, &L.wv}, p + "qkv");
+    // (A shard: its heads' columns of each.)
+    const Matrix q = N == 1 ? Matrix{} : columns(L.wq, h0 * dh, (h0 + H) * dh), k = N == 1 ? Matrix{} : columns(L.wk, h0 * dh, (h0 + H) * dh),
+                 v = N == 1 ? Matrix{} : columns(L.wv, h0 * dh, (h0 + H) * dh);
+    const int qkv = project(xn, p + "wqkv.weight", N == 1 ? std::vector<const Matrix*>{&L.wq, &L.wk, &L.wv} : std::vector<const Matrix*>{&q, &k, &v},
+                            p + "qkv");
     const int kc = g.kv_cache(p + "k_cache", H, capacity, dh), vc = g.kv_cache(p + "v_cache", H, capacity, dh);
     const int o = g.attention_qkv(qkv, kc, vc, positions, H, 1.0f / std::sqrt(static_cast<float>(dh)), true, p + "attention", paging);
-    x = g.binary(OpKind::add, project(o, p + "wo.weight", {&L.wo}, p + "wo"), x, p + "wo_residual");
+    const Matrix wo = N == 1 ? Matrix{} : rows_of(L.wo, h0 * dh, (h0 + H) * dh);
+    x = g.binary(OpKind::add, summed(project(o, p + "wo.weight", {N == 1 ? &L.wo : &wo}, p + "wo"), p + "wo_sum"), x, p + "wo_residual");
     const int hn = g.rmsnorm(x, vector(p + "ffn_norm.weight", L.ffn_norm), 1e-6f, p + "ffn_norm");
     // The normed rows in BF16 (the cast fuses into the norm's node): the
     // router's matmul rounds them so anyway, and the experts take them so.
@@ -121,32 +160,53 @@ Graph model_graph(const Config& c, const Weights& w, unsigned rows) {
       y = g.moe_scaled(hb, route, w1, s1, w3, s3, w2, s2, p + "experts");
     } else {
       std::vector<float> w1, w3, w2;  // [E, D, F], [E, D, F], [E, F, D]
-      for (unsigned e = 0; e < E; ++e) {
-        w1.insert(w1.end(), L.w1[e].values.begin(), L.w1[e].values.end());
-        w3.insert(w3.end(), L.w3[e].values.begin(), L.w3[e].values.end());
-        w2.insert(w2.end(), L.w2[e].values.begin(), L.w2[e].values.end());
+      for (unsigned e = 0; e < E; ++e) {  // (a shard: hidden columns [f0, f0 + F) of each)
+        const Matrix a = N == 1 ? L.w1[e] : columns(L.w1[e], f0, f0 + F), b = N == 1 ? L.w3[e] : columns(L.w3[e], f0, f0 + F);
+        const Matrix d = N == 1 ? L.w2[e] : rows_of(L.w2[e], f0, f0 + F);
+        w1.insert(w1.end(), a.values.begin(), a.values.end());
+        w3.insert(w3.end(), b.values.begin(), b.values.end());
+        w2.insert(w2.end(), d.values.begin(), d.values.end());
       }
       y = g.moe(hb, route, g.weight(p + "w1.weight", {E, D, F}, std::move(w1), DType::bf16),
                 g.weight(p + "w3.weight", {E, D, F}, std::move(w3), DType::bf16), g.weight(p + "w2.weight", {E, F, D}, std::move(w2), DType::bf16),
                 p + "experts");
     }
-    x = g.binary(OpKind::add, y, x, p + "combine");
+    x = g.binary(OpKind::add, summed(y, p + "experts_sum"), x, p + "combine");
   }
-  const int logits = project(g.rmsnorm(x, vector("final_norm.weight", w.final_norm), 1e-6f, "final_norm"), "lm_head.weight",
-                             {&w.lm_head}, "logits");
+  const int xn = g.rmsnorm(x, vector("final_norm.weight", w.final_norm), 1e-6f, "final_norm");
+  if (N == 1) {
+    const int logits = project(xn, "lm_head.weight", {&w.lm_head}, "logits");
+    g.output(logits);
+    g.output(g.argmax(logits, "next"));
+    return g;
+  }
+  // The shard's vocabulary columns, their argmax and maximum (the host
+  // takes the first chip with the greatest: the argmax of the whole row).
+  const Matrix head = columns(w.lm_head, v0, v0 + V);
+  const int logits = project(xn, "lm_head.weight", {&head}, "logits.part");
   g.output(logits);
-  g.output(g.argmax(logits, "next"));
+  g.output(g.argmax(logits, "next.part"));
+  g.output(g.reduce(OpKind::reduce_max, logits, "max.part"));
   return g;
 }
 
 CompiledModel::CompiledModel(rt::Device& dev, const Config& c, const Weights& w) : CompiledModel(std::vector<rt::Device*>{&dev}, c, w) {}
 
-CompiledModel::CompiledModel(const std::vector<rt::Device*>& chips, const Config& c, const Weights& w)
-    : dev_(*chips.at(0)), c_(c), w_(w), pages_(c, TKP_MOE_MAX_T) {
-  check_compilable(c);
+CompiledModel::CompiledModel(const std::vector<rt::Device*>& chips, const Config& c, const Weights& w, Layout layout)
+    : dev_(*chips.at(0)), c_(c), w_(w), pages_(c, TKP_MOE_MAX_T), layout_(layout) {
+  check_compilable(c, layout == Layout::all_reduce ? static_cast<unsigned>(chips.size()) : 1);
   auto program = [](rt::Device& d) { return d.load_kernel(data_file(DataKind::kernels, "program.elf"), (1u << d.tiles()) - 1); };
   program_ = program(dev_);
   weights_ = std::make_shared<compiler::WeightStore>(dev_);
+  if (layout == Layout::all_reduce) {  // every chip of the system its shard
+    if (chips.size() < 2 || chips.size() != dev_.chips())
+      throw rt::UsageError(fmt::format("model: the all-reduce layout runs on every chip of a system ({} of {} given)", chips.size(),
+                                       dev_.chips()));
+    symmetric_ = std::make_shared<compiler::SymmetricStore>(chips);
+    for (std::size_t k = 0; k < chips.size(); ++k)
+      shards_.push_back({chips[k], k ? program(*chips[k]) : program_, k ? std::make_shared<compiler::WeightStore>(*chips[k]) : weights_, {}, {}});
+    return;
+  }
   // As many chips as experts at most (as DeviceModel places them): past
   // that the slices only grow thinner.
   for (std::size_t k = 1; k < std::min<std::size_t>(chips.size(), std::max(1u, c.experts)); ++k)
@@ -156,6 +216,24 @@ CompiledModel::CompiledModel(const std::vector<rt::Device*>& chips, const Config
 CompiledModel::~CompiledModel() = default;
 
 compiler::Executable& CompiledModel::executable(unsigned rows) {
+  if (layout_ == Layout::all_reduce) {  // every chip's shard of the step, compiled together
+    if (const auto it = shards_[0].steps.find(rows); it != shards_[0].steps.end()) return *it->second;
+    const unsigned n = static_cast<unsigned>(shards_.size());
+    try {
+      for (unsigned k = 0; k < n; ++k) {
+        ShardChip& s = shards_[k];
+        compiler::Options o;
+        o.state = s.caches, o.weights = s.weights, o.symmetric = symmetric_;
+        auto ex = std::make_unique<compiler::Executable>(*s.dev, s.program, model_graph(c_, w_, rows, {k, n}), o);
+        if (s.caches.empty()) s.caches = ex->state();
+        s.steps.emplace(rows, std::move(ex));
+      }
+    } catch (const std::invalid_argument& e) {
+      for (ShardChip& s : shards_) s.steps.erase(rows);
+      throw rt::UsageError(fmt::format("model: compiling a step of {} tokens: {}", rows, e.what()));
+    }
+    return *shards_[0].steps.at(rows);
+  }
   auto it = steps_.find(rows);
   if (it != steps_.end()) return *it->second;
   compiler::Options o;
@@ -201,7 +279,12 @@ void CompiledModel::start(const std::vector<Seq>& batch) {
   in["tokens"].assign(tokens.begin(), tokens.end());
   st->ex = &executable(st->rows);
   st->t0 = dev_.simulated_seconds();
-  st->ex->start(in);
+  if (layout_ == Layout::all_reduce) {  // every chip's shard, run together (the step over when this returns)
+    for (ShardChip& s : shards_) st->shards.push_back(s.steps.at(st->rows).get());
+    st->outputs = compiler::run_together(st->shards, std::vector<std::map<std::string, std::vector<float>>>(shards_.size(), in));
+  } else {
+    st->ex->start(in);
+  }
   started_ = std::move(st);
 }
 
@@ -212,6 +295,7 @@ std::vector<float> CompiledModel::finish(std::vector<std::uint32_t>* next, std::
 
 void CompiledModel::wait() {
   if (!started_) throw std::logic_error("CompiledModel::wait: no step was started");
+  if (layout_ == Layout::all_reduce) return;  // (run together in start())
   try {
     started_->ex->wait();
     started_->ex->fetch();
@@ -225,8 +309,30 @@ std::vector<float> CompiledModel::collect(std::vector<std::uint32_t>* next, std:
   if (!started_) throw std::logic_error("CompiledModel::collect: no step was waited for");
   const std::unique_ptr<Started> st = std::move(started_);
   compiler::Executable& ex = *st->ex;
-  dev_.wait_io();
-  std::map<std::string, std::vector<float>> out = ex.outputs();
+  std::map<std::string, std::vector<float>> out;
+  const roofline::Report* bound = &ex.last_bound();
+  if (layout_ == Layout::all_reduce) {
+    // The chips' columns of the logits side by side; a row's next token
+    // the argmax of the first chip whose maximum is the greatest; chip 0's
+    // routes (every chip's are the same); the bound the slowest chip's.
+    out = st->outputs[0];
+    out["logits"] = compiler::side_by_side(st->outputs, "logits.part", c_.vocab);
+    std::vector<float>& next = out["next"];
+    next = st->outputs[0].at("next.part");
+    const std::vector<float>& best0 = st->outputs[0].at("max.part");
+    for (std::size_t r = 0; r < next.size(); ++r) {
+      float best = best0[r];
+      for (std::size_t k = 1; k < st->outputs.size(); ++k)
+        if (st->outputs[k].at("max.part")[r] > best)
+          best = st->outputs[k].at("max.part")[r], next[r] = static_cast<float>(k * (c_.vocab / st->outputs.size())) + st->outputs[k].at("next.part")[r];
+    }
+    double slowest = -1;
+    for (const compiler::Executable* x : st->shards)
+      if (x->last_seconds() > slowest) slowest = x->last_seconds(), bound = &x->last_bound();
+  } else {
+    dev_.wait_io();
+    out = ex.outputs();
+  }
   const double took = dev_.simulated_seconds() - st->t0;
   // Each node's time to its phase (by the name of the op that anchors it).
   const std::vector<double> node = ex.node_seconds();
@@ -241,13 +347,14 @@ std::vector<float> CompiledModel::collect(std::vector<std::uint32_t>* next, std:
     else if (phase == "ffn_norm" || phase == "router" || phase == "route") bucket = &profile_.router;
     else if (phase == "experts") bucket = &profile_.experts;
     else if (phase == "combine") bucket = &profile_.combine;
+    else if (phase == "wo_sum" || phase == "experts_sum") bucket = &profile_.comm;
     else if (n.rfind("layer", 0) == 0) bucket = &profile_.attention;
     *bucket += node[gi];
     kernels += node[gi];
   }
   profile_.kernels += kernels;
   profile_.host_io += took - kernels;
-  profile_.bounds["step"].add(ex.last_bound(), took);
+  profile_.bounds["step"].add(*bound, took);
   const std::vector<float>& rows_next = out.at("next");
   if (next) {
     next->clear();

@@ -30,19 +30,35 @@ namespace tessera::model {
 // FP8 (Config::fp8): the projections, the LM head and the experts
 // block-scaled (matmul_scaled, moe_scaled) on the weights' E4M3 codes and
 // block scales, as DeviceModel runs them; the router stays BF16.
-compiler::Graph model_graph(const Config& c, const Weights& w, unsigned rows);
+// With `shard` of several chips (CompiledModel::Layout::all_reduce),
+// chip shard.chip's graph in Megatron's layout: its heads' columns of Q,
+// K and V (heads / chips heads) and their caches, those rows of Wo, its
+// hidden / chips columns of every expert's w1 and w3 and those rows of
+// w2, the partial sums of Wo and of the experts added on every chip by
+// FP32 ring all-reduces ("layer<l>.wo_sum", "layer<l>.experts_sum"); the
+// router and its routes on every chip alike; its vocab / chips columns of
+// the LM head ("logits.part") with their argmax ("next.part") and maximum
+// ("max.part"), which the host puts together. BF16 only.
+compiler::Graph model_graph(const Config& c, const Weights& w, unsigned rows, const compiler::Shard& shard = {});
 // Throws rt::UsageError naming what the graph cannot take (FP8 needs
-// d_model and hidden in whole 128-column blocks).
-void check_compilable(const Config& c);
+// d_model and hidden in whole 128-column blocks; a shard over several
+// chips BF16 and heads, hidden and vocabulary the chips divide).
+void check_compilable(const Config& c, unsigned chips = 1);
 
 class CompiledModel : public Model {
  public:
   // Throws rt::UsageError for a configuration it does not build (check_compilable).
   CompiledModel(rt::Device& dev, const Config& c, const Weights& w);
-  // On the chips of a system (chips[0] runs the model; the tiles of every
-  // chip up to as many as there are experts take a share of each layer's
-  // experts: compiler::Options::peers).
-  CompiledModel(const std::vector<rt::Device*>& chips, const Config& c, const Weights& w);
+  // On the chips of a system, in one of two layouts. spread: chips[0]
+  // runs the model; the tiles of every chip up to as many as there are
+  // experts take a share of each layer's experts, and the matmuls that
+  // gain from it their columns (compiler::Options::peers). all_reduce:
+  // every chip of the system runs its shard of each step (model_graph's
+  // Shard; compiled per chip, started together as compiler::run_together
+  // does), the chips' communication engines all-reducing the partial sums
+  // from the tile programs; the host puts the chips' logits together.
+  enum class Layout { spread, all_reduce };
+  CompiledModel(const std::vector<rt::Device*>& chips, const Config& c, const Weights& w, Layout layout = Layout::spread);
   ~CompiledModel() override;
   using Model::step;
   std::vector<float> step(const std::vector<Seq>& batch, std::vector<std::uint32_t>* next,
@@ -71,15 +87,18 @@ class CompiledModel : public Model {
   const Config& config() const override { return c_; }
   // A step's tokens: as many as the experts' kernel takes (TKP_MOE_MAX_T, 256).
   unsigned max_step_tokens() const override { return pages_.max_tokens(); }
-  // The compiled step of `rows` tokens (compiled on first use).
+  // The compiled step of `rows` tokens (compiled on first use; all_reduce:
+  // chip 0's, every chip's compiled with it).
   compiler::Executable& executable(unsigned rows);
+  Layout layout() const { return layout_; }
   // The steps compiled so far, and the bytes of weights they hold on the
   // device (one copy of each weight per layout their tilings ask for).
-  std::size_t steps() const { return steps_.size(); }
-  unsigned chips() const { return 1 + static_cast<unsigned>(peers_.size()); }  // that run the experts
+  std::size_t steps() const { return layout_ == Layout::all_reduce ? shards_[0].steps.size() : steps_.size(); }
+  unsigned chips() const { return layout_ == Layout::all_reduce ? static_cast<unsigned>(shards_.size()) : 1 + static_cast<unsigned>(peers_.size()); }
   std::uint64_t weight_bytes() const {  // on every chip
     std::uint64_t b = weights_->bytes();
     for (const compiler::Options::Peer& p : peers_) b += p.weights->bytes();
+    for (std::size_t k = 1; k < shards_.size(); ++k) b += shards_[k].weights->bytes();
     return b;
   }
 
@@ -90,6 +109,8 @@ class CompiledModel : public Model {
     std::vector<KvPages::Part> parts;
     unsigned rows = 0;
     compiler::Executable* ex = nullptr;
+    std::vector<compiler::Executable*> shards;                     // all_reduce: every chip's (ex chip 0's)
+    std::vector<std::map<std::string, std::vector<float>>> outputs;  // and their outputs
     double t0 = 0;
   };
   std::unique_ptr<Started> started_;
@@ -101,6 +122,19 @@ class CompiledModel : public Model {
   std::vector<compiler::Options::Peer> peers_;  // the other chips that take experts, each with its weights
   KvPages pages_;
   std::map<unsigned, std::unique_ptr<compiler::Executable>> steps_;
+  // all_reduce: every chip's program, weights, caches and steps (chip 0's
+  // steps in steps_, its weights in weights_), the rings' buffers at one
+  // address on every chip.
+  Layout layout_ = Layout::spread;
+  struct ShardChip {
+    rt::Device* dev = nullptr;
+    rt::Kernel program;
+    std::shared_ptr<compiler::WeightStore> weights;
+    std::map<std::string, rt::Buffer> caches;
+    std::map<unsigned, std::unique_ptr<compiler::Executable>> steps;
+  };
+  std::vector<ShardChip> shards_;
+  std::shared_ptr<compiler::SymmetricStore> symmetric_;
   std::map<std::string, rt::Buffer> caches_;
   std::shared_ptr<compiler::WeightStore> weights_;  // one copy for the steps of every length
   Profile profile_;

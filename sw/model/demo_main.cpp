@@ -30,7 +30,7 @@ using namespace tessera;
 
 namespace {
 int usage(const char* why) {
-  std::fprintf(stderr, "tessera demo: %s\nusage: tessera-vp demo [--tiny] [--fp8] [--launches] [--device-dispatch] [--compiled | --hand-written] [--batch B] [--serve RATE [--requests N] | --serve-from TRACE.csv] [--chips 1|4|8|16|32|64 [--data-parallel]] [--prompt N (1-256)] [--decode N] [--seed S] [--speculate K [--acceptance A] [--draft first-layer|small]] [--trace FILE.json] [--waves FILE.vcd] [--stats FILE.json] [--set inst.key=value ...] [--placement R,R,... (under mpirun)]\n       tessera-vp demo --hf-config FILE.json [--weights FILE|DIR] [--layers N] [--prompt N] [--decode N] [--seed S] [--batch B] [--chips 1|4|8|16|32|64 [--parallel auto|spread|all-reduce] [--groups G]] [--check] [--timing-only] [--routing model|seeded] [--set inst.key=value ...]\n", why);
+  std::fprintf(stderr, "tessera demo: %s\nusage: tessera-vp demo [--tiny] [--fp8] [--launches] [--device-dispatch] [--compiled | --hand-written] [--batch B] [--serve RATE [--requests N] | --serve-from TRACE.csv] [--chips 1|4|8|16|32|64 [--data-parallel | --all-reduce]] [--prompt N (1-256)] [--decode N] [--seed S] [--speculate K [--acceptance A] [--draft first-layer|small]] [--trace FILE.json] [--waves FILE.vcd] [--stats FILE.json] [--set inst.key=value ...] [--placement R,R,... (under mpirun)]\n       tessera-vp demo --hf-config FILE.json [--weights FILE|DIR] [--layers N] [--prompt N] [--decode N] [--seed S] [--batch B] [--chips 1|4|8|16|32|64 [--parallel auto|spread|all-reduce] [--groups G]] [--check] [--timing-only] [--routing model|seeded] [--set inst.key=value ...]\n", why);
   return 2;
 }
 bool number(const char* s, unsigned& out) {
@@ -49,6 +49,7 @@ int tessera::model::demo_main(int argc, char** argv) {
   unsigned prompt = 32, decode = 32, seed = 1, speculate = 0, chips = 1;
   bool launches = false;  // a launch per phase, waited for, instead of a graph per step
   bool data_parallel = false;  // --data-parallel: each chip the whole model and its share of the sequences
+  bool all_reduce = false;     // --all-reduce: each chip its shard of every step (Megatron's layout)
   // The model compiled from its graph (sw/compiler, compiled.hpp): the
   // default, in BF16 or FP8, on one chip or several, for one sequence, a
   // batch, serving and speculative decoding; DeviceModel's hand-written
@@ -98,6 +99,7 @@ int tessera::model::demo_main(int argc, char** argv) {
     }
     else if (a == "--chips") { if (!value(chips) || (chips != 1 && chips != 4 && chips != 8 && chips != 16 && chips != 32 && chips != 64)) return usage("--chips takes 1, 4 (platform/t1x4-ring.json), 8, 16, 32 or 64 (platform/t1xN-torus.json)"); }
     else if (a == "--data-parallel") data_parallel = true;
+    else if (a == "--all-reduce") all_reduce = true;
     else if (a == "--trace") { if (i + 1 >= argc) return usage("--trace takes a file (FILE.json)"); opt.trace = argv[++i]; }
     else if (a == "--waves") { if (i + 1 >= argc) return usage("--waves takes a file (FILE.vcd)"); opt.waves = argv[++i]; }
     else if (a == "--stats") { if (i + 1 >= argc) return usage("--stats takes a file (FILE.json)"); stats_file = argv[++i]; }
@@ -123,6 +125,9 @@ int tessera::model::demo_main(int argc, char** argv) {
   if (chips > 1 && speculate) return usage("--speculate runs on one chip");
   if (data_parallel && chips == 1) return usage("--data-parallel spreads a batch's sequences over a system's chips (--chips 4 to 64)");
   if (data_parallel && hand_written) return usage("--data-parallel runs the compiled model (not --hand-written)");
+  if (all_reduce && chips == 1) return usage("--all-reduce lays each step out over a system's chips (--chips 4 to 64)");
+  if (all_reduce && data_parallel) return usage("--all-reduce or --data-parallel, not both");
+  if (all_reduce && hand_written) return usage("--all-reduce runs the compiled model (not --hand-written)");
   if (!opt.placement.empty() && (chips == 1 || launched_ranks() < 2))
     return usage("--placement places a system's chips (--chips 4 to 64) on the ranks of an mpirun");
   if (batch > 1 && speculate) return usage("--speculate decodes one sequence (no --batch)");
@@ -148,6 +153,7 @@ int tessera::model::demo_main(int argc, char** argv) {
   if (compiled && !compilable) return usage("--compiled runs the graph as one launch a step (not with --launches or --device-dispatch)");
   compiled = compiled || (compilable && !hand_written);
   if (data_parallel && !compiled) return usage("--data-parallel runs the compiled model (not with --launches or --device-dispatch)");
+  if (all_reduce && !compiled) return usage("--all-reduce runs the compiled model (not with --launches or --device-dispatch)");
   if (chips > 1 && c.device_dispatch) return usage("--device-dispatch runs on one chip (on several the host dispatches)");
   // A step is one graph where it can be (BF16 on one chip: the tiles
   // dispatch the experts); --launches, FP8 and several chips run a launch
@@ -155,6 +161,11 @@ int tessera::model::demo_main(int argc, char** argv) {
   if (!launches && !c.fp8 && chips == 1 && !compiled) c.graph = c.device_dispatch = true;
   if (chips > 1) opt.platform = rt::Device::system_platform(chips);
   if (prompt + decode > c.context) return usage("prompt + decode must fit the context");
+  try {
+    if (all_reduce) model::check_compilable(c, chips);
+  } catch (const rt::UsageError& e) {
+    return usage(e.what());
+  }
   const auto wall0 = std::chrono::steady_clock::now();
   try {
     // The chips first: under mpirun, the ranks other than 0 serve theirs
@@ -176,6 +187,13 @@ int tessera::model::demo_main(int argc, char** argv) {
       std::printf("%u chips (%s), data parallel: each chip the whole model (its own copy of the weights, its own KV caches) "
                   "and sequence s on chip s %% %u; every chip's step launched at once, nothing exchanged between them\n",
                   chips, opt.platform.substr(opt.platform.rfind('/') + 1).c_str(), chips);
+    else if (all_reduce)
+      std::printf("%u chips (%s), tensor parallel as Megatron lays it out (--all-reduce): every chip runs each step on its shard, "
+                  "%u heads with their caches, its %u of every expert's %u hidden columns and its %u vocabulary columns of the LM "
+                  "head; the chips' communication engines all-reduce the partial sums of Wo and of the experts, 2 a layer, from the "
+                  "tile programs\n",
+                  chips, opt.platform.substr(opt.platform.rfind('/') + 1).c_str(), c.heads / chips, c.hidden / chips, c.hidden,
+                  c.vocab / chips);
     else if (chips > 1 && compiled)
       std::printf("%u chips (%s): each layer's experts split in slices over the tiles of chips 0-%u (tensor parallel), chip 0 "
                   "pushing the rows to them and their tiles sending their sums back, the chips handing over through each other's "
@@ -206,7 +224,9 @@ int tessera::model::demo_main(int argc, char** argv) {
       std::unique_ptr<model::CompiledModel> cm;
       std::unique_ptr<model::DataParallel> dp;
       if (data_parallel) dp = std::make_unique<model::DataParallel>(devices, c, w);
-      else cm = std::make_unique<model::CompiledModel>(devices, c, w);
+      else
+        cm = std::make_unique<model::CompiledModel>(devices, c, w, all_reduce ? model::CompiledModel::Layout::all_reduce
+                                                                              : model::CompiledModel::Layout::spread);
       // The step of `rows` tokens of each of sequences b0 .. b1 - 1.
       auto prepare = [&](unsigned b0, unsigned b1, unsigned rows) {
         if (cm) return static_cast<void>(cm->executable((b1 - b0) * rows));
@@ -465,8 +485,10 @@ int tessera::model::demo_main(int argc, char** argv) {
       // The weights in BF16 (norms FP32), once: what the graphs' layouts hold against.
       const double d = c.d_model, once = 2 * (2 * c.vocab * d + c.layers * (4 * d * d + d * c.experts + 3 * c.experts * d * c.hidden)) +
                                          4 * d * (2 * c.layers + 1);
-      std::printf("compiled steps: %zu graphs (a step length each) holding %.2f MB of weights on the device (the weights once: "
-                  "%.2f MB)\n", cm->steps(), cm->weight_bytes() / 1e6, once / 1e6);
+      std::printf("compiled steps: %zu graphs (a step length each%s) holding %.2f MB of weights %s (the weights once: %.2f MB)\n",
+                  cm->steps(), cm->chips() > 1 && cm->layout() == model::CompiledModel::Layout::all_reduce ? ", a shard on every chip" : "",
+                  cm->weight_bytes() / 1e6, cm->chips() > 1 ? fmt::format("over the {} chips", cm->chips()).c_str() : "on the device",
+                  once / 1e6);
     }
     {
       // Average power per domain over the whole run (boot and weights included).
@@ -547,7 +569,7 @@ int tessera::model::demo_main(int argc, char** argv) {
       j["simulated_time_s"] = dev.simulated_seconds();
       j["batch"] = batch;
       j["chips"] = chips;
-      j["parallelism"] = data_parallel ? "data" : chips == 1 ? "none" : compiled ? "experts and matmuls" : "experts";
+      j["parallelism"] = data_parallel ? "data" : chips == 1 ? "none" : all_reduce ? "tensor (all-reduce)" : compiled ? "experts and matmuls" : "experts";
       j["prefill_s"] = prefill_s;
       j["decode_s"] = decode_s;
       j["prefill_j"] = prefill_j;

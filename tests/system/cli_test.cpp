@@ -440,6 +440,19 @@ TEST(Cli, DemoCompiledRunsTheModelFromItsGraph) {
   EXPECT_NE(dp.out.find("prefilled 168 at a time"), std::string::npos) << dp.out;
   EXPECT_NE(dp.out.find("(bound 0.05 for BF16)"), std::string::npos) << dp.out;
   EXPECT_EQ(tokens(dp.out), tokens(r.out));
+  // Megatron's layout on the ring of four (--all-reduce): every chip its
+  // shard of each step, the engines all-reducing the partial sums; the
+  // single run's tokens, every logit within the bound.
+  Outcome ar = vp("demo --tiny --chips 4 --all-reduce --batch 2 --prompt 6 --decode 4 --seed 3");
+  EXPECT_EQ(ar.code, 0) << ar.err;
+  EXPECT_NE(ar.out.find("tensor parallel as Megatron lays it out (--all-reduce): every chip runs each step on its shard, 2 heads"),
+            std::string::npos) << ar.out;
+  EXPECT_NE(ar.out.find("compiled steps: 2 graphs (a step length each, a shard on every chip)"), std::string::npos) << ar.out;
+  EXPECT_NE(ar.out.find("(bound 0.05 for BF16)"), std::string::npos) << ar.out;
+  EXPECT_EQ(tokens(ar.out), tokens(r.out));
+  expect_refused("demo --tiny --all-reduce", "--all-reduce lays each step out over a system's chips");
+  expect_refused("demo --tiny --chips 4 --all-reduce --data-parallel", "--all-reduce or --data-parallel, not both");
+  expect_refused("demo --tiny --chips 16 --all-reduce", "tensor parallel over 16 chips with all-reduce: 8 heads do not divide over the chips");
   expect_refused("demo --tiny --data-parallel --batch 4", "--data-parallel spreads a batch's sequences over a system's chips");
   expect_refused("demo --tiny --chips 4 --data-parallel --hand-written", "--data-parallel runs the compiled model");
   expect_refused("demo --tiny --chips 4 --data-parallel --launches", "--data-parallel runs the compiled model");
