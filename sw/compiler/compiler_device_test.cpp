@@ -1587,6 +1587,55 @@ TEST(CompilerDevice, ATensorParallelMlpAllReducesItsPartialSumsOnTheChipsAsTheEn
   }
 }
 
+TEST(CompilerDevice, AllToAllSwapsTheChipsBlocksPushedOrPulled) {
+  // Graph::all_to_all on the ring of four: chip j's block c of the result
+  // is chip c's block j of the operand (8 rows a chip, blocks of 2),
+  // pushed (into every chip's result) and pulled (from every chip's
+  // operand, at one address on every chip: an intermediate in BF16, and a
+  // graph input in FP32): every chip's outputs equal reference_spmd's bit
+  // for bit, block by block the chips' inputs, a second run the same
+  // bits. A pull without one address on every chip is refused by name.
+  Ring ring(kFastModels);
+  const Options o = symmetric(ring);
+  const unsigned rows = 8, D = 48, block = rows / 4 * D;
+  // Chip 2's memory used a little more than the others': the same
+  // allocations give it other addresses unless they must be one.
+  const rt::Buffer skew = ring.cluster.chip(2).alloc(4096);
+  auto swapped = [&](unsigned c, bool pull) {
+    Graph g;
+    const int x = g.input("x", {rows, D});
+    const int act = g.cast(g.binary(OpKind::add, g.unary(OpKind::silu, x), g.weight("bias", {D}, seeded_values(D, 3 + c, 1.0f))),
+                           DType::bf16, "act");
+    g.output(g.all_to_all(act, 4, pull, "act_swapped"));
+    g.output(g.all_to_all(x, 4, pull, "x_swapped"));
+    return g;
+  };
+  std::vector<std::map<std::string, std::vector<float>>> inputs;
+  for (unsigned c = 0; c < 4; ++c) inputs.push_back({{"x", seeded_values(std::size_t{rows} * D, 60 + c, 2.0f)}});
+  for (bool pull : {false, true}) {
+    SCOPED_TRACE(pull ? "pull" : "push");
+    std::vector<Graph> each;
+    for (unsigned c = 0; c < 4; ++c) each.push_back(swapped(c, pull));
+    Spmd run(ring, std::move(each), o);
+    const auto out = run_together(run.execs, inputs);
+    const auto ref = reference_spmd(run.refs, inputs);
+    for (unsigned c = 0; c < 4; ++c)
+      for (unsigned k = 0; k < 2; ++k) {
+        const char* t = k ? "x_swapped" : "act_swapped";
+        expect_bits(out[c].at(t), ref[c][static_cast<std::size_t>(run.graphs[c].outputs()[k])], fmt::format("chip {}'s {}", c, t));
+      }
+    for (unsigned j = 0; j < 4; ++j)
+      for (unsigned c = 0; c < 4; ++c)
+        expect_bits({out[j].at("x_swapped").begin() + c * block, out[j].at("x_swapped").begin() + (c + 1) * block},
+                    {inputs[c]["x"].begin() + j * block, inputs[c]["x"].begin() + (j + 1) * block}, fmt::format("chip {}'s block {}", j, c));
+    const auto again = run_together(run.execs, inputs);
+    for (unsigned c = 0; c < 4; ++c) expect_bits(again[c].at("act_swapped"), out[c].at("act_swapped"), fmt::format("chip {} again", c));
+  }
+  refused_with([&] { Executable(ring.cluster.chip(1), ring.programs[1], swapped(1, true)); },
+               "all_to_all 'act_swapped' pulled needs Options::symmetric");
+  ring.cluster.chip(2).free(skew);
+}
+
 TEST(CompilerDevice, AllGatherPutsTheChipsRowsInChipOrderAndCollectivesAreCheckedAndFailByName) {
   // Graph::all_gather on the ring of four: each chip's normed rows, every
   // chip then holding all of them in chip order (as an intermediate and as

@@ -835,4 +835,22 @@ TEST(Compiler, CollectivesAreCheckedStandAloneAndTheirReferenceSumsInTheEnginesO
   Graph fewer;
   fewer.output(fewer.all_reduce(fewer.input("x", {4, 10}), chips));
   EXPECT_THROW(reference_spmd({&g, &fewer, &g}, in), std::invalid_argument);
+  // all_to_all: chip j's block c is chip c's block j (blocks of the first
+  // dimension, any format); a dimension of other blocks and a pulled
+  // weight refused by name.
+  Graph bad, a;
+  EXPECT_THROW(bad.all_to_all(bad.input("odd", {4, 2}), chips), std::invalid_argument);
+  EXPECT_THROW(bad.all_to_all(bad.weight("w", {3, 2}, ramp(6)), chips, true), std::invalid_argument);
+  const int swap = a.all_to_all(a.input("z", {6, 2}), chips, false, "swap");
+  a.output(swap);
+  std::vector<std::map<std::string, std::vector<float>>> zin;
+  for (unsigned c = 0; c < chips; ++c) {
+    std::vector<float> z(12);
+    for (unsigned i = 0; i < 12; ++i) z[i] = static_cast<float>(100 * c + i);
+    zin.push_back({{"z", z}});
+  }
+  const auto s = reference_spmd({&a, &a, &a}, zin);
+  for (unsigned j = 0; j < chips; ++j)
+    for (unsigned c = 0; c < chips; ++c)
+      for (unsigned e = 0; e < 4; ++e) EXPECT_EQ(s[j][swap][c * 4 + e], zin[c]["z"][j * 4 + e]) << "chip " << j << " block " << c;
 }

@@ -29,10 +29,15 @@ constexpr int kPrologue = 4;  // a matmul's prologue: A's rows loaded, then norm
 constexpr int kKept = 5;      // the prologue's rows cast: their store (a kept prologue's) may start
 constexpr int kAFree = 6;     // a resident-B matmul's row block's GEMMs are done: A's block two on may load
 constexpr unsigned kCommSem = 10;  // a collective's tile: the communication engine's signal that it is done
-// A collective over the engines' ring, which writes into the next chip's
-// destination at its own destination's address: its result lies at one
-// address on every chip (Options::symmetric).
-bool over_ring(const Op& op) { return is_collective(op.kind) && op.chips > 1 && !op.tree; }
+// Collectives whose result lies at one address on every chip
+// (Options::symmetric): the engines' ring writes into the next chip's
+// destination at its own destination's address, a pushed all-to-all into
+// every chip's. A pulled all-to-all reads every chip's operand at its own
+// operand's address: that lies at one address on every chip.
+bool symmetric_result(const Op& op) {
+  return op.chips > 1 && (op.kind == OpKind::all_to_all ? !op.pull : is_collective(op.kind) && !op.tree);
+}
+bool symmetric_operand(const Op& op) { return op.chips > 1 && op.kind == OpKind::all_to_all && op.pull; }
 constexpr unsigned kChipSem = 12;
 // The device's tile 0 counts the peers' parts done on a semaphore of its
 // own: on kChipSem, where it also waits for the peers it hands over to to
@@ -83,7 +88,7 @@ VecOp vec_of(OpKind k) {
     case OpKind::reduce_sum: return VecOp::sum;
     case OpKind::reduce_max: return VecOp::rmax;
     case OpKind::matmul: case OpKind::reshape: case OpKind::move: case OpKind::route: case OpKind::moe: case OpKind::gather:
-    case OpKind::attention: case OpKind::all_reduce: case OpKind::all_gather: break;
+    case OpKind::attention: case OpKind::all_reduce: case OpKind::all_gather: case OpKind::all_to_all: break;
   }
   throw std::logic_error("compiler: matmul and reshape are no vector operations");
 }
@@ -153,6 +158,7 @@ struct Panel {
 struct Executable::Impl {
   std::vector<std::pair<rt::Device*, rt::Buffer>> owned;  // on the device or a peer
   std::map<int, rt::Buffer> plain;                          // inputs and weights, as they are
+  std::map<int, rt::Buffer> a2a_tables;                     // by all_to_all op: the engine's table
   std::map<std::pair<std::size_t, unsigned>, Panel> panels;   // (group, first column): a matmul's B columns (on its part's chip)
   std::map<std::size_t, std::vector<Tiling>> split;           // by group spread over the chips (Options::split_matmuls): by chip
   std::vector<rt::Buffer> arenas;                           // by stack: the groups' outputs
@@ -321,10 +327,10 @@ class Emitter {
     } else if (is_collective(anchor.kind)) {  // the chip's engine moves the data; the core sleeps
       const Tensor& X = g_.tensor(anchor.in[0]);
       const unsigned eb = bytes(X.dtype);
-      std::uint32_t op = anchor.kind == OpKind::all_reduce ? TP_CE_ALL_REDUCE : TP_CE_ALL_GATHER;
-      op |= (anchor.tree ? TP_CE_TREE : TP_CE_RING) | (anchor.pull ? TP_CE_PULL : TP_CE_PUSH);
-      op |= eb == 4 ? TP_CE_FP32 : eb == 2 ? TP_CE_BF16 : TP_CE_E4M3;  // all-gather: bytes only
-      prog.collective(op, addr_(anchor.in[0]), addr_(grp_.out), X.elements(), fabric_regs_, comm_signal_, kCommSem);
+      std::uint32_t op = anchor.kind == OpKind::all_reduce ? TP_CE_ALL_REDUCE : anchor.kind == OpKind::all_gather ? TP_CE_ALL_GATHER : TP_CE_ALL_TO_ALL;
+      op |= (anchor.kind == OpKind::all_to_all ? TP_CE_DIRECT : anchor.tree ? TP_CE_TREE : TP_CE_RING) | (anchor.pull ? TP_CE_PULL : TP_CE_PUSH);
+      op |= eb == 4 ? TP_CE_FP32 : eb == 2 ? TP_CE_BF16 : TP_CE_E4M3;  // all-gather, all-to-all: bytes only
+      prog.collective(op, addr_(anchor.in[0]), addr_(grp_.out), X.elements(), fabric_regs_, comm_signal_, kCommSem, a2a_table_);
     } else if (anchor.kind == OpKind::route) {
       route(prog, p);
     } else if (anchor.kind == OpKind::moe) {
@@ -823,6 +829,7 @@ class Emitter {
   // A collective's: the fabric's registers and the engine's signal (the
   // posting tile's kCommSem), as the chip addresses them.
   std::uint64_t fabric_regs_ = 0, comm_signal_ = 0;
+  std::uint64_t a2a_table_ = 0;  // an all-to-all's table (the engine's six words a chip)
 };
 
 }  // namespace
@@ -932,13 +939,17 @@ Executable::Executable(rt::Device& dev, const rt::Kernel& program, Graph g, cons
     if (!peers_.empty())
       throw std::invalid_argument(fmt::format("compiler: {} '{}': a graph with collectives runs on every chip of the system, an "
                                               "executable a chip (run_together), without peers", name(op.kind), op.name));
-    if (over_ring(op) && !symmetric_) {
+    if ((symmetric_result(op) || symmetric_operand(op)) && !symmetric_) {
       if (!o.symmetric || o.symmetric->chips() != dev_.chips())
-        throw std::invalid_argument(fmt::format("compiler: {} '{}' over a ring needs Options::symmetric, a SymmetricStore of the "
-                                                "system's {} chips (its destination at one address on every chip)",
-                                                name(op.kind), op.name, dev_.chips()));
+        throw std::invalid_argument(fmt::format("compiler: {} '{}' {} needs Options::symmetric, a SymmetricStore of the system's {} "
+                                                "chips (its {} at one address on every chip)", name(op.kind), op.name,
+                                                op.kind == OpKind::all_to_all ? (op.pull ? "pulled" : "pushed") : "over a ring",
+                                                dev_.chips(), symmetric_operand(op) ? "operand" : "destination"));
       symmetric_ = o.symmetric;
     }
+    if (symmetric_operand(op) && g_.tensor(op.in[0]).role == Role::weight)
+      throw std::invalid_argument(fmt::format("compiler: {} '{}' pulls a weight, which lies at no one address on every chip", name(op.kind),
+                                              op.name));
   }
   groups_ = fuse(g_, o.fuse);
   if (o.narrow) narrow_storage(g_, groups_);
@@ -1031,16 +1042,33 @@ Executable::Executable(rt::Device& dev, const rt::Kernel& program, Graph g, cons
       impl_->at[static_cast<int>(i)] = *end;
       *end += (t.elements() * (t.role == Role::input ? 4 : bytes(t.dtype)) + 63) / 64 * 64;
     }
-    if (in_bytes) impl_->inputs = impl_->alloc(dev_, in_bytes, 0);
+    bool pulled_input = false;  // a pulled all-to-all's operand among the inputs: they too at one address on every chip
+    for (const Op& op : g_.ops()) pulled_input |= symmetric_operand(op) && g_.tensor(op.in[0]).role == Role::input;
+    if (in_bytes)
+      impl_->inputs = pulled_input ? symmetric_->get(fmt::format("inputs|{}", in_bytes), dev_.chip(), in_bytes, 0) : impl_->alloc(dev_, in_bytes, 0);
     if (out_bytes)  // (at one address on every chip where a ring's result may be among them)
       impl_->outputs = symmetric_ ? symmetric_->get(fmt::format("outputs|{}", out_bytes), dev_.chip(), out_bytes, 0)
                                   : impl_->alloc(dev_, out_bytes, 0);
-    for (const Op& op : g_.ops())  // a ring's result that is no output: a symmetric buffer of its own
-      if (over_ring(op) && !g_.is_output(op.out)) {
-        const Tensor& t = g_.tensor(op.out);
-        impl_->plain[op.out] = symmetric_->get(fmt::format("{}|{}", op.name, t.elements() * bytes(t.dtype)), dev_.chip(),
-                                               t.elements() * bytes(t.dtype), 0);
-      }
+    for (const Op& op : g_.ops()) {  // such a result, or a pulled intermediate, that is no output: a symmetric buffer of its own
+      const int t = symmetric_result(op) ? op.out : symmetric_operand(op) ? op.in[0] : -1;
+      if (t < 0 || g_.is_output(t) || g_.tensor(t).role != Role::intermediate) continue;
+      const Tensor& T = g_.tensor(t);
+      impl_->plain[t] = symmetric_->get(fmt::format("{}|{}|{}", op.name, t, T.elements() * bytes(T.dtype)), dev_.chip(),
+                                        T.elements() * bytes(T.dtype), 0);
+    }
+    // Each all-to-all's table: for chip p, its block of this chip's operand
+    // to block `chip` of p's result (push), and p's block `chip` of its
+    // operand into block p of this chip's result (pull).
+    for (std::size_t i = 0; i < g_.ops().size(); ++i) {
+      const Op& op = g_.ops()[i];
+      if (op.kind != OpKind::all_to_all) continue;
+      const Tensor& X = g_.tensor(op.in[0]);
+      const std::uint64_t block = X.elements() * bytes(X.dtype) / op.chips, me = dev_.chip();
+      std::vector<std::uint64_t> words;
+      for (std::uint64_t p = 0; p < op.chips; ++p) words.insert(words.end(), {p * block, block, me * block, p * block, block, me * block});
+      const rt::Buffer& table = impl_->a2a_tables[static_cast<int>(i)] = impl_->alloc(dev_, words.size() * 8, 0);
+      dev_.write(table, words.data(), words.size() * 8);
+    }
     for (const auto& [i, off] : impl_->at) {
       const Tensor& t = g_.tensor(i);
       const rt::Buffer& whole = t.role == Role::input ? impl_->inputs : impl_->outputs;
@@ -1429,6 +1457,7 @@ Executable::Executable(rt::Device& dev, const rt::Kernel& program, Graph g, cons
       const Op& anchor = g_.ops()[static_cast<std::size_t>(grp.ops[0])];
       if (is_collective(anchor.kind))
         e.fabric_regs_ = dev_.fabric_registers(), e.comm_signal_ = dev_.semaphore(tilings_[gi].parts.at(0).tile, kCommSem);
+      if (anchor.kind == OpKind::all_to_all) e.a2a_table_ = impl_->a2a_tables.at(grp.ops[0]).address;
       std::string name = anchor.name;
       if (grp.prologue >= 0) name = g_.ops()[static_cast<std::size_t>(grp.prologue)].name + ">" + name;
       for (std::size_t j = 1; j < grp.ops.size(); ++j) name += "+" + g_.ops()[static_cast<std::size_t>(grp.ops[j])].name;

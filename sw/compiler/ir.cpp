@@ -75,7 +75,8 @@ const char* name(OpKind k) {
                                       "relu",   "relu2", "exp",    "log",   "tanh",  "sigmoid", "silu",
                                       "gelu",   "neg",  "abs",     "rsqrt", "recip", "rmsnorm", "layernorm",
                                       "softmax", "rope", "cast",   "argmax", "reshape", "reduce_sum", "reduce_max", "move",
-                                      "route",  "moe",   "gather", "attention", "all_reduce", "all_gather"};
+                                      "route",  "moe",   "gather", "attention", "all_reduce", "all_gather",
+                                      "all_to_all"};
   return names[static_cast<unsigned>(k)];
 }
 
@@ -441,6 +442,21 @@ int Graph::all_gather(int x, unsigned chips, bool pull, const std::string& name)
   Op op;
   op.kind = OpKind::all_gather, op.name = name, op.in = {x}, op.chips = chips, op.pull = pull;
   return add_op(std::move(op), std::move(shape), X.dtype);
+}
+
+int Graph::all_to_all(int x, unsigned chips, bool pull, const std::string& name) {
+  const Tensor& X = operand(x, "all_to_all");
+  if (chips == 0 || chips > 64) throw std::invalid_argument(fmt::format("graph: all_to_all of '{}': {} chips (1 to 64)", X.name, chips));
+  if (X.role == Role::state) throw std::invalid_argument(fmt::format("graph: all_to_all of '{}': a cache is no operand", X.name));
+  if (X.shape.empty() || X.shape[0] % chips)
+    throw std::invalid_argument(fmt::format("graph: all_to_all of '{}' {}: its first dimension is not {} equal blocks", X.name,
+                                            shape_text(X.shape), chips));
+  if (pull && X.role == Role::weight)
+    throw std::invalid_argument(fmt::format("graph: all_to_all of '{}': a pulled operand lies at one address on every chip, a "
+                                            "weight does not (push it)", X.name));
+  Op op;
+  op.kind = OpKind::all_to_all, op.name = name, op.in = {x}, op.chips = chips, op.pull = pull;
+  return add_op(std::move(op), X.shape, X.dtype);
 }
 
 int Graph::gather_rows(int table, int indices, const std::string& name) {

@@ -47,7 +47,7 @@ enum class OpKind : std::uint8_t {
   moe,                                                           // the chosen experts' SwiGLU FFNs, gated and summed (Graph::moe)
   gather,                                                        // rows of a table by indices the chip holds (Graph::gather_rows)
   attention,                                                     // causal attention over a KV cache (Graph::attention)
-  all_reduce, all_gather,                                        // across the chips that run the graph (Graph::all_reduce)
+  all_reduce, all_gather, all_to_all,                            // across the chips that run the graph (Graph::all_reduce)
 };
 const char* name(OpKind k);
 bool is_unary(OpKind k);
@@ -59,7 +59,7 @@ inline bool is_reduction(OpKind k) { return k == OpKind::argmax || k == OpKind::
 inline bool tiles_input(OpKind k) { return is_reduction(k) || k == OpKind::reshape || k == OpKind::route; }
 // A collective: every chip of a system runs the graph (one executable a
 // chip) and the chips' communication engines combine their values.
-inline bool is_collective(OpKind k) { return k == OpKind::all_reduce || k == OpKind::all_gather; }
+inline bool is_collective(OpKind k) { return k == OpKind::all_reduce || k == OpKind::all_gather || k == OpKind::all_to_all; }
 // Ops that neither start nor join an elementwise chain.
 inline bool chains(OpKind k) {
   return !tiles_input(k) && k != OpKind::move && k != OpKind::gather && k != OpKind::attention && !is_collective(k);
@@ -130,7 +130,7 @@ struct Op {
   unsigned page = 0;                    // attention over paged caches: positions per page (0: one sequence, unpaged)
   unsigned chips = 0;                   // all_reduce, all_gather: the chips of the system that run the graph
   bool tree = false;                    // all_reduce: the engines' binomial tree (else their ring)
-  bool pull = false;                    // all_reduce, all_gather: each chip pulls its peers' data (else they push it)
+  bool pull = false;                    // all_reduce, all_gather, all_to_all: each chip pulls its peers' data (else they push it)
 };
 
 // Attention over paged KV caches for several sequences in one step (a
@@ -303,6 +303,12 @@ class Graph {
   // all_gather: every chip gets the chips' x one after another along the
   // first dimension (chip c's rows at c times x's first dimension).
   int all_gather(int x, unsigned chips, bool pull = false, const std::string& name = "");
+  // all_to_all: x's first dimension in `chips` equal blocks, block j of
+  // chip c's x becoming block c of chip j's result (the engines' direct
+  // all-to-all; any format: bytes). Push writes into every chip's result,
+  // pull reads every chip's x: the result (push) or x (pull) lies at one
+  // address on every chip (Options::symmetric), so a pulled x is no weight.
+  int all_to_all(int x, unsigned chips, bool pull = false, const std::string& name = "");
   // Marks a tensor as an output of the graph (read back after a run).
   void output(int t);
 

@@ -516,6 +516,15 @@ void run_collective(const Graph& g, const Op& op, std::vector<std::vector<std::v
     for (auto& chip : v) chip[out] = all;
     return;
   }
+  if (op.kind == OpKind::all_to_all) {  // chip j's block c from chip c's block j
+    const std::size_t N = v.size(), block = v[0][in].size() / N;
+    std::vector<std::vector<float>> got(N, std::vector<float>(block * N));
+    for (std::size_t c = 0; c < N; ++c)
+      for (std::size_t j = 0; j < N; ++j)
+        std::copy_n(v[c][in].begin() + std::ptrdiff_t(j * block), block, got[j].begin() + std::ptrdiff_t(c * block));
+    for (std::size_t j = 0; j < N; ++j) v[j][out] = std::move(got[j]);
+    return;
+  }
   const c2c::CommType t = dt == DType::bf16 ? c2c::CommType::bf16 : dt == DType::e4m3 ? c2c::CommType::e4m3 : c2c::CommType::fp32;
   const std::uint64_t n = g.tensor(op.in[0]).elements();
   std::vector<std::vector<std::uint8_t>> each;

@@ -1007,7 +1007,7 @@ __attribute__((noinline)) static int collective(const uint32_t* w) {
   CE_W(CE_SRC, w[1]), *(volatile uint32_t*)(uintptr_t)(c2c + C2C_CE_SRC_OFFSET + 4) = w[2];
   CE_W(CE_DST, w[3]), *(volatile uint32_t*)(uintptr_t)(c2c + C2C_CE_DST_OFFSET + 4) = w[4];
   CE_W(CE_COUNT, w[5]), *(volatile uint32_t*)(uintptr_t)(c2c + C2C_CE_COUNT_OFFSET + 4) = w[6];
-  CE_W(CE_TABLE, 0), *(volatile uint32_t*)(uintptr_t)(c2c + C2C_CE_TABLE_OFFSET + 4) = 0;
+  CE_W(CE_TABLE, w[11]), *(volatile uint32_t*)(uintptr_t)(c2c + C2C_CE_TABLE_OFFSET + 4) = w[12];
   CE_W(CE_SIGNAL, w[8]), *(volatile uint32_t*)(uintptr_t)(c2c + C2C_CE_SIGNAL_OFFSET + 4) = w[9];
   CE_W(CE_PUSH, 1);
 #undef CE_W

@@ -47,7 +47,7 @@ enum tkp_kind {
   TKP_COLLECTIVE = 15, /* the core posts a collective to its chip's communication engine and sleeps until the
                           engine signals semaphore w[10] (the engine's signal address w[8..9]: that semaphore's,
                           as the engine addresses it); w[0] CE_OP, w[1..2] source, w[3..4] destination, w[5..6]
-                          count, w[7] the fabric's registers (as the core addresses them); a collective the engine
+                          count, w[7] the fabric's registers (as the core addresses them), w[11..12] the all-to-all's table; a collective the engine
                           fails fails the operation (exit 4) */
 };
 #define TKP_BARRIER_MAX 19u

@@ -147,12 +147,12 @@ TileProgram& TileProgram::position(std::uint64_t global, bool as_float) {
 }
 
 TileProgram& TileProgram::collective(std::uint32_t ce_op, std::uint64_t src, std::uint64_t dst, std::uint64_t count,
-                                     std::uint64_t fabric_regs, std::uint64_t signal, unsigned sem) {
+                                     std::uint64_t fabric_regs, std::uint64_t signal, unsigned sem, std::uint64_t table) {
   if (sem > 15) throw UsageError(fmt::format("collective: semaphore {} (a tile has 0 to 15)", sem));
   if (fabric_regs > 0xffffffffu) throw UsageError(fmt::format("collective: the fabric's registers at {:#x}: past a core's 32-bit reach", fabric_regs));
   tkp_op o = op(TKP_COLLECTIVE);
   const std::uint32_t w[] = {ce_op, lo(src), hi(src), lo(dst), hi(dst), lo(count), hi(count), static_cast<std::uint32_t>(fabric_regs),
-                             lo(signal), hi(signal), sem};
+                             lo(signal), hi(signal), sem, lo(table), hi(table)};
   std::copy(std::begin(w), std::end(w), o.w);
   ops_.push_back(o);
   return *this;

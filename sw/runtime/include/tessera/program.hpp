@@ -107,8 +107,9 @@ class TileProgram {
   // posts it through the fabric's registers (Device::fabric_registers) and
   // sleeps until the engine writes `signal` (semaphore `sem` of this tile,
   // Device::semaphore). Every chip of the system must post the same one.
+  // `table`: an all-to-all's (the engine's per-chip table, local address).
   TileProgram& collective(std::uint32_t ce_op, std::uint64_t src, std::uint64_t dst, std::uint64_t count, std::uint64_t fabric_regs,
-                          std::uint64_t signal, unsigned sem);
+                          std::uint64_t signal, unsigned sem, std::uint64_t table = 0);
   // An operation as it is, unchecked (for tests of the program kernel).
   TileProgram& raw(const tkp_op& o) {
     ops_.push_back(o);
