@@ -161,8 +161,9 @@ Graph model_graph(const Config& c, const Weights& w, unsigned rows, const compil
     } else {
       std::vector<float> w1, w3, w2;  // [E, D, F], [E, D, F], [E, F, D]
       for (unsigned e = 0; e < E; ++e) {  // (a shard: hidden columns [f0, f0 + F) of each)
-        const Matrix a = N == 1 ? L.w1[e] : columns(L.w1[e], f0, f0 + F), b = N == 1 ? L.w3[e] : columns(L.w3[e], f0, f0 + F);
-        const Matrix d = N == 1 ? L.w2[e] : rows_of(L.w2[e], f0, f0 + F);
+        Matrix s1, s3, s2;
+        if (N > 1) s1 = columns(L.w1[e], f0, f0 + F), s3 = columns(L.w3[e], f0, f0 + F), s2 = rows_of(L.w2[e], f0, f0 + F);
+        const Matrix &a = N == 1 ? L.w1[e] : s1, &b = N == 1 ? L.w3[e] : s3, &d = N == 1 ? L.w2[e] : s2;
         w1.insert(w1.end(), a.values.begin(), a.values.end());
         w3.insert(w3.end(), b.values.begin(), b.values.end());
         w2.insert(w2.end(), d.values.begin(), d.values.end());
