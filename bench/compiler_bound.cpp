@@ -7,10 +7,21 @@
 // node's (fused group's) time follows its graph's line.
 //
 //   bench_compiler [--set inst.key=value]...
+//
+// `bench_compiler moe [--chips N]` instead: one MoE layer (the main job's
+// experts: 8 of 512 x 512, top 2) for the rows of a system of N chips (4
+// or 8), laid out three ways and run at once on every chip: expert
+// parallel (every chip its own rows, dispatched by an all-to-all to the
+// chips of their experts and combined back: Graph::dispatch), pushed and
+// pulled; Megatron's (every chip all rows over its 1/N of each expert's
+// hidden columns, the sums all-reduced); and every row on one chip. Each
+// against the rows a chip holds, checked against reference_spmd bit for bit.
 #include <fmt/format.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <iostream>
+#include <memory>
 
 #include "common/paths.hpp"
 #include "executable.hpp"
@@ -55,17 +66,147 @@ Graph head(unsigned rows, unsigned d, unsigned vocab) {
   return g;
 }
 
+// Each group's (fused ops') time in the last run, a line each, named by its ops.
+std::string group_times(const Executable& ex) {
+  const std::vector<double> seconds = ex.node_seconds();
+  std::string s;
+  for (std::size_t k = 0; k < seconds.size(); ++k) {
+    std::string name;
+    for (int o : ex.groups()[k].ops) name += (name.empty() ? "" : "+") + ex.graph().ops()[static_cast<std::size_t>(o)].name;
+    s += fmt::format("    {:<50} {:>8.2f} us\n", name, seconds[k] * 1e6);
+  }
+  return s;
+}
+
+// The MoE layer's shapes, and its weights' values (expert-major [E, a, b]).
+constexpr unsigned kD = 512, kF = 512, kE = 8, kK = 2;
+const std::vector<float>& expert_weights(int which) {
+  static const std::vector<float> w[3] = {seeded_values(std::size_t{kE} * kD * kF, 31, 0.1f),
+                                          seeded_values(std::size_t{kE} * kD * kF, 32, 0.1f),
+                                          seeded_values(std::size_t{kE} * kF * kD, 33, 0.1f)};
+  return w[which];
+}
+
+enum class Layout { expert_parallel, megatron, one_chip };
+
+// Chip c's graph of the layer over `rows` rows: its experts (expert
+// parallel), its columns of every expert (Megatron's) or all of them.
+Graph moe_layer(Layout l, unsigned c, unsigned N, unsigned rows, bool pull) {
+  Graph g;
+  const int x = g.input("x", {rows, kD});
+  const int logits = g.matmul(x, g.weight("router", {kD, kE}, seeded_values(std::size_t{kD} * kE, 30, 0.5f)), DType::bf16, "logits");
+  const int route = g.route(logits, kK, true, "route"), xb = g.cast(x, DType::bf16, "xb");
+  // Experts `first`, `first` + `step`, ..., of each weight, and of those
+  // the hidden columns [f0, f1) (w1, w3) or rows (w2).
+  auto part = [&](int which, unsigned first, unsigned step, unsigned f0, unsigned f1) {
+    const std::vector<float>& all = expert_weights(which);
+    std::vector<float> v;
+    for (unsigned e = first; e < kE; e += step)
+      for (unsigned a = 0; a < (which == 2 ? f1 - f0 : kD); ++a)
+        for (unsigned b = 0; b < (which == 2 ? kD : f1 - f0); ++b)
+          v.push_back(which == 2 ? all[(std::size_t{e} * kF + f0 + a) * kD + b] : all[(std::size_t{e} * kD + a) * kF + f0 + b]);
+    const unsigned experts = (kE - first + step - 1) / step, f = f1 - f0;
+    return g.weight(fmt::format("w{}", which == 2 ? 2 : which ? 3 : 1),
+                    which == 2 ? std::vector<unsigned>{experts, f, kD} : std::vector<unsigned>{experts, kD, f}, std::move(v), DType::bf16);
+  };
+  if (l == Layout::expert_parallel) {
+    const int xs = g.all_to_all(g.dispatch(xb, route, N), N, pull, "sent");
+    const int rs = g.all_to_all(g.dispatch_route(route, N), N, pull, "choices");
+    const int y = g.moe_local(xs, rs, part(0, c, N, 0, kF), part(1, c, N, 0, kF), part(2, c, N, 0, kF), c, "experts");
+    g.output(g.combine(g.all_to_all(y, N, pull, "back"), route, N, 0, "y"));
+  } else if (l == Layout::megatron) {
+    const unsigned f0 = kF / N * c, f1 = f0 + kF / N;
+    g.output(g.all_reduce(g.moe(xb, route, part(0, 0, 1, f0, f1), part(1, 0, 1, f0, f1), part(2, 0, 1, f0, f1)), N, false, pull, "y"));
+  } else {
+    g.output(g.moe(xb, route, part(0, 0, 1, 0, kF), part(1, 0, 1, 0, kF), part(2, 0, 1, 0, kF), "y"));
+  }
+  return g;
+}
+
+int moe_study(unsigned N, const std::vector<std::string>& sets) {
+  rt::Device::Options o;
+  o.platform = rt::Device::system_platform(N);
+  o.sets = sets;
+  rt::Cluster cluster(o);
+  std::vector<rt::Device*> chips;
+  std::vector<rt::Kernel> programs;
+  for (unsigned c = 0; c < N; ++c) {
+    chips.push_back(&cluster.chip(c));
+    programs.push_back(cluster.chip(c).load_kernel(data_file(DataKind::kernels, "program.elf"), (1u << cluster.chip(c).tiles()) - 1));
+  }
+  fmt::print("One MoE layer ({} experts of {} x {}, top {}, BF16) for the rows of {} chips; us for the layer (the slowest chip's "
+             "launch), tokens/s of the system\n",
+             kE, kD, kF, kK, N);
+  fmt::print("{:>10} {:>20} {:>20} {:>20} {:>20}\n", "rows/chip", "expert par. push", "expert par. pull", "Megatron (ring)",
+             "one chip");
+  int status = 0;
+  std::string nodes[4];
+  const unsigned most = TKP_MOE_MAX_T / N;  // rows a chip: the experts' kernel takes N x most (one chip, all of them)
+  for (unsigned B : {1u, 4u, 16u, most}) {
+    std::string line = fmt::format("{:>10}", B);
+    const std::vector<float> all = seeded_values(std::size_t{N} * B * kD, 40, 2.0f);
+    for (int k = 0; k < 4; ++k) {
+      const Layout l = k < 2 ? Layout::expert_parallel : k == 2 ? Layout::megatron : Layout::one_chip;
+      const unsigned n = l == Layout::one_chip ? 1 : N, rows = l == Layout::expert_parallel ? B : N * B;
+      Options opts;
+      if (n > 1) opts.symmetric = std::make_shared<SymmetricStore>(chips);
+      std::vector<Graph> graphs;
+      std::vector<std::unique_ptr<Executable>> owned;
+      std::vector<Executable*> execs;
+      std::vector<std::map<std::string, std::vector<float>>> in;
+      for (unsigned c = 0; c < n; ++c) {
+        graphs.push_back(moe_layer(l, c, N, rows, k == 1));
+        owned.push_back(std::make_unique<Executable>(*chips[c], programs[c], graphs.back(), opts));
+        execs.push_back(owned.back().get());
+        const std::size_t at = l == Layout::expert_parallel ? std::size_t{c} * B * kD : 0;
+        in.push_back({{"x", std::vector<float>(all.begin() + static_cast<std::ptrdiff_t>(at),
+                                               all.begin() + static_cast<std::ptrdiff_t>(at + std::size_t{rows} * kD))}});
+      }
+      // The first launch also fetches the programs; the second is the one measured.
+      auto run = [&] { return n > 1 ? run_together(execs, in) : std::vector<std::map<std::string, std::vector<float>>>{execs[0]->run(in[0])}; };
+      run();
+      const auto out = run();
+      std::vector<const Graph*> compiled;
+      for (const Executable* e : execs) compiled.push_back(&e->graph());
+      const auto ref = reference_spmd(compiled, in);
+      double slowest = 0;
+      for (unsigned c = 0; c < n; ++c) {
+        slowest = std::max(slowest, execs[c]->last_seconds());
+        const std::vector<float>& want = ref[c][static_cast<std::size_t>(compiled[c]->outputs()[0])];
+        if (std::memcmp(out[c].at("y").data(), want.data(), want.size() * 4) != 0) {
+          std::cerr << fmt::format("{} rows a chip, layout {}: chip {}'s output differs from the reference\n", B, k, c);
+          status = 1;
+        }
+      }
+      line += fmt::format(" {:>10.2f} ({:>7.0f})", slowest * 1e6, N * B / slowest);
+      if (B == most && k != 1) {  // where the largest batch's time goes: chip 0's nodes
+        nodes[k] = group_times(*execs[0]);
+      }
+    }
+    fmt::print("{}\n", line);
+  }
+  const char* names[4] = {"expert parallel, pushed", "", "Megatron", "one chip"};
+  for (int k : {0, 2, 3}) fmt::print("{} rows a chip, {}, chip 0's nodes:\n{}", most, names[k], nodes[k]);
+  return status;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   rt::Device::Options o;
+  bool moe = false;
+  unsigned chips = 4;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--set") == 0 && i + 1 < argc) o.sets.push_back(argv[++i]);
+    else if (i == 1 && std::strcmp(argv[i], "moe") == 0) moe = true;
+    else if (moe && std::strcmp(argv[i], "--chips") == 0 && i + 1 < argc && (std::strcmp(argv[i + 1], "4") == 0 || std::strcmp(argv[i + 1], "8") == 0))
+      chips = static_cast<unsigned>(std::atoi(argv[++i]));
     else {
-      std::cerr << "usage: bench_compiler [--set inst.key=value]...\n";
+      std::cerr << "usage: bench_compiler [--set inst.key=value]...\n       bench_compiler moe [--chips 4|8] [--set inst.key=value]...\n";
       return 2;
     }
   }
+  if (moe) return moe_study(chips, o.sets);
   rt::Device dev(o);
   const rt::Kernel program = dev.load_kernel(data_file(DataKind::kernels, "program.elf"), (1u << dev.tiles()) - 1);
   struct Case {
@@ -103,9 +244,7 @@ int main(int argc, char** argv) {
     fmt::print("{:<42} {:>6} {:>6} {:>10.2f} {:>10.2f} {:>7.1f}%  {} ({})\n", c.name, ex.groups().size(), tiles,
                ex.last_seconds() * 1e6, r.seconds() * 1e6, 100 * r.seconds() / ex.last_seconds(), r.binding().resource,
                r.binding().where);
-    const std::vector<double> nodes = ex.node_seconds();
-    for (std::size_t k = 0; k < nodes.size(); ++k)
-      fmt::print("    {:<50} {:>8.2f} us\n", ex.device_graph().nodes()[k].name, nodes[k] * 1e6);
+    fmt::print("{}", group_times(ex));
   }
   return status;
 }

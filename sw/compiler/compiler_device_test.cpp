@@ -1762,3 +1762,91 @@ TEST(CompilerDevice, ATensorParallelMlpWithAnAllReduceOutrunsOneChipAndTheColumn
     EXPECT_LE(worst, 1e-5f * big);
   }
 }
+
+TEST(CompilerDevice, ExpertParallelMoeDispatchesItsRowsToTheExpertsChipsAndCombinesThemBack) {
+  // DeepSeek's layout on the ring of four: every chip routes its own 12
+  // rows (data parallel) over 8 experts, top 3, expert e on chip e mod 4.
+  // Each chip packs the rows by the chips their choices are on
+  // (Graph::dispatch, and their choices: dispatch_route), an all-to-all
+  // sends each chip its slots, the chip runs its two experts on them
+  // (moe_local), a second all-to-all brings the slots' sums back and the
+  // chip adds them in chip order (combine). Pushed and pulled: every
+  // chip's output equals reference_spmd's bit for bit, and the one-chip
+  // moe's with the experts spread by expert over four chips (the same sums
+  // in the same order) on the chip's rows. With 3 slots a chip rows are
+  // dropped (GShard's capacity): the chips still equal reference_spmd, and
+  // differ from the run that dropped none.
+  Ring ring(kFastModels);
+  const Options o = symmetric(ring);
+  const unsigned T = 12, D = 128, F = 256, E = 8, K = 3, N = 4;
+  const std::vector<float> router = seeded_values(std::size_t{D} * E, 91, 0.5f);
+  std::vector<float> w[3];
+  for (int i = 0; i < 3; ++i) w[i] = seeded_values(std::size_t{E} * D * F, 92 + static_cast<unsigned>(i), 0.2f);
+  // Chip c's experts (e mod N = c) of an [E, a, b] weight.
+  auto experts_of = [&](const std::vector<float>& all, unsigned c) {
+    std::vector<float> mine;
+    for (unsigned e = c; e < E; e += N)
+      mine.insert(mine.end(), all.begin() + static_cast<std::ptrdiff_t>(std::size_t{e} * D * F),
+                  all.begin() + static_cast<std::ptrdiff_t>(std::size_t{e + 1} * D * F));
+    return mine;
+  };
+  // The rows, their router and route, on every chip alike.
+  struct Routed {
+    int xb, route;
+  };
+  auto routed = [&](Graph& g) {
+    const int x = g.input("x", {T, D});
+    const int logits = g.matmul(x, g.weight("router", {D, E}, router), DType::bf16, "logits");
+    return Routed{g.cast(x, DType::bf16, "xb"), g.route(logits, K, true, "route")};
+  };
+  auto layer = [&](unsigned c, bool pull, unsigned capacity) {
+    Graph g;
+    const Routed r = routed(g);
+    const int xs = g.all_to_all(g.dispatch(r.xb, r.route, N, capacity, "dispatch"), N, pull, "sent");
+    const int rs = g.all_to_all(g.dispatch_route(r.route, N, capacity, "choices"), N, pull, "their_choices");
+    const int y = g.moe_local(xs, rs, g.weight("w1", {E / N, D, F}, experts_of(w[0], c), DType::bf16),
+                              g.weight("w3", {E / N, D, F}, experts_of(w[1], c), DType::bf16),
+                              g.weight("w2", {E / N, F, D}, experts_of(w[2], c), DType::bf16), c, "experts");
+    g.output(g.combine(g.all_to_all(y, N, pull, "back"), r.route, N, capacity, "out"));
+    return g;
+  };
+  std::vector<std::map<std::string, std::vector<float>>> inputs;
+  for (unsigned c = 0; c < N; ++c) inputs.push_back({{"x", seeded_values(std::size_t{T} * D, 70 + c, 2.0f)}});
+  std::vector<std::vector<float>> full(N);
+  for (unsigned capacity : {0u, 3u})
+    for (bool pull : {false, true}) {
+      SCOPED_TRACE(fmt::format("{} slots a chip, {}", capacity ? capacity : T, pull ? "pulled" : "pushed"));
+      std::vector<Graph> each;
+      for (unsigned c = 0; c < N; ++c) each.push_back(layer(c, pull, capacity));
+      Spmd run(ring, std::move(each), o);
+      std::vector<const Graph*> compiled;
+      for (const Executable* e : run.execs) compiled.push_back(&e->graph());
+      const auto out = run_together(run.execs, inputs);
+      const auto ref = reference_spmd(compiled, inputs);
+      for (unsigned c = 0; c < N; ++c) expect_bits(out[c].at("out"), ref[c][static_cast<std::size_t>(run.graphs[c].outputs()[0])], fmt::format("chip {}", c));
+      if (capacity) {
+        std::size_t differ = 0;
+        for (unsigned c = 0; c < N; ++c)
+          for (std::size_t i = 0; i < full[c].size(); ++i) differ += out[c].at("out")[i] != full[c][i];
+        EXPECT_GT(differ, std::size_t{D}) << "no row dropped with 3 slots a chip";
+        continue;
+      }
+      // The one-chip moe on each chip's rows, its experts spread by expert
+      // over four chips in the slices the chips' experts ran in.
+      const Graph& one = *compiled[0];
+      unsigned slices = 0;
+      for (const Op& op : one.ops())
+        if (op.kind == OpKind::moe) slices = op.slices;
+      ASSERT_GT(slices, 0u);
+      for (unsigned c = 0; c < N; ++c) {
+        Graph g;
+        const Routed r = routed(g);
+        const int y = g.moe(r.xb, r.route, g.weight("w1", {E, D, F}, w[0], DType::bf16), g.weight("w3", {E, D, F}, w[1], DType::bf16),
+                            g.weight("w2", {E, F, D}, w[2], DType::bf16), "experts");
+        g.output(y);
+        g.split_experts(static_cast<int>(g.ops().size()) - 1, slices, {}, 0, N);
+        full[c] = out[c].at("out");
+        expect_bits(full[c], reference(g, inputs[c])[static_cast<std::size_t>(y)], fmt::format("chip {} against one chip's moe", c));
+      }
+    }
+}

@@ -854,3 +854,53 @@ TEST(Compiler, CollectivesAreCheckedStandAloneAndTheirReferenceSumsInTheEnginesO
     for (unsigned c = 0; c < chips; ++c)
       for (unsigned e = 0; e < 4; ++e) EXPECT_EQ(s[j][swap][c * 4 + e], zin[c]["z"][j * 4 + e]) << "chip " << j << " block " << c;
 }
+
+TEST(Compiler, ExpertParallelDispatchPacksRowsByTheirExpertsChipsAndIsChecked) {
+  // Three rows, top 2 of four experts over two chips (expert e on chip e
+  // mod 2): row 0 chooses experts 0 and 2 (both chip 0's), row 1 experts 1
+  // and 2 (both chips), row 2 experts 3 and 1 (chip 1's). Chip 0's three
+  // slots (as many as rows: none dropped) take rows 0 and 1, chip 1's rows
+  // 1 and 2; with one slot a chip, row 1 is dropped on chip 0 and row 2 on
+  // chip 1.
+  Graph g;
+  const int logits = g.input("logits", {3, 4});
+  const int x = g.input("x", {3, 2});
+  const int r = g.route(logits, 2, false, "route");
+  const int full = g.dispatch(x, r, 2, 0, "full"), one = g.dispatch(x, r, 2, 1, "one");
+  const int choices = g.dispatch_route(r, 2, 0, "choices"), one_choice = g.dispatch_route(r, 2, 1, "one_choice");
+  const int y = g.input("y", {6, 2}), y1 = g.input("y1", {2, 2});
+  const int back = g.combine(y, r, 2, 0, "back"), back1 = g.combine(y1, r, 2, 1, "back1");
+  EXPECT_EQ(g.tensor(full).shape, (std::vector<unsigned>{6, 2}));
+  EXPECT_EQ(g.tensor(choices).shape, (std::vector<unsigned>{2, 2, 3, 2}));
+  EXPECT_EQ(g.tensor(back).shape, (std::vector<unsigned>{3, 2}));
+  for (int t : {full, one, choices, one_choice, back, back1}) g.output(t);
+  const std::vector<float> l = {4, 0, 3, 0, 0, 4, 3, 0, 0, 3, 0, 4};
+  const std::vector<float> xv = {1, 2, 3, 4, 5, 6};
+  const std::vector<float> yv = {10, 11, 12, 13, 14, 15, 20, 21, 22, 23, 24, 25}, y1v = {30, 31, 40, 41};
+  auto v = reference(g, {{"logits", l}, {"x", xv}, {"y", yv}, {"y1", y1v}});
+  auto at = [&](int t) { return v[static_cast<std::size_t>(t)]; };
+  EXPECT_EQ(at(full), (std::vector<float>{1, 2, 3, 4, 0, 0, 3, 4, 5, 6, 0, 0}));
+  EXPECT_EQ(at(one), (std::vector<float>{1, 2, 3, 4}));
+  // Block j: its slots' ids, then their gates (the logits: gates as they
+  // are); an empty slot chooses expert (j + 1) mod 2 for all k, gate 0.
+  EXPECT_EQ(at(choices), (std::vector<float>{0, 2, 1, 2, 1, 1, 4, 3, 4, 3, 0, 0, 1, 2, 3, 1, 0, 0, 4, 3, 4, 3, 0, 0}));
+  EXPECT_EQ(at(one_choice), (std::vector<float>{0, 2, 4, 3, 1, 2, 4, 3}));
+  // Row 0: chip 0's slot 0; row 1: chip 0's slot 1 + chip 1's slot 0; row 2: chip 1's slot 1.
+  EXPECT_EQ(at(back), (std::vector<float>{10, 11, 12 + 20, 13 + 21, 22, 23}));
+  EXPECT_EQ(at(back1), (std::vector<float>{30, 31, 40, 41, 0, 0}));
+
+  const int xb = g.cast(g.input("rows", {6, 8}), DType::bf16, "rows_b");
+  const int w1 = g.weight("w1", {2, 8, 16}, std::vector<float>(256, 0.5f), DType::bf16);
+  const int w2 = g.weight("w2", {2, 16, 8}, std::vector<float>(256, 0.5f), DType::bf16);
+  refused([&] { g.dispatch(x, r, 3, 0, "d3"); }, "d3: 3 chips (2 to 64, dividing the 4 experts)");
+  refused([&] { g.dispatch(x, r, 2, 129, "d4"); }, "d4: capacity 129 (2 chips' slots at most 256 in all)");
+  refused([&] { g.dispatch(x, x, 2, 0, "d5"); }, "d5: 'x' is no route()'s output");
+  refused([&] { g.dispatch(g.input("x4", {4, 2}), r, 2, 0, "d6"); }, "d6: x 'x4' [4, 2] must be 2-D with the route's 3 rows");
+  refused([&] { g.combine(x, r, 2, 0, "c1"); }, "c1: y 'x' f32 [3, 2] must be f32 [6, D]");
+  refused([&] { g.moe_local(xb, r, w1, w1, w2, 0, "m1"); }, "m1: 'route' is no dispatch_route()'s output");
+  refused([&] { g.moe_local(xb, choices, w1, w1, w2, 2, "m2"); }, "m2: chip 2 of 2");
+  refused([&] { g.moe_local(xb, one_choice, w1, w1, w2, 0, "m3"); }, "m3: x 'rows_b' has 6 rows, the route 'one_choice' 2");
+  const int wide = g.weight("wide", {4, 8, 16}, std::vector<float>(512, 0.5f), DType::bf16);
+  refused([&] { g.moe_local(xb, choices, wide, wide, w2, 0, "m4"); }, "m4: 'wide' bf16 [4, 8, 16] must be a bf16 weight [E, D, F] (E 2");
+  g.output(g.moe_local(xb, choices, w1, w1, w2, 1, "mine"));
+}

@@ -88,7 +88,8 @@ VecOp vec_of(OpKind k) {
     case OpKind::reduce_sum: return VecOp::sum;
     case OpKind::reduce_max: return VecOp::rmax;
     case OpKind::matmul: case OpKind::reshape: case OpKind::move: case OpKind::route: case OpKind::moe: case OpKind::gather:
-    case OpKind::attention: case OpKind::all_reduce: case OpKind::all_gather: case OpKind::all_to_all: break;
+    case OpKind::attention: case OpKind::all_reduce: case OpKind::all_gather: case OpKind::all_to_all: case OpKind::dispatch:
+    case OpKind::dispatch_route: case OpKind::combine: break;
   }
   throw std::logic_error("compiler: matmul and reshape are no vector operations");
 }
@@ -210,7 +211,20 @@ struct Executable::Impl {
     std::vector<Copy> copies;
   };
   std::map<int, Moe> moe;
-  std::vector<rt::Buffer> zeros;  // by chip: FP32 zeros for the moe ops spread by expert (the largest T x D of them)
+  // By chip and stack: zeros for the moe ops spread by expert (the largest
+  // T x D FP32 of them, in each stack their tiles read from) and the
+  // dispatch ops (in the stack near tile 0).
+  std::map<std::pair<unsigned, unsigned>, rt::Buffer> zeros;
+  std::map<int, Planes> combine;  // by combine op: its planes (a row's parts from the chips its slots took, in chip order)
+  // Chip c's zeros in `stack`, at least `bytes` of them.
+  const rt::Buffer& zeros_of(rt::Device& d, unsigned c, std::uint64_t bytes, unsigned stack) {
+    rt::Buffer& z = zeros[{c, stack}];
+    if (z.size < bytes) {
+      z = alloc(d, bytes, stack);
+      d.write(z, std::vector<std::uint8_t>(bytes, 0).data(), bytes);
+    }
+    return z;
+  }
   std::map<int, std::vector<rt::Buffer>> attention;  // by attention op, by stack: its constants (T scales, then the T x T causal mask)
   // An attention spread over the chips by heads (tile_chips): by (op, peer
   // chip), its constants in each of the peer's stacks; by (cache, peer
@@ -331,9 +345,11 @@ class Emitter {
       op |= (anchor.kind == OpKind::all_to_all ? TP_CE_DIRECT : anchor.tree ? TP_CE_TREE : TP_CE_RING) | (anchor.pull ? TP_CE_PULL : TP_CE_PUSH);
       op |= eb == 4 ? TP_CE_FP32 : eb == 2 ? TP_CE_BF16 : TP_CE_E4M3;  // all-gather, all-to-all: bytes only
       prog.collective(op, addr_(anchor.in[0]), addr_(grp_.out), X.elements(), fabric_regs_, comm_signal_, kCommSem, a2a_table_);
+    } else if (anchor.kind == OpKind::dispatch || anchor.kind == OpKind::dispatch_route) {  // the core places the rows or their choices
+      prog.dispatch(dispatch_words(anchor, anchor.kind == OpKind::dispatch ? 0 : 1, p.r0, p.r1));
     } else if (anchor.kind == OpKind::route) {
       route(prog, p);
-    } else if (anchor.kind == OpKind::moe) {
+    } else if (anchor.kind == OpKind::moe || anchor.kind == OpKind::combine) {
       combine(prog, p);
     } else if (anchor.kind == OpKind::reshape) {  // the part's rows, memory to memory
       const Tensor& X = g_.tensor(anchor.in[0]);
@@ -731,6 +747,19 @@ class Emitter {
   }
 
  public:
+  // The program kernel's dispatch() words for a dispatch, dispatch_route
+  // or combine op (mode 0, 1, 2) over the part [i0, i1); a combine's
+  // source is its y, its output the planes (Planes) it sums.
+  std::vector<std::uint32_t> dispatch_words(const Op& o, unsigned mode, unsigned i0, unsigned i1) const {
+    const int route = o.kind == OpKind::dispatch_route ? o.in[0] : o.in[1];
+    const Tensor& R = g_.tensor(route);
+    const std::uint64_t r = addr_(route), src = o.kind == OpKind::dispatch_route ? 0 : addr_(o.in[0]);
+    const std::uint64_t out = mode == 2 ? planes_->runs.at(0).base : addr_(o.out);
+    const unsigned rb = o.kind == OpKind::dispatch_route ? 0 : g_.tensor(o.in[0]).cols() * bytes(g_.tensor(o.in[0]).dtype);
+    return {rt::lo(r), rt::hi(r), rt::lo(src), rt::hi(src), rt::lo(out), rt::hi(out), rt::lo(zeros_), rt::hi(zeros_),
+            R.shape[1] | o.k << 16, o.chips | o.capacity << 16, mode, rb, i0 | i1 << 16};
+  }
+
   // A peer's share of a moe op's sums: each block of the part, the peer's
   // planes `pl` added (add_planes), stored at `out` (the device's plane
   // for this peer's sums, a global address).
@@ -823,7 +852,8 @@ class Emitter {
   std::function<void(TileProgram&)> pending_;
 
  public:
-  const Planes* planes_ = nullptr;  // a moe group's: where its planes lie
+  const Planes* planes_ = nullptr;  // a moe group's: where its planes lie (a combine's: the chips')
+  std::uint64_t zeros_ = 0;         // the chip's zeros (Impl::zeros), for dispatch ops
   std::function<Place(int, unsigned)> place_;  // a striped tensor's columns (cols 0 for any other)
   std::vector<std::uint64_t> attention_consts_;          // an attention group's constants, by tile (its stack's copy)
   // A collective's: the fabric's registers and the engine's signal (the
@@ -966,7 +996,7 @@ Executable::Executable(rt::Device& dev, const rt::Kernel& program, Graph g, cons
     if (op.kind != OpKind::moe) continue;
     const Tensor &X = g_.tensor(op.in[0]), &W1 = g_.tensor(op.in[2]);
     Impl::Moe& m = impl_->moe[static_cast<int>(i)];
-    m.chips = X.rows() <= TKP_MOE_BLOCK ? chips : 1;
+    m.chips = X.rows() <= TKP_MOE_BLOCK && !op.ep_chips ? chips : 1;
     // Block-scaled experts split in whole 128-column blocks: as many
     // slices as there are blocks at most, and over the chips only where
     // each gets a block per stack. Where no such split over the chips
@@ -1049,12 +1079,15 @@ Executable::Executable(rt::Device& dev, const rt::Kernel& program, Graph g, cons
     if (out_bytes)  // (at one address on every chip where a ring's result may be among them)
       impl_->outputs = symmetric_ ? symmetric_->get(fmt::format("outputs|{}", out_bytes), dev_.chip(), out_bytes, 0)
                                   : impl_->alloc(dev_, out_bytes, 0);
+    // (Keyed by the op's name: the chips' graphs may differ elsewhere, as
+    // an expert-parallel step's on a chip with no rows does, and still meet
+    // at their collectives.)
     for (const Op& op : g_.ops()) {  // such a result, or a pulled intermediate, that is no output: a symmetric buffer of its own
       const int t = symmetric_result(op) ? op.out : symmetric_operand(op) ? op.in[0] : -1;
       if (t < 0 || g_.is_output(t) || g_.tensor(t).role != Role::intermediate) continue;
       const Tensor& T = g_.tensor(t);
-      impl_->plain[t] = symmetric_->get(fmt::format("{}|{}|{}", op.name, t, T.elements() * bytes(T.dtype)), dev_.chip(),
-                                        T.elements() * bytes(T.dtype), 0);
+      impl_->plain[t] = symmetric_->get(fmt::format("{}|{}|{}", op.name, t == op.out ? "result" : "operand", T.elements() * bytes(T.dtype)),
+                                        dev_.chip(), T.elements() * bytes(T.dtype), 0);
     }
     // Each all-to-all's table: for chip p, its block of this chip's operand
     // to block `chip` of p's result (push), and p's block `chip` of its
@@ -1215,14 +1248,8 @@ Executable::Executable(rt::Device& dev, const rt::Kernel& program, Graph g, cons
             partials[c][sl] = b.address + std::uint64_t{k} * op.k * pl.stride, homes[sl] = c;
           }
         }
-        if (m.by_expert) {  // one buffer of zeros a chip, for every op
-          if (impl_->zeros.size() <= c) impl_->zeros.resize(c + 1);
-          rt::Buffer& z = impl_->zeros[c];
-          if (z.size < 4ull * T * D) {
-            z = impl_->alloc(chip_dev(c), 4ull * T * D, m.split.stacks[0]);
-            chip_dev(c).write(z, std::vector<float>(std::size_t{T} * D, 0.0f).data(), 4ull * T * D);
-          }
-        }
+        if (m.by_expert || op.ep_chips)  // a buffer a stack, for every op
+          for (unsigned stack : m.split.stacks) impl_->zeros_of(chip_dev(c), c, 4ull * T * D, stack);
         for (unsigned j = 0; j < op.k; ++j)
           for (unsigned k = 0; k < mine; ++k)
             for (unsigned q = 0; q < Q; ++q) pl.slot.push_back(q * per_stack + k * op.k + j);
@@ -1319,6 +1346,23 @@ Executable::Executable(rt::Device& dev, const rt::Kernel& program, Graph g, cons
         chip_dev(c).write(m.tables[c], tables[c].data(), tables[c].size() * 4);
       }
     }
+    // Expert parallelism's dispatch ops: zeros for their empty slots and
+    // rows, and a combine's planes (a chip's each, T x D FP32, in one buffer).
+    for (std::size_t i = 0; i < g_.ops().size(); ++i) {
+      const Op& op = g_.ops()[i];
+      if (op.kind == OpKind::dispatch_route) impl_->zeros_of(dev_, 0, 4ull * op.chips * op.capacity * op.k, dev_.stack_near(0));
+      if (op.kind != OpKind::dispatch && op.kind != OpKind::combine) continue;
+      const Tensor& X = g_.tensor(op.in[0]);
+      const std::uint64_t row = std::uint64_t{X.cols()} * bytes(X.dtype), T = g_.tensor(op.in[1]).shape[1];
+      impl_->zeros_of(dev_, 0, row * std::max<std::uint64_t>(T, std::uint64_t{op.chips} * op.capacity), dev_.stack_near(0));
+      if (op.kind == OpKind::combine) {  // min(k, chips) planes: a row's parts in chip order, then zeros
+        Planes& pl = impl_->combine[static_cast<int>(i)];
+        const unsigned P = std::min(op.k, op.chips);
+        pl.stride = T * row;
+        pl.runs.push_back({impl_->alloc(dev_, P * pl.stride, dev_.stack_near(0)).address, P});
+        for (unsigned q = 0; q < P; ++q) pl.slot.push_back(q);
+      }
+    }
     if (chips > 1)
       for (unsigned c = 0; c < chips; ++c) {
         const std::vector<std::uint32_t> ones(tgt.tiles, 1);
@@ -1395,7 +1439,10 @@ Executable::Executable(rt::Device& dev, const rt::Kernel& program, Graph g, cons
       std::size_t launch = 0, held = 0;
       for (std::size_t gi = 0; gi < groups_.size(); ++gi) {
         const Op& a = g_.ops()[static_cast<std::size_t>(groups_[gi].ops[0])];
-        const std::size_t nodes = impl_->split.count(gi) ? 2 : a.kind != OpKind::moe ? 1 : impl_->moe.at(groups_[gi].ops[0]).chips > 1 ? 3 : 2;
+        const std::size_t nodes = impl_->split.count(gi) || a.kind == OpKind::combine ? 2
+                                  : a.kind != OpKind::moe                                 ? 1
+                                  : impl_->moe.at(groups_[gi].ops[0]).chips > 1          ? 3
+                                                                                          : 2;
         if (held && held + nodes > kNodesPerLaunch) ++launch, held = 0;
         launch_of[gi] = launch, held += nodes;
       }
@@ -1458,6 +1505,7 @@ Executable::Executable(rt::Device& dev, const rt::Kernel& program, Graph g, cons
       if (is_collective(anchor.kind))
         e.fabric_regs_ = dev_.fabric_registers(), e.comm_signal_ = dev_.semaphore(tilings_[gi].parts.at(0).tile, kCommSem);
       if (anchor.kind == OpKind::all_to_all) e.a2a_table_ = impl_->a2a_tables.at(grp.ops[0]).address;
+      if (const auto z = impl_->zeros.find({0, dev_.stack_near(0)}); z != impl_->zeros.end()) e.zeros_ = z->second.address;
       std::string name = anchor.name;
       if (grp.prologue >= 0) name = g_.ops()[static_cast<std::size_t>(grp.prologue)].name + ">" + name;
       for (std::size_t j = 1; j < grp.ops.size(); ++j) name += "+" + g_.ops()[static_cast<std::size_t>(grp.ops[j])].name;
@@ -1581,12 +1629,16 @@ Executable::Executable(rt::Device& dev, const rt::Kernel& program, Graph g, cons
           const std::uint64_t tb = m.tables[c].address;
           const unsigned over = m.by_expert ? 1 : m.chips;
           std::vector<std::uint32_t> w{rt::lo(r), rt::hi(r), rt::lo(xs), rt::hi(xs), rt::lo(tb), rt::hi(tb), D,
-                                       W1.shape[2] / m.split.slices, W1.shape[0] | T << 16, m.split.slices, over * Q,
+                                       W1.shape[2] / m.split.slices, W1.shape[0] * std::max(1u, anchor.ep_chips) | T << 16,
+                                       m.split.slices, over * Q,
                                        (m.by_expert ? 0 : c * Q) + m.split.words[t].first, m.split.words[t].second,
                                        anchor.k | (block_scaled(anchor) ? static_cast<std::uint32_t>(fmt_of(W1.dtype)) << 16 : 0),
                                        m.split.chunk | m.split.block << 16};
-          if (m.by_expert)  // word 15: C | c << 16, 16-17 the zeros
-            w.insert(w.end(), {m.chips | c << 16, rt::lo(impl_->zeros[c].address), rt::hi(impl_->zeros[c].address)});
+          // Spread by expert: word 15 C | c << 16, 16-17 the zeros in the tile's stack.
+          const std::uint64_t z = m.by_expert || anchor.ep_chips ? impl_->zeros.at({c, m.split.stacks[m.split.words[t].first]}).address : 0;
+          if (m.by_expert) w.insert(w.end(), {m.chips | c << 16, rt::lo(z), rt::hi(z)});
+          if (anchor.ep_chips)  // this chip's experts, each slot's own choices first (bit 30), the route in blocks (word 18)
+            w.insert(w.end(), {anchor.ep_chips | anchor.ep_chip << 16 | 1u << 30, rt::lo(z), rt::hi(z), anchor.capacity});
           return w;
         };
         std::vector<std::pair<unsigned, TileProgram>> experts;
@@ -1637,6 +1689,22 @@ Executable::Executable(rt::Device& dev, const rt::Kernel& program, Graph g, cons
         }
         e.planes_ = &m.planes;
         name += ".combine";
+      }
+      if (anchor.kind == OpKind::combine) {
+        // The rows the chip's slots brought back, into planes (the
+        // program kernel's dispatch(), its rows over the tiles: a row's
+        // parts in chip order, then zeros), then the planes summed as a
+        // moe op's are.
+        e.planes_ = &impl_->combine.at(grp.ops[0]);
+        const unsigned T = static_cast<unsigned>(g_.tensor(anchor.out).rows()), n = std::min(T, tgt.tiles);
+        std::vector<std::pair<unsigned, TileProgram>> planes;
+        for (unsigned t = 0; t < n; ++t) {
+          TileProgram p;
+          p.dispatch(e.dispatch_words(anchor, 2, T * t / n, T * (t + 1) / n));
+          planes.emplace_back(t, std::move(p));
+        }
+        dgraph_.node(name + ".planes", std::move(planes));
+        impl_->node_group.push_back(gi);
       }
       std::vector<std::pair<unsigned, TileProgram>> per_tile;
       for (const Part& p : tilings_[gi].parts) per_tile.emplace_back(p.tile, e.part(p));

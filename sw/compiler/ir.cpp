@@ -1,6 +1,7 @@
 #include "ir.hpp"
 
 #include "engines/num/block_scale.hpp"
+#include "tessera_program.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -76,7 +77,7 @@ const char* name(OpKind k) {
                                       "gelu",   "neg",  "abs",     "rsqrt", "recip", "rmsnorm", "layernorm",
                                       "softmax", "rope", "cast",   "argmax", "reshape", "reduce_sum", "reduce_max", "move",
                                       "route",  "moe",   "gather", "attention", "all_reduce", "all_gather",
-                                      "all_to_all"};
+                                      "all_to_all", "dispatch", "dispatch_route", "combine"};
   return names[static_cast<unsigned>(k)];
 }
 
@@ -145,7 +146,9 @@ int Graph::add_op(Op op, std::vector<unsigned> out_shape, DType out_dtype) {
   if (op.name.empty()) op.name = fmt::format("{}{}", compiler::name(op.kind), ops_.size());
   for (int t : op.in) {
     const int p = producer(t);
-    if (p >= 0 && ops_[static_cast<std::size_t>(p)].kind == OpKind::route && op.kind != OpKind::moe && !op.plane_copy)
+    const bool route_reader = op.kind == OpKind::moe || op.kind == OpKind::dispatch || op.kind == OpKind::dispatch_route ||
+                              op.kind == OpKind::combine || op.plane_copy;
+    if (p >= 0 && ops_[static_cast<std::size_t>(p)].kind == OpKind::route && !route_reader)
       throw std::invalid_argument(fmt::format("graph: {}: '{}' is a route (experts and gates); only moe reads it", op.name,
                                               tensors_[static_cast<std::size_t>(t)].name));
   }
@@ -590,21 +593,87 @@ int Graph::moe_scaled(int x, int route, int w1, int w1_scales, int w3, int w3_sc
   return moe_op(x, route, {w1, w3, w2}, {w1_scales, w3_scales, w2_scales}, name);
 }
 
-int Graph::moe_op(int x, int route, std::array<int, 3> w, std::vector<int> scales, const std::string& name) {
+int Graph::moe_local(int x, int route, int w1, int w3, int w2, unsigned chip, const std::string& name) {
+  return moe_op(x, route, {w1, w3, w2}, {}, name, static_cast<int>(chip));
+}
+
+unsigned Graph::dispatch_capacity(const char* what, int route, unsigned chips, unsigned capacity, const std::string& name) {
+  const Tensor& R = operand(route, what);
+  const int rp = producer(route);
+  if (rp < 0 || ops_[static_cast<std::size_t>(rp)].kind != OpKind::route)
+    throw std::invalid_argument(fmt::format("graph: {}: '{}' is no route()'s output", name, R.name));
+  const unsigned T = R.shape[1], E = operand(ops_[static_cast<std::size_t>(rp)].in[0], what).cols();
+  if (chips < 2 || chips > 64 || E % chips)
+    throw std::invalid_argument(fmt::format("graph: {}: {} chips (2 to 64, dividing the {} experts)", name, chips, E));
+  const unsigned c = capacity ? capacity : T;
+  if (std::uint64_t{chips} * c > TKP_MOE_MAX_T)
+    throw std::invalid_argument(fmt::format("graph: {}: capacity {} ({} chips' slots at most {} in all)", name, c, chips, TKP_MOE_MAX_T));
+  return c;
+}
+
+int Graph::dispatch(int x, int route, unsigned chips, unsigned capacity, const std::string& name) {
+  const Tensor &X = operand(x, "dispatch"), &R = operand(route, "dispatch");
+  const std::string n = name.empty() ? fmt::format("dispatch{}", ops_.size()) : name;
+  const unsigned c = dispatch_capacity("dispatch", route, chips, capacity, n);
+  if (X.shape.size() != 2 || X.shape[0] != R.shape[1])
+    throw std::invalid_argument(fmt::format("graph: {}: x '{}' {} must be 2-D with the route's {} rows", n, X.name, shape_text(X.shape),
+                                            R.shape[1]));
+  Op op;
+  op.kind = OpKind::dispatch, op.name = n, op.in = {x, route}, op.chips = chips, op.capacity = c, op.k = R.shape[2];
+  return add_op(std::move(op), {chips * c, X.cols()}, X.dtype);
+}
+
+int Graph::dispatch_route(int route, unsigned chips, unsigned capacity, const std::string& name) {
+  const Tensor& R = operand(route, "dispatch_route");
+  const std::string n = name.empty() ? fmt::format("dispatch_route{}", ops_.size()) : name;
+  const unsigned c = dispatch_capacity("dispatch_route", route, chips, capacity, n);
+  Op op;
+  op.kind = OpKind::dispatch_route, op.name = n, op.in = {route}, op.chips = chips, op.capacity = c, op.k = R.shape[2];
+  return add_op(std::move(op), {chips, 2, c, R.shape[2]}, DType::i32);
+}
+
+int Graph::combine(int y, int route, unsigned chips, unsigned capacity, const std::string& name) {
+  const Tensor &Y = operand(y, "combine"), &R = operand(route, "combine");
+  const std::string n = name.empty() ? fmt::format("combine{}", ops_.size()) : name;
+  const unsigned c = dispatch_capacity("combine", route, chips, capacity, n);
+  if (Y.shape.size() != 2 || Y.shape[0] != chips * c || Y.dtype != DType::f32)
+    throw std::invalid_argument(fmt::format("graph: {}: y '{}' {} {} must be f32 [{}, D] (the chips' slots)", n, Y.name,
+                                            compiler::name(Y.dtype), shape_text(Y.shape), chips * c));
+  Op op;
+  op.kind = OpKind::combine, op.name = n, op.in = {y, route}, op.chips = chips, op.capacity = c, op.k = R.shape[2];
+  return add_op(std::move(op), {R.shape[1], Y.cols()}, DType::f32);
+}
+
+int Graph::moe_op(int x, int route, std::array<int, 3> w, std::vector<int> scales, const std::string& name, int ep_chip) {
   const int w1 = w[0], w3 = w[1], w2 = w[2];
   const bool scaled = !scales.empty();
   const Tensor &X = operand(x, "moe"), &R = operand(route, "moe");
   const Tensor &W1 = operand(w1, "moe"), &W3 = operand(w3, "moe"), &W2 = operand(w2, "moe");
   const std::string n = name.empty() ? fmt::format("moe{}", ops_.size()) : name;
-  const int rp = producer(route);
-  if (rp < 0 || ops_[static_cast<std::size_t>(rp)].kind != OpKind::route)
+  int rp = producer(route);
+  // moe_local: the route a dispatch_route()'s, brought by an all_to_all
+  // (or not: one chip's own slots).
+  unsigned ep_chips = 0;
+  if (ep_chip >= 0) {
+    if (rp >= 0 && ops_[static_cast<std::size_t>(rp)].kind == OpKind::all_to_all) rp = producer(ops_[static_cast<std::size_t>(rp)].in[0]);
+    if (rp < 0 || ops_[static_cast<std::size_t>(rp)].kind != OpKind::dispatch_route)
+      throw std::invalid_argument(fmt::format("graph: {}: '{}' is no dispatch_route()'s output (nor its all_to_all's)", n, R.name));
+    const Op& d = ops_[static_cast<std::size_t>(rp)];
+    ep_chips = d.chips;
+    if (static_cast<unsigned>(ep_chip) >= ep_chips)
+      throw std::invalid_argument(fmt::format("graph: {}: chip {} of {}", n, ep_chip, ep_chips));
+    if (scaled) throw std::invalid_argument(fmt::format("graph: {}: block-scaled experts are not dispatched yet", n));
+    rp = producer(d.in[0]);
+  } else if (rp < 0 || ops_[static_cast<std::size_t>(rp)].kind != OpKind::route) {
     throw std::invalid_argument(fmt::format("graph: {}: '{}' is no route()'s output", n, R.name));
+  }
   if (X.dtype != DType::bf16)
     throw std::invalid_argument(fmt::format("graph: {}: x '{}' must be stored bf16 (cast it), not {}", n, X.name, compiler::name(X.dtype)));
   const unsigned T = static_cast<unsigned>(X.rows()), D = X.cols();
-  if (R.shape[1] != T)
-    throw std::invalid_argument(fmt::format("graph: {}: x '{}' has {} rows, the route '{}' {}", n, X.name, T, R.name, R.shape[1]));
-  const unsigned E = operand(ops_[static_cast<std::size_t>(rp)].in[0], "moe").cols();
+  const unsigned route_rows = ep_chips ? R.shape[0] * R.shape[2] : R.shape[1];
+  if (route_rows != T)
+    throw std::invalid_argument(fmt::format("graph: {}: x '{}' has {} rows, the route '{}' {}", n, X.name, T, R.name, route_rows));
+  const unsigned E = operand(ops_[static_cast<std::size_t>(rp)].in[0], "moe").cols() / (ep_chips ? ep_chips : 1);
   const unsigned F = W1.shape.size() == 3 ? W1.shape[2] : 0;
   const DType wt = scaled ? W1.dtype : DType::bf16;
   if (scaled && wt != DType::e4m3 && wt != DType::e5m2)
@@ -631,7 +700,8 @@ int Graph::moe_op(int x, int route, std::array<int, 3> w, std::vector<int> scale
     }
   }
   Op op;
-  op.kind = OpKind::moe, op.name = n, op.in = {x, route, w1, w3, w2}, op.k = R.shape[2];
+  op.kind = OpKind::moe, op.name = n, op.in = {x, route, w1, w3, w2}, op.k = R.shape.back();
+  if (ep_chips) op.ep_chips = ep_chips, op.ep_chip = static_cast<unsigned>(ep_chip), op.capacity = R.shape[2];
   op.in.insert(op.in.end(), scales.begin(), scales.end());
   op.format = wt;
   std::vector<unsigned> shape = X.shape;

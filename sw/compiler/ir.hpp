@@ -48,6 +48,7 @@ enum class OpKind : std::uint8_t {
   gather,                                                        // rows of a table by indices the chip holds (Graph::gather_rows)
   attention,                                                     // causal attention over a KV cache (Graph::attention)
   all_reduce, all_gather, all_to_all,                            // across the chips that run the graph (Graph::all_reduce)
+  dispatch, dispatch_route, combine,                             // expert parallelism's packing by chip (Graph::dispatch)
 };
 const char* name(OpKind k);
 bool is_unary(OpKind k);
@@ -62,7 +63,8 @@ inline bool tiles_input(OpKind k) { return is_reduction(k) || k == OpKind::resha
 inline bool is_collective(OpKind k) { return k == OpKind::all_reduce || k == OpKind::all_gather || k == OpKind::all_to_all; }
 // Ops that neither start nor join an elementwise chain.
 inline bool chains(OpKind k) {
-  return !tiles_input(k) && k != OpKind::move && k != OpKind::gather && k != OpKind::attention && !is_collective(k);
+  return !tiles_input(k) && k != OpKind::move && k != OpKind::gather && k != OpKind::attention && !is_collective(k) &&
+         k != OpKind::dispatch && k != OpKind::dispatch_route;
 }
 // Block-scaled FP8 (matmul_scaled): B's blocks are kScaleBlock x
 // kScaleBlock, A's groups 1 x kScaleBlock along K.
@@ -131,6 +133,8 @@ struct Op {
   unsigned chips = 0;                   // all_reduce, all_gather: the chips of the system that run the graph
   bool tree = false;                    // all_reduce: the engines' binomial tree (else their ring)
   bool pull = false;                    // all_reduce, all_gather, all_to_all: each chip pulls its peers' data (else they push it)
+  unsigned capacity = 0;                // dispatch, dispatch_route, combine: slots a chip (Graph::dispatch)
+  unsigned ep_chip = 0, ep_chips = 0;   // moe (moe_local): ep_chips above 0, this chip's experts of ep_chips' (e mod ep_chips = ep_chip)
 };
 
 // Attention over paged KV caches for several sequences in one step (a
@@ -148,9 +152,15 @@ struct Paging {
 // One chip's part of a model laid out over a system of `chips` as
 // Megatron lays it out (tensor parallel): every chip builds and runs its
 // shard of each step, the collectives (Graph::all_reduce) adding the
-// chips' partial sums (hf::llama_step, model::model_graph).
+// chips' partial sums (hf::llama_step, model::model_graph). With
+// `experts`, as DeepSeek lays it out instead: every chip its own rows
+// (sequences) through the whole model but the experts, expert e on chip e
+// mod chips, the rows dispatched to the experts' chips and back
+// (Graph::dispatch) in `capacity` slots a chip (0: the step's rows).
 struct Shard {
   unsigned chip = 0, chips = 1;
+  bool experts = false;
+  unsigned capacity = 0;
 };
 
 // Whether b's values repeat over a as numpy broadcasts them: b has a's
@@ -309,6 +319,40 @@ class Graph {
   // pull reads every chip's x: the result (push) or x (pull) lies at one
   // address on every chip (Options::symmetric), so a pulled x is no weight.
   int all_to_all(int x, unsigned chips, bool pull = false, const std::string& name = "");
+  // Expert parallelism (DeepSeek's data-parallel attention beside
+  // expert-parallel experts), for a graph every chip of a system of
+  // `chips` runs, expert e on chip e mod chips: each chip sends a row of
+  // its x to every chip that one of the row's choices (a route()'s) is on,
+  // in the next of that chip's `capacity` slots (0: x's rows; at least
+  // those never drop one; rows in order, a row past the last slot dropped
+  // there: its choices on that chip add nothing, as GShard drops tokens).
+  // chips * capacity at most 256 (the experts' kernel's rows); the chips'
+  // graphs may have rows of their own counts, not capacities.
+  // dispatch: [chips * capacity, D] in x's format, slot i of block j the
+  // row of x that took it, zeros where none did (an all_to_all sends
+  // block j to chip j).
+  int dispatch(int x, int route, unsigned chips, unsigned capacity = 0, const std::string& name = "");
+  // dispatch_route: the slots' choices, [chips, 2, capacity, k] (block j:
+  // its slots' expert ids, then their gates, as the route has them; an
+  // empty slot's every choice expert (j + 1) mod chips, another chip's,
+  // with gate 0): what moe_local reads once an all_to_all has brought it.
+  int dispatch_route(int route, unsigned chips, unsigned capacity = 0, const std::string& name = "");
+  // moe_local: the experts of this chip (`chip`) on the slots that the
+  // chips dispatched to it: x the all_to_all'd dispatch() [chips *
+  // capacity, D] (bf16), route the all_to_all'd dispatch_route(), w1, w3,
+  // w2 this chip's experts (e / chips for e mod chips = chip: [E / chips,
+  // D, F] and [E / chips, F, D]). A slot's output is the sum over all its
+  // choices as moe() sums them, this chip's first (in order), the others'
+  // zeros after them.
+  int moe_local(int x, int route, int w1, int w3, int w2, unsigned chip, const std::string& name = "");
+  // combine: row t of the chip's x back, from y (the all_to_all'd
+  // moe_local() outputs, [chips * capacity, D] f32): the FP32 sum, in chip
+  // order, of the rows of y in the slots that row t took, then zeros up to
+  // min(k, chips) terms [T, D]: what moe() with split_experts(..,
+  // expert_chips = chips) gives on the chip's rows, where no row was
+  // dropped (each chip's choices first, every zero last: the same sums
+  // but for the sign of an exact zero).
+  int combine(int y, int route, unsigned chips, unsigned capacity = 0, const std::string& name = "");
   // Marks a tensor as an output of the graph (read back after a run).
   void output(int t);
 
@@ -330,7 +374,9 @@ class Graph {
   int add_tensor(Tensor t);
   int add_op(Op op, std::vector<unsigned> out_shape, DType out_dtype);
   int route_plane(int route, unsigned plane, const std::string& name);
-  int moe_op(int x, int route, std::array<int, 3> w, std::vector<int> scales, const std::string& name);
+  int moe_op(int x, int route, std::array<int, 3> w, std::vector<int> scales, const std::string& name, int ep_chip = -1);
+  // A dispatch op's route (a route()'s output) and capacity, checked.
+  unsigned dispatch_capacity(const char* what, int route, unsigned chips, unsigned capacity, const std::string& name);
   Op attention_op(int kcache, int vcache, int positions, unsigned heads, float scale, std::uint64_t T, const Paging& paging,
                   const std::string& n) const;
   const Tensor& operand(int t, const char* what) const;

@@ -169,7 +169,8 @@ std::vector<int> narrow_storage(Graph& g, const std::vector<Group>& groups) {
     const int t = grp.out;
     const OpKind anchor = g.ops()[static_cast<std::size_t>(grp.ops[0])].kind;
     if (g.tensor(t).dtype != DType::f32 || g.is_output(t) || anchor == OpKind::reshape || anchor == OpKind::move ||
-        anchor == OpKind::moe || anchor == OpKind::gather || anchor == OpKind::attention || is_collective(anchor))
+        anchor == OpKind::moe || anchor == OpKind::gather || anchor == OpKind::attention || is_collective(anchor) ||
+        anchor == OpKind::dispatch || anchor == OpKind::dispatch_route || anchor == OpKind::combine)
       continue;  // copies of bytes, or sums the combine (or the attention kernel, or the engines) store as they are
     const std::vector<int> readers = g.consumers(t);
     std::optional<DType> fmt;
@@ -243,7 +244,8 @@ SpmPlan plan_spm(const Graph& g, const Group& grp, const Tiling& t, std::uint32_
       return p;
     }
   } else if (anchor.kind == OpKind::reshape || anchor.kind == OpKind::move || anchor.kind == OpKind::gather ||
-             anchor.kind == OpKind::attention || is_collective(anchor.kind)) {
+             anchor.kind == OpKind::attention || is_collective(anchor.kind) || anchor.kind == OpKind::dispatch ||
+             anchor.kind == OpKind::dispatch_route) {
     return p;  // memory to memory (a gather's indices, an attention's blocks: the kernel's own buffers; a collective: the engines')
   } else if (anchor.kind == OpKind::route) {
     // The logits, the top-k values and indices, the gates.
@@ -259,6 +261,8 @@ SpmPlan plan_spm(const Graph& g, const Group& grp, const Tiling& t, std::uint32_
     // (a residual), its side operands below.
     const unsigned planes = anchor.k * std::max(1u, anchor.slices) + (anchor.expert_chips > 1 ? anchor.expert_chips - 1 : 0);
     for (unsigned q = 0; q < planes; ++q) add(fmt::format("p{}", q), block * 4);
+  } else if (anchor.kind == OpKind::combine) {  // a row's parts (at most k, one a chip), summed as a moe op's planes are
+    for (unsigned q = 0; q < std::min(anchor.k, anchor.chips); ++q) add(fmt::format("p{}", q), block * 4);
   } else if (is_reduction(anchor.kind)) {
     for (int k = 0; k < 2; ++k) add(fmt::format("x{}", k), block * 4);
     for (int k = 0; k < 2; ++k) add(fmt::format("o{}", k), std::uint64_t{t.mb} * 4);
@@ -329,11 +333,11 @@ Tiling tile(const Graph& g, const Group& grp, const Target& tgt, Columns window)
     t.parts.push_back({0, 0, static_cast<unsigned>(out.rows()), 0, out.cols()});
     return t;
   }
-  if (anchor.kind == OpKind::gather) {
-    // Parts are ranges of the indices, as even as the tiles allow.
+  if (anchor.kind == OpKind::gather || anchor.kind == OpKind::dispatch || anchor.kind == OpKind::dispatch_route) {
+    // Parts are ranges of the indices (a dispatch's slots, a dispatch_route's blocks), as even as the tiles allow.
     Tiling t;
     t.mb = t.nb = 1;
-    const unsigned n = static_cast<unsigned>(g.tensor(anchor.in[1]).elements());
+    const unsigned n = static_cast<unsigned>(anchor.kind == OpKind::gather ? g.tensor(anchor.in[1]).elements() : g.tensor(anchor.out).shape[0]);
     for (const auto& [r0, r1] : split(n, tgt.tiles, 1)) t.parts.push_back({static_cast<unsigned>(t.parts.size()), r0, r1, 0, 0});
     return t;
   }

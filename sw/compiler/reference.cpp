@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <numeric>
 #include <stdexcept>
 
 #include "engines/num/accumulate.hpp"
@@ -151,15 +152,97 @@ void route_grouped(const Op& op, const std::vector<float>& choice, const std::ve
   }
 }
 
-std::vector<float> moe_reference(const Graph& g, const Op& op, const std::vector<float>& x, const std::vector<float>& route) {
+// Expert parallelism's slots (Graph::dispatch): by row t and chip j, the
+// slot of j's `capacity` that row t took (-1: none), rows in order, a row
+// going to every chip one of its choices is on (expert e on chip e mod N).
+std::vector<int> dispatch_slots(const Op& op, const std::vector<float>& route, unsigned T) {
+  const unsigned N = op.chips, K = op.k;
+  std::vector<int> slot(std::size_t{T} * N, -1);
+  std::vector<unsigned> fill(N, 0);
+  for (unsigned t = 0; t < T; ++t) {
+    std::vector<bool> on(N, false);
+    for (unsigned k = 0; k < K; ++k) on[static_cast<unsigned>(route[std::size_t{t} * K + k]) % N] = true;
+    for (unsigned j = 0; j < N; ++j)
+      if (on[j] && fill[j] < op.capacity) slot[std::size_t{t} * N + j] = static_cast<int>(fill[j]++);
+  }
+  return slot;
+}
+
+// dispatch, dispatch_route, combine as the program kernel's dispatch()
+// computes them (they move values; combine adds in chip order).
+std::vector<float> dispatch_reference(const Graph& g, const Op& op, const std::vector<float>& x, const std::vector<float>& route) {
+  const unsigned N = op.chips, C = op.capacity, K = op.k;
+  const unsigned T = g.tensor(op.in[op.kind == OpKind::dispatch_route ? 0 : 1]).shape[1];
+  const std::vector<int> slot = dispatch_slots(op, route, T);
+  if (op.kind == OpKind::dispatch_route) {
+    std::vector<float> y(std::size_t{N} * 2 * C * K);
+    for (unsigned j = 0; j < N; ++j)
+      for (unsigned i = 0; i < C; ++i)
+        for (unsigned k = 0; k < K; ++k) y[(std::size_t{j} * 2 * C + i) * K + k] = static_cast<float>((j + 1) % N);
+    for (unsigned t = 0; t < T; ++t)
+      for (unsigned j = 0; j < N; ++j)
+        if (const int i = slot[std::size_t{t} * N + j]; i >= 0)
+          for (unsigned k = 0; k < K; ++k) {
+            y[(std::size_t{j} * 2 * C + static_cast<unsigned>(i)) * K + k] = route[std::size_t{t} * K + k];
+            y[(std::size_t{j} * 2 * C + C + static_cast<unsigned>(i)) * K + k] = route[(std::size_t{T} + t) * K + k];
+          }
+    return y;
+  }
+  const std::size_t D = g.tensor(op.in[0]).cols();
+  if (op.kind == OpKind::dispatch) {
+    std::vector<float> y(std::size_t{N} * C * D, 0.0f);
+    for (unsigned t = 0; t < T; ++t)
+      for (unsigned j = 0; j < N; ++j)
+        if (const int i = slot[std::size_t{t} * N + j]; i >= 0)
+          std::copy_n(x.begin() + static_cast<std::ptrdiff_t>(t * D), D, y.begin() + static_cast<std::ptrdiff_t>((std::size_t{j} * C + static_cast<unsigned>(i)) * D));
+    return y;
+  }
+  // combine: min(k, N) planes, a row's parts in chip order then zeros, added in turn.
+  std::vector<float> y(std::size_t{T} * D, 0.0f);
+  const unsigned P = std::min(K, N);
+  for (unsigned t = 0; t < T; ++t) {
+    unsigned q = 0;
+    for (unsigned j = 0; j < N; ++j)
+      if (const int i = slot[std::size_t{t} * N + j]; i >= 0) {
+        for (std::size_t d = 0; d < D; ++d) {
+          const float p = x[(std::size_t{j} * C + static_cast<unsigned>(i)) * D + d];
+          y[t * D + d] = q ? y[t * D + d] + p : p;
+        }
+        ++q;
+      }
+    for (; q < P; ++q)
+      for (std::size_t d = 0; d < D; ++d) y[t * D + d] = q ? y[t * D + d] + 0.0f : 0.0f;
+  }
+  return y;
+}
+
+std::vector<float> moe_reference(const Graph& g, const Op& op, const std::vector<float>& x, const std::vector<float>& routed) {
   namespace vec = num::vec;
   const Tensor &X = g.tensor(op.in[0]), &W1 = g.tensor(op.in[2]), &W3 = g.tensor(op.in[3]), &W2 = g.tensor(op.in[4]);
-  const unsigned T = static_cast<unsigned>(X.rows()), D = X.cols(), F = W1.shape[2], K = op.k, E = W1.shape[0];
+  const unsigned T = static_cast<unsigned>(X.rows()), D = X.cols(), F = W1.shape[2], K = op.k;
+  // moe_local: the route in blocks of `capacity` rows (ids, then gates),
+  // read as one; expert e is this chip's e / ep_chips where e mod ep_chips
+  // is this chip, every other expert's choices adding zeros.
+  std::vector<float> blocked;
+  if (op.ep_chips) {
+    const unsigned RB = op.capacity;
+    blocked.resize(routed.size());
+    for (unsigned b = 0; b < T / RB; ++b)
+      for (unsigned i = 0; i < RB * K; ++i) {
+        blocked[std::size_t{b} * RB * K + i] = routed[std::size_t{b} * 2 * RB * K + i];
+        blocked[std::size_t{T} * K + std::size_t{b} * RB * K + i] = routed[std::size_t{b} * 2 * RB * K + RB * K + i];
+      }
+  }
+  const std::vector<float>& route = op.ep_chips ? blocked : routed;
+  const unsigned EP = std::max(1u, op.ep_chips), E = W1.shape[0] * EP;
+  auto mine = [&](unsigned e) { return !op.ep_chips || e % EP == op.ep_chip; };
   const unsigned S = std::max(1u, op.slices), Fs = F / S;
   const bool scaled = block_scaled(op);
   // planes[(j * S + s) * T + t]: choice j's slice s of row t.
   std::vector<std::vector<float>> planes(std::size_t{K} * S * T);
   for (unsigned e = 0; e < E; ++e) {
+    if (!mine(e)) continue;
+    const unsigned we = e / EP;  // its weights
     std::vector<std::pair<unsigned, unsigned>> rows;  // (t, j), in the kernel's order
     for (unsigned t = 0; t < T; ++t)
       for (unsigned j = 0; j < K; ++j)
@@ -173,9 +256,9 @@ std::vector<float> moe_reference(const Graph& g, const Op& op, const std::vector
       std::vector<double> b1(std::size_t{D} * Fs), b3(b1.size()), b2(std::size_t{Fs} * D), h1, h3, y;
       for (unsigned d = 0; d < D; ++d)
         for (unsigned f = 0; f < Fs; ++f) {
-          b1[std::size_t{d} * Fs + f] = W1.values[(std::size_t{e} * D + d) * F + s * Fs + f];
-          b3[std::size_t{d} * Fs + f] = W3.values[(std::size_t{e} * D + d) * F + s * Fs + f];
-          b2[std::size_t{f} * D + d] = W2.values[(std::size_t{e} * F + s * Fs + f) * D + d];
+          b1[std::size_t{d} * Fs + f] = W1.values[(std::size_t{we} * D + d) * F + s * Fs + f];
+          b3[std::size_t{d} * Fs + f] = W3.values[(std::size_t{we} * D + d) * F + s * Fs + f];
+          b2[std::size_t{f} * D + d] = W2.values[(std::size_t{we} * F + s * Fs + f) * D + d];
         }
       if (scaled) {
         // Block-scaled: x's rows and the SwiGLU's product cast in 1 x 128
@@ -192,7 +275,7 @@ std::vector<float> moe_reference(const Graph& g, const Op& op, const std::vector
           for (std::size_t i = 0; i < w.size(); ++i) q.codes[i] = static_cast<std::uint8_t>(num::encode(f, w[i], conv));
           for (unsigned r = 0; r < rows / kScaleBlock; ++r)
             for (unsigned c = 0; c < cols / kScaleBlock; ++c)
-              q.scales.push_back(S.values[(std::size_t{e} * S.shape[1] + r0 + r) * S.shape[2] + c0 + c]);
+              q.scales.push_back(S.values[(std::size_t{we} * S.shape[1] + r0 + r) * S.shape[2] + c0 + c]);
           return q;
         };
         auto groups = [&](const std::vector<float>& rows, unsigned cols) {
@@ -244,13 +327,19 @@ std::vector<float> moe_reference(const Graph& g, const Op& op, const std::vector
   for (unsigned c : op.slice_chips) C = std::max(C, c + 1);
   const std::vector<float> zeros(D, 0.0f);
   std::vector<float> out(std::size_t{T} * D), sum(D);
+  std::vector<unsigned> order(K);  // the row's choices in the order its sum takes them
   for (unsigned t = 0; t < T; ++t)
     for (unsigned c = 0; c < C; ++c) {
+      // moe_local: the chip's own choices first (in order), then the others' zeros.
+      std::iota(order.begin(), order.end(), 0u);
+      if (op.ep_chips)
+        std::stable_partition(order.begin(), order.end(), [&](unsigned j) { return mine(static_cast<unsigned>(route[std::size_t{t} * K + j])); });
       bool first = true;
       for (unsigned q = 0; q < K * S; ++q) {
         if (!op.slice_chips.empty() && op.slice_chips[q % S] != c) continue;
-        const bool theirs = op.expert_chips > 1 && static_cast<unsigned>(route[std::size_t{t} * K + q / S]) % op.expert_chips != c;
-        const std::vector<float>& p = theirs ? zeros : planes[std::size_t{q} * T + t];
+        const unsigned j = order[q / S], e = static_cast<unsigned>(route[std::size_t{t} * K + j]);
+        const bool theirs = (op.expert_chips > 1 && e % op.expert_chips != c) || !mine(e);
+        const std::vector<float>& p = theirs ? zeros : planes[(std::size_t{j} * S + q % S) * T + t];
         for (unsigned d = 0; d < D; ++d) sum[d] = first ? p[d] : sum[d] + p[d];
         first = false;
       }
@@ -448,6 +537,10 @@ void run_op(const Graph& g, const Op& op, std::vector<std::vector<float>>& v, co
         break;
       }
       case OpKind::moe: y = moe_reference(g, op, x, v[static_cast<std::size_t>(op.in[1])]); break;
+      case OpKind::dispatch: case OpKind::combine:
+        y = dispatch_reference(g, op, x, v[static_cast<std::size_t>(op.in[1])]);
+        break;
+      case OpKind::dispatch_route: y = dispatch_reference(g, op, {}, x); break;
       case OpKind::attention:
         y = attention_reference(g, op, v, inputs, state->at(g.tensor(op.in[3]).name), state->at(g.tensor(op.in[4]).name));
         break;

@@ -47,15 +47,68 @@ Matrix rows_of(const Matrix& m, unsigned r0, unsigned r1) {
 
 }  // namespace
 
+void check_expert_parallel(const Config& c, unsigned chips) {
+  auto refuse = [&](const std::string& why) {
+    throw rt::UsageError(fmt::format("model: expert parallel over {} chips: {}", chips, why));
+  };
+  if (chips < 2) refuse("a system of at least two chips");
+  if (c.fp8) refuse("FP8 experts are not dispatched (BF16 only)");
+  if (c.experts % chips) refuse(fmt::format("{} experts do not divide over the chips", c.experts));
+  if (TKP_MOE_MAX_T / chips == 0) refuse(fmt::format("the experts' kernel takes {} rows, not a slot a chip", TKP_MOE_MAX_T));
+}
+
+namespace {
+
+// The experts of a layer on this chip, over the rows every chip sent it,
+// and their sums brought back (Graph::dispatch): hb the rows (BF16), route
+// their choices; this chip's experts e mod N = me.
+int dispatched_experts(Graph& g, const Config& c, const Weights::Layer& L, const std::string& p, int hb, int route, unsigned me,
+                       unsigned N, unsigned capacity) {
+  const unsigned D = c.d_model, F = c.hidden;
+  std::vector<float> w1, w3, w2;  // this chip's [E / N, D, F], [E / N, D, F], [E / N, F, D]
+  for (unsigned e = me; e < c.experts; e += N) {
+    w1.insert(w1.end(), L.w1[e].values.begin(), L.w1[e].values.end());
+    w3.insert(w3.end(), L.w3[e].values.begin(), L.w3[e].values.end());
+    w2.insert(w2.end(), L.w2[e].values.begin(), L.w2[e].values.end());
+  }
+  const unsigned E = c.experts / N;
+  const int xs = g.all_to_all(g.dispatch(hb, route, N, capacity, p + "dispatch"), N, false, p + "sent");
+  const int rs = g.all_to_all(g.dispatch_route(route, N, capacity, p + "dispatch_route"), N, false, p + "sent_route");
+  const int y = g.moe_local(xs, rs, g.weight(p + "w1.weight", {E, D, F}, std::move(w1), DType::bf16),
+                            g.weight(p + "w3.weight", {E, D, F}, std::move(w3), DType::bf16),
+                            g.weight(p + "w2.weight", {E, F, D}, std::move(w2), DType::bf16), me, p + "experts");
+  return g.combine(g.all_to_all(y, N, false, p + "sent_back"), route, N, capacity, p + "experts_back");
+}
+
+}  // namespace
+
 Graph model_graph(const Config& c, const Weights& w, unsigned rows, const compiler::Shard& shard) {
-  const unsigned N = shard.chips, me = shard.chip;
-  if (!N || me >= N) throw rt::UsageError(fmt::format("model: shard {} of {} chips", me, N));
+  if (!shard.chips || shard.chip >= shard.chips) throw rt::UsageError(fmt::format("model: shard {} of {} chips", shard.chip, shard.chips));
+  // Expert parallel: every chip the whole model but the experts (no shard of it).
+  const unsigned N = shard.experts ? 1 : shard.chips, me = shard.experts ? 0 : shard.chip;
+  const unsigned EP = shard.experts ? shard.chips : 1;
+  if (shard.experts) check_expert_parallel(c, EP);
   check_compilable(c, N);
   // A shard's heads [h0, h0 + H), hidden columns [f0, f0 + F) and vocabulary columns [v0, v0 + V).
   const unsigned T = rows, D = c.d_model, H = c.heads / N, dh = c.head_dim(), E = c.experts, F = c.hidden / N, V = c.vocab / N;
   const unsigned h0 = me * H, f0 = me * F, v0 = me * V;
   if (c.top_k != 2) throw rt::UsageError("model: the compiled model routes to 2 experts");
   Graph g;
+  if (shard.experts && rows == 0) {
+    // A chip with no rows in the step: it still runs its experts over the
+    // slots the others send it, from one row of zeros of its own (which
+    // takes a slot as any row does; its outputs are not read).
+    const int hb = g.cast(g.input("idle", {1, c.d_model}), DType::bf16, "idle_in");
+    for (unsigned l = 0; l < c.layers; ++l) {
+      const Weights::Layer& L = w.layers[l];
+      const std::string p = fmt::format("layer{}.", l);
+      const int route = g.route(g.matmul(hb, g.weight(p + "router.weight", {L.router.rows, L.router.cols}, L.router.values, DType::bf16),
+                                         DType::bf16, p + "router"),
+                                2, true, p + "route");
+      g.output(dispatched_experts(g, c, L, p, hb, route, shard.chip, EP, shard.capacity));
+    }
+    return g;
+  }
   auto matrix = [&](const std::string& name, const Matrix& m) {
     return g.weight(name, {m.rows, m.cols}, m.values, DType::bf16);
   };
@@ -143,6 +196,10 @@ Graph model_graph(const Config& c, const Weights& w, unsigned rows, const compil
     const int route = g.route(g.matmul(hb, matrix(p + "router.weight", L.router), DType::bf16, p + "router"), 2, true, p + "route");
     g.output(route);
     int y;
+    if (shard.experts) {
+      x = g.binary(OpKind::add, dispatched_experts(g, c, L, p, hb, route, shard.chip, EP, shard.capacity), x, p + "combine");
+      continue;
+    }
     auto stacked = [&](const std::vector<Matrix>& ms) {
       std::vector<const Matrix*> v;
       for (const Matrix& m : ms) v.push_back(&m);
@@ -214,6 +271,15 @@ CompiledModel::CompiledModel(const std::vector<rt::Device*>& chips, const Config
     peers_.push_back({chips[k], program(*chips[k]), std::make_shared<compiler::WeightStore>(*chips[k])});
 }
 
+CompiledModel::CompiledModel(rt::Device& dev, const Config& c, const Weights& w, const compiler::Shard& experts,
+                             std::shared_ptr<compiler::SymmetricStore> symmetric)
+    : dev_(dev), c_(c), w_(w), pages_(c, TKP_MOE_MAX_T), experts_(experts), symmetric_(std::move(symmetric)) {
+  check_expert_parallel(c, experts.chips);
+  program_ = dev_.load_kernel(data_file(DataKind::kernels, "program.elf"), (1u << dev_.tiles()) - 1);
+  weights_ = std::make_shared<compiler::WeightStore>(dev_);
+  experts_.experts = true;
+}
+
 CompiledModel::~CompiledModel() = default;
 
 compiler::Executable& CompiledModel::executable(unsigned rows) {
@@ -235,11 +301,25 @@ compiler::Executable& CompiledModel::executable(unsigned rows) {
     }
     return *shards_[0].steps.at(rows);
   }
-  auto it = steps_.find(rows);
+  // Expert parallel: a step for these rows and the capacity set.
+  const unsigned key = experts_.experts ? rows | capacity_ << 16 : rows;
+  auto it = steps_.find(key);
   if (it != steps_.end()) return *it->second;
   compiler::Options o;
   o.state = caches_;  // the first graph's caches, shared by the others
   o.weights = weights_;
+  if (experts_.experts) {
+    o.symmetric = symmetric_;
+    compiler::Shard shard = experts_;
+    shard.capacity = capacity_;
+    try {
+      auto ex = std::make_unique<compiler::Executable>(dev_, program_, model_graph(c_, w_, rows, shard), o);
+      if (caches_.empty() && rows) caches_ = ex->state();
+      return *steps_.emplace(key, std::move(ex)).first->second;
+    } catch (const std::invalid_argument& e) {
+      throw rt::UsageError(fmt::format("model: compiling a step of {} tokens ({} slots a chip): {}", rows, capacity_, e.what()));
+    }
+  }
   o.peers = peers_;
   // The matmuls that gain from it (the LM head, QKV) spread over the chips too.
   o.split_matmuls = compiler::Options::Split::where_faster;
@@ -264,6 +344,13 @@ void CompiledModel::start(const std::vector<Seq>& batch) {
   // read the positions only).
   std::vector<std::uint32_t> tokens;
   auto st = std::make_unique<Started>();
+  if (experts_.experts && batch.empty()) {  // no sequence here this step: the experts alone
+    st->ex = &executable(0);
+    st->t0 = dev_.simulated_seconds();
+    st->ex->start({{"idle", std::vector<float>(c_.d_model, 0.0f)}});
+    started_ = std::move(st);
+    return;
+  }
   st->parts = pages_.admit(batch, tokens);
   st->rows = static_cast<unsigned>(tokens.size());
   std::map<std::string, std::vector<float>> in;
@@ -334,6 +421,11 @@ std::vector<float> CompiledModel::collect(std::vector<std::uint32_t>* next, std:
     dev_.wait_io();
     out = ex.outputs();
   }
+  if (st->rows == 0) {  // the experts alone: no rows to give
+    if (next) next->clear();
+    if (routes) routes->assign(c_.layers, {});
+    return {};
+  }
   const double took = dev_.simulated_seconds() - st->t0;
   // Each node's time to its phase (by the name of the op that anchors it).
   const std::vector<double> node = ex.node_seconds();
@@ -347,8 +439,10 @@ std::vector<float> CompiledModel::collect(std::vector<std::uint32_t>* next, std:
     else if (phase == "wo") bucket = &profile_.wo;
     else if (phase == "ffn_norm" || phase == "router" || phase == "route") bucket = &profile_.router;
     else if (phase == "experts") bucket = &profile_.experts;
-    else if (phase == "combine") bucket = &profile_.combine;
-    else if (phase == "wo_sum" || phase == "experts_sum") bucket = &profile_.comm;
+    else if (phase == "combine" || phase == "experts_back") bucket = &profile_.combine;
+    else if (phase == "wo_sum" || phase == "experts_sum" || phase == "dispatch" || phase == "dispatch_route" || phase == "sent" ||
+             phase == "sent_route" || phase == "sent_back")
+      bucket = &profile_.comm;
     else if (n.rfind("layer", 0) == 0) bucket = &profile_.attention;
     *bucket += node[gi];
     kernels += node[gi];
@@ -371,10 +465,20 @@ std::vector<float> CompiledModel::collect(std::vector<std::uint32_t>* next, std:
   return std::move(out.at("logits"));
 }
 
-DataParallel::DataParallel(const std::vector<rt::Device*>& chips, const Config& c, const Weights& w) : c_(c), local_(c), chips_(chips) {
+DataParallel::DataParallel(const std::vector<rt::Device*>& chips, const Config& c, const Weights& w, bool experts)
+    : c_(c), local_(c), experts_(experts), chips_(chips) {
   const unsigned n = static_cast<unsigned>(chips.size());
   if (n == 0) throw rt::UsageError("model: data parallel on no chips");
   local_.max_sequences = (c.max_sequences + n - 1) / n;
+  if (experts) {  // every chip of the system, its experts only
+    check_expert_parallel(c, n);
+    if (n != chips[0]->chips())
+      throw rt::UsageError(fmt::format("model: expert parallel runs on every chip of a system ({} of {} given)", n, chips[0]->chips()));
+    symmetric_ = std::make_shared<compiler::SymmetricStore>(chips);
+    for (unsigned k = 0; k < n; ++k)
+      replicas_.push_back(std::make_unique<CompiledModel>(*chips[k], local_, w, compiler::Shard{k, n, true, 0}, symmetric_));
+    return;
+  }
   for (rt::Device* d : chips) replicas_.push_back(std::make_unique<CompiledModel>(*d, local_, w));
 }
 
@@ -395,12 +499,25 @@ std::vector<std::vector<Model::Seq>> DataParallel::split(const std::vector<Seq>&
   return by;
 }
 
+unsigned DataParallel::slots(const std::vector<std::vector<Seq>>& by, std::vector<unsigned>* rows) const {
+  unsigned most = 1;
+  if (rows) rows->assign(chips(), 0);
+  for (unsigned k = 0; k < chips(); ++k) {
+    unsigned n = 0;
+    for (const Seq& s : by[k]) n += static_cast<unsigned>(s.tokens.size());
+    if (rows) (*rows)[k] = n;
+    most = std::max(most, n);
+  }
+  return most;
+}
+
 void DataParallel::prepare(const std::vector<Seq>& batch) {
   const std::vector<std::vector<Seq>> by = split(batch, nullptr);
+  std::vector<unsigned> rows;
+  const unsigned capacity = slots(by, &rows);
   for (unsigned k = 0; k < chips(); ++k) {
-    unsigned rows = 0;
-    for (const Seq& s : by[k]) rows += static_cast<unsigned>(s.tokens.size());
-    if (rows) replicas_[k]->executable(rows);
+    if (experts_) replicas_[k]->set_capacity(capacity);
+    if (rows[k] || experts_) replicas_[k]->executable(rows[k]);
   }
 }
 
@@ -433,6 +550,16 @@ std::vector<float> DataParallel::step(const std::vector<Seq>& batch, std::vector
                                        chips(), k));
     }
   }
+  // Expert parallel: every chip runs the step, with as many slots a chip
+  // as the most rows a chip has (none dropped), within the experts' kernel's rows.
+  const unsigned capacity = slots(by, nullptr);
+  if (experts_) {
+    if (capacity > max_step_tokens())
+      throw rt::UsageError(fmt::format("model: a chip's share of {} tokens in an expert-parallel step over {} chips (at most {} a chip: "
+                                       "the experts' kernel takes {} rows)",
+                                       capacity, chips(), max_step_tokens(), TKP_MOE_MAX_T));
+    for (unsigned k = 0; k < chips(); ++k) replicas_[k]->set_capacity(capacity);
+  }
   // Every chip's step queued, then each waited for (a chip whose start
   // failed leaves the ones started before it to be finished first). Each
   // chip's inputs and launch go as one request, posted without waiting:
@@ -440,7 +567,7 @@ std::vector<float> DataParallel::step(const std::vector<Seq>& batch, std::vector
   std::vector<unsigned> started;
   try {
     for (unsigned k = 0; k < chips(); ++k)
-      if (!by[k].empty()) {
+      if (!by[k].empty() || experts_) {
         chips_[k]->hold_io();
         started.push_back(k);
         replicas_[k]->start(by[k]);

@@ -14,12 +14,14 @@
 // tables and passes them with the step, the chip's attention follows them).
 #pragma once
 
+#include <algorithm>
 #include <map>
 #include <memory>
 #include <vector>
 
 #include "executable.hpp"
 #include "model.hpp"
+#include "tessera_program.h"
 
 namespace tessera::model {
 
@@ -39,7 +41,18 @@ namespace tessera::model {
 // router and its routes on every chip alike; its vocab / chips columns of
 // the LM head ("logits.part") with their argmax ("next.part") and maximum
 // ("max.part"), which the host puts together. BF16 only.
+// With `shard.experts` (DataParallel's expert parallelism), chip
+// shard.chip's graph as DeepSeek lays it out: the whole model on the
+// chip's own rows but its experts (e mod chips = chip), each layer's rows
+// dispatched to the chips of their experts and their sums brought back by
+// all-to-alls ("layer<l>.sent", ".sent_route", ".sent_back"), `capacity`
+// slots a chip; with no rows, the experts alone over one row of zeros
+// (input "idle"): a chip with no sequence in the step still serves the
+// others' rows. BF16 only.
 compiler::Graph model_graph(const Config& c, const Weights& w, unsigned rows, const compiler::Shard& shard = {});
+// Throws rt::UsageError naming why the experts do not spread by expert
+// over `chips` chips with all-to-alls (FP8, experts the chips do not divide).
+void check_expert_parallel(const Config& c, unsigned chips);
 // Throws rt::UsageError naming what the graph cannot take (FP8 needs
 // d_model and hidden in whole 128-column blocks; a shard over several
 // chips BF16 and heads, hidden and vocabulary the chips divide).
@@ -59,6 +72,13 @@ class CompiledModel : public Model {
   // from the tile programs; the host puts the chips' logits together.
   enum class Layout { spread, all_reduce };
   CompiledModel(const std::vector<rt::Device*>& chips, const Config& c, const Weights& w, Layout layout = Layout::spread);
+  // One chip of DataParallel's expert parallelism: its steps are
+  // model_graph's with `experts` (shard.experts set), compiled with the
+  // system's `symmetric` store, each for the step's rows and the capacity
+  // set_capacity() last gave; a step of no sequences runs the idle graph.
+  CompiledModel(rt::Device& dev, const Config& c, const Weights& w, const compiler::Shard& experts,
+                std::shared_ptr<compiler::SymmetricStore> symmetric);
+  void set_capacity(unsigned c) { capacity_ = c; }
   ~CompiledModel() override;
   using Model::step;
   std::vector<float> step(const std::vector<Seq>& batch, std::vector<std::uint32_t>* next,
@@ -88,7 +108,8 @@ class CompiledModel : public Model {
   // A step's tokens: as many as the experts' kernel takes (TKP_MOE_MAX_T, 256).
   unsigned max_step_tokens() const override { return pages_.max_tokens(); }
   // The compiled step of `rows` tokens (compiled on first use; all_reduce:
-  // chip 0's, every chip's compiled with it).
+  // chip 0's, every chip's compiled with it; expert parallel: for the
+  // capacity set).
   compiler::Executable& executable(unsigned rows);
   Layout layout() const { return layout_; }
   // The steps compiled so far, and the bytes of weights they hold on the
@@ -126,6 +147,8 @@ class CompiledModel : public Model {
   // steps in steps_, its weights in weights_), the rings' buffers at one
   // address on every chip.
   Layout layout_ = Layout::spread;
+  compiler::Shard experts_;  // expert parallel: this chip's (experts set)
+  unsigned capacity_ = 0;
   struct ShardChip {
     rt::Device* dev = nullptr;
     rt::Kernel program;
@@ -148,9 +171,17 @@ class CompiledModel : public Model {
 // between the chips. For batches: throughput grows with the chips where
 // the model fits one chip (the experts' and matmuls' spreading over a
 // system, CompiledModel's, is for one sequence or a model too large).
+//
+// With `experts` (expert parallelism, as DeepSeek lays a model out): each
+// chip holds only its experts (e mod N = chip, model_graph's
+// Shard::experts), and every layer's rows go to their experts' chips and
+// back by all-to-alls; every chip runs every step (one with no sequence
+// of the step serves the others' rows), the chips' slots as many as the
+// most rows any chip has in the step (none dropped), at most 256 / N a
+// chip (the experts' kernel's rows: max_step_tokens()).
 class DataParallel : public Model {
  public:
-  DataParallel(const std::vector<rt::Device*>& chips, const Config& c, const Weights& w);
+  DataParallel(const std::vector<rt::Device*>& chips, const Config& c, const Weights& w, bool experts = false);
   ~DataParallel() override;
   using Model::step;
   std::vector<float> step(const std::vector<Seq>& batch, std::vector<std::uint32_t>* next,
@@ -161,7 +192,10 @@ class DataParallel : public Model {
   const Config& config() const override { return c_; }
   // One chip's: a step's share of each chip (its sequences' tokens) must
   // fit a step of that chip's model, which refuses more (rt::UsageError).
-  unsigned max_step_tokens() const override { return replicas_[0]->max_step_tokens(); }
+  unsigned max_step_tokens() const override {
+    return experts_ ? std::min(replicas_[0]->max_step_tokens(), TKP_MOE_MAX_T / chips()) : replicas_[0]->max_step_tokens();
+  }
+  bool expert_parallel() const { return experts_; }
   // Compiles, on each chip, the step its share of `batch` makes (the
   // sequences' ids and token counts; nothing runs).
   void prepare(const std::vector<Seq>& batch);
@@ -171,8 +205,13 @@ class DataParallel : public Model {
  private:
   // The batch's sequences by chip, renumbered as that chip's, and each one's index in the batch.
   std::vector<std::vector<Seq>> split(const std::vector<Seq>& batch, std::vector<std::vector<std::size_t>>* index) const;
+  // The most rows a chip has in a split batch (at least 1: expert
+  // parallelism's slots a chip), and each chip's.
+  unsigned slots(const std::vector<std::vector<Seq>>& by, std::vector<unsigned>* rows) const;
   const Config& c_;
   Config local_;  // a chip's: max_sequences its share
+  bool experts_ = false;
+  std::shared_ptr<compiler::SymmetricStore> symmetric_;  // expert parallel: the all-to-alls' buffers
   std::vector<rt::Device*> chips_;
   std::vector<std::unique_ptr<CompiledModel>> replicas_;
 };

@@ -30,7 +30,7 @@ using namespace tessera;
 
 namespace {
 int usage(const char* why) {
-  std::fprintf(stderr, "tessera demo: %s\nusage: tessera-vp demo [--tiny] [--fp8] [--launches] [--device-dispatch] [--compiled | --hand-written] [--batch B] [--serve RATE [--requests N] | --serve-from TRACE.csv] [--chips 1|4|8|16|32|64 [--data-parallel | --all-reduce]] [--prompt N (1-256)] [--decode N] [--seed S] [--speculate K [--acceptance A] [--draft first-layer|small]] [--trace FILE.json] [--waves FILE.vcd] [--stats FILE.json] [--set inst.key=value ...] [--placement R,R,... (under mpirun)]\n       tessera-vp demo --hf-config FILE.json [--weights FILE|DIR] [--layers N] [--prompt N] [--decode N] [--seed S] [--batch B] [--chips 1|4|8|16|32|64 [--parallel auto|spread|all-reduce] [--groups G]] [--check] [--timing-only] [--routing model|seeded] [--set inst.key=value ...]\n", why);
+  std::fprintf(stderr, "tessera demo: %s\nusage: tessera-vp demo [--tiny] [--fp8] [--launches] [--device-dispatch] [--compiled | --hand-written] [--batch B] [--serve RATE [--requests N] | --serve-from TRACE.csv] [--chips 1|4|8|16|32|64 [--data-parallel | --expert-parallel | --all-reduce]] [--prompt N (1-256)] [--decode N] [--seed S] [--speculate K [--acceptance A] [--draft first-layer|small]] [--trace FILE.json] [--waves FILE.vcd] [--stats FILE.json] [--set inst.key=value ...] [--placement R,R,... (under mpirun)]\n       tessera-vp demo --hf-config FILE.json [--weights FILE|DIR] [--layers N] [--prompt N] [--decode N] [--seed S] [--batch B] [--chips 1|4|8|16|32|64 [--parallel auto|spread|all-reduce] [--groups G]] [--check] [--timing-only] [--routing model|seeded] [--set inst.key=value ...]\n", why);
   return 2;
 }
 bool number(const char* s, unsigned& out) {
@@ -50,6 +50,7 @@ int tessera::model::demo_main(int argc, char** argv) {
   bool launches = false;  // a launch per phase, waited for, instead of a graph per step
   bool data_parallel = false;  // --data-parallel: each chip the whole model and its share of the sequences
   bool all_reduce = false;     // --all-reduce: each chip its shard of every step (Megatron's layout)
+  bool expert_parallel = false;  // --expert-parallel: data parallel, each chip its experts, rows dispatched by all-to-alls
   // The model compiled from its graph (sw/compiler, compiled.hpp): the
   // default, in BF16 or FP8, on one chip or several, for one sequence, a
   // batch, serving and speculative decoding; DeviceModel's hand-written
@@ -100,6 +101,7 @@ int tessera::model::demo_main(int argc, char** argv) {
     else if (a == "--chips") { if (!value(chips) || (chips != 1 && chips != 4 && chips != 8 && chips != 16 && chips != 32 && chips != 64)) return usage("--chips takes 1, 4 (platform/t1x4-ring.json), 8, 16, 32 or 64 (platform/t1xN-torus.json)"); }
     else if (a == "--data-parallel") data_parallel = true;
     else if (a == "--all-reduce") all_reduce = true;
+    else if (a == "--expert-parallel") expert_parallel = true;
     else if (a == "--trace") { if (i + 1 >= argc) return usage("--trace takes a file (FILE.json)"); opt.trace = argv[++i]; }
     else if (a == "--waves") { if (i + 1 >= argc) return usage("--waves takes a file (FILE.vcd)"); opt.waves = argv[++i]; }
     else if (a == "--stats") { if (i + 1 >= argc) return usage("--stats takes a file (FILE.json)"); stats_file = argv[++i]; }
@@ -123,6 +125,10 @@ int tessera::model::demo_main(int argc, char** argv) {
     return usage("under mpirun the main job spreads a system's chips over the ranks (--chips 4 to 64); one chip runs in "
                  "one process, without mpirun");
   if (chips > 1 && speculate) return usage("--speculate runs on one chip");
+  if (expert_parallel && chips == 1) return usage("--expert-parallel spreads the experts over a system's chips (--chips 4 to 64)");
+  if (expert_parallel && all_reduce) return usage("--all-reduce or --expert-parallel, not both");
+  if (expert_parallel && hand_written) return usage("--expert-parallel runs the compiled model (not --hand-written)");
+  data_parallel = data_parallel || expert_parallel;  // each chip its own sequences, as with --data-parallel
   if (data_parallel && chips == 1) return usage("--data-parallel spreads a batch's sequences over a system's chips (--chips 4 to 64)");
   if (data_parallel && hand_written) return usage("--data-parallel runs the compiled model (not --hand-written)");
   if (all_reduce && chips == 1) return usage("--all-reduce lays each step out over a system's chips (--chips 4 to 64)");
@@ -163,6 +169,7 @@ int tessera::model::demo_main(int argc, char** argv) {
   if (prompt + decode > c.context) return usage("prompt + decode must fit the context");
   try {
     if (all_reduce) model::check_compilable(c, chips);
+    if (expert_parallel) model::check_expert_parallel(c, chips);
   } catch (const rt::UsageError& e) {
     return usage(e.what());
   }
@@ -183,7 +190,13 @@ int tessera::model::demo_main(int argc, char** argv) {
       std::printf("experts dispatched by the %s; %s\n", c.device_dispatch ? "tiles (from the router's output)" : "host (it reads the router's choices)",
                   c.graph ? "each step one graph: its phases run on the device with barriers between them, one launch a step"
                           : "a launch per phase, each waited for by the host");
-    if (data_parallel)
+    if (expert_parallel)
+      std::printf("%u chips (%s), expert parallel as DeepSeek lays it out (--expert-parallel): each chip its own sequences "
+                  "(sequence s on chip s %% %u) through the whole model but the experts, of which it holds expert e for e %% %u = "
+                  "its number; each layer's rows go to their experts' chips and their sums come back by the chips' engines' "
+                  "all-to-alls, 3 a layer, from the tile programs; every chip runs every step\n",
+                  chips, opt.platform.substr(opt.platform.rfind('/') + 1).c_str(), chips, chips);
+    else if (data_parallel)
       std::printf("%u chips (%s), data parallel: each chip the whole model (its own copy of the weights, its own KV caches) "
                   "and sequence s on chip s %% %u; every chip's step launched at once, nothing exchanged between them\n",
                   chips, opt.platform.substr(opt.platform.rfind('/') + 1).c_str(), chips);
@@ -223,7 +236,7 @@ int tessera::model::demo_main(int argc, char** argv) {
       // the prefill's lengths and of the decode steps' (one token a sequence).
       std::unique_ptr<model::CompiledModel> cm;
       std::unique_ptr<model::DataParallel> dp;
-      if (data_parallel) dp = std::make_unique<model::DataParallel>(devices, c, w);
+      if (data_parallel) dp = std::make_unique<model::DataParallel>(devices, c, w, expert_parallel);
       else
         cm = std::make_unique<model::CompiledModel>(devices, c, w, all_reduce ? model::CompiledModel::Layout::all_reduce
                                                                               : model::CompiledModel::Layout::spread);
@@ -569,7 +582,7 @@ int tessera::model::demo_main(int argc, char** argv) {
       j["simulated_time_s"] = dev.simulated_seconds();
       j["batch"] = batch;
       j["chips"] = chips;
-      j["parallelism"] = data_parallel ? "data" : chips == 1 ? "none" : all_reduce ? "tensor (all-reduce)" : compiled ? "experts and matmuls" : "experts";
+      j["parallelism"] = expert_parallel ? "data and experts (all-to-all)" : data_parallel ? "data" : chips == 1 ? "none" : all_reduce ? "tensor (all-reduce)" : compiled ? "experts and matmuls" : "experts";
       j["prefill_s"] = prefill_s;
       j["decode_s"] = decode_s;
       j["prefill_j"] = prefill_j;

@@ -450,6 +450,28 @@ TEST(Cli, DemoCompiledRunsTheModelFromItsGraph) {
   EXPECT_NE(ar.out.find("compiled steps: 2 graphs (a step length each, a shard on every chip)"), std::string::npos) << ar.out;
   EXPECT_NE(ar.out.find("(bound 0.05 for BF16)"), std::string::npos) << ar.out;
   EXPECT_EQ(tokens(ar.out), tokens(r.out));
+  // Expert parallel on the ring of four (--expert-parallel, DeepSeek's
+  // layout): sequence s on chip s mod 4 with all but the experts, each
+  // chip one of the four experts, the rows dispatched by all-to-alls; the
+  // single run's tokens, about half a data-parallel chip's weights (1.25
+  // MB against 2.43 measured), a chip's prefill step 64 tokens (the
+  // experts' kernel's 256 rows over four chips' slots: 10 prompts of 6).
+  Outcome ep = vp("demo --tiny --chips 4 --expert-parallel --batch 5 --prompt 6 --decode 4 --seed 3");
+  EXPECT_EQ(ep.code, 0) << ep.err;
+  EXPECT_NE(ep.out.find("expert parallel as DeepSeek lays it out (--expert-parallel)"), std::string::npos) << ep.out;
+  EXPECT_NE(ep.out.find("prefilled 40 at a time"), std::string::npos) << ep.out;
+  EXPECT_NE(ep.out.find("(bound 0.05 for BF16)"), std::string::npos) << ep.out;
+  EXPECT_EQ(tokens(ep.out), tokens(r.out));
+  auto weights_mb = [](const std::string& out) {
+    const std::size_t at = out.find("up to ");
+    return at == std::string::npos ? 0.0 : std::stod(out.substr(at + 6));
+  };
+  EXPECT_GT(weights_mb(ep.out), 0.0) << ep.out;
+  EXPECT_LT(weights_mb(ep.out), 0.6 * weights_mb(dp.out)) << ep.out << dp.out;
+  expect_refused("demo --tiny --chips 4 --expert-parallel --all-reduce", "--all-reduce or --expert-parallel, not both");
+  expect_refused("demo --tiny --expert-parallel", "--expert-parallel spreads the experts over a system's chips");
+  expect_refused("demo --tiny --chips 8 --expert-parallel", "expert parallel over 8 chips: 4 experts do not divide over the chips");
+  expect_refused("demo --tiny --fp8 --chips 4 --expert-parallel", "expert parallel over 4 chips: FP8 experts are not dispatched");
   expect_refused("demo --tiny --all-reduce", "--all-reduce lays each step out over a system's chips");
   expect_refused("demo --tiny --chips 4 --all-reduce --data-parallel", "--all-reduce or --data-parallel, not both");
   expect_refused("demo --tiny --chips 16 --all-reduce", "tensor parallel over 16 chips with all-reduce: 8 heads do not divide over the chips");

@@ -113,7 +113,15 @@ static uint32_t entry[4];
  * runs the experts e with e mod C = c, its table holding theirs (by e / C,
  * then slice), and stores zeros (from words 16-17: T x D FP32 zeros in
  * global memory) into its slices' rows P_s[k][t] whose slot-k expert is
- * another chip's, so that each chip's planes add up to its share. Limits
+ * another chip's, so that each chip's planes add up to its share. With
+ * bit 30 of word 15 set, a token's choices of this chip's experts take its
+ * first slots, in order (the planes of slot k are its k-th such choice's),
+ * the others its last: its zeros then lie in long runs of tokens, a store
+ * each (a choice's plane of zeros where its expert is another's cost a
+ * store every few tokens: 163 us of a layer's 256 slots against ...). Word 18,
+ * where not 0, is RB: the router's output comes in T / RB blocks of RB
+ * rows, each its ids and then its gates (a dispatch's route, TKP_DISPATCH
+ * mode 1, as an all-to-all brought it). Limits
  * and scratchpad use: TKP_MOE_* in tessera_program.h. */
 #define ARG64(a, i) ((a)[i] | (uint64_t)(a)[(i) + 1] << 32)
 #define MOE_MAX_T TKP_MOE_MAX_T
@@ -267,14 +275,25 @@ __attribute__((noinline)) static int moe_chunked(const struct moe_chunks* m) {
   return 0;
 }
 
+/* Whether token t's plane of slot k holds zeros (its slot-k choice is
+ * another chip's expert; compact: it has at most k choices of this chip's). */
+static inline int moe_zero(const uint32_t* choice, uint32_t t, uint32_t k, uint32_t K, uint32_t EC, uint32_t ec, uint32_t compact) {
+  if (!compact) return choice[t * K + k] % EC != ec;
+  uint32_t own = 0;
+  for (uint32_t j = 0; j < K; ++j) own += choice[t * K + j] % EC == ec;
+  return own <= k;
+}
+
 __attribute__((noinline)) static int moe_experts(const uint32_t* a) {
   const uint64_t router = ARG64(a, 0), rows = ARG64(a, 2), table = ARG64(a, 4);
   const uint32_t D = a[6], Fs = a[7], E = a[8] & 0xffff, T = a[8] >> 16, S = a[9], stacks = a[10], me = a[11];
   const uint32_t R = a[12] & 0xffff, r = a[12] >> 16, K = (a[13] & 0xffff) ? (a[13] & 0xffff) : 2, f8 = a[13] >> 16;
-  const uint32_t EC = (a[15] & 0xffff) > 1 ? (a[15] & 0xffff) : 1, ec = (a[15] & 0xffff) > 1 ? a[15] >> 16 : 0;
+  const uint32_t EC = (a[15] & 0xffff) > 1 ? (a[15] & 0xffff) : 1, ec = (a[15] & 0xffff) > 1 ? (a[15] >> 16) & 0x3fff : 0;
+  const uint32_t compact = EC > 1 && (a[15] >> 30 & 1); /* a token's own choices first */
   const uint32_t EL = (E + EC - 1) / EC; /* the table's experts */
   const uint64_t zeros = ARG64(a, 16);
-  if (!T || T > MOE_MAX_T || !E || E > MOE_MAX_SLICES || !S || !stacks || S % stacks || EL * S > MOE_MAX_SLICES || me >= stacks ||
+  const uint32_t RB = a[18];
+  if ((RB && T % RB) || !T || T > MOE_MAX_T || !E || E > MOE_MAX_SLICES || !S || !stacks || S % stacks || EL * S > MOE_MAX_SLICES || me >= stacks ||
       !R || r >= R || !D || !Fs || K > MOE_MAX_K || K > E || ec >= EC || (EC > 1 && !zeros))
     return 2;
   if (D > 0x4000u || Fs > 0x4000u) return 2; /* none that wide fits; the layout's sums then stay in 32 bits */
@@ -302,10 +321,19 @@ __attribute__((noinline)) static int moe_experts(const uint32_t* a) {
   uint32_t* const moe_item_s = MOE_ARRAY(MOE_MAX_SLICES);
   struct tk_dma r0 = {0};
   r0.id = op_index, r0.flags = TK_DMA_DST_LOCAL;
-  r0.src = router, r0.dst = tk_off(moe_choice), r0.len0 = 4 * K * T;
-  tk_dma_push(&r0);
-  r0.src = router + 4ull * K * T, r0.dst = tk_off(moe_gate);
-  tk_dma_push(&r0);
+  if (RB) { /* by block: its ids, then its gates */
+    r0.len0 = 4 * K * RB, r0.count1 = T / RB, r0.sstride1 = 8 * K * RB, r0.dstride1 = 4 * K * RB;
+    r0.src = router, r0.dst = tk_off(moe_choice);
+    tk_dma_push(&r0);
+    r0.src = router + 4ull * K * RB, r0.dst = tk_off(moe_gate);
+    tk_dma_push(&r0);
+    r0.count1 = r0.sstride1 = r0.dstride1 = 0;
+  } else {
+    r0.src = router, r0.dst = tk_off(moe_choice), r0.len0 = 4 * K * T;
+    tk_dma_push(&r0);
+    r0.src = router + 4ull * K * T, r0.dst = tk_off(moe_gate);
+    tk_dma_push(&r0);
+  }
   r0.src = table, r0.dst = tk_off(moe_table), r0.len0 = 32 * EL * S;
   tk_dma_push(&r0);
   if (tk_drain()) return 3;
@@ -379,30 +407,31 @@ __attribute__((noinline)) static int moe_experts(const uint32_t* a) {
         break;
       }
   for (uint32_t t = 0, i = 0; t < T; ++t)
-    for (uint32_t k = 0; k < K; ++k, ++i) {
+    for (uint32_t k = 0, own = 0; k < K; ++k, ++i) {
       const uint32_t p = place[moe_choice[i]]++;
-      moe_token[p] = t, moe_slot[p] = k, moe_scale[p] = moe_gate[i];
+      moe_token[p] = t, moe_slot[p] = compact && moe_choice[i] % EC == ec ? own++ : k, moe_scale[p] = moe_gate[i];
     }
   uint32_t items = 0;
   for (uint32_t x = 0; x < active; ++x)
     for (uint32_t j = 0; j < m; ++j)
       if ((x * m + j) % R == r) moe_item_a[items] = x, moe_item_s[items] = j * stacks + me, ++items;
-  /* Spread over chips: zeros into this tile's slices' rows of the
-   * choices other chips run (a tile of each stack's lanes a slice; a run of
-   * consecutive tokens one store). */
+  /* Spread over chips: zeros into this stack's slices' rows of the
+   * choices other chips run, a slice's plane of a slot by each of the
+   * stack's lanes in turn (a run of consecutive tokens one store; the
+   * zeros, words 16-17, in the tile's own stack). */
   if (EC > 1)
-    for (uint32_t j = r; j < m; j += R) {
+    for (uint32_t q = r; q < m * K; q += R) {
+      const uint32_t j = q / K, k = q % K;
       const uint32_t* w = &moe_table[8 * (j * stacks + me)]; /* every expert's slice shares its planes */
       const uint64_t planes = w[6] | (uint64_t)w[7] << 32;
-      for (uint32_t k = 0; k < K; ++k)
-        for (uint32_t t = 0, run; t < T; t += run) {
-          run = 1;
-          if (moe_choice[t * K + k] % EC == ec) continue;
-          while (t + run < T && moe_choice[(t + run) * K + k] % EC != ec) ++run;
-          struct tk_dma z = {0};
-          z.id = op_index, z.src = zeros, z.dst = planes + ((uint64_t)k * T + t) * D * 4, z.len0 = 4 * D * run;
-          tk_dma_push(&z);
-        }
+      for (uint32_t t = 0, run; t < T; t += run) {
+        run = 1;
+        if (!moe_zero(moe_choice, t, k, K, EC, ec, compact)) continue;
+        while (t + run < T && moe_zero(moe_choice, t + run, k, K, EC, ec, compact)) ++run;
+        struct tk_dma z = {0};
+        z.id = op_index, z.src = zeros, z.dst = planes + ((uint64_t)k * T + t) * D * 4, z.len0 = 4 * D * run;
+        tk_dma_push(&z);
+      }
     }
   if (!items) return tk_drain() ? 3 : 0;
   if (Dc) {
@@ -626,6 +655,136 @@ __attribute__((noinline)) static int gather_rows(const uint32_t* w) {
     tk_dma_push(&c);
   }
   return 0;
+}
+
+/* Expert parallelism's dispatch and combine (TKP_DISPATCH) on a system
+ * of N chips, expert e on chip e mod N, from a router's output in global
+ * memory (T x K expert ids, then T x K FP32 gates): row t goes to every
+ * chip j that one of its choices is on, taking j's next free slot of C
+ * (rows in order; past the C-th a row is dropped there). Modes: 0 rows:
+ * slot s = j C + i of `out` (s in the part [i0, i1)) is the row of `src`
+ * (rows of row_bytes) that took it, zeros where none did; 1 route: `out`
+ * is N blocks of [2][C][K] (each block's slots' K expert ids, then their
+ * gates: the rows' own; an empty slot's every choice expert (j + 1) mod N,
+ * another chip's, with gate 0), the part's blocks [i0, i1); 2
+ * planes: `out` is P = min(K, N) planes of T rows, plane q's row t (t in
+ * the part) the row j C + (t's slot on j) of `src` for the q-th chip j (in
+ * chip order) that holds a slot of t, zeros past the last. Consecutive
+ * rows that stay consecutive move in one copy, memory to memory. Words:
+ * 0-1 the route, 2-3 src, 4-5 out, 6-7 zeros (at least max(T, N C) rows of
+ * zeros, or N C K words), 8 T | K << 16, 9 N | C << 16, 10 mode, 11
+ * row_bytes, 12 i0 | i1 << 16. N C at most TKP_MOE_MAX_T. The core reads
+ * each word of its scratchpad in several cycles: the table is built from
+ * each row's chips alone (at most K), and no slot is cleared. */
+#define DISPATCH_SCRATCH 0x10000u
+__attribute__((noinline)) static int dispatch(const uint32_t* w) {
+  const uint64_t route = ARG64(w, 0), src = ARG64(w, 2), out = ARG64(w, 4), zeros = ARG64(w, 6);
+  const uint32_t T = w[8] & 0xffff, K = w[8] >> 16, N = w[9] & 0xffff, C = w[9] >> 16, mode = w[10], rb = w[11];
+  const uint32_t i0 = w[12] & 0xffff, i1 = w[12] >> 16, P = K < N ? K : N;
+  if (!T || T > TKP_MOE_MAX_T || !K || K > TKP_MOE_MAX_K || N < 2 || N > 64 || !C || N * C > TKP_MOE_MAX_T || mode > 2 ||
+      (mode != 1 && !rb) || !zeros || i0 > i1 || i1 > (mode == 2 ? T : mode == 1 ? N : N * C))
+    return 2;
+  uint32_t* const ids = (uint32_t*)tk_ptr(DISPATCH_SCRATCH);
+  uint32_t* const gates = ids + TKP_MOE_MAX_K * TKP_MOE_MAX_T;
+  uint32_t* const who = gates + TKP_MOE_MAX_K * TKP_MOE_MAX_T; /* by slot below its chip's fill: the row that took it */
+  uint32_t* const fill = who + TKP_MOE_MAX_T;                  /* by chip: its slots taken */
+  uint32_t* const block = fill + 64;                           /* mode 1: the route's N blocks */
+  struct tk_dma d = {0};
+  d.id = op_index, d.flags = TK_DMA_DST_LOCAL, d.src = route, d.dst = tk_off(ids), d.len0 = 4 * T * K;
+  tk_dma_push(&d);
+  if (mode == 1) {
+    d.src = route + 4ull * T * K, d.dst = tk_off(gates);
+    tk_dma_push(&d);
+  }
+  if (tk_drain()) return 3;
+  const uint32_t mask = (N & (N - 1)) ? 0 : N - 1; /* N a power of two: e mod N by a mask */
+  for (uint32_t j = 0; j < N; ++j) fill[j] = 0;
+  /* mode 2: by plane, a pending copy's rows, its first source row + 1 (0:
+   * zeros) and its first row of the plane (kept in registers' reach). */
+  uint32_t run[TKP_MOE_MAX_K] = {0}, run_src[TKP_MOE_MAX_K] = {0}, run_dst[TKP_MOE_MAX_K] = {0};
+#define DISPATCH_FLUSH(q)                                                                     \
+  do {                                                                                       \
+    if (run[q]) {                                                                            \
+      struct tk_dma c = {0};                                                                 \
+      c.id = op_index, c.len0 = rb * run[q];                                                 \
+      c.src = run_src[q] ? src + (uint64_t)(run_src[q] - 1) * rb : zeros;                    \
+      c.dst = out + ((uint64_t)(q) * T + run_dst[q]) * rb;                                   \
+      tk_dma_push(&c);                                                                       \
+      run[q] = 0;                                                                            \
+    }                                                                                        \
+  } while (0)
+  const uint32_t last = mode == 2 ? i1 : T;
+  for (uint32_t t = 0; t < last; ++t) {
+    /* The row's chips, ascending, each once (at most K). */
+    uint32_t chips[TKP_MOE_MAX_K], n = 0;
+    for (uint32_t k = 0; k < K; ++k) {
+      const uint32_t e = ids[t * K + k], j = mask ? e & mask : e % N;
+      uint32_t p = n;
+      while (p > 0 && chips[p - 1] > j) --p;
+      if (p > 0 && chips[p - 1] == j) continue;
+      for (uint32_t q = n; q > p; --q) chips[q] = chips[q - 1];
+      chips[p] = j, ++n;
+    }
+    uint32_t q = 0; /* mode 2: the row's next plane */
+    for (uint32_t x = 0; x < n; ++x) {
+      const uint32_t j = chips[x], f = fill[j];
+      if (f == C) continue; /* dropped there */
+      who[j * C + f] = t, fill[j] = f + 1;
+      if (mode != 2 || t < i0) continue;
+      const uint32_t from = j * C + f + 1;
+      if (run[q] && run_src[q] && run_src[q] + run[q] == from) {
+        ++run[q];
+      } else {
+        DISPATCH_FLUSH(q);
+        run[q] = 1, run_src[q] = from, run_dst[q] = t;
+      }
+      ++q;
+    }
+    if (mode != 2 || t < i0) continue;
+    for (; q < P; ++q) { /* zeros past the row's last chip */
+      if (run[q] && !run_src[q]) {
+        ++run[q];
+      } else {
+        DISPATCH_FLUSH(q);
+        run[q] = 1, run_src[q] = 0, run_dst[q] = t;
+      }
+    }
+  }
+  if (mode == 2) {
+    for (uint32_t q = 0; q < P; ++q) DISPATCH_FLUSH(q);
+    return 0;
+  }
+#undef DISPATCH_FLUSH
+  if (mode == 0) {
+    for (uint32_t s = i0, n; s < i1; s += n) { /* consecutive rows one copy, as are empty slots */
+      const uint32_t j = s / C, i = s - j * C, end = (j + 1) * C < i1 ? (j + 1) * C : i1;
+      n = 1;
+      if (i < fill[j]) {
+        while (s + n < end && i + n < fill[j] && who[s + n] == who[s] + n) ++n;
+      } else {
+        n = end - s;
+      }
+      struct tk_dma c = {0};
+      c.id = op_index, c.len0 = rb * n, c.src = i < fill[j] ? src + (uint64_t)who[s] * rb : zeros, c.dst = out + (uint64_t)s * rb;
+      tk_dma_push(&c);
+    }
+    return 0;
+  }
+  for (uint32_t j = i0; j < i1; ++j) {
+    uint32_t *b = block + (j - i0) * 2 * C * K, *g = b + C * K;
+    for (uint32_t i = 0; i < C; ++i, b += K, g += K) {
+      if (i < fill[j]) {
+        const uint32_t* from = ids + who[j * C + i] * K;
+        for (uint32_t k = 0; k < K; ++k) b[k] = from[k], g[k] = from[TKP_MOE_MAX_K * TKP_MOE_MAX_T + k];
+      } else {
+        for (uint32_t k = 0; k < K; ++k) b[k] = j + 1 == N ? 0 : j + 1, g[k] = 0;
+      }
+    }
+  }
+  struct tk_dma o = {0};
+  o.id = op_index, o.flags = TK_DMA_SRC_LOCAL, o.src = tk_off(block), o.dst = out + 8ull * i0 * C * K, o.len0 = 8 * (i1 - i0) * C * K;
+  tk_dma_push(&o);
+  return tk_drain() ? 3 : 0;
 }
 
 /* TKP_PAGED's words, for the next TKP_ATTN (which clears them). */
@@ -1042,6 +1201,7 @@ static int run_op(const struct tkp_op* o) {
     case TKP_PAGED: return paged(o->w);
     case TKP_POSITION: return position(o->w);
     case TKP_COLLECTIVE: return collective(o->w);
+    case TKP_DISPATCH: return dispatch(o->w);
     default: return 2;
   }
 }

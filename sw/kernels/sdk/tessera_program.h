@@ -49,6 +49,8 @@ enum tkp_kind {
                           as the engine addresses it); w[0] CE_OP, w[1..2] source, w[3..4] destination, w[5..6]
                           count, w[7] the fabric's registers (as the core addresses them), w[11..12] the all-to-all's table; a collective the engine
                           fails fails the operation (exit 4) */
+  TKP_DISPATCH = 16, /* expert parallelism's dispatch and combine, from a router's output in global memory: w[0..12] as
+                        the program kernel describes them (dispatch) */
 };
 #define TKP_BARRIER_MAX 19u
 #define TKP_BARRIER_EARLY(sem) ((sem) & 0xffu)

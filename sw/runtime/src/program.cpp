@@ -137,7 +137,8 @@ TileProgram& TileProgram::words(std::uint32_t kind, const char* what, const std:
   return *this;
 }
 
-TileProgram& TileProgram::moe(const std::vector<std::uint32_t>& args) { return words(TKP_MOE, "moe", args, 13, 18); }
+TileProgram& TileProgram::moe(const std::vector<std::uint32_t>& args) { return words(TKP_MOE, "moe", args, 13, 19); }
+TileProgram& TileProgram::dispatch(const std::vector<std::uint32_t>& args) { return words(TKP_DISPATCH, "dispatch", args, 13, 13); }
 TileProgram& TileProgram::gather(const std::vector<std::uint32_t>& args) { return words(TKP_GATHER, "gather", args, 10, 10); }
 TileProgram& TileProgram::position(std::uint64_t global, bool as_float) {
   tkp_op o = op(TKP_POSITION);

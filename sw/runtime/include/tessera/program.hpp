@@ -83,9 +83,12 @@ class TileProgram {
   bool signal_last_dma(unsigned sem, std::size_t from = 0);
   // This tile's share of the MoE experts dispatched on the tiles, each
   // expert split in slices of its hidden layer: the 13 or 14 words the
-  // program kernel's moe_experts() takes (sw/kernels/program/program.c;
+  // program kernel's moe_experts() takes, 13 to 19 (sw/kernels/program/program.c;
   // MoeSplit below plans them).
   TileProgram& moe(const std::vector<std::uint32_t>& args);
+  // Expert parallelism's dispatch or combine from a router's output
+  // (TKP_DISPATCH): the 13 words the program kernel's dispatch() takes.
+  TileProgram& dispatch(const std::vector<std::uint32_t>& args);
   // A router's group-limited top-k on this tile's core (DeepSeek-V3's
   // noaux_tc): the 8 words the program kernel's route_grouped() takes.
   TileProgram& route(const std::vector<std::uint32_t>& args);
