@@ -597,6 +597,11 @@ int Graph::moe_local(int x, int route, int w1, int w3, int w2, unsigned chip, co
   return moe_op(x, route, {w1, w3, w2}, {}, name, static_cast<int>(chip));
 }
 
+int Graph::moe_local_scaled(int x, int route, int w1, int w1_scales, int w3, int w3_scales, int w2, int w2_scales, unsigned chip,
+                            const std::string& name) {
+  return moe_op(x, route, {w1, w3, w2}, {w1_scales, w3_scales, w2_scales}, name, static_cast<int>(chip));
+}
+
 unsigned Graph::dispatch_capacity(const char* what, int route, unsigned chips, unsigned capacity, const std::string& name) {
   const Tensor& R = operand(route, what);
   const int rp = producer(route);
@@ -662,7 +667,6 @@ int Graph::moe_op(int x, int route, std::array<int, 3> w, std::vector<int> scale
     ep_chips = d.chips;
     if (static_cast<unsigned>(ep_chip) >= ep_chips)
       throw std::invalid_argument(fmt::format("graph: {}: chip {} of {}", n, ep_chip, ep_chips));
-    if (scaled) throw std::invalid_argument(fmt::format("graph: {}: block-scaled experts are not dispatched yet", n));
     rp = producer(d.in[0]);
   } else if (rp < 0 || ops_[static_cast<std::size_t>(rp)].kind != OpKind::route) {
     throw std::invalid_argument(fmt::format("graph: {}: '{}' is no route()'s output", n, R.name));

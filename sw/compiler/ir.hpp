@@ -345,6 +345,9 @@ class Graph {
   // choices as moe() sums them, this chip's first (in order), the others'
   // zeros after them.
   int moe_local(int x, int route, int w1, int w3, int w2, unsigned chip, const std::string& name = "");
+  // The same with block-scaled FP8 experts (moe_scaled()'s codes and scales, this chip's).
+  int moe_local_scaled(int x, int route, int w1, int w1_scales, int w3, int w3_scales, int w2, int w2_scales, unsigned chip,
+                       const std::string& name = "");
   // combine: row t of the chip's x back, from y (the all_to_all'd
   // moe_local() outputs, [chips * capacity, D] f32): the FP32 sum, in chip
   // order, of the rows of y in the slots that row t took, then zeros up to

@@ -35,7 +35,13 @@
 // columns in a MoE layer, its vocabulary columns of the LM head), the
 // chips' communication engines all-reducing the partial sums and
 // the host reading each chip's vocabulary columns of the logits
-// (compiler::Graph::all_reduce); no chip pushes activations to another. Exit codes: 0, 1 (--check failed), 2 (a bad option, config
+// (compiler::Graph::all_reduce); no chip pushes activations to another.
+// expert (--parallel expert) lays a MoE model out as DeepSeek does: every
+// chip its own share of the batch's sequences through the whole model
+// but the routed experts, of which it holds expert e for e mod N = its
+// number, each MoE layer's rows going to their experts' chips and back by
+// the chips' engines' all-to-alls (llama.hpp's Shard::experts); every
+// chip's step started before any is waited for. Exit codes: 0, 1 (--check failed), 2 (a bad option, config
 // or weights file, in one line), 3 (a device error).
 #include "hf_demo.hpp"
 
@@ -71,7 +77,7 @@ int demo_main(int argc, char** argv) {
   std::string config, weights;
   unsigned layers = 0, prompt = 16, seed = 1, decode = 0, batch = 1, chips = 1, groups = 1;
   bool check = false, timing = false, seeded_routes = false, all_reduce = false;
-  std::string parallel = "auto";  // --parallel: auto, spread or all-reduce
+  std::string parallel = "auto";  // --parallel: auto, spread, all-reduce or expert
   std::string why_spread;         // auto: why the model does not shard
   rt::Device::Options opt;
   for (int i = 1; i < argc; ++i) {
@@ -98,8 +104,8 @@ int demo_main(int argc, char** argv) {
     else if (a == "--all-reduce") parallel = "all-reduce";
     else if (a == "--parallel" && more) {
       parallel = argv[++i];
-      if (parallel != "auto" && parallel != "spread" && parallel != "all-reduce")
-        return fail(fmt::format("--parallel takes auto, spread or all-reduce, not '{}'", parallel));
+      if (parallel != "auto" && parallel != "spread" && parallel != "all-reduce" && parallel != "expert")
+        return fail(fmt::format("--parallel takes auto, spread, all-reduce or expert, not '{}'", parallel));
     }
     else if (a == "--timing-only") timing = true;
     else if (a == "--routing" && more) {
@@ -116,6 +122,12 @@ int demo_main(int argc, char** argv) {
   if (parallel == "all-reduce" && chips == 1) return fail("--all-reduce spreads each step over a system's chips: give --chips N");
   if (parallel == "all-reduce" && groups > 1)
     return fail("--all-reduce: the chips' communication engines all-reduce over the whole system; it takes no --groups");
+  const bool expert = parallel == "expert";  // each chip its sequences and its experts: a group of one chip each
+  if (expert && chips == 1) return fail("--parallel expert spreads the experts over a system's chips: give --chips N");
+  if (expert && groups > 1) return fail("--parallel expert: every chip runs its own sequences (a group each); it takes no --groups");
+  if (expert && batch % chips)
+    return fail(fmt::format("--parallel expert: each of the {} chips takes an equal share of the batch's {} sequences", chips, batch));
+  if (expert) groups = chips;
   if (timing && check) return fail("--timing-only computes no logits: --check has nothing to compare");
   if (timing && !weights.empty()) return fail("--timing-only runs the config's shapes without weights: drop --weights");
   if (seeded_routes && check)
@@ -126,7 +138,7 @@ int demo_main(int argc, char** argv) {
   WeightSource w = timing ? shape_only() : seeded_weights(seed);
   Fp8Source fp8;  // a checkpoint's block-scaled FP8 Linears, run as such
   compiler::Graph g, tail, step;
-  std::vector<compiler::Graph> shard_g, shard_tail, shard_step;  // --all-reduce: chip k's shard of each
+  std::vector<compiler::Graph> shard_g, shard_tail, shard_step;  // --all-reduce, --parallel expert: chip k's graph of each
   unsigned chunk = 0, rest = 0;  // prefill steps of `chunk` tokens, the last of `rest` where it is shorter
   std::vector<std::vector<std::uint32_t>> prompts;  // each sequence's
   try {
@@ -153,7 +165,15 @@ int demo_main(int argc, char** argv) {
     // sequence's prompt (a sequence's rows together): the chunk shrinks so
     // a step keeps to the experts' kTokens rows, or to kBatchRows.
     const unsigned share = batch / groups;  // a group's sequences
-    const unsigned most = sparse ? kChunk : share > 1 ? kBatchRows : prompt;
+    // (Expert parallel: the experts' kernel takes every chip's slots, as
+    // many as a chip's rows: kChunk / chips a chip.)
+    const unsigned most = sparse ? kChunk / (expert ? chips : 1) : share > 1 ? kBatchRows : prompt;
+    if (expert)
+      if (const std::string why = expert_refusal(c, chips, layers); !why.empty())
+        return fail(fmt::format("--parallel expert: {}: {}", config, why));
+    if (expert && share > most)
+      return fail(fmt::format("--parallel expert: {} sequences a chip, more than the {} rows a chip's step takes over {} chips (the "
+                              "experts' kernel's {})", share, most, chips, kChunk));
     chunk = std::max(1u, std::min(prompt, most / share)), rest = prompt % chunk;
     const std::uint64_t params = c.parameters(layers), need = params * 4 * 2 * (1 + (decode ? 1 : 0) + (rest ? 1 : 0)) * groups;
     const std::uint64_t host = static_cast<std::uint64_t>(sysconf(_SC_PHYS_PAGES)) * static_cast<std::uint64_t>(sysconf(_SC_PAGE_SIZE));
@@ -182,7 +202,13 @@ int demo_main(int argc, char** argv) {
       why_spread = e.what(), all_reduce = false;
       shard_g.clear(), shard_tail.clear(), shard_step.clear();
     }
-    if (!all_reduce) {
+    for (unsigned k = 0; k < (expert ? chips : 0); ++k) {  // every chip its experts, its sequences' rows
+      const Shard sh{k, chips, true, 0};
+      shard_g.push_back(llama_step(c, w, chunk * share, context, layers, fp8, share, seeded_routes, sh));
+      if (rest) shard_tail.push_back(llama_step(c, w, rest * share, context, layers, fp8, share, seeded_routes, sh));
+      if (decode) shard_step.push_back(llama_step(c, w, share, context, layers, fp8, share, seeded_routes, sh));
+    }
+    if (!all_reduce && !expert) {
       g = llama_step(c, w, chunk * share, context, layers, fp8, share, seeded_routes);
       if (rest) tail = llama_step(c, w, rest * share, context, layers, fp8, share, seeded_routes);
       if (decode) step = llama_step(c, w, share, context, layers, fp8, share, seeded_routes);
@@ -225,7 +251,19 @@ int demo_main(int argc, char** argv) {
         if (rest) gr.tail.push_back(std::make_unique<compiler::Executable>(*devices[k], programs[k], std::move(shard_tail[k]), gr.shared[k]));
       }
     }
-    for (unsigned k = 0; k < (all_reduce ? 0 : groups); ++k) {
+    if (expert) {  // a group of one chip each, its own graphs; the all-to-alls' buffers at one address on every chip
+      compiler::Options o;
+      o.symmetric = std::make_shared<compiler::SymmetricStore>(devices);
+      for (unsigned k = 0; k < chips; ++k) {
+        Group& gr = gs[k];
+        gr.system = o;
+        gr.ex.push_back(std::make_unique<compiler::Executable>(*devices[k], programs[k], std::move(shard_g[k]), o));
+        gr.shared = {o};
+        gr.shared[0].state = gr.ex[0]->state(), gr.shared[0].weights = gr.ex[0]->weights();
+        if (rest) gr.tail.push_back(std::make_unique<compiler::Executable>(*devices[k], programs[k], std::move(shard_tail[k]), gr.shared[0]));
+      }
+    }
+    for (unsigned k = 0; k < (all_reduce || expert ? 0 : groups); ++k) {
       Group& gr = gs[k];
       gr.system.split_matmuls = compiler::Options::Split::always;
       for (unsigned j = 1; j < per; ++j) {
@@ -367,7 +405,13 @@ int demo_main(int argc, char** argv) {
       std::cout << "routing: seeded (each token's experts chosen and gated by seeded scores, not by the router's logits, which are "
                    "still computed): the same with data and in the timing-only mode\n";
     auto ks = [](unsigned n) { return n == 1 ? std::string("k") : fmt::format("{} k to {} k + {}", n, n, n - 1); };
-    if (groups > 1)
+    if (expert)
+      std::cout << fmt::format("{} chips ({}), expert parallel as DeepSeek lays it out (--parallel expert): chip k runs sequence{} {} "
+                               "through the whole model but the routed experts, of which it holds expert e for e mod {} = k; each MoE "
+                               "layer's rows go to their experts' chips and their sums come back by the chips' engines' all-to-alls, 3 a "
+                               "layer, with no host round trip; every chip's step started before any is waited for\n",
+                               chips, opt.platform.substr(opt.platform.rfind('/') + 1), share > 1 ? "s" : "", ks(share), chips);
+    else if (groups > 1)
       std::cout << fmt::format("{} groups of {} chip{} (data parallel, --groups): group k runs sequence{} {} on chip{} {}{}; every "
                                "group's step is started before any is waited for\n", groups, per, per > 1 ? "s" : "",
                                share > 1 ? "s" : "", ks(share), per > 1 ? "s" : "", ks(per),
@@ -406,7 +450,9 @@ int demo_main(int argc, char** argv) {
         if (op.kind != compiler::OpKind::moe) continue;
         const unsigned F = x.graph().tensor(op.in[2]).shape[2], S = std::max(1u, op.slices);
         return fmt::format("{} slices of {} hidden columns an expert{}, {}", S, F / S,
-                           op.expert_chips > 1   ? fmt::format(", the experts over {} chips (expert e on chip e mod {})", op.expert_chips,
+                           op.ep_chips           ? fmt::format(", chip 0's {} experts over the {} slots the chips sent it", x.graph().tensor(op.in[2]).shape[0],
+                                                               x.graph().tensor(op.in[0]).rows())
+                           : op.expert_chips > 1 ? fmt::format(", the experts over {} chips (expert e on chip e mod {})", op.expert_chips,
                                                                    op.expert_chips)
                            : op.slice_chips.empty() ? ""
                                                     : fmt::format(" over {} chips", chips),
@@ -435,7 +481,9 @@ int demo_main(int argc, char** argv) {
     if (decode) {
       for (unsigned k = 0; k < (all_reduce ? chips : 0); ++k)
         gs[0].step.push_back(std::make_unique<compiler::Executable>(*devices[k], programs[k], std::move(shard_step[k]), gs[0].shared[k]));
-      for (unsigned k = 0; k < (all_reduce ? 0 : groups); ++k)
+      for (unsigned k = 0; k < (expert ? chips : 0); ++k)
+        gs[k].step.push_back(std::make_unique<compiler::Executable>(*devices[k], programs[k], std::move(shard_step[k]), gs[k].shared[0]));
+      for (unsigned k = 0; k < (all_reduce || expert ? 0 : groups); ++k)
         gs[k].step.push_back(std::make_unique<compiler::Executable>(*devices[k * per], programs[k * per],
                                                                     k + 1 == groups ? std::move(step) : step, gs[k].shared[0]));
       compiler::Executable& dx = *gs[0].step[0];

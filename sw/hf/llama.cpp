@@ -351,6 +351,16 @@ std::string shard_refusal(const LlamaConfig& c, unsigned chips, unsigned layers)
   return "";
 }
 
+std::string expert_refusal(const LlamaConfig& c, unsigned chips, unsigned layers) {
+  const unsigned L = layers ? std::min(layers, c.layers) : c.layers;
+  bool sparse = false;
+  for (unsigned l = 0; l < L; ++l) sparse |= c.sparse(l);
+  if (!sparse) return "no MoE layer among the layers run";
+  if (chips < 2) return "a system of at least two chips";
+  if (c.experts % chips) return fmt::format("{} experts do not divide over the chips", c.experts);
+  return "";
+}
+
 Graph llama_step(const LlamaConfig& c, const WeightSource& w, unsigned rows, unsigned context, unsigned layers,
                  const Fp8Source& fp8, unsigned sequences, bool seeded_routes, const Shard& shard) {
   const unsigned T = rows, D = c.hidden, hd = c.head_dim, H = c.heads, KV = c.kv_heads;
@@ -359,12 +369,19 @@ Graph llama_step(const LlamaConfig& c, const WeightSource& w, unsigned rows, uns
   // Megatron's tensor parallel shard: this chip's query heads [h0, h0 +
   // Hs), its KV heads [k0, k0 + KVs), its intermediate columns and its
   // vocabulary columns.
-  const unsigned N = shard.chips, me = shard.chip;
-  if (!N || me >= N) throw std::invalid_argument(fmt::format("llama: shard {} of {} chips", me, N));
+  if (!shard.chips || shard.chip >= shard.chips)
+    throw std::invalid_argument(fmt::format("llama: shard {} of {} chips", shard.chip, shard.chips));
+  // Expert parallel (shard.experts): the whole model but the experts on
+  // this chip's rows, no tensor-parallel shard.
+  const unsigned N = shard.experts ? 1 : shard.chips, me = shard.experts ? 0 : shard.chip;
+  const unsigned EP = shard.experts ? shard.chips : 1;
   auto refuse = [&](const std::string& why) {
     throw std::invalid_argument(fmt::format("llama: tensor parallel over {} chips with all-reduce: {}", N, why));
   };
   if (const std::string why = shard_refusal(c, N, layers); !why.empty()) refuse(why);
+  if (shard.experts)
+    if (const std::string why = expert_refusal(c, EP, layers); !why.empty())
+      throw std::invalid_argument(fmt::format("llama: expert parallel over {} chips: {}", EP, why));
   const unsigned Hs = H / N, h0 = me * Hs, KVs = KV >= N ? KV / N : 1, k0 = KV >= N ? me * KVs : me / (N / KV);
   const unsigned Vs = c.vocab / N;
   if (T > context && sequences <= 1)
@@ -628,9 +645,23 @@ Graph llama_step(const LlamaConfig& c, const WeightSource& w, unsigned rows, uns
       const int xb = g.cast(x2, DType::bf16, p + ".x");
       // FP8 experts (every one's three Linears E4M3 with their blocks, D
       // and F in 128s): block-scaled on the chip, as stored; else BF16.
+      // Expert parallel: this chip's experts only (e mod EP its number),
+      // over the rows every chip sends it (Graph::dispatch).
       std::vector<float> f8[3], s8[3];  // w1, w3, w2 codes and scales, expert after expert
       bool scaled = fp8 && D % compiler::kScaleBlock == 0 && F % compiler::kScaleBlock == 0;
-      for (unsigned e = 0; e < E && scaled; ++e) {
+      const unsigned e0 = shard.experts ? shard.chip : 0, El = E / EP;  // the experts e0, e0 + EP, ...
+      int xs = xb, rs = route;
+      if (shard.experts) {
+        xs = g.all_to_all(g.dispatch(xb, route, EP, shard.capacity, p + ".dispatch"), EP, false, p + ".sent");
+        rs = g.all_to_all(g.dispatch_route(route, EP, shard.capacity, p + ".dispatch_route"), EP, false, p + ".sent_route");
+      }
+      auto experts = [&](std::array<int, 3> ws, std::vector<int> scales) {
+        if (!shard.experts) return scales.empty() ? g.moe(xb, route, ws[0], ws[1], ws[2], p) : g.moe_scaled(xb, route, ws[0], scales[0], ws[1], scales[1], ws[2], scales[2], p);
+        const int local = scales.empty() ? g.moe_local(xs, rs, ws[0], ws[1], ws[2], shard.chip, p)
+                                         : g.moe_local_scaled(xs, rs, ws[0], scales[0], ws[1], scales[1], ws[2], scales[2], shard.chip, p);
+        return g.combine(g.all_to_all(local, EP, false, p + ".sent_back"), route, EP, shard.capacity, p + "_back");
+      };
+      for (unsigned e = e0; e < E && scaled; e += EP) {
         const std::pair<const char*, bool> parts[3] = {{"gate", false}, {"up", false}, {"down", true}};
         for (int k = 0; k < 3 && scaled; ++k) {
           std::vector<float> b, bs;
@@ -642,25 +673,26 @@ Graph llama_step(const LlamaConfig& c, const WeightSource& w, unsigned rows, uns
       int y;
       if (scaled) {
         constexpr unsigned B = compiler::kScaleBlock;
-        const int w1 = g.weight(p + ".w1", {E, D, F}, std::move(f8[0]), DType::e4m3), s1 = g.weight(p + ".w1_scale_inv", {E, D / B, F / B}, std::move(s8[0]));
-        const int w3 = g.weight(p + ".w3", {E, D, F}, std::move(f8[1]), DType::e4m3), s3 = g.weight(p + ".w3_scale_inv", {E, D / B, F / B}, std::move(s8[1]));
-        const int w2 = g.weight(p + ".w2", {E, F, D}, std::move(f8[2]), DType::e4m3), s2 = g.weight(p + ".w2_scale_inv", {E, F / B, D / B}, std::move(s8[2]));
-        y = g.moe_scaled(xb, route, w1, s1, w3, s3, w2, s2, p);
+        const int w1 = g.weight(p + ".w1", {El, D, F}, std::move(f8[0]), DType::e4m3), s1 = g.weight(p + ".w1_scale_inv", {El, D / B, F / B}, std::move(s8[0]));
+        const int w3 = g.weight(p + ".w3", {El, D, F}, std::move(f8[1]), DType::e4m3), s3 = g.weight(p + ".w3_scale_inv", {El, D / B, F / B}, std::move(s8[1]));
+        const int w2 = g.weight(p + ".w2", {El, F, D}, std::move(f8[2]), DType::e4m3), s2 = g.weight(p + ".w2_scale_inv", {El, F / B, D / B}, std::move(s8[2]));
+        y = experts({w1, w3, w2}, {s1, s3, s2});
       } else {
         // [E, D, Fs], [E, D, Fs], [E, Fs, D]: a shard's every expert's
         // intermediate columns [f0, f0 + Fs) (F / N of them), the routes
         // computed on every chip alike from the all-reduced rows.
         const unsigned Fs = F / N, f0 = me * Fs;
         std::vector<float> w1, w3, w2;
-        for (unsigned e = 0; e < E; ++e) {
+        for (unsigned e = e0; e < E; e += EP) {
           bf16_only(c.expert(l, e, "gate"), F, D), bf16_only(c.expert(l, e, "up"), F, D), bf16_only(c.expert(l, e, "down"), D, F);
           const std::vector<float> a = transposed(row_range(w(c.expert(l, e, "gate"), {F, D}), D, f0, f0 + Fs), Fs, D);
           const std::vector<float> b = transposed(row_range(w(c.expert(l, e, "up"), {F, D}), D, f0, f0 + Fs), Fs, D);
           const std::vector<float> d = transposed(col_range(w(c.expert(l, e, "down"), {D, F}), D, F, f0, f0 + Fs), D, Fs);
           w1.insert(w1.end(), a.begin(), a.end()), w3.insert(w3.end(), b.begin(), b.end()), w2.insert(w2.end(), d.begin(), d.end());
         }
-        y = g.moe(xb, route, g.weight(p + ".w1", {E, D, Fs}, std::move(w1), DType::bf16), g.weight(p + ".w3", {E, D, Fs}, std::move(w3), DType::bf16),
-                  g.weight(p + ".w2", {E, Fs, D}, std::move(w2), DType::bf16), p);
+        y = experts({g.weight(p + ".w1", {El, D, Fs}, std::move(w1), DType::bf16), g.weight(p + ".w3", {El, D, Fs}, std::move(w3), DType::bf16),
+                     g.weight(p + ".w2", {El, Fs, D}, std::move(w2), DType::bf16)},
+                    {});
       }
       if (c.shared_intermediate && c.groups) {  // DeepSeek-V3's shared experts, as one MLP
         y = g.binary(OpKind::add, y, mlp(layer(l, "mlp.shared_experts."), c.shared_intermediate));

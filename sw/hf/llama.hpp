@@ -171,10 +171,22 @@ compiler::Graph llama_prefill(const LlamaConfig& c, const WeightSource& w, const
 // BF16 (one a checkpoint stores in FP8 blocks is refused; those every
 // chip computes whole may be FP8); head, KV-head, intermediate or
 // vocabulary counts the chips do not divide are refused (shard_refusal).
+// With `shard.experts`, DeepSeek's layout instead: every chip the whole
+// step on its own rows but the MoE layers' routed experts, of which it
+// holds expert e for e mod chips = its number (BF16 or FP8 blocks, as
+// stored); each MoE layer's rows go to their experts' chips and back by
+// all-to-alls (compiler::Graph::dispatch, `shard.capacity` slots a chip,
+// 0: the step's rows); the shared experts and dense layers whole on every
+// chip; the output "logits" (expert_refusal).
 using compiler::Shard;
 // Why `c`'s first `layers` layers (0: all) do not shard over `chips`
 // chips as Shard lays them out; empty where they do.
 std::string shard_refusal(const LlamaConfig& c, unsigned chips, unsigned layers = 0);
+// Why `c`'s first `layers` layers do not spread their experts over
+// `chips` chips as Shard::experts lays them out (every chip the rest
+// whole on its own rows, expert e on chip e mod chips, the rows
+// dispatched by all-to-alls); empty where they do.
+std::string expert_refusal(const LlamaConfig& c, unsigned chips, unsigned layers = 0);
 compiler::Graph llama_step(const LlamaConfig& c, const WeightSource& w, unsigned rows, unsigned context, unsigned layers = 0,
                            const Fp8Source& fp8 = {}, unsigned sequences = 1, bool seeded_routes = false, const Shard& shard = {});
 // A step's T x vocab logits from each chip's "logits.part" (a Shard's

@@ -705,6 +705,60 @@ TEST(HfLlama, ShardsOnTheRingOfFourAllReduceToTheReferencesLogits) {
   refused([&] { llama_step(c, seeded_weights(7), 1, 8, 2, {}, 1, false, Shard{4, 4}); }, "shard 4 of 4 chips");
 }
 
+TEST(HfLlama, ExpertsDispatchOverTheRingOfFourInBf16AndFp8Blocks) {
+  // DeepSeek's layout (Shard::experts) on the ring of four: every chip its
+  // own prompt through the whole model but the experts, of which it holds
+  // experts e mod 4 = its number, the rows dispatched to the experts'
+  // chips and back by all-to-alls. Mixtral in BF16 and from a checkpoint
+  // whose experts are E4M3 blocks (moe_local_scaled), DeepSeek-V3 (32
+  // experts, group-limited, a shared expert beside them): every chip's
+  // logits reference_spmd's bit for bit; the FP8 experts run block-scaled.
+  // A dense model, and experts the chips do not divide, are refused.
+  Ring ring;
+  const LlamaConfig mixtral = LlamaConfig::load(std::string(TESSERA_HF_CONFIGS) + "/tiny-mixtral.json");
+  const std::string d = seeded_checkpoint(mixtral, 11, 2, "mixtral_test_fp8_experts", [](const std::string& name) {
+    return name.find(".experts.") != std::string::npos;
+  });
+  const SafeTensors st = SafeTensors::open(d);
+  struct Case {
+    const char* name;
+    LlamaConfig c;
+    WeightSource w;
+    Fp8Source fp8;
+  };
+  const std::vector<Case> cases = {{"Mixtral, BF16", mixtral, seeded_weights(7), {}},
+                                   {"Mixtral, FP8 experts", mixtral, weights_from(st), fp8_blocks_from(st)},
+                                   {"DeepSeek-V3", LlamaConfig::load(std::string(TESSERA_HF_CONFIGS) + "/tiny-deepseek-v3.json"), seeded_weights(7), {}}};
+  for (const Case& cs : cases) {
+    SCOPED_TRACE(cs.name);
+    compiler::Options sym;
+    sym.symmetric = std::make_shared<compiler::SymmetricStore>(ring.chips);
+    std::vector<std::unique_ptr<compiler::Executable>> ex;
+    std::vector<compiler::Executable*> xs;
+    std::vector<const compiler::Graph*> gs;
+    std::vector<std::map<std::string, std::vector<float>>> ins;
+    unsigned scaled = 0;
+    for (unsigned k = 0; k < 4; ++k) {
+      ex.push_back(std::make_unique<compiler::Executable>(ring.cluster.chip(k), ring.programs[k],
+                                                          llama_step(cs.c, cs.w, 8, 8, 2, cs.fp8, 1, false, Shard{k, 4, true, 0}), sym));
+      xs.push_back(ex.back().get()), gs.push_back(&ex.back()->graph());
+      ins.push_back(llama_inputs({3 + k, 17, 42 + 5 * k, 5, 60, 9 + k, 33, 71}));
+      for (const compiler::Op& op : ex.back()->graph().ops()) scaled += op.kind == compiler::OpKind::moe && op.ep_chips == 4 && compiler::block_scaled(op);
+    }
+    EXPECT_EQ(scaled, cs.fp8 ? 8u : 0u) << "two layers' experts on each chip, block-scaled from the FP8 checkpoint";
+    const auto out = compiler::run_together(xs, ins);
+    const auto ref = compiler::reference_spmd(gs, ins);
+    for (unsigned k = 0; k < 4; ++k) {
+      const std::size_t lo = static_cast<std::size_t>(gs[k]->outputs().back());
+      EXPECT_EQ(std::memcmp(out[k].at("logits").data(), ref[k][lo].data(), ref[k][lo].size() * 4), 0) << "chip " << k;
+    }
+  }
+  const LlamaConfig dense = LlamaConfig::load(std::string(TESSERA_HF_CONFIGS) + "/tiny-llama.json");
+  EXPECT_EQ(expert_refusal(dense, 4), "no MoE layer among the layers run");
+  EXPECT_EQ(expert_refusal(mixtral, 16), "8 experts do not divide over the chips");
+  EXPECT_EQ(expert_refusal(mixtral, 4), "");
+}
+
 TEST(HfLlama, ShardsMoeAndLatentAttentionLayersOverTheRingOfFour) {
   // A MoE layer in Megatron's layout: every chip of the ring of four
   // routes all the rows alike (the router's input all-reduced, the same

@@ -30,7 +30,7 @@ using namespace tessera;
 
 namespace {
 int usage(const char* why) {
-  std::fprintf(stderr, "tessera demo: %s\nusage: tessera-vp demo [--tiny] [--fp8] [--launches] [--device-dispatch] [--compiled | --hand-written] [--batch B] [--serve RATE [--requests N] | --serve-from TRACE.csv] [--chips 1|4|8|16|32|64 [--data-parallel | --expert-parallel | --all-reduce]] [--prompt N (1-256)] [--decode N] [--seed S] [--speculate K [--acceptance A] [--draft first-layer|small]] [--trace FILE.json] [--waves FILE.vcd] [--stats FILE.json] [--set inst.key=value ...] [--placement R,R,... (under mpirun)]\n       tessera-vp demo --hf-config FILE.json [--weights FILE|DIR] [--layers N] [--prompt N] [--decode N] [--seed S] [--batch B] [--chips 1|4|8|16|32|64 [--parallel auto|spread|all-reduce] [--groups G]] [--check] [--timing-only] [--routing model|seeded] [--set inst.key=value ...]\n", why);
+  std::fprintf(stderr, "tessera demo: %s\nusage: tessera-vp demo [--tiny] [--fp8] [--launches] [--device-dispatch] [--compiled | --hand-written] [--batch B] [--serve RATE [--requests N] | --serve-from TRACE.csv] [--chips 1|4|8|16|32|64 [--data-parallel | --expert-parallel | --all-reduce]] [--prompt N (1-256)] [--decode N] [--seed S] [--speculate K [--acceptance A] [--draft first-layer|small]] [--trace FILE.json] [--waves FILE.vcd] [--stats FILE.json] [--set inst.key=value ...] [--placement R,R,... (under mpirun)]\n       tessera-vp demo --hf-config FILE.json [--weights FILE|DIR] [--layers N] [--prompt N] [--decode N] [--seed S] [--batch B] [--chips 1|4|8|16|32|64 [--parallel auto|spread|all-reduce|expert] [--groups G]] [--check] [--timing-only] [--routing model|seeded] [--set inst.key=value ...]\n", why);
   return 2;
 }
 bool number(const char* s, unsigned& out) {
