@@ -110,10 +110,7 @@ Graph moe_layer(Layout l, unsigned c, unsigned N, unsigned rows, bool pull) {
                     which == 2 ? std::vector<unsigned>{experts, f, kD} : std::vector<unsigned>{experts, kD, f}, std::move(v), DType::bf16);
   };
   if (l == Layout::expert_parallel) {
-    const int xs = g.all_to_all(g.dispatch(xb, route, N), N, pull, "sent");
-    const int rs = g.all_to_all(g.dispatch_route(route, N), N, pull, "choices");
-    const int y = g.moe_local(xs, rs, part(0, c, N, 0, kF), part(1, c, N, 0, kF), part(2, c, N, 0, kF), c, "experts");
-    g.output(g.combine(g.all_to_all(y, N, pull, "back"), route, N, 0, "y"));
+    g.output(g.moe_dispatched(xb, route, {part(0, c, N, 0, kF), part(1, c, N, 0, kF), part(2, c, N, 0, kF)}, {}, N, c, 0, "experts", pull));
   } else if (l == Layout::megatron) {
     const unsigned f0 = kF / N * c, f1 = f0 + kF / N;
     g.output(g.all_reduce(g.moe(xb, route, part(0, 0, 1, f0, f1), part(1, 0, 1, f0, f1), part(2, 0, 1, f0, f1)), N, false, pull, "y"));
@@ -172,8 +169,9 @@ int moe_study(unsigned N, const std::vector<std::string>& sets) {
       double slowest = 0;
       for (unsigned c = 0; c < n; ++c) {
         slowest = std::max(slowest, execs[c]->last_seconds());
-        const std::vector<float>& want = ref[c][static_cast<std::size_t>(compiled[c]->outputs()[0])];
-        if (std::memcmp(out[c].at("y").data(), want.data(), want.size() * 4) != 0) {
+        const int y = compiled[c]->outputs()[0];
+        const std::vector<float>& want = ref[c][static_cast<std::size_t>(y)];
+        if (std::memcmp(out[c].at(compiled[c]->tensor(y).name).data(), want.data(), want.size() * 4) != 0) {
           std::cerr << fmt::format("{} rows a chip, layout {}: chip {}'s output differs from the reference\n", B, k, c);
           status = 1;
         }

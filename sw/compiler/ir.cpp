@@ -602,6 +602,14 @@ int Graph::moe_local_scaled(int x, int route, int w1, int w1_scales, int w3, int
   return moe_op(x, route, {w1, w3, w2}, {w1_scales, w3_scales, w2_scales}, name, static_cast<int>(chip));
 }
 
+int Graph::moe_dispatched(int x, int route, std::array<int, 3> w, std::vector<int> scales, unsigned chips, unsigned chip,
+                          unsigned capacity, const std::string& name, bool pull) {
+  const int xs = all_to_all(dispatch(x, route, chips, capacity, name + ".dispatch"), chips, pull, name + ".sent");
+  const int rs = all_to_all(dispatch_route(route, chips, capacity, name + ".dispatch_route"), chips, pull, name + ".sent_route");
+  const int y = moe_op(xs, rs, w, std::move(scales), name, static_cast<int>(chip));
+  return combine(all_to_all(y, chips, pull, name + ".sent_back"), route, chips, capacity, name + "_back");
+}
+
 unsigned Graph::dispatch_capacity(const char* what, int route, unsigned chips, unsigned capacity, const std::string& name) {
   const Tensor& R = operand(route, what);
   const int rp = producer(route);

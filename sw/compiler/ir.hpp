@@ -356,6 +356,15 @@ class Graph {
   // dropped (each chip's choices first, every zero last: the same sums
   // but for the sign of an exact zero).
   int combine(int y, int route, unsigned chips, unsigned capacity = 0, const std::string& name = "");
+  // A MoE layer expert parallel on this chip (`chip` of `chips`): x's rows
+  // (bf16) and their route dispatched (dispatch and dispatch_route, an
+  // all_to_all each: "<name>.dispatch", ".sent", ".dispatch_route",
+  // ".sent_route"), this chip's experts w (moe_local, or moe_local_scaled
+  // with their `scales`: "<name>") over the slots, their sums brought back
+  // ("<name>.sent_back") and combined ("<name>_back", the [T, D] f32
+  // returned); `pull`: the all-to-alls pulled.
+  int moe_dispatched(int x, int route, std::array<int, 3> w, std::vector<int> scales, unsigned chips, unsigned chip,
+                     unsigned capacity, const std::string& name, bool pull = false);
   // Marks a tensor as an output of the graph (read back after a run).
   void output(int t);
 

@@ -650,16 +650,9 @@ Graph llama_step(const LlamaConfig& c, const WeightSource& w, unsigned rows, uns
       std::vector<float> f8[3], s8[3];  // w1, w3, w2 codes and scales, expert after expert
       bool scaled = fp8 && D % compiler::kScaleBlock == 0 && F % compiler::kScaleBlock == 0;
       const unsigned e0 = shard.experts ? shard.chip : 0, El = E / EP;  // the experts e0, e0 + EP, ...
-      int xs = xb, rs = route;
-      if (shard.experts) {
-        xs = g.all_to_all(g.dispatch(xb, route, EP, shard.capacity, p + ".dispatch"), EP, false, p + ".sent");
-        rs = g.all_to_all(g.dispatch_route(route, EP, shard.capacity, p + ".dispatch_route"), EP, false, p + ".sent_route");
-      }
       auto experts = [&](std::array<int, 3> ws, std::vector<int> scales) {
-        if (!shard.experts) return scales.empty() ? g.moe(xb, route, ws[0], ws[1], ws[2], p) : g.moe_scaled(xb, route, ws[0], scales[0], ws[1], scales[1], ws[2], scales[2], p);
-        const int local = scales.empty() ? g.moe_local(xs, rs, ws[0], ws[1], ws[2], shard.chip, p)
-                                         : g.moe_local_scaled(xs, rs, ws[0], scales[0], ws[1], scales[1], ws[2], scales[2], shard.chip, p);
-        return g.combine(g.all_to_all(local, EP, false, p + ".sent_back"), route, EP, shard.capacity, p + "_back");
+        if (shard.experts) return g.moe_dispatched(xb, route, ws, std::move(scales), EP, shard.chip, shard.capacity, p);
+        return scales.empty() ? g.moe(xb, route, ws[0], ws[1], ws[2], p) : g.moe_scaled(xb, route, ws[0], scales[0], ws[1], scales[1], ws[2], scales[2], p);
       };
       for (unsigned e = e0; e < E && scaled; e += EP) {
         const std::pair<const char*, bool> parts[3] = {{"gate", false}, {"up", false}, {"down", true}};

@@ -72,12 +72,10 @@ int dispatched_experts(Graph& g, const Config& c, const Weights::Layer& L, const
     w2.insert(w2.end(), L.w2[e].values.begin(), L.w2[e].values.end());
   }
   const unsigned E = c.experts / N;
-  const int xs = g.all_to_all(g.dispatch(hb, route, N, capacity, p + "dispatch"), N, false, p + "sent");
-  const int rs = g.all_to_all(g.dispatch_route(route, N, capacity, p + "dispatch_route"), N, false, p + "sent_route");
-  const int y = g.moe_local(xs, rs, g.weight(p + "w1.weight", {E, D, F}, std::move(w1), DType::bf16),
-                            g.weight(p + "w3.weight", {E, D, F}, std::move(w3), DType::bf16),
-                            g.weight(p + "w2.weight", {E, F, D}, std::move(w2), DType::bf16), me, p + "experts");
-  return g.combine(g.all_to_all(y, N, false, p + "sent_back"), route, N, capacity, p + "experts_back");
+  return g.moe_dispatched(hb, route,
+                          {g.weight(p + "w1.weight", {E, D, F}, std::move(w1), DType::bf16), g.weight(p + "w3.weight", {E, D, F}, std::move(w3), DType::bf16),
+                           g.weight(p + "w2.weight", {E, F, D}, std::move(w2), DType::bf16)},
+                          {}, N, me, capacity, p + "experts");
 }
 
 }  // namespace
@@ -440,9 +438,7 @@ std::vector<float> CompiledModel::collect(std::vector<std::uint32_t>* next, std:
     else if (phase == "ffn_norm" || phase == "router" || phase == "route") bucket = &profile_.router;
     else if (phase == "experts") bucket = &profile_.experts;
     else if (phase == "combine" || phase == "experts_back") bucket = &profile_.combine;
-    else if (phase == "wo_sum" || phase == "experts_sum" || phase == "dispatch" || phase == "dispatch_route" || phase == "sent" ||
-             phase == "sent_route" || phase == "sent_back")
-      bucket = &profile_.comm;
+    else if (phase == "wo_sum" || phase == "experts_sum" || phase.rfind("experts.", 0) == 0) bucket = &profile_.comm;  // (the dispatch's)
     else if (n.rfind("layer", 0) == 0) bucket = &profile_.attention;
     *bucket += node[gi];
     kernels += node[gi];

@@ -45,7 +45,7 @@ namespace tessera::model {
 // shard.chip's graph as DeepSeek lays it out: the whole model on the
 // chip's own rows but its experts (e mod chips = chip), each layer's rows
 // dispatched to the chips of their experts and their sums brought back by
-// all-to-alls ("layer<l>.sent", ".sent_route", ".sent_back"), `capacity`
+// all-to-alls (Graph::moe_dispatched, "layer<l>.experts.sent" ...), `capacity`
 // slots a chip; with no rows, the experts alone over one row of zeros
 // (input "idle"): a chip with no sequence in the step still serves the
 // others' rows. BF16 only.
