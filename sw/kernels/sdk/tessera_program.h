@@ -31,7 +31,7 @@ enum tkp_kind {
                       slot + 1 (0: none) whose TKP_MARK the core writes when the barrier has closed */
   TKP_MARK = 8,    /* the core writes its cycle counter (64 bits) at scratchpad offset w[0], one of the
                       TKP_MARKS_MAX slots at TKP_MARKS_OFFSET */
-  TKP_MOE = 9,     /* this tile's share of the MoE experts dispatched on the device: w[0..17] as the program
+  TKP_MOE = 9,     /* this tile's share of the MoE experts dispatched on the device: w[0..18] as the program
                       kernel describes them (sw/kernels/program/program.c); uses semaphores 0-6, left at zero */
   TKP_ROUTE = 10,  /* a router's group-limited top-k on the core (DeepSeek-V3's noaux_tc), on rows in the
                       scratchpad: w[0..7] as the program kernel describes them (route_grouped) */

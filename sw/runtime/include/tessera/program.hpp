@@ -82,8 +82,8 @@ class TileProgram {
   // false where there is none or it signals two already.
   bool signal_last_dma(unsigned sem, std::size_t from = 0);
   // This tile's share of the MoE experts dispatched on the tiles, each
-  // expert split in slices of its hidden layer: the 13 or 14 words the
-  // program kernel's moe_experts() takes, 13 to 19 (sw/kernels/program/program.c;
+  // expert split in slices of its hidden layer: the 13 to 19 words the
+  // program kernel's moe_experts() takes (sw/kernels/program/program.c;
   // MoeSplit below plans them).
   TileProgram& moe(const std::vector<std::uint32_t>& args);
   // Expert parallelism's dispatch or combine from a router's output
