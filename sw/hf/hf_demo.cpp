@@ -40,7 +40,9 @@
 // chip its own share of the batch's sequences through the whole model
 // but the routed experts, of which it holds expert e for e mod N = its
 // number, each MoE layer's rows going to their experts' chips and back by
-// the chips' engines' all-to-alls (llama.hpp's Shard::experts); every
+// the chips' engines' all-to-alls (llama.hpp's Shard::experts), the LM
+// head by vocabulary where the chips divide it (every chip's rows
+// gathered, each chip computing its columns of their logits); every
 // chip's step started before any is waited for. Exit codes: 0, 1 (--check failed), 2 (a bad option, config
 // or weights file, in one line), 3 (a device error).
 #include "hf_demo.hpp"
@@ -175,7 +177,13 @@ int demo_main(int argc, char** argv) {
       return fail(fmt::format("--parallel expert: {} sequences a chip, more than the {} rows a chip's step takes over {} chips (the "
                               "experts' kernel's {})", share, most, chips, kChunk));
     chunk = std::max(1u, std::min(prompt, most / share)), rest = prompt % chunk;
-    const std::uint64_t params = c.parameters(layers), need = params * 4 * 2 * (1 + (decode ? 1 : 0) + (rest ? 1 : 0)) * groups;
+    // (Expert parallel: each chip's graphs hold the model but the routed
+    // experts and the LM head where its vocabulary divides, and its share
+    // of those.)
+    const std::uint64_t params = c.parameters(layers), routed = c.routed_parameters(layers);
+    const std::uint64_t head = expert && !c.tie_embeddings && c.vocab % chips == 0 ? std::uint64_t{c.vocab} * c.hidden : 0;
+    const std::uint64_t per_group = expert ? params - (routed + head) + (routed + head) / chips : params;
+    const std::uint64_t need = per_group * 4 * 2 * (1 + (decode ? 1 : 0) + (rest ? 1 : 0)) * groups;
     const std::uint64_t host = static_cast<std::uint64_t>(sysconf(_SC_PHYS_PAGES)) * static_cast<std::uint64_t>(sysconf(_SC_PAGE_SIZE));
     if (need > host / 2 && !timing)
       return fail(fmt::format("{}: {} of {} layers hold {:.3g} G weights, {:.1f} GB on the host in FP32 twice over, more than half "
@@ -332,6 +340,10 @@ int demo_main(int argc, char** argv) {
         x.fetch();
       }
       for (unsigned k = 0; k < groups; ++k) devices[k * per]->wait_io(), out[k] = pick(gs[k]).outputs();
+      if (expert && out[0].count("logits.part")) {  // the LM head by vocabulary: each chip's rows from every chip's columns
+        std::vector<std::vector<float>> each = expert_logits(out, c.vocab);
+        for (unsigned k = 0; k < groups; ++k) out[k]["logits"] = std::move(each[k]);
+      }
       return out;
     };
     // Each sequence's prompt in steps of `chunk` tokens (one step unless it is longer).
@@ -409,8 +421,13 @@ int demo_main(int argc, char** argv) {
       std::cout << fmt::format("{} chips ({}), expert parallel as DeepSeek lays it out (--parallel expert): chip k runs sequence{} {} "
                                "through the whole model but the routed experts, of which it holds expert e for e mod {} = k; each MoE "
                                "layer's rows go to their experts' chips and their sums come back by the chips' engines' all-to-alls, 3 a "
-                               "layer, with no host round trip; every chip's step started before any is waited for\n",
-                               chips, opt.platform.substr(opt.platform.rfind('/') + 1), share > 1 ? "s" : "", ks(share), chips);
+                               "layer, with no host round trip; {}; every chip's step started before any is waited for\n",
+                               chips, opt.platform.substr(opt.platform.rfind('/') + 1), share > 1 ? "s" : "", ks(share), chips,
+                               c.vocab % chips ? fmt::format("the LM head whole on each chip's rows ({} vocabulary columns do not divide "
+                                                             "over the chips)", c.vocab)
+                                               : fmt::format("the LM head by vocabulary: every chip's rows gathered on each chip, "
+                                                             "which computes its {} vocabulary columns of their logits (the host "
+                                                             "reading every chip's at once)", c.vocab / chips));
     else if (groups > 1)
       std::cout << fmt::format("{} groups of {} chip{} (data parallel, --groups): group k runs sequence{} {} on chip{} {}{}; every "
                                "group's step is started before any is waited for\n", groups, per, per > 1 ? "s" : "",
@@ -450,8 +467,8 @@ int demo_main(int argc, char** argv) {
         if (op.kind != compiler::OpKind::moe) continue;
         const unsigned F = x.graph().tensor(op.in[2]).shape[2], S = std::max(1u, op.slices);
         return fmt::format("{} slices of {} hidden columns an expert{}, {}", S, F / S,
-                           op.ep_chips           ? fmt::format(", chip 0's {} experts over the {} slots the chips sent it", x.graph().tensor(op.in[2]).shape[0],
-                                                               x.graph().tensor(op.in[0]).rows())
+                           op.ep_chips           ? fmt::format(", chip 0's {} expert{} over the {} slots the chips sent it", x.graph().tensor(op.in[2]).shape[0],
+                                                               x.graph().tensor(op.in[2]).shape[0] == 1 ? "" : "s", x.graph().tensor(op.in[0]).rows())
                            : op.expert_chips > 1 ? fmt::format(", the experts over {} chips (expert e on chip e mod {})", op.expert_chips,
                                                                    op.expert_chips)
                            : op.slice_chips.empty() ? ""

@@ -152,6 +152,13 @@ std::uint64_t LlamaConfig::parameters(unsigned n) const {
   return p;
 }
 
+std::uint64_t LlamaConfig::routed_parameters(unsigned n) const {
+  std::uint64_t p = 0;
+  for (unsigned l = 0; l < (n ? std::min(n, layers) : layers); ++l)
+    if (sparse(l)) p += 3 * std::uint64_t{hidden} * expert_intermediate * experts;
+  return p;
+}
+
 namespace {
 double yarn_get_mscale(double scale, double m) { return scale <= 1 ? 1.0 : 0.1 * m * std::log(scale) + 1.0; }
 }  // namespace
@@ -383,7 +390,6 @@ Graph llama_step(const LlamaConfig& c, const WeightSource& w, unsigned rows, uns
     if (const std::string why = expert_refusal(c, EP, layers); !why.empty())
       throw std::invalid_argument(fmt::format("llama: expert parallel over {} chips: {}", EP, why));
   const unsigned Hs = H / N, h0 = me * Hs, KVs = KV >= N ? KV / N : 1, k0 = KV >= N ? me * KVs : me / (N / KV);
-  const unsigned Vs = c.vocab / N;
   if (T > context && sequences <= 1)
     throw std::invalid_argument(fmt::format("llama: a step of {} tokens in a context of {}", T, context));
   if (!sequences || sequences > 256) throw std::invalid_argument(fmt::format("llama: {} sequences (1 to 256)", sequences));
@@ -701,23 +707,41 @@ Graph llama_step(const LlamaConfig& c, const WeightSource& w, unsigned rows, uns
   h = g.rmsnorm(h, norm("model.norm.weight"), static_cast<float>(c.rms_eps));
   const std::string head = c.tie_embeddings ? "model.embed_tokens.weight" : "lm_head.weight";
   const std::vector<float> lm = c.tie_embeddings ? table : w(head, {c.vocab, D});
-  if (N == 1) {
+  // Expert parallel: the LM head by vocabulary too where the chips divide
+  // it, each chip's columns over every chip's rows (gathered), as its rows'
+  // whole head streamed the whole table on every chip (DeepSeek-V3's 1.85
+  // GB: 8.45 of a 31.4 ms step on sixteen chips at batch 16).
+  const bool by_vocab = EP > 1 && c.vocab % EP == 0;
+  if (N == 1 && !by_vocab) {
     g.output(g.matmul(h, g.weight("lm_head", {D, c.vocab}, transposed(lm, c.vocab, D), DType::bf16), DType::bf16, "logits"));
     return g;
   }
+  const unsigned parts = by_vocab ? EP : N, part_of = by_vocab ? shard.chip : me, Vp = c.vocab / parts;
+  if (by_vocab) h = g.all_gather(h, EP, false, "lm_head.rows");
   // The shard's vocabulary columns, left on its chip (Megatron's
   // vocabulary-parallel output): the host reads every chip's part at once
   // (shard_logits). Gathered on the chips and put side by side, Llama-3-70B's
   // 64 rows of logits took 595 and 681 us of a 6224 us decode step on
   // eight chips, the host then reading all 33 MB from one chip.
   std::vector<float> part;
-  if (!lm.empty()) part.assign(lm.begin() + std::ptrdiff_t(std::size_t{me} * Vs * D), lm.begin() + std::ptrdiff_t(std::size_t{me + 1} * Vs * D));
-  g.output(g.matmul(h, g.weight("lm_head", {D, Vs}, transposed(part, Vs, D), DType::bf16), DType::bf16, "logits.part"));
+  if (!lm.empty())
+    part.assign(lm.begin() + std::ptrdiff_t(std::size_t{part_of} * Vp * D), lm.begin() + std::ptrdiff_t(std::size_t{part_of + 1} * Vp * D));
+  g.output(g.matmul(h, g.weight("lm_head", {D, Vp}, transposed(part, Vp, D), DType::bf16), DType::bf16, "logits.part"));
   return g;
 }
 
 std::vector<float> shard_logits(const std::vector<std::map<std::string, std::vector<float>>>& outputs, unsigned vocab) {
   return compiler::side_by_side(outputs, "logits.part", vocab);
+}
+
+std::vector<std::vector<float>> expert_logits(const std::vector<std::map<std::string, std::vector<float>>>& outputs, unsigned vocab) {
+  const std::vector<float> all = shard_logits(outputs, vocab);
+  const std::size_t each = all.size() / outputs.size();
+  if (each % vocab) throw std::invalid_argument(fmt::format("expert_logits: {} logits over {} chips of {} columns", all.size(), outputs.size(), vocab));
+  std::vector<std::vector<float>> by_chip;
+  for (std::size_t k = 0; k < outputs.size(); ++k)
+    by_chip.emplace_back(all.begin() + std::ptrdiff_t(k * each), all.begin() + std::ptrdiff_t((k + 1) * each));
+  return by_chip;
 }
 
 std::map<std::string, std::vector<float>> llama_inputs(const std::vector<std::uint32_t>& tokens, unsigned position) {

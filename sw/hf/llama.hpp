@@ -85,6 +85,9 @@ struct LlamaConfig {
   // all), the final norm and the LM head: what a functional run holds on
   // the host.
   std::uint64_t parameters(unsigned layers = 0) const;
+  // Of those, the routed experts' (their three Linears; what expert
+  // parallelism spreads over the chips).
+  std::uint64_t routed_parameters(unsigned layers = 0) const;
   // A sparse layer's weights by Hugging Face name: the router, and expert
   // e's `which` ("gate", "up" or "down") projection.
   std::string router(unsigned layer) const;
@@ -177,7 +180,10 @@ compiler::Graph llama_prefill(const LlamaConfig& c, const WeightSource& w, const
 // stored); each MoE layer's rows go to their experts' chips and back by
 // all-to-alls (compiler::Graph::dispatch, `shard.capacity` slots a chip,
 // 0: the step's rows); the shared experts and dense layers whole on every
-// chip; the output "logits" (expert_refusal).
+// chip; where the chips divide the vocabulary, the LM head by vocabulary
+// (every chip's rows gathered, its columns of their logits, the output
+// "logits.part": expert_logits), else whole on each chip's rows (the
+// output "logits"); expert_refusal.
 using compiler::Shard;
 // Why `c`'s first `layers` layers (0: all) do not shard over `chips`
 // chips as Shard lays them out; empty where they do.
@@ -192,6 +198,10 @@ compiler::Graph llama_step(const LlamaConfig& c, const WeightSource& w, unsigned
 // A step's T x vocab logits from each chip's "logits.part" (a Shard's
 // output; outputs[k] chip k's), chip k's columns k vocab / chips ...
 std::vector<float> shard_logits(const std::vector<std::map<std::string, std::vector<float>>>& outputs, unsigned vocab);
+// Shard::experts' logits by vocabulary: each chip's "logits.part" holds
+// its columns of every chip's rows (chip order), so chip k's T x vocab
+// logits are rows k T .. of shard_logits's.
+std::vector<std::vector<float>> expert_logits(const std::vector<std::map<std::string, std::vector<float>>>& outputs, unsigned vocab);
 // The graph's inputs for a step: its tokens (the graph's "tokens", as FP32
 // whole numbers, gathered from the embedding table on the chip) and their
 // positions from `position` on.

@@ -229,6 +229,13 @@ TEST(HfLlama, TheShippedConfigsAreReadOrRefusedByName) {
                                                   {"deepseek-v3.json", 671.0}};
   for (const auto& [file, billions] : sizes)
     EXPECT_NEAR(LlamaConfig::load(dir + "/" + file).parameters() / 1e9, billions, billions * 5e-3) << file;
+  // The routed experts' share (what expert parallelism spreads): Mixtral's
+  // 32 layers of 8 experts of 3 x 4096 x 14336, DeepSeek-V3's 58 sparse
+  // layers of 256 of 3 x 7168 x 2048 (its first three dense).
+  EXPECT_EQ(LlamaConfig::load(dir + "/mixtral-8x7b.json").routed_parameters(), 32ull * 8 * 3 * 4096 * 14336);
+  EXPECT_EQ(LlamaConfig::load(dir + "/deepseek-v3.json").routed_parameters(), 58ull * 256 * 3 * 7168 * 2048);
+  EXPECT_EQ(LlamaConfig::load(dir + "/deepseek-v3.json").routed_parameters(3), 0u);
+  EXPECT_EQ(LlamaConfig::load(dir + "/llama-3-8b.json").routed_parameters(), 0u);
   const LlamaConfig ds = LlamaConfig::load(dir + "/deepseek-v3.json");
   EXPECT_TRUE(ds.mla);
   EXPECT_EQ(ds.q_lora, 1536u);
@@ -713,7 +720,10 @@ TEST(HfLlama, ExpertsDispatchOverTheRingOfFourInBf16AndFp8Blocks) {
   // whose experts are E4M3 blocks (moe_local_scaled), DeepSeek-V3 (32
   // experts, group-limited, a shared expert beside them): every chip's
   // logits reference_spmd's bit for bit; the FP8 experts run block-scaled.
-  // A dense model, and experts the chips do not divide, are refused.
+  // The LM head by vocabulary: each chip's columns of every chip's rows,
+  // put together chip k's prompt's logits, within the BF16 bound of the
+  // FP32 reference on the chip's routes (BF16 weights). A dense model, and
+  // experts the chips do not divide, are refused.
   Ring ring;
   const LlamaConfig mixtral = LlamaConfig::load(std::string(TESSERA_HF_CONFIGS) + "/tiny-mixtral.json");
   const std::string d = seeded_checkpoint(mixtral, 11, 2, "mixtral_test_fp8_experts", [](const std::string& name) {
@@ -750,7 +760,18 @@ TEST(HfLlama, ExpertsDispatchOverTheRingOfFourInBf16AndFp8Blocks) {
     const auto ref = compiler::reference_spmd(gs, ins);
     for (unsigned k = 0; k < 4; ++k) {
       const std::size_t lo = static_cast<std::size_t>(gs[k]->outputs().back());
-      EXPECT_EQ(std::memcmp(out[k].at("logits").data(), ref[k][lo].data(), ref[k][lo].size() * 4), 0) << "chip " << k;
+      ASSERT_EQ(out[k].at("logits.part").size(), std::size_t{4} * 8 * cs.c.vocab / 4) << "every chip's rows, its columns";
+      EXPECT_EQ(std::memcmp(out[k].at("logits.part").data(), ref[k][lo].data(), ref[k][lo].size() * 4), 0) << "chip " << k;
+    }
+    const std::vector<std::vector<float>> logits = expert_logits(out, cs.c.vocab);
+    for (unsigned k = 0; k < 4 && !cs.fp8; ++k) {
+      std::map<std::string, std::vector<float>> mine = out[k];
+      mine["logits"] = logits[k];
+      const std::vector<std::vector<std::uint32_t>> routes = chip_routes(cs.c, mine, 2);
+      const std::vector<std::uint32_t> tokens{3 + k, 17, 42 + 5 * k, 5, 60, 9 + k, 33, 71};
+      const double err = relative_error(logits[k], llama_reference(cs.c, cs.w, tokens, 2, &routes));
+      EXPECT_LT(err, 5e-2) << "chip " << k << "'s prompt";
+      EXPECT_GT(err, 0.0);
     }
   }
   const LlamaConfig dense = LlamaConfig::load(std::string(TESSERA_HF_CONFIGS) + "/tiny-llama.json");
