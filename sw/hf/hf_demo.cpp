@@ -436,12 +436,14 @@ int demo_main(int argc, char** argv) {
     if (!why_spread.empty()) std::cout << "--parallel auto: spread, not Megatron's shards (" << why_spread << ")\n";
     if (all_reduce)
       std::cout << fmt::format("{} chips ({}), tensor parallel as Megatron lays it out ({}): every chip runs the step on its "
-                               "shard, {} query heads and {} KV head{} with their caches, its columns of Q, K, V, gate and up, those rows "
+                               "shard, {}, its columns of Q, K, V, gate and up, those rows "
                                "of o_proj and down_proj{} and its {} vocabulary columns of the LM head (the host reads every chip's at once); the "
                                "chips' communication engines all-reduce the partial sums, 2 a layer, with no host round trip\n",
                                chips, opt.platform.substr(opt.platform.rfind('/') + 1),
-                               parallel == "auto" ? "--parallel auto: the model shards over the chips" : "--all-reduce", c.heads / chips,
-                               c.kv_heads >= chips ? c.kv_heads / chips : 1, c.kv_heads > chips ? "s" : "",
+                               parallel == "auto" ? "--parallel auto: the model shards over the chips" : "--all-reduce",
+                               c.mla ? fmt::format("{} query head{} (latent attention, below)", c.heads / chips, c.heads / chips > 1 ? "s" : "")
+                                     : fmt::format("{} query heads and {} KV head{} with their caches", c.heads / chips,
+                                                   c.kv_heads >= chips ? c.kv_heads / chips : 1, c.kv_heads > chips ? "s" : ""),
                                c.experts ? fmt::format(", in a MoE layer every expert's 1/{} of its intermediate columns, the routes computed "
                                                        "on every chip alike", chips) : "",
                                c.vocab / chips);
@@ -453,6 +455,15 @@ int demo_main(int argc, char** argv) {
                                c.experts ? ", the experts' slices likewise where they split over the chips, or the experts "
                                            "themselves (`experts:` below)" : "",
                                std::min(per, c.mla ? c.heads : c.kv_heads), groups > 1 ? "the group's first chip" : "chip 0");
+    if (c.mla) {  // a graph's heads: a chip's shard under Megatron's layout, else all of them
+      const unsigned hs = all_reduce ? c.heads / chips : c.heads;
+      std::cout << (mla_absorbed(c, all_reduce ? Shard{0, chips} : Shard{})
+                        ? fmt::format("latent attention: {} head{} a graph, absorbed over the compressed cache ({} values a position a "
+                                      "layer{})\n", hs, hs > 1 ? "s" : "", 2 * c.kv_lora + c.qk_rope, chips > 1 ? " on every chip" : "")
+                        : fmt::format("latent attention: {} heads a graph, decompressed into their caches ({} values a position a layer; "
+                                      "absorbed where a graph runs at most {} heads, each head four graph nodes a layer)\n",
+                                      hs, std::uint64_t{hs} * (c.qk_nope + c.qk_rope + c.v_head), kAbsorbedHeads));
+    }
     std::cout << fmt::format("prefill of {} tokens{}{}: {} nodes, {:.2f} us simulated ({:.2f} us/token); next token {}{}\n", prompt,
                              batch > 1 ? fmt::format(" for each of {} sequences", batch) : std::string(),
                              prompt > chunk ? fmt::format(" in steps of {}{}", chunk, batch > 1 ? " each" : "") : std::string(), ex.groups().size(),

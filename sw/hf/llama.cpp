@@ -368,6 +368,11 @@ std::string expert_refusal(const LlamaConfig& c, unsigned chips, unsigned layers
   return "";
 }
 
+bool mla_absorbed(const LlamaConfig& c, const Shard& shard) {
+  const unsigned heads = c.heads / (shard.experts ? 1 : std::max(1u, shard.chips));
+  return c.mla && heads <= kAbsorbedHeads && std::uint64_t{heads} * (c.kv_lora + c.qk_rope) <= 65535;
+}
+
 Graph llama_step(const LlamaConfig& c, const WeightSource& w, unsigned rows, unsigned context, unsigned layers,
                  const Fp8Source& fp8, unsigned sequences, bool seeded_routes, const Shard& shard) {
   const unsigned T = rows, D = c.hidden, hd = c.head_dim, H = c.heads, KV = c.kv_heads;
@@ -584,19 +589,78 @@ Graph llama_step(const LlamaConfig& c, const WeightSource& w, unsigned rows, uns
       const int ckv = g.move({kva}, {T, r}, {{0, 0, 0, r, T, r + rd, r}}, fmt::format("layer{}.latent", l));
       const int kpe = rope(g.move({kva}, {T, rd}, {{0, r, 0, rd, T, r + rd, rd}}), 1, fmt::format("layer{}.k_pe", l), rd, 0, rd);
       const std::string kvn = layer(l, "self_attn.kv_a_layernorm.weight");
-      const int kv = linear_rows(g.rmsnorm(ckv, g.weight(kvn, {r}, w(kvn, {r})), static_cast<float>(c.rms_eps)),
-                                 layer(l, "self_attn.kv_b_proj.weight"), H * (nope + vd), r, h0 * (nope + vd), (h0 + Hs) * (nope + vd));
-      const std::uint64_t kvw = std::uint64_t{Hs} * (nope + vd);
-      // Each head's key: [its k_nope ; the shared k_pe]; its value.
-      std::vector<Move> km, vm;
-      for (unsigned hh = 0; hh < Hs; ++hh) {
-        km.push_back({0, std::uint64_t{hh} * (nope + vd), std::uint64_t{hh} * qd, nope, T, kvw, std::uint64_t{Hs} * qd});
-        km.push_back({1, 0, std::uint64_t{hh} * qd + nope, rd, T, rd, std::uint64_t{Hs} * qd});
-        vm.push_back({0, std::uint64_t{hh} * (nope + vd) + nope, std::uint64_t{hh} * vd, vd, T, kvw, std::uint64_t{Hs} * vd});
+      const int latent = g.rmsnorm(ckv, g.weight(kvn, {r}, w(kvn, {r})), static_cast<float>(c.rms_eps));
+      const std::string kvb = layer(l, "self_attn.kv_b_proj.weight");
+      const unsigned kvb_out = H * (nope + vd);
+      int o;
+      if (!mla_absorbed(c, shard)) {
+        // Decompressed (mla_absorbed): kv_b_proj on the step's latent, each
+        // head's key [its k_nope ; the shared k_pe] and its value cached.
+        const int kv = linear_rows(latent, kvb, kvb_out, r, h0 * (nope + vd), (h0 + Hs) * (nope + vd));
+        const std::uint64_t kvw = std::uint64_t{Hs} * (nope + vd);
+        std::vector<Move> km, vm;
+        for (unsigned hh = 0; hh < Hs; ++hh) {
+          km.push_back({0, std::uint64_t{hh} * (nope + vd), std::uint64_t{hh} * qd, nope, T, kvw, std::uint64_t{Hs} * qd});
+          km.push_back({1, 0, std::uint64_t{hh} * qd + nope, rd, T, rd, std::uint64_t{Hs} * qd});
+          vm.push_back({0, std::uint64_t{hh} * (nope + vd) + nope, std::uint64_t{hh} * vd, vd, T, kvw, std::uint64_t{Hs} * vd});
+        }
+        const int keys = g.move({kv, kpe}, {T, Hs * qd}, km, fmt::format("layer{}.keys", l));
+        const int values = g.move({kv}, {T, Hs * vd}, vm, fmt::format("layer{}.values", l));
+        o = attention(l, q, keys, values, Hs, qd, vd, Hs);
+      } else {
+        // Absorbed, as DeepSeek-V3 decodes: kv_b_proj's key rows folded into
+        // the queries and its value rows applied after the attention, so
+        // every head attends to one shared KV head whose cache holds each
+        // position's normed latent and rotary key ([latent ; k_pe], r + rd
+        // values) and the latent again as its value (r): the low-rank
+        // compressed cache, 2 r + rd values a position for all the heads,
+        // where keys and values decompressed took H (qd + vd). Head h's
+        // rows of kv_b_proj [H (nope + vd), r]: W_UK its first nope
+        // (q_nope . k_nope = (q_nope W_UK) . latent), W_UV the next vd (its
+        // output (softmax . latent) W_UV^T).
+        const unsigned aw = r + rd, B = compiler::kScaleBlock;
+        std::vector<float> kvb_w, kvb_codes, kvb_scales;
+        const bool kvb_fp8 = fp8 && r % B == 0 && nope % B == 0 && vd % B == 0 && fp8(kvb, {kvb_out, r}, kvb_codes, kvb_scales);
+        if (!kvb_fp8) bf16_only(kvb, kvb_out, r), kvb_w = w(kvb, {kvb_out, r});
+        // xin times rows [r0, r0 + n) of kv_b_proj, as B [n, r] (`keys`: xin
+        // has n columns) or as its transpose [r, n] (xin has r columns):
+        // block-scaled where the checkpoint stores FP8 blocks (a head's rows
+        // lie in whole blocks), else BF16.
+        auto kvb_rows = [&](int xin, unsigned r0, unsigned n, bool keys, const std::string& name) {
+          if (kvb_fp8) {
+            const unsigned ib = r / B, nb = n / B;
+            std::vector<float> codes = row_range(kvb_codes, r, r0, r0 + n), scales = row_range(kvb_scales, ib, r0 / B, r0 / B + nb);
+            if (!keys) codes = transposed(codes, n, r), scales = transposed(scales, nb, ib);
+            const int b = g.weight(name, keys ? std::vector<unsigned>{n, r} : std::vector<unsigned>{r, n}, std::move(codes), DType::e4m3);
+            return g.matmul_scaled(xin, b, g.weight(name + "_scale_inv", keys ? std::vector<unsigned>{nb, ib} : std::vector<unsigned>{ib, nb},
+                                                    std::move(scales)));
+          }
+          std::vector<float> part = row_range(kvb_w, r, r0, r0 + n);
+          if (!keys) part = transposed(part, n, r);
+          return g.matmul(xin, g.weight(name, keys ? std::vector<unsigned>{n, r} : std::vector<unsigned>{r, n}, std::move(part), DType::bf16),
+                          DType::bf16);
+        };
+        const std::uint64_t qw = std::uint64_t{Hs} * qd;
+        std::vector<int> qins{q}, heads_out;
+        std::vector<Move> qm, om;
+        for (unsigned hh = 0; hh < Hs; ++hh) {
+          const unsigned hg = h0 + hh;
+          const int qn = g.move({q}, {T, nope}, {{0, std::uint64_t{hh} * qd, 0, nope, T, qw, nope}}, fmt::format("layer{}.q_nope{}", l, hh));
+          qins.push_back(kvb_rows(qn, hg * (nope + vd), nope, true, fmt::format("{}.w_uk{}", kvb, hg)));
+          qm.push_back({hh + 1, 0, std::uint64_t{hh} * aw, r, T, r, std::uint64_t{Hs} * aw});
+          qm.push_back({0, std::uint64_t{hh} * qd + nope, std::uint64_t{hh} * aw + r, rd, T, qw, std::uint64_t{Hs} * aw});
+        }
+        const int qa = g.move(qins, {T, Hs * aw}, qm, fmt::format("layer{}.q_absorbed", l));
+        const int keys = g.move({latent, kpe}, {T, aw}, {{0, 0, 0, r, T, r, aw}, {1, 0, r, rd, T, rd, aw}}, fmt::format("layer{}.keys", l));
+        const int ol = attention(l, qa, keys, latent, 1, aw, r, Hs);
+        for (unsigned hh = 0; hh < Hs; ++hh) {
+          const unsigned hg = h0 + hh;
+          const int oh = g.move({ol}, {T, r}, {{0, std::uint64_t{hh} * r, 0, r, T, std::uint64_t{Hs} * r, r}}, fmt::format("layer{}.o_latent{}", l, hh));
+          heads_out.push_back(kvb_rows(oh, hg * (nope + vd) + nope, vd, false, fmt::format("{}.w_uv{}", kvb, hg)));
+          om.push_back({hh, 0, std::uint64_t{hh} * vd, vd, T, vd, std::uint64_t{Hs} * vd});
+        }
+        o = g.move(heads_out, {T, Hs * vd}, om, fmt::format("layer{}.heads", l));
       }
-      const int keys = g.move({kv, kpe}, {T, Hs * qd}, km, fmt::format("layer{}.keys", l));
-      const int values = g.move({kv}, {T, Hs * vd}, vm, fmt::format("layer{}.values", l));
-      const int o = attention(l, q, keys, values, Hs, qd, vd, Hs);
       const int wo = linear_cols(o, layer(l, "self_attn.o_proj.weight"), D, H * vd, h0 * vd, (h0 + Hs) * vd);
       h = g.binary(OpKind::add, summed(wo, fmt::format("layer{}.attention_sum", l)), h);
     } else {

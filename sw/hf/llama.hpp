@@ -19,9 +19,13 @@
 // V; Qwen2MoeSparseMoeBlock's top k of the softmax over all experts (as
 // they are, or renormalised: norm_topk_prob), plus a shared expert gated
 // by sigmoid(x.w), on the layers decoder_sparse_step and mlp_only_layers
-// make sparse. DeepSeek-V3: multi-head latent attention (MLA), yarn rope,
-// the first layers dense, then noaux_tc routing (group-limited, on the
-// tile cores) over its routed experts plus shared experts.
+// make sparse. DeepSeek-V3: multi-head latent attention (MLA), absorbed
+// over its low-rank compressed KV cache where a graph runs few heads
+// (kv_b_proj's key rows folded into the queries, its value rows applied
+// after the attention, every head attending to one cached [latent ;
+// rotary key]: mla_absorbed), else decompressed, yarn rope, the first
+// layers dense, then noaux_tc routing (group-limited, on the tile cores)
+// over its routed experts plus shared experts.
 #pragma once
 
 #include <cstdint>
@@ -131,7 +135,8 @@ Fp8Source fp8_blocks_from(const SafeTensors& st);
 // then their gates).
 // With `fp8`, the Linears whose weights it gives and whose inputs are
 // whole 128s (MLA's rotary ones where their reordered rows stay inside
-// their 128-row blocks) run block-scaled on the tensor core (compiler::Graph::matmul_scaled: the codes and scales as
+// their 128-row blocks; kv_b_proj's heads where the latent and a head's
+// key and value rows are whole 128s) run block-scaled on the tensor core (compiler::Graph::matmul_scaled: the codes and scales as
 // stored, the activations cast in 1 x 128 groups), as DeepSeek-V3 serves
 // them; so do a sparse layer's experts where it gives every expert's three
 // and the hidden and expert sizes are whole 128s (Graph::moe_scaled).
@@ -169,8 +174,9 @@ compiler::Graph llama_prefill(const LlamaConfig& c, const WeightSource& w, const
 // expert's (and the shared experts') intermediate columns split over the
 // chips, the experts' partial sums all-reduced ("layer<l>.mlp_sum"); an
 // MLA layer its H / chips heads' rows of q_b_proj and kv_b_proj (the
-// latent computed on every chip, decompressed into its heads' caches)
-// and their columns of o_proj. The Linears split over the chips are
+// latent computed on every chip; absorbed, cached whole on each and its
+// heads absorbing their rows of kv_b_proj; else decompressed into its
+// heads' caches) and their columns of o_proj. The Linears split over the chips are
 // BF16 (one a checkpoint stores in FP8 blocks is refused; those every
 // chip computes whole may be FP8); head, KV-head, intermediate or
 // vocabulary counts the chips do not divide are refused (shard_refusal).
@@ -193,6 +199,15 @@ std::string shard_refusal(const LlamaConfig& c, unsigned chips, unsigned layers 
 // whole on its own rows, expert e on chip e mod chips, the rows
 // dispatched by all-to-alls); empty where they do.
 std::string expert_refusal(const LlamaConfig& c, unsigned chips, unsigned layers = 0);
+// Whether a graph's MLA heads (H / chips in Megatron's shard, else all H)
+// run absorbed over the compressed cache: where they are at most
+// kAbsorbedHeads (and their absorbed queries, heads x (kv_lora + rope),
+// fit an attention's row of 65535). Each head costs four graph nodes a
+// layer (a move and a matmul for W_UK, the same for W_UV: the IR has no
+// batched matmul), 64 at 16 heads of the 510 a system's launch takes;
+// more heads run decompressed, each head's keys and values cached.
+constexpr unsigned kAbsorbedHeads = 16;
+bool mla_absorbed(const LlamaConfig& c, const Shard& shard = {});
 compiler::Graph llama_step(const LlamaConfig& c, const WeightSource& w, unsigned rows, unsigned context, unsigned layers = 0,
                            const Fp8Source& fp8 = {}, unsigned sequences = 1, bool seeded_routes = false, const Shard& shard = {});
 // A step's T x vocab logits from each chip's "logits.part" (a Shard's

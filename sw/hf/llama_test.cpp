@@ -4,6 +4,8 @@
 // embeddings; Mixtral's sparse MoE layers; configs refused by key.
 #include <gtest/gtest.h>
 
+#include <fmt/format.h>
+
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -566,27 +568,73 @@ TEST(HfLlama, AnFp8DeepSeekV3sLatentAttentionRunsBlockScaledOnTheChip) {
   // stays within the FP8 bound of the FP32 reference.
   rt::Device dev;
   const rt::Kernel program = dev.load_kernel(data_file(DataKind::kernels, "program.elf"), (1u << dev.tiles()) - 1);
-  nlohmann::json j = nlohmann::json::parse(std::ifstream(std::string(TESSERA_HF_CONFIGS) + "/tiny-deepseek-v3.json"));
-  j["q_lora_rank"] = 128u;  // q_b_proj's input in whole blocks
-  const LlamaConfig c = LlamaConfig::parse(j, "tiny-deepseek-v3.json");
-  const std::vector<std::uint32_t> prompt{3, 17, 42, 5, 95, 60, 7};
-  const std::string d = seeded_checkpoint(c, 3, 2, "deepseek_test_fp8_model", [](const std::string& name) {
-    return name.find("self_attn.") != std::string::npos && name.find("_proj") != std::string::npos;  // kv_a_proj_with_mqa too
-  });
-  const SafeTensors st = SafeTensors::open(d);
-  const compiler::Graph g = llama_prefill(c, weights_from(st), prompt, 2, fp8_blocks_from(st));
-  std::set<std::string> scaled;
-  for (const compiler::Op& op : g.ops())
-    if (op.kind == compiler::OpKind::matmul && compiler::block_scaled(op)) scaled.insert(g.tensor(op.in[1]).name);
-  // q_a, q_b and kv_a in each layer (kv_b's input is the 32-wide latent, o_proj's 64 wide: BF16).
-  EXPECT_EQ(scaled.size(), 6u);
-  EXPECT_EQ(scaled.count("model.layers.1.self_attn.q_b_proj.weight"), 1u);
-  EXPECT_EQ(scaled.count("model.layers.1.self_attn.kv_a_proj_with_mqa.weight"), 1u);
-  const Fp8OnChip r = fp8_on_chip(dev, program, c, st, g, prompt, 2);
-  std::cout << "DeepSeek-V3 FP8 checkpoint, two layers: logits' relative error " << r.err << " on the chip's routes (" << r.differ
-            << " of 7 routes differ from the reference's own); " << r.bf16_err << " with the weights in BF16\n";
-  EXPECT_LT(r.err, 0.1);
-  EXPECT_GT(r.err, 3 * r.bf16_err) << "the attention's inputs in E4M3 groups";
+  // With a latent, key and value heads of 128 (whole blocks), kv_b_proj's
+  // heads run block-scaled too, each head's key rows (W_UK) and value
+  // rows (W_UV, transposed) with their blocks' scales.
+  for (const bool wide : {false, true}) {
+    SCOPED_TRACE(wide ? "kv_b_proj in whole blocks" : "kv_b_proj in BF16");
+    nlohmann::json j = nlohmann::json::parse(std::ifstream(std::string(TESSERA_HF_CONFIGS) + "/tiny-deepseek-v3.json"));
+    j["q_lora_rank"] = 128u;  // q_b_proj's input in whole blocks
+    if (wide) j["kv_lora_rank"] = j["qk_nope_head_dim"] = j["v_head_dim"] = 128u;
+    const LlamaConfig c = LlamaConfig::parse(j, "tiny-deepseek-v3.json");
+    const std::vector<std::uint32_t> prompt{3, 17, 42, 5, 95, 60, 7};
+    const std::string d = seeded_checkpoint(c, 3, 2, wide ? "deepseek_test_fp8_wide" : "deepseek_test_fp8_model", [](const std::string& name) {
+      return name.find("self_attn.") != std::string::npos && name.find("_proj") != std::string::npos;  // kv_a_proj_with_mqa too
+    });
+    const SafeTensors st = SafeTensors::open(d);
+    const compiler::Graph g = llama_prefill(c, weights_from(st), prompt, 2, fp8_blocks_from(st));
+    std::set<std::string> scaled;
+    for (const compiler::Op& op : g.ops())
+      if (op.kind == compiler::OpKind::matmul && compiler::block_scaled(op)) scaled.insert(g.tensor(op.in[1]).name);
+    // q_a, q_b and kv_a in each layer (kv_b's input is the 32-wide latent, o_proj's 64 wide: BF16); wide: o_proj (4 heads of 128)
+    // and kv_b's 4 heads' W_UK and W_UV too.
+    EXPECT_EQ(scaled.size(), wide ? 24u : 6u);
+    EXPECT_EQ(scaled.count("model.layers.1.self_attn.q_b_proj.weight"), 1u);
+    EXPECT_EQ(scaled.count("model.layers.1.self_attn.kv_a_proj_with_mqa.weight"), 1u);
+    EXPECT_EQ(scaled.count("model.layers.1.self_attn.kv_b_proj.weight.w_uv3"), wide ? 1u : 0u);
+    const Fp8OnChip r = fp8_on_chip(dev, program, c, st, g, prompt, 2);
+    std::cout << "DeepSeek-V3 FP8 checkpoint" << (wide ? " (kv_b_proj in whole blocks)" : "") << ", two layers: logits' relative error "
+              << r.err << " on the chip's routes (" << r.differ << " of 7 routes differ from the reference's own); " << r.bf16_err
+              << " with the weights in BF16\n";
+    EXPECT_LT(r.err, 0.1);
+    EXPECT_GT(r.err, 3 * r.bf16_err) << "the attention's inputs in E4M3 groups";
+  }
+}
+
+TEST(HfLlama, DeepSeekV3sFullSizeLatentCacheIsCompressedWhereAGraphRunsFewHeads) {
+  // DeepSeek-V3's layer 0 at full size (shapes only). Sharded over 16
+  // chips, a chip's 8 heads attend absorbed to one KV head of [latent ;
+  // k_pe] (512 + 64) with the latent as its value: 1088 cached values a
+  // position for all its heads, each head's W_UK and W_UV of kv_b_proj a
+  // matmul of its own. All 128 heads on one chip (or each chip's under
+  // expert parallelism) would cost 512 graph nodes a layer that way: they
+  // run decompressed, 128 heads' keys (192) and values (128) cached.
+  const LlamaConfig c = LlamaConfig::load(std::string(TESSERA_HF_CONFIGS) + "/deepseek-v3.json");
+  EXPECT_TRUE(mla_absorbed(c, Shard{0, 16}));
+  EXPECT_TRUE(mla_absorbed(c, Shard{3, 8}));
+  EXPECT_FALSE(mla_absorbed(c, Shard{0, 4}));
+  EXPECT_FALSE(mla_absorbed(c));
+  EXPECT_FALSE(mla_absorbed(c, Shard{0, 16, true}));
+  EXPECT_FALSE(mla_absorbed(LlamaConfig::load(std::string(TESSERA_HF_CONFIGS) + "/llama-3-8b.json"), Shard{0, 16}));
+  for (const unsigned chips : {16u, 1u}) {
+    SCOPED_TRACE(fmt::format("{} chips", chips));
+    const compiler::Graph g = llama_step(c, shape_only(), 1, 16, 1, {}, 1, false, Shard{0, chips});
+    unsigned heads = 0, absorbing = 0;
+    for (const compiler::Op& op : g.ops()) {
+      if (op.kind == compiler::OpKind::attention) heads += op.heads;
+      const std::string b = op.kind == compiler::OpKind::matmul ? g.tensor(op.in[1]).name : "";
+      absorbing += b.find("kv_b_proj.weight.w_u") != std::string::npos;
+    }
+    EXPECT_EQ(heads, 128 / chips);
+    EXPECT_EQ(absorbing, chips == 16 ? 16u : 0u);
+    std::map<std::string, std::vector<unsigned>> caches;
+    for (const compiler::Tensor& t : g.tensors())
+      if (t.role == compiler::Role::state) caches[t.name] = t.shape;
+    const std::map<std::string, std::vector<unsigned>> want =
+        chips == 16 ? std::map<std::string, std::vector<unsigned>>{{"layer0.k_cache", {1, 16, 576}}, {"layer0.v_cache", {1, 16, 512}}}
+                    : std::map<std::string, std::vector<unsigned>>{{"layer0.k_cache", {128, 16, 192}}, {"layer0.v_cache", {128, 16, 128}}};
+    EXPECT_EQ(caches, want);
+  }
 }
 
 TEST(HfLlama, DecodingOverTheKvCacheGivesTheLongerPrefillsLogitsBitForBit) {
@@ -594,7 +642,7 @@ TEST(HfLlama, DecodingOverTheKvCacheGivesTheLongerPrefillsLogitsBitForBit) {
   // the caches the prefill filled, against one prefill of all 8: each
   // row's logits (and a MoE model's routes) are the same bits, and within
   // the bound of the FP32 reference. Llama (GQA), Mixtral (top 2 of 8) and
-  // DeepSeek-V3 (latent attention, decompressed into the caches).
+  // DeepSeek-V3 (latent attention absorbed, over its compressed cache).
   rt::Device dev;
   const rt::Kernel program = dev.load_kernel(data_file(DataKind::kernels, "program.elf"), (1u << dev.tiles()) - 1);
   const std::vector<std::uint32_t> all{3, 17, 42, 5, 60, 9, 33, 71};
@@ -609,6 +657,13 @@ TEST(HfLlama, DecodingOverTheKvCacheGivesTheLongerPrefillsLogitsBitForBit) {
     shared.state = prefill.state();
     compiler::Executable step(dev, program, llama_step(c, w, 1, N, 2), shared);
     EXPECT_EQ(step.state().size(), 4u) << file;  // K and V of two layers
+    if (c.mla) {  // the compressed cache: one KV head of [latent ; k_pe], the latent its value (not H heads' keys and values)
+      std::map<std::string, std::vector<unsigned>> caches;
+      for (const compiler::Tensor& t : step.graph().tensors())
+        if (t.role == compiler::Role::state) caches[t.name] = t.shape;
+      EXPECT_EQ(caches.at("layer0.k_cache"), (std::vector<unsigned>{1, N, c.kv_lora + c.qk_rope})) << file;
+      EXPECT_EQ(caches.at("layer1.v_cache"), (std::vector<unsigned>{1, N, c.kv_lora})) << file;
+    }
     auto got = prefill.run(llama_inputs(std::vector<std::uint32_t>(all.begin(), all.begin() + P)));
     for (unsigned t = P; t < N; ++t) {
       const auto o = step.run(llama_inputs({all[t]}, t));
