@@ -1233,8 +1233,12 @@ Executable::Executable(rt::Device& dev, const rt::Kernel& program, Graph g, cons
       // planes (the kernel writes choice j a plane after choice 0) in stack
       // q's buffer of chip c's from plane k K. The sum's order on a chip:
       // choice j, then its slices in order (k, then q). By expert, every
-      // chip holds every slice (of its own experts) so.
-      const unsigned over = m.by_expert ? 1 : m.chips, mine = S / (over * Q), per_stack = mine * op.k;
+      // chip holds every slice (of its own experts) so. Expert parallel
+      // (a slot's own choices first): K = min(k, the chip's experts), as
+      // no slot has more choices on the chip (Mixtral's top 2 of 8 over
+      // eight chips: one plane, where k planes were half zeros).
+      const unsigned K = op.ep_chips ? std::min(op.k, W1.shape[0]) : op.k;
+      const unsigned over = m.by_expert ? 1 : m.chips, mine = S / (over * Q), per_stack = mine * K;
       std::vector<std::vector<std::uint64_t>> partials(m.chips, std::vector<std::uint64_t>(S, 0));  // by chip, by slice
       std::vector<unsigned> homes(S);
       for (unsigned c = 0; c < m.chips; ++c) {
@@ -1245,14 +1249,14 @@ Executable::Executable(rt::Device& dev, const rt::Kernel& program, Graph g, cons
           pl.runs.push_back({b.address, per_stack});
           for (unsigned k = 0; k < mine; ++k) {
             const unsigned sl = (m.by_expert ? 0 : c * Q) + q + k * over * Q;
-            partials[c][sl] = b.address + std::uint64_t{k} * op.k * pl.stride, homes[sl] = c;
+            partials[c][sl] = b.address + std::uint64_t{k} * K * pl.stride, homes[sl] = c;
           }
         }
         if (m.by_expert || op.ep_chips)  // a buffer a stack, for every op
           for (unsigned stack : m.split.stacks) impl_->zeros_of(chip_dev(c), c, 4ull * T * D, stack);
-        for (unsigned j = 0; j < op.k; ++j)
+        for (unsigned j = 0; j < K; ++j)
           for (unsigned k = 0; k < mine; ++k)
-            for (unsigned q = 0; q < Q; ++q) pl.slot.push_back(q * per_stack + k * op.k + j);
+            for (unsigned q = 0; q < Q; ++q) pl.slot.push_back(q * per_stack + k * K + j);
         if (c == 0 && m.chips > 1) {  // then the peers' sums
           const rt::Buffer b = impl_->alloc(dev_, (m.chips - 1) * pl.stride, m.split.stacks[0]);
           pl.runs.push_back({b.address, m.chips - 1});

@@ -116,7 +116,8 @@ static uint32_t entry[4];
  * another chip's, so that each chip's planes add up to its share. With
  * bit 30 of word 15 set, a token's choices of this chip's experts take its
  * first slots, in order (the planes of slot k are its k-th such choice's),
- * the others its last: its zeros then lie in long runs of tokens, a store
+ * the others its last, and a slice has min(K, the table's experts) planes
+ * (no token has more choices here): its zeros then lie in long runs of tokens, a store
  * each (a choice's plane of zeros where its expert is another's cost a
  * store every few tokens: 163 us of a layer's 256 slots against ...). Word 18,
  * where not 0, is RB: the router's output comes in T / RB blocks of RB
@@ -418,10 +419,12 @@ __attribute__((noinline)) static int moe_experts(const uint32_t* a) {
   /* Spread over chips: zeros into this stack's slices' rows of the
    * choices other chips run, a slice's plane of a slot by each of the
    * stack's lanes in turn (a run of consecutive tokens one store; the
-   * zeros, words 16-17, in the tile's own stack). */
+   * zeros, words 16-17, in the tile's own stack). Compact: a slice has
+   * P = min(K, EL) planes, no slot having more choices here. */
+  const uint32_t P = compact && EL < K ? EL : K;
   if (EC > 1)
-    for (uint32_t q = r; q < m * K; q += R) {
-      const uint32_t j = q / K, k = q % K;
+    for (uint32_t q = r; q < m * P; q += R) {
+      const uint32_t j = q / P, k = q % P;
       const uint32_t* w = &moe_table[8 * (j * stacks + me)]; /* every expert's slice shares its planes */
       const uint64_t planes = w[6] | (uint64_t)w[7] << 32;
       for (uint32_t t = 0, run; t < T; t += run) {
