@@ -181,7 +181,7 @@ int demo_main(int argc, char** argv) {
     // experts and the LM head where its vocabulary divides, and its share
     // of those.)
     const std::uint64_t params = c.parameters(layers), routed = c.routed_parameters(layers);
-    const std::uint64_t head = expert && !c.tie_embeddings && c.vocab % chips == 0 ? std::uint64_t{c.vocab} * c.hidden : 0;
+    const std::uint64_t head = expert && !c.tie_embeddings && expert_head_by_vocab(c, chips) ? std::uint64_t{c.vocab} * c.hidden : 0;
     const std::uint64_t per_group = expert ? params - (routed + head) + (routed + head) / chips : params;
     const std::uint64_t need = per_group * 4 * 2 * (1 + (decode ? 1 : 0) + (rest ? 1 : 0)) * groups;
     const std::uint64_t host = static_cast<std::uint64_t>(sysconf(_SC_PHYS_PAGES)) * static_cast<std::uint64_t>(sysconf(_SC_PAGE_SIZE));
@@ -423,11 +423,11 @@ int demo_main(int argc, char** argv) {
                                "layer's rows go to their experts' chips and their sums come back by the chips' engines' all-to-alls, 3 a "
                                "layer, with no host round trip; {}; every chip's step started before any is waited for\n",
                                chips, opt.platform.substr(opt.platform.rfind('/') + 1), share > 1 ? "s" : "", ks(share), chips,
-                               c.vocab % chips ? fmt::format("the LM head whole on each chip's rows ({} vocabulary columns do not divide "
-                                                             "over the chips)", c.vocab)
-                                               : fmt::format("the LM head by vocabulary: every chip's rows gathered on each chip, "
-                                                             "which computes its {} vocabulary columns of their logits (the host "
-                                                             "reading every chip's at once)", c.vocab / chips));
+                               expert_head_by_vocab(c, chips)
+                                   ? fmt::format("the LM head by vocabulary: every chip's rows gathered on each chip, which computes its "
+                                                 "{} vocabulary columns of their logits (the host reading every chip's at once)", c.vocab / chips)
+                                   : fmt::format("the LM head whole on each chip's rows ({} vocabulary columns do not divide over the "
+                                                 "chips)", c.vocab));
     else if (groups > 1)
       std::cout << fmt::format("{} groups of {} chip{} (data parallel, --groups): group k runs sequence{} {} on chip{} {}{}; every "
                                "group's step is started before any is waited for\n", groups, per, per > 1 ? "s" : "",

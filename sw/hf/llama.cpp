@@ -368,6 +368,8 @@ std::string expert_refusal(const LlamaConfig& c, unsigned chips, unsigned layers
   return "";
 }
 
+bool expert_head_by_vocab(const LlamaConfig& c, unsigned chips) { return c.vocab % chips == 0; }
+
 bool mla_absorbed(const LlamaConfig& c, const Shard& shard) {
   const unsigned heads = c.heads / (shard.experts ? 1 : std::max(1u, shard.chips));
   return c.mla && heads <= kAbsorbedHeads && std::uint64_t{heads} * (c.kv_lora + c.qk_rope) <= 65535;
@@ -775,7 +777,7 @@ Graph llama_step(const LlamaConfig& c, const WeightSource& w, unsigned rows, uns
   // it, each chip's columns over every chip's rows (gathered), as its rows'
   // whole head streamed the whole table on every chip (DeepSeek-V3's 1.85
   // GB: 8.45 of a 31.4 ms step on sixteen chips at batch 16).
-  const bool by_vocab = EP > 1 && c.vocab % EP == 0;
+  const bool by_vocab = EP > 1 && expert_head_by_vocab(c, EP);
   if (N == 1 && !by_vocab) {
     g.output(g.matmul(h, g.weight("lm_head", {D, c.vocab}, transposed(lm, c.vocab, D), DType::bf16), DType::bf16, "logits"));
     return g;

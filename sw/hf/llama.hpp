@@ -199,6 +199,9 @@ std::string shard_refusal(const LlamaConfig& c, unsigned chips, unsigned layers 
 // whole on its own rows, expert e on chip e mod chips, the rows
 // dispatched by all-to-alls); empty where they do.
 std::string expert_refusal(const LlamaConfig& c, unsigned chips, unsigned layers = 0);
+// Whether Shard::experts over `chips` chips runs the LM head by vocabulary
+// (the chips divide it), else whole on each chip's rows.
+bool expert_head_by_vocab(const LlamaConfig& c, unsigned chips);
 // Whether a graph's MLA heads (H / chips in Megatron's shard, else all H)
 // run absorbed over the compressed cache: where they are at most
 // kAbsorbedHeads (and their absorbed queries, heads x (kv_lora + rope),

@@ -833,6 +833,8 @@ TEST(HfLlama, ExpertsDispatchOverTheRingOfFourInBf16AndFp8Blocks) {
   EXPECT_EQ(expert_refusal(dense, 4), "no MoE layer among the layers run");
   EXPECT_EQ(expert_refusal(mixtral, 16), "8 experts do not divide over the chips");
   EXPECT_EQ(expert_refusal(mixtral, 4), "");
+  EXPECT_TRUE(expert_head_by_vocab(mixtral, 4));
+  EXPECT_FALSE(expert_head_by_vocab(mixtral, 3)) << "512 columns over three chips: the head whole on each chip's rows";
 }
 
 TEST(HfLlama, ShardsMoeAndLatentAttentionLayersOverTheRingOfFour) {
