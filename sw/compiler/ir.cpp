@@ -539,7 +539,7 @@ int Graph::attention(int q, int k, int v, int kcache, int vcache, int positions,
   if (V.rows() != T || V.cols() != std::uint64_t{KVh} * dv)
     throw bad(fmt::format("v '{}' {} needs {} rows of {} x {}", V.name, shape_text(V.shape), T, KVh, dv));
   if (rotary && dh % 2) throw bad(fmt::format("rotary embeddings need an even head_dim, not {}", dh));
-  if (Q.cols() > 65535) throw bad(fmt::format("rows of {} queries (at most 65535 values)", Q.cols()));
+  if (Q.cols() > kQueryRow) throw bad(fmt::format("rows of {} queries (at most {} values)", Q.cols(), kQueryRow));
   op.in = {q, k, v, kcache, vcache, positions}, op.rotary = rotary;
   if (op.page) op.in.insert(op.in.end(), {paging.sequences, paging.table});
   std::vector<unsigned> shape = Q.shape;

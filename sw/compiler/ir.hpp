@@ -241,6 +241,9 @@ class Graph {
   // tensor core, the vector unit's softmax. Output T x (H dv), FP32.
   // `rotary`: q's and k's rows are rotated first (the vector unit's rope,
   // interleaved pairs, each row at its position), in FP32 before rounding.
+  // A row of queries holds at most kQueryRow values (heads x dh; the
+  // program kernel's 16-bit word).
+  static constexpr unsigned kQueryRow = 65535;
   int attention(int q, int k, int v, int kcache, int vcache, int positions, unsigned heads, float scale,
                 const std::string& name = "", bool rotary = false, const Paging& paging = {});
   // The same with q, k and v as the columns of one tensor (a fused QKV

@@ -372,7 +372,7 @@ bool expert_head_by_vocab(const LlamaConfig& c, unsigned chips) { return c.vocab
 
 bool mla_absorbed(const LlamaConfig& c, const Shard& shard) {
   const unsigned heads = c.heads / (shard.experts ? 1 : std::max(1u, shard.chips));
-  return c.mla && heads <= kAbsorbedHeads && std::uint64_t{heads} * (c.kv_lora + c.qk_rope) <= 65535;
+  return c.mla && heads <= kAbsorbedHeads && std::uint64_t{heads} * (c.kv_lora + c.qk_rope) <= Graph::kQueryRow;
 }
 
 Graph llama_step(const LlamaConfig& c, const WeightSource& w, unsigned rows, unsigned context, unsigned layers,

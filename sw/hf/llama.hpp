@@ -205,7 +205,7 @@ bool expert_head_by_vocab(const LlamaConfig& c, unsigned chips);
 // Whether a graph's MLA heads (H / chips in Megatron's shard, else all H)
 // run absorbed over the compressed cache: where they are at most
 // kAbsorbedHeads (and their absorbed queries, heads x (kv_lora + rope),
-// fit an attention's row of 65535). Each head costs four graph nodes a
+// fit an attention's row: Graph::kQueryRow). Each head costs four graph nodes a
 // layer (a move and a matmul for W_UK, the same for W_UV: the IR has no
 // batched matmul), 64 at 16 heads of the 510 a system's launch takes;
 // more heads run decompressed, each head's keys and values cached.
