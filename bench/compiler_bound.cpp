@@ -4,7 +4,9 @@
 // the simulated time of the launch, the roofline's bound of the work it
 // did (platform/roofline.hpp), achieved / bound and the binding resource.
 // Every output is checked against the host reference bit for bit; each
-// node's (fused group's) time follows its graph's line.
+// node's (fused group's) time follows its graph's line. The last cases:
+// heads each through a matrix of their own (the absorbed latent
+// attention's), as one batched matmul and as a move and a matmul a head.
 //
 //   bench_compiler [--set inst.key=value]...
 //
@@ -63,6 +65,27 @@ Graph head(unsigned rows, unsigned d, unsigned vocab) {
                               DType::bf16, "logits");
   g.output(logits);
   g.output(g.argmax(logits, "token"));
+  return g;
+}
+
+// Each of `h` blocks of `rows` rows through a matrix of its own (k x n,
+// BF16), as the absorbed latent attention's heads go through W_UK: one
+// batched matmul, or (`per_head`) a move and a matmul a head, as the IR
+// ran them before it had a batched matmul.
+Graph own_matrices(unsigned h, unsigned rows, unsigned k, unsigned n, bool per_head) {
+  Graph g;
+  const int x = g.input("x", {h, rows, k});
+  const std::vector<float> w = seeded_values(std::size_t{h} * k * n, 5, 0.2f);
+  if (!per_head) {
+    g.output(g.matmul(x, g.weight("w", {h, k, n}, w, DType::bf16), DType::bf16, "heads"));
+    return g;
+  }
+  for (unsigned b = 0; b < h; ++b) {
+    const int xb = g.move({x}, {rows, k}, {{0, std::uint64_t{b} * rows * k, 0, rows * k, 1, 0, 0}}, fmt::format("x{}", b));
+    const auto wb = w.begin() + static_cast<std::ptrdiff_t>(std::size_t{b} * k * n);
+    g.output(g.matmul(xb, g.weight(fmt::format("w{}", b), {k, n}, std::vector<float>(wb, wb + std::ptrdiff_t(std::size_t{k} * n)), DType::bf16),
+                      DType::bf16, fmt::format("head{}", b)));
+  }
   return g;
 }
 
@@ -220,6 +243,10 @@ int main(int argc, char** argv) {
   cases.push_back({"FFN prefill, 256 x 512 x 2048, FP8 blocks", ffn_scaled(256, 512, 2048)});
   cases.push_back({"LM head + argmax, 1 x 512 x 4096", head(1, 512, 4096)});
   cases.push_back({"LM head + argmax, 256 x 512 x 4096", head(256, 512, 4096)});
+  cases.push_back({"8 heads' own 128 x 512, 1 row, batched", own_matrices(8, 1, 128, 512, false)});
+  cases.push_back({"8 heads' own 128 x 512, 1 row, a head a node", own_matrices(8, 1, 128, 512, true)});
+  cases.push_back({"32 heads' own 128 x 512, 16 rows, batched", own_matrices(32, 16, 128, 512, false)});
+  cases.push_back({"32 heads' own 128 x 512, 16 rows, a head a node", own_matrices(32, 16, 128, 512, true)});
   fmt::print("{:<42} {:>6} {:>6} {:>10} {:>10} {:>8}  {}\n", "graph", "nodes", "tiles", "took us", "bound us",
              "of bound", "binding");
   int status = 0;

@@ -520,6 +520,55 @@ void refused(const std::function<void()>& f, const std::string& words) {
 
 }  // namespace
 
+TEST(Compiler, ABatchedMatmulIsEachBatchsMatmulAndTilesByWholeBatches) {
+  // b [G, K, N]: a's rows in G blocks, block g times matrix g; the
+  // reference is each block's own 2-D matmul, and the tiler gives every
+  // part whole batches, every output element once.
+  const unsigned G = 6, M = 3, K = 40, N = 24;
+  Graph g;
+  const int a = g.input("a", {G, M, K});
+  const std::vector<float> bv = seeded_values(std::size_t{G} * K * N, 1, 0.5f);
+  const int y = g.matmul(a, g.weight("b", {G, K, N}, bv, DType::bf16), DType::bf16, "batched");
+  g.output(y);
+  EXPECT_EQ(g.tensor(y).shape, (std::vector<unsigned>{G, M, N}));
+  const MatmulDims d = matmul_dims(g, g.ops().back());
+  EXPECT_EQ(d.batches, G);
+  EXPECT_EQ(d.K, K);
+  EXPECT_EQ(d.N, N);
+  EXPECT_EQ(d.M, M);
+  const std::vector<float> av = seeded_values(std::size_t{G} * M * K, 2, 2.0f);
+  const std::vector<float> got = reference(g, {{"a", av}})[static_cast<std::size_t>(y)];
+  for (unsigned b = 0; b < G; ++b) {
+    Graph one;
+    const int x = one.input("x", {M, K});
+    const int z = one.matmul(x, one.weight("w", {K, N}, std::vector<float>(bv.begin() + b * K * N, bv.begin() + (b + 1) * K * N), DType::bf16));
+    one.output(z);
+    const std::vector<float> want =
+        reference(one, {{"x", std::vector<float>(av.begin() + b * M * K, av.begin() + (b + 1) * M * K)}})[static_cast<std::size_t>(z)];
+    for (unsigned i = 0; i < M * N; ++i) ASSERT_EQ(got[b * M * N + i], want[i]) << "batch " << b << " element " << i;
+  }
+  const std::vector<Group> groups = fuse(g);
+  for (const unsigned tiles : {1u, 4u, 8u}) {
+    Target t;
+    t.tiles = tiles;
+    const Tiling tl = tile(g, groups[0], t);
+    expect_exact_cover(g, groups[0], tl, tiles);
+    for (const Part& p : tl.parts) {
+      EXPECT_EQ(p.r0 % M, 0u) << tiles << " tiles";
+      EXPECT_EQ(p.r1 % M, 0u) << tiles << " tiles";
+    }
+    EXPECT_LE(tl.mb, M);
+  }
+  // a's rows must split into the matrices' blocks; b is 2-D or 3-D.
+  refused([&] { g.matmul(g.input("a5", {5, K}), g.weight("b2", {G, K, N}, bv, DType::bf16), DType::bf16, "odd"); }, "odd");
+  refused([&] { g.matmul(a, g.weight("b4", {1, G, K, N}, bv, DType::bf16), DType::bf16, "four"); }, "G x K x N");
+  // Block-scaled: the scales a block grid per matrix.
+  const auto [codes, scales] = g.weight_scaled("q", {2, 128, 64}, seeded_values(2 * 128 * 64, 3, 0.5f));
+  const int a2 = g.input("a2", {2, 4, 128});
+  EXPECT_NO_THROW(g.matmul_scaled(a2, codes, scales, "scaled"));
+  refused([&] { g.matmul_scaled(a2, codes, g.weight("s1", {1, 1}, {1.0f}), "bad_scales"); }, "bad_scales");
+}
+
 TEST(Compiler, BlockScaledMatmulsAreCheckedAndTheReferenceScalesEachGroup) {
   Graph g;
   const int x = g.input("x", {2, 256});

@@ -153,6 +153,14 @@ struct Planes {
 struct Panel {
   rt::Buffer b, scales;
 };
+// Where a matmul part's panel is kept: (group, first column, first
+// matrix). Row parts of a matmul share their columns' panel; a batched
+// one's parts each hold their own matrices, in the stack near their tile.
+using PanelKey = std::tuple<std::size_t, unsigned, unsigned>;
+PanelKey panel_key(const Graph& g, const Op& mm, std::size_t gi, const Part& p) {
+  const MatmulDims d = matmul_dims(g, mm);
+  return {gi, p.c0, d.batched() ? static_cast<unsigned>(p.r0 / d.M) : 0u};
+}
 
 }  // namespace
 
@@ -160,7 +168,7 @@ struct Executable::Impl {
   std::vector<std::pair<rt::Device*, rt::Buffer>> owned;  // on the device or a peer
   std::map<int, rt::Buffer> plain;                          // inputs and weights, as they are
   std::map<int, rt::Buffer> a2a_tables;                     // by all_to_all op: the engine's table
-  std::map<std::pair<std::size_t, unsigned>, Panel> panels;   // (group, first column): a matmul's B columns (on its part's chip)
+  std::map<PanelKey, Panel> panels;                           // a matmul's B columns (on its part's chip)
   std::map<std::size_t, std::vector<Tiling>> split;           // by group spread over the chips (Options::split_matmuls): by chip
   std::vector<rt::Buffer> arenas;                           // by stack: the groups' outputs
   std::vector<rt::GraphExec> execs;  // the graph in launches of at most kNodesPerLaunch nodes, whole groups each
@@ -263,7 +271,7 @@ struct Place {
 class Emitter {
  public:
   Emitter(const Graph& g, const Group& grp, std::size_t gi, const Tiling& t, const SpmPlan& spm,
-          std::function<std::uint64_t(int)> addr, const std::map<std::pair<std::size_t, unsigned>, Panel>& panels)
+          std::function<std::uint64_t(int)> addr, const std::map<PanelKey, Panel>& panels)
       : g_(g), grp_(grp), gi_(gi), t_(t), spm_(spm), addr_(std::move(addr)), panels_(panels),
         sides_(side_operands(g, grp)), out_(g.tensor(grp.out)),
         value_(g.ops()[static_cast<std::size_t>(grp.ops.back())].kind == OpKind::route
@@ -514,7 +522,7 @@ class Emitter {
   void matmul_resident(TileProgram& p, const Part& part) {
     const Op& mm = op(0);
     const unsigned K = g_.tensor(mm.in[1]).shape[0], eb = bytes(mm.format), W = part.c1 - part.c0;
-    const std::uint64_t b_addr = panels_.at({gi_, part.c0}).b.address;
+    const std::uint64_t b_addr = panels_.at(panel_key(g_, op(0), gi_, part)).b.address;
     const std::uint32_t pitch = W * eb, b0 = spm_.at("b0");
     const unsigned nk = (K + t_.kb - 1) / t_.kb, R = (part.r1 - part.r0 + t_.mb - 1) / t_.mb;
     const bool epilogue = grp_.ops.size() > 1 || out_.dtype != DType::f32;
@@ -554,21 +562,37 @@ class Emitter {
     if (t_.resident) return matmul_resident(p, part);
     const Op& mm = op(0);
     const Tensor &A = g_.tensor(mm.in[0]), &B = g_.tensor(mm.in[1]);
-    const unsigned K = B.shape[0], N = B.shape[1], eb = bytes(mm.format);
+    const MatmulDims dims = matmul_dims(g_, mm);
+    const unsigned K = dims.K, N = dims.N, eb = bytes(mm.format);
     // Block-scaled: A cast in groups with its scales in "sa"; each GEMM all
     // of K (the tiling's kb), B's block scales loaded beside B's columns.
     const bool scaled = block_scaled(mm);
+    // Batched: the part's rows are whole batches (tile()); a row block lies
+    // in one, whose matrix of B (and its scales) the loads read: bo and so,
+    // the batch's offsets in B's panel (or B) and in its scales' panel.
+    const unsigned M = static_cast<unsigned>(dims.M);
+    auto block_end = [&](unsigned m0) { return std::min(part.r1, dims.batched() ? (m0 / M + 1) * M : part.r1); };
+    std::uint64_t bo = 0, so = 0;
+    unsigned first = 0;  // B's first matrix where it lies (a weight's panel holds the part's matrices only)
     std::uint64_t b_addr;
     std::uint32_t b_pitch;
     unsigned b_col0 = 0;
     DType b_from = mm.format;
     if (B.role == Role::weight) {
-      b_addr = panels_.at({gi_, part.c0}).b.address, b_pitch = (part.c1 - part.c0) * eb, b_col0 = part.c0;
+      b_addr = panels_.at(panel_key(g_, mm, gi_, part)).b.address, b_pitch = (part.c1 - part.c0) * eb, b_col0 = part.c0;
+      first = dims.batched() ? part.r0 / M : 0;  // the panel's first matrix
     } else {
       b_addr = addr_(mm.in[1]), b_pitch = N * bytes(B.dtype), b_from = B.dtype;
     }
     const unsigned nk = (K + t_.kb - 1) / t_.kb;
-    const unsigned blocks = ((part.r1 - part.r0 + t_.mb - 1) / t_.mb) * ((part.c1 - part.c0 + t_.nb - 1) / t_.nb);
+    unsigned row_blocks = 0;
+    for (unsigned m0 = part.r0; m0 < part.r1; m0 = std::min(m0 + t_.mb, block_end(m0))) ++row_blocks;
+    const unsigned blocks = row_blocks * ((part.c1 - part.c0 + t_.nb - 1) / t_.nb);
+    const unsigned pcols = (part.c1 - part.c0 + kScaleBlock - 1) / kScaleBlock;  // a block-scaled panel's blocks a row
+    auto batch_of = [&](unsigned m0) {
+      const unsigned b = dims.batched() ? m0 / M - first : 0;
+      bo = std::uint64_t{b} * K * b_pitch, so = std::uint64_t{b} * (K / kScaleBlock) * pcols * 4;
+    };
     const unsigned total = blocks * nk;
     const bool routed = op(grp_.ops.size() - 1).kind == OpKind::route;  // the group ends with a router's top k
     const bool epilogue = !routed && (grp_.ops.size() > 1 || out_.dtype != DType::f32);
@@ -580,23 +604,25 @@ class Emitter {
       const int freed_first = i >= 2 ? kFreed : -1;
       std::uint32_t sb = 0;
       if (scaled) {  // the blocks of columns n0 .. n0 + nr (whole blocks: n0 - c0 a multiple of 128)
-        const unsigned bc = (n0 - part.c0) / kScaleBlock, pcols = (part.c1 - part.c0 + kScaleBlock - 1) / kScaleBlock;
+        const unsigned bc = (n0 - part.c0) / kScaleBlock;
         sb = spm_.at(fmt::format("sb{}", i % 2));
-        p.load_rows(panels_.at({gi_, part.c0}).scales.address + bc * 4, pcols * 4, sb, K / kScaleBlock,
+        p.load_rows(panels_.at(panel_key(g_, mm, gi_, part)).scales.address + so + bc * 4, pcols * 4, sb, K / kScaleBlock,
                     (nr + kScaleBlock - 1) / kScaleBlock * 4, Sem{freed_first});
       }
-      load_block(p, b_addr + std::uint64_t{k0} * b_pitch + std::uint64_t{n0 - b_col0} * bytes(b_from), b_pitch, b_from,
+      load_block(p, b_addr + bo + std::uint64_t{k0} * b_pitch + std::uint64_t{n0 - b_col0} * bytes(b_from), b_pitch, b_from,
                  spm_.at(fmt::format("b{}", i % 2)), mm.format, kr, nr, Sem{scaled ? -1 : freed_first, signal ? kLoaded : -1});
       return sb;
     };
     const bool early = B.role == Role::weight && p.ops().empty();
+    batch_of(part.r0);
     if (early) {
       load_chunk(0, part.c0, std::min(t_.nb, part.c1 - part.c0), 0, std::min(t_.kb, K), false);
       p.early(p.ops().size());
     }
     unsigned i = 0, j = 0;
-    for (unsigned m0 = part.r0; m0 < part.r1; m0 += t_.mb) {
-      const unsigned mr = std::min(t_.mb, part.r1 - m0);
+    for (unsigned m0 = part.r0, mr = 0; m0 < part.r1; m0 += mr) {
+      mr = std::min(t_.mb, block_end(m0) - m0);
+      batch_of(m0);
       if (m0 != part.r0) flush(p), p.drain();  // A's buffer is reused
       if (grp_.prologue >= 0) {
         // A's rows as the norm's input (FP32), normed and cast into "a" on
@@ -845,7 +871,7 @@ class Emitter {
   const Tiling& t_;
   const SpmPlan& spm_;
   std::function<std::uint64_t(int)> addr_;
-  const std::map<std::pair<std::size_t, unsigned>, Panel>& panels_;
+  const std::map<PanelKey, Panel>& panels_;
   std::vector<int> sides_;
   const Tensor& out_;
   const Tensor& value_;  // what the chain computes: out_, or where the group ends with a top k, the logits it takes
@@ -1185,31 +1211,38 @@ Executable::Executable(rt::Device& dev, const rt::Kernel& program, Graph g, cons
       const Op& anchor = g_.ops()[static_cast<std::size_t>(grp.ops[0])];
       if (anchor.kind == OpKind::matmul && g_.tensor(anchor.in[1]).role == Role::weight) {
         const Tensor& B = g_.tensor(anchor.in[1]);
-        const unsigned K = B.shape[0], N = B.shape[1];
+        const MatmulDims dims = matmul_dims(g_, anchor);
         const std::string key = weight_key(B);
         const std::vector<const Tiling*> by_chip = chip_tilings(gi);
         for (unsigned c = 0; c < by_chip.size(); ++c) {
           for (const Part& p : by_chip[c]->parts) {
-            if (impl_->panels.count({gi, p.c0})) continue;
+            const PanelKey at = panel_key(g_, anchor, gi, p);
+            if (impl_->panels.count(at)) continue;
             const unsigned stack = chip_dev(c).stack_near(p.tile);
             WeightStore& store = c ? *peers_[c - 1].weights : *weights_;
-            impl_->panels[{gi, p.c0}].b =
-                store.get(fmt::format("{}|{}|columns {}-{}|{}", key, name(anchor.format), p.c0, p.c1, stack), stack,
-                              std::uint64_t{K} * (p.c1 - p.c0) * bytes(anchor.format), [&] {
+            // Batched: the part's matrices [b0, b1) only, their rows one after another.
+            const unsigned b0 = std::get<2>(at), b1 = dims.batched() ? static_cast<unsigned>(p.r1 / dims.M) : 1;
+            const std::string batches = dims.batched() ? fmt::format("|matrices {}-{}", b0, b1) : "";
+            const std::uint64_t K = std::uint64_t{b1 - b0} * dims.K, N = dims.N, k0 = std::uint64_t{b0} * dims.K;
+            impl_->panels[at].b =
+                store.get(fmt::format("{}|{}|columns {}-{}{}|{}", key, name(anchor.format), p.c0, p.c1, batches, stack), stack,
+                              K * (p.c1 - p.c0) * bytes(anchor.format), [&] {
                   std::vector<float> panel;
-                  panel.reserve(std::size_t{K} * (p.c1 - p.c0));
-                  for (unsigned k = 0; k < K; ++k)
-                    panel.insert(panel.end(), B.values.begin() + std::size_t{k} * N + p.c0, B.values.begin() + std::size_t{k} * N + p.c1);
+                  panel.reserve(K * (p.c1 - p.c0));
+                  for (std::uint64_t k = k0; k < k0 + K; ++k)
+                    panel.insert(panel.end(), B.values.begin() + static_cast<std::ptrdiff_t>(k * N + p.c0),
+                                 B.values.begin() + static_cast<std::ptrdiff_t>(k * N + p.c1));
                   return encode(panel, anchor.format);
                 });
             if (block_scaled(anchor)) {  // the scales of the panel's blocks: K / 128 rows of them
               const Tensor& S = g_.tensor(anchor.in[2]);
-              const unsigned bc0 = p.c0 / kScaleBlock, bc1 = (p.c1 + kScaleBlock - 1) / kScaleBlock, bcols = S.shape[1];
-              impl_->panels[{gi, p.c0}].scales =
-                  store.get(fmt::format("{}|blocks {}-{}|{}", weight_key(S), bc0, bc1, stack), stack,
-                                std::uint64_t{S.shape[0]} * (bc1 - bc0) * 4, [&] {
+              const unsigned bc0 = p.c0 / kScaleBlock, bc1 = (p.c1 + kScaleBlock - 1) / kScaleBlock, bcols = S.shape.back();
+              const unsigned r0 = b0 * (dims.K / kScaleBlock), r1 = r0 + (b1 - b0) * (dims.K / kScaleBlock);
+              impl_->panels[at].scales =
+                  store.get(fmt::format("{}|blocks {}-{}{}|{}", weight_key(S), bc0, bc1, batches, stack), stack,
+                                std::uint64_t{r1 - r0} * (bc1 - bc0) * 4, [&] {
                     std::vector<float> panel;
-                    for (unsigned r = 0; r < S.shape[0]; ++r)
+                    for (unsigned r = r0; r < r1; ++r)
                       panel.insert(panel.end(), S.values.begin() + std::size_t{r} * bcols + bc0, S.values.begin() + std::size_t{r} * bcols + bc1);
                     return encode(panel, DType::f32);
                   });

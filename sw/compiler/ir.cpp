@@ -162,21 +162,34 @@ int Graph::add_op(Op op, std::vector<unsigned> out_shape, DType out_dtype) {
 int Graph::matmul(int a, int b, DType format, const std::string& name) {
   const Tensor &A = operand(a, "matmul"), &B = operand(b, "matmul");
   const std::string n = name.empty() ? fmt::format("matmul{}", ops_.size()) : name;
-  if (B.shape.size() != 2)
-    throw std::invalid_argument(fmt::format("graph: {}: b '{}' must be 2-D (K x N), not {}", n, B.name, shape_text(B.shape)));
-  if (A.cols() != B.shape[0])
+  if (B.shape.size() != 2 && B.shape.size() != 3)
+    throw std::invalid_argument(fmt::format("graph: {}: b '{}' must be K x N (or G x K x N), not {}", n, B.name, shape_text(B.shape)));
+  const bool batched = B.shape.size() == 3;
+  if (A.cols() != B.shape[batched])
     throw std::invalid_argument(fmt::format("graph: {}: a '{}' {} and b '{}' {} disagree on K", n, A.name,
                                             shape_text(A.shape), B.name, shape_text(B.shape)));
+  if (batched && (B.shape[0] == 0 || A.rows() % B.shape[0] || A.shape.size() < 2))
+    throw std::invalid_argument(fmt::format("graph: {}: a '{}' {} has no rows in {} equal blocks, one for each matrix of b '{}' {}", n,
+                                            A.name, shape_text(A.shape), B.shape[0], B.name, shape_text(B.shape)));
   if (format == DType::f32 || format == DType::i32)
     throw std::invalid_argument(fmt::format("graph: {}: the tensor core takes bf16, f16, e4m3 or e5m2, not {}", n,
                                             compiler::name(format)));
   if (A.dtype == DType::i32 || B.dtype == DType::i32)
     throw std::invalid_argument(fmt::format("graph: {}: integer operands are not supported", n));
   std::vector<unsigned> shape = A.shape;
-  shape.back() = B.shape[1];
+  shape.back() = B.shape.back();
   Op op;
   op.kind = OpKind::matmul, op.name = n, op.in = {a, b}, op.format = format;
   return add_op(std::move(op), std::move(shape), DType::f32);
+}
+
+MatmulDims matmul_dims(const Graph& g, const Op& op) {
+  const Tensor &A = g.tensor(op.in[0]), &B = g.tensor(op.in[1]);
+  MatmulDims d;
+  const bool batched = B.shape.size() == 3;
+  d.batches = batched ? B.shape[0] : 1, d.K = B.shape[batched], d.N = B.shape.back();
+  d.M = A.rows() / d.batches;
+  return d;
 }
 
 bool block_scaled(const Op& op) {
@@ -191,11 +204,13 @@ int Graph::matmul_scaled(int a, int b, int b_scales, const std::string& name) {
                                             compiler::name(B.dtype)));
   if (B.role != Role::weight || S.role != Role::weight)
     throw std::invalid_argument(fmt::format("graph: {}: b '{}' and its scales '{}' must be weights", n, B.name, S.name));
-  if (B.shape.size() == 2 && B.shape[0] % kScaleBlock)
+  const bool batched = B.shape.size() == 3;
+  if ((B.shape.size() == 2 || batched) && B.shape[batched] % kScaleBlock)
     throw std::invalid_argument(fmt::format("graph: {}: K ({}) must be a multiple of {} (the blocks' rows, a's groups)", n,
-                                            B.shape[0], kScaleBlock));
-  if (B.shape.size() == 2) {
-    const std::vector<unsigned> blocks = {B.shape[0] / kScaleBlock, (B.shape[1] + kScaleBlock - 1) / kScaleBlock};
+                                            B.shape[batched], kScaleBlock));
+  if (B.shape.size() == 2 || batched) {
+    std::vector<unsigned> blocks = {B.shape[batched] / kScaleBlock, (B.shape.back() + kScaleBlock - 1) / kScaleBlock};
+    if (batched) blocks.insert(blocks.begin(), B.shape[0]);
     if (S.dtype != DType::f32 || S.shape != blocks)
       throw std::invalid_argument(fmt::format("graph: {}: scales '{}' must be f32 {} (a scale per {} x {} block of b), not {} {}",
                                               n, S.name, shape_text(blocks), kScaleBlock, kScaleBlock,

@@ -188,6 +188,13 @@ class Graph {
   // weight_scaled() likewise.
   int weight(const std::string& name, std::vector<unsigned> shape, std::vector<float> values, DType dtype = DType::f32);
   int matmul(int a, int b, DType format = DType::bf16, const std::string& name = "");
+  // Batched: b G x K x N (G matrices, a weight or not) and a's rows in G
+  // equal blocks of M (a G x M x K, or any shape whose rows G divides):
+  // block g of the output's rows is a's block g times b's matrix g, each
+  // as matmul() computes it (the attention's heads each through a matrix
+  // of their own: DeepSeek-V3's absorbed latent attention). matmul() with
+  // such a b; matmul_scaled() takes one too (scales G x K / 128 x
+  // ceil(N / 128)). See matmul_dims().
   // Block-scaled FP8, as DeepSeek-V3 trains and serves: b (K x N) holds
   // E4M3 or E5M2 codes and `b_scales` (K / 128 x ceil(N / 128), FP32) a
   // scale per 128 x 128 block (a weight_scaled()'s pair, or a checkpoint's
@@ -399,5 +406,14 @@ class Graph {
   std::vector<Op> ops_;
   std::vector<int> outputs_;
 };
+
+// A matmul's B as `batches` matrices of K x N (Graph::matmul): 1 for a
+// 2-D b; a's rows in `batches` blocks of M, block g times matrix g.
+struct MatmulDims {
+  unsigned batches = 1, K = 0, N = 0;
+  std::uint64_t M = 0;
+  bool batched() const { return batches > 1; }
+};
+MatmulDims matmul_dims(const Graph& g, const Op& op);
 
 }  // namespace tessera::compiler

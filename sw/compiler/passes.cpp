@@ -89,7 +89,7 @@ unsigned fuse_prologues(const Graph& g, std::vector<Group>& groups, std::uint64_
       const Op& mm = g.ops()[static_cast<std::size_t>(r)];
       const bool routed = g.ops()[static_cast<std::size_t>(m.ops.back())].kind == OpKind::route;
       const bool scaled = mm.kind == OpKind::matmul && block_scaled(mm);  // A cast in groups with scales: nothing kept, no cast before
-      if (mm.kind == OpKind::matmul && mm.in[0] == n.out && mm.in[1] != n.out && m.prologue < 0 &&
+      if (mm.kind == OpKind::matmul && !matmul_dims(g, mm).batched() && mm.in[0] == n.out && mm.in[1] != n.out && m.prologue < 0 &&
           (!cast || (cast->format == mm.format && !scaled)) && (readers.size() == 1 || (routed && !scaled))) {
         j = at;
         break;
@@ -124,7 +124,7 @@ unsigned fuse_routes(const Graph& g, std::vector<Group>& groups) {
   for (std::size_t k = 0; k + 1 < groups.size(); ++k) {
     Group& m = groups[k];
     const Op& mm = g.ops()[static_cast<std::size_t>(m.ops[0])];
-    if (mm.kind != OpKind::matmul || g.is_output(m.out)) continue;
+    if (mm.kind != OpKind::matmul || matmul_dims(g, mm).batched() || g.is_output(m.out)) continue;
     // The matmul alone, or with an elementwise chain on its logits (no cast:
     // the top k takes them in FP32).
     bool plain = true;
@@ -209,11 +209,10 @@ SpmPlan plan_spm(const Graph& g, const Group& grp, const Tiling& t, std::uint32_
   const std::uint64_t block = std::uint64_t{t.mb} * t.nb;
   const Tensor& out = g.tensor(grp.out);
   if (anchor.kind == OpKind::matmul) {
-    const Tensor& B = g.tensor(anchor.in[1]);
-    const unsigned eb = bytes(anchor.format);
+    const unsigned K = matmul_dims(g, anchor).K, eb = bytes(anchor.format);
     if (t.resident) {  // A's blocks in turn, the part's whole panel of B, C's blocks in turn
-      for (int k = 0; k < 2; ++k) add(fmt::format("a{}", k), std::uint64_t{t.mb} * B.shape[0] * eb);
-      add("b0", std::uint64_t{B.shape[0]} * t.nb * eb);
+      for (int k = 0; k < 2; ++k) add(fmt::format("a{}", k), std::uint64_t{t.mb} * K * eb);
+      add("b0", std::uint64_t{K} * t.nb * eb);
       for (int k = 0; k < 2; ++k) add(fmt::format("c{}", k), block * 4);
       for (std::size_t j = 0; j < sides.size(); ++j)
         if (sides[j] >= 0)
@@ -222,14 +221,14 @@ SpmPlan plan_spm(const Graph& g, const Group& grp, const Tiling& t, std::uint32_
         for (int k = 0; k < 2; ++k) add(fmt::format("o{}", k), block * bytes(out.dtype));
       return p;
     }
-    add("a", std::uint64_t{t.mb} * B.shape[0] * eb);
+    add("a", std::uint64_t{t.mb} * K * eb);
     if (grp.prologue >= 0) {  // A's rows in FP32 and the norm's weight, normed and cast into "a"
-      add("px", std::uint64_t{t.mb} * B.shape[0] * 4);
-      add("pw", std::uint64_t{B.shape[0]} * 4);
+      add("px", std::uint64_t{t.mb} * K * 4);
+      add("pw", std::uint64_t{K} * 4);
     }
     for (int k = 0; k < 2; ++k) add(fmt::format("b{}", k), std::uint64_t{t.kb} * t.nb * eb);
     if (block_scaled(anchor)) {  // A's group scales; B's block scales, a pair of buffers like B's
-      const std::uint64_t kg = B.shape[0] / kScaleBlock, ng = (t.nb + kScaleBlock - 1) / kScaleBlock;
+      const std::uint64_t kg = K / kScaleBlock, ng = (t.nb + kScaleBlock - 1) / kScaleBlock;
       add("sa", std::uint64_t{t.mb} * kg * 4);
       for (int k = 0; k < 2; ++k) add(fmt::format("sb{}", k), kg * ng * 4);
     }
@@ -376,6 +375,10 @@ Tiling tile(const Graph& g, const Group& grp, const Target& tgt, Columns window)
   const bool scaled = anchor.kind == OpKind::matmul && block_scaled(anchor);
   const unsigned col_align = scaled ? kScaleBlock : anchor.kind == OpKind::matmul ? 16 : 1;
   const unsigned nb_align = scaled ? kScaleBlock : 16;
+  // A batched matmul: parts of whole batches (each block of rows meets one
+  // matrix of B), each batch's matrix streamed for its rows.
+  const unsigned batch_rows = anchor.kind == OpKind::matmul ? static_cast<unsigned>(matmul_dims(g, anchor).M) : 0;
+  const bool batched = anchor.kind == OpKind::matmul && matmul_dims(g, anchor).batched();
 
   // The grid: tm row ranges x tn column ranges, the one whose slowest tile
   // (its bytes through its port, its MACs) and whose reads and writes
@@ -386,15 +389,16 @@ Tiling tile(const Graph& g, const Group& grp, const Target& tgt, Columns window)
   double best_s = std::numeric_limits<double>::infinity(), best_slowest = best_s;
   for (unsigned tm = 1; tm <= tgt.tiles; ++tm)
     for (unsigned tn = 1; tn <= (full_rows ? 1 : tgt.tiles / tm); ++tn) {
-      const auto rr = split(rows, tm, 1), cc = split(cols, tn, col_align);
+      const auto rr = split(rows, tm, batched ? batch_rows : 1), cc = split(cols, tn, col_align);
       double slowest = 0, reads = 0, writes = 0;
       for (const auto& [r0, r1] : rr)
         for (const auto& [c0, c1] : cc) {
           const double m = r1 - r0, n = c1 - c0;
           double in = m * n * 4 * n_sides, s = 0;
           if (anchor.kind == OpKind::matmul) {
-            in += m * K * 4 + double(K) * n * eb;
-            s = std::ceil(K / 64.0) * std::ceil(n / 64.0) * std::max(m, 64.0) * 64 * 64 / tgt.tile_macs_per_s;
+            const double mats = batched ? m / batch_rows : 1, per = m / mats;  // B's matrices the part meets, rows each
+            in += m * K * 4 + mats * K * n * eb;
+            s = mats * std::ceil(K / 64.0) * std::ceil(n / 64.0) * std::max(per, 64.0) * 64 * 64 / tgt.tile_macs_per_s;
           } else {
             in += m * n * 4;
           }
@@ -423,6 +427,7 @@ Tiling tile(const Graph& g, const Group& grp, const Target& tgt, Columns window)
   // across K chunks, and its B streams once a row block: as many rows as fit.
   best.nb = full_rows ? max_c : std::min(max_c, 512u);
   best.mb = std::min(max_r, anchor.kind == OpKind::matmul ? 256u : 64u);
+  if (batched) best.mb = std::min(best.mb, batch_rows);
   if (anchor.kind != OpKind::matmul) {
     const unsigned min_rows = (4096 + 4 * best.nb - 1) / (4 * best.nb);
     best.mb = std::max(1u, std::min(best.mb, std::max((max_r + 3) / 4, std::min(max_r, min_rows))));
@@ -455,7 +460,7 @@ Tiling tile(const Graph& g, const Group& grp, const Target& tgt, Columns window)
   // load (from one) each bind a 256-token prompt's projections. (Not
   // block-scaled, nor after a prologue or before a top k, whose emitters
   // keep one row block's buffers.)
-  if (anchor.kind == OpKind::matmul && !scaled && g.tensor(anchor.in[1]).role == Role::weight && grp.prologue < 0 &&
+  if (anchor.kind == OpKind::matmul && !scaled && !batched && g.tensor(anchor.in[1]).role == Role::weight && grp.prologue < 0 &&
       g.ops()[static_cast<std::size_t>(grp.ops.back())].kind != OpKind::route && max_r > kResidentRows) {
     Tiling r = best;
     r.resident = true, r.mb = kResidentRows, r.nb = max_c;
@@ -477,7 +482,8 @@ std::vector<Tiling> tile_chips(const Graph& g, const Group& grp, const Target& t
     by_chip.resize(chips);
     return by_chip;
   }
-  if (chips < 2 || anchor.kind != OpKind::matmul || g.tensor(anchor.in[1]).role != Role::weight) return {};
+  if (chips < 2 || anchor.kind != OpKind::matmul || matmul_dims(g, anchor).batched() || g.tensor(anchor.in[1]).role != Role::weight)
+    return {};
   for (int o : grp.ops) {
     const OpKind k = g.ops()[static_cast<std::size_t>(o)].kind;
     if (is_rowwise(k) || k == OpKind::route) return {};  // its rows whole on one tile
@@ -514,6 +520,7 @@ Stripes stripe_outputs(const Graph& g, const std::vector<Group>& groups, const s
     const int t = groups[gi].out;
     const OpKind anchor = t < 0 ? OpKind::matmul : g.ops()[static_cast<std::size_t>(groups[gi].ops[0])].kind;
     if (t < 0 || whole.count(gi)) continue;
+    if (anchor == OpKind::matmul && matmul_dims(g, g.ops()[static_cast<std::size_t>(groups[gi].ops[0])]).batched()) continue;
     const std::vector<int> readers = g.consumers(t);
     const Tensor& T = g.tensor(t);
     const bool rows_op = is_rowwise(anchor) || is_elementwise(anchor);  // stored by blocks of whole or part rows
@@ -523,7 +530,7 @@ Stripes stripe_outputs(const Graph& g, const std::vector<Group>& groups, const s
                 (anchor != OpKind::attention || (groups[gi].ops.size() == 1 && gi < tilings.size())) && groups[gi].kept < 0;
       for (int rd : readers) {
         const Op& op = g.ops()[static_cast<std::size_t>(rd)];
-        ok &= op.kind == OpKind::matmul && !block_scaled(op) && op.in[0] == t && op.in[1] != t;
+        ok &= op.kind == OpKind::matmul && !block_scaled(op) && !matmul_dims(g, op).batched() && op.in[0] == t && op.in[1] != t;
         const auto own = std::find_if(groups.begin(), groups.end(), [&](const Group& x) { return x.ops[0] == rd; });
         ok &= own != groups.end() && !whole.count(static_cast<std::size_t>(own - groups.begin())) && own->prologue < 0;
       }

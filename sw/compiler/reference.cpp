@@ -452,35 +452,40 @@ void run_op(const Graph& g, const Op& op, std::vector<std::vector<float>>& v, co
     std::vector<float> y(out.elements());
     switch (op.kind) {
       case OpKind::matmul: {
-        const Tensor& B = g.tensor(op.in[1]);
-        const unsigned K = B.shape[0], N = B.shape[1];
+        // Batch by batch (one for a 2-D b): a's rows [g M, g M + M) times b's matrix g.
+        const MatmulDims d = matmul_dims(g, op);
+        const unsigned K = d.K, N = d.N, M = static_cast<unsigned>(d.M);
+        const std::vector<float>& bv = v[static_cast<std::size_t>(op.in[1])];
         num::Convert conv;
         conv.saturate = true;
-        if (block_scaled(op)) {
-          // A's rows in 1 x 128 groups as the DMA engine casts them; B's
-          // codes and block scales as they are.
-          const num::BlockQuantized qa = num::block_quantize(x.data(), static_cast<unsigned>(rows), K, format(op.format),
-                                                             num::ScaleFormat::FP32, 1, kScaleBlock, conv);
-          num::BlockQuantized qb;
-          qb.format = format(op.format), qb.rows = K, qb.cols = N, qb.block_rows = qb.block_cols = kScaleBlock;
-          qb.codes.resize(std::size_t{K} * N);
-          const std::vector<float>& bv = v[static_cast<std::size_t>(op.in[1])];
-          for (std::size_t i = 0; i < qb.codes.size(); ++i)
-            qb.codes[i] = static_cast<std::uint8_t>(num::encode(qb.format, bv[i], conv));
-          qb.scales = v[static_cast<std::size_t>(op.in[2])];
+        for (unsigned b = 0; b < d.batches; ++b) {
+          const float* xa = x.data() + std::size_t{b} * M * K;
+          const float* xb = bv.data() + std::size_t{b} * K * N;
+          float* yc = y.data() + std::size_t{b} * M * N;
           std::vector<double> c;
-          num::gemm_block_scaled(qa, qb, c);
-          for (std::size_t i = 0; i < c.size(); ++i) y[i] = static_cast<float>(c[i]);
-          break;
+          if (block_scaled(op)) {
+            // A's rows in 1 x 128 groups as the DMA engine casts them; B's
+            // codes and block scales as they are.
+            const num::BlockQuantized qa = num::block_quantize(xa, M, K, format(op.format), num::ScaleFormat::FP32, 1, kScaleBlock, conv);
+            num::BlockQuantized qb;
+            qb.format = format(op.format), qb.rows = K, qb.cols = N, qb.block_rows = qb.block_cols = kScaleBlock;
+            qb.codes.resize(std::size_t{K} * N);
+            for (std::size_t i = 0; i < qb.codes.size(); ++i)
+              qb.codes[i] = static_cast<std::uint8_t>(num::encode(qb.format, xb[i], conv));
+            const std::vector<float>& sv = v[static_cast<std::size_t>(op.in[2])];
+            const std::size_t per = sv.size() / d.batches;
+            qb.scales.assign(sv.begin() + static_cast<std::ptrdiff_t>(b * per), sv.begin() + static_cast<std::ptrdiff_t>((b + 1) * per));
+            num::gemm_block_scaled(qa, qb, c);
+          } else {
+            auto q = [&](const float* s, std::size_t n) {
+              std::vector<double> e(n);
+              for (std::size_t i = 0; i < n; ++i) e[i] = num::quantize(format(op.format), s[i], conv);
+              return e;
+            };
+            num::gemm(q(xa, std::size_t{M} * K), q(xb, std::size_t{K} * N), c, M, N, K, num::Accumulation{});
+          }
+          for (std::size_t i = 0; i < c.size(); ++i) yc[i] = static_cast<float>(c[i]);
         }
-        auto q = [&](const std::vector<float>& s) {
-          std::vector<double> d(s.size());
-          for (std::size_t i = 0; i < s.size(); ++i) d[i] = num::quantize(format(op.format), s[i], conv);
-          return d;
-        };
-        std::vector<double> c;
-        num::gemm(q(x), q(v[static_cast<std::size_t>(op.in[1])]), c, static_cast<unsigned>(rows), N, K, num::Accumulation{});
-        for (std::size_t i = 0; i < c.size(); ++i) y[i] = static_cast<float>(c[i]);
         break;
       }
       case OpKind::rmsnorm: case OpKind::layernorm: case OpKind::softmax: case OpKind::rope:

@@ -461,8 +461,9 @@ int demo_main(int argc, char** argv) {
                         ? fmt::format("latent attention: {} head{} a graph, absorbed over the compressed cache ({} values a position a "
                                       "layer{})\n", hs, hs > 1 ? "s" : "", 2 * c.kv_lora + c.qk_rope, chips > 1 ? " on every chip" : "")
                         : fmt::format("latent attention: {} heads a graph, decompressed into their caches ({} values a position a layer; "
-                                      "absorbed where a graph runs at most {} heads, each head four graph nodes a layer)\n",
-                                      hs, std::uint64_t{hs} * (c.qk_nope + c.qk_rope + c.v_head), kAbsorbedHeads));
+                                      "absorbed where a graph's absorbed queries, {} values a head, fit the attention's row of {})\n",
+                                      hs, std::uint64_t{hs} * (c.qk_nope + c.qk_rope + c.v_head), c.kv_lora + c.qk_rope,
+                                      compiler::Graph::kQueryRow));
     }
     std::cout << fmt::format("prefill of {} tokens{}{}: {} nodes, {:.2f} us simulated ({:.2f} us/token); next token {}{}\n", prompt,
                              batch > 1 ? fmt::format(" for each of {} sequences", batch) : std::string(),

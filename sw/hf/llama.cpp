@@ -372,7 +372,7 @@ bool expert_head_by_vocab(const LlamaConfig& c, unsigned chips) { return c.vocab
 
 bool mla_absorbed(const LlamaConfig& c, const Shard& shard) {
   const unsigned heads = c.heads / (shard.experts ? 1 : std::max(1u, shard.chips));
-  return c.mla && heads <= kAbsorbedHeads && std::uint64_t{heads} * (c.kv_lora + c.qk_rope) <= Graph::kQueryRow;
+  return c.mla && std::uint64_t{heads} * (c.kv_lora + c.qk_rope) <= Graph::kQueryRow;
 }
 
 Graph llama_step(const LlamaConfig& c, const WeightSource& w, unsigned rows, unsigned context, unsigned layers,
@@ -624,44 +624,53 @@ Graph llama_step(const LlamaConfig& c, const WeightSource& w, unsigned rows, uns
         std::vector<float> kvb_w, kvb_codes, kvb_scales;
         const bool kvb_fp8 = fp8 && r % B == 0 && nope % B == 0 && vd % B == 0 && fp8(kvb, {kvb_out, r}, kvb_codes, kvb_scales);
         if (!kvb_fp8) bf16_only(kvb, kvb_out, r), kvb_w = w(kvb, {kvb_out, r});
-        // xin times rows [r0, r0 + n) of kv_b_proj, as B [n, r] (`keys`: xin
-        // has n columns) or as its transpose [r, n] (xin has r columns):
-        // block-scaled where the checkpoint stores FP8 blocks (a head's rows
-        // lie in whole blocks), else BF16.
-        auto kvb_rows = [&](int xin, unsigned r0, unsigned n, bool keys, const std::string& name) {
+        // xin (the shard's heads' rows one head after another, [Hs, T,
+        // n] or [Hs, T, r]) through each head's rows [r0, r0 + n) of
+        // kv_b_proj (r0 = hg (nope + vd) + `first`) as B [n, r] (`keys`) or
+        // its transpose [r, n]: one batched matmul, a matrix a head,
+        // block-scaled where the checkpoint stores FP8 blocks (a head's
+        // rows lie in whole blocks), else BF16.
+        auto kvb_heads = [&](int xin, unsigned first, unsigned n, bool keys, const std::string& name) {
+          const std::vector<unsigned> shape = keys ? std::vector<unsigned>{Hs, n, r} : std::vector<unsigned>{Hs, r, n};
+          auto stacked = [&](const std::vector<float>& full, unsigned cols, unsigned unit, bool transpose) {
+            std::vector<float> all;  // empty where the weight is shape only
+            if (full.empty()) return all;
+            for (unsigned hh = 0; hh < Hs; ++hh) {
+              const unsigned r0 = ((h0 + hh) * (nope + vd) + first) / unit, rn = n / unit;
+              std::vector<float> part = row_range(full, cols, r0, r0 + rn);
+              if (transpose) part = transposed(part, rn, cols);
+              all.insert(all.end(), part.begin(), part.end());
+            }
+            return all;
+          };
           if (kvb_fp8) {
             const unsigned ib = r / B, nb = n / B;
-            std::vector<float> codes = row_range(kvb_codes, r, r0, r0 + n), scales = row_range(kvb_scales, ib, r0 / B, r0 / B + nb);
-            if (!keys) codes = transposed(codes, n, r), scales = transposed(scales, nb, ib);
-            const int b = g.weight(name, keys ? std::vector<unsigned>{n, r} : std::vector<unsigned>{r, n}, std::move(codes), DType::e4m3);
-            return g.matmul_scaled(xin, b, g.weight(name + "_scale_inv", keys ? std::vector<unsigned>{nb, ib} : std::vector<unsigned>{ib, nb},
-                                                    std::move(scales)));
+            const int b = g.weight(name, shape, stacked(kvb_codes, r, 1, !keys), DType::e4m3);
+            return g.matmul_scaled(xin, b, g.weight(name + "_scale_inv", keys ? std::vector<unsigned>{Hs, nb, ib} : std::vector<unsigned>{Hs, ib, nb},
+                                                    stacked(kvb_scales, ib, B, !keys)));
           }
-          std::vector<float> part = row_range(kvb_w, r, r0, r0 + n);
-          if (!keys) part = transposed(part, n, r);
-          return g.matmul(xin, g.weight(name, keys ? std::vector<unsigned>{n, r} : std::vector<unsigned>{r, n}, std::move(part), DType::bf16),
-                          DType::bf16);
+          return g.matmul(xin, g.weight(name, shape, stacked(kvb_w, r, 1, !keys), DType::bf16), DType::bf16);
         };
-        const std::uint64_t qw = std::uint64_t{Hs} * qd;
-        std::vector<int> qins{q}, heads_out;
-        std::vector<Move> qm, om;
+        const std::uint64_t qw = std::uint64_t{Hs} * qd, TT = T;
+        // The queries' nope columns a head after another, through W_UK; the
+        // absorbed queries [q W_UK ; q_pe] a head.
+        std::vector<Move> qn, qm, ou, om;
         for (unsigned hh = 0; hh < Hs; ++hh) {
-          const unsigned hg = h0 + hh;
-          const int qn = g.move({q}, {T, nope}, {{0, std::uint64_t{hh} * qd, 0, nope, T, qw, nope}}, fmt::format("layer{}.q_nope{}", l, hh));
-          qins.push_back(kvb_rows(qn, hg * (nope + vd), nope, true, fmt::format("{}.w_uk{}", kvb, hg)));
-          qm.push_back({hh + 1, 0, std::uint64_t{hh} * aw, r, T, r, std::uint64_t{Hs} * aw});
+          qn.push_back({0, std::uint64_t{hh} * qd, hh * TT * nope, nope, T, qw, nope});
+          qm.push_back({1, hh * TT * r, std::uint64_t{hh} * aw, r, T, r, std::uint64_t{Hs} * aw});
           qm.push_back({0, std::uint64_t{hh} * qd + nope, std::uint64_t{hh} * aw + r, rd, T, qw, std::uint64_t{Hs} * aw});
+          ou.push_back({0, std::uint64_t{hh} * r, hh * TT * r, r, T, std::uint64_t{Hs} * r, r});
+          om.push_back({0, hh * TT * vd, std::uint64_t{hh} * vd, vd, T, vd, std::uint64_t{Hs} * vd});
         }
-        const int qa = g.move(qins, {T, Hs * aw}, qm, fmt::format("layer{}.q_absorbed", l));
+        const std::string heads = fmt::format("{}-{}", h0, h0 + Hs - 1);
+        const int q_nope = g.move({q}, {Hs, T, nope}, qn, fmt::format("layer{}.q_nope", l));
+        const int q_lat = kvb_heads(q_nope, 0, nope, true, fmt::format("{}.w_uk{}", kvb, heads));
+        const int qa = g.move({q, q_lat}, {T, Hs * aw}, qm, fmt::format("layer{}.q_absorbed", l));
         const int keys = g.move({latent, kpe}, {T, aw}, {{0, 0, 0, r, T, r, aw}, {1, 0, r, rd, T, rd, aw}}, fmt::format("layer{}.keys", l));
         const int ol = attention(l, qa, keys, latent, 1, aw, r, Hs);
-        for (unsigned hh = 0; hh < Hs; ++hh) {
-          const unsigned hg = h0 + hh;
-          const int oh = g.move({ol}, {T, r}, {{0, std::uint64_t{hh} * r, 0, r, T, std::uint64_t{Hs} * r, r}}, fmt::format("layer{}.o_latent{}", l, hh));
-          heads_out.push_back(kvb_rows(oh, hg * (nope + vd) + nope, vd, false, fmt::format("{}.w_uv{}", kvb, hg)));
-          om.push_back({hh, 0, std::uint64_t{hh} * vd, vd, T, vd, std::uint64_t{Hs} * vd});
-        }
-        o = g.move(heads_out, {T, Hs * vd}, om, fmt::format("layer{}.heads", l));
+        const int o_lat = g.move({ol}, {Hs, T, r}, ou, fmt::format("layer{}.o_latent", l));
+        const int oh = kvb_heads(o_lat, nope, vd, false, fmt::format("{}.w_uv{}", kvb, heads));
+        o = g.move({oh}, {T, Hs * vd}, om, fmt::format("layer{}.heads", l));
       }
       const int wo = linear_cols(o, layer(l, "self_attn.o_proj.weight"), D, H * vd, h0 * vd, (h0 + Hs) * vd);
       h = g.binary(OpKind::add, summed(wo, fmt::format("layer{}.attention_sum", l)), h);

@@ -20,8 +20,8 @@
 // they are, or renormalised: norm_topk_prob), plus a shared expert gated
 // by sigmoid(x.w), on the layers decoder_sparse_step and mlp_only_layers
 // make sparse. DeepSeek-V3: multi-head latent attention (MLA), absorbed
-// over its low-rank compressed KV cache where a graph runs few heads
-// (kv_b_proj's key rows folded into the queries, its value rows applied
+// over its low-rank compressed KV cache where its queries fit the
+// attention's row (kv_b_proj's key rows folded into the queries, its value rows applied
 // after the attention, every head attending to one cached [latent ;
 // rotary key]: mla_absorbed), else decompressed, yarn rope, the first
 // layers dense, then noaux_tc routing (group-limited, on the tile cores)
@@ -203,13 +203,13 @@ std::string expert_refusal(const LlamaConfig& c, unsigned chips, unsigned layers
 // (the chips divide it), else whole on each chip's rows.
 bool expert_head_by_vocab(const LlamaConfig& c, unsigned chips);
 // Whether a graph's MLA heads (H / chips in Megatron's shard, else all H)
-// run absorbed over the compressed cache: where they are at most
-// kAbsorbedHeads (and their absorbed queries, heads x (kv_lora + rope),
-// fit an attention's row: Graph::kQueryRow). Each head costs four graph nodes a
-// layer (a move and a matmul for W_UK, the same for W_UV: the IR has no
-// batched matmul), 64 at 16 heads of the 510 a system's launch takes;
-// more heads run decompressed, each head's keys and values cached.
-constexpr unsigned kAbsorbedHeads = 16;
+// run absorbed over the compressed cache: where their absorbed queries
+// (heads x (kv_lora + rope) values a row) fit an attention's row
+// (Graph::kQueryRow; DeepSeek-V3: up to 113 heads, so its 128 on one chip
+// or each chip's under expert parallelism run decompressed, each head's
+// keys and values cached). Absorbed, W_UK and W_UV each take one batched
+// matmul a layer (a matrix a head) between moves that put the heads'
+// rows one head after another and back: six graph nodes a layer.
 bool mla_absorbed(const LlamaConfig& c, const Shard& shard = {});
 compiler::Graph llama_step(const LlamaConfig& c, const WeightSource& w, unsigned rows, unsigned context, unsigned layers = 0,
                            const Fp8Source& fp8 = {}, unsigned sequences = 1, bool seeded_routes = false, const Shard& shard = {});

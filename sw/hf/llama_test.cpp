@@ -569,8 +569,9 @@ TEST(HfLlama, AnFp8DeepSeekV3sLatentAttentionRunsBlockScaledOnTheChip) {
   rt::Device dev;
   const rt::Kernel program = dev.load_kernel(data_file(DataKind::kernels, "program.elf"), (1u << dev.tiles()) - 1);
   // With a latent, key and value heads of 128 (whole blocks), kv_b_proj's
-  // heads run block-scaled too, each head's key rows (W_UK) and value
-  // rows (W_UV, transposed) with their blocks' scales.
+  // heads run block-scaled too: its heads' key rows (W_UK) and value rows
+  // (W_UV, transposed) each a batched matmul, a matrix a head, with their
+  // blocks' scales.
   for (const bool wide : {false, true}) {
     SCOPED_TRACE(wide ? "kv_b_proj in whole blocks" : "kv_b_proj in BF16");
     nlohmann::json j = nlohmann::json::parse(std::ifstream(std::string(TESSERA_HF_CONFIGS) + "/tiny-deepseek-v3.json"));
@@ -588,10 +589,10 @@ TEST(HfLlama, AnFp8DeepSeekV3sLatentAttentionRunsBlockScaledOnTheChip) {
       if (op.kind == compiler::OpKind::matmul && compiler::block_scaled(op)) scaled.insert(g.tensor(op.in[1]).name);
     // q_a, q_b and kv_a in each layer (kv_b's input is the 32-wide latent, o_proj's 64 wide: BF16); wide: o_proj (4 heads of 128)
     // and kv_b's 4 heads' W_UK and W_UV too.
-    EXPECT_EQ(scaled.size(), wide ? 24u : 6u);
+    EXPECT_EQ(scaled.size(), wide ? 12u : 6u);
     EXPECT_EQ(scaled.count("model.layers.1.self_attn.q_b_proj.weight"), 1u);
     EXPECT_EQ(scaled.count("model.layers.1.self_attn.kv_a_proj_with_mqa.weight"), 1u);
-    EXPECT_EQ(scaled.count("model.layers.1.self_attn.kv_b_proj.weight.w_uv3"), wide ? 1u : 0u);
+    EXPECT_EQ(scaled.count("model.layers.1.self_attn.kv_b_proj.weight.w_uv0-3"), wide ? 1u : 0u);
     const Fp8OnChip r = fp8_on_chip(dev, program, c, st, g, prompt, 2);
     std::cout << "DeepSeek-V3 FP8 checkpoint" << (wide ? " (kv_b_proj in whole blocks)" : "") << ", two layers: logits' relative error "
               << r.err << " on the chip's routes (" << r.differ << " of 7 routes differ from the reference's own); " << r.bf16_err
@@ -601,38 +602,40 @@ TEST(HfLlama, AnFp8DeepSeekV3sLatentAttentionRunsBlockScaledOnTheChip) {
   }
 }
 
-TEST(HfLlama, DeepSeekV3sFullSizeLatentCacheIsCompressedWhereAGraphRunsFewHeads) {
-  // DeepSeek-V3's layer 0 at full size (shapes only). Sharded over 16
-  // chips, a chip's 8 heads attend absorbed to one KV head of [latent ;
-  // k_pe] (512 + 64) with the latent as its value: 1088 cached values a
-  // position for all its heads, each head's W_UK and W_UV of kv_b_proj a
-  // matmul of its own. All 128 heads on one chip (or each chip's under
-  // expert parallelism) would cost 512 graph nodes a layer that way: they
+TEST(HfLlama, DeepSeekV3sFullSizeLatentCacheIsCompressedWhereItsQueriesFitAnAttentionsRow) {
+  // DeepSeek-V3's layer 0 at full size (shapes only). Sharded over 16 or
+  // 4 chips, a chip's 8 or 32 heads attend absorbed to one KV head of
+  // [latent ; k_pe] (512 + 64) with the latent as its value: 1088 cached
+  // values a position for all its heads, its heads' W_UK and W_UV of
+  // kv_b_proj a batched matmul each (a matrix a head). All 128 heads on
+  // one chip (or each chip's under expert parallelism) have absorbed
+  // queries of 128 x 576 values, past an attention's row (65535): they
   // run decompressed, 128 heads' keys (192) and values (128) cached.
   const LlamaConfig c = LlamaConfig::load(std::string(TESSERA_HF_CONFIGS) + "/deepseek-v3.json");
   EXPECT_TRUE(mla_absorbed(c, Shard{0, 16}));
   EXPECT_TRUE(mla_absorbed(c, Shard{3, 8}));
-  EXPECT_FALSE(mla_absorbed(c, Shard{0, 4}));
+  EXPECT_TRUE(mla_absorbed(c, Shard{0, 2}));
   EXPECT_FALSE(mla_absorbed(c));
   EXPECT_FALSE(mla_absorbed(c, Shard{0, 16, true}));
   EXPECT_FALSE(mla_absorbed(LlamaConfig::load(std::string(TESSERA_HF_CONFIGS) + "/llama-3-8b.json"), Shard{0, 16}));
-  for (const unsigned chips : {16u, 1u}) {
+  for (const unsigned chips : {16u, 4u, 1u}) {
     SCOPED_TRACE(fmt::format("{} chips", chips));
     const compiler::Graph g = llama_step(c, shape_only(), 1, 16, 1, {}, 1, false, Shard{0, chips});
     unsigned heads = 0, absorbing = 0;
     for (const compiler::Op& op : g.ops()) {
       if (op.kind == compiler::OpKind::attention) heads += op.heads;
-      const std::string b = op.kind == compiler::OpKind::matmul ? g.tensor(op.in[1]).name : "";
-      absorbing += b.find("kv_b_proj.weight.w_u") != std::string::npos;
+      if (op.kind != compiler::OpKind::matmul || g.tensor(op.in[1]).name.find("kv_b_proj.weight.w_u") == std::string::npos) continue;
+      ++absorbing;
+      EXPECT_EQ(compiler::matmul_dims(g, op).batches, 128 / chips) << op.name << ": a matrix a head";
     }
     EXPECT_EQ(heads, 128 / chips);
-    EXPECT_EQ(absorbing, chips == 16 ? 16u : 0u);
+    EXPECT_EQ(absorbing, chips > 1 ? 2u : 0u);
     std::map<std::string, std::vector<unsigned>> caches;
     for (const compiler::Tensor& t : g.tensors())
       if (t.role == compiler::Role::state) caches[t.name] = t.shape;
     const std::map<std::string, std::vector<unsigned>> want =
-        chips == 16 ? std::map<std::string, std::vector<unsigned>>{{"layer0.k_cache", {1, 16, 576}}, {"layer0.v_cache", {1, 16, 512}}}
-                    : std::map<std::string, std::vector<unsigned>>{{"layer0.k_cache", {128, 16, 192}}, {"layer0.v_cache", {128, 16, 128}}};
+        chips > 1 ? std::map<std::string, std::vector<unsigned>>{{"layer0.k_cache", {1, 16, 576}}, {"layer0.v_cache", {1, 16, 512}}}
+                  : std::map<std::string, std::vector<unsigned>>{{"layer0.k_cache", {128, 16, 192}}, {"layer0.v_cache", {128, 16, 128}}};
     EXPECT_EQ(caches, want);
   }
 }

@@ -456,7 +456,20 @@ class Importer {
     if (!ok) throw std::invalid_argument(fmt::format("node '{}' ({}): batches {} and {}", node, op, shape_text(ab), shape_text(bb)));
     const unsigned M = a.shape[a.shape.size() - 2], K = a.shape.back(), N = b.shape.back();
     const std::uint64_t batches = count(batch);
-    if (batches > 256) throw Unsupported(node, op, fmt::format("{} batches (256 are supported)", batches));
+    std::vector<unsigned> shape = batch;
+    shape.push_back(M), shape.push_back(N);
+    if (ab == batch && bb == batch && batches <= std::numeric_limits<unsigned>::max()) {
+      // Neither broadcasts: one batched matmul (a's rows batch by batch, b
+      // as its G x K x N matrices).
+      Value b3 = b;
+      const std::vector<unsigned> s3 = {static_cast<unsigned>(batches), K, N};
+      if (b3.constant()) b3.shape = s3, b3.c.shape = s3;
+      else if (g_.tensor(b3.tensor).shape != s3) b3.tensor = g_.reshape(b3.tensor, s3, fresh("view")), b3.shape = s3;
+      Value y;
+      y.shape = shape, y.tensor = matmul(rows_of(a, node, op), b3, node, op);
+      return y;
+    }
+    if (batches > 256) throw Unsupported(node, op, fmt::format("{} batches (256 are supported where a or b broadcasts)", batches));
     auto index = [&](std::uint64_t i, const std::vector<unsigned>& s) {  // batch i's matrix in a tensor of batch shape s
       const auto idx = unravel(i, batch);
       const auto st = strides(s);
@@ -475,8 +488,6 @@ class Importer {
     }
     std::vector<const Value*> ins;
     for (const Value& y : ys) ins.push_back(&y);
-    std::vector<unsigned> shape = batch;
-    shape.push_back(M), shape.push_back(N);
     const std::uint64_t mn = std::uint64_t{M} * N;
     return remap(ins, shape, [&](std::uint64_t o) { return Source{static_cast<unsigned>(o / mn), o % mn}; }, node, op, node);
   }
