@@ -1911,3 +1911,51 @@ TEST(CompilerDevice, ExpertParallelMoeDispatchesItsRowsToTheExpertsChipsAndCombi
       }
     }
 }
+
+TEST(CompilerDevice, AGraphOfSeveralLaunchesRunsItsCollectivesInStepOnEveryChip) {
+  // 256 layers of a matmul (its RMSNorm the prologue) on each chip's own
+  // weights and an all-reduce of the products: 512 nodes on each chip of
+  // the ring of four, past a launch's 510, so two launches a chip, the
+  // last all-reduce in the second. run_together posts launch 1 on every
+  // chip once every chip's launch 0 is over: every chip's output equals
+  // reference_spmd's bit for bit, run after run. A chip whose graph has
+  // one node more before them has an all-reduce in another launch than
+  // the others': refused by name before any chip starts, and the system
+  // serves on.
+  Ring ring(kFastModels);
+  const unsigned layers = 256, D = 64;
+  auto build = [&](unsigned c, bool extra) {
+    Graph g;
+    int x = g.input("x", {2, D});
+    if (extra) x = g.move({x}, {2, D}, {{0, 0, 0, 2 * D, 1, 0, 0}}, "copy");
+    const int ones = g.weight("ones", {D}, std::vector<float>(D, 1.0f));
+    for (unsigned l = 0; l < layers; ++l) {
+      const int n = g.rmsnorm(x, ones, 1e-6f, fmt::format("norm{}", l));
+      const int y = g.matmul(n, g.weight(fmt::format("w{}", l), {D, D}, seeded_values(std::size_t{D} * D, 1000 * c + l, 0.5f), DType::bf16),
+                             DType::bf16, fmt::format("mm{}", l));
+      x = g.all_reduce(y, 4, false, false, fmt::format("sum{}", l));
+    }
+    g.output(x);
+    return g;
+  };
+  std::vector<Graph> shards;
+  for (unsigned c = 0; c < 4; ++c) shards.push_back(build(c, false));
+  Spmd tp(ring, std::move(shards), symmetric(ring));
+  EXPECT_EQ(tp.execs[0]->groups().size(), 2u * layers);
+  EXPECT_EQ(tp.execs[0]->device_graph().nodes().size(), 2u * layers);
+  std::vector<std::map<std::string, std::vector<float>>> inputs;
+  for (unsigned c = 0; c < 4; ++c) inputs.push_back({{"x", seeded_values(2 * D, 50 + c, 2.0f)}});
+  const auto out = run_together(tp.execs, inputs);
+  const auto ref = reference_spmd(tp.refs, inputs);
+  const std::size_t res = static_cast<std::size_t>(tp.graphs[0].outputs()[0]);
+  float big = 0;
+  for (float v : ref[0][res]) big = std::max(big, std::fabs(v));
+  EXPECT_GT(big, 0.1f) << "the sums stay in range through the layers";
+  for (unsigned c = 0; c < 4; ++c) expect_bits(out[c].at("sum255"), ref[c][res], fmt::format("chip {}", c));
+  expect_bits(run_together(tp.execs, inputs)[3].at("sum255"), out[3].at("sum255"), "a second run");
+  std::vector<Graph> skewed;
+  for (unsigned c = 0; c < 4; ++c) skewed.push_back(build(c, c == 2));
+  Spmd bad(ring, std::move(skewed), symmetric(ring));
+  refused_with([&] { run_together(bad.execs, inputs); }, "each collective must be in the same launch on every chip");
+  expect_bits(run_together(tp.execs, inputs)[0].at("sum255"), out[0].at("sum255"), "after the refusal");
+}

@@ -187,6 +187,7 @@ struct Executable::Impl {
   // about a 250th of the default T1's NoC cut).
   std::uint32_t watchdog_us = 0;
   std::vector<std::vector<double>> exec_seconds;  // by launch of the last run: its nodes' seconds, read as it ended
+  std::vector<std::size_t> collective_launch;     // by collective op, in graph order: the launch it runs in
   // A run between start() and finish(): the chips' counters at its start,
   // its simulated start, the current launch's events (the device's, the peers').
   bool running = false;
@@ -1485,11 +1486,10 @@ Executable::Executable(rt::Device& dev, const rt::Kernel& program, Graph g, cons
       }
     }
     const std::size_t launches = groups_.empty() ? 0 : launch_of.back() + 1;
-    if (launches > 1)
-      for (const Op& op : g_.ops())
-        if (is_collective(op.kind))
-          throw std::invalid_argument(fmt::format("compiler: {} '{}': a graph with collectives must run as one launch (at most {} nodes; "
-                                                  "this one needs {} launches)", name(op.kind), op.name, kNodesPerLaunch, launches));
+    // (run_together runs every chip's launches in step: each collective in
+    // the same launch on every chip.)
+    for (std::size_t gi = 0; gi < groups_.size(); ++gi)
+      if (is_collective(g_.ops()[static_cast<std::size_t>(groups_[gi].ops[0])].kind)) impl_->collective_launch.push_back(launch_of[gi]);
     std::vector<std::size_t> first_node(launches + 1, 0);  // by launch: its first device node
     impl_->handovers.assign(launches, 0);
     // By launch and peer: its share of the moe ops and the spread matmuls.
@@ -1818,31 +1818,38 @@ void Executable::wait() {
   // A graph of several launches runs them one after the other, each one's
   // node marks read before the next is queued (a launch's marks are where
   // the next one writes its own): a host round trip per launch.
-  const std::size_t L = impl_->execs.size();
-  for (std::size_t k = 0; k < L; ++k) {
+  for (std::size_t k = 0; k < impl_->execs.size(); ++k) {
     if (k) launch(k);
-    try {
-      dev_.wait(impl_->launched);
-    } catch (const rt::DeviceError&) {
-      // The peers' tiles wait for the device's: every hand-over of the
-      // launch given to them at once, and they are waited for (whatever
-      // they then make of the rows), so that no launch of theirs outlives
-      // the run.
-      for (const Impl::PeerExec& x : impl_->peer_execs[k])
-        for (unsigned t = 0; t < impl_->tiles; ++t)
-          peers_[x.peer].dev->write32(peers_[x.peer].dev->semaphore(t, kChipSem), impl_->handovers[k]);
-      for (std::size_t j = 0; j < impl_->peer_launched.size(); ++j) {
-        try {
-          peers_[impl_->peer_execs[k][j].peer].dev->wait(impl_->peer_launched[j]);
-        } catch (const rt::DeviceError&) {
-        }
-      }
-      throw;
-    }
-    for (std::size_t j = 0; j < impl_->peer_launched.size(); ++j)
-      peers_[impl_->peer_execs[k][j].peer].dev->wait(impl_->peer_launched[j]);
-    if (L > 1) impl_->exec_seconds[k] = dev_.node_seconds(impl_->execs[k]);
+    wait_launch(k);
   }
+  waited();
+}
+
+void Executable::wait_launch(std::size_t k) {
+  try {
+    dev_.wait(impl_->launched);
+  } catch (const rt::DeviceError&) {
+    // The peers' tiles wait for the device's: every hand-over of the
+    // launch given to them at once, and they are waited for (whatever
+    // they then make of the rows), so that no launch of theirs outlives
+    // the run.
+    for (const Impl::PeerExec& x : impl_->peer_execs[k])
+      for (unsigned t = 0; t < impl_->tiles; ++t)
+        peers_[x.peer].dev->write32(peers_[x.peer].dev->semaphore(t, kChipSem), impl_->handovers[k]);
+    for (std::size_t j = 0; j < impl_->peer_launched.size(); ++j) {
+      try {
+        peers_[impl_->peer_execs[k][j].peer].dev->wait(impl_->peer_launched[j]);
+      } catch (const rt::DeviceError&) {
+      }
+    }
+    throw;
+  }
+  for (std::size_t j = 0; j < impl_->peer_launched.size(); ++j)
+    peers_[impl_->peer_execs[k][j].peer].dev->wait(impl_->peer_launched[j]);
+  if (impl_->execs.size() > 1) impl_->exec_seconds[k] = dev_.node_seconds(impl_->execs[k]);
+}
+
+void Executable::waited() {
   last_seconds_ = dev_.simulated_seconds() - impl_->t0;
   last_bound_ = dev_.roofline(impl_->before[0], dev_.stats());
   for (std::size_t k = 0; k < peers_.size(); ++k) {
@@ -1954,6 +1961,18 @@ std::vector<std::map<std::string, std::vector<float>>> run_together(const std::v
   }
   if (execs.size() != chips)
     throw std::invalid_argument(fmt::format("run_together: {} executables for a system of {} chips (one a chip)", execs.size(), chips));
+  // A graph past a launch's nodes runs as several launches on every chip,
+  // in step: launch k + 1 is posted on every chip once every chip's
+  // launch k is over, so each collective must lie in the same launch on
+  // every chip.
+  const Executable::Impl& first = *execs[0]->impl_;
+  for (const Executable* x : execs)
+    if (x->impl_->execs.size() != first.execs.size() || x->impl_->collective_launch != first.collective_launch)
+      throw std::invalid_argument(fmt::format(
+          "run_together: chip {}'s graph runs as {} launches with its collectives in launches {}, chip {}'s as {} with them in {}: "
+          "each collective must be in the same launch on every chip", x->device().chip(), x->impl_->execs.size(),
+          fmt::join(x->impl_->collective_launch, ", "), execs[0]->device().chip(), first.execs.size(),
+          fmt::join(first.collective_launch, ", ")));
   std::size_t started = 0;
   std::exception_ptr error;
   try {
@@ -1968,12 +1987,45 @@ std::vector<std::map<std::string, std::vector<float>>> run_together(const std::v
   } catch (...) {
     error = std::current_exception();
   }
-  // Every started chip waited for, its outputs' reads posted; then collected.
+  // Every started chip waited for, launch by launch (after an error, the
+  // launch under way only), its outputs' reads posted; then collected.
+  std::vector<bool> live(started);  // by chip: launch l queued (a start() that threw queued none)
+  for (std::size_t k = 0; k < started; ++k) live[k] = execs[k]->impl_->running, execs[k]->impl_->running = false;
+  const std::size_t launches = first.execs.size();
+  bool done = !error;
+  for (std::size_t l = 0; l < launches; ++l) {
+    if (l) {  // (no error so far: every chip ran launch l - 1)
+      std::fill(live.begin(), live.end(), false);
+      try {
+        for (std::size_t k = 0; k < started; ++k) {
+          rt::Device& d = execs[k]->device();
+          d.hold_io();
+          execs[k]->launch(l);
+          d.send_io();
+          live[k] = true;
+        }
+        for (std::size_t k = 0; k < started; ++k) execs[k]->device().wait_io();
+      } catch (...) {
+        error = std::current_exception();
+      }
+    }
+    for (std::size_t k = 0; k < started; ++k) {
+      try {
+        if (error) execs[k]->device().wait_io();
+        if (live[k]) execs[k]->wait_launch(l);
+      } catch (...) {
+        if (!error) error = std::current_exception();
+      }
+    }
+    if (error) {
+      done = false;
+      break;
+    }
+  }
   std::vector<bool> ran(execs.size(), false);
-  for (std::size_t k = 0; k < started; ++k) {
+  for (std::size_t k = 0; k < started && done; ++k) {
     try {
-      if (error) execs[k]->device().wait_io();
-      execs[k]->wait();
+      execs[k]->waited();
       execs[k]->fetch();
       ran[k] = true;
     } catch (...) {

@@ -186,7 +186,11 @@ class Executable {
 
  private:
   struct Impl;
-  void launch(std::size_t k);  // queues launch k of the graph on the device and its peers
+  void launch(std::size_t k);       // queues launch k of the graph on the device and its peers
+  void wait_launch(std::size_t k);  // waits for launch k on the device and its peers
+  void waited();                    // the run's last_seconds() and last_bound(), once its launches are over
+  friend std::vector<std::map<std::string, std::vector<float>>> run_together(
+      const std::vector<Executable*>& execs, const std::vector<std::map<std::string, std::vector<float>>>& inputs);
   rt::Device& dev_;
   rt::Kernel program_;
   Graph g_;
@@ -213,8 +217,12 @@ std::vector<float> side_by_side(const std::vector<std::map<std::string, std::vec
 // executable of it on each chip of the system, execs[k] with inputs[k],
 // all at once. Each chip's inputs and launch are posted before any is
 // waited for (the chips' engines wait for each other in every
-// collective), then each chip is waited for and its outputs read. The
-// first chip's error goes up once every chip's run is over.
+// collective), then each chip is waited for and its outputs read. A graph
+// of several launches (past a launch's nodes) runs them in step: launch k
+// + 1 posted on every chip once every chip's launch k is over, each
+// collective in the same launch on every chip (else refused, before any
+// chip starts). The first chip's error goes up once every chip's run is
+// over (after an error no further launch starts).
 std::vector<std::map<std::string, std::vector<float>>> run_together(const std::vector<Executable*>& execs,
                                                                     const std::vector<std::map<std::string, std::vector<float>>>& inputs);
 
