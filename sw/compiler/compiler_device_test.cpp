@@ -234,7 +234,7 @@ TEST(CompilerDevice, BatchedMatmulsEqualTheReferenceBitForBit) {
   }
   // Each part's matrices lie in the stack near its tile: 8 heads' 128 x
   // 512 in one node take less simulated time than a move and a matmul a
-  // head (bench_compiler: 20.02 against 28.50 us; 35.49 with every
+  // head (bench_compiler: 20.12 against 28.50 us; 35.49 with every
   // part's matrices in one stack).
   const std::map<std::string, std::vector<float>> in{{"x", seeded_values(8 * 128ull, 7, 2.0f)}};
   double took[2];
@@ -902,6 +902,45 @@ TEST(CompilerDevice, AttentionOverAKvCacheEqualsTheReferenceRunAfterRun) {
   skipping["positions"][3] = 7;
   EXPECT_THROW(prefill.run(skipping), std::invalid_argument);
   check(decode, 8, 1, 50);
+}
+
+TEST(CompilerDevice, QueriesWiderThanTheKernelsWordAttendPackedAsTheReferenceHasIt) {
+  // DeepSeek-V3's absorbed latent attention on one chip: 128 heads of 576
+  // over one KV head, each query row 73728 values, past the kernel's
+  // 16-bit strides (a packed q is given as 0: H dh). A prompt of 3 rows,
+  // then a decode row over the cache it filled: both equal the reference
+  // bit for bit. A k whose rows pass the word is refused by name.
+  Chip c;
+  constexpr unsigned H = 128, dh = 576, dv = 512, C = 8;
+  auto step = [&](unsigned T) {
+    Graph g;
+    const int q = g.input("q", {T, H * dh}), k = g.input("k", {T, dh}), v = g.input("v", {T, dv});
+    const int pos = g.input("positions", {T});
+    const int kc = g.kv_cache("cache.k", 1, C, dh), vc = g.kv_cache("cache.v", 1, C, dv);
+    g.output(g.attention(q, k, v, kc, vc, pos, H, 0.05f, "o"));
+    return g;
+  };
+  Executable prefill(c.dev, c.program, step(3));
+  Options shared;
+  shared.state = prefill.state();
+  Executable decode(c.dev, c.program, step(1), shared);
+  std::map<std::string, std::vector<float>> caches;
+  for (const auto& [e, p, T] : {std::tuple<Executable*, unsigned, unsigned>{&prefill, 0, 3}, {&decode, 3, 1}}) {
+    std::vector<float> pos(T);
+    for (unsigned t = 0; t < T; ++t) pos[t] = static_cast<float>(p + t);
+    const std::map<std::string, std::vector<float>> in{{"q", seeded_values(std::size_t{T} * H * dh, 60 + p, 1.0f)},
+                                                       {"k", seeded_values(std::size_t{T} * dh, 61 + p, 1.0f)},
+                                                       {"v", seeded_values(std::size_t{T} * dv, 62 + p, 1.0f)},
+                                                       {"positions", pos}};
+    const auto out = e->run(in);
+    expect_bits(out.at("o"), reference(e->graph(), in, &caches)[static_cast<std::size_t>(e->graph().outputs()[0])],
+                fmt::format("rows at {}", p));
+  }
+  Graph wide;  // two KV heads of 40000: k's rows of 80000
+  const int kc = wide.kv_cache("wide.k", 2, C, 40000), vc = wide.kv_cache("wide.v", 2, C, 8);
+  refused_with([&] { wide.attention(wide.input("q", {1, 80000}), wide.input("k", {1, 80000}), wide.input("v", {1, 16}), kc, vc,
+                                    wide.input("positions", {1}), 2, 1.0f, "too_wide"); },
+               "too_wide: rows of 80000 values in 'k'");
 }
 
 TEST(CompilerDevice, DecodingWithTheCacheGivesThePrefillsRowsBitForBit) {

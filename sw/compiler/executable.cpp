@@ -339,7 +339,11 @@ class Emitter {
       w.push_back(KC.shape[2] | VC.shape[2] << 16);
       w.push_back(p.r0 | p.r1 << 16);
       w.push_back((P.dtype == DType::f32 ? 1u : 0u) | (anchor.rotary ? 2u : 0u) | out_heads << 2 | pitch[2] << 16);
-      w.push_back(pitch[0] | pitch[1] << 16);
+      // (q's rows packed and wider than the word: 0, which the kernel takes as H dh.)
+      const unsigned dh = KC.shape[2];
+      if (pitch[0] > 0xffff && pitch[0] != anchor.heads * dh)
+        throw std::logic_error(fmt::format("attention '{}': q's rows {} values apart, past the kernel's word", anchor.name, pitch[0]));
+      w.push_back((pitch[0] > 0xffff ? 0 : pitch[0]) | pitch[1] << 16);
       if (anchor.page) {  // the rows' sequences and their page tables
         const Tensor &Sq = g_.tensor(anchor.in[6]), &Tb = g_.tensor(anchor.in[7]);
         const std::uint64_t seqs = addr_(anchor.in[6]), table = addr_(anchor.in[7]);

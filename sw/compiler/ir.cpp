@@ -554,7 +554,8 @@ int Graph::attention(int q, int k, int v, int kcache, int vcache, int positions,
   if (V.rows() != T || V.cols() != std::uint64_t{KVh} * dv)
     throw bad(fmt::format("v '{}' {} needs {} rows of {} x {}", V.name, shape_text(V.shape), T, KVh, dv));
   if (rotary && dh % 2) throw bad(fmt::format("rotary embeddings need an even head_dim, not {}", dh));
-  if (Q.cols() > kQueryRow) throw bad(fmt::format("rows of {} queries (at most {} values)", Q.cols(), kQueryRow));
+  for (const Tensor* x : {&K, &V})
+    if (x->cols() > kRowWord) throw bad(fmt::format("rows of {} values in '{}' (at most {})", x->cols(), x->name, kRowWord));
   op.in = {q, k, v, kcache, vcache, positions}, op.rotary = rotary;
   if (op.page) op.in.insert(op.in.end(), {paging.sequences, paging.table});
   std::vector<unsigned> shape = Q.shape;
@@ -570,7 +571,7 @@ int Graph::attention_qkv(int qkv, int kcache, int vcache, int positions, unsigne
   const Tensor &KC = tensor(kcache), &VC = tensor(vcache);
   const unsigned KVh = KC.shape[0], dh = KC.shape[2], dv = VC.shape[2];
   const std::uint64_t want = std::uint64_t{heads} * dh + std::uint64_t{KVh} * (dh + dv);
-  if (X.dtype != DType::f32 || X.cols() != want || want > 65535)
+  if (X.dtype != DType::f32 || X.cols() != want || want > kRowWord)
     throw std::invalid_argument(fmt::format("graph: {}: qkv '{}' {} {} needs f32 columns of {} queries, then {} keys and {} values "
                                             "({} in all, at most 65535)",
                                             n, X.name, compiler::name(X.dtype), shape_text(X.shape), heads, KVh, KVh, want));

@@ -248,9 +248,10 @@ class Graph {
   // tensor core, the vector unit's softmax. Output T x (H dv), FP32.
   // `rotary`: q's and k's rows are rotated first (the vector unit's rope,
   // interleaved pairs, each row at its position), in FP32 before rounding.
-  // A row of queries holds at most kQueryRow values (heads x dh; the
-  // program kernel's 16-bit word).
-  static constexpr unsigned kQueryRow = 65535;
+  // Rows of k and v (and of a fused QKV tensor: attention_qkv) hold at
+  // most kRowWord values (the program kernel's 16-bit strides); q's rows,
+  // packed, any number (DeepSeek-V3's 128 absorbed heads: 73728).
+  static constexpr unsigned kRowWord = 65535;
   int attention(int q, int k, int v, int kcache, int vcache, int positions, unsigned heads, float scale,
                 const std::string& name = "", bool rotary = false, const Paging& paging = {});
   // The same with q, k and v as the columns of one tensor (a fused QKV

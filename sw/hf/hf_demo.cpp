@@ -447,23 +447,20 @@ int demo_main(int argc, char** argv) {
                                c.experts ? fmt::format(", in a MoE layer every expert's 1/{} of its intermediate columns, the routes computed "
                                                        "on every chip alike", chips) : "",
                                c.vocab / chips);
-    else if (per > 1)
+    else if (const unsigned attention_chips = std::min(per, c.mla ? 1u : c.kv_heads); per > 1)  // (by whole KV heads: MLA's absorbed heads share one)
       std::cout << fmt::format("{}{} chips ({}): every matmul on a weight split by columns over the chips' tiles, each chip holding its "
                                "columns (tensor parallel; chip 0 pushes the activations to each peer, which writes its columns back){}; "
-                               "attention by heads over {} chips, each keeping its KV heads' caches; the rest on {}\n",
+                               "attention by heads over {} chip{}, each keeping its KV heads' caches; the rest on {}\n",
                                groups > 1 ? "each group's " : "", per, opt.platform.substr(opt.platform.rfind('/') + 1),
                                c.experts ? ", the experts' slices likewise where they split over the chips, or the experts "
                                            "themselves (`experts:` below)" : "",
-                               std::min(per, c.mla ? c.heads : c.kv_heads), groups > 1 ? "the group's first chip" : "chip 0");
+                               attention_chips, attention_chips > 1 ? "s" : "", groups > 1 ? "the group's first chip" : "chip 0");
     if (c.mla) {  // a graph's heads: a chip's shard under Megatron's layout, else all of them
       const unsigned hs = all_reduce ? c.heads / chips : c.heads;
-      std::cout << (mla_absorbed(c, all_reduce ? Shard{0, chips} : Shard{})
-                        ? fmt::format("latent attention: {} head{} a graph, absorbed over the compressed cache ({} values a position a "
-                                      "layer{})\n", hs, hs > 1 ? "s" : "", 2 * c.kv_lora + c.qk_rope, chips > 1 ? " on every chip" : "")
-                        : fmt::format("latent attention: {} heads a graph, decompressed into their caches ({} values a position a layer; "
-                                      "absorbed where a graph's absorbed queries, {} values a head, fit the attention's row of {})\n",
-                                      hs, std::uint64_t{hs} * (c.qk_nope + c.qk_rope + c.v_head), c.kv_lora + c.qk_rope,
-                                      compiler::Graph::kQueryRow));
+      std::cout << fmt::format("latent attention: {} head{} a graph, absorbed over the compressed cache ({} values a position a layer{}; "
+                               "decompressed, its heads' keys and values would take {})\n", hs, hs > 1 ? "s" : "",
+                               2 * c.kv_lora + c.qk_rope, chips > 1 ? " on every chip" : "",
+                               std::uint64_t{hs} * (c.qk_nope + c.qk_rope + c.v_head));
     }
     std::cout << fmt::format("prefill of {} tokens{}{}: {} nodes, {:.2f} us simulated ({:.2f} us/token); next token {}{}\n", prompt,
                              batch > 1 ? fmt::format(" for each of {} sequences", batch) : std::string(),

@@ -370,11 +370,6 @@ std::string expert_refusal(const LlamaConfig& c, unsigned chips, unsigned layers
 
 bool expert_head_by_vocab(const LlamaConfig& c, unsigned chips) { return c.vocab % chips == 0; }
 
-bool mla_absorbed(const LlamaConfig& c, const Shard& shard) {
-  const unsigned heads = c.heads / (shard.experts ? 1 : std::max(1u, shard.chips));
-  return c.mla && std::uint64_t{heads} * (c.kv_lora + c.qk_rope) <= Graph::kQueryRow;
-}
-
 Graph llama_step(const LlamaConfig& c, const WeightSource& w, unsigned rows, unsigned context, unsigned layers,
                  const Fp8Source& fp8, unsigned sequences, bool seeded_routes, const Shard& shard) {
   const unsigned T = rows, D = c.hidden, hd = c.head_dim, H = c.heads, KV = c.kv_heads;
@@ -582,9 +577,9 @@ Graph llama_step(const LlamaConfig& c, const WeightSource& w, unsigned rows, uns
                         static_cast<float>(c.rms_eps));
         qk = c.q_lora, qname = layer(l, "self_attn.q_b_proj.weight");
       }
-      // A shard's query heads [h0, h0 + Hs) and their keys and values (the
-      // latent, computed on every chip, decompressed into its heads'
-      // caches only), its columns of o_proj a partial sum.
+      // A shard's query heads [h0, h0 + Hs), absorbing their rows of
+      // kv_b_proj over the latent (computed and cached on every chip), its
+      // columns of o_proj a partial sum.
       const int q = rope(deinterleaved(qin, qname, H * qd, qk, qd, nope, h0 * qd, (h0 + Hs) * qd), Hs, fmt::format("layer{}.q", l), qd,
                          nope, rd);
       const int kva = deinterleaved(x, layer(l, "self_attn.kv_a_proj_with_mqa.weight"), r + rd, D, r + rd, r);
@@ -594,84 +589,67 @@ Graph llama_step(const LlamaConfig& c, const WeightSource& w, unsigned rows, uns
       const int latent = g.rmsnorm(ckv, g.weight(kvn, {r}, w(kvn, {r})), static_cast<float>(c.rms_eps));
       const std::string kvb = layer(l, "self_attn.kv_b_proj.weight");
       const unsigned kvb_out = H * (nope + vd);
-      int o;
-      if (!mla_absorbed(c, shard)) {
-        // Decompressed (mla_absorbed): kv_b_proj on the step's latent, each
-        // head's key [its k_nope ; the shared k_pe] and its value cached.
-        const int kv = linear_rows(latent, kvb, kvb_out, r, h0 * (nope + vd), (h0 + Hs) * (nope + vd));
-        const std::uint64_t kvw = std::uint64_t{Hs} * (nope + vd);
-        std::vector<Move> km, vm;
-        for (unsigned hh = 0; hh < Hs; ++hh) {
-          km.push_back({0, std::uint64_t{hh} * (nope + vd), std::uint64_t{hh} * qd, nope, T, kvw, std::uint64_t{Hs} * qd});
-          km.push_back({1, 0, std::uint64_t{hh} * qd + nope, rd, T, rd, std::uint64_t{Hs} * qd});
-          vm.push_back({0, std::uint64_t{hh} * (nope + vd) + nope, std::uint64_t{hh} * vd, vd, T, kvw, std::uint64_t{Hs} * vd});
-        }
-        const int keys = g.move({kv, kpe}, {T, Hs * qd}, km, fmt::format("layer{}.keys", l));
-        const int values = g.move({kv}, {T, Hs * vd}, vm, fmt::format("layer{}.values", l));
-        o = attention(l, q, keys, values, Hs, qd, vd, Hs);
-      } else {
-        // Absorbed, as DeepSeek-V3 decodes: kv_b_proj's key rows folded into
-        // the queries and its value rows applied after the attention, so
-        // every head attends to one shared KV head whose cache holds each
-        // position's normed latent and rotary key ([latent ; k_pe], r + rd
-        // values) and the latent again as its value (r): the low-rank
-        // compressed cache, 2 r + rd values a position for all the heads,
-        // where keys and values decompressed took H (qd + vd). Head h's
-        // rows of kv_b_proj [H (nope + vd), r]: W_UK its first nope
-        // (q_nope . k_nope = (q_nope W_UK) . latent), W_UV the next vd (its
-        // output (softmax . latent) W_UV^T).
-        const unsigned aw = r + rd, B = compiler::kScaleBlock;
-        std::vector<float> kvb_w, kvb_codes, kvb_scales;
-        const bool kvb_fp8 = fp8 && r % B == 0 && nope % B == 0 && vd % B == 0 && fp8(kvb, {kvb_out, r}, kvb_codes, kvb_scales);
-        if (!kvb_fp8) bf16_only(kvb, kvb_out, r), kvb_w = w(kvb, {kvb_out, r});
-        // xin (the shard's heads' rows one head after another, [Hs, T,
-        // n] or [Hs, T, r]) through each head's rows [r0, r0 + n) of
-        // kv_b_proj (r0 = hg (nope + vd) + `first`) as B [n, r] (`keys`) or
-        // its transpose [r, n]: one batched matmul, a matrix a head,
-        // block-scaled where the checkpoint stores FP8 blocks (a head's
-        // rows lie in whole blocks), else BF16.
-        auto kvb_heads = [&](int xin, unsigned first, unsigned n, bool keys, const std::string& name) {
-          const std::vector<unsigned> shape = keys ? std::vector<unsigned>{Hs, n, r} : std::vector<unsigned>{Hs, r, n};
-          auto stacked = [&](const std::vector<float>& full, unsigned cols, unsigned unit, bool transpose) {
-            std::vector<float> all;  // empty where the weight is shape only
-            if (full.empty()) return all;
-            for (unsigned hh = 0; hh < Hs; ++hh) {
-              const unsigned r0 = ((h0 + hh) * (nope + vd) + first) / unit, rn = n / unit;
-              std::vector<float> part = row_range(full, cols, r0, r0 + rn);
-              if (transpose) part = transposed(part, rn, cols);
-              all.insert(all.end(), part.begin(), part.end());
-            }
-            return all;
-          };
-          if (kvb_fp8) {
-            const unsigned ib = r / B, nb = n / B;
-            const int b = g.weight(name, shape, stacked(kvb_codes, r, 1, !keys), DType::e4m3);
-            return g.matmul_scaled(xin, b, g.weight(name + "_scale_inv", keys ? std::vector<unsigned>{Hs, nb, ib} : std::vector<unsigned>{Hs, ib, nb},
-                                                    stacked(kvb_scales, ib, B, !keys)));
+      // Absorbed, as DeepSeek-V3 decodes: kv_b_proj's key rows folded into
+      // the queries and its value rows applied after the attention, so
+      // every head attends to one shared KV head whose cache holds each
+      // position's normed latent and rotary key ([latent ; k_pe], r + rd
+      // values) and the latent again as its value (r): the low-rank
+      // compressed cache, 2 r + rd values a position for all the heads,
+      // where keys and values decompressed took H (qd + vd). Head h's
+      // rows of kv_b_proj [H (nope + vd), r]: W_UK its first nope
+      // (q_nope . k_nope = (q_nope W_UK) . latent), W_UV the next vd (its
+      // output (softmax . latent) W_UV^T).
+      const unsigned aw = r + rd, B = compiler::kScaleBlock;
+      std::vector<float> kvb_w, kvb_codes, kvb_scales;
+      const bool kvb_fp8 = fp8 && r % B == 0 && nope % B == 0 && vd % B == 0 && fp8(kvb, {kvb_out, r}, kvb_codes, kvb_scales);
+      if (!kvb_fp8) bf16_only(kvb, kvb_out, r), kvb_w = w(kvb, {kvb_out, r});
+      // xin (the shard's heads' rows one head after another, [Hs, T,
+      // n] or [Hs, T, r]) through each head's rows [r0, r0 + n) of
+      // kv_b_proj (r0 = hg (nope + vd) + `first`) as B [n, r] (`keys`) or
+      // its transpose [r, n]: one batched matmul, a matrix a head,
+      // block-scaled where the checkpoint stores FP8 blocks (a head's
+      // rows lie in whole blocks), else BF16.
+      auto kvb_heads = [&](int xin, unsigned first, unsigned n, bool keys, const std::string& name) {
+        const std::vector<unsigned> shape = keys ? std::vector<unsigned>{Hs, n, r} : std::vector<unsigned>{Hs, r, n};
+        auto stacked = [&](const std::vector<float>& full, unsigned cols, unsigned unit, bool transpose) {
+          std::vector<float> all;  // empty where the weight is shape only
+          if (full.empty()) return all;
+          for (unsigned hh = 0; hh < Hs; ++hh) {
+            const unsigned r0 = ((h0 + hh) * (nope + vd) + first) / unit, rn = n / unit;
+            std::vector<float> part = row_range(full, cols, r0, r0 + rn);
+            if (transpose) part = transposed(part, rn, cols);
+            all.insert(all.end(), part.begin(), part.end());
           }
-          return g.matmul(xin, g.weight(name, shape, stacked(kvb_w, r, 1, !keys), DType::bf16), DType::bf16);
+          return all;
         };
-        const std::uint64_t qw = std::uint64_t{Hs} * qd, TT = T;
-        // The queries' nope columns a head after another, through W_UK; the
-        // absorbed queries [q W_UK ; q_pe] a head.
-        std::vector<Move> qn, qm, ou, om;
-        for (unsigned hh = 0; hh < Hs; ++hh) {
-          qn.push_back({0, std::uint64_t{hh} * qd, hh * TT * nope, nope, T, qw, nope});
-          qm.push_back({1, hh * TT * r, std::uint64_t{hh} * aw, r, T, r, std::uint64_t{Hs} * aw});
-          qm.push_back({0, std::uint64_t{hh} * qd + nope, std::uint64_t{hh} * aw + r, rd, T, qw, std::uint64_t{Hs} * aw});
-          ou.push_back({0, std::uint64_t{hh} * r, hh * TT * r, r, T, std::uint64_t{Hs} * r, r});
-          om.push_back({0, hh * TT * vd, std::uint64_t{hh} * vd, vd, T, vd, std::uint64_t{Hs} * vd});
+        if (kvb_fp8) {
+          const unsigned ib = r / B, nb = n / B;
+          const int b = g.weight(name, shape, stacked(kvb_codes, r, 1, !keys), DType::e4m3);
+          return g.matmul_scaled(xin, b, g.weight(name + "_scale_inv", keys ? std::vector<unsigned>{Hs, nb, ib} : std::vector<unsigned>{Hs, ib, nb},
+                                                  stacked(kvb_scales, ib, B, !keys)));
         }
-        const std::string heads = fmt::format("{}-{}", h0, h0 + Hs - 1);
-        const int q_nope = g.move({q}, {Hs, T, nope}, qn, fmt::format("layer{}.q_nope", l));
-        const int q_lat = kvb_heads(q_nope, 0, nope, true, fmt::format("{}.w_uk{}", kvb, heads));
-        const int qa = g.move({q, q_lat}, {T, Hs * aw}, qm, fmt::format("layer{}.q_absorbed", l));
-        const int keys = g.move({latent, kpe}, {T, aw}, {{0, 0, 0, r, T, r, aw}, {1, 0, r, rd, T, rd, aw}}, fmt::format("layer{}.keys", l));
-        const int ol = attention(l, qa, keys, latent, 1, aw, r, Hs);
-        const int o_lat = g.move({ol}, {Hs, T, r}, ou, fmt::format("layer{}.o_latent", l));
-        const int oh = kvb_heads(o_lat, nope, vd, false, fmt::format("{}.w_uv{}", kvb, heads));
-        o = g.move({oh}, {T, Hs * vd}, om, fmt::format("layer{}.heads", l));
+        return g.matmul(xin, g.weight(name, shape, stacked(kvb_w, r, 1, !keys), DType::bf16), DType::bf16);
+      };
+      const std::uint64_t qw = std::uint64_t{Hs} * qd, TT = T;
+      // The queries' nope columns a head after another, through W_UK; the
+      // absorbed queries [q W_UK ; q_pe] a head.
+      std::vector<Move> qn, qm, ou, om;
+      for (unsigned hh = 0; hh < Hs; ++hh) {
+        qn.push_back({0, std::uint64_t{hh} * qd, hh * TT * nope, nope, T, qw, nope});
+        qm.push_back({1, hh * TT * r, std::uint64_t{hh} * aw, r, T, r, std::uint64_t{Hs} * aw});
+        qm.push_back({0, std::uint64_t{hh} * qd + nope, std::uint64_t{hh} * aw + r, rd, T, qw, std::uint64_t{Hs} * aw});
+        ou.push_back({0, std::uint64_t{hh} * r, hh * TT * r, r, T, std::uint64_t{Hs} * r, r});
+        om.push_back({0, hh * TT * vd, std::uint64_t{hh} * vd, vd, T, vd, std::uint64_t{Hs} * vd});
       }
+      const std::string heads = fmt::format("{}-{}", h0, h0 + Hs - 1);
+      const int q_nope = g.move({q}, {Hs, T, nope}, qn, fmt::format("layer{}.q_nope", l));
+      const int q_lat = kvb_heads(q_nope, 0, nope, true, fmt::format("{}.w_uk{}", kvb, heads));
+      const int qa = g.move({q, q_lat}, {T, Hs * aw}, qm, fmt::format("layer{}.q_absorbed", l));
+      const int keys = g.move({latent, kpe}, {T, aw}, {{0, 0, 0, r, T, r, aw}, {1, 0, r, rd, T, rd, aw}}, fmt::format("layer{}.keys", l));
+      const int ol = attention(l, qa, keys, latent, 1, aw, r, Hs);
+      const int o_lat = g.move({ol}, {Hs, T, r}, ou, fmt::format("layer{}.o_latent", l));
+      const int oh = kvb_heads(o_lat, nope, vd, false, fmt::format("{}.w_uv{}", kvb, heads));
+      const int o = g.move({oh}, {T, Hs * vd}, om, fmt::format("layer{}.heads", l));
       const int wo = linear_cols(o, layer(l, "self_attn.o_proj.weight"), D, H * vd, h0 * vd, (h0 + Hs) * vd);
       h = g.binary(OpKind::add, summed(wo, fmt::format("layer{}.attention_sum", l)), h);
     } else {

@@ -20,10 +20,10 @@
 // they are, or renormalised: norm_topk_prob), plus a shared expert gated
 // by sigmoid(x.w), on the layers decoder_sparse_step and mlp_only_layers
 // make sparse. DeepSeek-V3: multi-head latent attention (MLA), absorbed
-// over its low-rank compressed KV cache where its queries fit the
-// attention's row (kv_b_proj's key rows folded into the queries, its value rows applied
-// after the attention, every head attending to one cached [latent ;
-// rotary key]: mla_absorbed), else decompressed, yarn rope, the first
+// over its low-rank compressed KV cache (kv_b_proj's key rows folded into
+// the queries, its value rows applied after the attention, each a batched
+// matmul, a matrix a head; every head attending to one cached [latent ;
+// rotary key], the latent its value), yarn rope, the first
 // layers dense, then noaux_tc routing (group-limited, on the tile cores)
 // over its routed experts plus shared experts.
 #pragma once
@@ -174,9 +174,8 @@ compiler::Graph llama_prefill(const LlamaConfig& c, const WeightSource& w, const
 // expert's (and the shared experts') intermediate columns split over the
 // chips, the experts' partial sums all-reduced ("layer<l>.mlp_sum"); an
 // MLA layer its H / chips heads' rows of q_b_proj and kv_b_proj (the
-// latent computed on every chip; absorbed, cached whole on each and its
-// heads absorbing their rows of kv_b_proj; else decompressed into its
-// heads' caches) and their columns of o_proj. The Linears split over the chips are
+// latent computed and cached whole on every chip, its heads absorbing
+// their rows of kv_b_proj) and their columns of o_proj. The Linears split over the chips are
 // BF16 (one a checkpoint stores in FP8 blocks is refused; those every
 // chip computes whole may be FP8); head, KV-head, intermediate or
 // vocabulary counts the chips do not divide are refused (shard_refusal).
@@ -202,15 +201,6 @@ std::string expert_refusal(const LlamaConfig& c, unsigned chips, unsigned layers
 // Whether Shard::experts over `chips` chips runs the LM head by vocabulary
 // (the chips divide it), else whole on each chip's rows.
 bool expert_head_by_vocab(const LlamaConfig& c, unsigned chips);
-// Whether a graph's MLA heads (H / chips in Megatron's shard, else all H)
-// run absorbed over the compressed cache: where their absorbed queries
-// (heads x (kv_lora + rope) values a row) fit an attention's row
-// (Graph::kQueryRow; DeepSeek-V3: up to 113 heads, so its 128 on one chip
-// or each chip's under expert parallelism run decompressed, each head's
-// keys and values cached). Absorbed, W_UK and W_UV each take one batched
-// matmul a layer (a matrix a head) between moves that put the heads'
-// rows one head after another and back: six graph nodes a layer.
-bool mla_absorbed(const LlamaConfig& c, const Shard& shard = {});
 compiler::Graph llama_step(const LlamaConfig& c, const WeightSource& w, unsigned rows, unsigned context, unsigned layers = 0,
                            const Fp8Source& fp8 = {}, unsigned sequences = 1, bool seeded_routes = false, const Shard& shard = {});
 // A step's T x vocab logits from each chip's "logits.part" (a Shard's

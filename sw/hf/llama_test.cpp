@@ -602,40 +602,39 @@ TEST(HfLlama, AnFp8DeepSeekV3sLatentAttentionRunsBlockScaledOnTheChip) {
   }
 }
 
-TEST(HfLlama, DeepSeekV3sFullSizeLatentCacheIsCompressedWhereItsQueriesFitAnAttentionsRow) {
-  // DeepSeek-V3's layer 0 at full size (shapes only). Sharded over 16 or
-  // 4 chips, a chip's 8 or 32 heads attend absorbed to one KV head of
-  // [latent ; k_pe] (512 + 64) with the latent as its value: 1088 cached
-  // values a position for all its heads, its heads' W_UK and W_UV of
-  // kv_b_proj a batched matmul each (a matrix a head). All 128 heads on
-  // one chip (or each chip's under expert parallelism) have absorbed
-  // queries of 128 x 576 values, past an attention's row (65535): they
-  // run decompressed, 128 heads' keys (192) and values (128) cached.
+TEST(HfLlama, DeepSeekV3sFullSizeLatentCacheIsCompressedInEveryLayout) {
+  // DeepSeek-V3's first four layers at full size (shapes only; the fourth
+  // a MoE layer, which expert parallelism needs), on one chip, in
+  // Megatron's shards over 4 and 16 chips and under expert parallelism
+  // (every chip all 128 heads): a graph's heads (128, 32, 8, 128) attend
+  // absorbed to one KV head of [latent ; k_pe] (512 + 64) with the latent
+  // as its value, 1088 cached values a position for all its heads (their
+  // keys and values decompressed would take 320 a head), its heads' W_UK
+  // and W_UV of kv_b_proj a batched matmul each, a matrix a head. 128
+  // heads' absorbed queries are rows of 73728 values, past the kernel's
+  // 16-bit strides: packed, the kernel takes them whole.
   const LlamaConfig c = LlamaConfig::load(std::string(TESSERA_HF_CONFIGS) + "/deepseek-v3.json");
-  EXPECT_TRUE(mla_absorbed(c, Shard{0, 16}));
-  EXPECT_TRUE(mla_absorbed(c, Shard{3, 8}));
-  EXPECT_TRUE(mla_absorbed(c, Shard{0, 2}));
-  EXPECT_FALSE(mla_absorbed(c));
-  EXPECT_FALSE(mla_absorbed(c, Shard{0, 16, true}));
-  EXPECT_FALSE(mla_absorbed(LlamaConfig::load(std::string(TESSERA_HF_CONFIGS) + "/llama-3-8b.json"), Shard{0, 16}));
-  for (const unsigned chips : {16u, 4u, 1u}) {
-    SCOPED_TRACE(fmt::format("{} chips", chips));
-    const compiler::Graph g = llama_step(c, shape_only(), 1, 16, 1, {}, 1, false, Shard{0, chips});
+  for (const Shard& shard : {Shard{}, Shard{0, 4}, Shard{3, 16}, Shard{1, 16, true}}) {
+    SCOPED_TRACE(fmt::format("chip {} of {}{}", shard.chip, shard.chips, shard.experts ? ", expert parallel" : ""));
+    const unsigned H = shard.experts ? 128 : 128 / shard.chips;
+    const compiler::Graph g = llama_step(c, shape_only(), 1, 16, 4, {}, 1, false, shard);
     unsigned heads = 0, absorbing = 0;
     for (const compiler::Op& op : g.ops()) {
-      if (op.kind == compiler::OpKind::attention) heads += op.heads;
+      if (op.kind == compiler::OpKind::attention) {
+        heads += op.heads;
+        EXPECT_EQ(g.tensor(op.in[0]).cols(), H * 576u) << "the absorbed queries";
+      }
       if (op.kind != compiler::OpKind::matmul || g.tensor(op.in[1]).name.find("kv_b_proj.weight.w_u") == std::string::npos) continue;
       ++absorbing;
-      EXPECT_EQ(compiler::matmul_dims(g, op).batches, 128 / chips) << op.name << ": a matrix a head";
+      EXPECT_EQ(compiler::matmul_dims(g, op).batches, H) << op.name << ": a matrix a head";
     }
-    EXPECT_EQ(heads, 128 / chips);
-    EXPECT_EQ(absorbing, chips > 1 ? 2u : 0u);
-    std::map<std::string, std::vector<unsigned>> caches;
+    EXPECT_EQ(heads, 4 * H);
+    EXPECT_EQ(absorbing, 8u);
+    std::map<std::string, std::vector<unsigned>> caches, want;
     for (const compiler::Tensor& t : g.tensors())
       if (t.role == compiler::Role::state) caches[t.name] = t.shape;
-    const std::map<std::string, std::vector<unsigned>> want =
-        chips > 1 ? std::map<std::string, std::vector<unsigned>>{{"layer0.k_cache", {1, 16, 576}}, {"layer0.v_cache", {1, 16, 512}}}
-                  : std::map<std::string, std::vector<unsigned>>{{"layer0.k_cache", {128, 16, 192}}, {"layer0.v_cache", {128, 16, 128}}};
+    for (unsigned l = 0; l < 4; ++l)
+      want[fmt::format("layer{}.k_cache", l)] = {1, 16, 576}, want[fmt::format("layer{}.v_cache", l)] = {1, 16, 512};
     EXPECT_EQ(caches, want);
   }
 }

@@ -838,7 +838,8 @@ __attribute__((noinline)) static int paged(const uint32_t* w) {
  * 14-15 out (T x H dv, FP32; rows os dv apart, head h at h dv); 16 T | C << 16; 17 H | KV << 16; 18 dh | dv
  * << 16; 19 h0 | h1 << 16; 20 flags (bit 0 positions in FP32, bit 1
  * rotary) | os << 2 (14 bits, 0: H; a stripe of the output: out then
- * lies where its head 0 would) | v stride << 16; 21 q stride | k stride << 16. A position past
+ * lies where its head 0 would) | v stride << 16; 21 q stride (0: H dh,
+ * q packed, a row of any width) | k stride << 16. A position past
  * the sequence's cache, a sequence or page out of range, or a value that
  * is not a whole number fails the operation (exit 2); so does a segment
  * too long for the scratchpad. Heads run one after another, each over its
@@ -848,7 +849,7 @@ __attribute__((noinline)) static int attention(const uint32_t* w) {
   const uint64_t consts = ARG64(w, 12), out = ARG64(w, 14);
   const uint32_t T = w[16] & 0xffff, C = w[16] >> 16, H = w[17] & 0xffff, KV = w[17] >> 16, dh = w[18] & 0xffff, dv = w[18] >> 16;
   const uint32_t h0 = w[19] & 0xffff, h1 = w[19] >> 16, as_float = w[20] & 1, rotary = w[20] >> 1 & 1;
-  const uint32_t qs = w[21] & 0xffff, ks = w[21] >> 16, vs = w[20] >> 16, os = (w[20] >> 2 & 0x3fff) ? (w[20] >> 2 & 0x3fff) : H;
+  const uint32_t qs = (w[21] & 0xffff) ? (w[21] & 0xffff) : H * dh, ks = w[21] >> 16, vs = w[20] >> 16, os = (w[20] >> 2 & 0x3fff) ? (w[20] >> 2 & 0x3fff) : H;
   const uint32_t is_paged = paging.on;
   paging.on = 0;
   const uint32_t page = is_paged ? paging.page : C, pages = is_paged ? paging.pages : 1, S = is_paged ? paging.S : 1;
