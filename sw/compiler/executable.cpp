@@ -1996,8 +1996,7 @@ std::vector<std::map<std::string, std::vector<float>>> run_together(const std::v
   std::vector<bool> live(started);  // by chip: launch l queued (a start() that threw queued none)
   for (std::size_t k = 0; k < started; ++k) live[k] = execs[k]->impl_->running, execs[k]->impl_->running = false;
   const std::size_t launches = first.execs.size();
-  bool done = !error;
-  for (std::size_t l = 0; l < launches; ++l) {
+  for (std::size_t l = 0; l < launches && (l == 0 || !error); ++l) {  // (launch 0: whatever start() queued)
     if (l) {  // (no error so far: every chip ran launch l - 1)
       std::fill(live.begin(), live.end(), false);
       try {
@@ -2021,13 +2020,9 @@ std::vector<std::map<std::string, std::vector<float>>> run_together(const std::v
         if (!error) error = std::current_exception();
       }
     }
-    if (error) {
-      done = false;
-      break;
-    }
   }
   std::vector<bool> ran(execs.size(), false);
-  for (std::size_t k = 0; k < started && done; ++k) {
+  for (std::size_t k = 0; k < started && !error; ++k) {
     try {
       execs[k]->waited();
       execs[k]->fetch();
