@@ -4,9 +4,11 @@
 // the simulated time of the launch, the roofline's bound of the work it
 // did (platform/roofline.hpp), achieved / bound and the binding resource.
 // Every output is checked against the host reference bit for bit; each
-// node's (fused group's) time follows its graph's line. The last cases:
-// heads each through a matrix of their own (the absorbed latent
-// attention's), as one batched matmul and as a move and a matmul a head.
+// node's (fused group's) time follows its graph's line. Then: heads each
+// through a matrix of their own (the absorbed latent attention's), as one
+// batched matmul and as a move and a matmul a head; a decode step's
+// attention over long caches (Llama-3-8B's heads on one chip, Llama-3-70B's
+// on one of eight, DeepSeek-V3's absorbed), H / KV heads x their width.
 //
 //   bench_compiler [--set inst.key=value]...
 //
@@ -85,6 +87,32 @@ Graph own_matrices(unsigned h, unsigned rows, unsigned k, unsigned n, bool per_h
     const auto wb = w.begin() + static_cast<std::ptrdiff_t>(std::size_t{b} * k * n);
     g.output(g.matmul(xb, g.weight(fmt::format("w{}", b), {k, n}, std::vector<float>(wb, wb + std::ptrdiff_t(std::size_t{k} * n)), DType::bf16),
                       DType::bf16, fmt::format("head{}", b)));
+  }
+  return g;
+}
+
+// One decode step's attention: `seqs` rows at position `at` over KV
+// caches (zeros: the time does not hang on their values), H heads of dh
+// over KV heads (keys of dh, values of dv); one sequence unpaged, or each
+// row its own sequence over pages of 16 positions. Its inputs.
+Graph attention(unsigned H, unsigned KV, unsigned dh, unsigned dv, unsigned at, unsigned seqs,
+                std::map<std::string, std::vector<float>>& in) {
+  constexpr unsigned page = 16;
+  const unsigned pages = (at + page) / page + 1, C = seqs > 1 ? seqs * pages * page : at + 1;
+  Graph g;
+  const int q = g.input("q", {seqs, H * dh}), k = g.input("k", {seqs, KV * dh}), v = g.input("v", {seqs, KV * dv});
+  const int pos = g.input("positions", {seqs});
+  Paging paging;
+  if (seqs > 1) paging.sequences = g.input("sequences", {seqs}), paging.table = g.input("pages", {seqs, pages}), paging.page = page;
+  const int kc = g.kv_cache("cache.k", KV, C, dh), vc = g.kv_cache("cache.v", KV, C, dv);
+  g.output(g.attention(q, k, v, kc, vc, pos, H, 0.088f, "attention", false, paging));
+  in = {{"q", seeded_values(std::size_t{seqs} * H * dh, 6, 1.0f)},
+        {"k", seeded_values(std::size_t{seqs} * KV * dh, 7, 1.0f)},
+        {"v", seeded_values(std::size_t{seqs} * KV * dv, 8, 1.0f)},
+        {"positions", std::vector<float>(seqs, static_cast<float>(at))}};
+  if (seqs > 1) {
+    for (unsigned s = 0; s < seqs; ++s) in["sequences"].push_back(static_cast<float>(s));
+    for (unsigned i = 0; i < seqs * pages; ++i) in["pages"].push_back(static_cast<float>(i));
   }
   return g;
 }
@@ -233,6 +261,7 @@ int main(int argc, char** argv) {
   struct Case {
     std::string name;
     Graph g;
+    std::map<std::string, std::vector<float>> in;  // none: the first tensor's, seeded
   };
   std::vector<Case> cases;
   cases.push_back({"FFN decode, 1 x 512 x 2048, BF16", ffn(1, 512, 2048, DType::bf16)});
@@ -247,13 +276,24 @@ int main(int argc, char** argv) {
   cases.push_back({"8 heads' own 128 x 512, 1 row, a head a node", own_matrices(8, 1, 128, 512, true)});
   cases.push_back({"32 heads' own 128 x 512, 16 rows, batched", own_matrices(32, 16, 128, 512, false)});
   cases.push_back({"32 heads' own 128 x 512, 16 rows, a head a node", own_matrices(32, 16, 128, 512, true)});
+  std::map<std::string, std::vector<float>> in;
+  Graph a = attention(32, 8, 128, 128, 2048, 1, in);
+  cases.push_back({"attention 32/8 x 128, 1 row at 2048", std::move(a), in});
+  a = attention(32, 8, 128, 128, 512, 16, in);
+  cases.push_back({"attention 32/8 x 128, 16 rows at 512, paged", std::move(a), in});
+  a = attention(8, 1, 128, 128, 256, 64, in);
+  cases.push_back({"attention 8/1 x 128, 64 rows at 256, paged", std::move(a), in});
+  a = attention(128, 1, 576, 512, 512, 1, in);
+  cases.push_back({"attention 128/1 x 576/512, 1 row at 512", std::move(a), in});
   fmt::print("{:<42} {:>6} {:>6} {:>10} {:>10} {:>8}  {}\n", "graph", "nodes", "tiles", "took us", "bound us",
              "of bound", "binding");
   int status = 0;
   for (Case& c : cases) {
     const Tensor& x = c.g.tensor(0);
-    const std::map<std::string, std::vector<float>> in{{x.name, seeded_values(x.elements(), 9, 2.0f)}};
+    const std::map<std::string, std::vector<float>> in =
+        c.in.empty() ? std::map<std::string, std::vector<float>>{{x.name, seeded_values(x.elements(), 9, 2.0f)}} : c.in;
     Executable ex(dev, program, std::move(c.g));
+    for (const auto& [name, buffer] : ex.state()) dev.write(buffer, std::vector<std::uint8_t>(buffer.size).data(), buffer.size);  // the reference's zeros
     ex.run(in);  // the first launch also fetches the programs; the second is the one measured
     const auto out = ex.run(in);
     const std::vector<std::vector<float>> ref = reference(ex.graph(), in);

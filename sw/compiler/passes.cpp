@@ -344,7 +344,9 @@ Tiling tile(const Graph& g, const Group& grp, const Target& tgt, Columns window)
     // Parts are ranges of the heads (r0, r1), as even as the tiles allow;
     // over paged caches (rows of several sequences) tiles left over take
     // ranges of the rows too (c0, c1: a part runs the segments that start
-    // in its rows).
+    // in its rows), and where the rows can fill the tiles the heads split
+    // no finer than their KV heads (the kernel loads a sequence's cached
+    // rows once for a part's heads that share a KV head).
     Tiling t;
     t.mb = t.nb = 1;
     // With a window (its share on one chip of several: tile_chips), the
@@ -352,7 +354,11 @@ Tiling tile(const Graph& g, const Group& grp, const Target& tgt, Columns window)
     const unsigned T = static_cast<unsigned>(g.tensor(anchor.in[0]).rows());
     const unsigned first = window.c1 ? window.c0 : 0, heads = window.c1 ? window.c1 - window.c0 : anchor.heads;
     if (window.c1 > anchor.heads || !heads) throw std::logic_error("compiler: a tiling's heads lie past its attention's");
-    const unsigned hg = std::min(heads, tgt.tiles), rg = anchor.page ? std::max(1u, std::min(T, tgt.tiles / hg)) : 1;
+    const unsigned group = anchor.heads / g.tensor(anchor.in[3]).shape[0];
+    const unsigned kv_heads = (first + heads - 1) / group - first / group + 1;  // those the window's heads read
+    const unsigned hg = anchor.page ? std::min({heads, tgt.tiles, std::max(kv_heads, (tgt.tiles + T - 1) / T)})
+                                    : std::min(heads, tgt.tiles);
+    const unsigned rg = anchor.page ? std::max(1u, std::min(T, tgt.tiles / hg)) : 1;
     for (const auto& [h0, h1] : split(heads, hg, 1))
       for (const auto& [a, b] : split(T, rg, 1)) t.parts.push_back({static_cast<unsigned>(t.parts.size()), first + h0, first + h1, a, b});
     return t;

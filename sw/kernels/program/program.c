@@ -842,7 +842,8 @@ __attribute__((noinline)) static int paged(const uint32_t* w) {
  * q packed, a row of any width) | k stride << 16. A position past
  * the sequence's cache, a sequence or page out of range, or a value that
  * is not a whole number fails the operation (exit 2); so does a segment
- * too long for the scratchpad. Heads run one after another, each over its
+ * too long for the scratchpad. Heads run in sets sharing a KV head (each
+ * segment's cached rows loaded once for the set), each set over its
  * segments in groups (below). */
 __attribute__((noinline)) static int attention(const uint32_t* w) {
   const uint64_t q = ARG64(w, 0), k = ARG64(w, 2), v = ARG64(w, 4), kc = ARG64(w, 6), vc = ARG64(w, 8), pos = ARG64(w, 10);
@@ -905,7 +906,7 @@ __attribute__((noinline)) static int attention(const uint32_t* w) {
       if (!whole(&PT[i], is_paged ? paging.as_float : 0) || PT[i] >= C / page) return 2;
   }
   const uint64_t table_words = (uint64_t)S * pages;
-  if (segments && 0x10000u + tkp_attn_fixed(T, table_words) + tkp_attn_group(most_rows, most_n, dh, dv) +
+  if (segments && 0x10000u + tkp_attn_fixed(T, table_words) + tkp_attn_group(most_rows, most_n, dh, dv, 1) +
                       tkp_attn_segment(0, most_n, dh, dv) > TKP_PROGRAM_OFFSET)
     for (uint32_t r0 = ra; r0 < rb; ++r0) {
       if (!ATT_STARTS(r0)) continue;
@@ -913,36 +914,49 @@ __attribute__((noinline)) static int attention(const uint32_t* w) {
       ATT_ROWS(r0, Ts);
       if (0x10000u + tkp_attn_scratch(T, Ts, POS[r0] + Ts, dh, dv, table_words) > TKP_PROGRAM_OFFSET) return 2;
     }
-  /* A group of segments (as many as the scratchpad holds, ATT_GROUP at
-   * most) runs as one: its rows' queries and new keys load in one DMA each,
-   * row t's query and key side by side (one rotation turns both: they share
-   * the position); each segment's scores go to its rows of one matrix as
-   * wide as the group's longest segment, whose other columns hold -inf (a
-   * row of the constants), so that one scaling, one softmax and one cast
-   * serve the group (the -inf columns weigh 0, exactly); each segment's
-   * P.V reads its rows; one store writes the group's outputs. The engines
+  /* Heads in sets that share a KV head (up to gmax of them, as many as
+   * the scratchpad holds with the longest segment at the widest width):
+   * a set loads each segment's cached keys and values once for all its
+   * heads. A group of segments (as many as the scratchpad holds,
+   * ATT_GROUP at most) runs as one: its rows' queries (the set's heads,
+   * side by side in q) and new keys load in one DMA each, row t's
+   * queries and key side by side (one rotation turns them all: they share
+   * the position); each segment's scores go to its block of one matrix as
+   * wide as the group's longest segment (the block's rows head by head,
+   * each head's rows in order), whose other columns hold -inf (a row of
+   * the constants), so that one scaling, one softmax and one cast serve
+   * the group (the -inf columns weigh 0, exactly); each segment's P.V
+   * reads its block; the stores write the group's outputs. The engines
    * are ordered by semaphores (left at zero): the group's new keys' load
    * signals A_KEYS, which the first rotation waits for (the rotations run
    * under the values' and the mask's loads); each segment's last load
    * signals A_LOADED, which its rotations' cast waits for before it
-   * signals A_ROTATED (without rotation the scores wait for A_LOADED); the last segment's
-   * last score GEMM A_SCORED (the tensor core runs them in order); the
-   * cast A_WEIGHED; the last P.V A_DONE, which the stores wait for. The
-   * group drains before the next reuses the buffers. */
+   * signals A_ROTATED (without rotation the scores wait for A_LOADED);
+   * the last segment's last score GEMM A_SCORED (the tensor core runs
+   * them in order); the cast A_WEIGHED; the last P.V A_DONE, which the
+   * stores wait for. The group drains before the next reuses the
+   * buffers. */
   enum { A_LOADED = 0, A_ROTATED, A_SCORED, A_WEIGHED, A_DONE, A_KEYS };
   enum { ATT_GROUP = 32 };
   struct {
     uint32_t r0, Ts, p, VB, KN;
   } seg[ATT_GROUP];
   const uint64_t minus_inf = consts + 4ull * (T + (uint64_t)T * T); /* cap + T of them */
+  uint32_t gmax = h1 - h0 < group ? h1 - h0 : group;
+  while (gmax > 1 && fixed + tkp_attn_group(most_rows, most_n, dh, dv, gmax) + tkp_attn_segment(0, most_n, dh, dv) >
+                         TKP_PROGRAM_OFFSET)
+    --gmax;
   /* Where the fullest group the rows could form (every row, the widest
    * width, ATT_GROUP segments each as wide) fits, no group ends for room:
    * each group takes ATT_GROUP segments, and no segment's size is summed. */
   const uint32_t most_segments = segments < ATT_GROUP ? segments : ATT_GROUP;
-  const int roomy = fixed + tkp_attn_group(T, most_n, dh, dv) + most_segments * tkp_attn_segment(0, most_n, dh, dv) <=
+  const int roomy = fixed + tkp_attn_group(T, most_n, dh, dv, gmax) + most_segments * tkp_attn_segment(0, most_n, dh, dv) <=
                     TKP_PROGRAM_OFFSET;
-  for (uint32_t h = h0; h < h1; ++h) {
-    const uint32_t j = h / group;
+  const uint32_t* const scales = (const uint32_t*)tk_ptr(SC);
+  for (uint32_t h = h0, gh = 1; h < h1; h += gh) {
+    const uint32_t j = h / group, set_end = (j + 1) * group < h1 ? (j + 1) * group : h1;
+    gh = set_end - h < gmax ? set_end - h : gmax;
+    const uint32_t g1 = gh + 1; /* a row's queries and its key */
     for (uint32_t r0 = ra; r0 < rb;) {
       /* The group: segments from r0 while the scratchpad holds them. */
       uint32_t count = 0, first = 0, rows = 0, wide = 0;
@@ -955,7 +969,7 @@ __attribute__((noinline)) static int attention(const uint32_t* w) {
         if (!count) first = r0;
         if (!roomy) {
           const uint64_t more = segs_bytes + tkp_attn_segment(Ts, n, dh, dv);
-          if (count && fixed + tkp_attn_group(r0 + Ts - first, w2, dh, dv) + more > TKP_PROGRAM_OFFSET) break; /* the next group's */
+          if (count && fixed + tkp_attn_group(r0 + Ts - first, w2, dh, dv, gh) + more > TKP_PROGRAM_OFFSET) break; /* the next group's */
           segs_bytes = more;
         }
         seg[count].r0 = r0, seg[count].Ts = Ts, seg[count].p = p;
@@ -963,33 +977,40 @@ __attribute__((noinline)) static int attention(const uint32_t* w) {
       }
       if (!count) break; /* only the last group's continuing rows were left */
       top = fixed;
-      const uint32_t QKF = ATT_BUF(8 * rows * dh), QKB = ATT_BUF(4 * rows * dh), O = ATT_BUF(4 * rows * dv);
-      const uint32_t SS = ATT_BUF(4 * rows * wide), PB = ATT_BUF(2 * rows * wide);
+      const uint32_t R = rows * gh; /* the scores' rows */
+      const uint32_t QKF = ATT_BUF(4 * rows * g1 * dh), QKB = ATT_BUF(2 * rows * g1 * dh), O = ATT_BUF(4 * R * dv);
+      const uint32_t SS = ATT_BUF(4 * R * wide), PB = ATT_BUF(2 * R * wide), SCL = gh > 1 ? ATT_BUF(4 * R) : SC + 4 * first;
       /* The scores' matrix all -inf where a segment is narrower than it
-       * (the segments write theirs over it), the group's queries and new keys side by side: FP32 to rotate, or
-       * cast into place. */
+       * (the segments write theirs over it; at most T rows a load, which
+       * the constants' -inf cover), the group's queries and new keys side
+       * by side: FP32 to rotate, or cast into place. */
       struct tk_dma l = {0};
       uint32_t ragged = 0; /* a segment narrower than the matrix: the -inf needed */
       for (uint32_t i = 0; i < count; ++i) ragged |= seg[i].p + seg[i].Ts < wide;
-      l.id = op_index, l.flags = TK_DMA_DST_LOCAL, l.src = minus_inf, l.dst = SS, l.len0 = 4 * wide, l.count1 = rows;
+      l.id = op_index, l.flags = TK_DMA_DST_LOCAL, l.src = minus_inf, l.len0 = 4 * wide;
       l.sstride1 = 4, l.dstride1 = 4 * wide; /* (a stride of 0 would mean packed) */
-      if (ragged) tk_dma_push(&l);
+      for (uint32_t at = 0; ragged && at < R; at += T) {
+        l.dst = SS + 4 * at * wide, l.count1 = R - at < T ? R - at : T;
+        tk_dma_push(&l);
+      }
+      const uint32_t eb = rotary ? 4 : 2; /* the loaded rows' element bytes */
       l.flags = rotary ? TK_DMA_DST_LOCAL : cast, l.src = q + 4ull * (first * qs + h * dh), l.dst = rotary ? QKF : QKB;
-      l.len0 = rotary ? 4 * dh : dh, l.sstride1 = 4 * qs, l.dstride1 = rotary ? 8 * dh : 4 * dh;
+      l.len0 = rotary ? 4 * gh * dh : gh * dh, l.count1 = rows, l.sstride1 = 4 * qs, l.dstride1 = eb * g1 * dh;
       tk_dma_push(&l);
-      l.src = k + 4ull * (first * ks + j * dh), l.dst += rotary ? 4 * dh : 2 * dh, l.sstride1 = 4 * ks;
+      l.src = k + 4ull * (first * ks + j * dh), l.dst += eb * gh * dh, l.len0 = rotary ? 4 * dh : dh, l.sstride1 = 4 * ks;
       if (rotary) l.sem = TK_SEM(TK_NONE, A_KEYS, TK_NONE);
       tk_dma_push(&l);
       l.sem = 0;
+      int scored = 0; /* a score GEMM pushed */
       for (uint32_t i = 0; i < count; ++i) {
         const uint32_t Ts = seg[i].Ts, p = seg[i].p, n = p + Ts, u = seg[i].r0 - first, r = seg[i].r0;
         const uint32_t* const PT = TABLE + SEQ[r] * pages;
-        const uint32_t KB = ATT_BUF(2 * p * dh), VB = ATT_BUF(2 * n * dv), S_i = SS + 4 * u * wide;
-        const uint32_t QK = QKB + 4 * u * dh; /* row t's query at QK + 4 t dh, its key 2 dh after */
-        seg[i].VB = VB, seg[i].KN = QK + 2 * dh;
-        /* The new V rows cast into place, the cached rows page by page, the
-         * mask; the last of them (the mask, else the last cached V rows,
-         * else the new V rows) signals. */
+        const uint32_t KB = ATT_BUF(2 * p * dh), VB = ATT_BUF(2 * n * dv), S_i = SS + 4 * u * gh * wide;
+        const uint32_t QK = QKB + 2 * u * g1 * dh; /* row t's queries at QK + 2 t g1 dh, its key 2 gh dh after */
+        seg[i].VB = VB, seg[i].KN = QK + 2 * gh * dh;
+        /* The new V rows cast into place, the cached rows page by page,
+         * the mask (each head's rows); the last of them (the mask, else
+         * the last cached V rows, else the new V rows) signals. */
         l.flags = cast, l.src = v + 4ull * (r * vs + j * dv), l.dst = VB + 2 * p * dv, l.len0 = dv, l.count1 = Ts;
         l.sstride1 = 4 * vs, l.dstride1 = 2 * dv;
         if (!p && Ts == 1) l.sem = TK_SEM(TK_NONE, A_LOADED, TK_NONE);
@@ -1005,71 +1026,98 @@ __attribute__((noinline)) static int attention(const uint32_t* w) {
           if (Ts == 1 && at + n_at == p) c.sem = TK_SEM(TK_NONE, A_LOADED, TK_NONE);
           tk_dma_push(&c);
         }
-        if (Ts > 1) {
+        for (uint32_t e = 0; Ts > 1 && e < gh; ++e) {
           struct tk_dma m = {0};
-          m.id = op_index, m.flags = TK_DMA_DST_LOCAL, m.src = consts + 4ull * (T + r * T + r), m.dst = S_i + 4 * p, m.len0 = 4 * Ts;
-          m.count1 = Ts, m.sstride1 = 4 * T, m.dstride1 = 4 * wide, m.sem = TK_SEM(TK_NONE, A_LOADED, TK_NONE);
+          m.id = op_index, m.flags = TK_DMA_DST_LOCAL, m.src = consts + 4ull * (T + r * T + r), m.dst = S_i + 4 * (e * Ts * wide + p);
+          m.len0 = 4 * Ts, m.count1 = Ts, m.sstride1 = 4 * T, m.dstride1 = 4 * wide;
+          if (e + 1 == gh) m.sem = TK_SEM(TK_NONE, A_LOADED, TK_NONE);
           tk_dma_push(&m);
         }
         uint32_t ready = A_LOADED; /* what the scores wait for */
-        if (rotary) { /* each query and key pair at its position, then rounded into place */
+        if (rotary) { /* each row's queries and key at its position, then rounded into place */
           struct tk_vec x = {0};
-          x.id = op_index, x.op = TK_VROPE, x.rows = 2, x.cols = dh, x.sem = TK_SEM(i ? TK_NONE : A_KEYS, TK_NONE, TK_NONE);
+          x.id = op_index, x.op = TK_VROPE, x.rows = g1, x.cols = dh, x.sem = TK_SEM(i ? TK_NONE : A_KEYS, TK_NONE, TK_NONE);
           for (uint32_t t = 0; t < Ts; ++t) {
-            x.src0 = x.dst = QKF + 8 * (u + t) * dh, x.position = p + t;
+            x.src0 = x.dst = QKF + 4 * (u + t) * g1 * dh, x.position = p + t;
             tk_vec_push(&x);
             x.sem = TK_SEM(TK_NONE, TK_NONE, TK_NONE);
           }
-          x.op = TK_VCAST_TO, x.rows = 2 * Ts, x.format = TK_BF16, x.src0 = QKF + 8 * u * dh, x.dst = QK;
+          x.op = TK_VCAST_TO, x.rows = g1 * Ts, x.format = TK_BF16, x.src0 = QKF + 4 * u * g1 * dh, x.dst = QK;
           x.sem = TK_SEM(A_LOADED, A_ROTATED, TK_NONE);
           tk_vec_push(&x);
           ready = A_ROTATED;
         }
-        /* The scores: the cached columns, then the new ones onto the mask. */
+        /* The scores, head by head (one GEMM for the set's heads where the
+         * segment has one row: its queries lie one after another): the
+         * cached columns, then the new ones onto the mask. */
+        const uint32_t gemms = Ts == 1 ? 1 : gh;
         struct tk_gemm g = {0};
-        g.id = op_index, g.input = TK_BF16, g.trans_b = 1, g.k = dh, g.m = Ts, g.a = QK, g.lda = 2 * dh, g.ldc = wide;
-        g.sem = TK_SEM(ready, TK_NONE, TK_NONE);
-        if (p) {
-          g.n = p, g.b = KB, g.c = S_i;
+        g.id = op_index, g.input = TK_BF16, g.trans_b = 1, g.k = dh, g.m = Ts == 1 ? gh : Ts, g.lda = Ts == 1 ? dh : g1 * dh;
+        g.ldc = wide;
+        for (uint32_t e = 0; e < gemms; ++e) {
+          g.a = QK + 2 * e * dh, g.accumulate = 0;
+          g.sem = TK_SEM(scored ? TK_NONE : (int)ready, TK_NONE, TK_NONE);
+          if (p) {
+            g.n = p, g.b = KB, g.ldb = 0, g.c = S_i + 4 * e * Ts * wide;
+            tk_gemm_push(&g);
+            scored = 1, g.sem = TK_SEM(TK_NONE, TK_NONE, TK_NONE);
+          }
+          g.n = Ts, g.b = seg[i].KN, g.ldb = g1 * dh, g.c = S_i + 4 * (e * Ts * wide + p), g.accumulate = Ts > 1;
+          if (i + 1 == count && e + 1 == gemms) g.sem = TK_SEM(scored ? TK_NONE : (int)ready, A_SCORED, TK_NONE);
           tk_gemm_push(&g);
-          g.sem = TK_SEM(TK_NONE, TK_NONE, TK_NONE);
+          scored = 1;
         }
-        g.n = Ts, g.b = QK + 2 * dh, g.ldb = 2 * dh, g.c = S_i + 4 * p, g.accumulate = Ts > 1;
-        g.sem = TK_SEM(p ? TK_NONE : (int)ready, i + 1 == count ? A_SCORED : TK_NONE, TK_NONE);
-        tk_gemm_push(&g);
+        scored = 0; /* the next segment's scores wait for its own loads */
+        /* The rows' scales where a set shares them (else the constants'). */
+        for (uint32_t e = 0; gh > 1 && e < gh; ++e)
+          for (uint32_t t = 0; t < Ts; ++t) ((uint32_t*)tk_ptr(SCL))[u * gh + e * Ts + t] = scales[first + u + t];
       }
       /* Every row scaled, its softmax, rounded to BF16: once for the group. */
       struct tk_vec x = {0};
-      x.id = op_index, x.op = TK_VSCALE_ROWS, x.rows = rows, x.cols = wide, x.src0 = SS, x.src1 = SC + 4 * first, x.dst = SS;
+      x.id = op_index, x.op = TK_VSCALE_ROWS, x.rows = R, x.cols = wide, x.src0 = SS, x.src1 = SCL, x.dst = SS;
       x.sem = TK_SEM(A_SCORED, TK_NONE, TK_NONE);
       tk_vec_push(&x);
       x.op = TK_VSOFTMAX, x.src1 = 0, x.sem = TK_SEM(TK_NONE, TK_NONE, TK_NONE);
       tk_vec_push(&x);
       x.op = TK_VCAST_TO, x.dst = PB, x.format = TK_BF16, x.sem = TK_SEM(TK_NONE, A_WEIGHED, TK_NONE);
       tk_vec_push(&x);
-      for (uint32_t i = 0; i < count; ++i) { /* each segment's P.V */
+      for (uint32_t i = 0; i < count; ++i) { /* each segment's P.V, its heads' rows at once */
         const uint32_t u = seg[i].r0 - first;
         struct tk_gemm o = {0};
-        o.id = op_index, o.input = TK_BF16, o.m = seg[i].Ts, o.n = dv, o.k = seg[i].p + seg[i].Ts, o.a = PB + 2 * u * wide;
-        o.lda = wide, o.b = seg[i].VB, o.c = O + 4 * u * dv;
+        o.id = op_index, o.input = TK_BF16, o.m = gh * seg[i].Ts, o.n = dv, o.k = seg[i].p + seg[i].Ts, o.a = PB + 2 * u * gh * wide;
+        o.lda = wide, o.b = seg[i].VB, o.c = O + 4 * u * gh * dv;
         o.sem = TK_SEM(i ? TK_NONE : A_WEIGHED, i + 1 == count ? A_DONE : TK_NONE, TK_NONE);
         tk_gemm_push(&o);
       }
-      /* The group's outputs in one store once its last P.V is done; then
-       * (the tile holding the KV head's first query head) each segment's
-       * new rows into their pages. */
+      /* The group's outputs once its last P.V is done (the DMA runs its
+       * queue in order: the first store waits): a run of one-row segments
+       * in one store (a row's heads lie side by side in O as in out),
+       * a longer segment's rows head by head in one; then (the tile
+       * holding the KV head's first query head) each segment's new rows
+       * into their pages. */
       struct tk_dma st = {0};
-      st.id = op_index, st.flags = TK_DMA_SRC_LOCAL, st.src = O, st.dst = out + 4ull * (first * os + h) * dv, st.len0 = 4 * dv;
-      st.count1 = rows, st.sstride1 = 4 * dv, st.dstride1 = 4 * os * dv, st.sem = TK_SEM(A_DONE, TK_NONE, TK_NONE);
-      tk_dma_push(&st);
+      st.id = op_index, st.flags = TK_DMA_SRC_LOCAL, st.sem = TK_SEM(A_DONE, TK_NONE, TK_NONE);
+      for (uint32_t i = 0; i < count;) {
+        const uint32_t u = seg[i].r0 - first, Ts = seg[i].Ts;
+        uint32_t run = 1;
+        while (Ts == 1 && i + run < count && seg[i + run].Ts == 1 && seg[i + run].r0 == seg[i].r0 + run) ++run;
+        st.src = O + 4 * u * gh * dv, st.dst = out + 4ull * ((uint64_t)seg[i].r0 * os + h) * dv, st.dstride1 = 4 * os * dv;
+        if (Ts == 1) {
+          st.len0 = 4 * gh * dv, st.count1 = run, st.sstride1 = 4 * gh * dv, st.count2 = 1, st.sstride2 = st.dstride2 = 0;
+        } else {
+          st.len0 = 4 * dv, st.count1 = Ts, st.sstride1 = 4 * dv, st.count2 = gh, st.sstride2 = 4 * Ts * dv, st.dstride2 = 4 * dv;
+        }
+        tk_dma_push(&st);
+        st.sem = 0, i += run;
+      }
       for (uint32_t i = 0; i < count && h % group == 0; ++i) {
         const uint32_t Ts = seg[i].Ts, p = seg[i].p, n = p + Ts;
         const uint32_t* const PT = TABLE + SEQ[seg[i].r0] * pages;
         for (uint32_t at = p; at < n;) {
           const uint32_t off = at % page, n_at = n - at < page - off ? n - at : page - off, phys = PT[at / page] * page + off;
           struct tk_dma a = {0};
-          a.id = op_index, a.flags = TK_DMA_SRC_LOCAL, a.src = seg[i].KN + 4 * (at - p) * dh, a.dst = kc + 2ull * (j * C + phys) * dh;
-          a.len0 = 2 * dh, a.count1 = n_at, a.sstride1 = 4 * dh, a.dstride1 = 2 * dh;
+          a.id = op_index, a.flags = TK_DMA_SRC_LOCAL, a.src = seg[i].KN + 2 * (at - p) * g1 * dh, a.dst = kc + 2ull * (j * C + phys) * dh;
+          a.len0 = 2 * dh, a.count1 = n_at, a.sstride1 = 2 * g1 * dh, a.dstride1 = 2 * dh;
           tk_dma_push(&a);
           a.src = seg[i].VB + 2 * at * dv, a.dst = vc + 2ull * (j * C + phys) * dv, a.len0 = 2 * n_at * dv, a.count1 = 1;
           a.sstride1 = a.dstride1 = 0;

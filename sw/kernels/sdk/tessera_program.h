@@ -122,22 +122,24 @@ static inline uint64_t tkp_moe_chunked_scratch(uint64_t B, uint64_t D, uint64_t 
 /* TKP_ATTN's scratchpad from offset 0x10000, for T rows (with `table`
  * page-table entries: TKP_PAGED's S x pages, else 1): the rows' positions,
  * sequences, the page tables and the rows' scales; then for a group of
- * segments of R rows in all, the longest over n positions: their queries
- * and new keys side by side (FP32 and BF16), their outputs (FP32), their
- * scores (FP32, R x n) and the scores' BF16 copy; then per segment of Ts
- * rows over n positions of heads of dh (K) and dv (V) values: its cached
- * K and its V (BF16). The kernel refuses (exit 2) a segment that does not
- * fit alone. */
+ * segments of R rows in all, the longest over n positions, run for g
+ * heads that share a KV head: their queries and new keys side by side
+ * (FP32 and BF16), their outputs (FP32), their scores (FP32, g R x n),
+ * the scores' BF16 copy and, where g > 1, the score rows' scales; then
+ * per segment of Ts rows over n positions of heads of dh (K) and dv (V)
+ * values: its cached K and its V (BF16). The kernel runs fewer heads at
+ * once where g do not fit, and refuses (exit 2) a segment that does not
+ * fit alone for one head. */
 static inline uint64_t tkp_attn_fixed(uint64_t T, uint64_t table) { return 3 * TKP_MOE_ROUND(4 * T) + TKP_MOE_ROUND(4 * table); }
-static inline uint64_t tkp_attn_group(uint64_t R, uint64_t n, uint64_t dh, uint64_t dv) {
-  return TKP_MOE_ROUND(8 * R * dh) + TKP_MOE_ROUND(4 * R * dh) + TKP_MOE_ROUND(4 * R * dv) + TKP_MOE_ROUND(4 * R * n) +
-         TKP_MOE_ROUND(2 * R * n);
+static inline uint64_t tkp_attn_group(uint64_t R, uint64_t n, uint64_t dh, uint64_t dv, uint64_t g) {
+  return TKP_MOE_ROUND(4 * R * (g + 1) * dh) + TKP_MOE_ROUND(2 * R * (g + 1) * dh) + TKP_MOE_ROUND(4 * g * R * dv) +
+         TKP_MOE_ROUND(4 * g * R * n) + TKP_MOE_ROUND(2 * g * R * n) + (g > 1 ? TKP_MOE_ROUND(4 * g * R) : 0);
 }
 static inline uint64_t tkp_attn_segment(uint64_t Ts, uint64_t n, uint64_t dh, uint64_t dv) {
   return TKP_MOE_ROUND(2 * (n - Ts) * dh) + TKP_MOE_ROUND(2 * n * dv);
 }
 static inline uint64_t tkp_attn_scratch(uint64_t T, uint64_t Ts, uint64_t n, uint64_t dh, uint64_t dv, uint64_t table) {
-  return tkp_attn_fixed(T, table) + tkp_attn_group(Ts, n, dh, dv) + tkp_attn_segment(Ts, n, dh, dv);
+  return tkp_attn_fixed(T, table) + tkp_attn_group(Ts, n, dh, dv, 1) + tkp_attn_segment(Ts, n, dh, dv);
 }
 
 #define TKP_MAX_OPS 640u                 /* 60 KiB of program */
