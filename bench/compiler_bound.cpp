@@ -94,9 +94,11 @@ Graph own_matrices(unsigned h, unsigned rows, unsigned k, unsigned n, bool per_h
 // One decode step's attention: `seqs` rows at position `at` over KV
 // caches (zeros: the time does not hang on their values), H heads of dh
 // over KV heads (keys of dh, values of dv); one sequence unpaged, or each
-// row its own sequence over pages of 16 positions. Its inputs.
+// row its own sequence over pages of 16 positions, its pages in order in
+// the pool (`in_order`) or interleaved with the other sequences' (as
+// sequences that grow together get them). Its inputs.
 Graph attention(unsigned H, unsigned KV, unsigned dh, unsigned dv, unsigned at, unsigned seqs,
-                std::map<std::string, std::vector<float>>& in) {
+                std::map<std::string, std::vector<float>>& in, bool in_order = false) {
   constexpr unsigned page = 16;
   const unsigned pages = (at + page) / page + 1, C = seqs > 1 ? seqs * pages * page : at + 1;
   Graph g;
@@ -112,7 +114,8 @@ Graph attention(unsigned H, unsigned KV, unsigned dh, unsigned dv, unsigned at, 
         {"positions", std::vector<float>(seqs, static_cast<float>(at))}};
   if (seqs > 1) {
     for (unsigned s = 0; s < seqs; ++s) in["sequences"].push_back(static_cast<float>(s));
-    for (unsigned i = 0; i < seqs * pages; ++i) in["pages"].push_back(static_cast<float>(i));
+    for (unsigned s = 0; s < seqs; ++s)
+      for (unsigned i = 0; i < pages; ++i) in["pages"].push_back(static_cast<float>(in_order ? s * pages + i : i * seqs + s));
   }
   return g;
 }
@@ -281,6 +284,8 @@ int main(int argc, char** argv) {
   cases.push_back({"attention 32/8 x 128, 1 row at 2048", std::move(a), in});
   a = attention(32, 8, 128, 128, 512, 16, in);
   cases.push_back({"attention 32/8 x 128, 16 rows at 512, paged", std::move(a), in});
+  a = attention(32, 8, 128, 128, 512, 16, in, true);
+  cases.push_back({"attention 32/8 x 128, 16 rows at 512, paged in order", std::move(a), in});
   a = attention(8, 1, 128, 128, 256, 64, in);
   cases.push_back({"attention 8/1 x 128, 64 rows at 256, paged", std::move(a), in});
   a = attention(128, 1, 576, 512, 512, 1, in);

@@ -948,9 +948,10 @@ TEST(CompilerDevice, QueryHeadsSharingAKvHeadReadItsCacheOnceBitForBit) {
   // heads (dh = dv = 128) on eight tiles, four heads a tile over one KV
   // head, rotated in the kernel or not. A prompt of 5 rows (a head's rows
   // one GEMM each), decode rows over the cache it filled and over a cache
-  // of 600 positions written beforehand (the set's heads one GEMM), and a
-  // paged step of four sequences (the heads split by KV head, the rows
-  // over the tiles left): bit for bit the reference. The decode row over
+  // of 600 positions written beforehand (the set's heads one GEMM), and
+  // paged steps (the heads split by KV head, the rows over the tiles
+  // left; runs of pages in order loaded as one): bit for bit the
+  // reference. The decode row over
   // 600 positions takes less than twice what 8 heads (one a tile) take
   // over the same caches: a tile's heads read its KV head's cache once
   // (read a head at a time, four heads took about four times as long).
@@ -1014,21 +1015,30 @@ TEST(CompilerDevice, QueryHeadsSharingAKvHeadReadItsCacheOnceBitForBit) {
   const double one = check(narrow, inputs(1, 8, 600, 50), again, "8 heads at 600");
   std::printf("a decode row over 600 positions: 32 heads %.2f us, 8 heads %.2f us (%.2fx)\n", four * 1e6, one * 1e6, four / one);
   EXPECT_LT(four, 2.0 * one) << "four heads a tile read their KV head's cache once";
-  // Paged: four sequences of a row each (one KV head a part, two parts a
-  // KV head over the rows), then a step with a prompt of 3 beside them.
-  Executable paged(c.dev, c.program, step(4, 32, true, "paged", 4));
+  // Paged, pages of 16: prompts of 20 rows for sequences 0 and 3, then a
+  // row for each of four sequences (one KV head a part, two parts a KV
+  // head over the rows), then a prompt of 3 beside rows. Sequence 0's
+  // pages follow one another in the pool (its cached rows load as one
+  // run), sequence 3's run backwards, 1's and 2's in runs of five.
+  Executable prompts(c.dev, c.program, step(40, 32, true, "paged", 4));
   Options sp;
-  sp.state = paged.state();
+  sp.state = prompts.state();
+  Executable rows(c.dev, c.program, step(4, 32, true, "paged", 4), sp);
   Executable mixed(c.dev, c.program, step(6, 32, true, "paged", 4), sp);
   std::map<std::string, std::vector<float>> pc;
   std::vector<float> table;
   for (unsigned s = 0; s < 4; ++s)
-    for (unsigned i = 0; i < C / 16 / 4; ++i) table.push_back(static_cast<float>(i * 4 + (s + 1) % 4));
-  auto in = inputs(4, 32, 0, 60);
-  in["positions"] = {0, 0, 0, 0}, in["sequences"] = {0, 1, 2, 3}, in["pages"] = table;
-  check(paged, in, pc, "paged rows");
-  in = inputs(6, 32, 0, 70);
-  in["positions"] = {1, 1, 2, 3, 1, 1}, in["sequences"] = {0, 2, 2, 2, 1, 3}, in["pages"] = table;
+    for (unsigned i = 0; i < C / 16 / 4; ++i)
+      table.push_back(static_cast<float>(s == 0 ? i : s == 3 ? 39 - i : 5 + 5 * s + (i < 5 ? i : i + 5)));
+  auto in = inputs(40, 32, 0, 60);
+  in["pages"] = table, in["positions"].clear();
+  for (unsigned r = 0; r < 40; ++r) in["positions"].push_back(static_cast<float>(r % 20)), in["sequences"].push_back(r < 20 ? 0.0f : 3.0f);
+  check(prompts, in, pc, "paged prompts");
+  in = inputs(4, 32, 0, 70);
+  in["positions"] = {20, 0, 0, 20}, in["sequences"] = {0, 1, 2, 3}, in["pages"] = table;
+  check(rows, in, pc, "paged rows");
+  in = inputs(6, 32, 0, 80);
+  in["positions"] = {21, 1, 2, 3, 1, 21}, in["sequences"] = {0, 2, 2, 2, 1, 3}, in["pages"] = table;
   check(mixed, in, pc, "paged prompt beside rows");
 }
 

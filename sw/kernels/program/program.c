@@ -859,6 +859,15 @@ __attribute__((noinline)) static int attention(const uint32_t* w) {
       (rotary && dh % 2) || !page || !pages || C % page || !S || rb > T || (uint64_t)S * pages > 65536)
     return 2;
   const uint32_t cap = pages * page; /* a sequence's positions */
+  /* The cached K and V rows load page by page (an unpaged cache: one
+   * page; a run of pages one after another in the pool: one load), K's
+   * first on even tiles and V's on odd ones: where the two caches lie in
+   * different stacks (the compiler places state round robin over them),
+   * tiles that all read K's, then V's, would leave one stack's port idle
+   * at a time. */
+  uint32_t hart;
+  __asm__ volatile("csrr %0, mhartid" : "=r"(hart));
+  const uint32_t kv_first = hart & 1; /* 0: K first */
   if (0x10000u + tkp_attn_fixed(T, (uint64_t)S * pages) > TKP_PROGRAM_OFFSET) return 2;
   uint32_t top = 0x10000;
 #define ATT_BUF(bytes) (top += ((bytes) + 255u) & ~255u, top - (((bytes) + 255u) & ~255u))
@@ -1016,15 +1025,20 @@ __attribute__((noinline)) static int attention(const uint32_t* w) {
         if (!p && Ts == 1) l.sem = TK_SEM(TK_NONE, A_LOADED, TK_NONE);
         tk_dma_push(&l);
         l.sem = 0;
-        for (uint32_t at = 0; at < p; at += page) {
-          const uint32_t n_at = p - at < page ? p - at : page, phys = PT[at / page] * page;
+        for (uint32_t at = 0; at < p;) {
+          const uint32_t phys = PT[at / page] * page;
+          uint32_t n_at = p - at < page ? p - at : page;
+          while (at + n_at < p && PT[(at + n_at) / page] * page == phys + n_at) n_at += p - at - n_at < page ? p - at - n_at : page;
           struct tk_dma c = {0};
-          c.id = op_index, c.flags = TK_DMA_DST_LOCAL, c.src = kc + 2ull * (j * C + phys) * dh, c.dst = KB + 2 * at * dh;
-          c.len0 = 2 * n_at * dh;
-          tk_dma_push(&c);
-          c.src = vc + 2ull * (j * C + phys) * dv, c.dst = VB + 2 * at * dv, c.len0 = 2 * n_at * dv;
-          if (Ts == 1 && at + n_at == p) c.sem = TK_SEM(TK_NONE, A_LOADED, TK_NONE);
-          tk_dma_push(&c);
+          c.id = op_index, c.flags = TK_DMA_DST_LOCAL;
+          for (uint32_t x = 0; x < 2; ++x) {
+            const uint32_t is_v = x ^ kv_first;
+            c.src = is_v ? vc + 2ull * (j * C + phys) * dv : kc + 2ull * (j * C + phys) * dh;
+            c.dst = is_v ? VB + 2 * at * dv : KB + 2 * at * dh, c.len0 = 2 * n_at * (is_v ? dv : dh);
+            if (x && Ts == 1 && at + n_at == p) c.sem = TK_SEM(TK_NONE, A_LOADED, TK_NONE);
+            tk_dma_push(&c);
+          }
+          at += n_at;
         }
         for (uint32_t e = 0; Ts > 1 && e < gh; ++e) {
           struct tk_dma m = {0};
