@@ -1042,6 +1042,64 @@ TEST(CompilerDevice, QueryHeadsSharingAKvHeadReadItsCacheOnceBitForBit) {
   check(mixed, in, pc, "paged prompt beside rows");
 }
 
+TEST(CompilerDevice, CachesTooLongForTheScratchpadStreamTheirRowsBitForBit) {
+  // Cached rows past what a tile's scratchpad holds whole stream through
+  // it in blocks of 64 positions (K for the scores, then V for P.V, each
+  // block's sums added in position order as one GEMM adds them): a decode
+  // row of 32 heads over 4 KV heads of 128 at position 5000 (5.1 MB of
+  // K and V per KV head), four rows of a prompt continuing it, paged rows
+  // of two sequences 3000 and 4100 positions in, pages interleaved, and
+  // DeepSeek-V3's 128 absorbed heads (576 / 512) over one KV head at 2000:
+  // bit for bit the reference, over caches written beforehand. A cache
+  // whose scores do not fit (64 rows over 60000 positions) is still
+  // refused at compile time (DecodingWithTheCacheGivesThePrefillsRowsBitForBit).
+  Chip c;
+  auto bf16_cache = [&](Executable& e, const std::string& name, std::size_t n, std::uint32_t seed,
+                        std::map<std::string, std::vector<float>>& caches) {
+    std::vector<float> vals = seeded_values(n, seed, 1.0f);
+    std::vector<std::uint16_t> bits(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      std::uint32_t u;
+      std::memcpy(&u, &vals[i], 4);
+      bits[i] = static_cast<std::uint16_t>(u >> 16), u &= 0xffff0000u;
+      std::memcpy(&vals[i], &u, 4);
+    }
+    c.dev.write(e.state().at(name), bits.data(), 2 * bits.size());
+    caches[name] = vals;
+  };
+  auto run = [&](unsigned H, unsigned KV, unsigned dh, unsigned dv, unsigned C, std::vector<float> positions,
+                 std::vector<float> sequences, const std::string& what) {
+    const unsigned T = static_cast<unsigned>(positions.size()), S = sequences.empty() ? 0 : 2, page = 16;
+    Graph g;
+    const int q = g.input("q", {T, H * dh}), k = g.input("k", {T, KV * dh}), v = g.input("v", {T, KV * dv});
+    const int pos = g.input("positions", {T});
+    Paging paging;
+    if (S) paging.sequences = g.input("sequences", {T}), paging.table = g.input("pages", {S, C / page / S}), paging.page = page;
+    const int kc = g.kv_cache("long.k", KV, C, dh), vc = g.kv_cache("long.v", KV, C, dv);
+    g.output(g.attention(q, k, v, kc, vc, pos, H, 0.05f, "o", false, paging));
+    Executable e(c.dev, c.program, std::move(g));
+    std::map<std::string, std::vector<float>> caches;
+    bf16_cache(e, "long.k", std::size_t{KV} * C * dh, 70, caches);
+    bf16_cache(e, "long.v", std::size_t{KV} * C * dv, 71, caches);
+    std::map<std::string, std::vector<float>> in{{"q", seeded_values(std::size_t{T} * H * dh, 72, 1.0f)},
+                                                 {"k", seeded_values(std::size_t{T} * KV * dh, 73, 1.0f)},
+                                                 {"v", seeded_values(std::size_t{T} * KV * dv, 74, 1.0f)},
+                                                 {"positions", positions}};
+    if (S) {
+      in["sequences"] = sequences;
+      for (unsigned s = 0; s < S; ++s)
+        for (unsigned i = 0; i < C / page / S; ++i) in["pages"].push_back(static_cast<float>(i * S + s));  // interleaved
+    }
+    const auto out = e.run(in);
+    expect_bits(out.at("o"), reference(e.graph(), in, &caches)[static_cast<std::size_t>(e.graph().outputs()[0])], what);
+    std::printf("%s: %.2f us\n", what.c_str(), e.last_seconds() * 1e6);
+  };
+  run(32, 4, 128, 128, 5120, {5000}, {}, "a row at 5000");
+  run(32, 4, 128, 128, 5120, {4000, 4001, 4002, 4003}, {}, "a prompt's 4 rows at 4000");
+  run(32, 4, 128, 128, 16384, {3000, 4100}, {0, 1}, "paged rows at 3000 and 4100");
+  run(128, 1, 576, 512, 2048, {2000}, {}, "128 absorbed heads at 2000");
+}
+
 TEST(CompilerDevice, DecodingWithTheCacheGivesThePrefillsRowsBitForBit) {
   // The same 8 rows as one prefill, and as a prefill of 5 then 3 steps of
   // one: each row attends to the same keys in the same order.

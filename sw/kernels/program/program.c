@@ -811,6 +811,24 @@ __attribute__((noinline)) static int paged(const uint32_t* w) {
   return 0;
 }
 
+/* TKP_ATTN's load of positions [b0, b1) of KV head j from a cache of C
+ * positions of `width` values (BF16; pages of `page` positions, PT the
+ * sequence's page table, an unpaged cache one page) to the scratchpad at
+ * `dst`: a DMA a page, the first waiting on `wait`, the last signalling
+ * `signal`. */
+static void att_rows(uint64_t cache, uint32_t width, uint32_t j, uint32_t C, const uint32_t* PT, uint32_t page, uint32_t b0,
+                     uint32_t b1, uint32_t dst, int wait, int signal) {
+  struct tk_dma c = {0};
+  c.id = op_index, c.flags = TK_DMA_DST_LOCAL;
+  for (uint32_t at = b0; at < b1;) {
+    const uint32_t off = at % page, n_at = b1 - at < page - off ? b1 - at : page - off;
+    c.src = cache + 2ull * (j * C + PT[at / page] * page + off) * width, c.dst = dst + 2 * (at - b0) * width, c.len0 = 2 * n_at * width;
+    c.sem = TK_SEM(at == b0 ? wait : TK_NONE, at + n_at == b1 ? signal : TK_NONE, TK_NONE);
+    tk_dma_push(&c);
+    at += n_at;
+  }
+}
+
 /* Causal attention over a KV cache (TKP_ATTN), for heads [h0, h1) of H
  * on this tile: T new rows, row r at position positions[r] (read from the
  * chip: INT32, or FP32 holding a whole number where flags bit 0 says so).
@@ -915,8 +933,11 @@ __attribute__((noinline)) static int attention(const uint32_t* w) {
       if (!whole(&PT[i], is_paged ? paging.as_float : 0) || PT[i] >= C / page) return 2;
   }
   const uint64_t table_words = (uint64_t)S * pages;
-  if (segments && 0x10000u + tkp_attn_fixed(T, table_words) + tkp_attn_group(most_rows, most_n, dh, dv, 1) +
-                      tkp_attn_segment(0, most_n, dh, dv) > TKP_PROGRAM_OFFSET)
+  /* (A segment's least room: its cached rows whole, or streamed.) */
+  const uint64_t whole_bound = tkp_attn_segment(0, most_n, dh, dv), stream_bound = tkp_attn_stream(most_rows, dh, dv);
+  const uint64_t least_bound = whole_bound < stream_bound ? whole_bound : stream_bound;
+  if (segments && 0x10000u + tkp_attn_fixed(T, table_words) + tkp_attn_group(most_rows, most_n, dh, dv, 1) + least_bound >
+                      TKP_PROGRAM_OFFSET)
     for (uint32_t r0 = ra; r0 < rb; ++r0) {
       if (!ATT_STARTS(r0)) continue;
       uint32_t Ts;
@@ -945,16 +966,14 @@ __attribute__((noinline)) static int attention(const uint32_t* w) {
    * them in order); the cast A_WEIGHED; the last P.V A_DONE, which the
    * stores wait for. The group drains before the next reuses the
    * buffers. */
-  enum { A_LOADED = 0, A_ROTATED, A_SCORED, A_WEIGHED, A_DONE, A_KEYS };
+  enum { A_LOADED = 0, A_ROTATED, A_SCORED, A_WEIGHED, A_DONE, A_KEYS, A_KBLK, A_KFREE, A_VBLK, A_VFREE };
   enum { ATT_GROUP = 32 };
   struct {
-    uint32_t r0, Ts, p, VB, KN;
+    uint32_t r0, Ts, p, VB, KN, VN, streamed;
   } seg[ATT_GROUP];
   const uint64_t minus_inf = consts + 4ull * (T + (uint64_t)T * T); /* cap + T of them */
   uint32_t gmax = h1 - h0 < group ? h1 - h0 : group;
-  while (gmax > 1 && fixed + tkp_attn_group(most_rows, most_n, dh, dv, gmax) + tkp_attn_segment(0, most_n, dh, dv) >
-                         TKP_PROGRAM_OFFSET)
-    --gmax;
+  while (gmax > 1 && fixed + tkp_attn_group(most_rows, most_n, dh, dv, gmax) + least_bound > TKP_PROGRAM_OFFSET) --gmax;
   /* Where the fullest group the rows could form (every row, the widest
    * width, ATT_GROUP segments each as wide) fits, no group ends for room:
    * each group takes ATT_GROUP segments, and no segment's size is summed. */
@@ -966,6 +985,8 @@ __attribute__((noinline)) static int attention(const uint32_t* w) {
     const uint32_t j = h / group, set_end = (j + 1) * group < h1 ? (j + 1) * group : h1;
     gh = set_end - h < gmax ? set_end - h : gmax;
     const uint32_t g1 = gh + 1; /* a row's queries and its key */
+    /* A streamed segment's block buffers (as tkp_attn_stream counts them). */
+    const uint32_t KBLK = (2 * TKP_ATTN_BLOCK * dh + 255u) & ~255u, VBLK = (2 * TKP_ATTN_BLOCK * dv + 255u) & ~255u;
     for (uint32_t r0 = ra; r0 < rb;) {
       /* The group: segments from r0 while the scratchpad holds them. */
       uint32_t count = 0, first = 0, rows = 0, wide = 0;
@@ -976,13 +997,20 @@ __attribute__((noinline)) static int attention(const uint32_t* w) {
         ATT_ROWS(r0, Ts);
         const uint32_t p = POS[r0], n = p + Ts, w2 = n > wide ? n : wide;
         if (!count) first = r0;
+        uint32_t streamed = 0; /* (a roomy group's segments all fit whole) */
         if (!roomy) {
+          streamed = fixed + tkp_attn_group(Ts, n, dh, dv, gh) + tkp_attn_segment(Ts, n, dh, dv) > TKP_PROGRAM_OFFSET;
+          if (count && streamed) break; /* it runs alone, in the next group */
           const uint64_t more = segs_bytes + tkp_attn_segment(Ts, n, dh, dv);
           if (count && fixed + tkp_attn_group(r0 + Ts - first, w2, dh, dv, gh) + more > TKP_PROGRAM_OFFSET) break; /* the next group's */
           segs_bytes = more;
         }
-        seg[count].r0 = r0, seg[count].Ts = Ts, seg[count].p = p;
+        seg[count].r0 = r0, seg[count].Ts = Ts, seg[count].p = p, seg[count].streamed = streamed;
         ++count, rows = r0 + Ts - first, wide = w2;
+        if (streamed) {
+          ++r0;
+          break;
+        }
       }
       if (!count) break; /* only the last group's continuing rows were left */
       top = fixed;
@@ -1014,18 +1042,27 @@ __attribute__((noinline)) static int attention(const uint32_t* w) {
       for (uint32_t i = 0; i < count; ++i) {
         const uint32_t Ts = seg[i].Ts, p = seg[i].p, n = p + Ts, u = seg[i].r0 - first, r = seg[i].r0;
         const uint32_t* const PT = TABLE + SEQ[r] * pages;
-        const uint32_t KB = ATT_BUF(2 * p * dh), VB = ATT_BUF(2 * n * dv), S_i = SS + 4 * u * gh * wide;
+        const uint32_t streamed = seg[i].streamed, S_i = SS + 4 * u * gh * wide;
+        /* Whole: the cached K (p rows) and V with the new rows after it (n
+         * rows); streamed: two blocks each of K and V, and the new V rows. */
+        const uint32_t KB = ATT_BUF(streamed ? 2 * KBLK : 2 * p * dh), VB = ATT_BUF(streamed ? 2 * VBLK : 2 * n * dv);
+        const uint32_t VN = streamed ? ATT_BUF(2 * Ts * dv) : VB + 2 * p * dv;
         const uint32_t QK = QKB + 2 * u * g1 * dh; /* row t's queries at QK + 2 t g1 dh, its key 2 gh dh after */
-        seg[i].VB = VB, seg[i].KN = QK + 2 * gh * dh;
-        /* The new V rows cast into place, the cached rows page by page,
-         * the mask (each head's rows); the last of them (the mask, else
-         * the last cached V rows, else the new V rows) signals. */
-        l.flags = cast, l.src = v + 4ull * (r * vs + j * dv), l.dst = VB + 2 * p * dv, l.len0 = dv, l.count1 = Ts;
+        seg[i].VB = VB, seg[i].VN = VN, seg[i].KN = QK + 2 * gh * dh;
+        /* The new V rows cast into place, the cached rows page by page
+         * (streamed: the first two blocks of K), the mask (each head's
+         * rows); the last of them (the mask, else the last cached V rows,
+         * else the new V rows) signals. */
+        l.flags = cast, l.src = v + 4ull * (r * vs + j * dv), l.dst = VN, l.len0 = dv, l.count1 = Ts;
         l.sstride1 = 4 * vs, l.dstride1 = 2 * dv;
-        if (!p && Ts == 1) l.sem = TK_SEM(TK_NONE, A_LOADED, TK_NONE);
+        if ((streamed || !p) && Ts == 1) l.sem = TK_SEM(TK_NONE, A_LOADED, TK_NONE);
         tk_dma_push(&l);
         l.sem = 0;
-        for (uint32_t at = 0; at < p;) {
+        const uint32_t blocks = streamed ? (p + TKP_ATTN_BLOCK - 1) / TKP_ATTN_BLOCK : 0;
+        for (uint32_t b = 0; b < blocks && b < 2; ++b)
+          att_rows(kc, dh, j, C, PT, page, b * TKP_ATTN_BLOCK, p < (b + 1) * TKP_ATTN_BLOCK ? p : (b + 1) * TKP_ATTN_BLOCK,
+                   KB + b * KBLK, TK_NONE, A_KBLK);
+        for (uint32_t at = 0; at < (streamed ? 0 : p);) {
           const uint32_t phys = PT[at / page] * page;
           uint32_t n_at = p - at < page ? p - at : page;
           while (at + n_at < p && PT[(at + n_at) / page] * page == phys + n_at) n_at += p - at - n_at < page ? p - at - n_at : page;
@@ -1068,7 +1105,34 @@ __attribute__((noinline)) static int attention(const uint32_t* w) {
         struct tk_gemm g = {0};
         g.id = op_index, g.input = TK_BF16, g.trans_b = 1, g.k = dh, g.m = Ts == 1 ? gh : Ts, g.lda = Ts == 1 ? dh : g1 * dh;
         g.ldc = wide;
-        for (uint32_t e = 0; e < gemms; ++e) {
+        if (streamed) {
+          /* The new columns first (they wait for the queries), then block
+           * by block (each waits for its K; the block two on loads into
+           * the buffer its last GEMM frees), then the first two blocks of
+           * V load. */
+          for (uint32_t e = 0; e < gemms; ++e) {
+            g.a = QK + 2 * e * dh, g.n = Ts, g.b = seg[i].KN, g.ldb = g1 * dh, g.c = S_i + 4 * (e * Ts * wide + p), g.accumulate = Ts > 1;
+            g.sem = TK_SEM(e ? TK_NONE : (int)ready, !blocks && e + 1 == gemms ? A_SCORED : TK_NONE, TK_NONE);
+            tk_gemm_push(&g);
+          }
+          for (uint32_t b = 0; b < blocks; ++b) {
+            const uint32_t b0 = b * TKP_ATTN_BLOCK, b1 = p < b0 + TKP_ATTN_BLOCK ? p : b0 + TKP_ATTN_BLOCK;
+            for (uint32_t e = 0; e < gemms; ++e) {
+              const int last = e + 1 == gemms;
+              g.a = QK + 2 * e * dh, g.n = b1 - b0, g.b = KB + (b & 1) * KBLK, g.ldb = 0, g.c = S_i + 4 * (e * Ts * wide + b0);
+              g.accumulate = 0;
+              g.sem = TK_SEM(e ? TK_NONE : A_KBLK, last && b + 2 < blocks ? A_KFREE : TK_NONE, last && b + 1 == blocks ? A_SCORED : TK_NONE);
+              tk_gemm_push(&g);
+            }
+            if (b + 2 < blocks)
+              att_rows(kc, dh, j, C, PT, page, b0 + 2 * TKP_ATTN_BLOCK, p < b1 + 2 * TKP_ATTN_BLOCK ? p : b1 + 2 * TKP_ATTN_BLOCK,
+                       KB + (b & 1) * KBLK, A_KFREE, A_KBLK);
+          }
+          for (uint32_t b = 0; b < blocks && b < 2; ++b)
+            att_rows(vc, dv, j, C, PT, page, b * TKP_ATTN_BLOCK, p < (b + 1) * TKP_ATTN_BLOCK ? p : (b + 1) * TKP_ATTN_BLOCK,
+                     VB + b * VBLK, TK_NONE, A_VBLK);
+        }
+        for (uint32_t e = 0; e < (streamed ? 0 : gemms); ++e) {
           g.a = QK + 2 * e * dh, g.accumulate = 0;
           g.sem = TK_SEM(scored ? TK_NONE : (int)ready, TK_NONE, TK_NONE);
           if (p) {
@@ -1093,14 +1157,33 @@ __attribute__((noinline)) static int attention(const uint32_t* w) {
       tk_vec_push(&x);
       x.op = TK_VSOFTMAX, x.src1 = 0, x.sem = TK_SEM(TK_NONE, TK_NONE, TK_NONE);
       tk_vec_push(&x);
-      x.op = TK_VCAST_TO, x.dst = PB, x.format = TK_BF16, x.sem = TK_SEM(TK_NONE, A_WEIGHED, TK_NONE);
+      /* (A streamed segment's: once its first V block is in, the cast's
+       * signal frees its P.V.) */
+      const uint32_t v_blocks = seg[0].streamed ? (seg[0].p + TKP_ATTN_BLOCK - 1) / TKP_ATTN_BLOCK : 0;
+      x.op = TK_VCAST_TO, x.dst = PB, x.format = TK_BF16, x.sem = TK_SEM(v_blocks ? A_VBLK : TK_NONE, A_WEIGHED, TK_NONE);
       tk_vec_push(&x);
       for (uint32_t i = 0; i < count; ++i) { /* each segment's P.V, its heads' rows at once */
-        const uint32_t u = seg[i].r0 - first;
+        const uint32_t u = seg[i].r0 - first, p = seg[i].p;
         struct tk_gemm o = {0};
-        o.id = op_index, o.input = TK_BF16, o.m = gh * seg[i].Ts, o.n = dv, o.k = seg[i].p + seg[i].Ts, o.a = PB + 2 * u * gh * wide;
+        o.id = op_index, o.input = TK_BF16, o.m = gh * seg[i].Ts, o.n = dv, o.k = p + seg[i].Ts, o.a = PB + 2 * u * gh * wide;
         o.lda = wide, o.b = seg[i].VB, o.c = O + 4 * u * gh * dv;
         o.sem = TK_SEM(i ? TK_NONE : A_WEIGHED, i + 1 == count ? A_DONE : TK_NONE, TK_NONE);
+        if (seg[i].streamed) {
+          /* Block by block into the sums (FP32, added in position order as
+           * one GEMM adds them), each block's V loaded into the buffer the
+           * one two before frees; the new rows last. */
+          for (uint32_t b = 0; b < v_blocks; ++b) {
+            const uint32_t b0 = b * TKP_ATTN_BLOCK, b1 = p < b0 + TKP_ATTN_BLOCK ? p : b0 + TKP_ATTN_BLOCK;
+            o.k = b1 - b0, o.a = PB + 2 * (u * gh * wide + b0), o.b = seg[i].VB + (b & 1) * VBLK, o.accumulate = b > 0;
+            o.sem = TK_SEM(b ? A_VBLK : A_WEIGHED, b + 2 < v_blocks ? A_VFREE : TK_NONE, TK_NONE);
+            tk_gemm_push(&o);
+            if (b + 2 < v_blocks)
+              att_rows(vc, dv, j, C, TABLE + SEQ[seg[i].r0] * pages, page, b0 + 2 * TKP_ATTN_BLOCK,
+                       p < b1 + 2 * TKP_ATTN_BLOCK ? p : b1 + 2 * TKP_ATTN_BLOCK, seg[i].VB + (b & 1) * VBLK, A_VFREE, A_VBLK);
+          }
+          o.k = seg[i].Ts, o.a = PB + 2 * (u * gh * wide + p), o.b = seg[i].VN, o.accumulate = v_blocks > 0;
+          o.sem = TK_SEM(v_blocks ? TK_NONE : A_WEIGHED, A_DONE, TK_NONE);
+        }
         tk_gemm_push(&o);
       }
       /* The group's outputs once its last P.V is done (the DMA runs its
@@ -1133,7 +1216,7 @@ __attribute__((noinline)) static int attention(const uint32_t* w) {
           a.id = op_index, a.flags = TK_DMA_SRC_LOCAL, a.src = seg[i].KN + 2 * (at - p) * g1 * dh, a.dst = kc + 2ull * (j * C + phys) * dh;
           a.len0 = 2 * dh, a.count1 = n_at, a.sstride1 = 2 * g1 * dh, a.dstride1 = 2 * dh;
           tk_dma_push(&a);
-          a.src = seg[i].VB + 2 * at * dv, a.dst = vc + 2ull * (j * C + phys) * dv, a.len0 = 2 * n_at * dv, a.count1 = 1;
+          a.src = seg[i].VN + 2 * (at - p) * dv, a.dst = vc + 2ull * (j * C + phys) * dv, a.len0 = 2 * n_at * dv, a.count1 = 1;
           a.sstride1 = a.dstride1 = 0;
           tk_dma_push(&a);
           at += n_at;

@@ -127,9 +127,10 @@ static inline uint64_t tkp_moe_chunked_scratch(uint64_t B, uint64_t D, uint64_t 
  * (FP32 and BF16), their outputs (FP32), their scores (FP32, g R x n),
  * the scores' BF16 copy and, where g > 1, the score rows' scales; then
  * per segment of Ts rows over n positions of heads of dh (K) and dv (V)
- * values: its cached K and its V (BF16). The kernel runs fewer heads at
- * once where g do not fit, and refuses (exit 2) a segment that does not
- * fit alone for one head. */
+ * values: its cached K and its V (BF16), or where those do not fit, its
+ * stream's buffers (below). The kernel runs fewer heads at once where g
+ * do not fit, and refuses (exit 2) a segment that does not fit alone for
+ * one head. */
 static inline uint64_t tkp_attn_fixed(uint64_t T, uint64_t table) { return 3 * TKP_MOE_ROUND(4 * T) + TKP_MOE_ROUND(4 * table); }
 static inline uint64_t tkp_attn_group(uint64_t R, uint64_t n, uint64_t dh, uint64_t dv, uint64_t g) {
   return TKP_MOE_ROUND(4 * R * (g + 1) * dh) + TKP_MOE_ROUND(2 * R * (g + 1) * dh) + TKP_MOE_ROUND(4 * g * R * dv) +
@@ -138,8 +139,20 @@ static inline uint64_t tkp_attn_group(uint64_t R, uint64_t n, uint64_t dh, uint6
 static inline uint64_t tkp_attn_segment(uint64_t Ts, uint64_t n, uint64_t dh, uint64_t dv) {
   return TKP_MOE_ROUND(2 * (n - Ts) * dh) + TKP_MOE_ROUND(2 * n * dv);
 }
+/* A segment whose cached rows do not fit instead streams them through two
+ * buffers each of K and V of TKP_ATTN_BLOCK positions, its new V rows
+ * apart (its scores whole, as any segment's). */
+#define TKP_ATTN_BLOCK 64u
+static inline uint64_t tkp_attn_stream(uint64_t Ts, uint64_t dh, uint64_t dv) {
+  return 2 * TKP_MOE_ROUND(2 * TKP_ATTN_BLOCK * dh) + 2 * TKP_MOE_ROUND(2 * TKP_ATTN_BLOCK * dv) + TKP_MOE_ROUND(2 * Ts * dv);
+}
+/* The less of the two a segment of Ts rows over n positions needs. */
+static inline uint64_t tkp_attn_least(uint64_t Ts, uint64_t n, uint64_t dh, uint64_t dv) {
+  const uint64_t whole = tkp_attn_segment(Ts, n, dh, dv), streamed = tkp_attn_stream(Ts, dh, dv);
+  return whole < streamed ? whole : streamed;
+}
 static inline uint64_t tkp_attn_scratch(uint64_t T, uint64_t Ts, uint64_t n, uint64_t dh, uint64_t dv, uint64_t table) {
-  return tkp_attn_fixed(T, table) + tkp_attn_group(Ts, n, dh, dv, 1) + tkp_attn_segment(Ts, n, dh, dv);
+  return tkp_attn_fixed(T, table) + tkp_attn_group(Ts, n, dh, dv, 1) + tkp_attn_least(Ts, n, dh, dv);
 }
 
 #define TKP_MAX_OPS 640u                 /* 60 KiB of program */
