@@ -1,5 +1,5 @@
 // tessera-vp demo --hf-config FILE.json [--weights FILE|DIR] [--layers N]
-//                 [--prompt N] [--decode N] [--seed S] [--batch B]
+//                 [--prompt N] [--decode N] [--seed S] [--batch B] [--context N]
 //                 [--check] [--timing-only] [--routing model|seeded] [--set inst.key=value]...
 // Builds the model's prefill from its config.json (llama.hpp) with its
 // safetensors weights or seeded ones, compiles it (sw/compiler) and runs it
@@ -13,7 +13,10 @@
 // reference (bound 5e-2, as the main job's). --batch B prefills B
 // sequences (seeded prompts) together and decodes them a row each per step
 // over paged KV caches. --timing-only runs the config's shapes without
-// weights on a timing-only device (README.md, timing only). --routing
+// weights on a timing-only device (README.md, timing only); with
+// --context N its prompt starts N positions into the KV caches (as if a
+// prefill had filled them, which it does not time), so a decode step's
+// attention reads a context of N + the prompt. --routing
 // seeded chooses a MoE layer's experts by seeded scores instead of its
 // router's logits (the router still runs): routing that does not follow
 // the data, so a timing-only run of a MoE model takes the data run's
@@ -77,7 +80,7 @@ int fail(const std::string& why) {
 
 int demo_main(int argc, char** argv) {
   std::string config, weights;
-  unsigned layers = 0, prompt = 16, seed = 1, decode = 0, batch = 1, chips = 1, groups = 1;
+  unsigned layers = 0, prompt = 16, seed = 1, decode = 0, batch = 1, chips = 1, groups = 1, start = 0;
   bool check = false, timing = false, seeded_routes = false, all_reduce = false;
   std::string parallel = "auto";  // --parallel: auto, spread, all-reduce or expert
   std::string why_spread;         // auto: why the model does not shard
@@ -98,6 +101,7 @@ int demo_main(int argc, char** argv) {
     else if (a == "--prompt" && more) { if (!number(prompt) || !prompt || prompt > 1024) return fail("--prompt takes 1 to 1024 tokens"); }
     else if (a == "--decode" && more) { if (!number(decode) || decode > 1024) return fail("--decode takes 0 to 1024 tokens"); }
     else if (a == "--seed" && more) { if (!number(seed)) return fail("--seed takes a number"); }
+    else if (a == "--context" && more) { if (!number(start)) return fail("--context takes 0 to 1048576 positions"); }
     else if (a == "--batch" && more) { if (!number(batch) || !batch || batch > 64) return fail("--batch takes 1 to 64 sequences"); }
     else if (a == "--chips" && more) { if (!number(chips) || !chips) return fail("--chips takes 1, 4, 8, 16, 32 or 64"); }
     else if (a == "--groups" && more) { if (!number(groups) || !groups) return fail("--groups takes a number of groups of chips above 0"); }
@@ -115,7 +119,7 @@ int demo_main(int argc, char** argv) {
       if (r != "model" && r != "seeded") return fail(fmt::format("--routing takes model or seeded, not '{}'", r));
       seeded_routes = r == "seeded";
     } else return fail(fmt::format("'{}' is not an option of demo --hf-config (--weights, --layers, --prompt, --decode, --seed, --batch, "
-                                   "--chips, --groups, --parallel, --all-reduce, --check, --timing-only, --routing, --set)", a));
+                                   "--context, --chips, --groups, --parallel, --all-reduce, --check, --timing-only, --routing, --set)", a));
   }
   if (batch > 1 && !decode) return fail("--batch decodes its sequences together: give --decode N");
   if (chips % groups || batch % groups)
@@ -131,6 +135,9 @@ int demo_main(int argc, char** argv) {
     return fail(fmt::format("--parallel expert: each of the {} chips takes an equal share of the batch's {} sequences", chips, batch));
   if (expert) groups = chips;
   if (timing && check) return fail("--timing-only computes no logits: --check has nothing to compare");
+  if (start && !timing)
+    return fail("--context N starts the prompt N positions into caches that no prefill filled: only --timing-only, which computes "
+                "no values, takes it");
   if (timing && !weights.empty()) return fail("--timing-only runs the config's shapes without weights: drop --weights");
   if (seeded_routes && check)
     return fail("--routing seeded gates the experts by seeded scores, not the model's: --check has no reference to compare with");
@@ -190,7 +197,7 @@ int demo_main(int argc, char** argv) {
                               "of this host's {:.1f} GB; run fewer layers (--layers), or at full size in the timing-only mode "
                               "(--timing-only)",
                               config, layers ? std::min(layers, c.layers) : c.layers, c.layers, params / 1e9, need / 1e9, host / 1e9));
-    const unsigned context = prompt + decode;
+    const unsigned context = start + prompt + decode;
     // A batch's caches hold a page of the context per sequence; each
     // sequence prefills alone, and a decode step takes a row of each.
     // --parallel auto: Megatron's shards wherever the model's layers shard
@@ -371,7 +378,7 @@ int demo_main(int argc, char** argv) {
                                    std::vector<std::uint32_t> t;
                                    std::vector<unsigned> pos, of;
                                    for (unsigned j = 0; j < share; ++j)
-                                     for (unsigned i = 0; i < n; ++i) t.push_back(prompts[k * share + j][at + i]), pos.push_back(at + i), of.push_back(j);
+                                     for (unsigned i = 0; i < n; ++i) t.push_back(prompts[k * share + j][at + i]), pos.push_back(start + at + i), of.push_back(j);
                                    return inputs(t, pos, of);
                                  },
                                  took, b);
@@ -462,7 +469,8 @@ int demo_main(int argc, char** argv) {
                                2 * c.kv_lora + c.qk_rope, chips > 1 ? " on every chip" : "",
                                std::uint64_t{hs} * (c.qk_nope + c.qk_rope + c.v_head));
     }
-    std::cout << fmt::format("prefill of {} tokens{}{}: {} nodes, {:.2f} us simulated ({:.2f} us/token); next token {}{}\n", prompt,
+    std::cout << fmt::format("prefill of {} tokens{}{}{}: {} nodes, {:.2f} us simulated ({:.2f} us/token); next token {}{}\n", prompt,
+                             start ? fmt::format(" at positions {} on", start) : std::string(),
                              batch > 1 ? fmt::format(" for each of {} sequences", batch) : std::string(),
                              prompt > chunk ? fmt::format(" in steps of {}{}", chunk, batch > 1 ? " each" : "") : std::string(), ex.groups().size(),
                              prefill_s * 1e6, prefill_s * 1e6 / prompt_tokens, next, batch > 1 ? " (sequence 0's)" : "");
@@ -523,7 +531,7 @@ int demo_main(int argc, char** argv) {
         const auto outs = run_step(Phase::decode,
                                    [&](unsigned k) {
                                      std::vector<std::uint32_t> last(share);
-                                     std::vector<unsigned> pos(share, prompt + i), of(share);
+                                     std::vector<unsigned> pos(share, start + prompt + i), of(share);
                                      for (unsigned j = 0; j < share; ++j) last[j] = sequences[k * share + j].back(), of[j] = j;
                                      return inputs(last, pos, of);
                                    },
