@@ -55,6 +55,24 @@ void expect_reference(const Executable& e, const std::map<std::string, std::vect
     expect_bits(out.at(e.graph().tensor(t).name), ref[static_cast<std::size_t>(t)], e.graph().tensor(t).name);
 }
 
+// State `name` of `e` (a KV cache) filled with seeded BF16 values (FP32
+// ones with their low half cleared), on the chip and in `caches`, the
+// reference's state.
+void seeded_cache(rt::Device& dev, const Executable& e, const std::string& name, std::uint32_t seed,
+                  std::map<std::string, std::vector<float>>& caches) {
+  const Tensor& t = *std::find_if(e.graph().tensors().begin(), e.graph().tensors().end(), [&](const Tensor& x) { return x.name == name; });
+  std::vector<float> vals = seeded_values(t.elements(), seed, 1.0f);
+  std::vector<std::uint16_t> bits(vals.size());
+  for (std::size_t i = 0; i < vals.size(); ++i) {
+    std::uint32_t u;
+    std::memcpy(&u, &vals[i], 4);
+    bits[i] = static_cast<std::uint16_t>(u >> 16), u &= 0xffff0000u;
+    std::memcpy(&vals[i], &u, 4);
+  }
+  dev.write(e.state().at(name), bits.data(), 2 * bits.size());
+  caches[name] = vals;
+}
+
 // x (rows x d) -> rmsnorm -> matmul + bias -> gelu -> matmul + x
 Graph mlp(unsigned rows, unsigned d, unsigned hidden) {
   Graph g;
@@ -732,22 +750,9 @@ TEST(CompilerDevice, PagedAttentionGroupsSegmentsAsTheScratchpadHoldsThem) {
   const int kc = g.kv_cache("cache.k", KV, page * S * P, dh), vc = g.kv_cache("cache.v", KV, page * S * P, dh);
   g.output(g.attention(q, k, v, kc, vc, pos, H, 0.088f, "o", false, paging));
   Executable e(c.dev, c.program, std::move(g));
-  // The caches: BF16 values (the FP32 ones with their low half cleared),
-  // on the chip and in the reference's state.
+  // The caches: BF16 values, on the chip and in the reference's state.
   std::map<std::string, std::vector<float>> caches;
-  std::uint32_t seed = 90;
-  for (const char* name : {"cache.k", "cache.v"}) {
-    std::vector<float> vals = seeded_values(std::size_t{KV} * page * S * P * dh, seed++, 1.0f);
-    std::vector<std::uint16_t> bits(vals.size());
-    for (std::size_t i = 0; i < vals.size(); ++i) {
-      std::uint32_t u;
-      std::memcpy(&u, &vals[i], 4);
-      bits[i] = static_cast<std::uint16_t>(u >> 16), u &= 0xffff0000u;
-      std::memcpy(&vals[i], &u, 4);
-    }
-    c.dev.write(e.state().at(name), bits.data(), 2 * bits.size());
-    caches[name] = vals;
-  }
+  seeded_cache(c.dev, e, "cache.k", 90, caches), seeded_cache(c.dev, e, "cache.v", 91, caches);
   std::map<std::string, std::vector<float>> in{{"x", seeded_values(S * D, 95, 2.0f)}};
   for (unsigned s = 0; s < S; ++s) {
     in["sequences"].push_back(static_cast<float>(s)), in["positions"].push_back(static_cast<float>(900 + 3 * s));
@@ -990,26 +995,13 @@ TEST(CompilerDevice, QueryHeadsSharingAKvHeadReadItsCacheOnceBitForBit) {
     check(prefill, inputs(5, 32, 0, 10), caches, prefix + " prompt");
     for (unsigned p = 5; p < 8; ++p) check(decode, inputs(1, 32, p, 10 + p), caches, fmt::format("{} row at {}", prefix, p));
   }
-  // Caches of BF16 values (FP32 with the low half cleared) written on the
-  // chip and given to the reference.
+  // Caches of BF16 values written on the chip and given to the reference.
   Executable wide(c.dev, c.program, step(1, 32, false, "long"));
   Options shared;
   shared.state = wide.state();
   Executable narrow(c.dev, c.program, step(1, 8, false, "long"), shared);
   std::map<std::string, std::vector<float>> caches;
-  std::uint32_t seed = 40;
-  for (const char* name : {"long.k", "long.v"}) {
-    std::vector<float> vals = seeded_values(std::size_t{KV} * C * dh, seed++, 1.0f);
-    std::vector<std::uint16_t> bits(vals.size());
-    for (std::size_t i = 0; i < vals.size(); ++i) {
-      std::uint32_t u;
-      std::memcpy(&u, &vals[i], 4);
-      bits[i] = static_cast<std::uint16_t>(u >> 16), u &= 0xffff0000u;
-      std::memcpy(&vals[i], &u, 4);
-    }
-    c.dev.write(wide.state().at(name), bits.data(), 2 * bits.size());
-    caches[name] = vals;
-  }
+  seeded_cache(c.dev, wide, "long.k", 40, caches), seeded_cache(c.dev, wide, "long.v", 41, caches);
   std::map<std::string, std::vector<float>> again = caches;  // the same row twice: the caches as they were
   const double four = check(wide, inputs(1, 32, 600, 50), caches, "32 heads at 600");
   const double one = check(narrow, inputs(1, 8, 600, 50), again, "8 heads at 600");
@@ -1054,19 +1046,6 @@ TEST(CompilerDevice, CachesTooLongForTheScratchpadStreamTheirRowsBitForBit) {
   // whose scores do not fit (64 rows over 60000 positions) is still
   // refused at compile time (DecodingWithTheCacheGivesThePrefillsRowsBitForBit).
   Chip c;
-  auto bf16_cache = [&](Executable& e, const std::string& name, std::size_t n, std::uint32_t seed,
-                        std::map<std::string, std::vector<float>>& caches) {
-    std::vector<float> vals = seeded_values(n, seed, 1.0f);
-    std::vector<std::uint16_t> bits(n);
-    for (std::size_t i = 0; i < n; ++i) {
-      std::uint32_t u;
-      std::memcpy(&u, &vals[i], 4);
-      bits[i] = static_cast<std::uint16_t>(u >> 16), u &= 0xffff0000u;
-      std::memcpy(&vals[i], &u, 4);
-    }
-    c.dev.write(e.state().at(name), bits.data(), 2 * bits.size());
-    caches[name] = vals;
-  };
   auto run = [&](unsigned H, unsigned KV, unsigned dh, unsigned dv, unsigned C, std::vector<float> positions,
                  std::vector<float> sequences, const std::string& what) {
     const unsigned T = static_cast<unsigned>(positions.size()), S = sequences.empty() ? 0 : 2, page = 16;
@@ -1079,8 +1058,7 @@ TEST(CompilerDevice, CachesTooLongForTheScratchpadStreamTheirRowsBitForBit) {
     g.output(g.attention(q, k, v, kc, vc, pos, H, 0.05f, "o", false, paging));
     Executable e(c.dev, c.program, std::move(g));
     std::map<std::string, std::vector<float>> caches;
-    bf16_cache(e, "long.k", std::size_t{KV} * C * dh, 70, caches);
-    bf16_cache(e, "long.v", std::size_t{KV} * C * dv, 71, caches);
+    seeded_cache(c.dev, e, "long.k", 70, caches), seeded_cache(c.dev, e, "long.v", 71, caches);
     std::map<std::string, std::vector<float>> in{{"q", seeded_values(std::size_t{T} * H * dh, 72, 1.0f)},
                                                  {"k", seeded_values(std::size_t{T} * KV * dh, 73, 1.0f)},
                                                  {"v", seeded_values(std::size_t{T} * KV * dv, 74, 1.0f)},
