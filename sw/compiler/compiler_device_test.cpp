@@ -1041,8 +1041,10 @@ TEST(CompilerDevice, CachesTooLongForTheScratchpadStreamTheirRowsBitForBit) {
   // row of 32 heads over 4 KV heads of 128 at position 5000 (5.1 MB of
   // K and V per KV head), four rows of a prompt continuing it, paged rows
   // of two sequences 3000 and 4100 positions in, pages interleaved, and
-  // DeepSeek-V3's 128 absorbed heads (576 / 512) over one KV head at 2000:
-  // bit for bit the reference, over caches written beforehand. A cache
+  // DeepSeek-V3's 128 absorbed heads (576 / 512) over one KV head at 2000,
+  // and paged rows whose pages lie past position 65535 of their pool: bit
+  // for bit the reference, over caches written beforehand; an unpaged
+  // cache past 65535 positions refused by name. A cache
   // whose scores do not fit (64 rows over 60000 positions) is still
   // refused at compile time (DecodingWithTheCacheGivesThePrefillsRowsBitForBit).
   Chip c;
@@ -1076,6 +1078,14 @@ TEST(CompilerDevice, CachesTooLongForTheScratchpadStreamTheirRowsBitForBit) {
   run(32, 4, 128, 128, 5120, {4000, 4001, 4002, 4003}, {}, "a prompt's 4 rows at 4000");
   run(32, 4, 128, 128, 16384, {3000, 4100}, {0, 1}, "paged rows at 3000 and 4100");
   run(128, 1, 576, 512, 2048, {2000}, {}, "128 absorbed heads at 2000");
+  // A paged pool past the attention's 16-bit word for positions (its high
+  // half in TKP_PAGED's): pages up to position 79999.
+  run(8, 1, 64, 64, 80000, {39990, 39000}, {0, 1}, "paged rows in a pool of 80000 positions");
+  Graph g;  // unpaged, a cache holds at most 65535
+  const int kc = g.kv_cache("big.k", 1, 70000, 16), vc = g.kv_cache("big.v", 1, 70000, 16);
+  refused_with([&] { g.attention(g.input("q", {1, 16}), g.input("k", {1, 16}), g.input("v", {1, 16}), kc, vc, g.input("positions", {1}), 1,
+                                 1.0f, "unpaged"); },
+               "unpaged: an unpaged cache of 70000 positions (at most 65535");
 }
 
 TEST(CompilerDevice, DecodingWithTheCacheGivesThePrefillsRowsBitForBit) {

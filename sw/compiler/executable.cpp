@@ -334,7 +334,7 @@ class Emitter {
       }
       const std::uint64_t consts = attention_consts_.at(p.tile);
       w.insert(w.end(), {rt::lo(consts), rt::hi(consts), rt::lo(out), rt::hi(out)});
-      w.push_back(static_cast<std::uint32_t>(Q.rows()) | KC.shape[1] << 16);
+      w.push_back(static_cast<std::uint32_t>(Q.rows()) | (KC.shape[1] & 0xffff) << 16);  // (a pool's high half: TKP_PAGED's)
       w.push_back(anchor.heads | KC.shape[0] << 16);
       w.push_back(KC.shape[2] | VC.shape[2] << 16);
       w.push_back(p.r0 | p.r1 << 16);
@@ -348,7 +348,7 @@ class Emitter {
         const Tensor &Sq = g_.tensor(anchor.in[6]), &Tb = g_.tensor(anchor.in[7]);
         const std::uint64_t seqs = addr_(anchor.in[6]), table = addr_(anchor.in[7]);
         prog.paged({rt::lo(seqs), rt::hi(seqs), rt::lo(table), rt::hi(table), anchor.page | Tb.shape[1] << 16, Tb.shape[0],
-                    Sq.dtype == DType::f32 ? 1u : 0u, p.c0 | p.c1 << 16});
+                    (Sq.dtype == DType::f32 ? 1u : 0u) | (KC.shape[1] >> 16) << 16, p.c0 | p.c1 << 16});
       }
       prog.attention(w);
     } else if (is_collective(anchor.kind)) {  // the chip's engine moves the data; the core sleeps

@@ -496,9 +496,9 @@ int Graph::gather_rows(int table, int indices, const std::string& name) {
 }
 
 int Graph::kv_cache(const std::string& name, unsigned kv_heads, unsigned capacity, unsigned dim) {
-  if (capacity > 65535 || dim > 65535 || kv_heads > 65535)
-    throw std::invalid_argument(fmt::format("graph: KV cache '{}': {} heads x {} positions x {} (each at most 65535)", name, kv_heads,
-                                            capacity, dim));
+  if (capacity > kPool || dim > 65535 || kv_heads > 65535)
+    throw std::invalid_argument(fmt::format("graph: KV cache '{}': {} heads x {} positions x {} (at most 65535 heads and values, {} "
+                                            "positions)", name, kv_heads, capacity, dim, kPool));
   Tensor t;
   t.name = name, t.shape = {kv_heads, capacity, dim}, t.role = Role::state, t.dtype = DType::bf16;
   return add_tensor(std::move(t));
@@ -518,12 +518,15 @@ Op Graph::attention_op(int kcache, int vcache, int positions, unsigned heads, fl
   if (!heads || heads > 65535 || !KVh || heads % KVh)
     throw bad(fmt::format("{} query heads over {} KV heads (a whole number of query heads per KV head)", heads, KVh));
   if (T > C) throw bad(fmt::format("{} rows in a cache of {} positions", T, C));
+  const bool paged = paging.sequences >= 0 || paging.table >= 0 || paging.page;
+  if (!paged && C > 65535)
+    throw bad(fmt::format("an unpaged cache of {} positions (at most 65535; a paged one's pool holds up to {})", C, kPool));
   if (P.role != Role::input || P.elements() != T || (P.dtype != DType::f32 && P.dtype != DType::i32))
     throw bad(fmt::format("positions '{}' must be an input of {} values", P.name, T));
   if (!(scale > 0) || !std::isfinite(scale)) throw bad(fmt::format("scale {} (must be positive)", scale));
   Op op;
   op.kind = OpKind::attention, op.name = n, op.heads = heads, op.scale = scale;
-  if (paging.sequences >= 0 || paging.table >= 0 || paging.page) {
+  if (paged) {
     const Tensor &Sq = operand(paging.sequences, "attention"), &Tb = operand(paging.table, "attention");
     if (Sq.role != Role::input || Sq.elements() != T || (Sq.dtype != DType::f32 && Sq.dtype != DType::i32))
       throw bad(fmt::format("sequences '{}' must be an input of {} values", Sq.name, T));

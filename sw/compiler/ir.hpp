@@ -233,7 +233,10 @@ class Graph {
   int move(std::vector<int> inputs, std::vector<unsigned> shape, std::vector<Move> moves, const std::string& name = "");
   // A KV cache: state kept on the device from run to run (and shared by
   // executables that name it alike, Options::state): `kv_heads` x
-  // `capacity` positions x `dim` values, BF16.
+  // `capacity` positions x `dim` values, BF16. At most kPool positions,
+  // 65535 where an attention reads it unpaged (the attention's word for
+  // them; a paged pool's high half goes in TKP_PAGED's).
+  static constexpr unsigned kPool = 1u << 24;
   int kv_cache(const std::string& name, unsigned kv_heads, unsigned capacity, unsigned dim);
   // Causal attention over KV caches (of one sequence; of several with
   // `paging`). q is T x (H dh), k T x (KV dh), v

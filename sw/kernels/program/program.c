@@ -792,7 +792,7 @@ __attribute__((noinline)) static int dispatch(const uint32_t* w) {
 
 /* TKP_PAGED's words, for the next TKP_ATTN (which clears them). */
 static struct {
-  uint32_t on, page, pages, S, as_float, r0, r1;
+  uint32_t on, page, pages, S, as_float, r0, r1, pool_hi;
   uint64_t seqs, table;
 } paging;
 
@@ -801,12 +801,13 @@ static struct {
  * page tables (S rows of `pages` entries: a sequence's physical pages in
  * position order), both in global memory, INT32 or FP32 holding whole
  * numbers where w[6] bit 0 says so; 4 page (positions per page) | pages
- * << 16; 5 S; 6 flags; 7 r0 | r1 << 16: this tile runs the segments (runs
+ * << 16; 5 S; 6 flags | the high half of the pool's positions << 16 (the
+ * attention's word 16 has the low half); 7 r0 | r1 << 16: this tile runs the segments (runs
  * of rows of one sequence at consecutive positions) that start in rows
  * [r0, r1). Checked by the attention. */
 __attribute__((noinline)) static int paged(const uint32_t* w) {
   paging.seqs = ARG64(w, 0), paging.table = ARG64(w, 2);
-  paging.page = w[4] & 0xffff, paging.pages = w[4] >> 16, paging.S = w[5], paging.as_float = w[6] & 1;
+  paging.page = w[4] & 0xffff, paging.pages = w[4] >> 16, paging.S = w[5], paging.as_float = w[6] & 1, paging.pool_hi = w[6] >> 16;
   paging.r0 = w[7] & 0xffff, paging.r1 = w[7] >> 16, paging.on = 1;
   return 0;
 }
@@ -822,7 +823,7 @@ static void att_rows(uint64_t cache, uint32_t width, uint32_t j, uint32_t C, con
   c.id = op_index, c.flags = TK_DMA_DST_LOCAL;
   for (uint32_t at = b0; at < b1;) {
     const uint32_t off = at % page, n_at = b1 - at < page - off ? b1 - at : page - off;
-    c.src = cache + 2ull * (j * C + PT[at / page] * page + off) * width, c.dst = dst + 2 * (at - b0) * width, c.len0 = 2 * n_at * width;
+    c.src = cache + 2ull * ((uint64_t)j * C + PT[at / page] * page + off) * width, c.dst = dst + 2 * (at - b0) * width, c.len0 = 2 * n_at * width;
     c.sem = TK_SEM(at == b0 ? wait : TK_NONE, at + n_at == b1 ? signal : TK_NONE, TK_NONE);
     tk_dma_push(&c);
     at += n_at;
@@ -866,7 +867,8 @@ static void att_rows(uint64_t cache, uint32_t width, uint32_t j, uint32_t C, con
 __attribute__((noinline)) static int attention(const uint32_t* w) {
   const uint64_t q = ARG64(w, 0), k = ARG64(w, 2), v = ARG64(w, 4), kc = ARG64(w, 6), vc = ARG64(w, 8), pos = ARG64(w, 10);
   const uint64_t consts = ARG64(w, 12), out = ARG64(w, 14);
-  const uint32_t T = w[16] & 0xffff, C = w[16] >> 16, H = w[17] & 0xffff, KV = w[17] >> 16, dh = w[18] & 0xffff, dv = w[18] >> 16;
+  const uint32_t T = w[16] & 0xffff, C = w[16] >> 16 | (paging.on ? paging.pool_hi << 16 : 0), H = w[17] & 0xffff, KV = w[17] >> 16;
+  const uint32_t dh = w[18] & 0xffff, dv = w[18] >> 16;
   const uint32_t h0 = w[19] & 0xffff, h1 = w[19] >> 16, as_float = w[20] & 1, rotary = w[20] >> 1 & 1;
   const uint32_t qs = (w[21] & 0xffff) ? (w[21] & 0xffff) : H * dh, ks = w[21] >> 16, vs = w[20] >> 16, os = (w[20] >> 2 & 0x3fff) ? (w[20] >> 2 & 0x3fff) : H;
   const uint32_t is_paged = paging.on;
@@ -1070,7 +1072,7 @@ __attribute__((noinline)) static int attention(const uint32_t* w) {
           c.id = op_index, c.flags = TK_DMA_DST_LOCAL;
           for (uint32_t x = 0; x < 2; ++x) {
             const uint32_t is_v = x ^ kv_first;
-            c.src = is_v ? vc + 2ull * (j * C + phys) * dv : kc + 2ull * (j * C + phys) * dh;
+            c.src = is_v ? vc + 2ull * ((uint64_t)j * C + phys) * dv : kc + 2ull * ((uint64_t)j * C + phys) * dh;
             c.dst = is_v ? VB + 2 * at * dv : KB + 2 * at * dh, c.len0 = 2 * n_at * (is_v ? dv : dh);
             if (x && Ts == 1 && at + n_at == p) c.sem = TK_SEM(TK_NONE, A_LOADED, TK_NONE);
             tk_dma_push(&c);
@@ -1213,10 +1215,10 @@ __attribute__((noinline)) static int attention(const uint32_t* w) {
         for (uint32_t at = p; at < n;) {
           const uint32_t off = at % page, n_at = n - at < page - off ? n - at : page - off, phys = PT[at / page] * page + off;
           struct tk_dma a = {0};
-          a.id = op_index, a.flags = TK_DMA_SRC_LOCAL, a.src = seg[i].KN + 2 * (at - p) * g1 * dh, a.dst = kc + 2ull * (j * C + phys) * dh;
+          a.id = op_index, a.flags = TK_DMA_SRC_LOCAL, a.src = seg[i].KN + 2 * (at - p) * g1 * dh, a.dst = kc + 2ull * ((uint64_t)j * C + phys) * dh;
           a.len0 = 2 * dh, a.count1 = n_at, a.sstride1 = 2 * g1 * dh, a.dstride1 = 2 * dh;
           tk_dma_push(&a);
-          a.src = seg[i].VN + 2 * (at - p) * dv, a.dst = vc + 2ull * (j * C + phys) * dv, a.len0 = 2 * n_at * dv, a.count1 = 1;
+          a.src = seg[i].VN + 2 * (at - p) * dv, a.dst = vc + 2ull * ((uint64_t)j * C + phys) * dv, a.len0 = 2 * n_at * dv, a.count1 = 1;
           a.sstride1 = a.dstride1 = 0;
           tk_dma_push(&a);
           at += n_at;
