@@ -815,15 +815,17 @@ __attribute__((noinline)) static int paged(const uint32_t* w) {
 /* TKP_ATTN's load of positions [b0, b1) of KV head j from a cache of C
  * positions of `width` values (BF16; pages of `page` positions, PT the
  * sequence's page table, an unpaged cache one page) to the scratchpad at
- * `dst`: a DMA a page, the first waiting on `wait`, the last signalling
- * `signal`. */
+ * `dst`: a DMA a page (a run of pages one after another in the pool: one),
+ * the first waiting on `wait`, the last signalling `signal`. */
 static void att_rows(uint64_t cache, uint32_t width, uint32_t j, uint32_t C, const uint32_t* PT, uint32_t page, uint32_t b0,
                      uint32_t b1, uint32_t dst, int wait, int signal) {
   struct tk_dma c = {0};
   c.id = op_index, c.flags = TK_DMA_DST_LOCAL;
   for (uint32_t at = b0; at < b1;) {
-    const uint32_t off = at % page, n_at = b1 - at < page - off ? b1 - at : page - off;
-    c.src = cache + 2ull * ((uint64_t)j * C + PT[at / page] * page + off) * width, c.dst = dst + 2 * (at - b0) * width, c.len0 = 2 * n_at * width;
+    const uint32_t off = at % page, phys = PT[at / page] * page + off;
+    uint32_t n_at = b1 - at < page - off ? b1 - at : page - off;
+    while (at + n_at < b1 && PT[(at + n_at) / page] * page == phys + n_at) n_at += b1 - at - n_at < page ? b1 - at - n_at : page;
+    c.src = cache + 2ull * ((uint64_t)j * C + phys) * width, c.dst = dst + 2 * (at - b0) * width, c.len0 = 2 * n_at * width;
     c.sem = TK_SEM(at == b0 ? wait : TK_NONE, at + n_at == b1 ? signal : TK_NONE, TK_NONE);
     tk_dma_push(&c);
     at += n_at;
@@ -879,9 +881,8 @@ __attribute__((noinline)) static int attention(const uint32_t* w) {
       (rotary && dh % 2) || !page || !pages || C % page || !S || rb > T || (uint64_t)S * pages > 65536)
     return 2;
   const uint32_t cap = pages * page; /* a sequence's positions */
-  /* The cached K and V rows load page by page (an unpaged cache: one
-   * page; a run of pages one after another in the pool: one load), K's
-   * first on even tiles and V's on odd ones: where the two caches lie in
+  /* A segment's cached K and V rows load whole (att_rows), K's first on
+   * even tiles and V's on odd ones: where the two caches lie in
    * different stacks (the compiler places state round robin over them),
    * tiles that all read K's, then V's, would leave one stack's port idle
    * at a time. */
@@ -1064,20 +1065,10 @@ __attribute__((noinline)) static int attention(const uint32_t* w) {
         for (uint32_t b = 0; b < blocks && b < 2; ++b)
           att_rows(kc, dh, j, C, PT, page, b * TKP_ATTN_BLOCK, p < (b + 1) * TKP_ATTN_BLOCK ? p : (b + 1) * TKP_ATTN_BLOCK,
                    KB + b * KBLK, TK_NONE, A_KBLK);
-        for (uint32_t at = 0; at < (streamed ? 0 : p);) {
-          const uint32_t phys = PT[at / page] * page;
-          uint32_t n_at = p - at < page ? p - at : page;
-          while (at + n_at < p && PT[(at + n_at) / page] * page == phys + n_at) n_at += p - at - n_at < page ? p - at - n_at : page;
-          struct tk_dma c = {0};
-          c.id = op_index, c.flags = TK_DMA_DST_LOCAL;
-          for (uint32_t x = 0; x < 2; ++x) {
-            const uint32_t is_v = x ^ kv_first;
-            c.src = is_v ? vc + 2ull * ((uint64_t)j * C + phys) * dv : kc + 2ull * ((uint64_t)j * C + phys) * dh;
-            c.dst = is_v ? VB + 2 * at * dv : KB + 2 * at * dh, c.len0 = 2 * n_at * (is_v ? dv : dh);
-            if (x && Ts == 1 && at + n_at == p) c.sem = TK_SEM(TK_NONE, A_LOADED, TK_NONE);
-            tk_dma_push(&c);
-          }
-          at += n_at;
+        for (uint32_t x = 0; x < 2 && !streamed && p; ++x) { /* whole: K and V, in the tile's order */
+          const uint32_t is_v = x ^ kv_first;
+          att_rows(is_v ? vc : kc, is_v ? dv : dh, j, C, PT, page, 0, p, is_v ? VB : KB, TK_NONE,
+                   x && Ts == 1 ? A_LOADED : TK_NONE);
         }
         for (uint32_t e = 0; Ts > 1 && e < gh; ++e) {
           struct tk_dma m = {0};
