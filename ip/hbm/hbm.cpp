@@ -260,7 +260,6 @@ Hbm::Hbm(const sc_core::sc_module_name& n, const Config& c)
     f.pre_ready.assign(c.org.banks_per_pc(), 0);
     f.opened.assign(c.org.banks_per_pc(), 0);
     f.open_row.assign(c.org.banks_per_pc(), -1);
-    f.prev_row.assign(c.org.banks_per_pc(), -1);
     f.window.resize(c.ctrl.read_queue + 1);
     f.refresh_due = per_bank_refresh_ ? c.t.refisb(c.org.banks_per_pc()) : c.t.tREFI;
   }
@@ -438,13 +437,32 @@ void Hbm::fast(tlm::tlm_generic_payload& trans, const sc_core::sc_time& now, sc_
       // Posted: the write is answered once held; the controller writes it
       // when the reads leave the bus idle or the held writes reach the
       // high watermark (then down to the low one), as the detailed one does.
-      f.writes.push_back({l, start});
-      if (f.writes.size() >= config_.ctrl.write_high) fast_drain(f, start, config_.ctrl.write_low);
+      // The write queue holds write_queue bursts, held or booked and not
+      // yet written: when it is full the write enters (and is answered)
+      // once enough booked ones have issued, and the requests behind it
+      // wait for it (the controller takes its requests in order).
+      std::uint64_t enter = std::max(start, f.in_order);
+      auto& q = f.booked_writes;
+      auto issued = [&] { q.erase(std::remove_if(q.begin(), q.end(), [&](std::uint64_t c) { return c <= enter; }), q.end()); };
+      issued();
+      const std::size_t n = f.writes.size() + q.size(), depth = config_.ctrl.write_queue;
+      if (n >= depth) {
+        std::nth_element(q.begin(), q.begin() + static_cast<std::ptrdiff_t>(n - depth), q.end());
+        enter = std::max(enter, q[n - depth]);
+        issued();
+        f.in_order = enter;
+      }
+      done = std::max(done, enter);
+      f.writes.push_back({l, enter});
+      if (f.writes.size() >= config_.ctrl.write_high) fast_drain(f, enter, config_.ctrl.write_low);
       continue;
     }
     // The read queue holds read_queue bursts: one enters when the
-    // earliest of the last read_queue leaves.
-    const std::uint64_t enter = std::max(start, f.reads_booked < config_.ctrl.read_queue ? 0 : f.queue_free());
+    // earliest of the last read_queue leaves (and the requests behind it
+    // wait for it).
+    const std::uint64_t slot = f.reads_booked < config_.ctrl.read_queue ? 0 : f.queue_free();
+    if (slot > start) f.in_order = std::max(f.in_order, slot);
+    const std::uint64_t enter = std::max(start, f.in_order);
     const std::uint64_t cas = fast_burst(f, l, false, enter);
     f.queue(cas, config_.ctrl.read_queue);
     done = std::max(done, cas + t.tCL + t.tDQSCK + t.tBURST);
@@ -505,8 +523,14 @@ void Hbm::fast_idle_writes(FastChannel& f, std::uint64_t cycle) {
 }
 
 void Hbm::fast_drain(FastChannel& f, std::uint64_t cycle, std::size_t down_to) {
+  // The reads booked past `cycle` are still queued there: the detailed
+  // controller writes before them. Their bus time stays booked, so the
+  // drained writes are booked after them; but the queue slots they hold
+  // free as if written first (`ahead`: the reads' share of the bus).
   f.now = cycle;
+  f.ahead = f.last_read >= cycle ? std::min(f.bus_free, f.last_read + config_.t.tCCD_S) - cycle : 0;
   while (f.writes.size() > down_to) fast_write_one(f);
+  f.ahead = 0;
 }
 
 void Hbm::fast_write_one(FastChannel& f) {
@@ -539,23 +563,16 @@ Hbm::FastPlan Hbm::fast_plan(const FastChannel& f, const Location& l, bool write
   // burst uses, so a busy bank delays its own burst, not the ones behind.
   // Latency: the burst's own ACT/RD chain against its bank.
   FastPlan p;
-  // Reads are booked as they arrive, their rows opened ahead of the
-  // present; the detailed controller drains writes before the reads
-  // still queued. A drained write to the row its bank had open before a
-  // row opened after the drain began is a hit, as it is there.
-  p.earlier_row = in_drain && f.open_row[b] != static_cast<std::int64_t>(l.row) &&
-                  f.prev_row[b] == static_cast<std::int64_t>(l.row) && f.opened[b] > f.now;
-  if (p.earlier_row) {
-    p.cas = start;
-  } else if (f.open_row[b] == static_cast<std::int64_t>(l.row)) {
+  if (f.open_row[b] == static_cast<std::int64_t>(l.row)) {
     p.cas = std::max(start, f.opened[b] + (write ? t.tRCDWR : t.tRCDRD));  // the row may still be opening
   } else {
     // Outside a drain a busy bank (tRC, tRAS, a write's recovery) is
     // waited for only a fraction of the time: the detailed scheduler
     // serves other banks meanwhile. The fraction (fast_bank_wait) is
-    // calibrated against the detailed mode. A drain has only the held
-    // writes to choose from: there the wait is whole.
-    const double w = in_drain ? 1.0 : config_.fast_bank_wait;
+    // calibrated against the detailed mode. A drain while reads wait has
+    // only the held writes to choose from: there the wait is whole. With
+    // no read waiting the writes are served as the reads are.
+    const double w = in_drain && f.last_read >= f.now ? 1.0 : config_.fast_bank_wait;
     auto wait_for = [&](std::uint64_t ready) {
       return start + static_cast<std::uint64_t>(w * static_cast<double>(std::max(start, ready) - start));
     };
@@ -600,7 +617,6 @@ std::uint64_t Hbm::fast_commit(FastChannel& f, const Location& l, bool write, co
     f.act_bucket = (in_drain ? p.act : p.act_slot) + std::max<std::uint64_t>(t.tRRD_S, (t.tFAW + 3) / 4);
     f.bank_ready[b] = p.act + t.tRC;
     f.pre_ready[b] = p.act + t.tRAS;
-    f.prev_row[b] = f.open_row[b];
     f.open_row[b] = static_cast<std::int64_t>(l.row);
     f.opened[b] = p.act;
     meter_->charge(energy::activate, 1, clk_->edge(p.act, tck_));
@@ -613,6 +629,7 @@ std::uint64_t Hbm::fast_commit(FastChannel& f, const Location& l, bool write, co
     f.pre_ready[b] = std::max(f.pre_ready[b], p.cas + t.tCWL + t.tBURST + t.tWR);
     f.bank_ready[b] = std::max(f.bank_ready[b], f.pre_ready[b] + t.tRP);
   }
+  if (write) f.booked_writes.push_back(p.cas - std::min(f.ahead, p.cas));
   std::uint64_t& last = write ? f.last_write : f.last_read;
   last = std::max(last, p.cas);
   if (p.turn) ++f.turnarounds;

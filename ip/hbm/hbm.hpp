@@ -170,8 +170,11 @@ class Hbm : public Ip {
     std::uint64_t floor = 0;                      // no column command of this direction before
     bool writing = false, any = false;            // the last column command was a write; there was one
     std::vector<std::uint64_t> bank_ready, pre_ready, opened;  // opened: the open row's ACT cycle
-    std::vector<std::int64_t> open_row, prev_row;  // -1 closed; the row open before it
+    std::vector<std::int64_t> open_row;            // -1 closed
     std::uint64_t now = 0;                         // the cycle a drain starts at
+    std::uint64_t ahead = 0;                       // a drain: the queued reads' bus time it goes before
+    std::uint64_t in_order = 0;                    // no request enters before (one waits for a queue slot)
+    std::vector<std::uint64_t> booked_writes;      // drained writes' column cycles, still queued before them
     // The earliest column cycle among the last read_queue reads, kept as a
     // sliding window's minimum: the reads (their number, their cycle) whose
     // cycle no later read in the window undercuts, oldest first; a ring of
@@ -207,7 +210,6 @@ class Hbm : public Ip {
     std::uint64_t act = 0, act_slot = 0, cmd_slot = 0, bus_slot = 0, floor = 0, cas = 0;
     unsigned commands = 1;  // 1 a row hit, 2 ACT first, 3 PRE and ACT first
     bool turn = false;      // the first column command of the other direction
-    bool earlier_row = false;  // hits the row its bank had open before reads booked later opened another
   };
   std::uint64_t fast_burst(FastChannel& f, const Location& l, bool write, std::uint64_t start);
   FastPlan fast_plan(const FastChannel& f, const Location& l, bool write, std::uint64_t start, bool in_drain) const;

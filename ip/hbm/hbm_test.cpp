@@ -49,6 +49,7 @@ struct Driver : sc_core::sc_module {
   unsigned threads, count, bytes;
   bool random, write;
   unsigned write_percent = 0;  // with `write` false: this share of the accesses are writes
+  std::uint64_t seed = 1234;   // thread t draws its addresses and writes from seed + t
   std::uint64_t span;
   sc_time first = sc_core::SC_ZERO_TIME, last = sc_core::SC_ZERO_TIME;
   std::uint64_t moved = 0;
@@ -59,7 +60,7 @@ struct Driver : sc_core::sc_module {
     for (unsigned t = 0; t < threads; ++t) sc_core::sc_spawn([this, t] { run(t); });
   }
   void run(unsigned t) {
-    std::mt19937_64 rng(1234 + t);
+    std::mt19937_64 rng(seed + t);
     std::vector<std::uint8_t> buf(bytes);
     for (unsigned i = 0; i < count; ++i) {
       std::uint64_t addr = random ? (rng() % (span / bytes)) * bytes
@@ -434,42 +435,57 @@ TEST(Hbm, FastModeMatchesDetailedBandwidth) {
 TEST(Hbm, FastModeWithinTenPercentOfDetailed) {
   // The same traffic through both modes, one pseudo-channel: sequential
   // and random, 32 and 64 bytes, reads only, 67/33 and 33/67 reads/writes,
-  // 8 and 64 accesses in flight. Bandwidth within 10%, mean latency (reads
-  // and posted writes) within 20% (the worst measured: 16%, sequential
-  // 32 B with 67% writes, 8 in flight). Two known gaps (issue 22), each
-  // held to its measured error rounded up so that it cannot grow unseen:
-  // sequential 32 B with 67% writes at 64 in flight (fast 24% high) and
-  // sequential 64 B with 33% writes at 64 in flight (fast 10.1% low).
-  struct Pair {
+  // writes only, 8 and 64 accesses in flight, each with three seeds (the
+  // mixes are chaotic: which initiator goes first at a tie moves a single
+  // run's ratio by up to 8% either way, so the means are compared).
+  // Bandwidth within 10%, mean latency (reads and posted writes) within
+  // 20%. Writes only shows that posted writes wait for room in the write
+  // queue (without it the fast mode had taken them at 8 to 488 times the
+  // peak). Two known gaps (issue 22), each held to its measured error
+  // rounded up so that it cannot grow unseen: sequential 64 B with 67%
+  // writes at 64 in flight, bandwidth 19.1% high (there the detailed
+  // controller's FR-FCFS lets the initiators drift apart, 7 accesses on
+  // average against 2 in the fast mode, which books each access as it
+  // comes, so that more of their rows conflict), and sequential 32 B with
+  // 67% writes at 8 in flight, latency 21.9% high.
+  struct Case {
     std::string what;
-    std::unique_ptr<Bench> d, f;
+    std::vector<std::pair<std::unique_ptr<Bench>, std::unique_ptr<Bench>>> runs;  // detailed, fast
   };
-  std::vector<Pair> pairs;
+  std::vector<Case> cases;
   int k = 0;
   for (bool random : {false, true})
     for (unsigned bytes : {32u, 64u})
-      for (unsigned writes : {0u, 33u, 67u})
+      for (unsigned writes : {0u, 33u, 67u, 100u})
         for (unsigned threads : {8u, 64u}) {
-          Pair p;
-          p.what = fmt::format("{} {} B, {}% writes, {} in flight", random ? "random" : "sequential", bytes, writes, threads);
+          Case c;
+          c.what = fmt::format("{} {} B, {}% writes, {} in flight", random ? "random" : "sequential", bytes, writes, threads);
           const unsigned count = 12800 / threads;
-          p.d = std::make_unique<Bench>(config(true), threads, count, bytes, random, false, 1 << 24, fmt::format("d{}_", k));
-          p.f = std::make_unique<Bench>(config(true, "fast"), threads, count, bytes, random, false, 1 << 24,
-                                        fmt::format("f{}_", k));
-          p.d->drv.write_percent = p.f->drv.write_percent = writes;
-          ++k;
-          pairs.push_back(std::move(p));
+          for (std::uint64_t seed : {1234, 99, 5000}) {
+            auto d = std::make_unique<Bench>(config(true), threads, count, bytes, random, false, 1 << 24, fmt::format("d{}_", k));
+            auto f = std::make_unique<Bench>(config(true, "fast"), threads, count, bytes, random, false, 1 << 24,
+                                             fmt::format("f{}_", k));
+            d->drv.write_percent = f->drv.write_percent = writes;
+            d->drv.seed = f->drv.seed = seed;
+            c.runs.emplace_back(std::move(d), std::move(f));
+            ++k;
+          }
+          cases.push_back(std::move(c));
         }
   sc_core::sc_start();
-  for (const Pair& p : pairs) {
-    const double bd = p.d->efficiency(), bf = p.f->efficiency();
-    const double ld = p.d->drv.mean_latency_ns(), lf = p.f->drv.mean_latency_ns();
-    std::printf("%-40s bandwidth %5.1f%% / %5.1f%% (%.3f)  latency %7.1f / %7.1f ns (%.3f)\n", p.what.c_str(), 100 * bf,
-                100 * bd, bf / bd, lf, ld, lf / ld);
-    const std::map<std::string, double> gaps = {{"sequential 32 B, 67% writes, 64 in flight", 0.25},
-                                                {"sequential 64 B, 33% writes, 64 in flight", 0.12}};
-    EXPECT_NEAR(bf / bd, 1.0, gaps.count(p.what) ? gaps.at(p.what) : 0.10) << p.what << ": bandwidth fast " << bf << ", detailed " << bd;
-    EXPECT_NEAR(lf / ld, 1.0, 0.20) << p.what << ": latency fast " << lf << " ns, detailed " << ld << " ns";
+  const std::map<std::string, std::pair<double, double>> gaps = {
+      {"sequential 64 B, 67% writes, 64 in flight", {0.20, 0.20}}, {"sequential 32 B, 67% writes, 8 in flight", {0.10, 0.23}}};
+  for (const Case& c : cases) {
+    double bd = 0, bf = 0, ld = 0, lf = 0;
+    for (const auto& [d, f] : c.runs) {
+      bd += d->efficiency(), bf += f->efficiency();
+      ld += d->drv.mean_latency_ns(), lf += f->drv.mean_latency_ns();
+    }
+    std::printf("%-40s bandwidth %5.1f%% / %5.1f%% (%.3f)  latency %7.1f / %7.1f ns (%.3f)\n", c.what.c_str(),
+                100 * bf / 3, 100 * bd / 3, bf / bd, lf / 3, ld / 3, lf / ld);
+    const auto [bw, lat] = gaps.count(c.what) ? gaps.at(c.what) : std::pair{0.10, 0.20};
+    EXPECT_NEAR(bf / bd, 1.0, bw) << c.what << ": bandwidth fast " << bf / 3 << ", detailed " << bd / 3;
+    EXPECT_NEAR(lf / ld, 1.0, lat) << c.what << ": latency fast " << lf / 3 << " ns, detailed " << ld / 3 << " ns";
   }
 }
 
