@@ -58,8 +58,7 @@ void expect_reference(const Executable& e, const std::map<std::string, std::vect
 // State `name` of `e` (a KV cache) filled with seeded BF16 values (FP32
 // ones with their low half cleared), on the chip and in `caches`, the
 // reference's state.
-void seeded_cache(rt::Device& dev, const Executable& e, const std::string& name, std::uint32_t seed,
-                  std::map<std::string, std::vector<float>>& caches) {
+void seeded_cache(Executable& e, const std::string& name, std::uint32_t seed, std::map<std::string, std::vector<float>>& caches) {
   const Tensor& t = *std::find_if(e.graph().tensors().begin(), e.graph().tensors().end(), [&](const Tensor& x) { return x.name == name; });
   std::vector<float> vals = seeded_values(t.elements(), seed, 1.0f);
   std::vector<std::uint16_t> bits(vals.size());
@@ -69,7 +68,7 @@ void seeded_cache(rt::Device& dev, const Executable& e, const std::string& name,
     bits[i] = static_cast<std::uint16_t>(u >> 16), u &= 0xffff0000u;
     std::memcpy(&vals[i], &u, 4);
   }
-  dev.write(e.state().at(name), bits.data(), 2 * bits.size());
+  e.write_cache(name, bits);
   caches[name] = vals;
 }
 
@@ -752,7 +751,7 @@ TEST(CompilerDevice, PagedAttentionGroupsSegmentsAsTheScratchpadHoldsThem) {
   Executable e(c.dev, c.program, std::move(g));
   // The caches: BF16 values, on the chip and in the reference's state.
   std::map<std::string, std::vector<float>> caches;
-  seeded_cache(c.dev, e, "cache.k", 90, caches), seeded_cache(c.dev, e, "cache.v", 91, caches);
+  seeded_cache(e, "cache.k", 90, caches), seeded_cache(e, "cache.v", 91, caches);
   std::map<std::string, std::vector<float>> in{{"x", seeded_values(S * D, 95, 2.0f)}};
   for (unsigned s = 0; s < S; ++s) {
     in["sequences"].push_back(static_cast<float>(s)), in["positions"].push_back(static_cast<float>(900 + 3 * s));
@@ -1001,7 +1000,7 @@ TEST(CompilerDevice, QueryHeadsSharingAKvHeadReadItsCacheOnceBitForBit) {
   shared.state = wide.state();
   Executable narrow(c.dev, c.program, step(1, 8, false, "long"), shared);
   std::map<std::string, std::vector<float>> caches;
-  seeded_cache(c.dev, wide, "long.k", 40, caches), seeded_cache(c.dev, wide, "long.v", 41, caches);
+  seeded_cache(wide, "long.k", 40, caches), seeded_cache(wide, "long.v", 41, caches);
   std::map<std::string, std::vector<float>> again = caches;  // the same row twice: the caches as they were
   const double four = check(wide, inputs(1, 32, 600, 50), caches, "32 heads at 600");
   const double one = check(narrow, inputs(1, 8, 600, 50), again, "8 heads at 600");
@@ -1060,7 +1059,7 @@ TEST(CompilerDevice, CachesTooLongForTheScratchpadStreamTheirRowsBitForBit) {
     g.output(g.attention(q, k, v, kc, vc, pos, H, 0.05f, "o", false, paging));
     Executable e(c.dev, c.program, std::move(g));
     std::map<std::string, std::vector<float>> caches;
-    seeded_cache(c.dev, e, "long.k", 70, caches), seeded_cache(c.dev, e, "long.v", 71, caches);
+    seeded_cache(e, "long.k", 70, caches), seeded_cache(e, "long.v", 71, caches);
     std::map<std::string, std::vector<float>> in{{"q", seeded_values(std::size_t{T} * H * dh, 72, 1.0f)},
                                                  {"k", seeded_values(std::size_t{T} * KV * dh, 73, 1.0f)},
                                                  {"v", seeded_values(std::size_t{T} * KV * dv, 74, 1.0f)},
@@ -1086,6 +1085,86 @@ TEST(CompilerDevice, CachesTooLongForTheScratchpadStreamTheirRowsBitForBit) {
   refused_with([&] { g.attention(g.input("q", {1, 16}), g.input("k", {1, 16}), g.input("v", {1, 16}), kc, vc, g.input("positions", {1}), 1,
                                  1.0f, "unpaged"); },
                "unpaged: an unpaged cache of 70000 positions (at most 65535");
+}
+
+TEST(CompilerDevice, CachesStripedOverTheStacksGiveTheSameBitsAndReadEveryStack) {
+  // A KV cache of 4096 positions in a stripe per HBM stack (blocks of 256
+  // positions, KV head j's block b in stripe (b + j) mod 4) against the
+  // same cache in one buffer (Options::stripe_caches off): a decode row of
+  // 32 heads over 8 KV heads of 128 at position 4000, and paged rows of
+  // four sequences (pages of 16, interleaved) about 1000 positions in.
+  // Both bit for bit the reference, over the same caches written
+  // beforehand (write_cache); the new rows appended where read_cache finds
+  // them; the striped caches read through every stack (each at least a
+  // sixth of the cache's bytes) and the row faster.
+  Chip c;
+  const unsigned H = 32, KV = 8, dh = 128, C = 4096, page = 16;
+  struct Run {
+    double seconds = 0;
+    std::vector<double> stack_reads;  // bytes read from each stack in the run
+  };
+  auto run = [&](bool stripe, std::vector<float> positions, std::vector<float> sequences, const std::string& what) {
+    const unsigned T = static_cast<unsigned>(positions.size()), S = sequences.empty() ? 0 : 4;
+    Graph g;
+    const int q = g.input("q", {T, H * dh}), k = g.input("k", {T, KV * dh}), v = g.input("v", {T, KV * dh});
+    const int pos = g.input("positions", {T});
+    Paging paging;
+    if (S) paging.sequences = g.input("sequences", {T}), paging.table = g.input("pages", {S, C / page / S}), paging.page = page;
+    const int kc = g.kv_cache("c.k", KV, C, dh), vc = g.kv_cache("c.v", KV, C, dh);
+    g.output(g.attention(q, k, v, kc, vc, pos, H, 0.05f, "o", false, paging));
+    Options o;
+    o.stripe_caches = stripe;
+    Executable e(c.dev, c.program, std::move(g), o);
+    EXPECT_EQ(e.state().size(), stripe ? 8u : 2u) << what;
+    EXPECT_EQ(e.state().count("c.k#3"), stripe ? 1u : 0u) << what;
+    std::map<std::string, std::vector<float>> caches;
+    seeded_cache(e, "c.k", 30, caches), seeded_cache(e, "c.v", 31, caches);
+    std::map<std::string, std::vector<float>> in{{"q", seeded_values(std::size_t{T} * H * dh, 32, 1.0f)},
+                                                 {"k", seeded_values(std::size_t{T} * KV * dh, 33, 1.0f)},
+                                                 {"v", seeded_values(std::size_t{T} * KV * dh, 34, 1.0f)},
+                                                 {"positions", positions}};
+    if (S) {
+      in["sequences"] = sequences;
+      for (unsigned s = 0; s < S; ++s)
+        for (unsigned i = 0; i < C / page / S; ++i) in["pages"].push_back(static_cast<float>(i * S + s));
+    }
+    auto reads = [&] {
+      std::vector<double> r;
+      const auto st = c.dev.stats();
+      for (unsigned h = 0; h < c.dev.hbm_stacks(); ++h) r.push_back(st[fmt::format("device.hbm{}", h)]["bytes_read"].get<double>());
+      return r;
+    };
+    const std::vector<double> before = reads();
+    const auto out = e.run(in);
+    Run r;
+    r.seconds = e.last_seconds(), r.stack_reads = reads();
+    for (unsigned h = 0; h < r.stack_reads.size(); ++h) r.stack_reads[h] -= before[h];
+    expect_bits(out.at("o"), reference(e.graph(), in, &caches)[static_cast<std::size_t>(e.graph().outputs()[0])], what);
+    for (const std::string name : {"c.k", "c.v"}) {  // the caches with the new rows, as the reference has them
+      const std::vector<std::uint16_t> bits = e.read_cache(name);
+      std::vector<float> got(bits.size());
+      for (std::size_t i = 0; i < bits.size(); ++i) {
+        const std::uint32_t u = std::uint32_t{bits[i]} << 16;
+        std::memcpy(&got[i], &u, 4);
+      }
+      expect_bits(got, caches.at(name), what + ": " + name);
+    }
+    // write_cache checks what it is given.
+    refused_with([&] { e.write_cache("c.k", std::vector<std::uint16_t>(5)); }, "cache 'c.k': 5 values given for 8 heads x 4096 positions x 128");
+    refused_with([&] { e.write_cache("q", {}); }, "'q' is no KV cache of this graph");
+    std::printf("%s: %.2f us, stacks read", what.c_str(), r.seconds * 1e6);
+    for (double b : r.stack_reads) std::printf(" %.2f MB", b / 1e6);
+    std::printf("\n");
+    return r;
+  };
+  const std::uint64_t cache_bytes = 2ull * KV * 4000 * dh * 2;  // K and V up to the row
+  const Run one = run(false, {4000}, {}, "a row at 4000, one buffer a cache");
+  const Run striped = run(true, {4000}, {}, "a row at 4000, striped");
+  for (double b : striped.stack_reads) EXPECT_GT(b, cache_bytes / 6.0);
+  EXPECT_LT(striped.seconds, 0.7 * one.seconds);
+  run(false, {1000, 900, 1010, 700}, {0, 1, 2, 3}, "paged rows, one buffer a cache");
+  const Run paged = run(true, {1000, 900, 1010, 700}, {0, 1, 2, 3}, "paged rows, striped");
+  for (double b : paged.stack_reads) EXPECT_GT(b, 2.0 * KV * 3610 * dh * 2 / 6.0);
 }
 
 TEST(CompilerDevice, DecodingWithTheCacheGivesThePrefillsRowsBitForBit) {

@@ -162,11 +162,21 @@ PanelKey panel_key(const Graph& g, const Op& mm, std::size_t gi, const Part& p) 
   return {gi, p.c0, d.batched() ? static_cast<unsigned>(p.r0 / d.M) : 0u};
 }
 
+// A KV cache on the device (Options::stripe_caches): n stripes, block b of
+// `unit` positions of KV head j in stripe (b + j) mod n at its position
+// (b / n) unit + x mod unit of `cap` a KV head (one stripe: unit and cap
+// the cache's positions).
+struct CacheStripes {
+  unsigned n = 1, unit = 0, cap = 0, heads = 0;  // heads: the device's
+  std::vector<rt::Buffer> parts;                 // by stripe
+};
+
 }  // namespace
 
 struct Executable::Impl {
   std::vector<std::pair<rt::Device*, rt::Buffer>> owned;  // on the device or a peer
   std::map<int, rt::Buffer> plain;                          // inputs and weights, as they are
+  std::map<int, CacheStripes> caches;                       // by state tensor: the device's cache
   std::map<int, rt::Buffer> a2a_tables;                     // by all_to_all op: the engine's table
   std::map<PanelKey, Panel> panels;                           // a matmul's B columns (on its part's chip)
   std::map<std::size_t, std::vector<Tiling>> split;           // by group spread over the chips (Options::split_matmuls): by chip
@@ -344,6 +354,18 @@ class Emitter {
       if (pitch[0] > 0xffff && pitch[0] != anchor.heads * dh)
         throw std::logic_error(fmt::format("attention '{}': q's rows {} values apart, past the kernel's word", anchor.name, pitch[0]));
       w.push_back((pitch[0] > 0xffff ? 0 : pitch[0]) | pitch[1] << 16);
+      if (const CacheStripes* ks = striped(anchor.in[3])) {  // the caches' stripes
+        const CacheStripes* vs = striped(anchor.in[4]);
+        if (!vs || vs->n != ks->n || vs->unit != ks->unit || vs->cap != ks->cap)
+          throw std::logic_error(fmt::format("attention '{}': its K and V caches are striped differently", anchor.name));
+        std::vector<std::uint32_t> words = {ks->n | ks->unit << 8, ks->cap};
+        for (const CacheStripes* c : {ks, vs})
+          for (unsigned i = 0; i < TKP_KV_STRIPES_MAX; ++i) {
+            const std::uint64_t a = i < c->n ? c->parts[i].address : 0;
+            words.push_back(rt::lo(a)), words.push_back(rt::hi(a));
+          }
+        prog.kv_stripes(words);
+      }
       if (anchor.page) {  // the rows' sequences and their page tables
         const Tensor &Sq = g_.tensor(anchor.in[6]), &Tb = g_.tensor(anchor.in[7]);
         const std::uint64_t seqs = addr_(anchor.in[6]), table = addr_(anchor.in[7]);
@@ -493,6 +515,12 @@ class Emitter {
     };
   }
   Place place(int t, unsigned col) const { return place_ ? place_(t, col) : Place{}; }
+  // A cache of the device's in more than one stripe (else none).
+  const CacheStripes* striped(int t) const {
+    if (!caches_) return nullptr;
+    const auto c = caches_->find(t);
+    return c != caches_->end() && c->second.n > 1 ? &c->second : nullptr;
+  }
   // Rows m0.. (mr) x columns n0.. (nr) of tensor t, cast to `to`, as
   // packed rows at `dst`: a descriptor per stripe they cross where t is
   // striped, the first waiting as `s` says, the last signalling.
@@ -887,6 +915,7 @@ class Emitter {
   std::uint64_t zeros_ = 0;         // the chip's zeros (Impl::zeros), for dispatch ops
   std::function<Place(int, unsigned)> place_;  // a striped tensor's columns (cols 0 for any other)
   std::vector<std::uint64_t> attention_consts_;          // an attention group's constants, by tile (its stack's copy)
+  const std::map<int, CacheStripes>* caches_ = nullptr;  // the device's caches (a peer's lie in one stripe each)
   // A collective's: the fabric's registers and the engine's signal (the
   // posting tile's kCommSem), as the chip addresses them.
   std::uint64_t fabric_regs_ = 0, comm_signal_ = 0;
@@ -1158,13 +1187,13 @@ Executable::Executable(rt::Device& dev, const rt::Kernel& program, Graph g, cons
     };
     unsigned next = 0;
     // A state buffer of `need` bytes on chip `d` named `key`: the one
-    // Options::state shares, or one of its own (round robin over the stacks).
-    auto state_buffer = [&](const std::string& key, std::uint64_t need, rt::Device& d) {
+    // Options::state shares, or one of its own in `stack`.
+    auto state_buffer = [&](const std::string& key, std::uint64_t need, rt::Device& d, unsigned stack) {
       const auto shared = o.state.find(key);
       if (shared != o.state.end() && (shared->second.size < need || shared->second.chip != d.chip()))
         throw std::invalid_argument(fmt::format("compiler: state '{}' needs {} bytes on chip {}; the buffer given holds {} on chip {}", key,
                                                 need, d.chip(), shared->second.size, shared->second.chip));
-      const rt::Buffer b = shared != o.state.end() ? shared->second : impl_->alloc(d, need, next++ % d.hbm_stacks());
+      const rt::Buffer b = shared != o.state.end() ? shared->second : impl_->alloc(d, need, stack % d.hbm_stacks());
       return state_[key] = b;
     };
     for (std::size_t i = 0; i < g_.tensors().size(); ++i) {
@@ -1180,11 +1209,29 @@ Executable::Executable(rt::Device& dev, const rt::Kernel& program, Graph g, cons
                 (op.in[1] == static_cast<int>(i) || (block_scaled(op) && op.in[2] == static_cast<int>(i))));
       };
       if (t.role == Role::weight && !readers.empty() && std::all_of(readers.begin(), readers.end(), laid_out)) continue;
-      if (t.role == Role::state) {  // shared, or a buffer of its own
+      if (t.role == Role::state) {  // shared, or a buffer (a buffer a stripe) of its own
         // (A cache spread over the chips by heads: the device's KV heads only.)
         const unsigned kept = kept_heads(static_cast<int>(i), 0).second;
-        const std::uint64_t need = kept ? t.elements() / t.shape[0] * kept * bytes(t.dtype) : t.elements() * bytes(t.dtype);
-        impl_->plain[static_cast<int>(i)] = state_buffer(t.name, need, dev_);
+        CacheStripes c;
+        c.heads = kept ? kept : t.shape[0];
+        const unsigned C = t.shape[1];
+        unsigned stacks = std::min(dev_.hbm_stacks(), TKP_KV_STRIPES_MAX);
+        while (stacks & (stacks - 1)) stacks &= stacks - 1;  // a power of two (the kernel's)
+        if (o.state.count(t.name)) {  // as the executable sharing it has it
+          while (c.n < TKP_KV_STRIPES_MAX && o.state.count(fmt::format("{}#{}", t.name, c.n))) ++c.n;
+        } else if (o.stripe_caches && C >= std::uint64_t{kKvStripe} * stacks) {
+          c.n = stacks;
+        }
+        c.unit = c.n > 1 ? kKvStripe : C;
+        c.cap = c.n > 1 ? (C / c.unit + (C % c.unit ? 1 : 0) + c.n - 1) / c.n * c.unit : C;
+        const std::uint64_t need = std::uint64_t{c.heads} * c.cap * t.shape[2] * bytes(t.dtype);
+        // Round robin over the stacks, a cache's stripes in the stacks after
+        // its first (so stripe k of K's cache and of V's lie apart).
+        const unsigned first = o.state.count(t.name) ? 0 : next++;
+        for (unsigned k = 0; k < c.n; ++k)
+          c.parts.push_back(state_buffer(k ? fmt::format("{}#{}", t.name, k) : t.name, need, dev_, first + k));
+        impl_->plain[static_cast<int>(i)] = c.parts[0];
+        impl_->caches[static_cast<int>(i)] = std::move(c);
         continue;
       }
       const unsigned stack = next++ % dev_.hbm_stacks();
@@ -1205,7 +1252,8 @@ Executable::Executable(rt::Device& dev, const rt::Kernel& program, Graph g, cons
           if (k1 == 0) continue;
           const Tensor& T = g_.tensor(t);
           const std::uint64_t head = std::uint64_t{T.shape[1]} * T.shape[2] * bytes(T.dtype), need = head * (k1 - k0);
-          const rt::Buffer b = state_buffer(fmt::format("{}@{}", T.name, chip_dev(c).chip()), need, chip_dev(c));
+          const std::string key = fmt::format("{}@{}", T.name, chip_dev(c).chip());
+          const rt::Buffer b = state_buffer(key, need, chip_dev(c), o.state.count(key) ? 0 : next++);
           impl_->peer_cache[{t, c}] = b.address - head * k0;
         }
     }
@@ -1538,7 +1586,7 @@ Executable::Executable(rt::Device& dev, const rt::Kernel& program, Graph g, cons
       std::vector<rt::Graph>& peer_graphs = peer_launches[launch];
       const SpmPlan spm = plan_spm(g_, grp, tilings_[gi], tgt.spm_base);
       Emitter e(g_, grp, gi, tilings_[gi], spm, addr, impl_->panels);
-      e.place_ = place;
+      e.place_ = place, e.caches_ = &impl_->caches;
       if (impl_->attention.count(grp.ops[0]))
         for (unsigned t = 0; t < tgt.tiles; ++t)
           e.attention_consts_.push_back(impl_->attention.at(grp.ops[0]).at(dev_.stack_near(t)).address);
@@ -1914,6 +1962,62 @@ std::map<std::string, std::vector<float>> Executable::outputs() {
     out[T.name] = std::move(v);
   }
   return out;
+}
+
+namespace {
+
+// Cache c's position x of KV head j: its stripe and its first element
+// there (CacheStripes).
+std::pair<unsigned, std::uint64_t> cache_at(const CacheStripes& c, unsigned j, unsigned x, unsigned dim) {
+  const unsigned b = x / c.unit;
+  return {(b + j) % c.n, (std::uint64_t{j} * c.cap + std::uint64_t{b / c.n} * c.unit + x % c.unit) * dim};
+}
+
+// The graph's cache `name` (its tensor) and how the device holds it;
+// `values`, where given, must be its size there.
+std::pair<const Tensor*, const CacheStripes*> find_cache(const Graph& g, const std::map<int, CacheStripes>& caches,
+                                                         const std::string& name, const std::size_t* values = nullptr) {
+  for (const auto& [t, c] : caches) {
+    const Tensor& T = g.tensor(t);
+    if (T.name != name) continue;
+    if (values && *values != std::size_t{c.heads} * T.shape[1] * T.shape[2])
+      throw std::invalid_argument(fmt::format("cache '{}': {} values given for {} heads x {} positions x {} on the device", name,
+                                              *values, c.heads, T.shape[1], T.shape[2]));
+    return {&T, &c};
+  }
+  throw std::invalid_argument(fmt::format("'{}' is no KV cache of this graph", name));
+}
+
+}  // namespace
+
+void Executable::write_cache(const std::string& name, const std::vector<std::uint16_t>& bits) {
+  const std::size_t n = bits.size();
+  const auto [T, c] = find_cache(g_, impl_->caches, name, &n);
+  const unsigned C = T->shape[1], dim = T->shape[2];
+  std::vector<std::vector<std::uint16_t>> parts(c->n, std::vector<std::uint16_t>(std::size_t{c->heads} * c->cap * dim));
+  for (unsigned j = 0; j < c->heads; ++j)
+    for (unsigned x = 0; x < C; x += c->unit) {
+      const auto [s, at] = cache_at(*c, j, x, dim);
+      const auto from = bits.begin() + static_cast<std::ptrdiff_t>((std::uint64_t{j} * C + x) * dim);
+      std::copy(from, from + static_cast<std::ptrdiff_t>(std::min(c->unit, C - x) * dim), parts[s].begin() + static_cast<std::ptrdiff_t>(at));
+    }
+  for (unsigned s = 0; s < c->n; ++s) dev_.write(c->parts[s], parts[s].data(), 2 * parts[s].size());
+}
+
+std::vector<std::uint16_t> Executable::read_cache(const std::string& name) const {
+  const auto [T, c] = find_cache(g_, impl_->caches, name);
+  const unsigned C = T->shape[1], dim = T->shape[2];
+  std::vector<std::vector<std::uint16_t>> parts(c->n, std::vector<std::uint16_t>(std::size_t{c->heads} * c->cap * dim));
+  for (unsigned s = 0; s < c->n; ++s) dev_.read(c->parts[s], parts[s].data(), 2 * parts[s].size());
+  std::vector<std::uint16_t> bits(std::size_t{c->heads} * C * dim);
+  for (unsigned j = 0; j < c->heads; ++j)
+    for (unsigned x = 0; x < C; x += c->unit) {
+      const auto [s, at] = cache_at(*c, j, x, dim);
+      const auto from = parts[s].begin() + static_cast<std::ptrdiff_t>(at);
+      std::copy(from, from + static_cast<std::ptrdiff_t>(std::min(c->unit, C - x) * dim),
+                bits.begin() + static_cast<std::ptrdiff_t>((std::uint64_t{j} * C + x) * dim));
+    }
+  return bits;
 }
 
 std::vector<double> Executable::node_seconds() const {

@@ -82,15 +82,25 @@ class SymmetricStore {
   std::map<std::string, std::vector<rt::Buffer>> held_;
 };
 
+// A striped KV cache's blocks (Options::stripe_caches), in positions.
+constexpr unsigned kKvStripe = 256;
+
 struct Options {
   bool fuse = true;
   bool narrow = true;  // narrow_storage: intermediates only matmuls read, in their format
   bool stripe = true;  // stripe_outputs: a QKV projection's output in a stack per Q, K and V
+  // A KV cache of at least kKvStripe positions a stack in a stripe per
+  // HBM stack (n of them: as many as the stacks, up to 4, a power of two):
+  // block b of kKvStripe positions of KV head j in stripe (b + j) mod n,
+  // so that its readers draw on every stack's port. A peer chip's part of
+  // a cache spread over the chips by heads lies in one buffer.
+  bool stripe_caches = true;
   unsigned tiles = 0;  // tiles to use (0: all of the device's)
   // State (KV caches) by name that another executable holds
   // (Executable::state()): this one uses those buffers, so runs of both
   // share the caches (a prefill's graph, then a decode step's). A state
-  // tensor not named here gets a buffer of its own.
+  // tensor not named here gets a buffer of its own (a striped cache a
+  // buffer a stripe: "<name>" its first, "<name>#<s>" stripe s).
   std::map<std::string, rt::Buffer> state;
   // Where the weights go (and come from, where another executable put them
   // there already); none: a store of this executable's own.
@@ -181,6 +191,13 @@ class Executable {
   // Its state tensors' buffers by name (to share with Options::state; they
   // live as long as the executable that allocated them).
   const std::map<std::string, rt::Buffer>& state() const { return state_; }
+  // KV cache `name`'s values on the device, BF16 bits in the graph's
+  // layout (KV heads x positions x values; of an attention spread over
+  // the chips by heads, the device's heads), wherever its stripes lie.
+  // Throws std::invalid_argument for a name that is no cache or bits of
+  // the wrong size.
+  void write_cache(const std::string& name, const std::vector<std::uint16_t>& bits);
+  std::vector<std::uint16_t> read_cache(const std::string& name) const;
   // Its weights' store (to share with Options::weights).
   const std::shared_ptr<WeightStore>& weights() const { return weights_; }
 

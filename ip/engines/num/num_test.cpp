@@ -361,6 +361,39 @@ TEST(VectorOps, RowOperationsAgainstFloat64) {
   for (unsigned i = 0; i < len; ++i) EXPECT_LE(x[i], x[am]);
 }
 
+TEST(VectorOps, ZerosAfterARowChangeNoBitOfItsSumOrSoftmax) {
+  // The reduction tree adds aligned power-of-two blocks, so a row's sum is
+  // the same with zeros after it, and its softmax the same with columns of
+  // -inf after it (the attention kernel's scores of a shorter sequence in
+  // a wider matrix): every length to 1100, up to 70 columns more.
+  using namespace tessera::num;
+  std::mt19937 rng(21);
+  std::normal_distribution<float> n(0, 3);
+  std::vector<float> x(1200);
+  for (float& v : x) v = n(rng);
+  unsigned differ = 0, checked = 0;
+  for (unsigned len = 1; len <= 1100; len += 1 + len / 64)
+    for (unsigned more : {1u, 7u, 10u, 33u, 70u}) {
+      std::vector<float> row(x.begin(), x.begin() + len), padded = row;
+      padded.resize(len + more, 0.0f);
+      const float a = vec::sum(row.data(), len), b = vec::sum(padded.data(), len + more);
+      differ += std::memcmp(&a, &b, 4) != 0;
+      std::vector<float> sm = row, sp = row;
+      sp.resize(len + more, -std::numeric_limits<float>::infinity());
+      vec::softmax(sm.data(), len);
+      vec::softmax(sp.data(), len + more);
+      differ += std::memcmp(sm.data(), sp.data(), 4 * len) != 0;
+      ++checked;
+    }
+  EXPECT_EQ(differ, 0u) << "of " << checked << " lengths";
+  // (The halves at n / 2 it had: 1001 values and 1011 with ten zeros
+  // summed differently.)
+  std::vector<float> r(x.begin(), x.begin() + 1001), p = r;
+  p.resize(1011, 0.0f);
+  const float a = vec::sum(r.data(), 1001), b = vec::sum(p.data(), 1011);
+  EXPECT_EQ(std::memcmp(&a, &b, 4), 0);
+}
+
 TEST(VectorOps, TopKValuesAndIndicesWithTies) {
   using namespace tessera::num;
   const float x[] = {0.5f, 3.0f, -1.0f, 3.0f, 2.0f, 7.0f, 2.0f, 0.0f, 9.0f, 1.0f};

@@ -112,9 +112,14 @@ float cos(float x) {
 }
 
 float sum(const float* x, unsigned n) {
+  // The reduction tree over the row padded with zeros to a power of two:
+  // each addition's halves are aligned blocks of a power of two (the
+  // first as large as fits), so zeros after the row (a softmax's columns
+  // of -inf) change no bit of its sum.
   if (n == 0) return 0.0f;
   if (n == 1) return x[0];
-  const unsigned h = n / 2;
+  unsigned h = 1;
+  while (2 * h < n) h *= 2;
   return sum(x, h) + sum(x + h, n - h);
 }
 

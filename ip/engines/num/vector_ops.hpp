@@ -38,7 +38,9 @@ inline float swiglu(float a, float b) { return silu(a) * b; }
 void softmax(float* row, unsigned n);
 void rmsnorm(float* row, const float* weight, unsigned n, float eps = 1e-6f);
 void layernorm(float* row, const float* gamma, const float* beta, unsigned n, float eps = 1e-5f);
-float sum(const float* x, unsigned n);  // pairwise, as the reduction tree adds
+// Pairwise, as the reduction tree adds: the row padded with zeros to a
+// power of two, halved (so zeros after a row change no bit of its sum).
+float sum(const float* x, unsigned n);
 unsigned argmax(const float* x, unsigned n);
 // The k largest values (k <= 8) with their indices, largest first.
 void topk(const float* x, unsigned n, unsigned k, float* values, unsigned* indices);

@@ -812,20 +812,74 @@ __attribute__((noinline)) static int paged(const uint32_t* w) {
   return 0;
 }
 
-/* TKP_ATTN's load of positions [b0, b1) of KV head j from a cache of C
- * positions of `width` values (BF16; pages of `page` positions, PT the
- * sequence's page table, an unpaged cache one page) to the scratchpad at
- * `dst`: a DMA a page (a run of pages one after another in the pool: one),
- * the first waiting on `wait`, the last signalling `signal`. */
-static void att_rows(uint64_t cache, uint32_t width, uint32_t j, uint32_t C, const uint32_t* PT, uint32_t page, uint32_t b0,
-                     uint32_t b1, uint32_t dst, int wait, int signal) {
+/* TKP_KV_STRIPES's words, for the next TKP_ATTN (which clears them). */
+static struct {
+  uint32_t n, unit, cap;
+  uint64_t k[TKP_KV_STRIPES_MAX], v[TKP_KV_STRIPES_MAX];
+} kv_stripes;
+
+/* TKP_KV_STRIPES: the next TKP_ATTN's K and V caches lie in n stripes
+ * (a power of two, at most TKP_KV_STRIPES_MAX), each in a buffer of its
+ * own: position x of KV head j is in block b = x / unit (a power of two),
+ * kept by stripe (b + j) % n at its position (b / n) unit + x % unit of
+ * `cap` (whole blocks) a KV head. Words: 0 n | unit << 8; 1 cap; 2-9 K's
+ * stripes' addresses, 10-17 V's (64 bits each). Checked by the
+ * attention. */
+__attribute__((noinline)) static int striped(const uint32_t* w) {
+  kv_stripes.n = w[0] & 0xff, kv_stripes.unit = w[0] >> 8, kv_stripes.cap = w[1];
+  for (uint32_t s = 0; s < TKP_KV_STRIPES_MAX; ++s) kv_stripes.k[s] = ARG64(w, 2 + 2 * s), kv_stripes.v[s] = ARG64(w, 10 + 2 * s);
+  return 0;
+}
+
+/* A KV cache as the attention addresses it: one buffer (n 1, cap its
+ * positions) or stripes (TKP_KV_STRIPES: n and the block's positions,
+ * 1 << shift, powers of two, so that a position's place costs the core
+ * no division). */
+struct kv_cache {
+  const uint64_t* base;
+  uint32_t n, nshift, shift, cap, width; /* n = 1 << nshift; width: values a position (BF16) */
+};
+
+/* Where position x of KV head j lies, and how many positions from it
+ * follow it there (to its block's end). */
+static uint64_t kv_at(const struct kv_cache* c, uint32_t j, uint32_t x, uint32_t* run) {
+  if (c->n == 1) {
+    *run = c->cap - x;
+    return c->base[0] + 2ull * ((uint64_t)j * c->cap + x) * c->width;
+  }
+  const uint32_t b = x >> c->shift, off = x & ((1u << c->shift) - 1);
+  *run = (1u << c->shift) - off;
+  return c->base[(b + j) & (c->n - 1)] + 2ull * ((uint64_t)j * c->cap + ((b >> c->nshift) << c->shift) + off) * c->width;
+}
+
+/* Positions [at, b1) of a sequence (PT its page table, pages of `page`
+ * positions): how many from `at` lie one after another in KV head j's
+ * cache from *addr on: to the end of the page, and of pages that follow
+ * it in the pool, within the block. */
+static uint32_t kv_run(const struct kv_cache* c, uint32_t j, const uint32_t* PT, uint32_t page, uint32_t at, uint32_t b1,
+                       uint64_t* addr) {
+  const uint32_t off = at % page, phys = PT[at / page] * page + off;
+  uint32_t run;
+  *addr = kv_at(c, j, phys, &run);
+  if (run > b1 - at) run = b1 - at;
+  uint32_t n_at = page - off < run ? page - off : run;
+  while (n_at < run && PT[(at + n_at) / page] * page == phys + n_at) n_at += page < run - n_at ? page : run - n_at;
+  return n_at;
+}
+
+/* TKP_ATTN's load of positions [b0, b1) of KV head j from cache c (pages
+ * of `page` positions, PT the sequence's page table, an unpaged cache
+ * one page) to the scratchpad at `dst`: a DMA a run of positions one
+ * after another in the cache (kv_run), the first waiting on `wait`, the
+ * last signalling `signal`. */
+static void att_rows(const struct kv_cache* cache, uint32_t j, const uint32_t* PT, uint32_t page, uint32_t b0, uint32_t b1,
+                     uint32_t dst, int wait, int signal) {
   struct tk_dma c = {0};
   c.id = op_index, c.flags = TK_DMA_DST_LOCAL;
   for (uint32_t at = b0; at < b1;) {
-    const uint32_t off = at % page, phys = PT[at / page] * page + off;
-    uint32_t n_at = b1 - at < page - off ? b1 - at : page - off;
-    while (at + n_at < b1 && PT[(at + n_at) / page] * page == phys + n_at) n_at += b1 - at - n_at < page ? b1 - at - n_at : page;
-    c.src = cache + 2ull * ((uint64_t)j * C + phys) * width, c.dst = dst + 2 * (at - b0) * width, c.len0 = 2 * n_at * width;
+    uint64_t src;
+    const uint32_t n_at = kv_run(cache, j, PT, page, at, b1, &src);
+    c.src = src, c.dst = dst + 2 * (at - b0) * cache->width, c.len0 = 2 * n_at * cache->width;
     c.sem = TK_SEM(at == b0 ? wait : TK_NONE, at + n_at == b1 ? signal : TK_NONE, TK_NONE);
     tk_dma_push(&c);
     at += n_at;
@@ -854,7 +908,8 @@ static void att_rows(uint64_t cache, uint32_t width, uint32_t j, uint32_t C, con
  * T, q stride elements apart, H heads of dh), 2-3 k's first key (k stride
  * apart, KV heads of dh), 4-5 v's first value (v stride apart, KV heads of
  * dv), all FP32; 6-7 the K cache (KV x C x dh), 8-9 the V cache (KV x C x
- * dv), BF16; 10-11 positions; 12-13 the constants (T scales, the T x T
+ * dv), BF16 (with TKP_KV_STRIPES before it, the caches lie in its stripes
+ * instead); 10-11 positions; 12-13 the constants (T scales, the T x T
  * mask, then -inf as many times as a sequence's positions plus T, FP32);
  * 14-15 out (T x H dv, FP32; rows os dv apart, head h at h dv); 16 T | C << 16; 17 H | KV << 16; 18 dh | dv
  * << 16; 19 h0 | h1 << 16; 20 flags (bit 0 positions in FP32, bit 1
@@ -877,8 +932,24 @@ __attribute__((noinline)) static int attention(const uint32_t* w) {
   paging.on = 0;
   const uint32_t page = is_paged ? paging.page : C, pages = is_paged ? paging.pages : 1, S = is_paged ? paging.S : 1;
   const uint32_t ra = is_paged ? paging.r0 : 0, rb = is_paged ? paging.r1 : 1;
+  /* The caches: a buffer each, or TKP_KV_STRIPES's stripes. */
+  const uint64_t kc_one = kc, vc_one = vc;
+  struct kv_cache KC = {&kc_one, 1, 0, 0, C, dh}, VC = {&vc_one, 1, 0, 0, C, dv};
+  uint32_t stripes_ok = 1;
+  if (kv_stripes.n) {
+    const uint32_t n = kv_stripes.n, unit = kv_stripes.unit;
+    uint32_t shift = 0, nshift = 0;
+    while (shift < 31 && !(unit >> shift & 1)) ++shift;
+    while (nshift < 31 && !(n >> nshift & 1)) ++nshift;
+    KC.base = kv_stripes.k, VC.base = kv_stripes.v, KC.n = VC.n = n, KC.nshift = VC.nshift = nshift;
+    KC.shift = VC.shift = shift, KC.cap = VC.cap = kv_stripes.cap;
+    kv_stripes.n = 0;
+    /* n a power of two up to the most, whole blocks, the last position's block in every stripe's room */
+    stripes_ok = n <= TKP_KV_STRIPES_MAX && !(n & (n - 1)) && unit && !(unit & (unit - 1)) && !(KC.cap & (unit - 1)) &&
+                 ((uint64_t)(((C - 1) >> shift) >> nshift) + 1) << shift <= KC.cap;
+  }
   if (!T || !C || !H || !KV || H % KV || !dh || !dv || h0 >= h1 || h1 > H || qs < H * dh || ks < KV * dh || vs < KV * dv ||
-      (rotary && dh % 2) || !page || !pages || C % page || !S || rb > T || (uint64_t)S * pages > 65536)
+      (rotary && dh % 2) || !page || !pages || C % page || !S || rb > T || (uint64_t)S * pages > 65536 || !stripes_ok)
     return 2;
   const uint32_t cap = pages * page; /* a sequence's positions */
   /* A segment's cached K and V rows load whole (att_rows), K's first on
@@ -1063,11 +1134,11 @@ __attribute__((noinline)) static int attention(const uint32_t* w) {
         l.sem = 0;
         const uint32_t blocks = streamed ? (p + TKP_ATTN_BLOCK - 1) / TKP_ATTN_BLOCK : 0;
         for (uint32_t b = 0; b < blocks && b < 2; ++b)
-          att_rows(kc, dh, j, C, PT, page, b * TKP_ATTN_BLOCK, p < (b + 1) * TKP_ATTN_BLOCK ? p : (b + 1) * TKP_ATTN_BLOCK,
+          att_rows(&KC, j, PT, page, b * TKP_ATTN_BLOCK, p < (b + 1) * TKP_ATTN_BLOCK ? p : (b + 1) * TKP_ATTN_BLOCK,
                    KB + b * KBLK, TK_NONE, A_KBLK);
         for (uint32_t x = 0; x < 2 && !streamed && p; ++x) { /* whole: K and V, in the tile's order */
           const uint32_t is_v = x ^ kv_first;
-          att_rows(is_v ? vc : kc, is_v ? dv : dh, j, C, PT, page, 0, p, is_v ? VB : KB, TK_NONE,
+          att_rows(is_v ? &VC : &KC, j, PT, page, 0, p, is_v ? VB : KB, TK_NONE,
                    x && Ts == 1 ? A_LOADED : TK_NONE);
         }
         for (uint32_t e = 0; Ts > 1 && e < gh; ++e) {
@@ -1118,11 +1189,11 @@ __attribute__((noinline)) static int attention(const uint32_t* w) {
               tk_gemm_push(&g);
             }
             if (b + 2 < blocks)
-              att_rows(kc, dh, j, C, PT, page, b0 + 2 * TKP_ATTN_BLOCK, p < b1 + 2 * TKP_ATTN_BLOCK ? p : b1 + 2 * TKP_ATTN_BLOCK,
+              att_rows(&KC, j, PT, page, b0 + 2 * TKP_ATTN_BLOCK, p < b1 + 2 * TKP_ATTN_BLOCK ? p : b1 + 2 * TKP_ATTN_BLOCK,
                        KB + (b & 1) * KBLK, A_KFREE, A_KBLK);
           }
           for (uint32_t b = 0; b < blocks && b < 2; ++b)
-            att_rows(vc, dv, j, C, PT, page, b * TKP_ATTN_BLOCK, p < (b + 1) * TKP_ATTN_BLOCK ? p : (b + 1) * TKP_ATTN_BLOCK,
+            att_rows(&VC, j, PT, page, b * TKP_ATTN_BLOCK, p < (b + 1) * TKP_ATTN_BLOCK ? p : (b + 1) * TKP_ATTN_BLOCK,
                      VB + b * VBLK, TK_NONE, A_VBLK);
         }
         for (uint32_t e = 0; e < (streamed ? 0 : gemms); ++e) {
@@ -1171,7 +1242,7 @@ __attribute__((noinline)) static int attention(const uint32_t* w) {
             o.sem = TK_SEM(b ? A_VBLK : A_WEIGHED, b + 2 < v_blocks ? A_VFREE : TK_NONE, TK_NONE);
             tk_gemm_push(&o);
             if (b + 2 < v_blocks)
-              att_rows(vc, dv, j, C, TABLE + SEQ[seg[i].r0] * pages, page, b0 + 2 * TKP_ATTN_BLOCK,
+              att_rows(&VC, j, TABLE + SEQ[seg[i].r0] * pages, page, b0 + 2 * TKP_ATTN_BLOCK,
                        p < b1 + 2 * TKP_ATTN_BLOCK ? p : b1 + 2 * TKP_ATTN_BLOCK, seg[i].VB + (b & 1) * VBLK, A_VFREE, A_VBLK);
           }
           o.k = seg[i].Ts, o.a = PB + 2 * (u * gh * wide + p), o.b = seg[i].VN, o.accumulate = v_blocks > 0;
@@ -1204,12 +1275,13 @@ __attribute__((noinline)) static int attention(const uint32_t* w) {
         const uint32_t Ts = seg[i].Ts, p = seg[i].p, n = p + Ts;
         const uint32_t* const PT = TABLE + SEQ[seg[i].r0] * pages;
         for (uint32_t at = p; at < n;) {
-          const uint32_t off = at % page, n_at = n - at < page - off ? n - at : page - off, phys = PT[at / page] * page + off;
+          uint64_t ka, va;
+          const uint32_t n_at = kv_run(&VC, j, PT, page, at, at + kv_run(&KC, j, PT, page, at, n, &ka), &va);
           struct tk_dma a = {0};
-          a.id = op_index, a.flags = TK_DMA_SRC_LOCAL, a.src = seg[i].KN + 2 * (at - p) * g1 * dh, a.dst = kc + 2ull * ((uint64_t)j * C + phys) * dh;
+          a.id = op_index, a.flags = TK_DMA_SRC_LOCAL, a.src = seg[i].KN + 2 * (at - p) * g1 * dh, a.dst = ka;
           a.len0 = 2 * dh, a.count1 = n_at, a.sstride1 = 2 * g1 * dh, a.dstride1 = 2 * dh;
           tk_dma_push(&a);
-          a.src = seg[i].VN + 2 * (at - p) * dv, a.dst = vc + 2ull * ((uint64_t)j * C + phys) * dv, a.len0 = 2 * n_at * dv, a.count1 = 1;
+          a.src = seg[i].VN + 2 * (at - p) * dv, a.dst = va, a.len0 = 2 * n_at * dv, a.count1 = 1;
           a.sstride1 = a.dstride1 = 0;
           tk_dma_push(&a);
           at += n_at;
@@ -1341,6 +1413,7 @@ static int run_op(const struct tkp_op* o) {
     case TKP_GATHER: return gather_rows(o->w);
     case TKP_ATTN: return attention(o->w);
     case TKP_PAGED: return paged(o->w);
+    case TKP_KV_STRIPES: return striped(o->w);
     case TKP_POSITION: return position(o->w);
     case TKP_COLLECTIVE: return collective(o->w);
     case TKP_DISPATCH: return dispatch(o->w);

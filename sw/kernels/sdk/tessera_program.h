@@ -51,7 +51,10 @@ enum tkp_kind {
                           fails fails the operation (exit 4) */
   TKP_DISPATCH = 16, /* expert parallelism's dispatch and combine, from a router's output in global memory: w[0..12] as
                         the program kernel describes them (dispatch) */
+  TKP_KV_STRIPES = 17, /* the next TKP_ATTN's K and V caches lie in stripes, each a buffer of its own (in an HBM stack
+                          of its own): w[0..17] as the program kernel describes them (striped) */
 };
+#define TKP_KV_STRIPES_MAX 4u
 #define TKP_BARRIER_MAX 19u
 #define TKP_BARRIER_EARLY(sem) ((sem) & 0xffu)
 #define TKP_BARRIER_MARK(sem) ((sem) >> 16 & 0x3ffu) /* slot + 1 */

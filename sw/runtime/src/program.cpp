@@ -161,6 +161,9 @@ TileProgram& TileProgram::collective(std::uint32_t ce_op, std::uint64_t src, std
 
 TileProgram& TileProgram::attention(const std::vector<std::uint32_t>& args) { return words(TKP_ATTN, "attention", args, 22, 22); }
 TileProgram& TileProgram::paged(const std::vector<std::uint32_t>& args) { return words(TKP_PAGED, "paged", args, 8, 8); }
+TileProgram& TileProgram::kv_stripes(const std::vector<std::uint32_t>& args) {
+  return words(TKP_KV_STRIPES, "kv_stripes", args, 18, 18);
+}
 TileProgram& TileProgram::route(const std::vector<std::uint32_t>& args) { return words(TKP_ROUTE, "route", args, 8, 8); }
 
 Graph& Graph::node(std::string name, std::vector<std::pair<unsigned, TileProgram>> per_tile) {

@@ -101,6 +101,9 @@ class TileProgram {
   // The next attention's rows are sequences, each over its own pages of
   // the KV cache (TKP_PAGED): the 8 words the program kernel's paged() takes.
   TileProgram& paged(const std::vector<std::uint32_t>& args);
+  // The next attention's K and V caches lie in stripes (TKP_KV_STRIPES):
+  // the 18 words the program kernel's striped() takes.
+  TileProgram& kv_stripes(const std::vector<std::uint32_t>& args);
   // The core reads a position held at `global` (FP32 holding a whole
   // number, or INT32) for the vector ops after it with relative_position.
   TileProgram& position(std::uint64_t global, bool as_float);
