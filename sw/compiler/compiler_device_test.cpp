@@ -1033,6 +1033,45 @@ TEST(CompilerDevice, QueryHeadsSharingAKvHeadReadItsCacheOnceBitForBit) {
   check(mixed, in, pc, "paged prompt beside rows");
 }
 
+namespace {
+
+// An attention step of H heads over KV heads of dh / dv on caches
+// "<name>.k" and "<name>.v" of C positions (with S sequences, paged:
+// pages of 16, interleaved over the sequences), compiled with `o`, its
+// caches seeded on the chip and in `caches` (seeds `seed`, `seed` + 1),
+// and its inputs (seeds `seed` + 2 ..).
+struct CacheStep {
+  std::unique_ptr<Executable> e;
+  std::map<std::string, std::vector<float>> in, caches;
+};
+CacheStep cache_step(Chip& c, unsigned H, unsigned KV, unsigned dh, unsigned dv, unsigned C, const std::vector<float>& positions,
+                     const std::vector<float>& sequences, unsigned S, const std::string& name, std::uint32_t seed,
+                     const Options& o = {}) {
+  const unsigned T = static_cast<unsigned>(positions.size()), page = 16;
+  Graph g;
+  const int q = g.input("q", {T, H * dh}), k = g.input("k", {T, KV * dh}), v = g.input("v", {T, KV * dv});
+  const int pos = g.input("positions", {T});
+  Paging paging;
+  if (S) paging.sequences = g.input("sequences", {T}), paging.table = g.input("pages", {S, C / page / S}), paging.page = page;
+  const int kc = g.kv_cache(name + ".k", KV, C, dh), vc = g.kv_cache(name + ".v", KV, C, dv);
+  g.output(g.attention(q, k, v, kc, vc, pos, H, 0.05f, "o", false, paging));
+  CacheStep st;
+  st.e = std::make_unique<Executable>(c.dev, c.program, std::move(g), o);
+  seeded_cache(*st.e, name + ".k", seed, st.caches), seeded_cache(*st.e, name + ".v", seed + 1, st.caches);
+  st.in = {{"q", seeded_values(std::size_t{T} * H * dh, seed + 2, 1.0f)},
+           {"k", seeded_values(std::size_t{T} * KV * dh, seed + 3, 1.0f)},
+           {"v", seeded_values(std::size_t{T} * KV * dv, seed + 4, 1.0f)},
+           {"positions", positions}};
+  if (S) {
+    st.in["sequences"] = sequences;
+    for (unsigned s = 0; s < S; ++s)
+      for (unsigned i = 0; i < C / page / S; ++i) st.in["pages"].push_back(static_cast<float>(i * S + s));  // interleaved
+  }
+  return st;
+}
+
+}  // namespace
+
 TEST(CompilerDevice, CachesTooLongForTheScratchpadStreamTheirRowsBitForBit) {
   // Cached rows past what a tile's scratchpad holds whole stream through
   // it in blocks of 64 positions (K for the scores, then V for P.V, each
@@ -1049,28 +1088,10 @@ TEST(CompilerDevice, CachesTooLongForTheScratchpadStreamTheirRowsBitForBit) {
   Chip c;
   auto run = [&](unsigned H, unsigned KV, unsigned dh, unsigned dv, unsigned C, std::vector<float> positions,
                  std::vector<float> sequences, const std::string& what) {
-    const unsigned T = static_cast<unsigned>(positions.size()), S = sequences.empty() ? 0 : 2, page = 16;
-    Graph g;
-    const int q = g.input("q", {T, H * dh}), k = g.input("k", {T, KV * dh}), v = g.input("v", {T, KV * dv});
-    const int pos = g.input("positions", {T});
-    Paging paging;
-    if (S) paging.sequences = g.input("sequences", {T}), paging.table = g.input("pages", {S, C / page / S}), paging.page = page;
-    const int kc = g.kv_cache("long.k", KV, C, dh), vc = g.kv_cache("long.v", KV, C, dv);
-    g.output(g.attention(q, k, v, kc, vc, pos, H, 0.05f, "o", false, paging));
-    Executable e(c.dev, c.program, std::move(g));
-    std::map<std::string, std::vector<float>> caches;
-    seeded_cache(e, "long.k", 70, caches), seeded_cache(e, "long.v", 71, caches);
-    std::map<std::string, std::vector<float>> in{{"q", seeded_values(std::size_t{T} * H * dh, 72, 1.0f)},
-                                                 {"k", seeded_values(std::size_t{T} * KV * dh, 73, 1.0f)},
-                                                 {"v", seeded_values(std::size_t{T} * KV * dv, 74, 1.0f)},
-                                                 {"positions", positions}};
-    if (S) {
-      in["sequences"] = sequences;
-      for (unsigned s = 0; s < S; ++s)
-        for (unsigned i = 0; i < C / page / S; ++i) in["pages"].push_back(static_cast<float>(i * S + s));  // interleaved
-    }
-    const auto out = e.run(in);
-    expect_bits(out.at("o"), reference(e.graph(), in, &caches)[static_cast<std::size_t>(e.graph().outputs()[0])], what);
+    CacheStep st = cache_step(c, H, KV, dh, dv, C, positions, sequences, sequences.empty() ? 0 : 2, "long", 70);
+    Executable& e = *st.e;
+    const auto out = e.run(st.in);
+    expect_bits(out.at("o"), reference(e.graph(), st.in, &st.caches)[static_cast<std::size_t>(e.graph().outputs()[0])], what);
     std::printf("%s: %.2f us\n", what.c_str(), e.last_seconds() * 1e6);
   };
   run(32, 4, 128, 128, 5120, {5000}, {}, "a row at 5000");
@@ -1098,36 +1119,19 @@ TEST(CompilerDevice, CachesStripedOverTheStacksGiveTheSameBitsAndReadEveryStack)
   // them; the striped caches read through every stack (each at least a
   // sixth of the cache's bytes) and the row faster.
   Chip c;
-  const unsigned H = 32, KV = 8, dh = 128, C = 4096, page = 16;
+  const unsigned H = 32, KV = 8, dh = 128, C = 4096;
   struct Run {
     double seconds = 0;
     std::vector<double> stack_reads;  // bytes read from each stack in the run
   };
   auto run = [&](bool stripe, std::vector<float> positions, std::vector<float> sequences, const std::string& what) {
-    const unsigned T = static_cast<unsigned>(positions.size()), S = sequences.empty() ? 0 : 4;
-    Graph g;
-    const int q = g.input("q", {T, H * dh}), k = g.input("k", {T, KV * dh}), v = g.input("v", {T, KV * dh});
-    const int pos = g.input("positions", {T});
-    Paging paging;
-    if (S) paging.sequences = g.input("sequences", {T}), paging.table = g.input("pages", {S, C / page / S}), paging.page = page;
-    const int kc = g.kv_cache("c.k", KV, C, dh), vc = g.kv_cache("c.v", KV, C, dh);
-    g.output(g.attention(q, k, v, kc, vc, pos, H, 0.05f, "o", false, paging));
     Options o;
     o.stripe_caches = stripe;
-    Executable e(c.dev, c.program, std::move(g), o);
+    CacheStep st = cache_step(c, H, KV, dh, dh, C, positions, sequences, sequences.empty() ? 0 : 4, "c", 30, o);
+    Executable& e = *st.e;
+    std::map<std::string, std::vector<float>>&in = st.in, &caches = st.caches;
     EXPECT_EQ(e.state().size(), stripe ? 8u : 2u) << what;
     EXPECT_EQ(e.state().count("c.k#3"), stripe ? 1u : 0u) << what;
-    std::map<std::string, std::vector<float>> caches;
-    seeded_cache(e, "c.k", 30, caches), seeded_cache(e, "c.v", 31, caches);
-    std::map<std::string, std::vector<float>> in{{"q", seeded_values(std::size_t{T} * H * dh, 32, 1.0f)},
-                                                 {"k", seeded_values(std::size_t{T} * KV * dh, 33, 1.0f)},
-                                                 {"v", seeded_values(std::size_t{T} * KV * dh, 34, 1.0f)},
-                                                 {"positions", positions}};
-    if (S) {
-      in["sequences"] = sequences;
-      for (unsigned s = 0; s < S; ++s)
-        for (unsigned i = 0; i < C / page / S; ++i) in["pages"].push_back(static_cast<float>(i * S + s));
-    }
     auto reads = [&] {
       std::vector<double> r;
       const auto st = c.dev.stats();
