@@ -440,14 +440,15 @@ TEST(Hbm, FastModeWithinTenPercentOfDetailed) {
   // run's ratio by up to 8% either way, so the means are compared).
   // Bandwidth within 10%, mean latency (reads and posted writes) within
   // 20%. Writes only shows that posted writes wait for room in the write
-  // queue (without it the fast mode had taken them at 8 to 488 times the
-  // peak). Two known gaps (issue 22), each held to its measured error
-  // rounded up so that it cannot grow unseen: sequential 64 B with 67%
-  // writes at 64 in flight, bandwidth 19.1% high (there the detailed
-  // controller's FR-FCFS lets the initiators drift apart, 7 accesses on
-  // average against 2 in the fast mode, which books each access as it
-  // comes, so that more of their rows conflict), and sequential 32 B with
-  // 67% writes at 8 in flight, latency 21.9% high.
+  // queue (without it the fast mode had taken them at 8 to 128 times the
+  // peak, 8.8 to 488 times the detailed mode's rate). Two known gaps
+  // (issue 22), each held to its measured error rounded up so that it
+  // cannot grow unseen: sequential 64 B with 67% writes at 64 in flight,
+  // bandwidth 19.1% high (there the detailed controller's FR-FCFS lets
+  // the initiators drift apart, 7 accesses on average against 2 in the
+  // fast mode, which books each access as it comes, so that more of their
+  // rows conflict), and sequential 32 B with 67% writes at 8 in flight,
+  // latency 21.9% high.
   struct Case {
     std::string what;
     std::vector<std::pair<std::unique_ptr<Bench>, std::unique_ptr<Bench>>> runs;  // detailed, fast
