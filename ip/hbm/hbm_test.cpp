@@ -445,10 +445,11 @@ TEST(Hbm, FastModeWithinTenPercentOfDetailed) {
   // (issue 22), each held to its measured error rounded up so that it
   // cannot grow unseen: sequential 64 B with 67% writes at 64 in flight,
   // bandwidth 19.1% high (there the detailed controller's FR-FCFS lets
-  // the initiators drift apart, 7 accesses on average against 2 in the
-  // fast mode, which books each access as it comes, so that more of their
-  // rows conflict), and sequential 32 B with 67% writes at 8 in flight,
-  // latency 21.9% high.
+  // the initiators drift apart, 7.2 to 7.9 accesses on average against
+  // 3.7 to 4.5 in the fast mode, which books each access as it comes, so
+  // that more of their rows conflict; its reads wait 813-830 ns against
+  // 530-547), and sequential 32 B with 67% writes at 8 in flight, latency
+  // 21.9% high.
   struct Case {
     std::string what;
     std::vector<std::pair<std::unique_ptr<Bench>, std::unique_ptr<Bench>>> runs;  // detailed, fast
