@@ -1088,7 +1088,8 @@ TEST(CompilerDevice, CachesTooLongForTheScratchpadStreamTheirRowsBitForBit) {
   Chip c;
   auto run = [&](unsigned H, unsigned KV, unsigned dh, unsigned dv, unsigned C, std::vector<float> positions,
                  std::vector<float> sequences, const std::string& what) {
-    CacheStep st = cache_step(c, H, KV, dh, dv, C, positions, sequences, sequences.empty() ? 0 : 2, "long", 70);
+    const unsigned S = sequences.empty() ? 0 : static_cast<unsigned>(*std::max_element(sequences.begin(), sequences.end())) + 1;
+    CacheStep st = cache_step(c, H, KV, dh, dv, C, positions, sequences, S, "long", 70);
     Executable& e = *st.e;
     const auto out = e.run(st.in);
     expect_bits(out.at("o"), reference(e.graph(), st.in, &st.caches)[static_cast<std::size_t>(e.graph().outputs()[0])], what);
@@ -1101,6 +1102,8 @@ TEST(CompilerDevice, CachesTooLongForTheScratchpadStreamTheirRowsBitForBit) {
   // A paged pool past the attention's 16-bit word for positions (its high
   // half in TKP_PAGED's): pages up to position 79999.
   run(8, 1, 64, 64, 80000, {39990, 39000}, {0, 1}, "paged rows in a pool of 80000 positions");
+  // A sequence past it: its positions are the page table's to place.
+  run(8, 1, 64, 64, 80000, {70000, 70001}, {0, 0}, "a sequence's rows at 70000");
   Graph g;  // unpaged, a cache holds at most 65535
   const int kc = g.kv_cache("big.k", 1, 70000, 16), vc = g.kv_cache("big.v", 1, 70000, 16);
   refused_with([&] { g.attention(g.input("q", {1, 16}), g.input("k", {1, 16}), g.input("v", {1, 16}), kc, vc, g.input("positions", {1}), 1,

@@ -115,11 +115,34 @@ void load_block(TileProgram& p, std::uint64_t src, std::uint32_t pitch, DType fr
 
 }  // namespace
 
+namespace {
+// The program kernel's buffer area in a tile's scratchpad (every device's).
+Target kernel_area() {
+  Target t;
+  t.spm_base = 0x10000, t.spm_end = TKP_PROGRAM_OFFSET;
+  return t;
+}
+}  // namespace
+
+bool attention_fits(unsigned T, unsigned n, unsigned dh, unsigned dv, std::uint64_t table) {
+  const Target t = kernel_area();
+  return t.spm_base + tkp_attn_scratch(T, T, n, dh, dv, table) <= t.spm_end;
+}
+
+unsigned attention_rows(unsigned n, unsigned dh, unsigned dv, std::uint64_t table) {
+  unsigned lo = 0, hi = n;  // the scratch grows with the rows: the last that fits
+  while (lo < hi) {
+    const unsigned mid = hi - (hi - lo) / 2;
+    if (attention_fits(mid, n, dh, dv, table)) lo = mid;
+    else hi = mid - 1;
+  }
+  return lo;
+}
+
 Target target(const rt::Device& dev, unsigned tiles) {
   const roofline::Limits& l = dev.limits();
-  Target t;
+  Target t = kernel_area();
   t.tiles = tiles ? std::min(tiles, dev.tiles()) : dev.tiles();
-  t.spm_base = 0x10000, t.spm_end = TKP_PROGRAM_OFFSET;
   if (l.tile_dma_bytes_per_s > 0) t.tile_bytes_per_s = l.tile_dma_bytes_per_s;
   const auto m = l.tile_macs_per_s.find("bf16");
   if (m != l.tile_macs_per_s.end() && m->second > 0) t.tile_macs_per_s = m->second;
@@ -1470,7 +1493,7 @@ Executable::Executable(rt::Device& dev, const rt::Kernel& program, Graph g, cons
       // The worst case: every row one sequence's, at the end of its cache.
       const Tensor* Tb = op.page ? &g_.tensor(op.in[7]) : nullptr;
       const unsigned n = Tb ? Tb->shape[1] * op.page : KC.shape[1];
-      if (tgt.spm_base + tkp_attn_scratch(T, T, n, KC.shape[2], VC.shape[2], Tb ? Tb->elements() : 1) > tgt.spm_end)
+      if (!attention_fits(T, n, KC.shape[2], VC.shape[2], Tb ? Tb->elements() : 1))
         throw std::invalid_argument(fmt::format("compiler: attention '{}': {} rows over a cache of {} positions do not fit the "
                                                 "scratchpad's {} KiB",
                                                 op.name, T, n, (tgt.spm_end - tgt.spm_base) / 1024));

@@ -139,6 +139,15 @@ struct Options {
 // The tiler's view of a device, from its roofline limits.
 Target target(const rt::Device& dev, unsigned tiles = 0);
 
+// Whether an attention step of T rows over a cache of n positions a
+// sequence (keys of dh values, values of dv; a page table of `table`
+// entries, 1 unpaged) fits the program kernel's scratchpad in its worst
+// case, every row one sequence's at the end of its cache: what an
+// Executable compiles, else refuses by name.
+bool attention_fits(unsigned T, unsigned n, unsigned dh, unsigned dv, std::uint64_t table);
+// The most rows such a step takes (0: not even one).
+unsigned attention_rows(unsigned n, unsigned dh, unsigned dv, std::uint64_t table);
+
 class Executable {
  public:
   // Compiles `g` for `dev`; `program` is the program kernel loaded on the

@@ -6,7 +6,8 @@
 // on the T1 with one launch; prints the greedy next token, the simulated
 // time per prompt token and the launch against its roofline (a MoE
 // model's prompt longer than 256 tokens in steps of 256, over the KV
-// caches, the experts' kernel taking 256 rows a step). --decode N
+// caches, the experts' kernel taking 256 rows a step; any prompt in steps
+// of the rows its attention's scratchpad holds over the context). --decode N
 // then decodes N tokens greedily, one compiled step a token over the KV
 // caches the prefill filled (one launch a step). --check compares every
 // logit (the prompt's and each decoded token's) with the FP32 host
@@ -142,6 +143,7 @@ int demo_main(int argc, char** argv) {
   if (seeded_routes && check)
     return fail("--routing seeded gates the experts by seeded scores, not the model's: --check has no reference to compare with");
   opt.timing_only = timing;
+  const unsigned context = start + prompt + decode;
   LlamaConfig c;
   std::unique_ptr<SafeTensors> st;
   WeightSource w = timing ? shape_only() : seeded_weights(seed);
@@ -172,11 +174,14 @@ int demo_main(int argc, char** argv) {
     if (seeded_routes && !sparse) return fail(fmt::format("--routing seeded: {} has no MoE layer among the layers run", config));
     // A batch prefills its sequences together, each step a chunk of every
     // sequence's prompt (a sequence's rows together): the chunk shrinks so
-    // a step keeps to the experts' kTokens rows, or to kBatchRows.
+    // a step keeps to the experts' kTokens rows, or to kBatchRows, and to
+    // the rows its attention's scratchpad holds over the context (a dense
+    // model's prompt too).
     const unsigned share = batch / groups;  // a group's sequences
     // (Expert parallel: the experts' kernel takes every chip's slots, as
     // many as a chip's rows: kChunk / chips a chip.)
-    const unsigned most = sparse ? kChunk / (expert ? chips : 1) : share > 1 ? kBatchRows : prompt;
+    const unsigned most = std::min(sparse ? kChunk / (expert ? chips : 1) : share > 1 ? kBatchRows : prompt,
+                                   llama_step_rows(c, context, share));
     if (expert)
       if (const std::string why = expert_refusal(c, chips, layers); !why.empty())
         return fail(fmt::format("--parallel expert: {}: {}", config, why));
@@ -197,8 +202,7 @@ int demo_main(int argc, char** argv) {
                               "of this host's {:.1f} GB; run fewer layers (--layers), or at full size in the timing-only mode "
                               "(--timing-only)",
                               config, layers ? std::min(layers, c.layers) : c.layers, c.layers, params / 1e9, need / 1e9, host / 1e9));
-    const unsigned context = start + prompt + decode;
-    // A batch's caches hold a page of the context per sequence; each
+    // A batch's caches hold the context per sequence (kv_pages); each
     // sequence prefills alone, and a decode step takes a row of each.
     // --parallel auto: Megatron's shards wherever the model's layers shard
     // over the chips (one group; faster than spreading from chip 0 in
@@ -359,7 +363,8 @@ int demo_main(int argc, char** argv) {
     std::vector<std::vector<std::vector<std::uint32_t>>> routes(batch);
     std::uint64_t steps = 0;  // each step's seeded scores (--routing seeded) its own
     auto inputs = [&](const std::vector<std::uint32_t>& t, const std::vector<unsigned>& at, const std::vector<unsigned>& of) {
-      std::map<std::string, std::vector<float>> in = share > 1 ? llama_batch_inputs(t, at, of, share) : llama_inputs(t, at[0]);
+      std::map<std::string, std::vector<float>> in = share > 1 || kv_pages(context).pages > 1 ? llama_batch_inputs(t, at, of, share, context)
+                                                                                          : llama_inputs(t, at[0]);
       if (seeded_routes) route_seeds(c, layers, static_cast<unsigned>(t.size()), (std::uint64_t{seed} << 32) + steps++, in);
       return in;
     };

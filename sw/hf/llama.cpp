@@ -463,14 +463,17 @@ Graph llama_step(const LlamaConfig& c, const WeightSource& w, unsigned rows, uns
   // The step's positions (llama_inputs): the rotary tables' rows, and where
   // the attention appends to its KV caches.
   const int positions = g.input("positions", {T});
-  // Several sequences (a batch): each row's sequence, and each sequence's
-  // page of the caches (one of `context` positions: llama_batch_inputs).
+  // Several sequences (a batch), or a context past a page: each row's
+  // sequence, and each sequence's pages of the caches (kv_pages:
+  // llama_batch_inputs).
   compiler::Paging paging;
-  if (sequences > 1) {
+  const KvPages kp = kv_pages(context);
+  if (sequences > 1 || kp.pages > 1) {
     paging.sequences = g.input("sequences", {T});
-    paging.table = g.input("pages", {sequences, 1});
-    paging.page = context;
+    paging.table = g.input("pages", {sequences, kp.pages});
+    paging.page = kp.page;
   }
+  const unsigned capacity = kp.page * kp.pages * sequences;
   // Rotary tables of the context's positions, the step's rows gathered on
   // the chip: x.cos + rotate_half(x).sin, rotate_half's sign folded into
   // the sin table; n heads of `width` columns, columns [offset, offset +
@@ -520,8 +523,8 @@ Graph llama_step(const LlamaConfig& c, const WeightSource& w, unsigned rows, uns
   // Causal attention of H heads over the layer's KV caches (KVh heads of
   // qd keys and vd values; the step's rows appended at their positions).
   auto attention = [&](unsigned l, int q, int k, int v, unsigned KVh, unsigned qd, unsigned vd, unsigned heads) {
-    const int kc = g.kv_cache(fmt::format("layer{}.k_cache", l), KVh, context * sequences, qd);
-    const int vc = g.kv_cache(fmt::format("layer{}.v_cache", l), KVh, context * sequences, vd);
+    const int kc = g.kv_cache(fmt::format("layer{}.k_cache", l), KVh, capacity, qd);
+    const int vc = g.kv_cache(fmt::format("layer{}.v_cache", l), KVh, capacity, vd);
     return g.attention(q, k, v, kc, vc, positions, heads, static_cast<float>(c.attention_scale()), fmt::format("layer{}.attention", l), false,
                        paging);
   };
@@ -816,15 +819,32 @@ void route_seeds(const LlamaConfig& c, unsigned layers, unsigned rows, std::uint
   }
 }
 
+KvPages kv_pages(unsigned context) {
+  if (context <= 65535) return {context, 1};
+  constexpr unsigned kMost = 65280;  // 255 x 256
+  const unsigned pages = (context + kMost - 1) / kMost, each = (context + pages - 1) / pages;
+  return {(each + 255) / 256 * 256, pages};
+}
+
+unsigned llama_step_rows(const LlamaConfig& c, unsigned context, unsigned sequences) {
+  const KvPages kp = kv_pages(context);
+  const bool paged = sequences > 1 || kp.pages > 1;
+  // The caches' widths: MLA's compressed cache (the latent and its rotary
+  // keys, the latent the values), else a KV head's.
+  const unsigned dh = c.mla ? c.kv_lora + c.qk_rope : c.head_dim, dv = c.mla ? c.kv_lora : c.head_dim;
+  return compiler::attention_rows(kp.page * kp.pages, dh, dv, paged ? std::uint64_t{sequences} * kp.pages : 1);
+}
+
 std::map<std::string, std::vector<float>> llama_batch_inputs(const std::vector<std::uint32_t>& tokens, const std::vector<unsigned>& positions,
-                                                             const std::vector<unsigned>& of, unsigned sequences) {
+                                                             const std::vector<unsigned>& of, unsigned sequences, unsigned context) {
   if (positions.size() != tokens.size() || of.size() != tokens.size())
     throw std::invalid_argument(fmt::format("llama: {} tokens with {} positions and {} sequences", tokens.size(), positions.size(), of.size()));
   std::map<std::string, std::vector<float>> in = {{"tokens", std::vector<float>(tokens.begin(), tokens.end())},
                                                   {"positions", std::vector<float>(positions.begin(), positions.end())},
                                                   {"sequences", std::vector<float>(of.begin(), of.end())},
-                                                  {"pages", std::vector<float>(sequences)}};
-  for (unsigned s = 0; s < sequences; ++s) in["pages"][s] = static_cast<float>(s);
+                                                  {"pages", {}}};
+  const unsigned pages = kv_pages(context).pages;
+  for (unsigned p = 0; p < sequences * pages; ++p) in["pages"].push_back(static_cast<float>(p));  // sequence p / pages's page p % pages
   return in;
 }
 

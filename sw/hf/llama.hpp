@@ -148,10 +148,12 @@ compiler::Graph llama_prefill(const LlamaConfig& c, const WeightSource& w, const
 // executables of one sequence share: compiler::Options::state): the
 // prefill is a step of the prompt's length at 0, each decode step one of a
 // row. Outputs as llama_prefill's, for the step's rows. With `sequences`
-// above 1 the caches hold that many sequences, a page of `context`
-// positions each (compiler::Paging), and the step's rows may be any
+// above 1 the caches hold that many sequences, `context` positions each
+// in pages (kv_pages, compiler::Paging), and the step's rows may be any
 // sequences' tokens at their own positions (llama_batch_inputs): a prefill
-// of one sequence, or a decode step of a row per sequence (a batch).
+// of one sequence, or a decode step of a row per sequence (a batch). A
+// context past one page is paged for one sequence too (its inputs then
+// llama_batch_inputs's).
 // With `seeded_routes`, a sparse layer's router still runs, but its
 // experts are chosen (and gated) by the graph's input
 // "layer<l>.route_seed" (rows x experts scores, route_seeds()) instead of
@@ -201,6 +203,20 @@ std::string expert_refusal(const LlamaConfig& c, unsigned chips, unsigned layers
 // Whether Shard::experts over `chips` chips runs the LM head by vocabulary
 // (the chips divide it), else whole on each chip's rows.
 bool expert_head_by_vocab(const LlamaConfig& c, unsigned chips);
+// A sequence's share of llama_step's KV caches: one page of `context`
+// positions where the attention's word for a page holds it (65535), else
+// `pages` pages of `page` positions (whole 256s, at most 65280), the
+// sequence's positions in order through its page table
+// (llama_batch_inputs).
+struct KvPages {
+  unsigned page, pages;
+};
+KvPages kv_pages(unsigned context);
+// The most rows a llama_step of `sequences` over caches of `context`
+// positions each takes: as many as its attention's scratchpad holds, all
+// one sequence's at the end of its cache (compiler::attention_rows; 0:
+// not one).
+unsigned llama_step_rows(const LlamaConfig& c, unsigned context, unsigned sequences = 1);
 compiler::Graph llama_step(const LlamaConfig& c, const WeightSource& w, unsigned rows, unsigned context, unsigned layers = 0,
                            const Fp8Source& fp8 = {}, unsigned sequences = 1, bool seeded_routes = false, const Shard& shard = {});
 // A step's T x vocab logits from each chip's "logits.part" (a Shard's
@@ -219,10 +235,11 @@ std::map<std::string, std::vector<float>> llama_inputs(const std::vector<std::ui
 // [0, 1) from `seed` (give each step its own), added to `inputs`.
 void route_seeds(const LlamaConfig& c, unsigned layers, unsigned rows, std::uint64_t seed,
                  std::map<std::string, std::vector<float>>& inputs);
-// A step of llama_step(..., sequences)'s: row r is sequence of[r]'s token
-// tokens[r] at positions[r] (a sequence's rows together, in order).
+// A step of llama_step(..., context, ..., sequences)'s: row r is sequence
+// of[r]'s token tokens[r] at positions[r] (a sequence's rows together, in
+// order), each sequence's pages (kv_pages(context)) in order.
 std::map<std::string, std::vector<float>> llama_batch_inputs(const std::vector<std::uint32_t>& tokens, const std::vector<unsigned>& positions,
-                                                             const std::vector<unsigned>& of, unsigned sequences);
+                                                             const std::vector<unsigned>& of, unsigned sequences, unsigned context);
 // The same on the host in FP32, with the weights as the chip holds them
 // (rounded to BF16, norms in FP32) and activations unrounded. A MoE model
 // routes each token to its own top k unless `routes` (by layer, T x k

@@ -696,6 +696,55 @@ TEST(HfLlama, DecodingOverTheKvCacheGivesTheLongerPrefillsLogitsBitForBit) {
   }
 }
 
+TEST(HfLlama, AContextPastAPageIsPagedAndGivesTheShortContextsLogitsBitForBit) {
+  // A context past the attention's word for a page (65535 positions)
+  // lies in pages of whole 256s (kv_pages), one sequence's in order
+  // through its page table (llama_batch_inputs): a prompt of 4 and a
+  // decoded token over caches of 70000 positions give the logits of the
+  // same steps over caches of 8, bit for bit (the same keys in the same
+  // order); the caches' capacity is the pages'.
+  EXPECT_EQ(kv_pages(65535).page, 65535u);
+  EXPECT_EQ(kv_pages(65535).pages, 1u);
+  EXPECT_EQ(kv_pages(65536).page, 32768u);
+  EXPECT_EQ(kv_pages(70000).page, 35072u);
+  EXPECT_EQ(kv_pages(70000).pages, 2u);
+  EXPECT_EQ(kv_pages(1048576).page, 61696u);
+  EXPECT_EQ(kv_pages(1048576).pages, 17u);
+  rt::Device dev;
+  const rt::Kernel program = dev.load_kernel(data_file(DataKind::kernels, "program.elf"), (1u << dev.tiles()) - 1);
+  const LlamaConfig c = LlamaConfig::parse(tiny(), "tiny");
+  const WeightSource w = seeded_weights(11);
+  const std::vector<std::uint32_t> prompt{3, 17, 42, 5};
+  std::vector<std::vector<float>> logits;
+  for (const unsigned context : {8u, 70000u}) {
+    const bool paged = kv_pages(context).pages > 1;
+    auto in = [&](const std::vector<std::uint32_t>& t, unsigned at) {
+      if (!paged) return llama_inputs(t, at);
+      std::vector<unsigned> pos;
+      for (unsigned i = 0; i < t.size(); ++i) pos.push_back(at + i);
+      return llama_batch_inputs(t, pos, std::vector<unsigned>(t.size(), 0), 1, context);
+    };
+    compiler::Executable prefill(dev, program, llama_step(c, w, 4, context, 1));
+    compiler::Options shared;
+    shared.state = prefill.state();
+    compiler::Executable step(dev, program, llama_step(c, w, 1, context, 1), shared);
+    for (const compiler::Tensor& t : step.graph().tensors()) {
+      if (t.name == "layer0.k_cache") {
+        EXPECT_EQ(t.shape[1], paged ? 2u * 35072 : context);
+      }
+    }
+    if (paged) {
+      EXPECT_EQ(in(prompt, 0).at("pages"), (std::vector<float>{0, 1}));
+    }
+    std::vector<float> l = prefill.run(in(prompt, 0)).at("logits");
+    const std::vector<float> next = step.run(in({60}, 4)).at("logits");
+    l.insert(l.end(), next.begin(), next.end());
+    logits.push_back(std::move(l));
+  }
+  ASSERT_EQ(logits[0].size(), logits[1].size());
+  EXPECT_EQ(std::memcmp(logits[0].data(), logits[1].data(), logits[0].size() * 4), 0) << "a context of 70000 changed the logits";
+}
+
 TEST(HfLlama, ShardsOnTheRingOfFourAllReduceToTheReferencesLogits) {
   // Megatron's tensor parallel layout (Shard): each chip of the ring of
   // four runs its shard of two layers, the partial sums all-reduced by

@@ -445,8 +445,7 @@ class Importer {
   }
 
   // A matmul with batch dimensions on both sides (numpy's broadcasting of
-  // them): each batch's A and B moved out, multiplied, and the results
-  // moved into place.
+  // them): one batched matmul over the broadcast batches.
   Value batched_matmul(const Value& a, const Value& b, const std::string& node, const std::string& op) {
     if (b.shape.size() < 2 || a.shape[a.shape.size() - 1] != b.shape[b.shape.size() - 2])
       throw std::invalid_argument(fmt::format("node '{}' ({}): {} x {}: K differs", node, op, shape_text(a.shape), shape_text(b.shape)));
@@ -458,38 +457,32 @@ class Importer {
     const std::uint64_t batches = count(batch);
     std::vector<unsigned> shape = batch;
     shape.push_back(M), shape.push_back(N);
-    if (ab == batch && bb == batch && batches <= std::numeric_limits<unsigned>::max()) {
-      // Neither broadcasts: one batched matmul (a's rows batch by batch, b
-      // as its G x K x N matrices).
-      Value b3 = b;
-      const std::vector<unsigned> s3 = {static_cast<unsigned>(batches), K, N};
-      if (b3.constant()) b3.shape = s3, b3.c.shape = s3;
-      else if (g_.tensor(b3.tensor).shape != s3) b3.tensor = g_.reshape(b3.tensor, s3, fresh("view")), b3.shape = s3;
-      Value y;
-      y.shape = shape, y.tensor = matmul(rows_of(a, node, op), b3, node, op);
-      return y;
-    }
-    if (batches > 256) throw Unsupported(node, op, fmt::format("{} batches (256 are supported where a or b broadcasts)", batches));
-    auto index = [&](std::uint64_t i, const std::vector<unsigned>& s) {  // batch i's matrix in a tensor of batch shape s
-      const auto idx = unravel(i, batch);
+    if (batches > std::numeric_limits<unsigned>::max())
+      throw Unsupported(node, op, fmt::format("{} batches (at most {})", batches, std::numeric_limits<unsigned>::max()));
+    // An operand that broadcasts is moved out to every batch (a constant's
+    // copies folded here): then one batched matmul, a's rows batch by batch
+    // and b as its G x K x N matrices.
+    auto expand = [&](const Value& v, const std::vector<unsigned>& s, unsigned rows, unsigned cols) {
+      if (s == batch) return v;
+      const std::uint64_t size = std::uint64_t{rows} * cols;
       const auto st = strides(s);
-      std::uint64_t f = 0;
-      for (std::size_t k = 0; k < s.size(); ++k) f += (s[k] == 1 ? 0 : idx[idx.size() - s.size() + k]) * st[k];
-      return f;
+      std::vector<unsigned> full = batch;
+      full.push_back(rows), full.push_back(cols);
+      return remap({&v}, full, [&](std::uint64_t o) {
+        const auto idx = unravel(o / size, batch);
+        std::uint64_t f = 0;  // batch o / size's matrix in v
+        for (std::size_t k = 0; k < s.size(); ++k) f += (s[k] == 1 ? 0 : idx[idx.size() - s.size() + k]) * st[k];
+        return Source{0, f * size + o % size};
+      }, node, op);
     };
-    std::vector<Value> ys;
-    for (std::uint64_t i = 0; i < batches; ++i) {
-      const std::uint64_t ao = index(i, ab) * M * K, bo = index(i, bb) * K * N;
-      const Value ai = remap({&a}, {M, K}, [&](std::uint64_t o) { return Source{0, ao + o}; }, node, op);
-      const Value bi = remap({&b}, {K, N}, [&](std::uint64_t o) { return Source{0, bo + o}; }, node, op);
-      Value y;
-      y.shape = {M, N}, y.tensor = matmul(tensor(ai, node, op), bi, fresh("matmul"), op);
-      ys.push_back(y);
-    }
-    std::vector<const Value*> ins;
-    for (const Value& y : ys) ins.push_back(&y);
-    const std::uint64_t mn = std::uint64_t{M} * N;
-    return remap(ins, shape, [&](std::uint64_t o) { return Source{static_cast<unsigned>(o / mn), o % mn}; }, node, op, node);
+    const Value a_all = expand(a, ab, M, K);
+    Value b3 = expand(b, bb, K, N);
+    const std::vector<unsigned> s3 = {static_cast<unsigned>(batches), K, N};
+    if (b3.constant()) b3.shape = s3, b3.c.shape = s3;
+    else if (g_.tensor(b3.tensor).shape != s3) b3.tensor = g_.reshape(b3.tensor, s3, fresh("view")), b3.shape = s3;
+    Value y;
+    y.shape = shape, y.tensor = matmul(rows_of(a_all, node, op), b3, node, op);
+    return y;
   }
 
   // Softmax over axis a: the last as it is, another brought last and back;

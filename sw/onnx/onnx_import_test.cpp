@@ -192,6 +192,75 @@ TEST(OnnxImport, Fp32MatmulsInThreeBf16PassesKeepFp32Accuracy) {
   EXPECT_GT(worst[1], 1e-4);  // one BF16 pass is not
 }
 
+TEST(OnnxImport, ABroadcastingBatchedMatmulIsOneMatmul) {
+  // numpy's broadcasting of the batch dimensions: a [2, 1, 3, 4] input
+  // times b [3, 4, 5] (each broadcasts over one of the batches [2, 3]), a
+  // [2, 4] times a constant [300, 4, 3] (300 batches, past what moving
+  // each batch out had taken): one batched matmul each, the products
+  // numpy's.
+  struct Case {
+    std::vector<unsigned> a, b, y;
+    bool b_constant;
+  };
+  for (const Case& c : {Case{{2, 1, 3, 4}, {3, 4, 5}, {2, 3, 3, 5}, false}, Case{{2, 4}, {300, 4, 3}, {300, 2, 3}, true}}) {
+    onnx::ModelProto m = model();
+    auto* g = m.mutable_graph();
+    add_input(g, "a", std::vector<std::int64_t>(c.a.begin(), c.a.end()));
+    std::size_t na = 1, nb = 1;
+    for (unsigned d : c.a) na *= d;
+    for (unsigned d : c.b) nb *= d;
+    std::vector<float> a(na), b(nb);
+    for (std::size_t i = 0; i < na; ++i) a[i] = std::sin(0.3f * static_cast<float>(i)) * 2;
+    for (std::size_t i = 0; i < nb; ++i) b[i] = std::cos(0.7f * static_cast<float>(i)) / 2;
+    std::map<std::string, HostTensor> in{{"a", floats(c.a, a)}};
+    if (c.b_constant) {
+      auto* w = g->add_initializer();
+      w->set_name("b"), w->set_data_type(onnx::TensorProto::FLOAT);
+      for (unsigned d : c.b) w->add_dims(d);
+      for (float v : b) w->add_float_data(v);
+    } else {
+      add_input(g, "b", std::vector<std::int64_t>(c.b.begin(), c.b.end()));
+      in["b"] = floats(c.b, b);
+    }
+    add_node(g, "MatMul", {"a", "b"}, "y");
+    g->add_output()->set_name("y");
+    const Imported imp = import_model(m, in, Precision::bf16);
+    EXPECT_EQ(imp.outputs[0].shape, c.y);
+    unsigned matmuls = 0;
+    for (const auto& op : imp.graph.ops()) matmuls += op.kind == compiler::OpKind::matmul;
+    EXPECT_EQ(matmuls, 1u);
+    std::map<std::string, std::vector<float>> feed{{"a", a}};
+    if (!c.b_constant) feed["b"] = b;
+    const auto v = compiler::reference(imp.graph, feed);
+    const std::vector<float>& y = v[static_cast<std::size_t>(imp.outputs[0].tensor)];
+    // numpy: batch index i of y reads a's and b's batch at i, a dimension
+    // of 1 at 0 (the shapes aligned at their ends).
+    const unsigned M = c.y[c.y.size() - 2], N = c.y.back(), K = c.a.back();
+    const std::vector<unsigned> batch(c.y.begin(), c.y.end() - 2);
+    std::size_t batches = 1;
+    for (unsigned d : batch) batches *= d;
+    auto offset = [&](std::size_t i, const std::vector<unsigned>& s, std::size_t matrix) {
+      const std::size_t dims = s.size() - 2;
+      std::size_t f = 0, rest = i;
+      std::vector<std::size_t> idx(batch.size());
+      for (std::size_t k = batch.size(); k-- > 0;) idx[k] = rest % batch[k], rest /= batch[k];
+      for (std::size_t k = 0; k < dims; ++k) f = f * s[k] + (s[k] == 1 ? 0 : idx[batch.size() - dims + k]);
+      return f * matrix;
+    };
+    ASSERT_EQ(y.size(), batches * M * N);
+    for (std::size_t i = 0; i < batches; ++i)
+      for (unsigned r = 0; r < M; ++r)
+        for (unsigned col = 0; col < N; ++col) {
+          double want = 0, scale = 0;
+          for (unsigned k = 0; k < K; ++k) {
+            const double p = double(a[offset(i, c.a, M * K) + r * K + k]) * b[offset(i, c.b, K * N) + k * N + col];
+            want += p, scale += std::fabs(p);
+          }
+          EXPECT_NEAR(y[(i * M + r) * N + col], want, 1e-2 * scale) << i << "," << r << "," << col;
+        }
+  }
+}
+
 TEST(OnnxImport, ComparisonsOnTheChipAreExactForInfinitiesNansAndTheLeastDifferences) {
   // Greater, Less, GreaterOrEqual, LessOrEqual and Equal, then Or, And, Xor
   // and Not of their results, on pairs where a composition could slip:
