@@ -697,7 +697,8 @@ int power_headroom(const std::string& self, const std::string& dir) {
 // attention by heads; with --groups G, the demo's --groups G, data
 // parallel over G groups of C / G chips, each so, for the chip counts
 // and batches G divides) or --parallel all-reduce (Megatron's shards,
-// the row-split sums all-reduced by the chips' engines).
+// the row-split sums all-reduced by the chips' engines; with --groups G,
+// in each group over its own chips).
 struct ScaleRun {
   double step_us = -1, tps = -1, per_chip = -1, uj = -1, of_bound = -1, wall_s = -1, gb = -1, gb0 = -1;
   std::string binding;
@@ -782,8 +783,8 @@ int llm_scale(const std::map<std::string, std::string>& opt, const std::string& 
                          "--groups one\n");
     return 2;
   }
-  if ((parallel != "spread" && parallel != "all-reduce") || (parallel == "all-reduce" && groups[0] > 1)) {
-    std::fprintf(stderr, "bench_study llm-scale: --parallel takes spread or all-reduce (which takes no --groups)\n");
+  if (parallel != "spread" && parallel != "all-reduce") {
+    std::fprintf(stderr, "bench_study llm-scale: --parallel takes spread or all-reduce\n");
     return 2;
   }
   const bool all_reduce = parallel == "all-reduce";
@@ -806,7 +807,7 @@ int llm_scale(const std::map<std::string, std::string>& opt, const std::string& 
   fmt::print("Decode at full size in the timing-only mode (issue 18, section 5): one step after a one-token prompt a sequence,\n"
              "`tessera-vp demo --hf-config CONFIG{} --prompt 1 --decode 1 --batch B --chips C{} --timing-only`{}\n",
              layers.empty() ? "" : " --layers " + layers,
-             groups[0] > 1 ? fmt::format(" --groups {}", groups[0]) : all_reduce ? std::string(" --all-reduce") : std::string(),
+             (groups[0] > 1 ? fmt::format(" --groups {}", groups[0]) : std::string()) + (all_reduce ? " --all-reduce" : ""),
              ranks[0] > 1 ? fmt::format(" on {} MPI ranks", ranks[0]) : "");
   fmt::print("{:<16} {:>5} {:>5} {:>10} {:>10} {:>9} {:>9} {:>9}  {:<22} {:>8} {:>10}\n", "model", "chips", "batch", "TPOT us",
              "tokens/s", "per chip", "mJ/token", "% bound", "binding", "GB chip0", "sim s/tok");
@@ -816,7 +817,7 @@ int llm_scale(const std::map<std::string, std::string>& opt, const std::string& 
     const auto& [config, experts] = configs[mi];
     for (unsigned c : chips) {
       const unsigned g = groups[0];
-      series.push_back({fmt::format("{}, {} chips{}", m, c, g > 1 ? fmt::format(" in {} groups", g) : all_reduce ? ", all-reduce" : ""), {}});
+      series.push_back({fmt::format("{}, {} chips{}{}", m, c, g > 1 ? fmt::format(" in {} groups", g) : "", all_reduce ? ", all-reduce" : ""), {}});
       for (unsigned b : batches) {
         if (c % g || b % g) {
           fmt::print("{:<16} {:>5} {:>5}  (not run: {} groups divide not both {} chips and {} sequences)\n", m, c, b, g, c, b);

@@ -197,6 +197,8 @@ class C2c::Regs : public MmioTarget {
       c.mode = static_cast<CommMode>((op & R::CE_OP_f::MODE_MASK) >> R::CE_OP_f::MODE_SHIFT);
       c.type = static_cast<CommType>((op & R::CE_OP_f::TYPE_MASK) >> R::CE_OP_f::TYPE_SHIFT);
       c.peer = static_cast<unsigned>((op & R::CE_OP_f::PEER_MASK) >> R::CE_OP_f::PEER_SHIFT);
+      c.first = static_cast<unsigned>((op & R::CE_OP_f::FIRST_MASK) >> R::CE_OP_f::FIRST_SHIFT);
+      c.chips = static_cast<unsigned>((op & R::CE_OP_f::CHIPS_MASK) >> R::CE_OP_f::CHIPS_SHIFT);
       c.id = static_cast<std::uint32_t>(regs_.get(R::CE_ID));
       c.src = regs_.get(R::CE_SRC);
       c.dst = regs_.get(R::CE_DST);

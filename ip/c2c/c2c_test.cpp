@@ -564,6 +564,80 @@ sc_time put_time(Ring& r, std::uint64_t bytes, CommMode mode) {
 // The alpha-beta model: alpha and B from point-to-point puts (small and
 // large), then ring all-reduce of S bytes on N chips predicted as
 // 2(N-1)/N * S/B + 2(N-1) * alpha, for a small and a large S.
+TEST(Comm, GroupsOfChipsRunTheirOwnCollectivesAtOnce) {
+  // A ring of four as two groups (chips 0-1 and 2-3, a communicator each):
+  // every chip posts at once, each group its own data; each group's ring
+  // and tree all-reduces (push and pull), all-gather, broadcast from its
+  // rank 1 and all-to-all equal the host reference over its own chips
+  // alone. A group past the system, or without the chip, is refused
+  // (code 8).
+  Ring r(4, config());
+  sc_core::sc_spawn([&] {
+    const CommType t = CommType::bf16;
+    const std::uint64_t n = 301;
+    auto group = [](unsigned k, Collective& c) { c.first = k / 2 * 2, c.chips = 2; };
+    std::uint64_t seed = 40;
+    for (const CommAlgo algo : {CommAlgo::ring, CommAlgo::tree})
+      for (const CommMode mode : {CommMode::push, CommMode::pull}) {
+        std::vector<std::vector<std::uint8_t>> in;
+        for (unsigned k = 0; k < 4; ++k) in.push_back(random_elements(t, n, seed++)), r.poke(k, kSrc, in.back());
+        Collective c;
+        c.op = CommOp::all_reduce, c.algo = algo, c.mode = mode, c.type = t, c.src = kSrc, c.dst = kDst, c.count = n;
+        r.run(c, group);
+        for (unsigned g = 0; g < 2; ++g) {
+          const std::vector<std::vector<std::uint8_t>> mine(in.begin() + 2 * g, in.begin() + 2 * g + 2);
+          const auto want = algo == CommAlgo::ring ? reference::ring_all_reduce(t, mine, n) : reference::tree_all_reduce(t, mine, n);
+          for (unsigned k = 2 * g; k < 2 * g + 2; ++k)
+            EXPECT_EQ(r.peek(k, kDst, want.size()), want) << "chip " << k << " algo " << unsigned(algo) << " mode " << unsigned(mode);
+        }
+      }
+    std::vector<std::vector<std::uint8_t>> in;
+    for (unsigned k = 0; k < 4; ++k) in.push_back(random_elements(t, n, seed++)), r.poke(k, kSrc, in.back());
+    Collective c;
+    c.op = CommOp::all_gather, c.type = t, c.src = kSrc, c.dst = kDst, c.count = n;
+    r.run(c, group);
+    for (unsigned k = 0; k < 4; ++k) {
+      std::vector<std::uint8_t> want = in[k / 2 * 2];
+      want.insert(want.end(), in[k / 2 * 2 + 1].begin(), in[k / 2 * 2 + 1].end());
+      EXPECT_EQ(r.peek(k, kDst, want.size()), want) << "all-gather, chip " << k;
+    }
+    c.op = CommOp::broadcast, c.algo = CommAlgo::tree, c.peer = 1, c.dst = kDst + 0x10000;
+    r.run(c, group);
+    for (unsigned k = 0; k < 4; ++k) EXPECT_EQ(r.peek(k, kDst + 0x10000, in[0].size()), in[k / 2 * 2 + 1]) << "broadcast, chip " << k;
+    // All-to-all: each rank's n elements in two blocks, block j to rank j.
+    const std::uint64_t half = 150 * 2, table = 0x300000;  // bytes
+    for (unsigned k = 0; k < 4; ++k) {
+      std::vector<std::uint64_t> e;
+      for (unsigned j = 0; j < 2; ++j) e.insert(e.end(), {j * half, half, (k % 2) * half, j * half, half, (k % 2) * half});
+      std::vector<std::uint8_t> bytes(e.size() * 8);
+      std::memcpy(bytes.data(), e.data(), bytes.size());
+      r.poke(k, table, bytes);
+    }
+    c = Collective{};
+    c.op = CommOp::all_to_all, c.algo = CommAlgo::direct, c.type = t, c.src = kSrc, c.dst = kDst + 0x20000, c.table = table;
+    r.run(c, group);
+    for (unsigned k = 0; k < 4; ++k)
+      for (unsigned j = 0; j < 2; ++j) {
+        const std::vector<std::uint8_t>& from = in[k / 2 * 2 + j];
+        const std::vector<std::uint8_t> want(from.begin() + (k % 2) * half, from.begin() + (k % 2 + 1) * half);
+        EXPECT_EQ(r.peek(k, kDst + 0x20000 + j * half, half), want) << "all-to-all, chip " << k << " from rank " << j;
+      }
+    // Refusals, on chip 0 alone.
+    CommEngine& e = r.c2c(0).comm();
+    for (const auto& [first, chips] : {std::pair<unsigned, unsigned>{3, 2}, {2, 2}}) {
+      Collective bad;
+      bad.op = CommOp::all_reduce, bad.src = kSrc, bad.dst = kDst, bad.count = 4, bad.first = first, bad.chips = chips;
+      e.clear_error();
+      const std::uint64_t before = e.completed();
+      EXPECT_TRUE(e.submit(bad));
+      while (e.completed() == before && e.error() == 0) sc_core::wait(e.done_event());
+      EXPECT_EQ(e.error(), unsigned(kCommBadGroup)) << first << "+" << chips;
+    }
+    sc_core::sc_stop();
+  });
+  sc_core::sc_start();
+}
+
 TEST(Comm, RingAllReduceFollowsTheAlphaBetaModel) {
   Ring r(4, config());
   sc_core::sc_spawn([&] {

@@ -270,28 +270,36 @@ std::uint64_t CommEngine::in_slot(unsigned slot) const {
 std::uint64_t CommEngine::out_slot(unsigned slot) const { return in_slot(slot) + config_.staging / 2; }
 
 unsigned CommEngine::run(const Collective& c) {
-  const unsigned N = fabric_.chips_, me = fabric_.chip_;
+  // The group's chips first .. first + N - 1, this one its rank `me`; every
+  // chip below is a rank (put's and wait's peer, broadcast's root too).
+  const unsigned first = c.chips ? c.first : 0, N = c.chips ? c.chips : fabric_.chips_;
+  if (std::uint64_t{first} + N > fabric_.chips_ || fabric_.chip_ < first || fabric_.chip_ - first >= N) return kCommBadGroup;
+  const unsigned me = fabric_.chip_ - first;
   const unsigned es = element_bytes(c.type);
   if (c.type > CommType::e4m3) return kCommBadType;
   const bool push = c.mode == CommMode::push;
-  auto at = [](unsigned chip, std::uint64_t addr) { return Place{static_cast<int>(chip), addr}; };
+  auto at = [first](unsigned rank, std::uint64_t addr) { return Place{static_cast<int>(first + rank), addr}; };
   const Place none;
+  auto tell = [&](unsigned rank) { notify(first + rank, first + me); };  // rank's FLAG[this chip] += 1
+  auto heard = [&](unsigned rank) { wait_flag(first + rank); };         // rank's next notification
+  auto published = [&](unsigned rank) { return poll(first + rank); };  // rank's next publication for this chip
+  auto publish = [&](unsigned rank) { ++flags_[kPublished + first + rank]; };
 
   // produce: data (a, + b) for `peer` at staging slot `slot`, and to `extra`;
   // obtain: the data `peer` produced for this chip at `slot`, into in_slot(slot).
   auto produce = [&](unsigned peer, unsigned slot, std::uint64_t bytes, Place a, Place b, Place extra) {
     const Place out = push ? at(peer, in_slot(slot)) : at(me, out_slot(slot));
     if (!move(bytes, a, b, out, extra, c.type)) return false;
-    if (push) notify(peer, me);
-    else ++flags_[kPublished + peer];
+    if (push) tell(peer);
+    else publish(peer);
     return true;
   };
   auto obtain = [&](unsigned peer, unsigned slot, std::uint64_t bytes) {
     if (push) {
-      wait_flag(peer);
+      heard(peer);
       return true;
     }
-    return poll(peer) && move(bytes, at(peer, out_slot(slot)), none, at(me, in_slot(slot)), none, c.type);
+    return published(peer) && move(bytes, at(peer, out_slot(slot)), none, at(me, in_slot(slot)), none, c.type);
   };
   auto use_staging = [&](std::uint64_t slot_bytes, unsigned slots) {
     ++epoch_;
@@ -307,20 +315,20 @@ unsigned CommEngine::run(const Collective& c) {
       const bool sender = c.op == CommOp::put;
       if (push) {
         if (!sender) {
-          wait_flag(c.peer);
+          heard(c.peer);
           return kCommOk;
         }
         if (!move(c.count, at(me, c.src), none, at(c.peer, c.dst), none, c.type)) return kCommBus;
-        notify(c.peer, me);
+        tell(c.peer);
         return kCommOk;
       }
       if (sender) {  // pull: publish, then wait until the reader is done
-        ++flags_[kPublished + c.peer];
-        wait_flag(c.peer);
+        publish(c.peer);
+        heard(c.peer);
         return kCommOk;
       }
-      if (!poll(c.peer) || !move(c.count, at(c.peer, c.src), none, at(me, c.dst), none, c.type)) return kCommBus;
-      notify(c.peer, me);
+      if (!published(c.peer) || !move(c.count, at(c.peer, c.src), none, at(me, c.dst), none, c.type)) return kCommBus;
+      tell(c.peer);
       return kCommOk;
     }
 
@@ -363,12 +371,12 @@ unsigned CommEngine::run(const Collective& c) {
         }
         if (push) {
           if (!move(bytes(out), a, b, at(next, c.dst + lo(out) * es), local, c.type)) return kCommBus;
-          notify(next, me);
-          wait_flag(prev);
+          tell(next);
+          heard(prev);
         } else {
           if (t == 0 && !move(bytes(out), a, b, local, none, c.type)) return kCommBus;
-          ++flags_[kPublished + next];
-          if (!poll(prev) || !move(bytes(in), at(prev, c.dst + lo(in) * es), none, dst(in), none, c.type)) return kCommBus;
+          publish(next);
+          if (!published(prev) || !move(bytes(in), at(prev, c.dst + lo(in) * es), none, dst(in), none, c.type)) return kCommBus;
         }
       }
       return kCommOk;
@@ -382,7 +390,7 @@ unsigned CommEngine::run(const Collective& c) {
     case CommOp::all_to_all: {
       if (c.algo != CommAlgo::direct) return kCommBadOp;
       std::vector<std::uint64_t> table(6 * N);
-      if (!mem(false, me, c.table, table.data(), table.size() * 8)) return kCommBus;
+      if (!mem(false, fabric_.chip_, c.table, table.data(), table.size() * 8)) return kCommBus;
       auto e = [&](unsigned p, unsigned field) { return table[6 * p + field]; };
       for (unsigned p = 0; p < N; ++p)
         if (e(p, 1) % es || e(p, 4) % es) return kCommAlignment;
@@ -390,20 +398,20 @@ unsigned CommEngine::run(const Collective& c) {
         for (unsigned d = 0; d < N; ++d) {
           const unsigned p = (me + d) % N;
           if (!move(e(p, 1), at(me, c.src + e(p, 0)), none, at(p, c.dst + e(p, 2)), none, c.type)) return kCommBus;
-          if (p != me) notify(p, me);
+          if (p != me) tell(p);
         }
-        for (unsigned d = 1; d < N; ++d) wait_flag((me + N - d) % N);
+        for (unsigned d = 1; d < N; ++d) heard((me + N - d) % N);
         return kCommOk;
       }
       for (unsigned p = 0; p < N; ++p)
-        if (p != me) ++flags_[kPublished + p];
+        if (p != me) publish(p);
       for (unsigned d = 0; d < N; ++d) {
         const unsigned p = (me + N - d) % N;
-        if (p != me && !poll(p)) return kCommBus;
+        if (p != me && !published(p)) return kCommBus;
         if (!move(e(p, 4), at(p, c.src + e(p, 5)), none, at(me, c.dst + e(p, 3)), none, c.type)) return kCommBus;
-        if (p != me) notify(p, me);  // done reading its source
+        if (p != me) tell(p);  // done reading its source
       }
-      for (unsigned d = 1; d < N; ++d) wait_flag((me + d) % N);
+      for (unsigned d = 1; d < N; ++d) heard((me + d) % N);
       return kCommOk;
     }
     default: return kCommBadOp;

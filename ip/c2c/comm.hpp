@@ -70,6 +70,7 @@ enum CommError : unsigned {
   kCommBus = 5,          // a memory access failed (the address is in ERROR_ADDR)
   kCommQueueFull = 6,
   kCommAlignment = 7,    // a count or address that is not a whole number of elements
+  kCommBadGroup = 8,     // a group past the system's chips, or without this chip
 };
 
 struct Collective {
@@ -77,7 +78,11 @@ struct Collective {
   CommAlgo algo = CommAlgo::ring;
   CommMode mode = CommMode::push;
   CommType type = CommType::fp32;
-  unsigned peer = 0;            // put: the destination chip; wait: the chip it waits for; broadcast: the root
+  // The chips it spans, first .. first + chips - 1 (chips 0: every chip of
+  // the system), each by its rank (chip - first): a communicator, as NCCL
+  // has them; every chip of the group posts the same collective.
+  unsigned first = 0, chips = 0;
+  unsigned peer = 0;            // put: the destination's rank; wait: the rank it waits for; broadcast: the root's
   std::uint64_t src = 0, dst = 0;  // local addresses on this chip (put: dst on the peer)
   std::uint64_t count = 0;      // elements (all-gather: this chip's share); put: bytes
   // all-to-all: local address of a table with one entry per chip of six

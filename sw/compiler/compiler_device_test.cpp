@@ -2012,12 +2012,12 @@ TEST(CompilerDevice, AllGatherPutsTheChipsRowsInChipOrderAndCollectivesAreChecke
                 "chip 2's rows on chip 0");
   }
   // Refused when compiled, by name.
-  refused_with([&] { Executable(cluster.chip(1), ring.programs[1], [] {
+  refused_with([&] { Executable(cluster.chip(2), ring.programs[2], [] {
                        Graph g;
                        g.output(g.all_reduce(g.input("x", {4, 4}), 2, false, false, "half"));
                        return g;
                      }(), o); },
-               "all_reduce 'half' combines 2 chips' values; the device's system has 4");
+               "all_reduce 'half' combines 2 chips' values from chip 0 on (Options::first_chip); the device is chip 2 of a system of 4");
   refused_with([&] { Executable(cluster.chip(1), ring.programs[1], gathered(1, false)); }, "all_gather 'all' over a ring needs Options::symmetric");
   refused_with([&] {
     Options p = o;
@@ -2027,7 +2027,8 @@ TEST(CompilerDevice, AllGatherPutsTheChipsRowsInChipOrderAndCollectivesAreChecke
   refused_with([&] { reference(gathered(0, false), inputs[0]); }, "all_gather 'all' combines 4 chips' values: reference_spmd");
   {
     Executable one(cluster.chip(0), ring.programs[0], gathered(0, false), o);
-    refused_with([&] { run_together({&one}, {inputs[0]}); }, "1 executables for a system of 4 chips");
+    refused_with([&] { run_together({&one}, {inputs[0]}); },
+                 "run_together: chip 0's all_gather 'all' spans chips 0 to 3, and chip 1 has no executable here");
   }
   // The engines fail a ring whose slots outgrow the staging buffer: every
   // chip's run fails naming the op; then each chip runs its graph again.
@@ -2052,6 +2053,73 @@ TEST(CompilerDevice, AllGatherPutsTheChipsRowsInChipOrderAndCollectivesAreChecke
   const auto ref = reference_spmd(again.refs, inputs);
   for (unsigned c = 0; c < 4; ++c)
     expect_bits(out[c].at("out"), ref[c][static_cast<std::size_t>(again.graphs[c].outputs()[1])], fmt::format("chip {} after", c));
+}
+
+TEST(CompilerDevice, GroupsOfChipsRunTheirCollectivesAtOnceEachOverItsOwnChips) {
+  // The ring of four as two groups of two (Options::first_chip 0 and 2,
+  // each with a SymmetricStore of its two chips): every chip's graph
+  // all-reduces (ring and tree, push and pull), all-gathers and
+  // all-to-alls over its group; the four run at once, and each group's
+  // outputs equal reference_spmd over its own two graphs bit for bit. A
+  // chip outside the group, a store of another group and a group run
+  // without one of its chips are refused by name.
+  Ring ring(kFastModels);
+  rt::Cluster& cluster = ring.cluster;
+  const unsigned rows = 4, D = 64;
+  auto graph = [&](unsigned c, bool tree, bool pull) {
+    Graph g;
+    const int x = g.rmsnorm(g.input("x", {rows, D}), g.weight("norm", {D}, seeded_values(D, 60 + c, 2.0f)));
+    g.output(g.all_reduce(x, 2, tree, pull, "sum"));
+    g.output(g.all_gather(x, 2, pull, "all"));
+    g.output(g.all_to_all(x, 2, pull, "swap"));
+    return g;
+  };
+  std::vector<std::shared_ptr<SymmetricStore>> stores;
+  std::vector<Options> opts(2);
+  for (unsigned grp = 0; grp < 2; ++grp) {
+    stores.push_back(std::make_shared<SymmetricStore>(std::vector<rt::Device*>{&cluster.chip(2 * grp), &cluster.chip(2 * grp + 1)}));
+    opts[grp].symmetric = stores.back(), opts[grp].first_chip = 2 * grp;
+  }
+  std::vector<std::map<std::string, std::vector<float>>> inputs;
+  for (unsigned c = 0; c < 4; ++c) inputs.push_back({{"x", seeded_values(std::size_t{rows} * D, 70 + c, 3.0f)}});
+  for (const bool tree : {false, true})
+    for (const bool pull : {false, true}) {
+      SCOPED_TRACE(fmt::format("{} {}", tree ? "tree" : "ring", pull ? "pull" : "push"));
+      std::vector<Graph> graphs;
+      for (unsigned c = 0; c < 4; ++c) graphs.push_back(graph(c, tree, pull));
+      std::vector<std::unique_ptr<Executable>> owned;
+      std::vector<Executable*> execs;
+      for (unsigned c = 0; c < 4; ++c) {
+        owned.push_back(std::make_unique<Executable>(cluster.chip(c), ring.programs[c], graphs[c], opts[c / 2]));
+        execs.push_back(owned.back().get());
+      }
+      const auto out = run_together(execs, inputs);
+      for (unsigned grp = 0; grp < 2; ++grp) {
+        const auto ref = reference_spmd({&graphs[2 * grp], &graphs[2 * grp + 1]}, {inputs[2 * grp], inputs[2 * grp + 1]});
+        for (unsigned r = 0; r < 2; ++r) {
+          const unsigned c = 2 * grp + r;
+          for (unsigned k = 0; k < 3; ++k) {
+            const std::string name = k == 0 ? "sum" : k == 1 ? "all" : "swap";
+            expect_bits(out[c].at(name), ref[r][static_cast<std::size_t>(graphs[c].outputs()[k])], fmt::format("chip {}'s {}", c, name));
+          }
+        }
+      }
+      // The groups' sums differ (each its own two chips'), and chip 0's rows
+      // reach chip 1, not chip 2.
+      EXPECT_NE(out[0].at("sum"), out[2].at("sum"));
+      EXPECT_EQ(std::vector<float>(out[1].at("all").begin(), out[1].at("all").begin() + rows * D),
+                std::vector<float>(out[0].at("all").begin(), out[0].at("all").begin() + rows * D));
+    }
+  refused_with([&] { Executable(cluster.chip(2), ring.programs[2], graph(2, false, false), opts[0]); },
+               "all_reduce 'sum' combines 2 chips' values from chip 0 on (Options::first_chip); the device is chip 2 of a system of 4");
+  refused_with([&] {
+    Options wrong = opts[1];
+    wrong.symmetric = stores[0];
+    Executable(cluster.chip(2), ring.programs[2], graph(2, false, false), wrong);
+  }, "all_reduce 'sum' over a ring needs Options::symmetric, a SymmetricStore of the group's 2 chips from chip 2");
+  Executable alone(cluster.chip(2), ring.programs[2], graph(2, false, false), opts[1]);
+  refused_with([&] { run_together({&alone}, {inputs[2]}); },
+               "run_together: chip 2's all_reduce 'sum' spans chips 2 to 3, and chip 3 has no executable here");
 }
 
 TEST(CompilerDevice, ATensorParallelMlpWithAnAllReduceOutrunsOneChipAndTheColumnSplit) {

@@ -221,6 +221,7 @@ struct Executable::Impl {
   std::uint32_t watchdog_us = 0;
   std::vector<std::vector<double>> exec_seconds;  // by launch of the last run: its nodes' seconds, read as it ended
   std::vector<std::size_t> collective_launch;     // by collective op, in graph order: the launch it runs in
+  unsigned first_chip = 0;                        // its collectives' group's first chip (Options::first_chip)
   // A run between start() and finish(): the chips' counters at its start,
   // its simulated start, the current launch's events (the device's, the peers').
   bool running = false;
@@ -402,6 +403,7 @@ class Emitter {
       std::uint32_t op = anchor.kind == OpKind::all_reduce ? TP_CE_ALL_REDUCE : anchor.kind == OpKind::all_gather ? TP_CE_ALL_GATHER : TP_CE_ALL_TO_ALL;
       op |= (anchor.kind == OpKind::all_to_all ? TP_CE_DIRECT : anchor.tree ? TP_CE_TREE : TP_CE_RING) | (anchor.pull ? TP_CE_PULL : TP_CE_PUSH);
       op |= eb == 4 ? TP_CE_FP32 : eb == 2 ? TP_CE_BF16 : TP_CE_E4M3;  // all-gather, all-to-all: bytes only
+      if (group_chips_) op |= TP_CE_GROUP(group_first_, group_chips_);    // a group of the system's chips
       prog.collective(op, addr_(anchor.in[0]), addr_(grp_.out), X.elements(), fabric_regs_, comm_signal_, kCommSem, a2a_table_);
     } else if (anchor.kind == OpKind::dispatch || anchor.kind == OpKind::dispatch_route) {  // the core places the rows or their choices
       prog.dispatch(dispatch_words(anchor, anchor.kind == OpKind::dispatch ? 0 : 1, p.r0, p.r1));
@@ -943,6 +945,7 @@ class Emitter {
   // posting tile's kCommSem), as the chip addresses them.
   std::uint64_t fabric_regs_ = 0, comm_signal_ = 0;
   std::uint64_t a2a_table_ = 0;  // an all-to-all's table (the engine's six words a chip)
+  unsigned group_first_ = 0, group_chips_ = 0;  // the chips a collective spans (0: the system's)
 };
 
 }  // namespace
@@ -969,10 +972,14 @@ rt::Buffer WeightStore::get(const std::string& key, unsigned stack, std::uint64_
 }
 
 SymmetricStore::SymmetricStore(std::vector<rt::Device*> chips) : chips_(std::move(chips)) {
+  if (chips_.empty() || !chips_[0]) throw std::invalid_argument("SymmetricStore: no chips");
+  const unsigned first = chips_[0]->chip(), system = chips_[0]->chips();
   for (unsigned c = 0; c < chips_.size(); ++c)
-    if (!chips_[c] || chips_[c]->chip() != c || chips_[c]->chips() != chips_.size())
-      throw std::invalid_argument(fmt::format("SymmetricStore: entry {} is not chip {} of a system of {}", c, c, chips_.size()));
+    if (!chips_[c] || chips_[c]->chip() != first + c || chips_[c]->chips() != system)
+      throw std::invalid_argument(fmt::format("SymmetricStore: entry {} is not chip {} of a system of {}", c, first + c, system));
 }
+
+unsigned SymmetricStore::first() const { return chips_[0]->chip(); }
 
 SymmetricStore::~SymmetricStore() {
   for (const auto& [key, bufs] : held_)
@@ -980,7 +987,9 @@ SymmetricStore::~SymmetricStore() {
 }
 
 rt::Buffer SymmetricStore::get(const std::string& key, unsigned chip, std::uint64_t bytes, unsigned stack) {
-  if (chip >= chips_.size()) throw std::invalid_argument(fmt::format("SymmetricStore: chip {} of {}", chip, chips_.size()));
+  if (chip < first() || chip - first() >= chips_.size())
+    throw std::invalid_argument(fmt::format("SymmetricStore: chip {}, not one of chips {} to {}", chip, first(), first() + chips() - 1));
+  chip -= first();
   auto it = held_.find(key);
   if (it == held_.end()) it = held_.emplace(key, rt::Device::alloc_symmetric(chips_, bytes, stack)).first;
   if (it->second[chip].size < bytes)
@@ -1046,18 +1055,21 @@ Executable::Executable(rt::Device& dev, const rt::Kernel& program, Graph g, cons
   // a chip (run_together), so none has peers.
   for (const Op& op : g_.ops()) {
     if (!is_collective(op.kind)) continue;
-    if (op.chips != dev_.chips())
-      throw std::invalid_argument(fmt::format("compiler: {} '{}' combines {} chips' values; the device's system has {}", name(op.kind),
-                                              op.name, op.chips, dev_.chips()));
+    const unsigned first = o.first_chip;
+    if (std::uint64_t{first} + op.chips > dev_.chips() || dev_.chip() < first || dev_.chip() - first >= op.chips)
+      throw std::invalid_argument(fmt::format("compiler: {} '{}' combines {} chips' values from chip {} on (Options::first_chip); the "
+                                              "device is chip {} of a system of {}", name(op.kind), op.name, op.chips, first, dev_.chip(),
+                                              dev_.chips()));
+    impl_->first_chip = first;
     if (!peers_.empty())
       throw std::invalid_argument(fmt::format("compiler: {} '{}': a graph with collectives runs on every chip of the system, an "
                                               "executable a chip (run_together), without peers", name(op.kind), op.name));
     if ((symmetric_result(op) || symmetric_operand(op)) && !symmetric_) {
-      if (!o.symmetric || o.symmetric->chips() != dev_.chips())
-        throw std::invalid_argument(fmt::format("compiler: {} '{}' {} needs Options::symmetric, a SymmetricStore of the system's {} "
-                                                "chips (its {} at one address on every chip)", name(op.kind), op.name,
+      if (!o.symmetric || o.symmetric->chips() != op.chips || o.symmetric->first() != first)
+        throw std::invalid_argument(fmt::format("compiler: {} '{}' {} needs Options::symmetric, a SymmetricStore of the group's {} "
+                                                "chips from chip {} (its {} at one address on every chip)", name(op.kind), op.name,
                                                 op.kind == OpKind::all_to_all ? (op.pull ? "pulled" : "pushed") : "over a ring",
-                                                dev_.chips(), symmetric_operand(op) ? "operand" : "destination"));
+                                                op.chips, first, symmetric_operand(op) ? "operand" : "destination"));
       symmetric_ = o.symmetric;
     }
     if (symmetric_operand(op) && g_.tensor(op.in[0]).role == Role::weight)
@@ -1179,7 +1191,7 @@ Executable::Executable(rt::Device& dev, const rt::Kernel& program, Graph g, cons
       const Op& op = g_.ops()[i];
       if (op.kind != OpKind::all_to_all) continue;
       const Tensor& X = g_.tensor(op.in[0]);
-      const std::uint64_t block = X.elements() * bytes(X.dtype) / op.chips, me = dev_.chip();
+      const std::uint64_t block = X.elements() * bytes(X.dtype) / op.chips, me = dev_.chip() - impl_->first_chip;  // its rank
       std::vector<std::uint64_t> words;
       for (std::uint64_t p = 0; p < op.chips; ++p) words.insert(words.end(), {p * block, block, me * block, p * block, block, me * block});
       const rt::Buffer& table = impl_->a2a_tables[static_cast<int>(i)] = impl_->alloc(dev_, words.size() * 8, 0);
@@ -1614,8 +1626,10 @@ Executable::Executable(rt::Device& dev, const rt::Kernel& program, Graph g, cons
         for (unsigned t = 0; t < tgt.tiles; ++t)
           e.attention_consts_.push_back(impl_->attention.at(grp.ops[0]).at(dev_.stack_near(t)).address);
       const Op& anchor = g_.ops()[static_cast<std::size_t>(grp.ops[0])];
-      if (is_collective(anchor.kind))
+      if (is_collective(anchor.kind)) {
         e.fabric_regs_ = dev_.fabric_registers(), e.comm_signal_ = dev_.semaphore(tilings_[gi].parts.at(0).tile, kCommSem);
+        if (anchor.chips != dev_.chips()) e.group_first_ = impl_->first_chip, e.group_chips_ = anchor.chips;
+      }
       if (anchor.kind == OpKind::all_to_all) e.a2a_table_ = impl_->a2a_tables.at(grp.ops[0]).address;
       if (const auto z = impl_->zeros.find({0, dev_.stack_near(0)}); z != impl_->zeros.end()) e.zeros_ = z->second.address;
       std::string name = anchor.name;
@@ -2090,8 +2104,17 @@ std::vector<std::map<std::string, std::vector<float>>> run_together(const std::v
       throw std::invalid_argument(fmt::format("run_together: chip {} of {} given twice, or from another system", d.chip(), d.chips()));
     seen[d.chip()] = true;
   }
-  if (execs.size() != chips)
-    throw std::invalid_argument(fmt::format("run_together: {} executables for a system of {} chips (one a chip)", execs.size(), chips));
+  // Each collective's group, whole: an executable on every chip of it.
+  for (const Executable* x : execs)
+    for (const Op& op : x->graph().ops()) {
+      if (!is_collective(op.kind)) continue;
+      const unsigned first = x->impl_->first_chip;
+      for (unsigned c = first; c < first + op.chips; ++c)
+        if (!seen[c])
+          throw std::invalid_argument(fmt::format("run_together: chip {}'s {} '{}' spans chips {} to {}, and chip {} has no executable "
+                                                  "here (one on every chip of the group)", x->device().chip(), name(op.kind), op.name,
+                                                  first, first + op.chips - 1, c));
+    }
   // A graph past a launch's nodes runs as several launches on every chip,
   // in step: launch k + 1 is posted on every chip once every chip's
   // launch k is over, so each collective must lie in the same launch on

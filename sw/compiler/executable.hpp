@@ -69,13 +69,16 @@ class WeightStore {
 // Freed with the store, when its last holder goes.
 class SymmetricStore {
  public:
-  explicit SymmetricStore(std::vector<rt::Device*> chips);  // every chip of the system, in chip order
+  // The chips of a group (consecutive chips of one system, in chip order:
+  // every chip of the system, or Options::first_chip's group).
+  explicit SymmetricStore(std::vector<rt::Device*> chips);
   ~SymmetricStore();
   SymmetricStore(const SymmetricStore&) = delete;
   SymmetricStore& operator=(const SymmetricStore&) = delete;
   // Chip `chip`'s buffer under `key` (made on every chip the first time).
   rt::Buffer get(const std::string& key, unsigned chip, std::uint64_t bytes, unsigned stack);
   unsigned chips() const { return static_cast<unsigned>(chips_.size()); }
+  unsigned first() const;  // the group's first chip
 
  private:
   std::vector<rt::Device*> chips_;
@@ -96,6 +99,13 @@ struct Options {
   // a cache spread over the chips by heads lies in one buffer.
   bool stripe_caches = true;
   unsigned tiles = 0;  // tiles to use (0: all of the device's)
+  // A graph whose collectives span some chips of the system (op.chips
+  // of them, a group: chips first_chip .. first_chip + chips - 1, each
+  // chip of it running its graph, a communicator as NCCL has them): the
+  // group's first chip. Its collectives' ranks are chip - first_chip;
+  // Options::symmetric then holds the group's chips. Default: 0, with
+  // op.chips the system's, every chip.
+  unsigned first_chip = 0;
   // State (KV caches) by name that another executable holds
   // (Executable::state()): this one uses those buffers, so runs of both
   // share the caches (a prefill's graph, then a decode step's). A state
@@ -240,8 +250,9 @@ class Executable {
 std::vector<float> side_by_side(const std::vector<std::map<std::string, std::vector<float>>>& outputs, const std::string& name,
                                 unsigned cols);
 // Runs a graph with collectives (Graph::all_reduce, all_gather): one
-// executable of it on each chip of the system, execs[k] with inputs[k],
-// all at once. Each chip's inputs and launch are posted before any is
+// executable of it on each chip of the system, or of each group its
+// collectives span (Options::first_chip; several groups at once, each
+// whole), execs[k] with inputs[k], all at once. Each chip's inputs and launch are posted before any is
 // waited for (the chips' engines wait for each other in every
 // collective), then each chip is waited for and its outputs read. A graph
 // of several launches (past a launch's nodes) runs them in step: launch k

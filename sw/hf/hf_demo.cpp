@@ -23,8 +23,8 @@
 // the data, so a timing-only run of a MoE model takes the data run's
 // time. --chips N runs on a system of N T1s (4: a ring, 8 to 64: a
 // torus), in one of two layouts (--parallel; auto, the default, takes
-// all-reduce wherever the model's layers shard over the chips and no
-// --groups is given, else spread). spread: every matmul on a weight
+// all-reduce wherever the model's layers shard over a group's chips,
+// else spread). spread: every matmul on a weight
 // spreads its columns over the chips and each chip holds its columns
 // (tensor parallel, compiler::Options::split_matmuls), a MoE layer's
 // experts likewise, attention by heads (each chip keeping its KV heads'
@@ -40,6 +40,9 @@
 // chips' communication engines all-reducing the partial sums and
 // the host reading each chip's vocabulary columns of the logits
 // (compiler::Graph::all_reduce); no chip pushes activations to another.
+// With --groups G, each group of N / G chips so (its collectives over its
+// own chips: compiler::Options::first_chip), data parallel over the
+// groups.
 // expert (--parallel expert) lays a MoE model out as DeepSeek does: every
 // chip its own share of the batch's sequences through the whole model
 // but the routed experts, of which it holds expert e for e mod N = its
@@ -127,8 +130,8 @@ int demo_main(int argc, char** argv) {
     return fail(fmt::format("--groups {}: the groups take equal shares of the chips ({}) and of the batch's sequences ({}); {} does "
                             "not divide both", groups, chips, batch, groups));
   if (parallel == "all-reduce" && chips == 1) return fail("--all-reduce spreads each step over a system's chips: give --chips N");
-  if (parallel == "all-reduce" && groups > 1)
-    return fail("--all-reduce: the chips' communication engines all-reduce over the whole system; it takes no --groups");
+  if (parallel == "all-reduce" && chips / groups == 1)
+    return fail(fmt::format("--all-reduce spreads each step over its group's chips: {} groups over {} chips leave one chip a group", groups, chips));
   const bool expert = parallel == "expert";  // each chip its sequences and its experts: a group of one chip each
   if (expert && chips == 1) return fail("--parallel expert spreads the experts over a system's chips: give --chips N");
   if (expert && groups > 1) return fail("--parallel expert: every chip runs its own sequences (a group each); it takes no --groups");
@@ -205,13 +208,13 @@ int demo_main(int argc, char** argv) {
     // A batch's caches hold the context per sequence (kv_pages); each
     // sequence prefills alone, and a decode step takes a row of each.
     // --parallel auto: Megatron's shards wherever the model's layers shard
-    // over the chips (one group; faster than spreading from chip 0 in
-    // every case measured: sw/hf/README.md), else spread.
-    if (chips > 1 && groups == 1 && parallel == "auto") why_spread = shard_refusal(c, chips, layers);
-    all_reduce = parallel == "all-reduce" || (parallel == "auto" && chips > 1 && groups == 1 && why_spread.empty());
+    // over a group's chips (faster than spreading from the group's first
+    // chip in every case measured: sw/hf/README.md), else spread.
+    if (chips / groups > 1 && parallel == "auto") why_spread = shard_refusal(c, chips / groups, layers);
+    all_reduce = parallel == "all-reduce" || (parallel == "auto" && chips / groups > 1 && why_spread.empty());
     try {
-      for (unsigned k = 0; k < (all_reduce ? chips : 0); ++k) {
-        const Shard sh{k, chips};
+      for (unsigned k = 0; k < (all_reduce ? chips / groups : 0); ++k) {  // a group's (every group's alike)
+        const Shard sh{k, chips / groups};
         shard_g.push_back(llama_step(c, w, chunk * share, context, layers, fp8, share, seeded_routes, sh));
         if (rest) shard_tail.push_back(llama_step(c, w, rest * share, context, layers, fp8, share, seeded_routes, sh));
         if (decode) shard_step.push_back(llama_step(c, w, share, context, layers, fp8, share, seeded_routes, sh));
@@ -259,15 +262,24 @@ int demo_main(int argc, char** argv) {
       std::vector<std::unique_ptr<compiler::Executable>>& of(Phase p) { return p == Phase::prefill ? ex : p == Phase::tail ? tail : step; }
     };
     std::vector<Group> gs(groups);
-    if (all_reduce) {  // one group: every chip its shard's executables, the rings' buffers at one address on every chip
-      Group& gr = gs[0];
+    // --all-reduce: every chip of a group its shard's executables, the
+    // group's collectives over its own chips, their rings' buffers at one
+    // address on each of them.
+    for (unsigned k = 0; k < (all_reduce ? groups : 0); ++k) {
+      Group& gr = gs[k];
       compiler::Options o;
-      o.symmetric = std::make_shared<compiler::SymmetricStore>(devices);
-      for (unsigned k = 0; k < chips; ++k) {
-        gr.ex.push_back(std::make_unique<compiler::Executable>(*devices[k], programs[k], std::move(shard_g[k]), o));
+      o.symmetric = std::make_shared<compiler::SymmetricStore>(
+          std::vector<rt::Device*>(devices.begin() + std::ptrdiff_t(k * per), devices.begin() + std::ptrdiff_t((k + 1) * per)));
+      o.first_chip = k * per;
+      const bool last = k + 1 == groups;  // (the other groups take copies of the shards' graphs)
+      for (unsigned j = 0; j < per; ++j) {
+        const unsigned d = k * per + j;
+        gr.ex.push_back(std::make_unique<compiler::Executable>(*devices[d], programs[d], last ? std::move(shard_g[j]) : shard_g[j], o));
         gr.shared.push_back(o);
-        gr.shared[k].state = gr.ex[k]->state(), gr.shared[k].weights = gr.ex[k]->weights();
-        if (rest) gr.tail.push_back(std::make_unique<compiler::Executable>(*devices[k], programs[k], std::move(shard_tail[k]), gr.shared[k]));
+        gr.shared[j].state = gr.ex[j]->state(), gr.shared[j].weights = gr.ex[j]->weights();
+        if (rest)
+          gr.tail.push_back(std::make_unique<compiler::Executable>(*devices[d], programs[d], last ? std::move(shard_tail[j]) : shard_tail[j],
+                                                                   gr.shared[j]));
       }
     }
     if (expert) {  // a group of one chip each, its own graphs; the all-to-alls' buffers at one address on every chip
@@ -309,17 +321,26 @@ int demo_main(int argc, char** argv) {
     // inputs and launch posted as one request) and their outputs read at
     // once, the step taking from the first start to the last group's end.
     // --all-reduce: every chip's shard run together (compiler::run_together),
-    // the step taking the slowest chip's time, chip 0's logits read.
+    // every group's at once, the step taking the slowest chip's time, each
+    // group's logits from its chips' columns.
     auto run_step = [&](Phase phase, const std::function<std::map<std::string, std::vector<float>>(unsigned)>& in, double& seconds,
                         roofline::Report& bound) {
       auto pick = [&](Group& gr) -> compiler::Executable& { return *gr.of(phase)[0]; };
       std::vector<std::map<std::string, std::vector<float>>> out(groups);
       if (all_reduce) {
         std::vector<compiler::Executable*> xs;
-        for (const auto& x : gs[0].of(phase)) xs.push_back(x.get());
-        const auto each = compiler::run_together(xs, std::vector<std::map<std::string, std::vector<float>>>(xs.size(), in(0)));
-        out[0] = each[0];
-        out[0]["logits"] = shard_logits(each, c.vocab);  // every chip's columns, read at once
+        std::vector<std::map<std::string, std::vector<float>>> ins;
+        for (unsigned k = 0; k < groups; ++k) {
+          const std::map<std::string, std::vector<float>> group_in = in(k);
+          for (const auto& x : gs[k].of(phase)) xs.push_back(x.get()), ins.push_back(group_in);
+        }
+        const auto each = compiler::run_together(xs, ins);
+        for (unsigned k = 0; k < groups; ++k) {
+          const std::vector<std::map<std::string, std::vector<float>>> mine(each.begin() + std::ptrdiff_t(k * per),
+                                                                            each.begin() + std::ptrdiff_t((k + 1) * per));
+          out[k] = mine[0];
+          out[k]["logits"] = shard_logits(mine, c.vocab);  // the group's chips' columns, read at once
+        }
         seconds = 0;
         for (const compiler::Executable* x : xs)
           if (x->last_seconds() > seconds) seconds = x->last_seconds(), bound = x->last_bound();
@@ -363,8 +384,8 @@ int demo_main(int argc, char** argv) {
     std::vector<std::vector<std::vector<std::uint32_t>>> routes(batch);
     std::uint64_t steps = 0;  // each step's seeded scores (--routing seeded) its own
     auto inputs = [&](const std::vector<std::uint32_t>& t, const std::vector<unsigned>& at, const std::vector<unsigned>& of) {
-      std::map<std::string, std::vector<float>> in = share > 1 || kv_pages(context).pages > 1 ? llama_batch_inputs(t, at, of, share, context)
-                                                                                          : llama_inputs(t, at[0]);
+      std::map<std::string, std::vector<float>> in = kv_pages(context).paged(share) ? llama_batch_inputs(t, at, of, share, context)
+                                                                                : llama_inputs(t, at[0]);
       if (seeded_routes) route_seeds(c, layers, static_cast<unsigned>(t.size()), (std::uint64_t{seed} << 32) + steps++, in);
       return in;
     };
@@ -444,21 +465,22 @@ int demo_main(int argc, char** argv) {
       std::cout << fmt::format("{} groups of {} chip{} (data parallel, --groups): group k runs sequence{} {} on chip{} {}{}; every "
                                "group's step is started before any is waited for\n", groups, per, per > 1 ? "s" : "",
                                share > 1 ? "s" : "", ks(share), per > 1 ? "s" : "", ks(per),
-                               per > 1 ? ", the first running the step with the others as its peers (below)" : "");
+                               per == 1 ? "" : all_reduce ? ", each group's chips tensor parallel (below)"
+                                                          : ", the first running the step with the others as its peers (below)");
     if (!why_spread.empty()) std::cout << "--parallel auto: spread, not Megatron's shards (" << why_spread << ")\n";
     if (all_reduce)
-      std::cout << fmt::format("{} chips ({}), tensor parallel as Megatron lays it out ({}): every chip runs the step on its "
+      std::cout << fmt::format("{}{} chips ({}), tensor parallel as Megatron lays it out ({}): every chip runs the step on its "
                                "shard, {}, its columns of Q, K, V, gate and up, those rows "
                                "of o_proj and down_proj{} and its {} vocabulary columns of the LM head (the host reads every chip's at once); the "
-                               "chips' communication engines all-reduce the partial sums, 2 a layer, with no host round trip\n",
-                               chips, opt.platform.substr(opt.platform.rfind('/') + 1),
+                               "chips' communication engines all-reduce the partial sums, 2 a layer, with no host round trip{}\n",
+                               groups > 1 ? "each group's " : "", per, opt.platform.substr(opt.platform.rfind('/') + 1),
                                parallel == "auto" ? "--parallel auto: the model shards over the chips" : "--all-reduce",
-                               c.mla ? fmt::format("{} query head{} (latent attention, below)", c.heads / chips, c.heads / chips > 1 ? "s" : "")
-                                     : fmt::format("{} query heads and {} KV head{} with their caches", c.heads / chips,
-                                                   c.kv_heads >= chips ? c.kv_heads / chips : 1, c.kv_heads > chips ? "s" : ""),
+                               c.mla ? fmt::format("{} query head{} (latent attention, below)", c.heads / per, c.heads / per > 1 ? "s" : "")
+                                     : fmt::format("{} query heads and {} KV head{} with their caches", c.heads / per,
+                                                   c.kv_heads >= per ? c.kv_heads / per : 1, c.kv_heads > per ? "s" : ""),
                                c.experts ? fmt::format(", in a MoE layer every expert's 1/{} of its intermediate columns, the routes computed "
-                                                       "on every chip alike", chips) : "",
-                               c.vocab / chips);
+                                                       "on every chip alike", per) : "",
+                               c.vocab / per, groups > 1 ? " (each group's over its own chips)" : "");
     else if (const unsigned attention_chips = std::min(per, c.mla ? 1u : c.kv_heads); per > 1)  // (by whole KV heads: MLA's absorbed heads share one)
       std::cout << fmt::format("{}{} chips ({}): every matmul on a weight split by columns over the chips' tiles, each chip holding its "
                                "columns (tensor parallel; chip 0 pushes the activations to each peer, which writes its columns back){}; "
@@ -468,7 +490,7 @@ int demo_main(int argc, char** argv) {
                                            "themselves (`experts:` below)" : "",
                                attention_chips, attention_chips > 1 ? "s" : "", groups > 1 ? "the group's first chip" : "chip 0");
     if (c.mla) {  // a graph's heads: a chip's shard under Megatron's layout, else all of them
-      const unsigned hs = all_reduce ? c.heads / chips : c.heads;
+      const unsigned hs = all_reduce ? c.heads / per : c.heads;
       std::cout << fmt::format("latent attention: {} head{} a graph, absorbed over the compressed cache ({} values a position a layer{}; "
                                "decompressed, its heads' keys and values would take {})\n", hs, hs > 1 ? "s" : "",
                                2 * c.kv_lora + c.qk_rope, chips > 1 ? " on every chip" : "",
@@ -518,8 +540,11 @@ int demo_main(int argc, char** argv) {
       std::cout << "slowest nodes: " << slow << "\n";
     }
     if (decode) {
-      for (unsigned k = 0; k < (all_reduce ? chips : 0); ++k)
-        gs[0].step.push_back(std::make_unique<compiler::Executable>(*devices[k], programs[k], std::move(shard_step[k]), gs[0].shared[k]));
+      for (unsigned k = 0; k < (all_reduce ? groups : 0); ++k)
+        for (unsigned j = 0; j < per; ++j)
+          gs[k].step.push_back(std::make_unique<compiler::Executable>(*devices[k * per + j], programs[k * per + j],
+                                                                      k + 1 == groups ? std::move(shard_step[j]) : shard_step[j],
+                                                                      gs[k].shared[j]));
       for (unsigned k = 0; k < (expert ? chips : 0); ++k)
         gs[k].step.push_back(std::make_unique<compiler::Executable>(*devices[k], programs[k], std::move(shard_step[k]), gs[k].shared[0]));
       for (unsigned k = 0; k < (all_reduce || expert ? 0 : groups); ++k)

@@ -468,7 +468,7 @@ Graph llama_step(const LlamaConfig& c, const WeightSource& w, unsigned rows, uns
   // llama_batch_inputs).
   compiler::Paging paging;
   const KvPages kp = kv_pages(context);
-  if (sequences > 1 || kp.pages > 1) {
+  if (kp.paged(sequences)) {
     paging.sequences = g.input("sequences", {T});
     paging.table = g.input("pages", {sequences, kp.pages});
     paging.page = kp.page;
@@ -828,11 +828,10 @@ KvPages kv_pages(unsigned context) {
 
 unsigned llama_step_rows(const LlamaConfig& c, unsigned context, unsigned sequences) {
   const KvPages kp = kv_pages(context);
-  const bool paged = sequences > 1 || kp.pages > 1;
   // The caches' widths: MLA's compressed cache (the latent and its rotary
   // keys, the latent the values), else a KV head's.
   const unsigned dh = c.mla ? c.kv_lora + c.qk_rope : c.head_dim, dv = c.mla ? c.kv_lora : c.head_dim;
-  return compiler::attention_rows(kp.page * kp.pages, dh, dv, paged ? std::uint64_t{sequences} * kp.pages : 1);
+  return compiler::attention_rows(kp.page * kp.pages, dh, dv, kp.paged(sequences) ? std::uint64_t{sequences} * kp.pages : 1);
 }
 
 std::map<std::string, std::vector<float>> llama_batch_inputs(const std::vector<std::uint32_t>& tokens, const std::vector<unsigned>& positions,

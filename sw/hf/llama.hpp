@@ -210,6 +210,9 @@ bool expert_head_by_vocab(const LlamaConfig& c, unsigned chips);
 // (llama_batch_inputs).
 struct KvPages {
   unsigned page, pages;
+  // Whether a step of `sequences` pages its caches (llama_batch_inputs'
+  // inputs, not llama_inputs').
+  bool paged(unsigned sequences) const { return sequences > 1 || pages > 1; }
 };
 KvPages kv_pages(unsigned context);
 // The most rows a llama_step of `sequences` over caches of `context`

@@ -717,7 +717,7 @@ TEST(HfLlama, AContextPastAPageIsPagedAndGivesTheShortContextsLogitsBitForBit) {
   const std::vector<std::uint32_t> prompt{3, 17, 42, 5};
   std::vector<std::vector<float>> logits;
   for (const unsigned context : {8u, 70000u}) {
-    const bool paged = kv_pages(context).pages > 1;
+    const bool paged = kv_pages(context).paged(1);
     auto in = [&](const std::vector<std::uint32_t>& t, unsigned at) {
       if (!paged) return llama_inputs(t, at);
       std::vector<unsigned> pos;

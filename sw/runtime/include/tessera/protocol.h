@@ -47,7 +47,7 @@ enum tp_opcode {
                         (TP_CE_*); `addr`: source; args[0..1]: destination; args[2..3]: count; args[4..5]: the
                         all-to-all table (local addresses, low word first) */
 };
-/* CE_OP words for TP_COLLECTIVE: op | algo | mode | type | peer << 16. */
+/* CE_OP words for TP_COLLECTIVE: op | algo | mode | type | peer << 16 [| TP_CE_GROUP]. */
 #define TP_CE_ALL_REDUCE 1u
 #define TP_CE_REDUCE_SCATTER 2u
 #define TP_CE_ALL_GATHER 3u
@@ -61,6 +61,10 @@ enum tp_opcode {
 #define TP_CE_FP32 (0u << 8)
 #define TP_CE_BF16 (1u << 8)
 #define TP_CE_E4M3 (2u << 8)
+/* A collective over chips first .. first + chips - 1 of the system (a
+   group: every chip of it posts the same one, peer a rank in it); without
+   it, over every chip. */
+#define TP_CE_GROUP(first, chips) ((uint32_t)(first) << 10 | (uint32_t)(chips) << 24)
 
 enum tp_status {
   TP_OK = 0,
