@@ -1090,7 +1090,9 @@ __attribute__((noinline)) static int attention(const uint32_t* w) {
       top = fixed;
       const uint32_t R = rows * gh; /* the scores' rows */
       const uint32_t QKF = ATT_BUF(4 * rows * g1 * dh), QKB = ATT_BUF(2 * rows * g1 * dh), O = ATT_BUF(4 * R * dv);
-      const uint32_t SS = ATT_BUF(4 * R * wide), PB = ATT_BUF(2 * R * wide), SCL = gh > 1 ? ATT_BUF(4 * R) : SC + 4 * first;
+      /* (The probabilities' BF16 copy lies over the scores it is cast
+       * from: the vector unit reads its source before it writes.) */
+      const uint32_t SS = ATT_BUF(4 * R * wide), PB = SS, SCL = gh > 1 ? ATT_BUF(4 * R) : SC + 4 * first;
       /* The scores' matrix all -inf where a segment is narrower than it
        * (the segments write theirs over it; at most T rows a load, which
        * the constants' -inf cover), the group's queries and new keys side

@@ -127,8 +127,9 @@ static inline uint64_t tkp_moe_chunked_scratch(uint64_t B, uint64_t D, uint64_t 
  * sequences, the page tables and the rows' scales; then for a group of
  * segments of R rows in all, the longest over n positions, run for g
  * heads that share a KV head: their queries and new keys side by side
- * (FP32 and BF16), their outputs (FP32), their scores (FP32, g R x n),
- * the scores' BF16 copy and, where g > 1, the score rows' scales; then
+ * (FP32 and BF16), their outputs (FP32), their scores (FP32, g R x n;
+ * the probabilities cast to BF16 over them) and, where g > 1, the score
+ * rows' scales; then
  * per segment of Ts rows over n positions of heads of dh (K) and dv (V)
  * values: its cached K and its V (BF16), or where those do not fit, its
  * stream's buffers (below). The kernel runs fewer heads at once where g
@@ -137,7 +138,7 @@ static inline uint64_t tkp_moe_chunked_scratch(uint64_t B, uint64_t D, uint64_t 
 static inline uint64_t tkp_attn_fixed(uint64_t T, uint64_t table) { return 3 * TKP_MOE_ROUND(4 * T) + TKP_MOE_ROUND(4 * table); }
 static inline uint64_t tkp_attn_group(uint64_t R, uint64_t n, uint64_t dh, uint64_t dv, uint64_t g) {
   return TKP_MOE_ROUND(4 * R * (g + 1) * dh) + TKP_MOE_ROUND(2 * R * (g + 1) * dh) + TKP_MOE_ROUND(4 * g * R * dv) +
-         TKP_MOE_ROUND(4 * g * R * n) + TKP_MOE_ROUND(2 * g * R * n) + (g > 1 ? TKP_MOE_ROUND(4 * g * R) : 0);
+         TKP_MOE_ROUND(4 * g * R * n) + (g > 1 ? TKP_MOE_ROUND(4 * g * R) : 0);
 }
 static inline uint64_t tkp_attn_segment(uint64_t Ts, uint64_t n, uint64_t dh, uint64_t dv) {
   return TKP_MOE_ROUND(2 * (n - Ts) * dh) + TKP_MOE_ROUND(2 * n * dv);
