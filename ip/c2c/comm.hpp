@@ -80,7 +80,11 @@ struct Collective {
   CommType type = CommType::fp32;
   // The chips it spans, first .. first + chips - 1 (chips 0: every chip of
   // the system), each by its rank (chip - first): a communicator, as NCCL
-  // has them; every chip of the group posts the same collective.
+  // has them; every chip of the group posts the same collective. A chip's
+  // collectives alternate the halves of its staging buffer (each its
+  // peers'), so a group's chips must have run as many collectives before
+  // it: groups that share no chip (data-parallel groups) always have;
+  // overlapping groups (a chip in two) are not checked.
   unsigned first = 0, chips = 0;
   unsigned peer = 0;            // put: the destination's rank; wait: the rank it waits for; broadcast: the root's
   std::uint64_t src = 0, dst = 0;  // local addresses on this chip (put: dst on the peer)
