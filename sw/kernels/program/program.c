@@ -1060,7 +1060,7 @@ __attribute__((noinline)) static int attention(const uint32_t* w) {
     gh = set_end - h < gmax ? set_end - h : gmax;
     const uint32_t g1 = gh + 1; /* a row's queries and its key */
     /* A streamed segment's block buffers (as tkp_attn_stream counts them). */
-    const uint32_t KBLK = (2 * TKP_ATTN_BLOCK * dh + 255u) & ~255u, VBLK = (2 * TKP_ATTN_BLOCK * dv + 255u) & ~255u;
+    const uint32_t BLK = tkp_attn_block(dh, dv), KBLK = (2 * BLK * dh + 255u) & ~255u, VBLK = (2 * BLK * dv + 255u) & ~255u;
     for (uint32_t r0 = ra; r0 < rb;) {
       /* The group: segments from r0 while the scratchpad holds them. */
       uint32_t count = 0, first = 0, rows = 0, wide = 0;
@@ -1134,9 +1134,9 @@ __attribute__((noinline)) static int attention(const uint32_t* w) {
         if ((streamed || !p) && Ts == 1) l.sem = TK_SEM(TK_NONE, A_LOADED, TK_NONE);
         tk_dma_push(&l);
         l.sem = 0;
-        const uint32_t blocks = streamed ? (p + TKP_ATTN_BLOCK - 1) / TKP_ATTN_BLOCK : 0;
+        const uint32_t blocks = streamed ? (p + BLK - 1) / BLK : 0;
         for (uint32_t b = 0; b < blocks && b < 2; ++b)
-          att_rows(&KC, j, PT, page, b * TKP_ATTN_BLOCK, p < (b + 1) * TKP_ATTN_BLOCK ? p : (b + 1) * TKP_ATTN_BLOCK,
+          att_rows(&KC, j, PT, page, b * BLK, p < (b + 1) * BLK ? p : (b + 1) * BLK,
                    KB + b * KBLK, TK_NONE, A_KBLK);
         for (uint32_t x = 0; x < 2 && !streamed && p; ++x) { /* whole: K and V, in the tile's order */
           const uint32_t is_v = x ^ kv_first;
@@ -1182,7 +1182,7 @@ __attribute__((noinline)) static int attention(const uint32_t* w) {
             tk_gemm_push(&g);
           }
           for (uint32_t b = 0; b < blocks; ++b) {
-            const uint32_t b0 = b * TKP_ATTN_BLOCK, b1 = p < b0 + TKP_ATTN_BLOCK ? p : b0 + TKP_ATTN_BLOCK;
+            const uint32_t b0 = b * BLK, b1 = p < b0 + BLK ? p : b0 + BLK;
             for (uint32_t e = 0; e < gemms; ++e) {
               const int last = e + 1 == gemms;
               g.a = QK + 2 * e * dh, g.n = b1 - b0, g.b = KB + (b & 1) * KBLK, g.ldb = 0, g.c = S_i + 4 * (e * Ts * wide + b0);
@@ -1191,11 +1191,11 @@ __attribute__((noinline)) static int attention(const uint32_t* w) {
               tk_gemm_push(&g);
             }
             if (b + 2 < blocks)
-              att_rows(&KC, j, PT, page, b0 + 2 * TKP_ATTN_BLOCK, p < b1 + 2 * TKP_ATTN_BLOCK ? p : b1 + 2 * TKP_ATTN_BLOCK,
+              att_rows(&KC, j, PT, page, b0 + 2 * BLK, p < b1 + 2 * BLK ? p : b1 + 2 * BLK,
                        KB + (b & 1) * KBLK, A_KFREE, A_KBLK);
           }
           for (uint32_t b = 0; b < blocks && b < 2; ++b)
-            att_rows(&VC, j, PT, page, b * TKP_ATTN_BLOCK, p < (b + 1) * TKP_ATTN_BLOCK ? p : (b + 1) * TKP_ATTN_BLOCK,
+            att_rows(&VC, j, PT, page, b * BLK, p < (b + 1) * BLK ? p : (b + 1) * BLK,
                      VB + b * VBLK, TK_NONE, A_VBLK);
         }
         for (uint32_t e = 0; e < (streamed ? 0 : gemms); ++e) {
@@ -1225,7 +1225,7 @@ __attribute__((noinline)) static int attention(const uint32_t* w) {
       tk_vec_push(&x);
       /* (A streamed segment's: once its first V block is in, the cast's
        * signal frees its P.V.) */
-      const uint32_t v_blocks = seg[0].streamed ? (seg[0].p + TKP_ATTN_BLOCK - 1) / TKP_ATTN_BLOCK : 0;
+      const uint32_t v_blocks = seg[0].streamed ? (seg[0].p + BLK - 1) / BLK : 0;
       x.op = TK_VCAST_TO, x.dst = PB, x.format = TK_BF16, x.sem = TK_SEM(v_blocks ? A_VBLK : TK_NONE, A_WEIGHED, TK_NONE);
       tk_vec_push(&x);
       for (uint32_t i = 0; i < count; ++i) { /* each segment's P.V, its heads' rows at once */
@@ -1239,13 +1239,13 @@ __attribute__((noinline)) static int attention(const uint32_t* w) {
            * one GEMM adds them), each block's V loaded into the buffer the
            * one two before frees; the new rows last. */
           for (uint32_t b = 0; b < v_blocks; ++b) {
-            const uint32_t b0 = b * TKP_ATTN_BLOCK, b1 = p < b0 + TKP_ATTN_BLOCK ? p : b0 + TKP_ATTN_BLOCK;
+            const uint32_t b0 = b * BLK, b1 = p < b0 + BLK ? p : b0 + BLK;
             o.k = b1 - b0, o.a = PB + 2 * (u * gh * wide + b0), o.b = seg[i].VB + (b & 1) * VBLK, o.accumulate = b > 0;
             o.sem = TK_SEM(b ? A_VBLK : A_WEIGHED, b + 2 < v_blocks ? A_VFREE : TK_NONE, TK_NONE);
             tk_gemm_push(&o);
             if (b + 2 < v_blocks)
-              att_rows(&VC, j, TABLE + SEQ[seg[i].r0] * pages, page, b0 + 2 * TKP_ATTN_BLOCK,
-                       p < b1 + 2 * TKP_ATTN_BLOCK ? p : b1 + 2 * TKP_ATTN_BLOCK, seg[i].VB + (b & 1) * VBLK, A_VFREE, A_VBLK);
+              att_rows(&VC, j, TABLE + SEQ[seg[i].r0] * pages, page, b0 + 2 * BLK,
+                       p < b1 + 2 * BLK ? p : b1 + 2 * BLK, seg[i].VB + (b & 1) * VBLK, A_VFREE, A_VBLK);
           }
           o.k = seg[i].Ts, o.a = PB + 2 * (u * gh * wide + p), o.b = seg[i].VN, o.accumulate = v_blocks > 0;
           o.sem = TK_SEM(v_blocks ? TK_NONE : A_WEIGHED, A_DONE, TK_NONE);

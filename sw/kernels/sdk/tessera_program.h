@@ -144,11 +144,21 @@ static inline uint64_t tkp_attn_segment(uint64_t Ts, uint64_t n, uint64_t dh, ui
   return TKP_MOE_ROUND(2 * (n - Ts) * dh) + TKP_MOE_ROUND(2 * n * dv);
 }
 /* A segment whose cached rows do not fit instead streams them through two
- * buffers each of K and V of TKP_ATTN_BLOCK positions, its new V rows
- * apart (its scores whole, as any segment's). */
+ * buffers each of K and V of tkp_attn_block(dh, dv) positions, its new V
+ * rows apart (its scores whole, as any segment's): TKP_ATTN_BLOCK for
+ * heads of 128 values or more, twice as many each time the heads halve
+ * (a block's K at most 16 KiB of BF16), so that a narrow head's blocks
+ * are not all per-block cost. */
 #define TKP_ATTN_BLOCK 64u
+static inline uint32_t tkp_attn_block(uint64_t dh, uint64_t dv) {
+  const uint64_t w = dh > dv ? dh : dv;
+  uint32_t b = TKP_ATTN_BLOCK;
+  while (b < (1u << 14) && 4ull * b * w <= 2ull * TKP_ATTN_BLOCK * 128) b *= 2; /* (bounded: w 0 ends too) */
+  return b;
+}
 static inline uint64_t tkp_attn_stream(uint64_t Ts, uint64_t dh, uint64_t dv) {
-  return 2 * TKP_MOE_ROUND(2 * TKP_ATTN_BLOCK * dh) + 2 * TKP_MOE_ROUND(2 * TKP_ATTN_BLOCK * dv) + TKP_MOE_ROUND(2 * Ts * dv);
+  const uint64_t b = tkp_attn_block(dh, dv);
+  return 2 * TKP_MOE_ROUND(2 * b * dh) + 2 * TKP_MOE_ROUND(2 * b * dv) + TKP_MOE_ROUND(2 * Ts * dv);
 }
 /* The less of the two a segment of Ts rows over n positions needs. */
 static inline uint64_t tkp_attn_least(uint64_t Ts, uint64_t n, uint64_t dh, uint64_t dv) {
