@@ -670,6 +670,9 @@ TEST(Compiler, AttentionIsCheckedAndItsReferenceKeepsTheCaches) {
   refused([&] { g.attention(q, k, v, kc, vc, q, 2, 1.0f, "a5"); }, "a5: positions 'q' must be an input of 2 values");
   refused([&] { g.attention(q, k, v, kc, vc, pos, 2, -1.0f, "a6"); }, "a6: scale -1");
   refused([&] { g.output(kc); }, "output 'kc' is an input, a weight or state");
+  refused([&] { g.kv_cache("none", 1, 4, 0); }, "KV cache 'none': 1 heads x 4 positions x 0 (1 to 65535 heads and values");
+  refused([&] { g.kv_cache("empty", 0, 4, 2); }, "KV cache 'empty': 0 heads x 4 positions x 2");
+  refused([&] { g.kv_cache("short", 1, 0, 2); }, "KV cache 'short': 1 heads x 0 positions x 2");
   {  // paged: the sequences and page tables checked too
     Graph h;
     const int hq = h.input("q", {2, 8}), hk = h.input("k", {2, 4}), hv = h.input("v", {2, 2}), hp = h.input("pos", {2});

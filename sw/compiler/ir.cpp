@@ -496,8 +496,8 @@ int Graph::gather_rows(int table, int indices, const std::string& name) {
 }
 
 int Graph::kv_cache(const std::string& name, unsigned kv_heads, unsigned capacity, unsigned dim) {
-  if (capacity > kPool || dim > 65535 || kv_heads > 65535)
-    throw std::invalid_argument(fmt::format("graph: KV cache '{}': {} heads x {} positions x {} (at most 65535 heads and values, {} "
+  if (!kv_heads || !capacity || !dim || capacity > kPool || dim > 65535 || kv_heads > 65535)
+    throw std::invalid_argument(fmt::format("graph: KV cache '{}': {} heads x {} positions x {} (1 to 65535 heads and values, 1 to {} "
                                             "positions)", name, kv_heads, capacity, dim, kPool));
   Tensor t;
   t.name = name, t.shape = {kv_heads, capacity, dim}, t.role = Role::state, t.dtype = DType::bf16;
