@@ -223,6 +223,18 @@ class C2c::Regs : public MmioTarget {
       c_.ce_->clear_error();
       return true;
     });
+    regs_.on_write(R::CE_ABORT, [this](RegisterBank::Write& w) {
+      if (w.data & R::CE_ABORT_f::ABORT_MASK)
+        c_.ce_->abort(static_cast<unsigned>((w.data & R::CE_ABORT_f::FIRST_MASK) >> R::CE_ABORT_f::FIRST_SHIFT),
+                      static_cast<unsigned>((w.data & R::CE_ABORT_f::CHIPS_MASK) >> R::CE_ABORT_f::CHIPS_SHIFT));
+      return true;
+    });
+    regs_.on_write(R::CE_RESET, [this](RegisterBank::Write& w) {
+      if (!c_.ce_->reset(static_cast<std::uint32_t>(w.data)))
+        log::guest_error(c_.path(), "comm/reset-busy", "CE_RESET while a collective runs or waits: it fails (code 9) and the "
+                                                       "engine resets after it");
+      return true;
+    });
     for (unsigned r : {R::IRQ_STATUS, R::IRQ_ENABLE})
       regs_.on_write(r, [this, r](RegisterBank::Write& w) {
         regs_.set(r, w.next);

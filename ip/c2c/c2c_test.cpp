@@ -638,6 +638,125 @@ TEST(Comm, GroupsOfChipsRunTheirOwnCollectivesAtOnce) {
   sc_core::sc_start();
 }
 
+TEST(Comm, AChipThatGivesUpFailsItsGroupsCollectivesAtOnceAndAResetStartsThemAfresh) {
+  // A ring of four as two groups (chips 0-1 and 2-3). Chip 1 posts an
+  // all-reduce that chip 0 never posts; chip 0 gives up (CE_ABORT, its
+  // group): chip 1's collective fails within the notice's time (code 9,
+  // naming chip 0), and so does every collective over the group either
+  // chip posts after it, at once, while the other group's all-reduce runs
+  // on untouched. Then the same while both chips are half-way through a
+  // big one (push and pull). CE_RESET on both and the group's all-reduces
+  // equal the host reference again, twice over (without it they fail; a
+  // notice of the round before is ignored). A reset while a collective
+  // waits fails it and follows it.
+  Ring r(4, config());
+  bool finished = false;  // (a collective that never ends leaves the simulation with nothing to do)
+  sc_core::sc_spawn([&] {
+    const CommType t = CommType::fp32;
+    auto post = [&](unsigned k, const Collective& c) {
+      CommEngine& e = r.c2c(k).comm();
+      e.clear_error();
+      EXPECT_TRUE(e.submit(c));
+    };
+    auto wait_for = [&](unsigned k) {  // the engine idle; its error
+      CommEngine& e = r.c2c(k).comm();
+      while (e.busy()) sc_core::wait(e.done_event());
+      return e.error();
+    };
+    auto all_reduce = [&](CommMode mode, std::uint64_t n, unsigned first) {
+      Collective c;
+      c.op = CommOp::all_reduce, c.mode = mode, c.type = t, c.src = kSrc, c.dst = kDst, c.count = n, c.first = first, c.chips = 2;
+      c.id = 40 + first;
+      return c;
+    };
+    auto abort_reg = [&](unsigned k, unsigned first, unsigned chips) {
+      std::uint32_t w = R::CE_ABORT_f::ABORT_MASK | first << R::CE_ABORT_f::FIRST_SHIFT | chips << R::CE_ABORT_f::CHIPS_SHIFT;
+      r.chips[k].csr->transport(tlm::TLM_WRITE_COMMAND, off(R::CE_ABORT), &w, 4);
+    };
+    auto reset_reg = [&](unsigned k, std::uint32_t round) {
+      r.chips[k].csr->transport(tlm::TLM_WRITE_COMMAND, off(R::CE_RESET), &round, 4);
+    };
+    std::uint64_t seed = 70;
+    auto check_group = [&](CommMode mode, const char* what) {
+      std::vector<std::vector<std::uint8_t>> in;
+      for (unsigned k = 0; k < 2; ++k) in.push_back(random_elements(t, 1003, seed++)), r.poke(k, kSrc, in.back());
+      for (unsigned k = 0; k < 2; ++k) post(k, all_reduce(mode, 1003, 0));
+      for (unsigned k = 0; k < 2; ++k) EXPECT_EQ(wait_for(k), 0u) << what << ", chip " << k;
+      const auto want = reference::ring_all_reduce(t, in, 1003);
+      for (unsigned k = 0; k < 2; ++k) EXPECT_EQ(r.peek(k, kDst, want.size()), want) << what << ", chip " << k;
+    };
+    // Chip 0 never posts; it gives up while chip 1 waits. The other group
+    // runs a big all-reduce meanwhile.
+    std::vector<std::vector<std::uint8_t>> other;
+    for (unsigned k = 2; k < 4; ++k) other.push_back(random_elements(t, 200000, seed++)), r.poke(k, kSrc, other.back());
+    for (unsigned k = 2; k < 4; ++k) post(k, all_reduce(CommMode::push, 200000, 2));
+    post(1, all_reduce(CommMode::push, 1003, 0));
+    sc_core::wait(2, SC_US);
+    const sc_time gave_up = sc_core::sc_time_stamp();
+    abort_reg(0, 0, 2);
+    EXPECT_EQ(wait_for(1), unsigned(kCommAborted));
+    EXPECT_LT(sc_core::sc_time_stamp() - gave_up, sc_time(1, SC_US)) << "the notice's time, not a watchdog's";
+    EXPECT_EQ(r.c2c(1).comm().error_addr(), 0u) << "chip 0 gave up";
+    EXPECT_EQ(r.c2c(1).comm().error_id(), 40u);
+    EXPECT_EQ(r.c2c(1).comm().aborted(), 1u);
+    // Posted after the news, on either chip: fails at once.
+    for (unsigned k : {0u, 1u}) {
+      const sc_time at = sc_core::sc_time_stamp();
+      post(k, all_reduce(CommMode::pull, 64, 0));
+      EXPECT_EQ(wait_for(k), unsigned(kCommAborted)) << "chip " << k;
+      EXPECT_LT(sc_core::sc_time_stamp() - at, sc_time(100, SC_NS)) << "chip " << k;
+    }
+    // The other group never heard of it.
+    for (unsigned k = 2; k < 4; ++k) EXPECT_EQ(wait_for(k), 0u) << "chip " << k;
+    EXPECT_EQ(r.c2c(2).comm().aborted(), 0u);
+    const auto want = reference::ring_all_reduce(t, other, 200000);
+    for (unsigned k = 2; k < 4; ++k) EXPECT_EQ(r.peek(k, kDst, want.size()), want) << "chip " << k;
+    // A reset while a collective waits (chip 2's, chip 3 not there yet)
+    // fails it and follows it; with chip 3 reset too, the group runs on.
+    post(2, all_reduce(CommMode::push, 64, 2));
+    sc_core::wait(1, SC_US);
+    EXPECT_FALSE(r.c2c(2).comm().reset(1)) << "deferred";
+    EXPECT_EQ(wait_for(2), unsigned(kCommAborted));
+    EXPECT_TRUE(r.c2c(3).comm().reset(1));
+    other.clear();
+    for (unsigned k = 2; k < 4; ++k) other.push_back(random_elements(t, 1003, seed++)), r.poke(k, kSrc, other.back());
+    for (unsigned k = 2; k < 4; ++k) post(k, all_reduce(CommMode::push, 1003, 2));
+    for (unsigned k = 2; k < 4; ++k) EXPECT_EQ(wait_for(k), 0u) << "chip " << k;
+    const auto again = reference::ring_all_reduce(t, other, 1003);
+    for (unsigned k = 2; k < 4; ++k) EXPECT_EQ(r.peek(k, kDst, again.size()), again) << "chip " << k << " after a reset";
+    for (unsigned k : {0u, 1u}) reset_reg(k, 1);
+    EXPECT_EQ(r.c2c(1).comm().aborted(), 0u);
+    check_group(CommMode::push, "after the reset");
+    // Half-way through a big one, both chips in it: both fail; reset; both
+    // modes equal the reference again, twice.
+    std::uint32_t round = 1;
+    for (const CommMode mode : {CommMode::push, CommMode::pull}) {
+      for (unsigned k = 0; k < 2; ++k) r.poke(k, kSrc, random_elements(t, 200000, seed++));
+      for (unsigned k = 0; k < 2; ++k) post(k, all_reduce(mode, 200000, 0));
+      sc_core::wait(3, SC_US);
+      abort_reg(1, 0, 2);
+      abort_reg(1, 0, 2);  // a second time: nothing more
+      for (unsigned k = 0; k < 2; ++k) EXPECT_EQ(wait_for(k), unsigned(kCommAborted)) << "chip " << k;
+      EXPECT_EQ(r.c2c(0).comm().error_addr(), 1u);
+      post(0, all_reduce(mode, 64, 0));
+      EXPECT_EQ(wait_for(0), unsigned(kCommAborted)) << "no reset yet";
+      for (unsigned k = 0; k < 2; ++k) reset_reg(k, round + 1);
+      // A notice of the round before, arriving after the reset: ignored.
+      std::vector<std::uint8_t> stale(8, 0);
+      stale[0] = static_cast<std::uint8_t>(round + 1);
+      r.poke(0, kFabricLocal + kFlagBase + 8 * (kAborted + 1), stale);
+      EXPECT_EQ(r.c2c(0).comm().aborted(), 0u) << "a notice from the round before";
+      ++round;
+      check_group(mode, mode == CommMode::push ? "push after half a collective" : "pull after half a collective");
+      check_group(mode, "once more");
+    }
+    finished = true;
+    sc_core::sc_stop();
+  });
+  sc_core::sc_start();
+  EXPECT_TRUE(finished) << "a collective never ended";
+}
+
 TEST(Comm, RingAllReduceFollowsTheAlphaBetaModel) {
   Ring r(4, config());
   sc_core::sc_spawn([&] {

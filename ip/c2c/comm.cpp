@@ -1,5 +1,7 @@
 #include "c2c/comm.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cstring>
 #include <map>
@@ -69,6 +71,7 @@ CommEngine::CommEngine(const sc_core::sc_module_name& n, C2c& fabric, const Comm
     : sc_core::sc_module(n), fabric_(fabric), config_(c) {
   SC_HAS_PROCESS(CommEngine);
   SC_THREAD(thread);
+  SC_THREAD(teller);
   SC_METHOD(apply_flags);
   sensitive << flag_due_;
   dont_initialize();
@@ -92,13 +95,25 @@ void CommEngine::thread() {
     const Collective c = queue_.front();
     queue_.pop_front();
     running_ = true;
+    current_ = c;
+    cancel_ = false;
     const sc_core::sc_time start = sc_core::sc_time_stamp();
-    const unsigned e = run(c);
+    // A collective over a group with a chip that gave up fails without
+    // running, and one that runs when the news comes fails at its next
+    // wait; so does one queued when a reset came.
+    const bool doomed = doomed_ > 0;
+    if (doomed) --doomed_;
+    std::uint64_t gave_up = revoked_ & group_mask(c.first, c.chips);
+    unsigned e = doomed || gave_up ? unsigned(kCommAborted) : run(c);
+    if (cancel_) e = kCommAborted, gave_up = revoked_ & group_mask(c.first, c.chips);
+    cancel_ = false;
     stats_.busy += sc_core::sc_time_stamp() - start;
+    if (e == kCommAborted) error_addr_ = gave_up ? static_cast<unsigned>(__builtin_ctzll(gave_up)) : fabric_.chip_;
     if (e) {
       error_ = e;
       error_id_ = c.id;
-      log::guest_error(fabric_.path(), "comm/error", "{} (id {}) failed with code {}", c2c::name(c.op), c.id, e);
+      log::guest_error(fabric_.path(), "comm/error", "{} (id {}) failed with code {}{}", c2c::name(c.op), c.id, e,
+                       e == kCommAborted ? fmt::format(" (chip {} gave up its collectives)", error_addr_) : "");
     } else {
       ++completed_;
       ++stats_.collectives;
@@ -116,6 +131,7 @@ void CommEngine::thread() {
       }
     }
     running_ = false;
+    if (resetting_ && doomed_ == 0) clear(reset_round_);  // a reset waiting for what ran and waited then
     if (on_done_) on_done_(c, e == 0);
     done_event_.notify(sc_core::SC_ZERO_TIME);
   }
@@ -147,6 +163,83 @@ void CommEngine::worker() {
     }
     if (--j.running == 0) j.done.notify(sc_core::SC_ZERO_TIME);
   }
+}
+
+std::uint64_t CommEngine::group_mask(unsigned first, unsigned chips) const {
+  const unsigned f = chips ? first : 0, n = chips ? chips : fabric_.chips_;
+  std::uint64_t m = 0;
+  for (unsigned c = f; c < std::min<std::uint64_t>(std::uint64_t{f} + n, fabric_.chips_); ++c) m |= 1ull << c;
+  return m;
+}
+
+void CommEngine::cancel() {
+  cancel_ = true;
+  cancel_event_.notify(sc_core::SC_ZERO_TIME);
+  if (job_) {  // its chunks in flight finish; no more start
+    job_->ok = false;
+    job_->done.notify(sc_core::SC_ZERO_TIME);
+  }
+}
+
+void CommEngine::abort(unsigned first, unsigned chips) {
+  const unsigned me = fabric_.chip_;
+  if (revoked_ >> me & 1) return;
+  revoked_ |= 1ull << me;
+  if (running_) cancel();
+  to_tell_ |= group_mask(first, chips) & ~(1ull << me);
+  tell_kick_.notify(sc_core::SC_ZERO_TIME);
+}
+
+void CommEngine::noticed(unsigned chip, std::uint64_t word) {
+  if (word != std::uint64_t{round_} + 1 || revoked_ >> chip & 1) return;  // (from another round, or known)
+  revoked_ |= 1ull << chip;
+  if (running_ && (group_mask(current_.first, current_.chips) >> chip & 1)) cancel();
+}
+
+void CommEngine::teller() {
+  for (;;) {
+    while (!to_tell_) sc_core::wait(tell_kick_);
+    // Every chip at once (the notices travel side by side), a write of
+    // this engine's round + 1 to its ABORTED[this chip]; a chip out of
+    // reach is not told.
+    sc_core::sc_time last = sc_core::SC_ZERO_TIME;
+    for (; to_tell_; to_tell_ &= to_tell_ - 1) {
+      const unsigned chip = static_cast<unsigned>(__builtin_ctzll(to_tell_));
+      std::uint64_t word = std::uint64_t{round_} + 1;
+      tlm::tlm_generic_payload t;
+      const std::uint64_t addr = kFabricLocal + kFlagBase + 8 * (kAborted + fabric_.chip_);
+      set_access(t, tlm::TLM_WRITE_COMMAND, addr, &word, 8);
+      sc_core::sc_time d = sc_core::SC_ZERO_TIME;
+      fabric_.route(t, chip, addr, d);
+      ++stats_.notifications;
+      last = std::max(last, d);
+    }
+    sc_core::wait(last);
+  }
+}
+
+bool CommEngine::reset(std::uint32_t round) {
+  if (running_ || !queue_.empty()) {
+    // What runs fails at its next wait, what waits fails in turn, and
+    // then the engine resets (before anything posted since).
+    if (running_) cancel();
+    doomed_ = queue_.size();
+    resetting_ = true, reset_round_ = round;
+    return false;
+  }
+  clear(round);
+  return true;
+}
+
+void CommEngine::clear(std::uint32_t round) {
+  resetting_ = false;
+  revoked_ = to_tell_ = 0;
+  round_ = round;
+  std::fill(flags_.begin(), flags_.end(), 0);
+  std::fill(seen_flag_.begin(), seen_flag_.end(), 0);
+  std::fill(seen_pub_.begin(), seen_pub_.end(), 0);
+  pending_flags_.clear();
+  epoch_ = 0;
 }
 
 bool CommEngine::parallel(std::uint64_t bytes, const std::function<bool(std::uint64_t, std::uint64_t)>& fn) {
@@ -190,14 +283,19 @@ bool CommEngine::move(std::uint64_t bytes, Place a, Place b, Place out, Place ou
 // ---- flags ---------------------------------------------------------------------
 
 void CommEngine::notify(unsigned peer, unsigned index) {
+  if (cancel_) return;  // (a collective being failed tells nobody more)
   std::uint64_t one = 1;
   ++stats_.notifications;
   mem(true, peer, kFabricLocal + kFlagBase + 8 * index, &one, 8);
 }
 
-void CommEngine::wait_flag(unsigned peer) {
+bool CommEngine::wait_flag(unsigned peer) {
   ++seen_flag_[peer];
-  while (flags_[peer] < seen_flag_[peer]) sc_core::wait(flag_event_);
+  while (flags_[peer] < seen_flag_[peer]) {
+    if (cancel_) return false;
+    sc_core::wait(flag_event_ | cancel_event_);
+  }
+  return true;
 }
 
 bool CommEngine::poll(unsigned peer) {
@@ -207,7 +305,8 @@ bool CommEngine::poll(unsigned peer) {
     if (!mem(false, peer, kFabricLocal + kFlagBase + 8 * (kPublished + fabric_.chip_), &v, 8)) return false;
     ++stats_.polls;
     if (v >= seen_pub_[peer]) return true;
-    sc_core::wait(config_.poll_interval);
+    if (cancel_) return false;
+    sc_core::wait(config_.poll_interval, cancel_event_);
   }
 }
 
@@ -217,6 +316,7 @@ void CommEngine::apply_flags() {
   while (!pending_flags_.empty() && pending_flags_.begin()->first <= now) {
     const auto [index, value] = pending_flags_.begin()->second;
     flags_[index] += value;
+    if (index >= kAborted) noticed(index - kAborted, value);
     pending_flags_.erase(pending_flags_.begin());
     any = true;
   }
@@ -248,6 +348,7 @@ void CommEngine::access(tlm::tlm_generic_payload& trans, std::uint64_t offset, s
       std::memcpy(&v, data, len);
       if (debug) {
         flags_[index] += v;
+        if (index >= kAborted) noticed(index - kAborted, v);
         flag_event_.notify(sc_core::SC_ZERO_TIME);
       } else {  // seen by the engine after the notification latency
         const sc_core::sc_time when = sc_core::sc_time_stamp() + delay + config_.notify_latency;
@@ -281,7 +382,7 @@ unsigned CommEngine::run(const Collective& c) {
   auto at = [first](unsigned rank, std::uint64_t addr) { return Place{static_cast<int>(first + rank), addr}; };
   const Place none;
   auto tell = [&](unsigned rank) { notify(first + rank, first + me); };  // rank's FLAG[this chip] += 1
-  auto heard = [&](unsigned rank) { wait_flag(first + rank); };         // rank's next notification
+  auto heard = [&](unsigned rank) { return wait_flag(first + rank); };  // rank's next notification (false: aborted)
   auto published = [&](unsigned rank) { return poll(first + rank); };  // rank's next publication for this chip
   auto publish = [&](unsigned rank) { ++flags_[kPublished + first + rank]; };
 
@@ -295,10 +396,7 @@ unsigned CommEngine::run(const Collective& c) {
     return true;
   };
   auto obtain = [&](unsigned peer, unsigned slot, std::uint64_t bytes) {
-    if (push) {
-      heard(peer);
-      return true;
-    }
+    if (push) return heard(peer);
     return published(peer) && move(bytes, at(peer, out_slot(slot)), none, at(me, in_slot(slot)), none, c.type);
   };
   auto use_staging = [&](std::uint64_t slot_bytes, unsigned slots) {
@@ -314,18 +412,14 @@ unsigned CommEngine::run(const Collective& c) {
       if (c.peer >= N || c.peer == me) return kCommBadPeer;
       const bool sender = c.op == CommOp::put;
       if (push) {
-        if (!sender) {
-          heard(c.peer);
-          return kCommOk;
-        }
+        if (!sender) return heard(c.peer) ? kCommOk : kCommAborted;
         if (!move(c.count, at(me, c.src), none, at(c.peer, c.dst), none, c.type)) return kCommBus;
         tell(c.peer);
         return kCommOk;
       }
       if (sender) {  // pull: publish, then wait until the reader is done
         publish(c.peer);
-        heard(c.peer);
-        return kCommOk;
+        return heard(c.peer) ? kCommOk : kCommAborted;
       }
       if (!published(c.peer) || !move(c.count, at(c.peer, c.src), none, at(me, c.dst), none, c.type)) return kCommBus;
       tell(c.peer);
@@ -372,7 +466,7 @@ unsigned CommEngine::run(const Collective& c) {
         if (push) {
           if (!move(bytes(out), a, b, at(next, c.dst + lo(out) * es), local, c.type)) return kCommBus;
           tell(next);
-          heard(prev);
+          if (!heard(prev)) return kCommAborted;
         } else {
           if (t == 0 && !move(bytes(out), a, b, local, none, c.type)) return kCommBus;
           publish(next);
@@ -400,7 +494,8 @@ unsigned CommEngine::run(const Collective& c) {
           if (!move(e(p, 1), at(me, c.src + e(p, 0)), none, at(p, c.dst + e(p, 2)), none, c.type)) return kCommBus;
           if (p != me) tell(p);
         }
-        for (unsigned d = 1; d < N; ++d) heard((me + N - d) % N);
+        for (unsigned d = 1; d < N; ++d)
+          if (!heard((me + N - d) % N)) return kCommAborted;
         return kCommOk;
       }
       for (unsigned p = 0; p < N; ++p)
@@ -411,7 +506,8 @@ unsigned CommEngine::run(const Collective& c) {
         if (!move(e(p, 4), at(p, c.src + e(p, 5)), none, at(me, c.dst + e(p, 3)), none, c.type)) return kCommBus;
         if (p != me) tell(p);  // done reading its source
       }
-      for (unsigned d = 1; d < N; ++d) heard((me + d) % N);
+      for (unsigned d = 1; d < N; ++d)
+        if (!heard((me + d) % N)) return kCommAborted;
       return kCommOk;
     }
     default: return kCommBadOp;

@@ -51,8 +51,11 @@ inline constexpr unsigned kMaxChips = 64;
 
 // The fabric's own memory inside a chip's global window.
 inline constexpr std::uint64_t kFabricLocal = 0xff'0000'0000ull;
-inline constexpr std::uint64_t kFlagBase = 0x8000'0000ull;  // from kFabricLocal: FLAG[kMaxChips], then PUBLISHED[kMaxChips]
-inline constexpr unsigned kPublished = kMaxChips;            // flag index of PUBLISHED[0]
+// From kFabricLocal: FLAG[kMaxChips], then PUBLISHED[kMaxChips], then
+// ABORTED[kMaxChips] (a write to ABORTED[i]: chip i gave up its collectives).
+inline constexpr std::uint64_t kFlagBase = 0x8000'0000ull;
+inline constexpr unsigned kPublished = kMaxChips;  // flag index of PUBLISHED[0]
+inline constexpr unsigned kAborted = 2 * kMaxChips;  // flag index of ABORTED[0]
 
 enum class CommOp : unsigned { none = 0, all_reduce, reduce_scatter, all_gather, broadcast, all_to_all, put, wait };
 enum class CommAlgo : unsigned { ring = 0, tree = 1, direct = 2 };
@@ -71,6 +74,7 @@ enum CommError : unsigned {
   kCommQueueFull = 6,
   kCommAlignment = 7,    // a count or address that is not a whole number of elements
   kCommBadGroup = 8,     // a group past the system's chips, or without this chip
+  kCommAborted = 9,      // a chip of its group gave up its collectives (abort): this one or another (error_addr names it)
 };
 
 struct Collective {
@@ -125,6 +129,25 @@ class CommEngine : public sc_core::sc_module {
   std::uint32_t error_id() const { return error_id_; }
   std::uint64_t error_addr() const { return error_addr_; }
   void clear_error() { error_ = 0; }
+  // This chip gives up its collectives over the group first .. first +
+  // chips - 1 (chips 0: the system), as its command processor does when a
+  // launch that runs them fails: the running one and the queued ones fail
+  // (kCommAborted), and every one posted until reset(); the group's other
+  // chips are told (a write to their ABORTED[this chip]), and their engines
+  // fail theirs over a group with this chip in it likewise, at once and
+  // until their reset(). A second abort before reset() tells nobody.
+  void abort(unsigned first, unsigned chips);
+  // Forgets every abort and starts the notifications, publications and
+  // staging halves afresh, as at power-on: every chip of a group together,
+  // once each is idle (the host does it after a failed run), each given
+  // the same `round`, new for each reset: an abort's notice carries its
+  // sender's round, and one from another round (sent before the reset,
+  // still travelling) is ignored. While a collective runs or waits, they
+  // fail (kCommAborted) and the reset follows them, before anything
+  // posted since runs (false: deferred so; true: done now).
+  bool reset(std::uint32_t round = 0);
+  // The chips whose aborts this engine has seen (bit i: chip i), its own included.
+  std::uint64_t aborted() const { return revoked_; }
   // Called with (collective, ok) when one ends.
   void on_done(std::function<void(const Collective&, bool)> f) { on_done_ = std::move(f); }
   // The fabric-local window: staging buffer and flags (from kFabricLocal).
@@ -156,8 +179,13 @@ class CommEngine : public sc_core::sc_module {
   };
   bool move(std::uint64_t bytes, Place a, Place b, Place out, Place out2, CommType t);
   void notify(unsigned peer, unsigned index);  // adds 1 to `peer`'s FLAG[index]
-  void wait_flag(unsigned peer);               // the next notification from `peer`
-  bool poll(unsigned peer);                    // the next publication of `peer` for this chip
+  bool wait_flag(unsigned peer);               // the next notification from `peer` (false: aborted)
+  bool poll(unsigned peer);                    // the next publication of `peer` for this chip (false: failed or aborted)
+  // Chips first .. first + chips - 1 (0: the system) as a mask, within the system.
+  std::uint64_t group_mask(unsigned first, unsigned chips) const;
+  void cancel();                // fails the running collective at its next wait
+  void noticed(unsigned chip, std::uint64_t word);  // chip's abort (its notice's word: its round + 1) has reached this engine
+  void teller();                // sends this chip's abort to the chips in to_tell_
   void worker();
   // Staging addresses of this engine, in this chip's window.
   std::uint64_t in_slot(unsigned slot) const;
@@ -167,10 +195,23 @@ class CommEngine : public sc_core::sc_module {
   CommConfig config_;
   PageStore staging_{64 << 10};
   // FLAG[i]: notifications from chip i; PUBLISHED[i] (at kPublished + i): publications for chip i.
-  std::vector<std::uint64_t> flags_ = std::vector<std::uint64_t>(2 * kPublished, 0);
+  std::vector<std::uint64_t> flags_ = std::vector<std::uint64_t>(3 * kMaxChips, 0);
   std::vector<std::uint64_t> seen_flag_ = std::vector<std::uint64_t>(kPublished, 0);
   std::vector<std::uint64_t> seen_pub_ = std::vector<std::uint64_t>(kPublished, 0);
-  sc_core::sc_event flag_event_, kick_, done_event_;
+  sc_core::sc_event flag_event_, kick_, done_event_, cancel_event_, tell_kick_;
+  // Aborts: the chips whose aborts this engine has seen (its own too); the
+  // running collective being failed; the chips still to be told of this
+  // chip's abort.
+  std::uint64_t revoked_ = 0, to_tell_ = 0;
+  std::uint32_t round_ = 0;  // the last reset's
+  bool cancel_ = false;
+  // A reset that waits for what ran and waited when it came (`doomed_` of
+  // the queued ones still to fail).
+  bool resetting_ = false;
+  std::uint32_t reset_round_ = 0;
+  std::size_t doomed_ = 0;
+  void clear(std::uint32_t round);  // the reset itself
+  Collective current_;
   sc_core::sc_event_queue flag_due_;
   std::multimap<sc_core::sc_time, std::pair<unsigned, std::uint64_t>> pending_flags_;  // when -> (index, value)
   struct Job {

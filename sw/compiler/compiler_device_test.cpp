@@ -2297,3 +2297,66 @@ TEST(CompilerDevice, AGraphOfSeveralLaunchesRunsItsCollectivesInStepOnEveryChip)
   refused_with([&] { run_together(bad.execs, inputs); }, "each collective must be in the same launch on every chip");
   expect_bits(run_together(tp.execs, inputs)[0].at("sum255"), out[0].at("sum255"), "after the refusal");
 }
+
+TEST(CompilerDevice, AChipFailingBeforeItsCollectiveFailsTheGroupAtOnceAndTheNextRunIsRight) {
+  // The ring of four, each chip an embedding lookup and a chain of
+  // matmuls summed over the chips (push ring and pull tree all-reduces).
+  // Chip 0's token past the table fails its launch at the lookup: its CP
+  // gives up its collectives over the group (CE_ABORT), and the other
+  // chips' collectives fail as they post them, at once; the run reports
+  // chip 0's failure, in a few microseconds where
+  // the watchdogs took 100 ms. Likewise where the host cannot post chip
+  // 2's part (an input missing). After each, the engines are reset and the
+  // next run equals reference_spmd bit for bit on every chip (before the
+  // reset the engines were out of step: the next run failed at its
+  // watchdog, or combined a stale collective).
+  Ring ring(kFastModels);
+  const Options o = symmetric(ring);
+  auto graph = [](unsigned c, bool pull) {
+    Graph g;
+    const int tokens = g.input("tokens", {4});
+    int x = g.gather_rows(g.weight("table", {16, 256}, seeded_values(16 * 256, 1 + c, 2.0f)), tokens, "embed");
+    for (unsigned k = 0; k < 6; ++k)  // (chip 0 fails before these, the others post their collectives after them)
+      x = g.matmul(g.cast(x, DType::bf16), g.weight(fmt::format("w{}", k), {256, 256}, seeded_values(256 * 256, 9 + k, 0.1f), DType::bf16),
+                   DType::bf16, fmt::format("late{}", k));
+    g.output(g.all_reduce(x, 4, pull, pull, "sum"));
+    return g;
+  };
+  for (bool pull : {false, true}) {
+    SCOPED_TRACE(pull ? "pull tree" : "push ring");
+    std::vector<Graph> each;
+    for (unsigned c = 0; c < 4; ++c) each.push_back(graph(c, pull));
+    Spmd run(ring, std::move(each), o);
+    const std::vector<std::map<std::string, std::vector<float>>> inputs(4, {{"tokens", {1, 2, 3, 4}}});
+    const auto ref = reference_spmd(run.refs, inputs);
+    auto right = [&](const char* after) {
+      const auto out = run_together(run.execs, inputs);
+      for (unsigned c = 0; c < 4; ++c)
+        expect_bits(out[c].at("sum"), ref[c][static_cast<std::size_t>(run.graphs[c].outputs()[0])], fmt::format("chip {} {}", c, after));
+    };
+    right("first");
+    const double ran = run.execs[0]->last_seconds();
+    auto bad = inputs;
+    bad[0].at("tokens")[2] = 16;  // one past the table
+    const double t0 = ring.cluster.chip(1).simulated_seconds();
+    try {
+      run_together(run.execs, bad);
+      ADD_FAILURE() << "a token past the table ran";
+    } catch (const rt::DeviceError& e) {
+      EXPECT_NE(std::string(e.what()).find("graph node 0 'embed'"), std::string::npos) << e.what();
+      EXPECT_EQ(e.gave_up, -1) << "the cause, not a chip giving up: " << e.what();
+    }
+    const double failed_us = (ring.cluster.chip(1).simulated_seconds() - t0) * 1e6;
+    std::printf("a run that chip 0 fails before its collective: %.2f us (the good run %.2f us)\n", failed_us, ran * 1e6);
+    EXPECT_LT(failed_us, 100.0) << "not the watchdog's 100000 us";
+    right("after chip 0 failed");
+    // The host cannot post chip 2's part: chips 0 and 1 are already running.
+    auto missing = inputs;
+    missing[2].clear();
+    const double t1 = ring.cluster.chip(1).simulated_seconds();
+    EXPECT_THROW(run_together(run.execs, missing), std::invalid_argument);
+    EXPECT_LT((ring.cluster.chip(1).simulated_seconds() - t1) * 1e6, 100.0);
+    right("after chip 2's part was not posted");
+    right("once more");
+  }
+}

@@ -222,6 +222,9 @@ struct Executable::Impl {
   std::vector<std::vector<double>> exec_seconds;  // by launch of the last run: its nodes' seconds, read as it ended
   std::vector<std::size_t> collective_launch;     // by collective op, in graph order: the launch it runs in
   unsigned first_chip = 0;                        // its collectives' group's first chip (Options::first_chip)
+  // Its launches' group (TP_LAUNCH_GROUP of the chips its collectives
+  // span; 0: none): a failed launch gives up the chip's collectives.
+  std::uint32_t group = 0;
   // A run between start() and finish(): the chips' counters at its start,
   // its simulated start, the current launch's events (the device's, the peers').
   bool running = false;
@@ -1061,6 +1064,7 @@ Executable::Executable(rt::Device& dev, const rt::Kernel& program, Graph g, cons
                                               "device is chip {} of a system of {}", name(op.kind), op.name, op.chips, first, dev_.chip(),
                                               dev_.chips()));
     impl_->first_chip = first;
+    impl_->group = std::max(impl_->group, TP_LAUNCH_GROUP(first, op.chips));  // (the most chips: CHIPS is the top byte)
     if (!peers_.empty())
       throw std::invalid_argument(fmt::format("compiler: {} '{}': a graph with collectives runs on every chip of the system, an "
                                               "executable a chip (run_together), without peers", name(op.kind), op.name));
@@ -1888,7 +1892,7 @@ void Executable::start(const std::map<std::string, std::vector<float>>& inputs) 
 void Executable::launch(std::size_t k) {
   // The launch queued on the device, then its share on each peer with work
   // in it (see the hand-over in the constructor).
-  impl_->launched = dev_.launch_graph(program_, impl_->execs[k], impl_->watchdog_us);
+  impl_->launched = dev_.launch_graph(program_, impl_->execs[k], impl_->watchdog_us, {}, impl_->group);
   impl_->peer_launched.clear();
   for (const Impl::PeerExec& x : impl_->peer_execs[k])
     impl_->peer_launched.push_back(peers_[x.peer].dev->launch_graph(peers_[x.peer].program, x.exec, impl_->watchdog_us));
@@ -2129,6 +2133,20 @@ std::vector<std::map<std::string, std::vector<float>>> run_together(const std::v
           fmt::join(first.collective_launch, ", ")));
   std::size_t started = 0;
   std::exception_ptr error;
+  // The error to report: the first, unless it says only that a chip of the
+  // group gave up its collectives (a consequence) and a later one is why.
+  auto consequence = [](const std::exception_ptr& e) {
+    try {
+      std::rethrow_exception(e);
+    } catch (const rt::DeviceError& d) {
+      return d.gave_up >= 0;
+    } catch (...) {
+      return false;
+    }
+  };
+  auto keep = [&](std::exception_ptr e) {
+    if (!error || (consequence(error) && !consequence(e))) error = std::move(e);
+  };
   try {
     for (std::size_t k = 0; k < execs.size(); ++k) {
       rt::Device& d = execs[k]->device();
@@ -2162,14 +2180,39 @@ std::vector<std::map<std::string, std::vector<float>>> run_together(const std::v
         error = std::current_exception();
       }
     }
+    // A chip whose part of launch l could not be posted gives up its
+    // collectives (as its CP does when a launch fails): the chips waiting
+    // for it in theirs fail at once, not at their watchdogs.
+    for (std::size_t k = 0; k < execs.size() && error; ++k)
+      if ((k >= started || !live[k]) && execs[k]->impl_->group) {
+        try {
+          execs[k]->device().abort_collectives(execs[k]->impl_->group);
+        } catch (...) {
+        }
+      }
     for (std::size_t k = 0; k < started; ++k) {
       try {
         if (error) execs[k]->device().wait_io();
         if (live[k]) execs[k]->wait_launch(l);
       } catch (...) {
-        if (!error) error = std::current_exception();
+        keep(std::current_exception());
       }
     }
+  }
+  // After a failure every chip's launches are over: their engines forget
+  // the aborts and start their notifications and staging halves afresh,
+  // each group's chips alike (a new round each time, so that a notice
+  // still travelling is ignored), and the next run finds them in step.
+  if (error) {
+    static std::uint32_t rounds = 0;
+    const std::uint32_t round = ++rounds;
+    for (Executable* x : execs)
+      if (x->impl_->group) {
+        try {
+          x->device().reset_collectives(round);
+        } catch (...) {
+        }
+      }
   }
   std::vector<bool> ran(execs.size(), false);
   for (std::size_t k = 0; k < started && !error; ++k) {
@@ -2178,7 +2221,7 @@ std::vector<std::map<std::string, std::vector<float>>> run_together(const std::v
       execs[k]->fetch();
       ran[k] = true;
     } catch (...) {
-      if (!error) error = std::current_exception();
+      keep(std::current_exception());
     }
   }
   std::vector<std::map<std::string, std::vector<float>>> out(execs.size());
@@ -2187,7 +2230,7 @@ std::vector<std::map<std::string, std::vector<float>>> run_together(const std::v
       execs[k]->device().wait_io();
       if (ran[k]) out[k] = execs[k]->outputs();
     } catch (...) {
-      if (!error) error = std::current_exception();
+      keep(std::current_exception());
     }
   }
   if (error) std::rethrow_exception(error);

@@ -258,8 +258,14 @@ std::vector<float> side_by_side(const std::vector<std::map<std::string, std::vec
 // of several launches (past a launch's nodes) runs them in step: launch k
 // + 1 posted on every chip once every chip's launch k is over, each
 // collective in the same launch on every chip (else refused, before any
-// chip starts). The first chip's error goes up once every chip's run is
-// over (after an error no further launch starts).
+// chip starts). A chip whose launch fails gives up its collectives over
+// its group (its CP's CE_ABORT; the host's where it could not post the
+// chip's part), so the group's other chips fail theirs at once, not at
+// their watchdogs; once every chip's run is over their engines are reset
+// (rt::Device::reset_collectives), and the next run finds them in step.
+// The first chip's error goes up, or the first that is not only a chip
+// giving up (rt::DeviceError::gave_up); after an error no further launch
+// starts.
 std::vector<std::map<std::string, std::vector<float>>> run_together(const std::vector<Executable*>& execs,
                                                                     const std::vector<std::map<std::string, std::vector<float>>>& inputs);
 

@@ -9,8 +9,9 @@
  * each tile's DMA. LAUNCH resets the tiles' engines and semaphores, starts
  * their cores, and sleeps (wfi) until every core has stopped or the
  * watchdog (the CLINT timer) fires; a fault, a nonzero exit code or a
- * timeout (the cores are halted) is reported with the tile and the cause.
- * COLLECTIVE hands a collective to the chip's communication engine and
+ * timeout (the cores are halted) is reported with the tile and the cause;
+ * a failed launch that names its collective group gives up the chip's
+ * collectives over it (the engine's CE_ABORT). COLLECTIVE hands a collective to the chip's communication engine and
  * completes when the engine has finished it (its interrupt wakes the CP).
  * Errors are also logged on the UART. */
 #include <stdio.h>
@@ -153,6 +154,7 @@ static struct inflight {
   uint32_t tiles, stream, timeout;
   uint64_t deadline;
   uint32_t collective; /* a collective: the engine's CE_COMPLETED count that ends it (tiles is 0) */
+  uint32_t group;      /* a launch: the chips its collectives span (tp_command.group), or 0 */
 } flights[MAX_INFLIGHT];
 static uint32_t collectives_posted; /* collectives given to the engine */
 static uint32_t collectives_failed; /* of those, failed (the engine's CE_COMPLETED counts the others) */
@@ -205,6 +207,7 @@ static int launch(const struct tp_command* c, struct tp_completion* r, struct in
   f->r = *r;
   f->tiles = c->tiles;
   f->stream = c->stream;
+  f->group = c->group;
   busy_tiles |= c->tiles;
   return 1;
 }
@@ -226,6 +229,7 @@ static int collective(const struct tp_command* c, struct tp_completion* r, struc
   f->r = *r;
   f->tiles = 0;
   f->stream = c->stream;
+  f->group = 0;
   f->timeout = 0;
   f->deadline = UINT64_MAX;
   f->collective = ++collectives_posted;
@@ -304,6 +308,12 @@ static unsigned reap(void) {
       else if (state == 2 && TR(t, CORE_EXIT)) fail(&f->r, TP_KERNEL_ERROR, t, TR(t, CORE_EXIT), 0);
     }
     busy_tiles &= ~f->tiles;
+#ifdef TESSERA_C2C_CSR_BASE
+    /* A failed launch gives up the chip's collectives over its group: the
+     * group's other chips, waiting in one for this chip or about to post
+     * one, fail theirs at once (else they would wait for their watchdogs). */
+    if (f->r.status != TP_OK && f->group) mmio_write32(C2C(CE_ABORT), f->group);
+#endif
     f->used = 0;
     post(&f->r);
     ++n;

@@ -21,6 +21,7 @@
 #include "system.hpp"
 #include "tessera/program.hpp"
 #include "c2c/c2c.hpp"
+#include "c2c_regs.hpp"
 #include "common/power.hpp"
 #include "host.hpp"
 #include "noc/noc.hpp"
@@ -312,17 +313,36 @@ struct Device::Impl {
     static const char* const codes[] = {"", "", "a bad operation", "an engine error",
                                         "a collective the chip's communication engine failed (its CE_ERROR says why)"};
     const char* why = c.status == TP_KERNEL_ERROR && (c.detail & 0xff) < 5 ? codes[c.detail & 0xff] : "";
+    // A collective the engine failed: its CE_ERROR says why; code 9, a chip
+    // of the group gave up its collectives (CE_ERROR_ADDR: which).
+    std::string engine;
+    int gave_up = -1;
+    if (c.status == TP_KERNEL_ERROR && (c.detail & 0xff) == 4 && facts.c2c && facts.fabric_regs) {
+      namespace R = regs::c2c;
+      std::uint32_t code = 0;
+      std::uint64_t addr = 0;
+      debug_read(facts.fabric_regs + R::kBlock.regs[R::CE_ERROR].offset, &code, 4);
+      debug_read(facts.fabric_regs + R::kBlock.regs[R::CE_ERROR_ADDR].offset, &addr, 8);
+      if (code == 9) {
+        gave_up = static_cast<int>(addr);
+        engine = fmt::format(": chip {} gave up its collectives (its launch failed; CE_ERROR 9)", addr);
+      } else if (code) {
+        engine = fmt::format(": CE_ERROR {}", code);
+      }
+      if (code) why = "a collective the chip's communication engine failed";
+    }
     // A timeout blamed on another tile than the watchdog's first runner: say so.
     const std::string base = tile == c.tile ? std::string(error.what())
                                             : fmt::format("command {} (launch): timeout after {} us (the other tiles "
                                                           "waited at a barrier)", c.id, c.detail);
-    const std::string what = fmt::format("{}; graph node {} '{}', operation {} of its program on tile {}{}{}", base, n,
-                                         error.node, error.op, tile, *why ? ": " : "", why);
+    const std::string what = fmt::format("{}; graph node {} '{}', operation {} of its program on tile {}{}{}{}", base, n,
+                                         error.node, error.op, tile, *why ? ": " : "", why, engine);
     tp_completion blamed = c;
     blamed.tile = tile;
     DeviceError named(what, blamed);
     named.node = error.node;
     named.op = error.op;
+    named.gave_up = gave_up;
     error = named;
   }
 
@@ -835,7 +855,7 @@ Kernel Device::load_kernel(const std::string& path, std::uint32_t tiles) {
 Stream Device::stream() { return Stream{impl_->next_stream++}; }
 
 Event Device::launch(const Kernel& k, const std::vector<std::uint32_t>& args, std::uint32_t tiles,
-                     std::uint32_t timeout_us, Stream stream) {
+                     std::uint32_t timeout_us, Stream stream, std::uint32_t group) {
   if (args.size() > 16) throw UsageError(fmt::format("launch: {} argument words; a kernel takes at most 16", args.size()));
   if (tiles & ~k.tiles)
     throw UsageError(fmt::format("launch: tiles {:#x} include tiles {} is not loaded on ({:#x})", tiles, k.name, k.tiles));
@@ -846,6 +866,7 @@ Event Device::launch(const Kernel& k, const std::vector<std::uint32_t>& args, st
   c.timeout_us = timeout_us;
   c.nargs = static_cast<std::uint32_t>(args.size());
   c.stream = stream.id;
+  c.group = group;
   std::copy(args.begin(), args.end(), c.args);
   return submit(c);
 }
@@ -1024,11 +1045,12 @@ GraphExec Device::instantiate(const Graph& g) {
   return x;
 }
 
-Event Device::launch_graph(const Kernel& program_kernel, const GraphExec& g, std::uint32_t timeout_us, Stream stream) {
+Event Device::launch_graph(const Kernel& program_kernel, const GraphExec& g, std::uint32_t timeout_us, Stream stream,
+                           std::uint32_t group) {
   if (!g.tiles || !g.programs.size) throw UsageError("launch_graph: a graph that was not instantiated");
   impl_->check_range(g.programs, g.programs.size, 0, "launch_graph");
   const Event e = launch(program_kernel, {lo(g.programs.address), hi(g.programs.address), 0xfffffffdu, g.harts}, g.tiles,
-                         timeout_us, stream);
+                         timeout_us, stream, group);
   impl_->graph_launches[e.id] = g;
   return e;
 }
@@ -1112,6 +1134,14 @@ std::uint64_t Device::fabric_registers() const {
   const ChipFacts& f = impl_->facts;
   if (!f.c2c || !f.fabric_regs) throw UsageError("fabric_registers: the chip has no chip-to-chip fabric (type c2c) with registers");
   return f.fabric_regs;
+}
+
+void Device::abort_collectives(std::uint32_t group) {
+  write32(global(Buffer{fabric_registers() + regs::c2c::kBlock.regs[regs::c2c::CE_ABORT].offset, 4, impl_->chip}), group | 1u);
+}
+
+void Device::reset_collectives(std::uint32_t round) {
+  write32(global(Buffer{fabric_registers() + regs::c2c::kBlock.regs[regs::c2c::CE_RESET].offset, 4, impl_->chip}), round);
 }
 
 std::uint64_t Device::semaphore(unsigned t, unsigned s) const {

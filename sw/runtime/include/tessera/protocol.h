@@ -25,7 +25,7 @@
 
 #include <stdint.h>
 
-#define TP_VERSION 0x54500003u /* 'TP', 3: collectives */
+#define TP_VERSION 0x54500004u /* 'TP', 4: a launch's collective group */
 #define TP_RING_ENTRIES 64u
 #define TP_CMD_RING 0x0u     /* offsets from the first HBM stack's base */
 #define TP_CPL_RING 0x2000u
@@ -65,6 +65,8 @@ enum tp_opcode {
    group: every chip of it posts the same one, peer a rank in it); without
    it, over every chip. */
 #define TP_CE_GROUP(first, chips) ((uint32_t)(first) << 10 | (uint32_t)(chips) << 24)
+/* A launch's group (tp_command.group): CE_ABORT's word, chips 0 meaning the system. */
+#define TP_LAUNCH_GROUP(first, chips) (TP_CE_GROUP(first, chips) | 1u)
 
 enum tp_status {
   TP_OK = 0,
@@ -93,7 +95,10 @@ struct tp_command { /* 128 bytes */
   uint32_t nargs;      /* LAUNCH: how many of args are used (<= 16) */
   uint32_t args[16];   /* LAUNCH: CORE_ARG[0..15] */
   uint32_t stream;     /* commands of a stream run in order; streams run side by side */
-  uint32_t reserved[5];
+  uint32_t group;      /* LAUNCH: TP_LAUNCH_GROUP(first, chips), the chips its kernels' collectives span, or 0: when
+                          the launch fails, the CP gives up the chip's collectives over them (the engine's CE_ABORT),
+                          so that the group's other chips fail theirs at once instead of at their watchdogs */
+  uint32_t reserved[4];
 };
 
 struct tp_completion { /* 32 bytes */

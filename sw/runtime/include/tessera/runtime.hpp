@@ -37,6 +37,10 @@ struct DeviceError : std::runtime_error {
   // operation within the node's program on completion.tile (-1: not known).
   std::string node;
   int op = -1;
+  // A collective that failed because a chip of its group gave up its
+  // collectives (its own launch failed: the engine's CE_ERROR 9): that
+  // chip; -1 otherwise. A consequence, not the cause.
+  int gave_up = -1;
 };
 
 // Misuse of the API on the host side (a freed buffer, a copy past its end,
@@ -152,8 +156,11 @@ class Device {
   Kernel load_kernel(const std::string& elf_path, std::uint32_t tiles);
   // Starts the kernel on its tiles (or `tiles`, a subset) with up to 16
   // argument words; `timeout_us` is the device's watchdog (0: its default).
+  // `group`: TP_LAUNCH_GROUP(first, chips) where the kernels run collectives
+  // over those chips: if the launch fails, the chip gives them up (the
+  // group's other chips fail theirs at once; reset_collectives() after).
   Event launch(const Kernel& k, const std::vector<std::uint32_t>& args, std::uint32_t tiles = 0,
-               std::uint32_t timeout_us = 0, Stream stream = {});
+               std::uint32_t timeout_us = 0, Stream stream = {}, std::uint32_t group = 0);
   // A new stream.
   Stream stream();
   // Runs a tile program on `tiles` with the `program` kernel, which must be
@@ -169,7 +176,8 @@ class Device {
   // the graph's tiles. free() gives the memory back (not while a launch of
   // it runs).
   GraphExec instantiate(const Graph& g);
-  Event launch_graph(const Kernel& program_kernel, const GraphExec& g, std::uint32_t timeout_us = 0, Stream stream = {});
+  Event launch_graph(const Kernel& program_kernel, const GraphExec& g, std::uint32_t timeout_us = 0, Stream stream = {},
+                     std::uint32_t group = 0);
   void free(const GraphExec& g);
   // Waits for a command; throws DeviceError if it failed.
   tp_completion wait(Event e);
@@ -202,6 +210,19 @@ class Device {
   // ip/c2c/c2c.regs.json) as the chip's own cores and engines address
   // them: where a tile program posts a collective (TKP_COLLECTIVE).
   std::uint64_t fabric_registers() const;
+  // The host gives up the chip's collectives over `group`
+  // (TP_LAUNCH_GROUP), as the chip's CP does when a launch naming it fails:
+  // for a chip whose part of a run could not be launched, so that the
+  // group's other chips fail theirs at once (CE_ABORT).
+  void abort_collectives(std::uint32_t group);
+  // After a failed run whose launches named a group (launch's `group`):
+  // the chip's communication engine forgets the aborts and starts its
+  // collectives afresh (CE_RESET). Every chip of the group, once each
+  // one's launches of the run are over, with the same `round`, new for
+  // each reset (an abort's notice from before it, still travelling, is
+  // ignored); else its collectives stay failed (and a half-run one leaves
+  // the engines out of step).
+  void reset_collectives(std::uint32_t round);
   // Semaphore `s` of tile t's registers as every chip sees it: a 4-byte
   // write of n there (a DMA from any chip) signals it n times, which is how
   // the tiles of several chips hand work over without the host.
