@@ -10,6 +10,16 @@
 
 namespace tessera::hbm {
 
+std::uint64_t Timing::first_refresh(std::uint64_t period, unsigned index, unsigned count, bool stagger) {
+  if (!stagger || count < 2) return period;
+  unsigned bits = 0;
+  while ((1u << bits) < count) ++bits;
+  unsigned reversed = 0;
+  for (unsigned b = 0; b < bits; ++b)
+    if (index >> b & 1) reversed |= 1u << (bits - 1 - b);
+  return period - reversed * period / (1ull << bits);
+}
+
 namespace energy {
 const power::Event activate = power::declare_event("hbm_activate", "hbm", 900, "an ACT command of one bank");
 const power::Event read_byte = power::declare_event("hbm_read_byte", "hbm", 31, "a byte read from the stack");

@@ -39,6 +39,11 @@ struct Timing {
   unsigned ccdr() const { return std::max(tCCDR, tCCD_S); }
   // The per-bank refresh interval of a pseudo-channel with `banks` banks.
   unsigned refisb(unsigned banks) const { return tREFISB ? tREFISB : tREFI / banks; }
+  // The first refresh of pseudo-channel `index` of `count` whose refreshes
+  // recur every `period` cycles: at `period`, less its turn's share of it
+  // (stagger: the channels take turns in bit-reversed order, so that any
+  // run of them is spread over the interval; else all at `period`).
+  static std::uint64_t first_refresh(std::uint64_t period, unsigned index, unsigned count, bool stagger);
   unsigned burst_bytes() const { return burst_length * pc_width_bits / 8; }
   // Peak bandwidth of one pseudo-channel in bytes per second.
   double peak_bytes_per_s() const { return burst_bytes() / (tBURST * tck_ns * 1e-9); }

@@ -112,6 +112,8 @@ void Hbm::Config::visit(Params& p) {
   p("write_high", ctrl.write_high, "writes queued that start a write drain");
   p("write_low", ctrl.write_low, "writes queued that end a write drain");
   p("refresh", ctrl.refresh, "all_bank, per_bank or off");
+  p("refresh_stagger", ctrl.refresh_stagger,
+    "none (the stack's pseudo-channels refresh at once) or stack (in turn, spread over the interval in bit-reversed order)");
   p("refresh_postpone", ctrl.refresh_postpone, "refreshes that may be postponed while requests wait");
   p("frontend", ctrl.frontend, "controller overhead from arrival to the queue, in cycles");
   p("command_bus", ctrl.command_bus, "shared (a row and a column command bus per channel, as JEDEC) or per_pc (a command a cycle per pseudo-channel)");
@@ -144,6 +146,7 @@ void Hbm::Config::validate(const Params& p) const {
     p.fail("page_policy", "must be open, closed or adaptive");
   if (ctrl.refresh != "all_bank" && ctrl.refresh != "per_bank" && ctrl.refresh != "off")
     p.fail("refresh", "must be all_bank, per_bank or off");
+  if (ctrl.refresh_stagger != "stack" && ctrl.refresh_stagger != "none") p.fail("refresh_stagger", "must be none or stack");
   if (ctrl.read_queue == 0 || ctrl.write_queue == 0) p.fail("read_queue", "queues need room for one request");
   if (ctrl.command_bus != "shared" && ctrl.command_bus != "per_pc") p.fail("command_bus", "must be shared or per_pc");
   if (ctrl.queues != "split" && ctrl.queues != "unified") p.fail("queues", "must be split or unified");
@@ -244,6 +247,7 @@ Hbm::Hbm(const sc_core::sc_module_name& n, const Config& c)
       if (--txn->remaining == 0) txn->done.notify(sc_core::SC_ZERO_TIME);
     }));
     channels_.back()->set_meter(meter_, clk_, tck_);
+    channels_.back()->set_refresh_turn(pc, pcs);
     if (c.ctrl.command_bus == "shared") {
       if (pc % c.org.pseudo_channels == 0) bus = std::make_shared<CommandBus>();
       channels_.back()->set_command_bus(bus);
@@ -261,7 +265,8 @@ Hbm::Hbm(const sc_core::sc_module_name& n, const Config& c)
     f.opened.assign(c.org.banks_per_pc(), 0);
     f.open_row.assign(c.org.banks_per_pc(), -1);
     f.window.resize(c.ctrl.read_queue + 1);
-    f.refresh_due = per_bank_refresh_ ? c.t.refisb(c.org.banks_per_pc()) : c.t.tREFI;
+    f.refresh_due = Timing::first_refresh(per_bank_refresh_ ? c.t.refisb(c.org.banks_per_pc()) : c.t.tREFI, pc, pcs,
+                                          c.ctrl.refresh_stagger == "stack");
   }
 }
 

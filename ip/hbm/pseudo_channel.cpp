@@ -27,6 +27,11 @@ PseudoChannel::PseudoChannel(const Timing& t, const Org& o, const ControllerConf
   refresh_due_ = per_bank_ ? t_.refisb(static_cast<unsigned>(banks_.size())) : t_.tREFI;
 }
 
+void PseudoChannel::set_refresh_turn(unsigned index, unsigned count) {
+  const std::uint64_t period = per_bank_ ? t_.refisb(static_cast<unsigned>(banks_.size())) : t_.tREFI;
+  refresh_due_ = Timing::first_refresh(period, index, count, cfg_.refresh_stagger == "stack");
+}
+
 bool PseudoChannel::idle() const { return reads_.empty() && writes_.empty() && frontend_.empty() && completions_.empty(); }
 
 void PseudoChannel::enqueue(const Request& in) {

@@ -27,6 +27,11 @@ struct ControllerConfig {
   std::string page_policy = "open";   // open, closed, adaptive
   unsigned write_high = 24, write_low = 8;
   std::string refresh = "all_bank";   // all_bank, per_bank, off
+  // none: every pseudo-channel of a stack refreshes at once (a pause of
+  // the whole stack every tREFI); stack: they take turns, spread evenly
+  // over the interval in bit-reversed order (as DRAMSys spreads a
+  // channel's ranks)
+  std::string refresh_stagger = "none";
   unsigned refresh_postpone = 0;      // refreshes that may be owed while requests wait
   unsigned frontend = 2;              // cycles from arrival to the queue (documented controller overhead)
   // Command buses: "shared" (the default, JEDEC HBM2/HBM3: a row-command
@@ -112,6 +117,9 @@ class PseudoChannel {
   void set_command_bus(std::shared_ptr<CommandBus> bus) { bus_ = std::move(bus); }
   using Done = std::function<void(Request&)>;
   PseudoChannel(const Timing& t, const Org& o, const ControllerConfig& c, Done done);
+  // Pseudo-channel `index` of `count` in its stack: its first refresh falls
+  // due at its turn (ControllerConfig::refresh_stagger); before any request.
+  void set_refresh_turn(unsigned index, unsigned count);
 
   // Queues a request (arrival cycle already set). May not fit: then it
   // waits in the frontend and enters the queue when there is room.
