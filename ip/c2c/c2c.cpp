@@ -225,7 +225,7 @@ class C2c::Regs : public MmioTarget {
     });
     regs_.on_write(R::CE_ABORT, [this](RegisterBank::Write& w) {
       if (w.data & R::CE_ABORT_f::ABORT_MASK)
-        c_.ce_->abort(static_cast<unsigned>((w.data & R::CE_ABORT_f::FIRST_MASK) >> R::CE_ABORT_f::FIRST_SHIFT),
+        c_.ce_->give_up(static_cast<unsigned>((w.data & R::CE_ABORT_f::FIRST_MASK) >> R::CE_ABORT_f::FIRST_SHIFT),
                       static_cast<unsigned>((w.data & R::CE_ABORT_f::CHIPS_MASK) >> R::CE_ABORT_f::CHIPS_SHIFT));
       return true;
     });

@@ -181,7 +181,7 @@ void CommEngine::cancel() {
   }
 }
 
-void CommEngine::abort(unsigned first, unsigned chips) {
+void CommEngine::give_up(unsigned first, unsigned chips) {
   const unsigned me = fabric_.chip_;
   if (revoked_ >> me & 1) return;
   revoked_ |= 1ull << me;

@@ -136,7 +136,7 @@ class CommEngine : public sc_core::sc_module {
   // chips are told (a write to their ABORTED[this chip]), and their engines
   // fail theirs over a group with this chip in it likewise, at once and
   // until their reset(). A second abort before reset() tells nobody.
-  void abort(unsigned first, unsigned chips);
+  void give_up(unsigned first, unsigned chips);
   // Forgets every abort and starts the notifications, publications and
   // staging halves afresh, as at power-on: every chip of a group together,
   // once each is idle (the host does it after a failed run), each given
