@@ -323,7 +323,7 @@ struct Device::Impl {
       std::uint64_t addr = 0;
       debug_read(facts.fabric_regs + R::kBlock.regs[R::CE_ERROR].offset, &code, 4);
       debug_read(facts.fabric_regs + R::kBlock.regs[R::CE_ERROR_ADDR].offset, &addr, 8);
-      if (code == 9) {
+      if (code == c2c::kCommAborted) {
         gave_up = static_cast<int>(addr);
         engine = fmt::format(": chip {} gave up its collectives (its launch failed; CE_ERROR 9)", addr);
       } else if (code) {
