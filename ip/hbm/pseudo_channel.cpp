@@ -24,7 +24,7 @@ PseudoChannel::PseudoChannel(const Timing& t, const Org& o, const ControllerConf
   adaptive_ = cfg_.page_policy == "adaptive";
   unified_ = cfg_.queues == "unified";
   posted_ = cfg_.write_response == "posted";
-  refresh_due_ = per_bank_ ? t_.refisb(static_cast<unsigned>(banks_.size())) : t_.tREFI;
+  set_refresh_turn(0, 1);
 }
 
 void PseudoChannel::set_refresh_turn(unsigned index, unsigned count) {

@@ -11,8 +11,9 @@
  * watchdog (the CLINT timer) fires; a fault, a nonzero exit code or a
  * timeout (the cores are halted) is reported with the tile and the cause;
  * a failed launch that names its collective group gives up the chip's
- * collectives over it (the engine's CE_ABORT). COLLECTIVE hands a collective to the chip's communication engine and
- * completes when the engine has finished it (its interrupt wakes the CP).
+ * collectives over it (the engine's CE_ABORT). COLLECTIVE hands a
+ * collective to the chip's communication engine and completes when the
+ * engine has finished it (its interrupt wakes the CP).
  * Errors are also logged on the UART. */
 #include <stdio.h>
 #include <string.h>
