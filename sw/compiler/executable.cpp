@@ -2204,8 +2204,7 @@ std::vector<std::map<std::string, std::vector<float>>> run_together(const std::v
   // each group's chips alike (a new round each time, so that a notice
   // still travelling is ignored), and the next run finds them in step.
   if (error) {
-    static std::uint32_t rounds = 0;
-    const std::uint32_t round = ++rounds;
+    const std::uint32_t round = rt::Device::new_round();
     for (Executable* x : execs)
       if (x->impl_->group) {
         try {

@@ -398,6 +398,91 @@ TEST(Runtime, AClusterOfChipsRunsKernelsAndCollectives) {
   EXPECT_NE(usage_error([] { Device::Options x; Cluster again(x); }).find("one Device per process"), std::string::npos);
 }
 
+// A collective the host posts that fails on one chip (its source past the
+// end of the chip's memory: the engine's bus error) fails on every chip at once: the
+// cluster's wait sees that chip's failure while the others still wait in
+// theirs, gives that chip's collectives up (the others then fail theirs,
+// naming it), resets the engines, and throws the cause; the next
+// collective is right. With a second collective of another stream queued
+// behind on every chip, each chip's first and second both fail (the CP
+// keeps one host collective in the engine at a time, so it knows which
+// failed), and nothing waits for the host's timeout.
+TEST(Runtime, AClusterCollectiveFailingOnOneChipFailsOnEveryChipAtOnceAndTheNextIsRight) {
+  Device::Options o;
+  o.platform = Device::default_platform().substr(0, Device::default_platform().rfind('/')) + "/t1x4-ring.json";
+  Cluster cluster(o);
+  const unsigned n = 4096;
+  const std::uint32_t op = TP_CE_ALL_REDUCE | TP_CE_RING | TP_CE_PUSH | TP_CE_FP32;
+  std::vector<Buffer> src, dst;
+  for (unsigned k = 0; k < 4; ++k) {
+    Device& d = cluster.chip(k);
+    src.push_back(d.alloc(4 * n));
+    dst.push_back(d.alloc(4 * n));
+    std::vector<float> v(n);
+    for (unsigned i = 0; i < n; ++i) v[i] = float((k + 1) * (i % 7));
+    d.write(src[k], v.data(), 4 * n);
+  }
+  // Chip 2's part reads from past the last HBM stack (a raw command: the
+  // API refuses such a buffer).
+  auto post = [&](unsigned k, bool bad, Stream s) {
+    if (k != 2 || !bad) return cluster.chip(k).collective(op, src[k], dst[k], n, nullptr, s);
+    tp_command c{};
+    c.opcode = TP_COLLECTIVE;
+    c.entry = op;
+    c.addr = 0x20'0000'0000ull;
+    c.args[0] = static_cast<std::uint32_t>(dst[k].address), c.args[1] = static_cast<std::uint32_t>(dst[k].address >> 32);
+    c.args[2] = n;
+    c.stream = s.id;
+    return cluster.chip(k).submit(c);
+  };
+  auto all = [&](bool bad) {
+    std::vector<Event> events;
+    for (unsigned k = 0; k < 4; ++k) events.push_back(post(k, bad, Stream{}));
+    return events;
+  };
+  auto right = [&](const char* when) {
+    for (unsigned k = 0; k < 4; ++k) {
+      std::vector<float> out(n);
+      cluster.chip(k).read(dst[k], out.data(), 4 * n);
+      unsigned wrong = 0;
+      for (unsigned i = 0; i < n; ++i) wrong += out[i] != float(10 * (i % 7));
+      EXPECT_EQ(wrong, 0u) << when << ", chip " << k;
+    }
+  };
+  auto failed = [&](const char* when, const std::vector<Event>& events) {
+    const double before = cluster.simulated_seconds();
+    const DeviceError e = thrown<DeviceError>([&] { cluster.wait(events); });
+    const double took_us = (cluster.simulated_seconds() - before) * 1e6;
+    EXPECT_LT(took_us, 100.0) << when << ": the host waits " << o.timeout_s << " s for an answer";
+    std::printf("%s: failed in %.2f us of simulated time: %s\n", when, took_us, e.what());
+    return e;
+  };
+  const DeviceError e = failed("one collective", all(true));
+  EXPECT_EQ(e.status(), TP_COMM_ERROR);
+  EXPECT_EQ(e.completion.detail, 5u) << "chip 2's own failure (a bus error), not another chip's giving up: " << e.what();
+  EXPECT_EQ(e.gave_up, -1);
+  cluster.wait(all(false));
+  right("after a failed collective");
+  // Two streams on every chip, chip 2's first collective bad.
+  std::vector<Event> first, second;
+  for (unsigned k = 0; k < 4; ++k) {
+    Device& d = cluster.chip(k);
+    const Stream a = d.stream(), b = d.stream();
+    first.push_back(post(k, true, a));
+    second.push_back(post(k, false, b));
+  }
+  EXPECT_EQ(failed("the first of two streams' collectives", first).completion.detail, 5u);
+  for (unsigned k = 0; k < 4; ++k)
+    if (k != 2) {
+      const DeviceError g = thrown<DeviceError>([&] { cluster.chip(k).wait(first[k]); });
+      EXPECT_EQ(g.gave_up, 2) << "chip " << k << "'s first collective: " << g.what();
+      EXPECT_NE(std::string(g.what()).find("chip 2 gave up its collectives"), std::string::npos) << g.what();
+    }
+  EXPECT_EQ(failed("the second", second).gave_up, 2) << "every chip's second collective failed, after chip 2 gave up";
+  cluster.wait(all(false));
+  right("after two failed collectives");
+}
+
 // The chip's facts moved (another CLINT timebase, another global window:
 // TESSERA_MOVED_SETS) with the command processor built for them: the
 // runtime's global addresses and the collectives follow the fabric's

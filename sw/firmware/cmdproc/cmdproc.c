@@ -12,8 +12,8 @@
  * timeout (the cores are halted) is reported with the tile and the cause;
  * a failed launch that names its collective group gives up the chip's
  * collectives over it (the engine's CE_ABORT). COLLECTIVE hands a
- * collective to the chip's communication engine and completes when the
- * engine has finished it (its interrupt wakes the CP).
+ * collective to the chip's communication engine, one at a time, and
+ * completes when the engine has finished it (its interrupt wakes the CP).
  * Errors are also logged on the UART. */
 #include <stdio.h>
 #include <string.h>
@@ -225,7 +225,9 @@ static int collective(const struct tp_command* c, struct tp_completion* r, struc
   *(volatile uint64_t*)C2C(CE_TABLE) = (uint64_t)c->args[5] << 32 | c->args[4];
   *(volatile uint64_t*)C2C(CE_SIGNAL) = 0;
   mmio_write32(C2C(CE_PUSH), 1);
-  if (mmio_read32(C2C(CE_ERROR))) return fail(r, TP_COMM_ERROR, 0, mmio_read32(C2C(CE_ERROR)), 0), 0;
+  /* Refused, or failed at once (a chip of its group gave up: CE_ERROR_ADDR names it). */
+  if (mmio_read32(C2C(CE_ERROR)))
+    return fail(r, TP_COMM_ERROR, 0, mmio_read32(C2C(CE_ERROR)), (uint32_t)*(volatile uint64_t*)C2C(CE_ERROR_ADDR)), 0;
   f->used = 1;
   f->r = *r;
   f->tiles = 0;
@@ -332,6 +334,11 @@ static int may_issue(const struct tp_command* c) {
       continue;
     }
     if (flights[i].stream == c->stream) return 0;
+    /* One host collective in the engine at a time: the CP tells a failed
+     * one by the engine's last error (CE_ERROR_ID), and two failing at
+     * once (a chip of their group gave up) would leave the first's fate
+     * unknown. */
+    if (c->opcode == TP_COLLECTIVE && flights[i].collective) return 0;
   }
   if ((c->opcode == TP_LOAD || c->opcode == TP_LAUNCH) && (c->tiles & busy_tiles)) return 0;
   return (c->opcode != TP_LAUNCH && c->opcode != TP_COLLECTIVE) || free_slot;

@@ -789,13 +789,18 @@ tp_completion Device::wait(Event e) {
       case TP_BUSY_TILE: where = fmt::format(": tile {} is running a kernel", c.tile); break;
       case TP_BAD_TILE: where = fmt::format(": mask {:#x} (the device has {} tiles)", c.detail, d.tiles); break;
       case TP_COMM_ERROR:
-        where = c.detail ? fmt::format(": the communication engine's error code {} (address low word {:#x})", c.detail,
-                                       c.detail2)
-                         : std::string(": the chip has no communication engine");
+        where = c.detail == c2c::kCommAborted
+                    ? fmt::format(": chip {} gave up its collectives (the communication engine's error code {})", c.detail2,
+                                  c.detail)
+                : c.detail ? fmt::format(": the communication engine's error code {} (address low word {:#x})", c.detail,
+                                         c.detail2)
+                           : std::string(": the chip has no communication engine");
         break;
       default: where = fmt::format(" ({:#x})", c.detail); break;
     }
     DeviceError error(fmt::format("command {} ({}): {}{}", c.id, op, status_name(c.status), where), c);
+    if (c.opcode == TP_COLLECTIVE && c.status == TP_COMM_ERROR && c.detail == c2c::kCommAborted)
+      error.gave_up = static_cast<int>(c.detail2);
     if (auto g = d.graph_launches.find(e.id); g != d.graph_launches.end()) {
       d.name_graph_failure(g->second, c, error);
       d.graph_launches.erase(g);
@@ -1244,10 +1249,77 @@ std::vector<Event> Cluster::collective(std::uint32_t ce_op, const std::vector<Bu
   return events;
 }
 
+std::uint32_t Device::new_round() {
+  static std::uint32_t rounds = 0;
+  return ++rounds;
+}
+
 void Cluster::wait(const std::vector<Event>& events) {
-  if (events.size() != chips())
-    throw UsageError(fmt::format("wait: one event per chip ({} chips), not {}", chips(), events.size()));
-  for (unsigned k = 0; k < chips(); ++k) chip(k).wait(events[k]);
+  const unsigned n = chips();
+  if (events.size() != n) throw UsageError(fmt::format("wait: one event per chip ({} chips), not {}", n, events.size()));
+  for (unsigned k = 0; k < n; ++k) {
+    Device& d = chip(k);
+    if (!d.impl_->commands.count(events[k].id)) d.wait(events[k]);  // (throws: never submitted)
+    d.send_io();
+  }
+  // Every chip watched at once: a chip waiting in a collective for one
+  // whose part failed would hold a chip-by-chip wait until the timeout.
+  // A chip whose collective failed gives its collectives over the group up
+  // (as its CP does for a failed launch), so that the others fail theirs at
+  // once (code 9, naming it).
+  std::vector<bool> done(n, false);
+  std::vector<std::exception_ptr> errors(n);
+  std::exception_ptr cause;
+  auto arrived = [&](unsigned k) { return !done[k] && chip(k).impl_->host().completions.count(events[k].id) != 0; };
+  for (unsigned left = n; left;) {
+    chip(0).impl_->run_until(
+        [&] {
+          for (unsigned k = 0; k < n; ++k)
+            if (arrived(k)) return true;
+          return false;
+        },
+        fmt::format("the commands of a cluster wait ({} chips)", left));
+    for (unsigned k = 0; k < n; ++k) {
+      if (!arrived(k)) continue;
+      done[k] = true, --left;
+      try {
+        chip(k).wait(events[k]);
+      } catch (const DeviceError& e) {
+        errors[k] = std::current_exception();
+        if (e.gave_up >= 0) continue;  // a consequence
+        if (!cause) cause = errors[k];
+        const tp_command& c = chip(k).impl_->commands.at(events[k].id);
+        if (c.opcode == TP_COLLECTIVE && e.status() == TP_COMM_ERROR && e.completion.detail) {
+          try {
+            chip(k).abort_collectives(c.entry & TP_CE_GROUP(0x3f, 0xff));
+          } catch (const UsageError&) {
+          }
+        }
+      } catch (...) {
+        errors[k] = std::current_exception();
+        if (!cause) cause = errors[k];
+      }
+    }
+  }
+  std::exception_ptr first;
+  for (const std::exception_ptr& e : errors)
+    if (e && !first) first = e;
+  if (!first) return;
+  // The engines start afresh (a new round on every chip) where nothing else
+  // is under way; else their collectives over the group keep failing at
+  // once until the host resets them (reset_collectives).
+  bool idle = true;
+  for (unsigned k = 0; k < n; ++k) idle &= chip(k).impl_->submitted == chip(k).impl_->host().completed();
+  if (idle) {
+    const std::uint32_t round = Device::new_round();
+    for (unsigned k = 0; k < n; ++k) {
+      try {
+        chip(k).reset_collectives(round);
+      } catch (const UsageError&) {
+      }
+    }
+  }
+  std::rethrow_exception(cause ? cause : first);
 }
 
 double Cluster::simulated_seconds() const { return sc_core::sc_time_stamp().to_seconds(); }

@@ -38,8 +38,8 @@ struct DeviceError : std::runtime_error {
   std::string node;
   int op = -1;
   // A collective that failed because a chip of its group gave up its
-  // collectives (its own launch failed: the engine's CE_ERROR 9): that
-  // chip; -1 otherwise. A consequence, not the cause.
+  // collectives (its own launch or collective failed: the engine's
+  // CE_ERROR 9): that chip; -1 otherwise. A consequence, not the cause.
   int gave_up = -1;
 };
 
@@ -223,6 +223,8 @@ class Device {
   // ignored); else its collectives stay failed (and a half-run one leaves
   // the engines out of step).
   void reset_collectives(std::uint32_t round);
+  // A round number no reset in this process has used yet.
+  static std::uint32_t new_round();
   // Semaphore `s` of tile t's registers as every chip sees it: a 4-byte
   // write of n there (a DMA from any chip) signals it n times, which is how
   // the tiles of several chips hand work over without the host.
@@ -280,7 +282,14 @@ class Cluster {
   // The same collective on every chip, with each chip's buffers; one event per chip.
   std::vector<Event> collective(std::uint32_t ce_op, const std::vector<Buffer>& src, const std::vector<Buffer>& dst,
                                 std::uint64_t count, const std::vector<Buffer>& tables = {});
-  void wait(const std::vector<Event>& events);  // one per chip, as collective() returns them
+  // Waits for one event per chip (as collective() returns them), every chip
+  // at once. Where a chip's collective fails, that chip gives up its
+  // collectives over the collective's group (abort_collectives), so the
+  // others fail theirs at once rather than at the timeout; then, if no chip
+  // has another command under way, every chip's engine is reset (a new
+  // round), and the cause is thrown: the first failure that is not a chip's
+  // giving up (DeviceError::gave_up), else the first failure.
+  void wait(const std::vector<Event>& events);
   double simulated_seconds() const;
   nlohmann::ordered_json stats() const;  // every chip's counters, "chipK.instance", in chip order
   // The synchronisation so far: ranks, lookahead_ns, windows,
