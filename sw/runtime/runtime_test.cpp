@@ -406,7 +406,8 @@ TEST(Runtime, AClusterOfChipsRunsKernelsAndCollectives) {
 // collective is right. With a second collective of another stream queued
 // behind on every chip, each chip's first and second both fail (the CP
 // keeps one host collective in the engine at a time, so it knows which
-// failed), and nothing waits for the host's timeout.
+// failed), and nothing waits for the host's timeout. A part the host
+// cannot post is refused before any chip posts.
 TEST(Runtime, AClusterCollectiveFailingOnOneChipFailsOnEveryChipAtOnceAndTheNextIsRight) {
   Device::Options o;
   o.platform = Device::default_platform().substr(0, Device::default_platform().rfind('/')) + "/t1x4-ring.json";
@@ -481,6 +482,15 @@ TEST(Runtime, AClusterCollectiveFailingOnOneChipFailsOnEveryChipAtOnceAndTheNext
   EXPECT_EQ(failed("the second", second).gave_up, 2) << "every chip's second collective failed, after chip 2 gave up";
   cluster.wait(all(false));
   right("after two failed collectives");
+  // A part the host cannot post (chip 3 given chip 0's buffer) is refused,
+  // naming it, before any chip posts: no chip waits in a collective the
+  // others never join.
+  std::vector<Buffer> wrong = src;
+  wrong[3] = src[0];
+  const std::string refused = usage_error([&] { cluster.collective(op, wrong, dst, n); });
+  EXPECT_NE(refused.find("chip 3's part: a buffer of chip 0 used on chip 3"), std::string::npos) << refused;
+  cluster.wait(all(false));
+  right("after a collective refused for one chip");
 }
 
 // The chip's facts moved (another CLINT timebase, another global window:

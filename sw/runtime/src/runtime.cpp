@@ -484,6 +484,12 @@ struct Device::Impl {
       if (b.address >= s.base && b.address < s.base + s.size) return s;
     throw UsageError(fmt::format("no buffer at {:#x}", b.address));
   }
+  // A collective's buffers: each one of this chip's (Cluster::collective
+  // checks every chip's before it posts any).
+  void check_collective(const Buffer& src, const Buffer& dst, const Buffer* table) {
+    for (const Buffer* b : {&src, &dst, table})
+      if (b) stack_of(*b);
+  }
   void check_range(const Buffer& b, std::uint64_t bytes, std::uint64_t offset, const char* what) {
     Stack& s = stack_of(b);
     auto it = s.used.find(b.address);
@@ -1111,12 +1117,7 @@ roofline::Report Device::roofline(const nlohmann::ordered_json& before, const nl
 
 Event Device::collective(std::uint32_t ce_op, const Buffer& src, const Buffer& dst, std::uint64_t count,
                          const Buffer* table, Stream stream) {
-  for (const Buffer* b : {&src, &dst, table}) {
-    if (!b) continue;
-    impl_->stack_of(*b);
-    if (b->chip != impl_->chip)
-      throw UsageError(fmt::format("collective: a buffer of chip {} given to chip {}", b->chip, impl_->chip));
-  }
+  impl_->check_collective(src, dst, table);
   tp_command c{};
   c.opcode = TP_COLLECTIVE;
   c.entry = ce_op;
@@ -1243,6 +1244,16 @@ std::vector<Event> Cluster::collective(std::uint32_t ce_op, const std::vector<Bu
   const unsigned n = chips();
   if (src.size() != n || dst.size() != n || (!tables.empty() && tables.size() != n))
     throw UsageError(fmt::format("collective: one source, destination (and table) buffer per chip ({} chips)", n));
+  // Every chip's buffers checked before any chip posts: a chip that posted
+  // would otherwise wait in a collective the others never join (and pair
+  // it with their next one).
+  for (unsigned k = 0; k < n; ++k) {
+    try {
+      chip(k).impl_->check_collective(src[k], dst[k], tables.empty() ? nullptr : &tables[k]);
+    } catch (const UsageError& e) {
+      throw UsageError(fmt::format("collective: chip {}'s part: {}", k, e.what()));
+    }
+  }
   std::vector<Event> events;
   for (unsigned k = 0; k < n; ++k)
     events.push_back(chip(k).collective(ce_op, src[k], dst[k], count, tables.empty() ? nullptr : &tables[k]));
